@@ -1,0 +1,76 @@
+// createApp(deps): the Elysia application — error mapping in one place, every feature's routes in one list.
+import { Elysia, ValidationError } from "elysia";
+import { openapi } from "@elysiajs/openapi";
+import type { Deps } from "./deps.ts";
+import { AppError, errorBody, internalError } from "./errors.ts";
+import { authRoutes } from "./auth/routes.ts";
+import type { ClientInfo } from "./auth/fingerprint.ts";
+import pkg from "../package.json" with { type: "json" };
+
+export type RequestMeta = ClientInfo & { requestId: string };
+
+export type AppOptions = { metaOf: (request: Request) => RequestMeta };
+
+export function errorResponse(err: AppError, headers: Record<string, string> = {}): Response {
+  const h: Record<string, string> = { "content-type": "application/json", ...headers };
+  if (err.extra.retryAfter !== undefined) h["retry-after"] = String(err.extra.retryAfter);
+  return new Response(JSON.stringify(errorBody(err)), { status: err.status, headers: h });
+}
+
+function validationDetails(err: ValidationError): { field: string; message: string }[] {
+  try {
+    return err.all.map((e) => ({ field: "path" in e && e.path ? e.path : "/", message: e.summary ?? e.message }));
+  } catch {
+    return [];
+  }
+}
+
+export function createApp(deps: Deps, options: AppOptions) {
+  const clientOf = (request: Request): ClientInfo => {
+    const meta = options.metaOf(request);
+    return { ip: meta.ip, userAgent: meta.userAgent };
+  };
+  return new Elysia()
+    .onError(({ code, error, request }) => {
+      if (error instanceof AppError) return errorResponse(error);
+      if (code === "VALIDATION" && error instanceof ValidationError) {
+        const details = validationDetails(error);
+        const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
+        return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }));
+      }
+      if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
+      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
+      deps.log.error("unhandled error", {
+        requestId: options.metaOf(request).requestId,
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+      return errorResponse(internalError());
+    })
+    .use(
+      openapi({
+        path: "/docs",
+        specPath: "/openapi.json",
+        documentation: {
+          info: { title: "walletgate", version: pkg.version, description: "Wallet sign-in, sessions and payment gating." },
+          components: { securitySchemes: { bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" } } },
+        },
+      }),
+    )
+    .get("/healthz", () => ({ status: "ok" as const }), { detail: { summary: "The process is up", tags: ["health"] } })
+    .get(
+      "/readyz",
+      () => {
+        try {
+          deps.db.sqlite.query("SELECT 1").get();
+        } catch {
+          return new Response(JSON.stringify({ status: "unavailable", checks: { database: "error" } }), {
+            status: 503,
+            headers: { "content-type": "application/json" },
+          });
+        }
+        return { status: "ready" as const, checks: { database: "ok" } };
+      },
+      { detail: { summary: "The database answers", tags: ["health"] } },
+    )
+    .use(authRoutes(deps, clientOf));
+}

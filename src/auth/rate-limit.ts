@@ -1,0 +1,85 @@
+// Sliding-window rate limits for sign-in, keyed by client address and wallet (auth.md "Rate limits").
+import { AppError } from "../errors.ts";
+import { networkKey } from "../lib/ip.ts";
+
+export type Limit = { name: string; max: number; windowMs: number };
+
+export const AUTH_LIMITS = {
+  verifyPerClientWallet: { name: "verify-ip-wallet", max: 5, windowMs: 15 * 60_000 },
+  verifyPerNetwork: { name: "verify-ip", max: 50, windowMs: 15 * 60_000 },
+  challengePerClientWallet: { name: "challenge-ip-wallet", max: 10, windowMs: 60_000 },
+  // Not in the spec's table: bounds the challenge rows one network can make by cycling wallets.
+  challengePerNetwork: { name: "challenge-ip", max: 600, windowMs: 60_000 },
+} as const satisfies Record<string, Limit>;
+
+export type RateLimiter = {
+  /** Counts one hit against every (limit, key) pair, or none of them when any is full. */
+  consume(hits: [Limit, string][], now: number): void;
+  /** Drops windows with nothing left in them. */
+  purge(now: number): number;
+  size(): number;
+};
+
+/**
+ * An exact sliding log per key: at most `max` timestamps each, so memory is bounded by the limits.
+ * Held in process memory: this server is one process over one SQLite file.
+ */
+export function createRateLimiter(): RateLimiter {
+  const windows = new Map<string, { windowMs: number; hits: number[] }>();
+
+  function live(limit: Limit, key: string, now: number): number[] {
+    const id = `${limit.name}|${key}`;
+    let entry = windows.get(id);
+    if (entry === undefined) {
+      entry = { windowMs: limit.windowMs, hits: [] };
+      windows.set(id, entry);
+    }
+    const since = now - limit.windowMs;
+    let drop = 0;
+    while (drop < entry.hits.length && entry.hits[drop]! <= since) drop++;
+    if (drop > 0) entry.hits.splice(0, drop);
+    return entry.hits;
+  }
+
+  return {
+    consume(hits, now) {
+      let retryAfterMs = 0;
+      const logs = hits.map(([limit, key]) => {
+        const log = live(limit, key, now);
+        if (log.length >= limit.max) retryAfterMs = Math.max(retryAfterMs, log[log.length - limit.max]! + limit.windowMs - now);
+        return log;
+      });
+      if (retryAfterMs > 0) {
+        const retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
+        throw new AppError("RATE_LIMITED", `too many attempts; try again in ${retryAfter} s`, { retryAfter });
+      }
+      for (const log of logs) log.push(now);
+    },
+    purge(now) {
+      let removed = 0;
+      for (const [id, entry] of windows) {
+        if (entry.hits.length === 0 || entry.hits[entry.hits.length - 1]! <= now - entry.windowMs) {
+          windows.delete(id);
+          removed++;
+        }
+      }
+      return removed;
+    },
+    size: () => windows.size,
+  };
+}
+
+/** The hits one verification attempt counts: per client+wallet, and per client network (IPv6 /64). */
+export function verifyHits(clientIp: string, wallet: string): [Limit, string][] {
+  return [
+    [AUTH_LIMITS.verifyPerClientWallet, `${clientIp}|${wallet}`],
+    [AUTH_LIMITS.verifyPerNetwork, networkKey(clientIp)],
+  ];
+}
+
+export function challengeHits(clientIp: string, wallet: string): [Limit, string][] {
+  return [
+    [AUTH_LIMITS.challengePerClientWallet, `${clientIp}|${wallet}`],
+    [AUTH_LIMITS.challengePerNetwork, networkKey(clientIp)],
+  ];
+}

@@ -1,0 +1,187 @@
+// Session tokens as plain functions: issue, authenticate against the token store, restore, revoke.
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { toIso } from "../lib/clock.ts";
+import { newUuid } from "../lib/ids.ts";
+import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
+import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
+import * as store from "./store.ts";
+
+export type IssuedSession = {
+  walletAddress: string;
+  sessionId: string;
+  jti: string;
+  token: string;
+  issuedAtS: number;
+  expiresAtS: number;
+  expiresAt: string;
+};
+
+export type AuthenticatedSession = {
+  walletAddress: string;
+  sessionId: string;
+  jti: string;
+  token: string;
+  issuedAtS: number;
+  expiresAtS: number;
+  sessionStartedAtMs: number;
+};
+
+/**
+ * Issues and records a token. A new session starts unless `continues` names one (refresh), whose
+ * absolute age is then capped by SESSION_MAX_AGE_S. With a client, its fingerprint is linked.
+ */
+export async function issueSession(
+  deps: Deps,
+  walletAddress: string,
+  client: ClientInfo | null,
+  continues?: { sessionId: string; sessionStartedAtMs: number },
+): Promise<IssuedSession> {
+  const now = deps.clock.now();
+  const iat = Math.floor(now / 1000);
+  const sessionStartedAtMs = continues?.sessionStartedAtMs ?? now;
+  const hardEnd = Math.floor(sessionStartedAtMs / 1000) + deps.config.sessionMaxAgeS;
+  const exp = Math.min(iat + deps.config.sessionTtlS, hardEnd);
+  if (exp <= iat) throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
+  const sessionId = continues?.sessionId ?? newUuid(deps.random);
+  const jti = newUuid(deps.random);
+  const fingerprint = client === null ? null : storedFingerprint(deps, client);
+  const [token] = await Promise.all([
+    signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp }),
+    store.insertToken(
+      deps.db,
+      { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint },
+      now,
+    ),
+  ]);
+  return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
+}
+
+/** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */
+export async function authenticateToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
+  const claims = await verifySessionJwt(deps.auth.jwtKeys, token, deps.clock.now());
+  const row = await store.findTokenState(deps.db, claims.jti);
+  if (row === null || row.wallet !== claims.walletAddress || row.sessionId !== claims.sessionId) {
+    throw new AppError("TOKEN_INVALID", "session token is invalid: not issued by this server");
+  }
+  if (row.revokedAt !== null || claims.iat * 1000 < row.tokensValidAfter) {
+    throw new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
+  }
+  return {
+    walletAddress: claims.walletAddress,
+    sessionId: claims.sessionId,
+    jti: claims.jti,
+    token,
+    issuedAtS: claims.iat,
+    expiresAtS: claims.exp,
+    sessionStartedAtMs: row.sessionStartedAt,
+  };
+}
+
+/** Reads `Authorization: Bearer <token>`: null when absent or another scheme, the token otherwise. */
+export function bearerToken(header: string | null | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer[ \t]+(\S*)\s*$/i.exec(header);
+  return match ? match[1]! : null;
+}
+
+export function requireBearer(header: string | null | undefined): string {
+  const token = bearerToken(header);
+  if (token === null) throw new AppError("UNAUTHENTICATED", "a session token is required: Authorization: Bearer <token>");
+  return token;
+}
+
+export type SessionStatus = {
+  authenticated: true;
+  walletAddress: string;
+  sessionId: string;
+  network: string;
+  issuedAt: string;
+  expiresAt: string;
+  expiresInSeconds: number;
+  refreshRecommended: boolean;
+};
+
+export function sessionStatus(deps: Deps, session: AuthenticatedSession): SessionStatus {
+  const expiresInSeconds = Math.max(0, session.expiresAtS - Math.floor(deps.clock.now() / 1000));
+  return {
+    authenticated: true,
+    walletAddress: session.walletAddress,
+    sessionId: session.sessionId,
+    network: deps.config.network,
+    issuedAt: toIso(session.issuedAtS * 1000),
+    expiresAt: toIso(session.expiresAtS * 1000),
+    expiresInSeconds,
+    refreshRecommended: expiresInSeconds < deps.config.refreshThresholdS,
+  };
+}
+
+export type RestoredSession = {
+  walletAddress: string;
+  sessionId: string;
+  sessionToken: string;
+  expiresAt: string;
+  refreshed: boolean;
+  isNewSession: false;
+};
+
+/**
+ * session_restore: a valid token comes back as it is, or — with under REFRESH_THRESHOLD_S left — as a
+ * new token of the same session. The old one keeps working until its own expiry. A session older
+ * than SESSION_MAX_AGE_S is over: TOKEN_EXPIRED.
+ */
+export async function restoreSession(deps: Deps, token: string): Promise<RestoredSession & { session: AuthenticatedSession }> {
+  const session = await authenticateToken(deps, token);
+  const now = deps.clock.now();
+  if (now - session.sessionStartedAtMs >= deps.config.sessionMaxAgeS * 1000) {
+    throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
+  }
+  const remainingS = session.expiresAtS - Math.floor(now / 1000);
+  if (remainingS >= deps.config.refreshThresholdS) {
+    return {
+      walletAddress: session.walletAddress,
+      sessionId: session.sessionId,
+      sessionToken: token,
+      expiresAt: toIso(session.expiresAtS * 1000),
+      refreshed: false,
+      isNewSession: false,
+      session,
+    };
+  }
+  const fresh = await issueSession(deps, session.walletAddress, null, {
+    sessionId: session.sessionId,
+    sessionStartedAtMs: session.sessionStartedAtMs,
+  });
+  return {
+    walletAddress: fresh.walletAddress,
+    sessionId: fresh.sessionId,
+    sessionToken: fresh.token,
+    expiresAt: fresh.expiresAt,
+    refreshed: true,
+    isNewSession: false,
+    session: { ...session, jti: fresh.jti, token: fresh.token, issuedAtS: fresh.issuedAtS, expiresAtS: fresh.expiresAtS },
+  };
+}
+
+/** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */
+export async function revokeSessionToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
+  const session = await authenticateToken(deps, token);
+  await store.revokeToken(deps.db, session.jti, deps.clock.now());
+  return session;
+}
+
+export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };
+
+/**
+ * The wallet last authenticated from this client, while the linked token is still good: present,
+ * unexpired, unrevoked (used by MCP fingerprint restore).
+ */
+export async function findLinkedSession(deps: Deps, client: ClientInfo): Promise<LinkedSession | null> {
+  const link = await store.findFingerprintLink(deps.db, storedFingerprint(deps, client));
+  if (link === null) return null;
+  const row = await store.findTokenState(deps.db, link.jti);
+  if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now() || row.issuedAt < row.tokensValidAfter) {
+    return null;
+  }
+  return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti };
+}

@@ -1,0 +1,74 @@
+// Wallet sign-in: the checks of auth.md "Verification" in their order, then a session token.
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { decodeBase64Strict, isHex } from "../lib/encoding.ts";
+import { verifyStrict } from "../lib/ed25519.ts";
+import { requireAddress } from "./challenge.ts";
+import { verifyHits } from "./rate-limit.ts";
+import { issueSession, type IssuedSession } from "./sessions.ts";
+import type { ClientInfo } from "./fingerprint.ts";
+import * as store from "./store.ts";
+
+export type SignedChallenge = { walletAddress: string; nonce: string; signature: string; message?: string | undefined };
+
+const utf8 = new TextEncoder();
+
+function requireSignature(signature: string): Uint8Array {
+  const bytes = decodeBase64Strict(signature);
+  if (bytes !== null && bytes.length === 64) return bytes;
+  if (isHex(signature) && signature.length === 128) {
+    throw new AppError("INVALID_SIGNATURE", "signatures are base64, not hex");
+  }
+  throw new AppError("INVALID_SIGNATURE", "signature must be standard base64 of 64 bytes");
+}
+
+/**
+ * Steps 1–7: address, signature form, rate limit, nonce, atomic consume, message, strict Ed25519.
+ * On success the caller has proved control of the wallet with a fresh, now spent, challenge.
+ */
+export async function proveWalletControl(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<void> {
+  const publicKey = requireAddress(input.walletAddress);
+  const signature = requireSignature(input.signature);
+  const now = deps.clock.now();
+  if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(verifyHits(client.ip, input.walletAddress), now);
+
+  const challenge = await store.findChallenge(deps.db, input.nonce);
+  if (challenge === null || challenge.wallet !== input.walletAddress) {
+    throw new AppError("NONCE_NOT_FOUND", "unknown nonce; request a challenge for this wallet first");
+  }
+  if (challenge.consumedAt !== null) throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
+  if (challenge.expiresAt <= now) throw new AppError("CHALLENGE_EXPIRED", "the challenge has expired; request a new one");
+  // Spent here whatever follows: a failed signature needs a fresh challenge.
+  if (!(await store.consumeChallenge(deps.db, input.nonce, input.walletAddress, now))) {
+    throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
+  }
+  if (input.message !== undefined && input.message !== challenge.message) {
+    throw new AppError("INVALID_SIGNATURE", "message does not match the challenge");
+  }
+  if (!verifyStrict(publicKey, utf8.encode(challenge.message), signature)) {
+    throw new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
+  }
+}
+
+/** POST /auth/verify and wallet_connect: prove control, then issue a session token. */
+export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
+  await proveWalletControl(deps, input, client);
+  return issueSession(deps, input.walletAddress, client);
+}
+
+/**
+ * POST /auth/revoke-all: proven by a signed challenge, not a token. Every token of the wallet dies,
+ * including ones issued earlier that the store never listed, via the per-wallet cutoff.
+ */
+export async function revokeAllSessions(
+  deps: Deps,
+  input: SignedChallenge,
+  client: ClientInfo,
+): Promise<{ revoked: number; walletAddress: string }> {
+  await proveWalletControl(deps, input, client);
+  const now = deps.clock.now();
+  const cutoff = Math.floor(now / 1000) * 1000;
+  const revoked = await store.revokeWallet(deps.db, input.walletAddress, cutoff, now);
+  return { revoked, walletAddress: input.walletAddress };
+}
+

@@ -1,0 +1,159 @@
+// SQL for wallet sign-in: challenges, token rows, per-wallet cutoffs, fingerprint links.
+import type { Db } from "../db/open.ts";
+
+export type ChallengeRow = {
+  nonce: string;
+  wallet: string;
+  message: string;
+  issuedAt: number;
+  expiresAt: number;
+  consumedAt: number | null;
+};
+
+export type TokenRow = {
+  jti: string;
+  sessionId: string;
+  wallet: string;
+  issuedAt: number;
+  expiresAt: number;
+  sessionStartedAt: number;
+  fingerprint: string | null;
+  revokedAt: number | null;
+};
+
+/** A token row with its wallet's revoke-all cutoff (0 when the wallet never had one). */
+export type TokenState = TokenRow & { tokensValidAfter: number };
+
+export function insertChallenge(db: Db, row: Omit<ChallengeRow, "consumedAt">): Promise<void> {
+  return db.write(() => {
+    db.sqlite
+      .query("INSERT INTO auth_challenges (nonce, wallet, message, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+      .run(row.nonce, row.wallet, row.message, row.issuedAt, row.expiresAt);
+  });
+}
+
+export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow | null> {
+  return (
+    (db.sqlite
+      .query(
+        `SELECT nonce, wallet, message, issued_at AS issuedAt, expires_at AS expiresAt, consumed_at AS consumedAt
+         FROM auth_challenges WHERE nonce = ?`,
+      )
+      .get(nonce) as ChallengeRow | null) ?? null
+  );
+}
+
+/** The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. */
+export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number): Promise<boolean> {
+  return db.write(() => {
+    const won = db.sqlite
+      .query(
+        `UPDATE auth_challenges SET consumed_at = ?
+         WHERE nonce = ? AND wallet = ? AND consumed_at IS NULL AND expires_at > ?
+         RETURNING nonce`,
+      )
+      .get(now, nonce, wallet, now);
+    return won !== null;
+  });
+}
+
+/** Records an issued token and, when given, links the client's fingerprint to it. One atomic write. */
+export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: number): Promise<void> {
+  return db.write(() => {
+    db.sqlite
+      .query(
+        `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(row.jti, row.sessionId, row.wallet, row.issuedAt, row.expiresAt, row.sessionStartedAt, row.fingerprint);
+    if (row.fingerprint !== null) {
+      db.sqlite
+        .query(
+          `INSERT INTO fingerprint_wallet_links (fingerprint, wallet, session_id, jti, updated_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (fingerprint) DO UPDATE SET
+             wallet = excluded.wallet, session_id = excluded.session_id, jti = excluded.jti, updated_at = excluded.updated_at`,
+        )
+        .run(row.fingerprint, row.wallet, row.sessionId, row.jti, now);
+    }
+  });
+}
+
+export async function findTokenState(db: Db, jti: string): Promise<TokenState | null> {
+  return (
+    (db.sqlite
+      .query(
+        `SELECT t.jti, t.session_id AS sessionId, t.wallet, t.issued_at AS issuedAt, t.expires_at AS expiresAt,
+                t.session_started_at AS sessionStartedAt, t.fingerprint, t.revoked_at AS revokedAt,
+                COALESCE(c.tokens_valid_after, 0) AS tokensValidAfter
+         FROM auth_tokens t LEFT JOIN auth_wallet_cutoffs c ON c.wallet = t.wallet
+         WHERE t.jti = ?`,
+      )
+      .get(jti) as TokenState | null) ?? null
+  );
+}
+
+/** Revokes one token and drops fingerprint links that point at it. True when it was live. */
+export function revokeToken(db: Db, jti: string, now: number): Promise<boolean> {
+  return db.write(() => {
+    const changed = db.sqlite.query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL").run(now, jti);
+    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE jti = ?").run(jti);
+    return changed.changes > 0;
+  });
+}
+
+/** Revokes every token of a wallet, sets its cutoff and drops its fingerprint links. Returns the count. */
+export function revokeWallet(db: Db, wallet: string, cutoff: number, now: number): Promise<number> {
+  return db.write(() => {
+    const changed = db.sqlite
+      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL")
+      .run(now, wallet);
+    db.sqlite
+      .query(
+        `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)
+         ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = MAX(tokens_valid_after, excluded.tokens_valid_after)`,
+      )
+      .run(wallet, cutoff);
+    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ?").run(wallet);
+    return changed.changes;
+  });
+}
+
+export type FingerprintLink = { fingerprint: string; wallet: string; sessionId: string; jti: string; updatedAt: number };
+
+export async function findFingerprintLink(db: Db, fingerprint: string): Promise<FingerprintLink | null> {
+  return (
+    (db.sqlite
+      .query(
+        `SELECT fingerprint, wallet, session_id AS sessionId, jti, updated_at AS updatedAt
+         FROM fingerprint_wallet_links WHERE fingerprint = ?`,
+      )
+      .get(fingerprint) as FingerprintLink | null) ?? null
+  );
+}
+
+export function deleteFingerprintLink(db: Db, fingerprint: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ?").run(fingerprint);
+  });
+}
+
+export type PurgeCounts = { challenges: number; tokens: number; links: number; cutoffs: number };
+
+/**
+ * Deletes expired challenges, token rows expired before `tokenHorizon`, links to tokens that are gone
+ * or expired, and cutoffs older than any token that could still be alive.
+ */
+export function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHorizon: number): Promise<PurgeCounts> {
+  return db.write(() => {
+    const challenges = db.sqlite.query("DELETE FROM auth_challenges WHERE expires_at <= ?").run(now).changes;
+    const tokens = db.sqlite.query("DELETE FROM auth_tokens WHERE expires_at < ?").run(tokenHorizon).changes;
+    const links = db.sqlite
+      .query(
+        `DELETE FROM fingerprint_wallet_links WHERE NOT EXISTS (
+           SELECT 1 FROM auth_tokens t WHERE t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
+      )
+      .run(now).changes;
+    const cutoffs = db.sqlite.query("DELETE FROM auth_wallet_cutoffs WHERE tokens_valid_after < ?").run(cutoffHorizon).changes;
+    return { challenges, tokens, links, cutoffs };
+  });
+}

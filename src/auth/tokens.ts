@@ -1,0 +1,89 @@
+// Session JWTs: HS256 with a key id, the algorithm pinned, issuer and expiry checked, rotation by kid.
+import { SignJWT, errors as joseErrors, jwtVerify, type JWTHeaderParameters } from "jose";
+import { AppError } from "../errors.ts";
+import { sha256Hex } from "../lib/hash.ts";
+
+export type SessionClaims = {
+  walletAddress: string;
+  sessionId: string;
+  jti: string;
+  iat: number;
+  exp: number;
+  iss: string;
+};
+
+export type JwtKeys = {
+  issuer: string;
+  current: { kid: string; key: CryptoKey };
+  previous: { kid: string; key: CryptoKey } | null;
+};
+
+const MAX_IAT_SKEW_S = 30;
+const MAX_TOKEN_CHARS = 4096;
+
+/** A key id that names a secret without revealing anything usable about it. */
+export function keyIdOf(secret: Uint8Array): string {
+  return sha256Hex(secret).slice(0, 16);
+}
+
+async function importHmacKey(secret: Uint8Array): Promise<CryptoKey> {
+  return crypto.subtle.importKey("raw", new Uint8Array(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+}
+
+export async function createJwtKeys(issuer: string, secret: Uint8Array, previous: Uint8Array | null): Promise<JwtKeys> {
+  return {
+    issuer,
+    current: { kid: keyIdOf(secret), key: await importHmacKey(secret) },
+    previous: previous === null ? null : { kid: keyIdOf(previous), key: await importHmacKey(previous) },
+  };
+}
+
+export function signSessionJwt(keys: JwtKeys, claims: Omit<SessionClaims, "iss">): Promise<string> {
+  return new SignJWT({ walletAddress: claims.walletAddress, sessionId: claims.sessionId })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: keys.current.kid })
+    .setJti(claims.jti)
+    .setIssuedAt(claims.iat)
+    .setExpirationTime(claims.exp)
+    .setIssuer(keys.issuer)
+    .sign(keys.current.key);
+}
+
+const invalid = (why: string) => new AppError("TOKEN_INVALID", `session token is invalid: ${why}`);
+
+/**
+ * Checks the token's form, signature, algorithm, issuer and times (not the token store).
+ * Throws TOKEN_INVALID or TOKEN_EXPIRED.
+ */
+export async function verifySessionJwt(keys: JwtKeys, token: string, nowMs: number): Promise<SessionClaims> {
+  if (token.length > MAX_TOKEN_CHARS) throw invalid("too long");
+  let payload: Record<string, unknown>;
+  try {
+    const result = await jwtVerify(
+      token,
+      (header: JWTHeaderParameters) => {
+        if (header.kid === keys.current.kid) return keys.current.key;
+        if (keys.previous !== null && header.kid === keys.previous.kid) return keys.previous.key;
+        throw invalid(header.kid === undefined ? "no key id" : "unknown key id");
+      },
+      {
+        algorithms: ["HS256"],
+        issuer: keys.issuer,
+        currentDate: new Date(nowMs),
+        clockTolerance: 0,
+        requiredClaims: ["jti", "iat", "exp"],
+      },
+    );
+    payload = result.payload as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    if (err instanceof joseErrors.JWTExpired) throw new AppError("TOKEN_EXPIRED", "session token has expired; sign in again");
+    throw invalid(err instanceof joseErrors.JOSEError ? err.code.replace(/^ERR_/, "").toLowerCase() : "malformed");
+  }
+  const { walletAddress, sessionId, jti, iat, exp, iss } = payload;
+  if (typeof walletAddress !== "string" || typeof sessionId !== "string" || typeof jti !== "string") {
+    throw invalid("missing claims");
+  }
+  if (typeof iat !== "number" || typeof exp !== "number" || typeof iss !== "string") throw invalid("missing claims");
+  if (iat > Math.floor(nowMs / 1000) + MAX_IAT_SKEW_S) throw invalid("issued in the future");
+  return { walletAddress, sessionId, jti, iat, exp, iss };
+}

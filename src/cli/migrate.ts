@@ -1,0 +1,16 @@
+// `walletgate migrate`: applies pending migrations to the database in DATA_DIR and reports the version.
+import type { Config } from "../config.ts";
+import { openDatabase } from "../db/open.ts";
+import { migrate } from "../db/migrate.ts";
+
+export async function migrateCommand(config: Config): Promise<number> {
+  const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
+  try {
+    const result = migrate(db.sqlite, Date.now());
+    const applied = result.applied.length === 0 ? "nothing to apply" : `applied ${result.applied.join(", ")}`;
+    process.stdout.write(`schema version ${result.version} (${applied}) in ${config.databasePath}\n`);
+    return 0;
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,247 @@
+// The only reader of the environment: variables and flags → one validated, frozen Config.
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
+
+export type Network = "localnet" | "devnet" | "mainnet";
+export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
+
+export type Config = Readonly<{
+  port: number;
+  host: string;
+  /** Public URL; null until the port is known when PORT=0 and BASE_URL is unset. */
+  baseUrl: string | null;
+  dataDir: string;
+  databasePath: string;
+  network: Network;
+  jwtSecret: string | null;
+  jwtSecretPrevious: string | null;
+  walletEncryptionKey: string | null;
+  sessionTtlS: number;
+  sessionMaxAgeS: number;
+  refreshThresholdS: number;
+  challengeTtlMs: number;
+  purgeIntervalMs: number;
+  authRateLimit: boolean;
+  fingerprintRestore: boolean;
+  trustProxy: TrustProxy;
+  maxBodyBytes: number;
+  logLevel: LogLevel;
+  logFormat: "json" | "pretty";
+  sqliteSynchronous: "FULL" | "NORMAL" | "EXTRA";
+}>;
+
+/** A variable that cannot be used; the message names it. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** A flag that is not one of ours, or one without its value (exit code 2). */
+export class UsageError extends ConfigError {
+  override name = "UsageError";
+}
+
+/** Every variable this version reads, with its flag spelling (`--data-dir` for DATA_DIR). */
+export const CONFIG_VARIABLES = [
+  "PORT", "HOST", "BASE_URL", "DATA_DIR", "DATABASE_URL", "NETWORK", "JWT_SECRET", "JWT_SECRET_PREVIOUS",
+  "WALLET_ENCRYPTION_KEY", "SESSION_TTL_S", "SESSION_MAX_AGE_S", "REFRESH_THRESHOLD_S", "CHALLENGE_TTL_MS",
+  "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
+  "LOG_FORMAT", "SQLITE_SYNCHRONOUS",
+] as const;
+
+type Vars = Partial<Record<(typeof CONFIG_VARIABLES)[number], string>>;
+
+/** Turns `--data-dir x` / `--data-dir=x` flags into variables; unknown flags are a ConfigError. */
+export function flagsToVars(flags: string[]): Vars {
+  const vars: Vars = {};
+  for (let i = 0; i < flags.length; i++) {
+    const flag = flags[i]!;
+    const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(flag);
+    const name = match?.[1]?.toUpperCase().replaceAll("-", "_");
+    if (!match || !name || !(CONFIG_VARIABLES as readonly string[]).includes(name)) {
+      throw new UsageError(`unknown option ${flag}`);
+    }
+    let value = match[2];
+    if (value === undefined) {
+      value = flags[++i];
+      if (value === undefined) throw new UsageError(`option ${flag} needs a value`);
+    }
+    vars[name as keyof Vars] = value;
+  }
+  return vars;
+}
+
+function int(vars: Vars, name: keyof Vars, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = vars[name]?.trim();
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${raw}`);
+  return value;
+}
+
+function oneOf<T extends string>(vars: Vars, name: keyof Vars, allowed: readonly T[], fallback: T): T {
+  const raw = vars[name]?.trim();
+  if (raw === undefined || raw === "") return fallback;
+  const value = (name === "SQLITE_SYNCHRONOUS" ? raw.toUpperCase() : raw.toLowerCase()) as T;
+  if (!allowed.includes(value)) throw new ConfigError(`${name} must be one of ${allowed.join(", ")}, got "${raw}"`);
+  return value;
+}
+
+function onOff(vars: Vars, name: keyof Vars, fallback: boolean): boolean {
+  const raw = vars[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return fallback;
+  if (["on", "true", "1", "yes"].includes(raw)) return true;
+  if (["off", "false", "0", "no"].includes(raw)) return false;
+  throw new ConfigError(`${name} must be on or off, got "${vars[name]}"`);
+}
+
+function secret(vars: Vars, name: keyof Vars): string | null {
+  const raw = vars[name];
+  if (raw === undefined || raw === "") return null;
+  if (Buffer.byteLength(raw) < 32) throw new ConfigError(`${name} must be at least 32 bytes long`);
+  return raw;
+}
+
+/** Reads the environment (and flags, which win) once. Throws ConfigError naming the bad variable. */
+export function loadConfig(env: Record<string, string | undefined>, flags: string[] = []): Config {
+  const vars: Vars = {};
+  for (const name of CONFIG_VARIABLES) if (env[name] !== undefined) vars[name] = env[name];
+  Object.assign(vars, flagsToVars(flags));
+
+  const network = oneOf(vars, "NETWORK", ["localnet", "devnet", "mainnet"] as const, "localnet");
+  const mainnet = network === "mainnet";
+  const port = int(vars, "PORT", 3000, 0, 65535);
+  const host = vars.HOST?.trim() || "127.0.0.1";
+
+  let baseUrl: string | null = null;
+  const rawBase = vars.BASE_URL?.trim();
+  if (rawBase) {
+    let url: URL;
+    try {
+      url = new URL(rawBase);
+    } catch {
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${rawBase}"`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${rawBase}"`);
+    }
+    baseUrl = rawBase.replace(/\/+$/, "");
+  } else if (port !== 0) {
+    baseUrl = defaultBaseUrl(host, port);
+  }
+
+  const databaseUrl = vars.DATABASE_URL?.trim();
+  if (databaseUrl) {
+    throw new ConfigError("DATABASE_URL: PostgreSQL is not supported by this version yet; unset it to use SQLite in DATA_DIR");
+  }
+  const dataDir = resolve(vars.DATA_DIR?.trim() || "./data");
+
+  const jwtSecret = secret(vars, "JWT_SECRET");
+  const walletEncryptionKey = vars.WALLET_ENCRYPTION_KEY?.trim() || null;
+  if (walletEncryptionKey !== null && decodeKey32(walletEncryptionKey) === null) {
+    throw new ConfigError("WALLET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64");
+  }
+  if (mainnet && jwtSecret === null) throw new ConfigError("JWT_SECRET is required on mainnet (32+ bytes)");
+  if (mainnet && walletEncryptionKey === null) {
+    throw new ConfigError("WALLET_ENCRYPTION_KEY is required on mainnet (32 bytes, hex or base64)");
+  }
+
+  const authRateLimit = onOff(vars, "AUTH_RATE_LIMIT", true);
+  if (mainnet && !authRateLimit) throw new ConfigError("AUTH_RATE_LIMIT=off is not allowed on mainnet");
+
+  const trustProxy = parseTrustProxy(vars.TRUST_PROXY);
+  if (trustProxy === null) {
+    throw new ConfigError(`TRUST_PROXY must be a number of hops or a comma-separated list of CIDRs, got "${vars.TRUST_PROXY}"`);
+  }
+
+  const sessionTtlS = int(vars, "SESSION_TTL_S", 604800, 1);
+  const config: Config = {
+    port,
+    host,
+    baseUrl,
+    dataDir,
+    databasePath: join(dataDir, "walletgate.db"),
+    network,
+    jwtSecret,
+    jwtSecretPrevious: secret(vars, "JWT_SECRET_PREVIOUS"),
+    walletEncryptionKey,
+    sessionTtlS,
+    sessionMaxAgeS: int(vars, "SESSION_MAX_AGE_S", 2592000, 1),
+    refreshThresholdS: int(vars, "REFRESH_THRESHOLD_S", 3600, 0),
+    challengeTtlMs: int(vars, "CHALLENGE_TTL_MS", 300000, 1),
+    purgeIntervalMs: int(vars, "PURGE_INTERVAL_MS", 3600000, 10),
+    authRateLimit,
+    fingerprintRestore: onOff(vars, "FINGERPRINT_RESTORE", !mainnet),
+    trustProxy,
+    maxBodyBytes: int(vars, "MAX_BODY_BYTES", 65536, 1024, 64 * 1024 * 1024),
+    logLevel: oneOf(vars, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    logFormat: oneOf(vars, "LOG_FORMAT", ["json", "pretty"] as const, process.stdout.isTTY ? "pretty" : "json"),
+    sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),
+  };
+  return Object.freeze(config);
+}
+
+export function defaultBaseUrl(host: string, port: number): string {
+  const shown = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+  return `http://${shown}:${port}`;
+}
+
+/** Decodes a 32-byte key given as hex or base64; null when it is neither. */
+export function decodeKey32(text: string): Uint8Array | null {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return new Uint8Array(Buffer.from(text, "hex"));
+  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
+    const bytes = Buffer.from(text.replaceAll("-", "+").replaceAll("_", "/"), "base64");
+    return bytes.length === 32 ? new Uint8Array(bytes) : null;
+  }
+  return null;
+}
+
+export type Secrets = Readonly<{
+  jwtSecret: Uint8Array;
+  jwtSecretPrevious: Uint8Array | null;
+  walletEncryptionKey: Uint8Array;
+}>;
+
+/**
+ * The secrets the server signs and encrypts with: from the environment, or — off mainnet — generated
+ * once into DATA_DIR with mode 0600 and reused on every start.
+ */
+export function resolveSecrets(config: Config): Secrets {
+  const jwt = config.jwtSecret ?? readOrCreateSecret(config.dataDir, "jwt-secret", () => randomText(48));
+  const walletKey =
+    config.walletEncryptionKey ?? readOrCreateSecret(config.dataDir, "wallet-encryption-key", () => randomText(32, "hex"));
+  const walletKeyBytes = decodeKey32(walletKey);
+  if (walletKeyBytes === null) throw new ConfigError(`${join(config.dataDir, "wallet-encryption-key")} does not hold a 32-byte key`);
+  return Object.freeze({
+    jwtSecret: new TextEncoder().encode(jwt),
+    jwtSecretPrevious: config.jwtSecretPrevious === null ? null : new TextEncoder().encode(config.jwtSecretPrevious),
+    walletEncryptionKey: walletKeyBytes,
+  });
+}
+
+function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64url"): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(byteCount))).toString(encoding);
+}
+
+function readOrCreateSecret(dataDir: string, fileName: string, generate: () => string): string {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const path = join(dataDir, fileName);
+  if (!existsSync(path)) {
+    // Written aside, then linked into place: link fails if the name exists, so two processes starting
+    // at once agree on one secret and neither ever reads a half-written file.
+    const temp = `${path}.${process.pid}.tmp`;
+    writeFileSync(temp, generate() + "\n", { mode: 0o600 });
+    try {
+      linkSync(temp, path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    } finally {
+      unlinkSync(temp);
+    }
+  }
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+  const value = readFileSync(path, "utf8").trim();
+  if (value === "") throw new ConfigError(`${path} is empty; delete it to generate a new secret`);
+  return value;
+}

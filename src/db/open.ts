@@ -1,0 +1,78 @@
+// Opens the SQLite database with durable settings and offers group-committed writes.
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
+export type Db = {
+  readonly sqlite: Database;
+  /**
+   * Runs `fn` now, atomically (its own savepoint), inside the current batch transaction, and resolves
+   * once the batch is committed. Writes from one event-loop turn share one commit (group commit), so
+   * a caller is answered only after its write is durable, without one fsync per request.
+   */
+  write<T>(fn: () => T): Promise<T>;
+  /** Commits whatever is pending now (shutdown). */
+  flush(): void;
+  close(): void;
+};
+
+export type OpenOptions = { synchronous?: "FULL" | "NORMAL" | "EXTRA"; busyTimeoutMs?: number };
+
+export function openDatabase(path: string, options: OpenOptions = {}): Db {
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const sqlite = new Database(path, { create: true, strict: true });
+  sqlite.run(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  sqlite.run("PRAGMA journal_mode = WAL");
+  sqlite.run(`PRAGMA synchronous = ${options.synchronous ?? "FULL"}`);
+  sqlite.run("PRAGMA foreign_keys = ON");
+
+  type Waiter = { resolve: () => void; reject: (err: unknown) => void };
+  let waiters: Waiter[] = [];
+  let inBatch = false;
+
+  function commit(): void {
+    if (!inBatch) return;
+    const batch = waiters;
+    waiters = [];
+    inBatch = false;
+    try {
+      sqlite.run("COMMIT");
+    } catch (err) {
+      try {
+        sqlite.run("ROLLBACK");
+      } catch {
+        // already rolled back by SQLite
+      }
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    for (const w of batch) w.resolve();
+  }
+
+  function write<T>(fn: () => T): Promise<T> {
+    if (!inBatch) {
+      sqlite.run("BEGIN IMMEDIATE");
+      inBatch = true;
+      setImmediate(commit);
+    }
+    let result: T;
+    try {
+      result = sqlite.transaction(fn)(); // a savepoint inside the batch: all of fn or none of it
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise<T>((resolve, reject) => {
+      waiters.push({ resolve: () => resolve(result), reject });
+    });
+  }
+
+  return {
+    sqlite,
+    write,
+    flush: commit,
+    close() {
+      commit();
+      sqlite.close();
+    },
+  };
+}

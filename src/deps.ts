@@ -1,0 +1,53 @@
+// The Deps object handed explicitly to every domain function: config, database, clock, randomness, log.
+import type { Config, Secrets } from "./config.ts";
+import type { Db } from "./db/open.ts";
+import type { Clock } from "./lib/clock.ts";
+import type { Random } from "./lib/ids.ts";
+import type { Logger } from "./log.ts";
+import { createJwtKeys, type JwtKeys } from "./auth/tokens.ts";
+import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
+import { hmacSha256 } from "./lib/hash.ts";
+
+export type Deps = Readonly<{
+  config: Config;
+  /** BASE_URL, or the address actually bound when PORT=0. */
+  baseUrl: string;
+  db: Db;
+  clock: Clock;
+  random: Random;
+  log: Logger;
+  auth: Readonly<{
+    jwtKeys: JwtKeys;
+    rateLimiter: RateLimiter;
+    /** Key under which client fingerprints are stored (HMAC), never in clear. */
+    fingerprintKey: Uint8Array;
+  }>;
+}>;
+
+export type DepsInput = {
+  config: Config;
+  secrets: Secrets;
+  baseUrl: string;
+  db: Db;
+  clock: Clock;
+  random: Random;
+  log: Logger;
+};
+
+export async function createDeps(input: DepsInput): Promise<Deps> {
+  const { secrets } = input;
+  return Object.freeze({
+    config: input.config,
+    baseUrl: input.baseUrl,
+    db: input.db,
+    clock: input.clock,
+    random: input.random,
+    log: input.log,
+    auth: Object.freeze({
+      jwtKeys: await createJwtKeys(input.baseUrl, secrets.jwtSecret, secrets.jwtSecretPrevious),
+      rateLimiter: createRateLimiter(),
+      // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
+      fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
+    }),
+  });
+}

@@ -1,0 +1,59 @@
+// The one error vocabulary (spec/README.md): AppError carries a catalogue code; the table maps it to HTTP.
+
+export const ERROR_STATUS = {
+  VALIDATION_ERROR: 400,
+  INVALID_ADDRESS: 400,
+  INVALID_SIGNATURE: 401,
+  NONCE_NOT_FOUND: 401,
+  NONCE_USED: 401,
+  CHALLENGE_EXPIRED: 401,
+  UNAUTHENTICATED: 401,
+  TOKEN_INVALID: 401,
+  TOKEN_EXPIRED: 401,
+  TOKEN_REVOKED: 401,
+  MISSING_API_KEY: 401,
+  INVALID_API_KEY: 401,
+  PAYMENT_REQUIRED: 402,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  CONFLICT: 409,
+  INVALID_STATE: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  INSUFFICIENT_FUNDS: 422,
+  PAYMENT_MISMATCH: 422,
+  TRANSACTION_REJECTED: 422,
+  NOT_SUPPORTED: 422,
+  RATE_LIMITED: 429,
+  INTERNAL_ERROR: 500,
+  CHAIN_UNAVAILABLE: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export type ErrorExtra = { retryAfter?: number; details?: unknown };
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly extra: ErrorExtra;
+  constructor(code: ErrorCode, message: string, extra: ErrorExtra = {}) {
+    super(message);
+    this.name = "AppError";
+    this.code = code;
+    this.extra = extra;
+  }
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+}
+
+/** The HTTP error body: `{error, code}` plus `retryAfter` / `details` when present. */
+export function errorBody(err: AppError): Record<string, unknown> {
+  const body: Record<string, unknown> = { error: err.message, code: err.code };
+  if (err.extra.retryAfter !== undefined) body.retryAfter = err.extra.retryAfter;
+  if (err.extra.details !== undefined) body.details = err.extra.details;
+  return body;
+}
+
+export function internalError(): AppError {
+  return new AppError("INTERNAL_ERROR", "internal error");
+}

@@ -1,0 +1,44 @@
+import { describe, expect, test } from "bun:test";
+import { networkKey, normalizeIp, parseTrustProxy, resolveClientIp } from "./ip.ts";
+
+describe("client address", () => {
+  test("normalises IPv4-mapped IPv6 and compresses IPv6", () => {
+    expect(normalizeIp("::ffff:127.0.0.1")).toBe("127.0.0.1");
+    expect(normalizeIp("2001:db8:0:0:0:0:0:1")).toBe("2001:db8::1");
+    expect(normalizeIp("not an ip")).toBeNull();
+  });
+
+  test("IPv6 addresses of one /64 share a network key, IPv4 stands alone", () => {
+    expect(networkKey("2001:db8:1:2:aaaa::1")).toBe(networkKey("2001:db8:1:2:bbbb::9"));
+    expect(networkKey("2001:db8:1:3::1")).not.toBe(networkKey("2001:db8:1:2::1"));
+    expect(networkKey("10.0.0.1")).not.toBe(networkKey("10.0.0.2"));
+  });
+
+  test("without TRUST_PROXY the header is ignored", () => {
+    expect(resolveClientIp("127.0.0.1", "1.2.3.4", { kind: "none" })).toBe("127.0.0.1");
+  });
+
+  test("hops: take the address that many proxies to the left of the socket", () => {
+    const one = parseTrustProxy("1")!;
+    expect(resolveClientIp("10.0.0.1", "6.6.6.6, 1.2.3.4", one)).toBe("1.2.3.4");
+    const two = parseTrustProxy("2")!;
+    expect(resolveClientIp("10.0.0.1", "6.6.6.6, 1.2.3.4, 10.0.0.2", two)).toBe("1.2.3.4");
+    // fewer entries than hops: the farthest one there is
+    expect(resolveClientIp("10.0.0.1", "1.2.3.4", two)).toBe("1.2.3.4");
+  });
+
+  test("CIDRs: walk left past trusted proxies only", () => {
+    const trust = parseTrustProxy("10.0.0.0/8, 127.0.0.1")!;
+    expect(resolveClientIp("127.0.0.1", "6.6.6.6, 1.2.3.4, 10.1.1.1", trust)).toBe("1.2.3.4");
+    // a spoofed left-most entry never wins while an untrusted hop stands to its right
+    expect(resolveClientIp("127.0.0.1", "10.9.9.9, 8.8.8.8", trust)).toBe("8.8.8.8");
+    // the peer itself is not trusted: header ignored
+    expect(resolveClientIp("192.0.2.1", "1.2.3.4", trust)).toBe("192.0.2.1");
+  });
+
+  test("bad TRUST_PROXY values are refused", () => {
+    expect(parseTrustProxy("10.0.0.0/99")).toBeNull();
+    expect(parseTrustProxy("banana")).toBeNull();
+    expect(parseTrustProxy("")).toEqual({ kind: "none" });
+  });
+});

@@ -1,0 +1,85 @@
+// Client addresses: normalising, grouping IPv6 by /64, and reading X-Forwarded-For behind trusted proxies.
+import ipaddr from "ipaddr.js";
+
+/** Who may append to X-Forwarded-For: a number of proxy hops, or the proxies' CIDR ranges. */
+export type TrustProxy = { kind: "none" } | { kind: "hops"; hops: number } | { kind: "cidrs"; ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] };
+
+/** Parses a TRUST_PROXY value: empty → none, "2" → hops, "10.0.0.0/8, ::1/128" → CIDRs; else null. */
+export function parseTrustProxy(value: string | undefined): TrustProxy | null {
+  const text = (value ?? "").trim();
+  if (text === "" || text === "0" || text === "false") return { kind: "none" };
+  if (/^\d+$/.test(text)) return { kind: "hops", hops: Number(text) };
+  const ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] = [];
+  for (const part of text.split(",")) {
+    const item = part.trim();
+    try {
+      ranges.push(item.includes("/") ? ipaddr.parseCIDR(item) : cidrOfAddress(item));
+    } catch {
+      return null;
+    }
+  }
+  return { kind: "cidrs", ranges };
+}
+
+function cidrOfAddress(item: string): [ipaddr.IPv4 | ipaddr.IPv6, number] {
+  const addr = ipaddr.parse(item);
+  return [addr, addr.kind() === "ipv4" ? 32 : 128];
+}
+
+/** Canonical text of an address; IPv4-mapped IPv6 becomes IPv4. Null when it is not an address. */
+export function normalizeIp(text: string): string | null {
+  try {
+    const addr = ipaddr.parse(text.trim());
+    if (addr.kind() === "ipv6" && (addr as ipaddr.IPv6).isIPv4MappedAddress()) {
+      return (addr as ipaddr.IPv6).toIPv4Address().toString();
+    }
+    return addr.toString();
+  } catch {
+    return null;
+  }
+}
+
+/** The network an address belongs to for per-network limits: IPv4 itself, IPv6 by its /64. */
+export function networkKey(ip: string): string {
+  try {
+    const addr = ipaddr.parse(ip);
+    if (addr.kind() === "ipv4") return ip;
+    const parts = (addr as ipaddr.IPv6).parts.slice(0, 4);
+    return `${parts.map((p) => p.toString(16)).join(":")}::/64`;
+  } catch {
+    return ip;
+  }
+}
+
+function isTrusted(ip: string, ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][]): boolean {
+  let addr: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    addr = ipaddr.parse(ip);
+  } catch {
+    return false;
+  }
+  return ranges.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits));
+}
+
+/**
+ * The client's address: the socket peer, or — behind trusted proxies — the right-most address of
+ * X-Forwarded-For that a trusted proxy vouched for. Without trust the header is ignored.
+ */
+export function resolveClientIp(socketIp: string, forwardedFor: string | null, trust: TrustProxy): string {
+  const peer = normalizeIp(socketIp) ?? socketIp;
+  if (trust.kind === "none" || !forwardedFor) return peer;
+  const hops = forwardedFor.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const chain = [...hops, peer]; // left = farthest from us
+  if (trust.kind === "hops") {
+    let i = chain.length - 1;
+    for (let skipped = 0; skipped < trust.hops && i > 0; skipped++) i--;
+    return normalizeIp(chain[i]!) ?? peer;
+  }
+  let i = chain.length - 1;
+  while (i > 0 && isTrusted(chain[i]!, trust.ranges)) {
+    const next = normalizeIp(chain[i - 1]!);
+    if (next === null) break; // a garbled entry: stop at the last address a trusted proxy gave us
+    i--;
+  }
+  return normalizeIp(chain[i]!) ?? peer;
+}

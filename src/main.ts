@@ -1,0 +1,70 @@
+#!/usr/bin/env bun
+// CLI entry: parse argv, dispatch to a command in cli/. Exit codes: 0 ok, 1 failure, 2 usage.
+import { ConfigError, UsageError, loadConfig } from "./config.ts";
+import { SchemaTooNewError } from "./db/migrate.ts";
+import pkg from "../package.json" with { type: "json" };
+
+const USAGE = `walletgate ${pkg.version} — wallet sign-in, sessions and payment gating in one executable
+
+Usage: walletgate [command] [--option value ...]
+
+Commands:
+  serve      run the HTTP server (default)
+  migrate    apply database migrations and exit
+
+Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
+  --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
+  --help     show this help       --version   print the version
+
+Configuration: see the README (every variable with its default).
+`;
+
+type Command = (config: import("./config.ts").Config) => Promise<number>;
+
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import("./cli/serve.ts")).serveCommand,
+  migrate: async () => (await import("./cli/migrate.ts")).migrateCommand,
+};
+
+export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h") || argv[0] === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (argv.includes("--version") || argv.includes("-v")) {
+    process.stdout.write(`${pkg.version}\n`);
+    return 0;
+  }
+  const [first, ...rest] = argv;
+  const named = first !== undefined && !first.startsWith("-");
+  const name = named ? first : "serve";
+  const load = COMMANDS[name];
+  if (load === undefined) {
+    process.stderr.write(`walletgate: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const config = loadConfig(env, named ? rest : argv);
+    return await (await load())(config);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`walletgate: ${err.message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (err instanceof ConfigError || err instanceof SchemaTooNewError) {
+      process.stderr.write(`walletgate: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+if (import.meta.main) {
+  main(Bun.argv.slice(2), process.env).then(
+    (code) => process.exit(code),
+    (err) => {
+      process.stderr.write(`walletgate: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

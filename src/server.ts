@@ -1,0 +1,157 @@
+// The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
+import type { Server } from "bun";
+import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
+import { openDatabase } from "./db/open.ts";
+import { migrate } from "./db/migrate.ts";
+import { createDeps, type Deps } from "./deps.ts";
+import { AppError } from "./errors.ts";
+import { systemClock, type Clock } from "./lib/clock.ts";
+import { cryptoRandom, type Random } from "./lib/ids.ts";
+import { resolveClientIp } from "./lib/ip.ts";
+import { startRepeating } from "./lib/repeat.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { purgeAuth } from "./auth/purge.ts";
+import type { RequestMeta } from "./app.ts";
+
+export type RunningServer = {
+  url: string;
+  port: number;
+  deps: Deps;
+  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), stops timers, closes the database. */
+  stop(graceMs?: number): Promise<void>;
+};
+
+export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+function jsonError(err: AppError, requestId: string): Response {
+  return new Response(JSON.stringify({ error: err.message, code: err.code }), {
+    status: err.status,
+    headers: { "content-type": "application/json", "x-request-id": requestId },
+  });
+}
+
+/** Reads a body without Content-Length up to `max` bytes; null when it is larger. */
+async function readCapped(request: Request, max: number): Promise<Uint8Array | null> {
+  const reader = request.body!.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const log = options.log ?? createLogger(config.logLevel, config.logFormat);
+  const clock = options.clock ?? systemClock;
+  const secrets = resolveSecrets(config);
+  const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
+  const migrated = migrate(db.sqlite, clock.now());
+  if (migrated.applied.length > 0) log.info("database migrated", { version: migrated.version, applied: migrated.applied });
+
+  const meta = new WeakMap<Request, RequestMeta>();
+  type Fetch = (request: Request) => Response | Promise<Response>;
+  let appFetch: Fetch | null = null;
+  const appReady = Promise.withResolvers<Fetch>(); // requests that arrive while the app is loading wait
+  const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
+
+  const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
+    const started = performance.now();
+    const requestId = crypto.randomUUID();
+    let request = incoming;
+    let response: Response;
+    try {
+      const length = incoming.headers.get("content-length");
+      if (length !== null && Number(length) > config.maxBodyBytes) {
+        response = jsonError(tooLarge(), requestId);
+      } else if (length === null && incoming.body !== null) {
+        const body = await readCapped(incoming, config.maxBodyBytes);
+        if (body === null) response = jsonError(tooLarge(), requestId);
+        else request = new Request(incoming, { body });
+      }
+      response ??= await (() => {
+        const socketIp = server.requestIP(incoming)?.address ?? "0.0.0.0";
+        meta.set(request, {
+          requestId,
+          ip: resolveClientIp(socketIp, incoming.headers.get("x-forwarded-for"), config.trustProxy),
+          userAgent: incoming.headers.get("user-agent") ?? "",
+        });
+        return appFetch !== null ? appFetch(request) : appReady.promise.then((f) => f(request));
+      })();
+    } catch (err) {
+      log.error("request failed", { requestId, error: err instanceof Error ? err.message : String(err) });
+      response = jsonError(new AppError("INTERNAL_ERROR", "internal error"), requestId);
+    }
+    response.headers.set("x-request-id", requestId);
+    const url = incoming.url;
+    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
+    const queryStart = url.indexOf("?", pathStart);
+    log.info("request", {
+      requestId,
+      method: incoming.method,
+      path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart), // never the query
+      status: response.status,
+      ms: Math.round((performance.now() - started) * 100) / 100,
+    });
+    return response;
+  };
+
+  const server = Bun.serve({
+    port: config.port,
+    hostname: config.host,
+    reusePort: false,
+    development: false,
+    // Bun's own cap is only a backstop; the limit with our error body is enforced in `handle`.
+    maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 1024 * 1024),
+    fetch: handle,
+  });
+  const port = server.port ?? config.port;
+  const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
+  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log });
+  const { createApp } = await import("./app.ts");
+  const app = createApp(deps, { metaOf: (r) => meta.get(r)! });
+  appFetch = app.fetch;
+  appReady.resolve(app.fetch);
+
+  const purge = startRepeating(
+    async () => {
+      const removed = await purgeAuth(deps);
+      log.debug("purge", removed);
+    },
+    config.purgeIntervalMs,
+    (err) => log.error("purge failed", { error: err instanceof Error ? err.message : String(err) }),
+  );
+
+  const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+  log.info("listening", { url, baseUrl, network: config.network, dataDir: config.dataDir });
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url,
+    port,
+    deps,
+    stop(graceMs = SHUTDOWN_GRACE_MS) {
+      stopping ??= (async () => {
+        const graceful = server.stop(false);
+        const timeout = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), graceMs).unref());
+        if ((await Promise.race([graceful.then(() => "done" as const), timeout])) === "timeout") {
+          log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
+          await server.stop(true);
+        }
+        await purge.stop();
+        db.close();
+        log.info("stopped");
+      })();
+      return stopping;
+    },
+  };
+}
