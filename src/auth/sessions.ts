@@ -57,16 +57,18 @@ export async function issueSession(
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
 
+const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
+
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */
 export async function authenticateToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
   const claims = await verifySessionJwt(deps.auth.jwtKeys, token, deps.clock.now());
-  const row = await store.findTokenState(deps.db, claims.jti);
+  // The cutoff comes first: after revoke-all, every earlier token is revoked, listed or not.
+  if (claims.iat * 1000 < (await store.findWalletCutoff(deps.db, claims.walletAddress))) throw revoked();
+  const row = await store.findToken(deps.db, claims.jti);
   if (row === null || row.wallet !== claims.walletAddress || row.sessionId !== claims.sessionId) {
     throw new AppError("TOKEN_INVALID", "session token is invalid: not issued by this server");
   }
-  if (row.revokedAt !== null || claims.iat * 1000 < row.tokensValidAfter) {
-    throw new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
-  }
+  if (row.revokedAt !== null) throw revoked();
   return {
     walletAddress: claims.walletAddress,
     sessionId: claims.sessionId,
@@ -81,8 +83,8 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
 /** Reads `Authorization: Bearer <token>`: null when absent or another scheme, the token otherwise. */
 export function bearerToken(header: string | null | undefined): string | null {
   if (!header) return null;
-  const match = /^Bearer[ \t]+(\S*)\s*$/i.exec(header);
-  return match ? match[1]! : null;
+  const match = /^Bearer(?:[ \t]+(\S*))?\s*$/i.exec(header);
+  return match ? (match[1] ?? "") : null; // "Bearer" with nothing after it is a bad token, not a missing one
 }
 
 export function requireBearer(header: string | null | undefined): string {
@@ -179,9 +181,8 @@ export type LinkedSession = { walletAddress: string; sessionId: string; jti: str
 export async function findLinkedSession(deps: Deps, client: ClientInfo): Promise<LinkedSession | null> {
   const link = await store.findFingerprintLink(deps.db, storedFingerprint(deps, client));
   if (link === null) return null;
-  const row = await store.findTokenState(deps.db, link.jti);
-  if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now() || row.issuedAt < row.tokensValidAfter) {
-    return null;
-  }
+  const row = await store.findToken(deps.db, link.jti);
+  if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now()) return null;
+  if (row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) return null;
   return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti };
 }

@@ -21,9 +21,6 @@ export type TokenRow = {
   revokedAt: number | null;
 };
 
-/** A token row with its wallet's revoke-all cutoff (0 when the wallet never had one). */
-export type TokenState = TokenRow & { tokensValidAfter: number };
-
 export function insertChallenge(db: Db, row: Omit<ChallengeRow, "consumedAt">): Promise<void> {
   return db.write(() => {
     db.sqlite
@@ -78,18 +75,24 @@ export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: numbe
   });
 }
 
-export async function findTokenState(db: Db, jti: string): Promise<TokenState | null> {
+export async function findToken(db: Db, jti: string): Promise<TokenRow | null> {
   return (
     (db.sqlite
       .query(
-        `SELECT t.jti, t.session_id AS sessionId, t.wallet, t.issued_at AS issuedAt, t.expires_at AS expiresAt,
-                t.session_started_at AS sessionStartedAt, t.fingerprint, t.revoked_at AS revokedAt,
-                COALESCE(c.tokens_valid_after, 0) AS tokensValidAfter
-         FROM auth_tokens t LEFT JOIN auth_wallet_cutoffs c ON c.wallet = t.wallet
-         WHERE t.jti = ?`,
+        `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
+                session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
+         FROM auth_tokens WHERE jti = ?`,
       )
-      .get(jti) as TokenState | null) ?? null
+      .get(jti) as TokenRow | null) ?? null
   );
+}
+
+/** The wallet's revoke-all cutoff in Unix ms: tokens issued before it are dead. 0 when none. */
+export async function findWalletCutoff(db: Db, wallet: string): Promise<number> {
+  const row = db.sqlite.query("SELECT tokens_valid_after AS cutoff FROM auth_wallet_cutoffs WHERE wallet = ?").get(wallet) as {
+    cutoff: number;
+  } | null;
+  return row?.cutoff ?? 0;
 }
 
 /** Revokes one token and drops fingerprint links that point at it. True when it was live. */

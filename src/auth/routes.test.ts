@@ -1,0 +1,457 @@
+// /auth/* against the real server over HTTP: happy paths, every error code, replay, races, forged tokens.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { SignJWT } from "jose";
+import { base58 } from "@scure/base";
+import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
+import { call, decodeJwt, getChallenge, newWallet, signIn } from "../../test/helpers/wallet.ts";
+
+const SECRET = "test-secret-0123456789-0123456789-abcdef";
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+let server: TestServer;
+let url: string;
+
+beforeAll(async () => {
+  server = await startTestServer({ AUTH_RATE_LIMIT: "off", JWT_SECRET: SECRET });
+  url = server.url;
+});
+afterAll(async () => {
+  await server.dispose();
+});
+
+function forge(claims: Record<string, unknown>, header: Record<string, unknown> = {}, secret = SECRET) {
+  const { kid } = decodeJwt(validTokenForKid).header;
+  return new SignJWT(claims).setProtectedHeader({ alg: "HS256", typ: "JWT", kid, ...header } as any).sign(new TextEncoder().encode(secret));
+}
+let validTokenForKid = "";
+
+describe("GET /auth/challenge", () => {
+  test("issues a nonce and the exact SIWS-shaped message", async () => {
+    const wallet = newWallet();
+    const before = Date.now();
+    const res = await call(url, `/auth/challenge?wallet=${wallet.address}`);
+    expect(res.status).toBe(200);
+    const { nonce, message, expiresAt } = res.body;
+    expect(base58.decode(nonce).length).toBe(32);
+    expect(expiresAt).toMatch(ISO_MS);
+    const issuedAt = message.match(/Issued At: (.*)$/m)[1];
+    expect(Date.parse(expiresAt) - Date.parse(issuedAt)).toBe(300_000);
+    expect(Date.parse(issuedAt)).toBeGreaterThanOrEqual(before - 5);
+    const host = new URL(url).host;
+    expect(message).toBe(
+      [
+        `${host} wants you to sign in with your Solana account:`,
+        wallet.address,
+        "",
+        "Sign this message to authenticate with walletgate. It does not send a transaction or cost a fee.",
+        "",
+        `URI: ${url}`,
+        "Version: 1",
+        "Chain ID: solana:localnet",
+        `Nonce: ${nonce}`,
+        `Issued At: ${issuedAt}`,
+        `Expiration Time: ${expiresAt}`,
+      ].join("\n"),
+    );
+    expect(message.endsWith("\n")).toBe(false);
+  });
+
+  test("each challenge has its own nonce", async () => {
+    const wallet = newWallet();
+    const a = await getChallenge(url, wallet);
+    const b = await getChallenge(url, wallet);
+    expect(a.nonce).not.toBe(b.nonce);
+  });
+
+  test("INVALID_ADDRESS for anything that is not base58 of 32 bytes", async () => {
+    const thirtyOne = base58.encode(new Uint8Array(31).fill(7));
+    const thirtyThree = base58.encode(new Uint8Array(33).fill(7));
+    for (const bad of ["abc", "0OIl0OIl0OIl0OIl0OIl0OIl0OIl0OIl", thirtyOne, thirtyThree, " " + newWallet().address, ""]) {
+      const res = await call(url, `/auth/challenge?wallet=${encodeURIComponent(bad)}`);
+      expect({ bad, status: res.status, code: res.body.code }).toEqual({ bad, status: 400, code: "INVALID_ADDRESS" });
+    }
+  });
+
+  test("VALIDATION_ERROR without the wallet parameter, listing the field", async () => {
+    const res = await call(url, "/auth/challenge");
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe("VALIDATION_ERROR");
+    expect(JSON.stringify(res.body.details)).toContain("wallet");
+  });
+});
+
+describe("POST /auth/verify", () => {
+  test("signs in: token with pinned header and the claims of auth.md", async () => {
+    const wallet = newWallet();
+    const body = await signIn(url, wallet);
+    expect(body.walletAddress).toBe(wallet.address);
+    expect(body.isNewSession).toBe(true);
+    expect(body.expiresAt).toMatch(ISO_MS);
+    const { header, payload } = decodeJwt(body.sessionToken);
+    expect(header.alg).toBe("HS256");
+    expect(header.typ).toBe("JWT");
+    expect(typeof header.kid).toBe("string");
+    expect(payload.walletAddress).toBe(wallet.address);
+    expect(payload.sessionId).toMatch(UUID_V4);
+    expect(payload.jti).toMatch(UUID_V4);
+    expect(payload.exp - payload.iat).toBe(604800);
+    expect(payload.iss).toBe(url);
+    expect(Date.parse(body.expiresAt)).toBe(payload.exp * 1000);
+    validTokenForKid = body.sessionToken;
+  });
+
+  test("accepts the message when sent and equal", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const res = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message), message: ch.message },
+    });
+    expect(res.status).toBe(200);
+  });
+
+  test("altered message: INVALID_SIGNATURE, and the nonce is spent", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const altered = ch.message.replace("Version: 1", "Version: 2");
+    const res = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(altered), message: altered },
+    });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: "message does not match the challenge", code: "INVALID_SIGNATURE" });
+    const retry = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) },
+    });
+    expect(retry.body.code).toBe("NONCE_USED");
+  });
+
+  test("a signature over an altered message (not sent) does not verify", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const res = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message + " ") },
+    });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe("INVALID_SIGNATURE");
+  });
+
+  test("hex signature: INVALID_SIGNATURE saying signatures are base64", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const hex = Buffer.from(wallet.sign(ch.message), "base64").toString("hex");
+    const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: hex } });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: "signatures are base64, not hex", code: "INVALID_SIGNATURE" });
+    // refused at step 2: the nonce is still good
+    const ok = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect(ok.status).toBe(200);
+  });
+
+  test("base64 that is url-safe, unpadded, of the wrong length or not base64: INVALID_SIGNATURE", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const good = wallet.sign(ch.message);
+    const variants = [
+      Buffer.from(good, "base64").toString("base64url"),
+      good.replace(/=+$/, ""),
+      Buffer.alloc(63).toString("base64"),
+      Buffer.alloc(65).toString("base64"),
+      "!!!!",
+      "",
+    ];
+    for (const signature of variants) {
+      const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature } });
+      expect({ signature, status: res.status, code: res.body.code }).toEqual({ signature, status: 401, code: "INVALID_SIGNATURE" });
+    }
+  });
+
+  test("signed by another wallet: INVALID_SIGNATURE, then the nonce is spent", async () => {
+    const wallet = newWallet();
+    const other = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: other.sign(ch.message) } });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe("INVALID_SIGNATURE");
+    const again = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect(again.body.code).toBe("NONCE_USED");
+  });
+
+  test("the other wallet cannot use this wallet's nonce: NONCE_NOT_FOUND", async () => {
+    const wallet = newWallet();
+    const other = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const res = await call(url, "/auth/verify", { body: { walletAddress: other.address, nonce: ch.nonce, signature: other.sign(ch.message) } });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe("NONCE_NOT_FOUND");
+    const unknown = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: base58.encode(crypto.getRandomValues(new Uint8Array(32))), signature: wallet.sign(ch.message) },
+    });
+    expect(unknown.body.code).toBe("NONCE_NOT_FOUND");
+  });
+
+  test("replay: NONCE_USED", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    expect((await call(url, "/auth/verify", { body })).status).toBe(200);
+    const replay = await call(url, "/auth/verify", { body });
+    expect(replay.status).toBe(401);
+    expect(replay.body.code).toBe("NONCE_USED");
+  });
+
+  test("20 concurrent verifications of one nonce: exactly one succeeds", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    const results = await Promise.all(Array.from({ length: 20 }, () => call(url, "/auth/verify", { body })));
+    expect(results.filter((r) => r.status === 200).length).toBe(1);
+    const losers = results.filter((r) => r.status !== 200);
+    expect(losers.length).toBe(19);
+    for (const r of losers) expect([r.status, r.body.code]).toEqual([401, "NONCE_USED"]);
+  });
+
+  test("invalid address is refused first (step 1), before the signature form (step 2)", async () => {
+    const res = await call(url, "/auth/verify", { body: { walletAddress: "nope", nonce: "x", signature: "zz" } });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe("INVALID_ADDRESS");
+  });
+
+  test("small-order public key with a trivial signature is refused", async () => {
+    // A = identity-like small-order point, R = small-order, S = 0: accepted by lax verifiers for any message.
+    const smallOrderA = base58.encode(Buffer.from("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa", "hex"));
+    const ch = await getChallenge(url, smallOrderA);
+    const sig = Buffer.concat([Buffer.from("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a", "hex"), Buffer.alloc(32)]);
+    const res = await call(url, "/auth/verify", { body: { walletAddress: smallOrderA, nonce: ch.nonce, signature: sig.toString("base64") } });
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe("INVALID_SIGNATURE");
+  });
+
+  test("schema errors: missing fields, wrong types, malformed JSON", async () => {
+    const missing = await call(url, "/auth/verify", { body: { walletAddress: newWallet().address } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.code).toBe("VALIDATION_ERROR");
+    expect(JSON.stringify(missing.body.details)).toContain("nonce");
+    const wrongType = await call(url, "/auth/verify", { body: { walletAddress: 5, nonce: "x", signature: "y" } });
+    expect(wrongType.body.code).toBe("VALIDATION_ERROR");
+    const malformed = await call(url, "/auth/verify", { body: "{not json" });
+    expect([malformed.status, malformed.body.code]).toEqual([400, "VALIDATION_ERROR"]);
+  });
+
+  test("bodies over MAX_BODY_BYTES: 413 PAYLOAD_TOO_LARGE, with or without Content-Length", async () => {
+    const big = JSON.stringify({ walletAddress: "x".repeat(70_000), nonce: "n", signature: "s" });
+    const sized = await call(url, "/auth/verify", { body: big });
+    expect([sized.status, sized.body.code]).toEqual([413, "PAYLOAD_TOO_LARGE"]);
+    const stream = new ReadableStream({
+      start(c) {
+        for (let i = 0; i < 10; i++) c.enqueue(new TextEncoder().encode("x".repeat(10_000)));
+        c.close();
+      },
+    });
+    const res = await fetch(url + "/auth/verify", { method: "POST", body: stream, headers: { "content-type": "application/json" } });
+    expect(res.status).toBe(413);
+    expect((await res.json()).code).toBe("PAYLOAD_TOO_LARGE");
+  });
+});
+
+describe("GET /auth/session", () => {
+  test("describes a valid token", async () => {
+    const wallet = newWallet();
+    const { sessionToken } = await signIn(url, wallet);
+    const res = await call(url, "/auth/session", { token: sessionToken });
+    expect(res.status).toBe(200);
+    const { payload } = decodeJwt(sessionToken);
+    expect(res.body).toEqual({
+      authenticated: true,
+      walletAddress: wallet.address,
+      sessionId: payload.sessionId,
+      network: "localnet",
+      issuedAt: new Date(payload.iat * 1000).toISOString(),
+      expiresAt: new Date(payload.exp * 1000).toISOString(),
+      expiresInSeconds: expect.any(Number),
+      refreshRecommended: false,
+    });
+    expect(res.body.expiresInSeconds).toBeGreaterThan(604800 - 5);
+  });
+
+  test("UNAUTHENTICATED without a Bearer token", async () => {
+    for (const headers of [{}, { authorization: "Basic dXNlcjpwYXNz" }, { authorization: "" }]) {
+      const res = await call(url, "/auth/session", { headers });
+      expect([res.status, res.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+    }
+  });
+
+  test("TOKEN_INVALID for garbage, other algorithms, no kid, wrong issuer, foreign secret, unknown jti, future iat", async () => {
+    const wallet = newWallet();
+    const { sessionToken } = await signIn(url, wallet);
+    const { payload } = decodeJwt(sessionToken);
+    const now = Math.floor(Date.now() / 1000);
+    const enc = (o: object) => Buffer.from(JSON.stringify(o)).toString("base64url");
+    const cases: Record<string, string> = {
+      garbage: "not.a.jwt",
+      empty: "",
+      none: `${enc({ alg: "none", typ: "JWT", kid: decodeJwt(sessionToken).header.kid })}.${enc(payload)}.`,
+      hs512: await new SignJWT(payload)
+        .setProtectedHeader({ alg: "HS512", typ: "JWT", kid: decodeJwt(sessionToken).header.kid })
+        .sign(new TextEncoder().encode(SECRET)),
+      noKid: await new SignJWT(payload).setProtectedHeader({ alg: "HS256", typ: "JWT" }).sign(new TextEncoder().encode(SECRET)),
+      wrongIssuer: await forge({ ...payload, iss: "https://evil.example" }),
+      foreignSecret: await forge(payload, {}, "another-secret-that-is-32-bytes-long!!"),
+      unknownJti: await forge({ ...payload, jti: crypto.randomUUID() }),
+      futureIat: await forge({ ...payload, iat: now + 120, exp: now + 3600 }),
+      tampered: sessionToken.slice(0, -2) + (sessionToken.endsWith("A") ? "BB" : "AA"),
+    };
+    for (const [name, token] of Object.entries(cases)) {
+      const res = await call(url, "/auth/session", { token });
+      expect({ name, status: res.status, code: res.body.code }).toEqual({ name, status: 401, code: "TOKEN_INVALID" });
+    }
+  });
+
+  test("TOKEN_EXPIRED once exp has passed (no leeway)", async () => {
+    const wallet = newWallet();
+    const { sessionToken } = await signIn(url, wallet);
+    const { payload } = decodeJwt(sessionToken);
+    const now = Math.floor(Date.now() / 1000);
+    const expired = await forge({ ...payload, iat: now - 100, exp: now - 1 });
+    const res = await call(url, "/auth/session", { token: expired });
+    expect([res.status, res.body.code]).toEqual([401, "TOKEN_EXPIRED"]);
+  });
+
+  test("the response never echoes the token", async () => {
+    const { sessionToken } = await signIn(url, newWallet());
+    const res = await call(url, "/auth/session", { token: sessionToken });
+    expect(JSON.stringify(res.body)).not.toContain(sessionToken);
+  });
+});
+
+describe("POST /auth/revoke", () => {
+  test("revokes that token at once, and only that one", async () => {
+    const wallet = newWallet();
+    const a = await signIn(url, wallet);
+    const b = await signIn(url, wallet);
+    const res = await call(url, "/auth/revoke", { method: "POST", token: a.sessionToken });
+    expect([res.status, res.body]).toEqual([200, { revoked: true }]);
+    const after = await call(url, "/auth/session", { token: a.sessionToken });
+    expect([after.status, after.body.code]).toEqual([401, "TOKEN_REVOKED"]);
+    expect((await call(url, "/auth/session", { token: b.sessionToken })).status).toBe(200);
+    const twice = await call(url, "/auth/revoke", { method: "POST", token: a.sessionToken });
+    expect([twice.status, twice.body.code]).toEqual([401, "TOKEN_REVOKED"]);
+  });
+
+  test("UNAUTHENTICATED without a token, TOKEN_INVALID with a bad one", async () => {
+    const none = await call(url, "/auth/revoke", { method: "POST" });
+    expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+    const bad = await call(url, "/auth/revoke", { method: "POST", token: "x.y.z" });
+    expect([bad.status, bad.body.code]).toEqual([401, "TOKEN_INVALID"]);
+  });
+});
+
+describe("POST /auth/revoke-all", () => {
+  async function revokeAll(wallet: ReturnType<typeof newWallet>) {
+    const ch = await getChallenge(url, wallet);
+    return call(url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+  }
+
+  test("revokes every token of the wallet, not others; a sign-in afterwards works at once", async () => {
+    const wallet = newWallet();
+    const other = newWallet();
+    const tokens = [await signIn(url, wallet), await signIn(url, wallet), await signIn(url, wallet)].map((s) => s.sessionToken);
+    const otherToken = (await signIn(url, other)).sessionToken;
+    const res = await revokeAll(wallet);
+    expect([res.status, res.body]).toEqual([200, { revoked: 3, walletAddress: wallet.address }]);
+    for (const token of tokens) {
+      const r = await call(url, "/auth/session", { token });
+      expect([r.status, r.body.code]).toEqual([401, "TOKEN_REVOKED"]);
+    }
+    expect((await call(url, "/auth/session", { token: otherToken })).status).toBe(200);
+    const fresh = await signIn(url, wallet);
+    expect((await call(url, "/auth/session", { token: fresh.sessionToken })).status).toBe(200);
+    const again = await revokeAll(wallet);
+    expect(again.body).toEqual({ revoked: 1, walletAddress: wallet.address });
+  });
+
+  test("tokens issued before the cutoff are dead even when the store never listed them", async () => {
+    const wallet = newWallet();
+    const { sessionToken } = await signIn(url, wallet);
+    const { payload } = decodeJwt(sessionToken);
+    const unlisted = await forge({ ...payload, jti: crypto.randomUUID(), iat: payload.iat - 10 });
+    expect((await call(url, "/auth/session", { token: unlisted })).body.code).toBe("TOKEN_INVALID");
+    await Bun.sleep(1000); // the cutoff is a whole second: step past the second the first token was issued in
+    expect((await revokeAll(wallet)).status).toBe(200);
+    expect((await call(url, "/auth/session", { token: unlisted })).body.code).toBe("TOKEN_REVOKED");
+  });
+
+  test("checked exactly as a verification: every refusal code", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const post = (body: object) => call(url, "/auth/revoke-all", { body });
+    expect((await post({ walletAddress: "bad", nonce: ch.nonce, signature: wallet.sign(ch.message) })).body.code).toBe("INVALID_ADDRESS");
+    const hex = Buffer.from(wallet.sign(ch.message), "base64").toString("hex");
+    expect((await post({ walletAddress: wallet.address, nonce: ch.nonce, signature: hex })).body).toEqual({
+      error: "signatures are base64, not hex",
+      code: "INVALID_SIGNATURE",
+    });
+    expect((await post({ walletAddress: wallet.address, nonce: "unknown", signature: wallet.sign(ch.message) })).body.code).toBe(
+      "NONCE_NOT_FOUND",
+    );
+    expect((await post({ walletAddress: wallet.address, nonce: ch.nonce })).body.code).toBe("VALIDATION_ERROR");
+    const forged = await post({ walletAddress: wallet.address, nonce: ch.nonce, signature: newWallet().sign(ch.message) });
+    expect([forged.status, forged.body.code]).toEqual([401, "INVALID_SIGNATURE"]);
+    const replay = await post({ walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) });
+    expect([replay.status, replay.body.code]).toEqual([401, "NONCE_USED"]);
+  });
+
+  test("needs no session token, and a nonce already spent on sign-in cannot be reused", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    expect((await call(url, "/auth/verify", { body })).status).toBe(200);
+    const res = await call(url, "/auth/revoke-all", { body });
+    expect([res.status, res.body.code]).toEqual([401, "NONCE_USED"]);
+  });
+});
+
+describe("health, docs, logs", () => {
+  test("/healthz and /readyz", async () => {
+    expect((await call(url, "/healthz")).body).toEqual({ status: "ok" });
+    const ready = await call(url, "/readyz");
+    expect(ready.status).toBe(200);
+    expect(ready.body.status).toBe("ready");
+  });
+
+  test("/openapi.json documents every auth route; /docs serves a page", async () => {
+    const spec = (await call(url, "/openapi.json")).body;
+    for (const path of ["/auth/challenge", "/auth/verify", "/auth/session", "/auth/revoke", "/auth/revoke-all", "/healthz", "/readyz"]) {
+      expect(Object.keys(spec.paths)).toContain(path);
+    }
+    const docs = await fetch(url + "/docs");
+    expect(docs.status).toBe(200);
+    expect(docs.headers.get("content-type")).toContain("text/html");
+  });
+
+  test("unknown routes: 404 NOT_FOUND in the error shape, with a request id", async () => {
+    const res = await call(url, "/nowhere");
+    expect([res.status, res.body]).toEqual([404, { error: "no such route", code: "NOT_FOUND" }]);
+    expect(res.headers.get("x-request-id")).toMatch(UUID_V4);
+  });
+
+  test("one log line per request with id, method, path, status, ms — and no secrets", async () => {
+    const wallet = newWallet();
+    const ch = await getChallenge(url, wallet);
+    const signature = wallet.sign(ch.message);
+    const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature } });
+    await call(url, "/auth/session", { token: res.body.sessionToken });
+    await Bun.sleep(50);
+    const out = server.output();
+    expect(out).not.toContain(res.body.sessionToken);
+    expect(out).not.toContain(signature);
+    expect(out).not.toContain(ch.nonce);
+    expect(out).not.toContain(SECRET);
+    const line = out
+      .split("\n")
+      .filter((l) => l.includes('"msg":"request"'))
+      .map((l) => JSON.parse(l))
+      .find((l) => l.requestId === res.headers.get("x-request-id"));
+    expect(line).toMatchObject({ method: "POST", path: "/auth/verify", status: 200 });
+    expect(typeof line.ms).toBe("number");
+  });
+});

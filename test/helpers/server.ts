@@ -1,0 +1,112 @@
+// Spawns the real server (`bun src/main.ts serve`) on port 0 with its own DATA_DIR, and cleans up.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+const ROOT = join(import.meta.dir, "../..");
+
+export type TestServer = {
+  url: string;
+  dataDir: string;
+  env: Record<string, string>;
+  /** Everything the server printed so far. */
+  output(): string;
+  /** SIGTERM and wait; resolves with the exit code. */
+  stop(): Promise<number>;
+  /** SIGKILL: no chance to flush or close anything. */
+  kill9(): Promise<void>;
+  /** Starts a new process on the same DATA_DIR (and env, with overrides). */
+  restart(overrides?: Record<string, string>): Promise<TestServer>;
+  /** Stops the process and deletes its DATA_DIR. */
+  dispose(): Promise<void>;
+};
+
+const live = new Set<Subprocess>();
+process.on("exit", () => {
+  for (const p of live) p.kill(9);
+});
+
+export function tempDir(prefix = "walletgate-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Runs the CLI to completion: `walletgate <args>`. */
+export async function runCli(args: string[], env: Record<string, string> = {}) {
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", LOG_FORMAT: "json", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { stdout, stderr, code };
+}
+
+export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir()): Promise<TestServer> {
+  const fullEnv: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "/tmp",
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    LOG_FORMAT: "json",
+    LOG_LEVEL: "info",
+    ...env,
+  };
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
+    cwd: ROOT,
+    env: fullEnv,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  live.add(proc);
+  let out = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 15_000);
+    const decoder = new TextDecoder();
+    (async () => {
+      for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
+        out += decoder.decode(chunk);
+        const line = out.split("\n").find((l) => l.includes('"msg":"listening"'));
+        if (line) {
+          clearTimeout(timer);
+          resolve(JSON.parse(line).url);
+        }
+      }
+      clearTimeout(timer);
+      reject(new Error(`server exited before listening:\n${out}\n${await new Response(proc.stderr as ReadableStream).text()}`));
+    })().catch(reject);
+  });
+  const server: TestServer = {
+    url,
+    dataDir,
+    env: fullEnv,
+    output: () => out,
+    async stop() {
+      proc.kill("SIGTERM");
+      const code = await proc.exited;
+      live.delete(proc);
+      return code;
+    },
+    async kill9() {
+      proc.kill(9);
+      await proc.exited;
+      live.delete(proc);
+    },
+    async restart(overrides = {}) {
+      if (!proc.killed && proc.exitCode === null) await server.stop();
+      const next = { ...env, ...overrides };
+      return startTestServer(next, dataDir);
+    },
+    async dispose() {
+      if (proc.exitCode === null && !proc.killed) {
+        proc.kill(9);
+        await proc.exited;
+      }
+      live.delete(proc);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}
