@@ -1,0 +1,132 @@
+// Shared bench plumbing: one owner for every child process and temp dir, listening-line waits, statistics.
+import type { Subprocess } from "bun";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const REPO_ROOT = join(import.meta.dir, "..");
+export const BINARY = join(REPO_ROOT, "dist", "walletgate");
+
+/** Owns what a bench run creates, so `close()` can kill and remove all of it, whatever failed. */
+export type Resources = {
+  tempDir(label: string): string;
+  track<T extends Subprocess>(child: T): T;
+  close(): Promise<void>;
+};
+
+export function createResources(): Resources {
+  const dirs: string[] = [];
+  const children = new Set<Subprocess>();
+  return {
+    tempDir(label) {
+      const dir = mkdtempSync(join(tmpdir(), `walletgate-bench-${label}-`));
+      dirs.push(dir);
+      return dir;
+    },
+    track(child) {
+      children.add(child);
+      void child.exited.then(() => children.delete(child));
+      return child;
+    },
+    async close() {
+      await Promise.all([...children].map((child) => stopProcess(child, 2_000)));
+      for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** SIGTERM, then SIGKILL if the process has not exited after `graceMs`. */
+export async function stopProcess(child: Subprocess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+  await child.exited;
+  clearTimeout(timer);
+}
+
+/** The `url` of the first `"msg":"listening"` JSON line in `text`, or null. */
+export function listeningUrl(text: string): string | null {
+  for (const line of text.split("\n")) {
+    if (!line.includes('"listening"')) continue;
+    try {
+      const parsed = JSON.parse(line) as { msg?: unknown; url?: unknown };
+      if (parsed.msg === "listening" && typeof parsed.url === "string") return parsed.url;
+    } catch {
+      // a partial line: wait for the rest
+    }
+  }
+  return null;
+}
+
+/** Reads a piped stdout until the listening line arrives; the stream keeps being drained afterwards. */
+export async function waitForListeningOnStream(child: Subprocess<"ignore", "pipe", "pipe" | "inherit" | "ignore">, timeoutMs: number): Promise<string> {
+  const reader = child.stdout.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  const deadline = setTimeout(() => void reader.cancel("timeout"), timeoutMs);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      seen += decoder.decode(value, { stream: true });
+      const url = listeningUrl(seen);
+      if (url !== null) {
+        void drain(reader);
+        return url;
+      }
+    }
+  } finally {
+    clearTimeout(deadline);
+  }
+  throw new Error(`no listening line within ${timeoutMs} ms (exit ${child.exitCode}); stdout:\n${seen.slice(0, 2000)}`);
+}
+
+async function drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+  try {
+    while (!(await reader.read()).done);
+  } catch {
+    // the process was killed
+  }
+}
+
+/** Polls a log file (the child's stdout) for the listening line. */
+export async function waitForListeningInFile(path: string, child: Subprocess, timeoutMs: number): Promise<string> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    let text = "";
+    try {
+      text = readFileSync(path, "utf8");
+    } catch {
+      // not created yet
+    }
+    const url = listeningUrl(text);
+    if (url !== null) return url;
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`server exited (${child.exitCode ?? child.signalCode}) before listening; stdout:\n${text.slice(0, 2000)}`);
+    }
+    if (performance.now() > deadline) throw new Error(`no listening line within ${timeoutMs} ms in ${path}`);
+    await Bun.sleep(5);
+  }
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function round(value: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+/** Environment for a child: PATH and HOME only, plus `extra` — no stray settings from the caller's shell. */
+export function cleanEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "TMPDIR"]) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...extra };
+}

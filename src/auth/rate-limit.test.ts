@@ -1,0 +1,154 @@
+// Rate limits: the sliding log in-process, and the three auth limits over HTTP from real sockets.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { AppError } from "../errors.ts";
+import { createRateLimiter } from "./rate-limit.ts";
+import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
+import { call, getChallenge, newWallet, type TestWallet } from "../../test/helpers/wallet.ts";
+
+describe("sliding window", () => {
+  const limit = { name: "t", max: 3, windowMs: 10_000 };
+
+  test("allows max hits per window, then refuses with retryAfter until the oldest hit leaves", () => {
+    const rl = createRateLimiter();
+    rl.consume([[limit, "k"]], 0);
+    rl.consume([[limit, "k"]], 4_000);
+    rl.consume([[limit, "k"]], 5_000);
+    let err: AppError | null = null;
+    try {
+      rl.consume([[limit, "k"]], 6_000);
+    } catch (e) {
+      err = e as AppError;
+    }
+    expect(err?.code).toBe("RATE_LIMITED");
+    expect(err?.extra.retryAfter).toBe(4); // the hit at 0 leaves at 10 000
+    rl.consume([[limit, "k"]], 10_001);
+    expect(() => rl.consume([[limit, "other"]], 10_001)).not.toThrow();
+  });
+
+  test("a refused attempt counts against no limit", () => {
+    const rl = createRateLimiter();
+    const big = { name: "big", max: 100, windowMs: 10_000 };
+    for (let i = 0; i < 3; i++) rl.consume([[limit, "k"], [big, "net"]], i);
+    for (let i = 0; i < 50; i++) expect(() => rl.consume([[limit, "k"], [big, "net"]], 100)).toThrow();
+    // only the 3 accepted hits count on the network limit: 97 more fit
+    for (let i = 0; i < 97; i++) rl.consume([[big, "net"]], 200);
+    expect(() => rl.consume([[big, "net"]], 200)).toThrow();
+  });
+
+  test("retryAfter is at least one second", () => {
+    const rl = createRateLimiter();
+    const short = { name: "s", max: 1, windowMs: 100 };
+    rl.consume([[short, "k"]], 0);
+    try {
+      rl.consume([[short, "k"]], 50);
+      throw new Error("not limited");
+    } catch (e) {
+      expect((e as AppError).extra.retryAfter).toBe(1);
+    }
+  });
+
+  test("purge drops windows whose hits have all left", () => {
+    const rl = createRateLimiter();
+    rl.consume([[limit, "a"]], 0);
+    rl.consume([[limit, "b"]], 9_000);
+    expect(rl.purge(10_500)).toBe(1);
+    expect(rl.size()).toBe(1);
+  });
+});
+
+async function attempt(url: string, wallet: TestWallet, headers: Record<string, string> = {}, nonce = "no-such-nonce") {
+  return call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce, signature: wallet.sign("x") }, headers });
+}
+
+describe("over HTTP, without TRUST_PROXY", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.dispose());
+
+  test("5 verification attempts per client and wallet, failures included; the 6th is 429 with Retry-After", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 5; i++) expect((await attempt(server.url, wallet)).body.code).toBe("NONCE_NOT_FOUND");
+    const limited = await attempt(server.url, wallet);
+    expect(limited.status).toBe(429);
+    expect(limited.body.code).toBe("RATE_LIMITED");
+    expect(Number.isInteger(limited.body.retryAfter)).toBe(true);
+    expect(limited.body.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(limited.body.retryAfter).toBeLessThanOrEqual(900);
+    expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
+    // even a perfectly good signature is refused now
+    const ch = await getChallenge(server.url, wallet);
+    const good = await call(server.url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect(good.status).toBe(429);
+    // another wallet from the same client is not affected
+    expect((await attempt(server.url, newWallet())).body.code).toBe("NONCE_NOT_FOUND");
+  });
+
+  test("a spoofed X-Forwarded-For does not help", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 5; i++) {
+      const res = await attempt(server.url, wallet, { "x-forwarded-for": `203.0.113.${i + 1}` });
+      expect(res.body.code).toBe("NONCE_NOT_FOUND");
+    }
+    const res = await attempt(server.url, wallet, { "x-forwarded-for": "198.51.100.77" });
+    expect(res.status).toBe(429);
+  });
+
+  test("requests refused at steps 1–2 do not count", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 10; i++) {
+      const res = await call(server.url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: "n", signature: "abcd" } });
+      expect(res.body.code).toBe("INVALID_SIGNATURE");
+    }
+    for (let i = 0; i < 5; i++) expect((await attempt(server.url, wallet)).body.code).toBe("NONCE_NOT_FOUND");
+    expect((await attempt(server.url, wallet)).status).toBe(429);
+  });
+
+  test("revoke-all attempts count toward the same limit", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 5; i++) {
+      const res = await call(server.url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: "n", signature: wallet.sign("x") } });
+      expect(res.body.code).toBe("NONCE_NOT_FOUND");
+    }
+    expect((await attempt(server.url, wallet)).status).toBe(429);
+  });
+
+  test("10 challenges per minute per client and wallet", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 10; i++) expect((await call(server.url, `/auth/challenge?wallet=${wallet.address}`)).status).toBe(200);
+    const limited = await call(server.url, `/auth/challenge?wallet=${wallet.address}`);
+    expect([limited.status, limited.body.code]).toEqual([429, "RATE_LIMITED"]);
+    expect(limited.body.retryAfter).toBeLessThanOrEqual(60);
+    expect((await call(server.url, `/auth/challenge?wallet=${newWallet().address}`)).status).toBe(200);
+  });
+});
+
+describe("over HTTP, behind a trusted proxy", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ TRUST_PROXY: "1" });
+  });
+  afterAll(() => server.dispose());
+
+  test("the client address comes from X-Forwarded-For, read from the right", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 5; i++) await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.9" });
+    expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.9" })).status).toBe(429);
+    // a different client behind the same proxy has its own window
+    expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.10" })).body.code).toBe("NONCE_NOT_FOUND");
+    // a forged left-most entry does not move the client: the proxy appended the real one on the right
+    expect((await attempt(server.url, wallet, { "x-forwarded-for": "1.1.1.1, 203.0.113.9" })).status).toBe(429);
+  });
+
+  test("50 attempts per network, IPv6 grouped by /64", async () => {
+    for (let i = 0; i < 50; i++) {
+      const res = await attempt(server.url, newWallet(), { "x-forwarded-for": `2001:db8:7:7:${(i + 1).toString(16)}::1` });
+      expect(res.body.code).toBe("NONCE_NOT_FOUND");
+    }
+    const sameNet = await attempt(server.url, newWallet(), { "x-forwarded-for": "2001:db8:7:7:ffff::2" });
+    expect([sameNet.status, sameNet.body.code]).toEqual([429, "RATE_LIMITED"]);
+    const otherNet = await attempt(server.url, newWallet(), { "x-forwarded-for": "2001:db8:7:8::1" });
+    expect(otherNet.body.code).toBe("NONCE_NOT_FOUND");
+  });
+});

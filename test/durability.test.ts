@@ -1,0 +1,147 @@
+// Restarts and crashes: no acknowledged token, revocation or spent nonce is lost; secrets persist; rotation.
+import { afterEach, describe, expect, test } from "bun:test";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
+
+const servers: TestServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.dispose();
+});
+async function start(env: Record<string, string> = {}) {
+  // A fixed public URL: PORT=0 binds a new port on every start, and the token issuer is BASE_URL.
+  const s = await startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "http://walletgate.test", ...env });
+  servers.push(s);
+  return s;
+}
+const status = async (url: string, token: string) => (await call(url, "/auth/session", { token })).body.code ?? "OK";
+
+describe("restarts", () => {
+  test("a graceful restart (SIGTERM, exit 0) keeps tokens, revocations, cutoffs and spent nonces", async () => {
+    const first = await start();
+    const wallet = newWallet();
+    const kept = await signIn(first.url, wallet);
+    const revoked = await signIn(first.url, wallet);
+    await call(first.url, "/auth/revoke", { method: "POST", token: revoked.sessionToken });
+    const other = newWallet();
+    const cut = await signIn(first.url, other);
+    const ch = await getChallenge(first.url, other);
+    await Bun.sleep(1000);
+    await call(first.url, "/auth/revoke-all", { body: { walletAddress: other.address, nonce: ch.nonce, signature: other.sign(ch.message) } });
+    const spent = await getChallenge(first.url, wallet);
+    const spentBody = { walletAddress: wallet.address, nonce: spent.nonce, signature: wallet.sign(spent.message) };
+    expect((await call(first.url, "/auth/verify", { body: spentBody })).status).toBe(200);
+
+    const code = await first.stop();
+    expect(code).toBe(0);
+    expect(first.output()).toContain('"msg":"stopped"');
+    const second = await first.restart();
+    servers.push(second);
+    expect(await status(second.url, kept.sessionToken)).toBe("OK");
+    expect(await status(second.url, revoked.sessionToken)).toBe("TOKEN_REVOKED");
+    expect(await status(second.url, cut.sessionToken)).toBe("TOKEN_REVOKED");
+    const replay = await call(second.url, "/auth/verify", { body: spentBody });
+    expect(replay.body.code).toBe("NONCE_USED");
+  });
+
+  test("kill -9 right after a burst loses no acknowledged sign-in or revocation", async () => {
+    const server = await start();
+    const wallets = Array.from({ length: 40 }, () => newWallet());
+    const sessions = await Promise.all(wallets.map((w) => signIn(server.url, w)));
+    const toRevoke = sessions.slice(0, 15);
+    const revokes = await Promise.all(toRevoke.map((s) => call(server.url, "/auth/revoke", { method: "POST", token: s.sessionToken })));
+    for (const r of revokes) expect(r.status).toBe(200);
+    await server.kill9(); // no shutdown, no checkpoint: only what was committed survives
+    const after = await server.restart();
+    servers.push(after);
+    for (const s of toRevoke) expect(await status(after.url, s.sessionToken)).toBe("TOKEN_REVOKED");
+    for (const s of sessions.slice(15)) expect(await status(after.url, s.sessionToken)).toBe("OK");
+  });
+
+  test("kill -9 in the middle of a burst: every answered sign-in survives", async () => {
+    const server = await start();
+    const wallets = Array.from({ length: 60 }, () => newWallet());
+    const challenges = await Promise.all(wallets.map((w) => getChallenge(server.url, w)));
+    const acknowledged: string[] = [];
+    const inFlight = wallets.map((w, i) =>
+      call(server.url, "/auth/verify", {
+        body: { walletAddress: w.address, nonce: challenges[i]!.nonce, signature: w.sign(challenges[i]!.message) },
+      })
+        .then((r) => {
+          if (r.status === 200) acknowledged.push(r.body.sessionToken);
+        })
+        .catch(() => undefined),
+    );
+    const deadline = Date.now() + 10_000;
+    while (acknowledged.length < 10 && Date.now() < deadline) await Bun.sleep(1);
+    await server.kill9(); // some answered, the rest still in flight
+    await Promise.all(inFlight);
+    expect(acknowledged.length).toBeGreaterThanOrEqual(10);
+    const after = await server.restart();
+    servers.push(after);
+    for (const token of acknowledged) expect(await status(after.url, token)).toBe("OK");
+  });
+});
+
+describe("secrets", () => {
+  test("generated JWT and wallet keys are written once with mode 0600 and reused", async () => {
+    const server = await start({ JWT_SECRET: "" });
+    for (const name of ["jwt-secret", "wallet-encryption-key"]) {
+      expect(statSync(join(server.dataDir, name)).mode & 0o777).toBe(0o600);
+    }
+    const session = await signIn(server.url, newWallet());
+    const again = await server.restart();
+    servers.push(again);
+    expect(await status(again.url, session.sessionToken)).toBe("OK");
+  });
+
+  test("rotation: JWT_SECRET_PREVIOUS keeps old tokens valid by kid; dropping it ends them", async () => {
+    const oldSecret = "old-secret-old-secret-old-secret-0001";
+    const newSecret = "new-secret-new-secret-new-secret-0002";
+    const first = await start({ JWT_SECRET: oldSecret });
+    const session = await signIn(first.url, newWallet());
+    const oldKid = decodeJwt(session.sessionToken).header.kid;
+
+    const rotated = await first.restart({ JWT_SECRET: newSecret, JWT_SECRET_PREVIOUS: oldSecret });
+    servers.push(rotated);
+    expect(await status(rotated.url, session.sessionToken)).toBe("OK");
+    const fresh = await signIn(rotated.url, newWallet());
+    expect(decodeJwt(fresh.sessionToken).header.kid).not.toBe(oldKid);
+
+    const retired = await rotated.restart({ JWT_SECRET: newSecret, JWT_SECRET_PREVIOUS: "" });
+    servers.push(retired);
+    expect(await status(retired.url, session.sessionToken)).toBe("TOKEN_INVALID");
+    expect(await status(retired.url, fresh.sessionToken)).toBe("OK");
+  });
+});
+
+describe("expiry with short lifetimes from config", () => {
+  test("a challenge older than CHALLENGE_TTL_MS: CHALLENGE_EXPIRED", async () => {
+    const server = await start({ CHALLENGE_TTL_MS: "300" });
+    const wallet = newWallet();
+    const ch = await getChallenge(server.url, wallet);
+    await Bun.sleep(400);
+    const res = await call(server.url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect([res.status, res.body.code]).toEqual([401, "CHALLENGE_EXPIRED"]);
+  });
+
+  test("a token past SESSION_TTL_S: TOKEN_EXPIRED; refreshRecommended near the end", async () => {
+    const server = await start({ SESSION_TTL_S: "2", REFRESH_THRESHOLD_S: "3600" });
+    const { sessionToken } = await signIn(server.url, newWallet());
+    const live = await call(server.url, "/auth/session", { token: sessionToken });
+    expect(live.body.refreshRecommended).toBe(true);
+    await Bun.sleep(2100);
+    const res = await call(server.url, "/auth/session", { token: sessionToken });
+    expect([res.status, res.body.code]).toEqual([401, "TOKEN_EXPIRED"]);
+  });
+
+  test("the purge timer deletes expired challenges", async () => {
+    const server = await start({ CHALLENGE_TTL_MS: "100", PURGE_INTERVAL_MS: "100" });
+    const wallet = newWallet();
+    const ch = await getChallenge(server.url, wallet);
+    await Bun.sleep(500);
+    const res = await call(server.url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect(res.body.code).toBe("NONCE_NOT_FOUND"); // purged, not merely expired
+  });
+});
