@@ -60,9 +60,7 @@ export function createApp(deps: Deps, options: AppOptions) {
     .get(
       "/readyz",
       () => {
-        try {
-          deps.db.sqlite.query("SELECT 1").get();
-        } catch {
+        if (!deps.db.ping()) {
           return new Response(JSON.stringify({ status: "unavailable", checks: { database: "error" } }), {
             status: 503,
             headers: { "content-type": "application/json" },

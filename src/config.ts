@@ -103,6 +103,11 @@ function secret(vars: Vars, name: keyof Vars): string | null {
   return raw;
 }
 
+/** The process environment (Bun has already merged a `.env` from the working directory into it). */
+export function processEnv(): Record<string, string | undefined> {
+  return process.env;
+}
+
 /** Reads the environment (and flags, which win) once. Throws ConfigError naming the bad variable. */
 export function loadConfig(env: Record<string, string | undefined>, flags: string[] = []): Config {
   const vars: Vars = {};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 // CLI entry: parse argv, dispatch to a command in cli/. Exit codes: 0 ok, 1 failure, 2 usage.
-import { ConfigError, UsageError, loadConfig } from "./config.ts";
+import { ConfigError, UsageError, loadConfig, processEnv } from "./config.ts";
 import { SchemaTooNewError } from "./db/migrate.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -60,7 +60,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
 }
 
 if (import.meta.main) {
-  main(Bun.argv.slice(2), process.env).then(
+  main(Bun.argv.slice(2), processEnv()).then(
     (code) => process.exit(code),
     (err) => {
       process.stderr.write(`walletgate: ${err instanceof Error ? err.message : String(err)}\n`);

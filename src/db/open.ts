@@ -11,6 +11,8 @@ export type Db = {
    * a caller is answered only after its write is durable, without one fsync per request.
    */
   write<T>(fn: () => T): Promise<T>;
+  /** True when the database answers a trivial query (readiness). */
+  ping(): boolean;
   /** Commits whatever is pending now (shutdown). */
   flush(): void;
   close(): void;
@@ -70,6 +72,13 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     flush: commit,
+    ping() {
+      try {
+        return sqlite.query("SELECT 1 AS ok").get() !== null;
+      } catch {
+        return false;
+      }
+    },
     close() {
       commit();
       sqlite.close();

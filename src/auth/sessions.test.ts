@@ -1,0 +1,122 @@
+// Session functions in-process with a movable clock: restore and refresh, maximum age, revocation, purge.
+import { describe, expect, test } from "bun:test";
+import { AppError } from "../errors.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { newWallet } from "../../test/helpers/wallet.ts";
+import { issueChallenge } from "./challenge.ts";
+import { authenticateToken, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
+import { revokeAllSessions, signIn } from "./sign-in.ts";
+import { purgeAuth } from "./purge.ts";
+
+const client = { ip: "192.0.2.10", userAgent: "test-agent/1" };
+type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
+
+async function login(deps: Deps, wallet = newWallet(), from = client) {
+  const ch = await issueChallenge(deps, wallet.address, from);
+  return signIn(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, from);
+}
+
+async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "OK";
+  } catch (e) {
+    if (e instanceof AppError) return e.code;
+    throw e;
+  }
+}
+
+describe("session_restore", () => {
+  test("with more than REFRESH_THRESHOLD_S left, the same token comes back", async () => {
+    const { deps } = await testDeps();
+    const s = await login(deps);
+    const r = await restoreSession(deps, s.token);
+    expect(r).toMatchObject({ walletAddress: s.walletAddress, sessionId: s.sessionId, sessionToken: s.token, refreshed: false, isNewSession: false });
+    expect(r.expiresAt).toBe(s.expiresAt);
+  });
+
+  test("with under an hour left: a new token of the same session; the old one works until its exp", async () => {
+    const { deps, clock } = await testDeps();
+    const s = await login(deps);
+    clock.advance((604800 - 1800) * 1000);
+    const r = await restoreSession(deps, s.token);
+    expect(r.refreshed).toBe(true);
+    expect(r.sessionId).toBe(s.sessionId);
+    expect(r.sessionToken).not.toBe(s.token);
+    expect(Date.parse(r.expiresAt)).toBe(clock.now() - (clock.now() % 1000) + 604800 * 1000);
+    expect(await codeOf(authenticateToken(deps, s.token))).toBe("OK");
+    clock.advance(1800 * 1000);
+    expect(await codeOf(authenticateToken(deps, s.token))).toBe("TOKEN_EXPIRED");
+    expect(await codeOf(authenticateToken(deps, r.sessionToken))).toBe("OK");
+  });
+
+  test("a session is refreshed for at most SESSION_MAX_AGE_S, then TOKEN_EXPIRED", async () => {
+    const { deps, clock } = await testDeps({ SESSION_TTL_S: "3600", REFRESH_THRESHOLD_S: "1800", SESSION_MAX_AGE_S: "7200" });
+    const s = await login(deps);
+    const start = clock.now();
+    clock.advance(3000 * 1000);
+    const r1 = await restoreSession(deps, s.token);
+    expect(r1.refreshed).toBe(true);
+    expect(Date.parse(r1.expiresAt)).toBe(start + 6600 * 1000); // now + TTL, still inside the maximum age
+    clock.advance(3000 * 1000);
+    const r2 = await restoreSession(deps, r1.sessionToken);
+    expect(r2.refreshed).toBe(true);
+    expect(Date.parse(r2.expiresAt)).toBe(start + 7200 * 1000); // capped at the session's absolute end
+    clock.advance(1200 * 1000);
+    expect(await codeOf(restoreSession(deps, r2.sessionToken))).toBe("TOKEN_EXPIRED");
+  });
+
+  test("revoked and foreign tokens are refused", async () => {
+    const { deps } = await testDeps();
+    const s = await login(deps);
+    await revokeSessionToken(deps, s.token);
+    expect(await codeOf(restoreSession(deps, s.token))).toBe("TOKEN_REVOKED");
+    expect(await codeOf(restoreSession(deps, "abc"))).toBe("TOKEN_INVALID");
+  });
+});
+
+describe("fingerprint links", () => {
+  test("stored as an HMAC, never in clear; found only while the token is good", async () => {
+    const { deps, db } = await testDeps();
+    const wallet = newWallet();
+    const s = await login(deps, wallet);
+    const rows = db.sqlite.query("SELECT fingerprint FROM fingerprint_wallet_links").all() as { fingerprint: string }[];
+    expect(rows.length).toBe(1);
+    const clear = new Bun.CryptoHasher("sha256").update(client.ip + client.userAgent).digest("hex");
+    expect(rows[0]!.fingerprint).not.toBe(clear);
+    expect(await findLinkedSession(deps, client)).toEqual({ walletAddress: wallet.address, sessionId: s.sessionId, jti: s.jti });
+    expect(await findLinkedSession(deps, { ...client, userAgent: "other/2" })).toBeNull();
+    await revokeSessionToken(deps, s.token);
+    expect(await findLinkedSession(deps, client)).toBeNull();
+  });
+
+  test("a fingerprint links to the last wallet authenticated from it; revoke-all removes the link", async () => {
+    const { deps } = await testDeps();
+    const first = newWallet();
+    const second = newWallet();
+    await login(deps, first);
+    await login(deps, second);
+    expect((await findLinkedSession(deps, client))?.walletAddress).toBe(second.address);
+    const ch = await issueChallenge(deps, second.address, client);
+    await revokeAllSessions(deps, { walletAddress: second.address, nonce: ch.nonce, signature: second.sign(ch.message) }, client);
+    expect(await findLinkedSession(deps, client)).toBeNull();
+  });
+});
+
+describe("purge", () => {
+  test("deletes expired challenges and tokens a day past exp, keeps the rest", async () => {
+    const { deps, clock, db } = await testDeps({ SESSION_TTL_S: "60" });
+    const s = await login(deps);
+    await issueChallenge(deps, newWallet().address, client);
+    clock.advance(300_001);
+    let counts = await purgeAuth(deps);
+    expect(counts.challenges).toBe(2); // the spent one and the unused one
+    expect(counts.tokens).toBe(0);
+    clock.advance(86_400_000);
+    counts = await purgeAuth(deps);
+    expect(counts.tokens).toBe(1);
+    expect(counts.links).toBe(0); // already gone with the token's expiry below
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 0 });
+    expect(await codeOf(authenticateToken(deps, s.token))).toBe("TOKEN_EXPIRED");
+  });
+});

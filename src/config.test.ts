@@ -1,0 +1,73 @@
+// Configuration: defaults, validation naming the variable, mainnet rules, flags over environment.
+import { describe, expect, test } from "bun:test";
+import { ConfigError, UsageError, loadConfig } from "./config.ts";
+
+describe("loadConfig", () => {
+  test("defaults of operations.md", () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({
+      port: 3000,
+      host: "127.0.0.1",
+      baseUrl: "http://127.0.0.1:3000",
+      network: "localnet",
+      sessionTtlS: 604800,
+      sessionMaxAgeS: 2592000,
+      refreshThresholdS: 3600,
+      challengeTtlMs: 300000,
+      purgeIntervalMs: 3600000,
+      authRateLimit: true,
+      fingerprintRestore: true,
+      trustProxy: { kind: "none" },
+      maxBodyBytes: 65536,
+      logLevel: "info",
+      sqliteSynchronous: "FULL",
+    });
+    expect(c.dataDir.endsWith("/data")).toBe(true);
+    expect(c.databasePath.endsWith("/data/walletgate.db")).toBe(true);
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  test("PORT=0 leaves BASE_URL to the bound port; BASE_URL wins and loses a trailing slash", () => {
+    expect(loadConfig({ PORT: "0" }).baseUrl).toBeNull();
+    expect(loadConfig({ BASE_URL: "https://auth.example.com/" }).baseUrl).toBe("https://auth.example.com");
+  });
+
+  test.each([
+    ["PORT", "abc"],
+    ["PORT", "70000"],
+    ["NETWORK", "testnet"],
+    ["BASE_URL", "ftp://x"],
+    ["BASE_URL", "not a url"],
+    ["SESSION_TTL_S", "-1"],
+    ["CHALLENGE_TTL_MS", "1.5"],
+    ["AUTH_RATE_LIMIT", "maybe"],
+    ["TRUST_PROXY", "10.0.0.0/33"],
+    ["JWT_SECRET", "short"],
+    ["JWT_SECRET_PREVIOUS", "short"],
+    ["WALLET_ENCRYPTION_KEY", "abcd"],
+    ["MAX_BODY_BYTES", "10"],
+    ["LOG_LEVEL", "loud"],
+    ["DATABASE_URL", "postgres://localhost/x"],
+  ])("%s=%s is refused with a message naming it", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(name);
+  });
+
+  test("mainnet requires its secrets, refuses AUTH_RATE_LIMIT=off, and turns fingerprint restore off", () => {
+    const secrets = { JWT_SECRET: "x".repeat(32), WALLET_ENCRYPTION_KEY: "ab".repeat(32) };
+    expect(() => loadConfig({ NETWORK: "mainnet" })).toThrow("JWT_SECRET");
+    expect(() => loadConfig({ NETWORK: "mainnet", JWT_SECRET: "x".repeat(32) })).toThrow("WALLET_ENCRYPTION_KEY");
+    expect(() => loadConfig({ NETWORK: "mainnet", ...secrets, AUTH_RATE_LIMIT: "off" })).toThrow("AUTH_RATE_LIMIT");
+    const c = loadConfig({ NETWORK: "mainnet", ...secrets });
+    expect(c.fingerprintRestore).toBe(false);
+    expect(c.authRateLimit).toBe(true);
+    expect(loadConfig({ NETWORK: "mainnet", ...secrets, FINGERPRINT_RESTORE: "on" }).fingerprintRestore).toBe(true);
+  });
+
+  test("flags override the environment, in both spellings; unknown flags are usage errors", () => {
+    const c = loadConfig({ PORT: "1" }, ["--port", "2", "--log-level=debug", "--data-dir", "/tmp/x"]);
+    expect([c.port, c.logLevel, c.dataDir]).toEqual([2, "debug", "/tmp/x"]);
+    expect(() => loadConfig({}, ["--frobnicate", "1"])).toThrow(UsageError);
+    expect(() => loadConfig({}, ["--port"])).toThrow(UsageError);
+  });
+});

@@ -1,0 +1,94 @@
+// The database layer: durable settings, migrations and their version check, group-committed writes.
+import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { openDatabase } from "./open.ts";
+import { migrate, SchemaTooNewError } from "./migrate.ts";
+import { MIGRATIONS } from "./migrations.ts";
+import { tempDir } from "../../test/helpers/server.ts";
+
+const dir = tempDir();
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("openDatabase", () => {
+  test("WAL, synchronous=FULL, foreign keys on", () => {
+    const db = openDatabase(join(dir, "a.db"));
+    expect(db.sqlite.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });
+    expect(db.sqlite.query("PRAGMA synchronous").get()).toEqual({ synchronous: 2 });
+    expect(db.sqlite.query("PRAGMA foreign_keys").get()).toEqual({ foreign_keys: 1 });
+    db.close();
+  });
+});
+
+describe("migrate", () => {
+  test("applies every migration once, in order, and records the version", () => {
+    const db = openDatabase(join(dir, "m.db"));
+    const first = migrate(db.sqlite, 1);
+    expect(first.applied).toEqual(MIGRATIONS.map((m) => m.version));
+    expect(migrate(db.sqlite, 2).applied).toEqual([]);
+    const tables = db.sqlite.query("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r: any) => r.name);
+    expect(tables).toContain("auth_tokens");
+    db.close();
+  });
+
+  test("tables are STRICT: a text in an integer column is refused", () => {
+    const db = openDatabase(":memory:");
+    migrate(db.sqlite, 1);
+    expect(() =>
+      db.sqlite.query("INSERT INTO auth_challenges (nonce, wallet, message, issued_at, expires_at) VALUES ('n','w','m','soon',1)").run(),
+    ).toThrow();
+    db.close();
+  });
+
+  test("a database newer than the program is refused with a clear message", () => {
+    const db = openDatabase(join(dir, "new.db"));
+    migrate(db.sqlite, 1);
+    db.sqlite.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 1)").run();
+    expect(() => migrate(db.sqlite, 2)).toThrow(SchemaTooNewError);
+    expect(() => migrate(db.sqlite, 2)).toThrow(/version 999/);
+    db.close();
+  });
+
+  test("a failing migration leaves nothing half-applied", () => {
+    const db = openDatabase(":memory:");
+    const bad = [...MIGRATIONS, { version: 2, name: "broken", sql: "CREATE TABLE ok_table (x INTEGER) STRICT; CREATE TABLE nope (" }];
+    expect(() => migrate(db.sqlite, 1, bad)).toThrow();
+    const tables = db.sqlite.query("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r: any) => r.name);
+    expect(tables).not.toContain("ok_table");
+    expect(tables).not.toContain("auth_tokens");
+    db.close();
+  });
+});
+
+describe("group commit", () => {
+  test("writes of one turn share a commit and resolve only after it; a failing write does not sink the others", async () => {
+    const path = join(dir, "g.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL) STRICT");
+    const ok1 = db.write(() => db.sqlite.query("INSERT INTO t VALUES (1, 'a')").run());
+    const dup = db.write(() => {
+      db.sqlite.query("INSERT INTO t VALUES (2, 'b')").run();
+      db.sqlite.query("INSERT INTO t VALUES (1, 'dup')").run(); // fails: all of this write rolls back
+    }).then(
+      () => "ok",
+      (err) => err.code,
+    );
+    const ok2 = db.write(() => db.sqlite.query("INSERT INTO t VALUES (3, 'c')").run());
+    // not yet committed: another connection sees nothing
+    const reader = openDatabase(path);
+    expect(reader.sqlite.query("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 0 });
+    await ok1;
+    await ok2;
+    expect(await dup).toBe("SQLITE_CONSTRAINT_PRIMARYKEY");
+    expect(reader.sqlite.query("SELECT k FROM t ORDER BY k").all()).toEqual([{ k: 1 }, { k: 3 }]);
+    reader.close();
+    db.close();
+  });
+
+  test("writes return their value", async () => {
+    const db = openDatabase(":memory:");
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    expect(await db.write(() => db.sqlite.query("INSERT INTO t VALUES (7) RETURNING k").get())).toEqual({ k: 7 });
+    db.close();
+  });
+});

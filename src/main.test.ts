@@ -1,0 +1,62 @@
+// The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
+import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { Database } from "bun:sqlite";
+import { join } from "node:path";
+import { runCli, tempDir } from "../test/helpers/server.ts";
+import pkg from "../package.json" with { type: "json" };
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const dataDir = () => {
+  const d = tempDir();
+  dirs.push(d);
+  return d;
+};
+
+describe("walletgate CLI", () => {
+  test("--version and --help exit 0", async () => {
+    const v = await runCli(["--version"]);
+    expect([v.code, v.stdout.trim()]).toEqual([0, pkg.version]);
+    const h = await runCli(["--help"]);
+    expect(h.code).toBe(0);
+    expect(h.stdout).toContain("serve");
+    expect(h.stdout).toContain("migrate");
+  });
+
+  test("an unknown command or option exits 2 with usage", async () => {
+    const r = await runCli(["frobnicate"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('unknown command "frobnicate"');
+    const o = await runCli(["serve", "--frobnicate", "1"]);
+    expect(o.code).toBe(2);
+    expect(o.stderr).toContain("--frobnicate");
+  });
+
+  test("a bad variable exits 1 naming it", async () => {
+    const r = await runCli(["serve"], { PORT: "eighty", DATA_DIR: dataDir() });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("PORT");
+  });
+
+  test("migrate creates the schema, then has nothing to do", async () => {
+    const dir = dataDir();
+    const first = await runCli(["migrate"], { DATA_DIR: dir });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("applied 1");
+    const second = await runCli(["migrate", "--data-dir", dir]);
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain("nothing to apply");
+  });
+
+  test("serve refuses a database newer than the program", async () => {
+    const dir = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: dir })).code).toBe(0);
+    const db = new Database(join(dir, "walletgate.db"));
+    db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)");
+    db.close();
+    const r = await runCli(["serve"], { DATA_DIR: dir, PORT: "0" });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("newer walletgate");
+  });
+});
