@@ -249,7 +249,7 @@ describe("POST /auth/verify", () => {
     });
     const res = await fetch(url + "/auth/verify", { method: "POST", body: stream, headers: { "content-type": "application/json" } });
     expect(res.status).toBe(413);
-    expect((await res.json()).code).toBe("PAYLOAD_TOO_LARGE");
+    expect(((await res.json()) as { code: string }).code).toBe("PAYLOAD_TOO_LARGE");
   });
 });
 
@@ -274,7 +274,7 @@ describe("GET /auth/session", () => {
   });
 
   test("UNAUTHENTICATED without a Bearer token", async () => {
-    for (const headers of [{}, { authorization: "Basic dXNlcjpwYXNz" }, { authorization: "" }]) {
+    for (const headers of [{} as Record<string, string>, { authorization: "Basic dXNlcjpwYXNz" }, { authorization: "" }]) {
       const res = await call(url, "/auth/session", { headers });
       expect([res.status, res.body.code]).toEqual([401, "UNAUTHENTICATED"]);
     }

@@ -1,0 +1,55 @@
+// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, stop. `bun scripts/smoke.ts dist/walletgate`
+import { copyFileSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const binary = resolve(process.argv[2] ?? "dist/walletgate");
+const dir = mkdtempSync(join(tmpdir(), "walletgate-smoke-"));
+const fail = (why: string): never => {
+  throw new Error(`smoke test failed: ${why}`);
+};
+
+let proc: ReturnType<typeof Bun.spawn> | null = null;
+try {
+  copyFileSync(binary, join(dir, "walletgate"));
+  const started = performance.now();
+  // Only PATH is passed: nothing from this checkout (no node_modules, no .env) is visible to it.
+  proc = Bun.spawn([join(dir, "walletgate"), "serve"], {
+    cwd: dir,
+    env: { PATH: "/usr/bin:/bin", PORT: "0", LOG_FORMAT: "json" },
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  let out = "";
+  const decoder = new TextDecoder();
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  let url = "";
+  const deadline = Date.now() + 15_000;
+  while (url === "" && Date.now() < deadline) {
+    const { done, value } = await reader.read();
+    if (done) fail(`exited before listening:\n${out}`);
+    out += decoder.decode(value);
+    const line = out.split("\n").find((l) => l.includes('"msg":"listening"'));
+    if (line) url = JSON.parse(line).url;
+  }
+  if (url === "") fail("no listening line within 15 s");
+  const health = await fetch(`${url}/healthz`);
+  if (health.status !== 200) fail(`/healthz answered ${health.status}`);
+  const startMs = performance.now() - started;
+
+  const example = Bun.spawnSync([process.execPath, join(import.meta.dir, "../examples/sign-in.ts"), url]);
+  const signedIn = JSON.parse(example.stdout.toString());
+  if (typeof signedIn.sessionToken !== "string") fail(`sign-in did not return a token: ${example.stdout}${example.stderr}`);
+  const session = await fetch(`${url}/auth/session`, { headers: { authorization: `Bearer ${signedIn.sessionToken}` } });
+  if (session.status !== 200) fail(`/auth/session answered ${session.status}`);
+
+  proc.kill("SIGTERM");
+  const code = await proc.exited;
+  if (code !== 0) fail(`exit code ${code} after SIGTERM`);
+  const files = readdirSync(join(dir, "data")).sort();
+  if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
+  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, stopped cleanly`);
+} finally {
+  if (proc !== null && proc.exitCode === null) proc.kill(9);
+  rmSync(dir, { recursive: true, force: true });
+}
