@@ -145,3 +145,35 @@ describe("expiry with short lifetimes from config", () => {
     expect(res.body.code).toBe("NONCE_NOT_FOUND"); // purged, not merely expired
   });
 });
+
+describe("graceful shutdown", () => {
+  test("SIGTERM lets a request in flight finish before the process exits", async () => {
+    const server = await start();
+    const wallet = newWallet();
+    const ch = await getChallenge(server.url, wallet);
+    const body = JSON.stringify({ walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) });
+    const half = Math.floor(body.length / 2);
+    let sendRest: () => void = () => undefined;
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode(body.slice(0, half)));
+        sendRest = () => {
+          c.enqueue(new TextEncoder().encode(body.slice(half)));
+          c.close();
+        };
+      },
+    });
+    const pending = fetch(server.url + "/auth/verify", {
+      method: "POST",
+      body: stream,
+      headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) },
+    });
+    await Bun.sleep(100); // the request has started
+    const exited = server.stop();
+    await Bun.sleep(100);
+    sendRest();
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(await exited).toBe(0);
+  });
+});
