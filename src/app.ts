@@ -33,7 +33,8 @@ export function createApp(deps: Deps, options: AppOptions) {
   return new Elysia()
     .onError(({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
-      if (code === "VALIDATION" && error instanceof ValidationError) {
+      // A response that fails its own schema is our bug, not the client's: it falls through to 500.
+      if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
         const details = validationDetails(error);
         const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
         return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }));
