@@ -131,6 +131,10 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${rawBase}"`);
     }
+    // It is signed into every challenge and token: nothing there but scheme, host, port and path.
+    if (url.username || url.password || url.search || url.hash) {
+      throw new ConfigError("BASE_URL must not carry credentials, a query or a fragment");
+    }
     baseUrl = rawBase.replace(/\/+$/, "");
   } else if (port !== 0) {
     baseUrl = defaultBaseUrl(host, port);

@@ -11,6 +11,7 @@ import { resolveClientIp } from "./lib/ip.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
+import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 
 export type RunningServer = {
@@ -122,13 +123,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   appFetch = app.fetch;
   appReady.resolve(app.fetch);
 
+  const onTimerError = (what: string) => (err: unknown) =>
+    log.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
   const purge = startRepeating(
-    async () => {
-      const removed = await purgeAuth(deps);
-      log.debug("purge", removed);
-    },
+    async () => log.debug("purge", await purgeAuth(deps)),
     config.purgeIntervalMs,
-    (err) => log.error("purge failed", { error: err instanceof Error ? err.message : String(err) }),
+    onTimerError("purge"),
+    true, // at start-up too: a server restarted more often than the interval still purges
+  );
+  const sweep = startRepeating(
+    async () => deps.auth.rateLimiter.purge(clock.now()),
+    Math.min(RATE_LIMIT_SWEEP_MS, config.purgeIntervalMs),
+    onTimerError("rate-limit sweep"),
   );
 
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -147,7 +153,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await purge.stop();
+        await Promise.all([purge.stop(), sweep.stop()]);
         db.close();
         log.info("stopped");
       })();

@@ -124,6 +124,12 @@ describe("expiry with short lifetimes from config", () => {
     await Bun.sleep(400);
     const res = await call(server.url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
     expect([res.status, res.body.code]).toEqual([401, "CHALLENGE_EXPIRED"]);
+    const ch2 = await getChallenge(server.url, wallet);
+    await Bun.sleep(400);
+    const revokeAll = await call(server.url, "/auth/revoke-all", {
+      body: { walletAddress: wallet.address, nonce: ch2.nonce, signature: wallet.sign(ch2.message) },
+    });
+    expect([revokeAll.status, revokeAll.body.code]).toEqual([401, "CHALLENGE_EXPIRED"]);
   });
 
   test("a token past SESSION_TTL_S: TOKEN_EXPIRED; refreshRecommended near the end", async () => {

@@ -9,7 +9,11 @@ export function fingerprintOf(client: ClientInfo): string {
   return sha256Hex(client.ip + client.userAgent);
 }
 
-/** What is stored and looked up: the fingerprint under the server's HMAC key. */
+/**
+ * What is stored and looked up: the fingerprint under the server's HMAC key. The IP goes into the
+ * HMAC input on its own as well, because `ip + userAgent` alone is ambiguous: 10.0.0.1 with
+ * "5Mozilla" and 10.0.0.15 with "Mozilla" share a fingerprint.
+ */
 export function storedFingerprint(deps: Deps, client: ClientInfo): string {
-  return hmacSha256Hex(deps.auth.fingerprintKey, fingerprintOf(client));
+  return hmacSha256Hex(deps.auth.fingerprintKey, `${client.ip}\n${fingerprintOf(client)}`);
 }

@@ -47,6 +47,17 @@ describe("sliding window", () => {
     }
   });
 
+  test("refused requests create no keys, and the number of keys is capped", () => {
+    const rl = createRateLimiter(100);
+    const tight = { name: "tight", max: 1, windowMs: 10_000 };
+    const net = { name: "net", max: 1, windowMs: 10_000 };
+    rl.consume([[net, "n"]], 0);
+    for (let i = 0; i < 1000; i++) expect(() => rl.consume([[tight, `wallet-${i}`], [net, "n"]], 1)).toThrow();
+    expect(rl.size()).toBe(1);
+    for (let i = 0; i < 1000; i++) rl.consume([[tight, `k-${i}`]], 2);
+    expect(rl.size()).toBe(100);
+  });
+
   test("purge drops windows whose hits have all left", () => {
     const rl = createRateLimiter();
     rl.consume([[limit, "a"]], 0);
@@ -74,7 +85,7 @@ describe("over HTTP, without TRUST_PROXY", () => {
     expect(limited.status).toBe(429);
     expect(limited.body.code).toBe("RATE_LIMITED");
     expect(Number.isInteger(limited.body.retryAfter)).toBe(true);
-    expect(limited.body.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(limited.body.retryAfter).toBeGreaterThanOrEqual(890); // the first attempt leaves in ~15 minutes
     expect(limited.body.retryAfter).toBeLessThanOrEqual(900);
     expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
     // even a perfectly good signature is refused now
@@ -105,12 +116,14 @@ describe("over HTTP, without TRUST_PROXY", () => {
     expect((await attempt(server.url, wallet)).status).toBe(429);
   });
 
-  test("revoke-all attempts count toward the same limit", async () => {
+  test("revoke-all attempts count toward the same limit, and are limited themselves", async () => {
     const wallet = newWallet();
-    for (let i = 0; i < 5; i++) {
-      const res = await call(server.url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: "n", signature: wallet.sign("x") } });
-      expect(res.body.code).toBe("NONCE_NOT_FOUND");
-    }
+    const revokeAll = () => call(server.url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: "n", signature: wallet.sign("x") } });
+    for (let i = 0; i < 4; i++) expect((await revokeAll()).body.code).toBe("NONCE_NOT_FOUND");
+    expect((await attempt(server.url, wallet)).body.code).toBe("NONCE_NOT_FOUND"); // the 5th
+    const limited = await revokeAll();
+    expect([limited.status, limited.body.code]).toEqual([429, "RATE_LIMITED"]);
+    expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
     expect((await attempt(server.url, wallet)).status).toBe(429);
   });
 
@@ -119,8 +132,25 @@ describe("over HTTP, without TRUST_PROXY", () => {
     for (let i = 0; i < 10; i++) expect((await call(server.url, `/auth/challenge?wallet=${wallet.address}`)).status).toBe(200);
     const limited = await call(server.url, `/auth/challenge?wallet=${wallet.address}`);
     expect([limited.status, limited.body.code]).toEqual([429, "RATE_LIMITED"]);
+    expect(limited.body.retryAfter).toBeGreaterThanOrEqual(55);
     expect(limited.body.retryAfter).toBeLessThanOrEqual(60);
+    expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
     expect((await call(server.url, `/auth/challenge?wallet=${newWallet().address}`)).status).toBe(200);
+  });
+});
+
+describe("over HTTP, behind proxies trusted by CIDR", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ TRUST_PROXY: "127.0.0.0/8, 10.0.0.0/8" });
+  });
+  afterAll(() => server.dispose());
+
+  test("walks left past trusted proxies to the first untrusted address", async () => {
+    const wallet = newWallet();
+    for (let i = 0; i < 5; i++) await attempt(server.url, wallet, { "x-forwarded-for": `198.51.100.${i}, 203.0.113.50, 10.1.2.3` });
+    expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.50" })).status).toBe(429);
+    expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.51, 10.9.9.9" })).body.code).toBe("NONCE_NOT_FOUND");
   });
 });
 

@@ -12,29 +12,33 @@ export const AUTH_LIMITS = {
   challengePerNetwork: { name: "challenge-ip", max: 600, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
+/** How many keys the limiter holds at most; past it the least recently hit key is forgotten. */
+export const MAX_RATE_LIMIT_KEYS = 200_000;
+
+/** How often stale windows are swept (independent of the database purge). */
+export const RATE_LIMIT_SWEEP_MS = 60_000;
+
 export type RateLimiter = {
   /** Counts one hit against every (limit, key) pair, or none of them when any is full. */
   consume(hits: [Limit, string][], now: number): void;
-  /** Drops windows with nothing left in them. */
+  /** Drops windows with nothing left in them; returns how many. */
   purge(now: number): number;
   size(): number;
 };
 
-/**
- * An exact sliding log per key: at most `max` timestamps each, so memory is bounded by the limits.
- * Held in process memory: this server is one process over one SQLite file.
- */
-export function createRateLimiter(): RateLimiter {
-  const windows = new Map<string, { windowMs: number; hits: number[] }>();
+type Window = { windowMs: number; hits: number[] };
 
-  function live(limit: Limit, key: string, now: number): number[] {
-    const id = `${limit.name}|${key}`;
-    let entry = windows.get(id);
-    if (entry === undefined) {
-      entry = { windowMs: limit.windowMs, hits: [] };
-      windows.set(id, entry);
-    }
-    const since = now - limit.windowMs;
+/**
+ * An exact sliding log per key (at most `max` timestamps each), held in process memory: this server
+ * is one process over one SQLite file. A key exists only once a hit was recorded for it, so refused
+ * requests cost no memory, and the number of keys is capped.
+ */
+export function createRateLimiter(maxKeys = MAX_RATE_LIMIT_KEYS): RateLimiter {
+  const windows = new Map<string, Window>();
+
+  function liveHits(entry: Window | undefined, now: number): number[] {
+    if (entry === undefined) return [];
+    const since = now - entry.windowMs;
     let drop = 0;
     while (drop < entry.hits.length && entry.hits[drop]! <= since) drop++;
     if (drop > 0) entry.hits.splice(0, drop);
@@ -44,16 +48,23 @@ export function createRateLimiter(): RateLimiter {
   return {
     consume(hits, now) {
       let retryAfterMs = 0;
-      const logs = hits.map(([limit, key]) => {
-        const log = live(limit, key, now);
-        if (log.length >= limit.max) retryAfterMs = Math.max(retryAfterMs, log[log.length - limit.max]! + limit.windowMs - now);
-        return log;
+      const ids = hits.map(([limit, key]) => {
+        const id = `${limit.name}|${key}`;
+        const live = liveHits(windows.get(id), now);
+        if (live.length >= limit.max) retryAfterMs = Math.max(retryAfterMs, live[live.length - limit.max]! + limit.windowMs - now);
+        return { id, limit };
       });
       if (retryAfterMs > 0) {
         const retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
         throw new AppError("RATE_LIMITED", `too many attempts; try again in ${retryAfter} s`, { retryAfter });
       }
-      for (const log of logs) log.push(now);
+      for (const { id, limit } of ids) {
+        const entry = windows.get(id) ?? { windowMs: limit.windowMs, hits: [] };
+        entry.hits.push(now);
+        windows.delete(id); // re-insert: Map order is then least recently hit first
+        windows.set(id, entry);
+      }
+      while (windows.size > maxKeys) windows.delete(windows.keys().next().value!);
     },
     purge(now) {
       let removed = 0;

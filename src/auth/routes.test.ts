@@ -12,19 +12,19 @@ const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 let server: TestServer;
 let url: string;
 
+let kid = "";
 beforeAll(async () => {
   server = await startTestServer({ AUTH_RATE_LIMIT: "off", JWT_SECRET: SECRET });
   url = server.url;
+  kid = decodeJwt((await signIn(url, newWallet())).sessionToken).header.kid;
 });
 afterAll(async () => {
   await server.dispose();
 });
 
 function forge(claims: Record<string, unknown>, header: Record<string, unknown> = {}, secret = SECRET) {
-  const { kid } = decodeJwt(validTokenForKid).header;
   return new SignJWT(claims).setProtectedHeader({ alg: "HS256", typ: "JWT", kid, ...header } as any).sign(new TextEncoder().encode(secret));
 }
-let validTokenForKid = "";
 
 describe("GET /auth/challenge", () => {
   test("issues a nonce and the exact SIWS-shaped message", async () => {
@@ -98,7 +98,6 @@ describe("POST /auth/verify", () => {
     expect(payload.exp - payload.iat).toBe(604800);
     expect(payload.iss).toBe(url);
     expect(Date.parse(body.expiresAt)).toBe(payload.exp * 1000);
-    validTokenForKid = body.sessionToken;
   });
 
   test("accepts the message when sent and equal", async () => {
@@ -133,6 +132,23 @@ describe("POST /auth/verify", () => {
     });
     expect(res.status).toBe(401);
     expect(res.body.code).toBe("INVALID_SIGNATURE");
+    const retry = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect(retry.body.code).toBe("NONCE_USED");
+  });
+
+  test("over-long fields get their own codes, not a schema error", async () => {
+    const wallet = newWallet();
+    const longAddress = await call(url, "/auth/verify", { body: { walletAddress: "1".repeat(300), nonce: "n", signature: "s" } });
+    expect([longAddress.status, longAddress.body.code]).toEqual([400, "INVALID_ADDRESS"]);
+    const longSignature = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: "n", signature: "A".repeat(4000) } });
+    expect([longSignature.status, longSignature.body.code]).toEqual([401, "INVALID_SIGNATURE"]);
+    const ch = await getChallenge(url, wallet);
+    const longMessage = await call(url, "/auth/verify", {
+      body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message), message: ch.message + "x".repeat(10_000) },
+    });
+    expect([longMessage.status, longMessage.body.code]).toEqual([401, "INVALID_SIGNATURE"]);
+    const longNonce = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: "n".repeat(2000), signature: wallet.sign("x") } });
+    expect([longNonce.status, longNonce.body.code]).toEqual([401, "NONCE_NOT_FOUND"]);
   });
 
   test("hex signature: INVALID_SIGNATURE saying signatures are base64", async () => {
@@ -142,6 +158,10 @@ describe("POST /auth/verify", () => {
     const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: hex } });
     expect(res.status).toBe(401);
     expect(res.body).toEqual({ error: "signatures are base64, not hex", code: "INVALID_SIGNATURE" });
+    for (const other of [hex.slice(0, 64), "0x" + hex, hex.toUpperCase()]) {
+      const r = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: other } });
+      expect(r.body).toEqual({ error: "signatures are base64, not hex", code: "INVALID_SIGNATURE" });
+    }
     // refused at step 2: the nonce is still good
     const ok = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
     expect(ok.status).toBe(200);
@@ -337,7 +357,11 @@ describe("POST /auth/revoke", () => {
     expect([twice.status, twice.body.code]).toEqual([401, "TOKEN_REVOKED"]);
   });
 
-  test("UNAUTHENTICATED without a token, TOKEN_INVALID with a bad one", async () => {
+  test("UNAUTHENTICATED without a token, TOKEN_INVALID with a bad one, TOKEN_EXPIRED with an old one", async () => {
+    const { payload } = decodeJwt((await signIn(url, newWallet())).sessionToken);
+    const now = Math.floor(Date.now() / 1000);
+    const expired = await call(url, "/auth/revoke", { method: "POST", token: await forge({ ...payload, iat: now - 100, exp: now - 1 }) });
+    expect([expired.status, expired.body.code]).toEqual([401, "TOKEN_EXPIRED"]);
     const none = await call(url, "/auth/revoke", { method: "POST" });
     expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
     const bad = await call(url, "/auth/revoke", { method: "POST", token: "x.y.z" });
@@ -398,6 +422,15 @@ describe("POST /auth/revoke-all", () => {
     expect([forged.status, forged.body.code]).toEqual([401, "INVALID_SIGNATURE"]);
     const replay = await post({ walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) });
     expect([replay.status, replay.body.code]).toEqual([401, "NONCE_USED"]);
+    const ch2 = await getChallenge(url, wallet);
+    const altered = await post({ walletAddress: wallet.address, nonce: ch2.nonce, signature: wallet.sign(ch2.message), message: ch2.message + "!" });
+    expect(altered.body).toEqual({ error: "message does not match the challenge", code: "INVALID_SIGNATURE" });
+    const stranger = newWallet();
+    const ch3 = await getChallenge(url, wallet);
+    const foreignNonce = await post({ walletAddress: stranger.address, nonce: ch3.nonce, signature: stranger.sign(ch3.message) });
+    expect([foreignNonce.status, foreignNonce.body.code]).toEqual([401, "NONCE_NOT_FOUND"]);
+    const big = await post({ walletAddress: wallet.address, nonce: ch3.nonce, signature: "A".repeat(70_000) });
+    expect([big.status, big.body.code]).toEqual([413, "PAYLOAD_TOO_LARGE"]);
   });
 
   test("needs no session token, and a nonce already spent on sign-in cannot be reused", async () => {
@@ -407,6 +440,23 @@ describe("POST /auth/revoke-all", () => {
     expect((await call(url, "/auth/verify", { body })).status).toBe(200);
     const res = await call(url, "/auth/revoke-all", { body });
     expect([res.status, res.body.code]).toEqual([401, "NONCE_USED"]);
+  });
+});
+
+describe("fingerprint link from the real socket", () => {
+  test("stored as HMAC of the client's address and User-Agent, never the clear fingerprint", async () => {
+    const { createHash, createHmac } = await import("node:crypto");
+    const { Database } = await import("bun:sqlite");
+    const ua = `fingerprint-test/${crypto.randomUUID()}`;
+    await signIn(url, newWallet(), { "user-agent": ua });
+    const clear = createHash("sha256").update("127.0.0.1" + ua).digest("hex");
+    const key = createHmac("sha256", SECRET).update("walletgate fingerprint link v1").digest();
+    const stored = createHmac("sha256", key).update(`127.0.0.1\n${clear}`).digest("hex");
+    const db = new Database(`${server.dataDir}/walletgate.db`, { readonly: true });
+    const rows = db.query("SELECT fingerprint FROM fingerprint_wallet_links").all() as { fingerprint: string }[];
+    db.close();
+    expect(rows.map((r) => r.fingerprint)).toContain(stored);
+    expect(rows.map((r) => r.fingerprint)).not.toContain(clear);
   });
 });
 

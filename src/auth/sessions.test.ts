@@ -7,6 +7,7 @@ import { issueChallenge } from "./challenge.ts";
 import { authenticateToken, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 import { purgeAuth } from "./purge.ts";
+import * as store from "./store.ts";
 
 const client = { ip: "192.0.2.10", userAgent: "test-agent/1" };
 type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
@@ -100,6 +101,43 @@ describe("fingerprint links", () => {
     const ch = await issueChallenge(deps, second.address, client);
     await revokeAllSessions(deps, { walletAddress: second.address, nonce: ch.nonce, signature: second.sign(ch.message) }, client);
     expect(await findLinkedSession(deps, client)).toBeNull();
+  });
+});
+
+describe("refresh and revocation", () => {
+  test("a refresh is recorded only while the token it refreshes is unrevoked", async () => {
+    const { deps, clock } = await testDeps();
+    const s = await login(deps);
+    const row = { jti: crypto.randomUUID(), sessionId: s.sessionId, wallet: s.walletAddress, issuedAt: clock.now(), expiresAt: clock.now() + 1000, sessionStartedAt: clock.now(), fingerprint: null };
+    await store.revokeToken(deps.db, s.jti, clock.now());
+    expect(await store.insertToken(deps.db, row, clock.now(), s.jti)).toBe(false);
+    expect(await store.findToken(deps.db, row.jti)).toBeNull();
+  });
+
+  test("the fingerprint link follows a refresh to the new token", async () => {
+    const { deps, clock } = await testDeps();
+    const s = await login(deps);
+    clock.advance((604800 - 60) * 1000);
+    const r = await restoreSession(deps, s.token);
+    expect((await findLinkedSession(deps, client))?.jti).toBe(r.session.jti);
+  });
+
+  test("revoke-all counts only live tokens", async () => {
+    const { deps, clock } = await testDeps({ SESSION_TTL_S: "60" });
+    const wallet = newWallet();
+    await login(deps, wallet);
+    clock.advance(61_000);
+    await login(deps, wallet);
+    const ch = await issueChallenge(deps, wallet.address, client);
+    const res = await revokeAllSessions(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, client);
+    expect(res.revoked).toBe(1);
+  });
+
+  test("with FINGERPRINT_RESTORE=off no fingerprint is stored at all", async () => {
+    const { deps, db } = await testDeps({ FINGERPRINT_RESTORE: "off" });
+    await login(deps);
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM fingerprint_wallet_links").get()).toEqual({ n: 0 });
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens WHERE fingerprint IS NOT NULL").get()).toEqual({ n: 0 });
   });
 });
 

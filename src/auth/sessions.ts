@@ -27,15 +27,18 @@ export type AuthenticatedSession = {
   sessionStartedAtMs: number;
 };
 
+const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
+
 /**
- * Issues and records a token. A new session starts unless `continues` names one (refresh), whose
- * absolute age is then capped by SESSION_MAX_AGE_S. With a client, its fingerprint is linked.
+ * Issues and records a token. A new session starts unless `continues` names one (refresh from the
+ * token `parentJti`), whose absolute age is then capped by SESSION_MAX_AGE_S. With a client, and
+ * fingerprint restore on, the client's fingerprint is linked to it.
  */
 export async function issueSession(
   deps: Deps,
   walletAddress: string,
   client: ClientInfo | null,
-  continues?: { sessionId: string; sessionStartedAtMs: number },
+  continues?: { sessionId: string; sessionStartedAtMs: number; parentJti: string },
 ): Promise<IssuedSession> {
   const now = deps.clock.now();
   const iat = Math.floor(now / 1000);
@@ -45,19 +48,19 @@ export async function issueSession(
   if (exp <= iat) throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
   const sessionId = continues?.sessionId ?? newUuid(deps.random);
   const jti = newUuid(deps.random);
-  const fingerprint = client === null ? null : storedFingerprint(deps, client);
-  const [token] = await Promise.all([
+  const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
+  const [token, recorded] = await Promise.all([
     signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp }),
     store.insertToken(
       deps.db,
       { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint },
       now,
+      continues?.parentJti ?? null,
     ),
   ]);
+  if (!recorded) throw revoked(); // the token being refreshed was revoked meanwhile
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
-
-const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
 
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */
 export async function authenticateToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
@@ -78,19 +81,6 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
     expiresAtS: claims.exp,
     sessionStartedAtMs: row.sessionStartedAt,
   };
-}
-
-/** Reads `Authorization: Bearer <token>`: null when absent or another scheme, the token otherwise. */
-export function bearerToken(header: string | null | undefined): string | null {
-  if (!header) return null;
-  const match = /^Bearer(?:[ \t]+(\S*))?\s*$/i.exec(header);
-  return match ? (match[1] ?? "") : null; // "Bearer" with nothing after it is a bad token, not a missing one
-}
-
-export function requireBearer(header: string | null | undefined): string {
-  const token = bearerToken(header);
-  if (token === null) throw new AppError("UNAUTHENTICATED", "a session token is required: Authorization: Bearer <token>");
-  return token;
 }
 
 export type SessionStatus = {
@@ -153,6 +143,7 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
   const fresh = await issueSession(deps, session.walletAddress, null, {
     sessionId: session.sessionId,
     sessionStartedAtMs: session.sessionStartedAtMs,
+    parentJti: session.jti,
   });
   return {
     walletAddress: fresh.walletAddress,

@@ -16,7 +16,7 @@ const utf8 = new TextEncoder();
 function requireSignature(signature: string): Uint8Array {
   const bytes = decodeBase64Strict(signature);
   if (bytes !== null && bytes.length === 64) return bytes;
-  if (isHex(signature) && signature.length === 128) {
+  if (isHex(signature)) {
     throw new AppError("INVALID_SIGNATURE", "signatures are base64, not hex");
   }
   throw new AppError("INVALID_SIGNATURE", "signature must be standard base64 of 64 bytes");

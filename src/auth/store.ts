@@ -54,9 +54,20 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
   });
 }
 
-/** Records an issued token and, when given, links the client's fingerprint to it. One atomic write. */
-export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: number): Promise<void> {
+/**
+ * Records an issued token and, when given, links the client's fingerprint to it. One atomic write.
+ * A refresh names its `parentJti`: it is recorded only while the parent is unrevoked (so a refresh
+ * racing a revoke-all cannot outlive it), and fingerprint links follow it to the new token.
+ * Returns false when the parent was revoked.
+ */
+export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: number, parentJti: string | null = null): Promise<boolean> {
   return db.write(() => {
+    if (parentJti !== null) {
+      const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE jti = ?").get(parentJti) as {
+        revokedAt: number | null;
+      } | null;
+      if (parent === null || parent.revokedAt !== null) return false;
+    }
     db.sqlite
       .query(
         `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint)
@@ -72,6 +83,10 @@ export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: numbe
         )
         .run(row.fingerprint, row.wallet, row.sessionId, row.jti, now);
     }
+    if (parentJti !== null) {
+      db.sqlite.query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE jti = ?").run(row.jti, now, parentJti);
+    }
+    return true;
   });
 }
 
@@ -104,12 +119,15 @@ export function revokeToken(db: Db, jti: string, now: number): Promise<boolean> 
   });
 }
 
-/** Revokes every token of a wallet, sets its cutoff and drops its fingerprint links. Returns the count. */
+/**
+ * Revokes every token of a wallet, sets its cutoff and drops its fingerprint links. Returns how many
+ * live (unexpired, unrevoked) tokens it revoked.
+ */
 export function revokeWallet(db: Db, wallet: string, cutoff: number, now: number): Promise<number> {
   return db.write(() => {
     const changed = db.sqlite
-      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL")
-      .run(now, wallet);
+      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL AND expires_at > ?")
+      .run(now, wallet, now);
     db.sqlite
       .query(
         `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)

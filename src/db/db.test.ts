@@ -92,3 +92,55 @@ describe("group commit", () => {
     db.close();
   });
 });
+
+describe("group commit under failure", () => {
+  test("when SQLite rolls back the whole batch (disk full), no write of it reports success or lands half", async () => {
+    const path = join(dir, "full.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL) STRICT");
+    const pages = (db.sqlite.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+    db.sqlite.run(`PRAGMA max_page_count = ${pages + 2}`);
+    const settle = (p: Promise<unknown>) => p.then(() => "ok", (e) => String(e.code ?? e.message));
+    const a = settle(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1, 'a')").run()));
+    const big = settle(db.write(() => db.sqlite.query("INSERT INTO t VALUES (2, ?)").run("x".repeat(200_000))));
+    const c = settle(db.write(() => db.sqlite.query("INSERT INTO t VALUES (3, 'c')").run()));
+    const results = [await a, await big, await c];
+    db.sqlite.run("PRAGMA max_page_count = 1073741823");
+    const rows = (db.sqlite.query("SELECT k FROM t ORDER BY k").all() as { k: number }[]).map((r) => r.k);
+    // every write that said "ok" is there, and none that failed
+    for (const [i, k] of [1, 2, 3].entries()) expect({ k, ok: results[i] === "ok" }).toEqual({ k, ok: rows.includes(k) });
+    expect(results[1]).not.toBe("ok");
+    db.close();
+  });
+
+  test("a failed COMMIT rejects every write of the batch and leaves nothing behind", async () => {
+    const path = join(dir, "deferred.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE p (id INTEGER PRIMARY KEY) STRICT");
+    db.sqlite.run("CREATE TABLE c (id INTEGER PRIMARY KEY, p INTEGER NOT NULL REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED) STRICT");
+    const settle = (p: Promise<unknown>) => p.then(() => "ok", () => "rejected");
+    const ok = settle(db.write(() => db.sqlite.query("INSERT INTO p VALUES (1)").run()));
+    const orphan = settle(db.write(() => db.sqlite.query("INSERT INTO c VALUES (1, 99)").run())); // fails only at COMMIT
+    expect([await ok, await orphan]).toEqual(["rejected", "rejected"]);
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM p").get()).toEqual({ n: 0 });
+    // the next batch works
+    await db.write(() => db.sqlite.query("INSERT INTO p VALUES (2)").run());
+    expect(db.sqlite.query("SELECT id FROM p").all()).toEqual([{ id: 2 }]);
+    db.close();
+  });
+
+  test("a database locked by another process makes writes reject, not hang or throw synchronously", async () => {
+    const path = join(dir, "locked.db");
+    const other = openDatabase(path);
+    other.sqlite.run("CREATE TABLE t (k INTEGER) STRICT");
+    const db = openDatabase(path, { busyTimeoutMs: 50 });
+    other.sqlite.run("BEGIN IMMEDIATE");
+    const p = db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
+    expect(p).toBeInstanceOf(Promise);
+    await expect(p).rejects.toThrow();
+    other.sqlite.run("ROLLBACK");
+    await db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run());
+    other.close();
+    db.close();
+  });
+});

@@ -32,11 +32,20 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   let waiters: Waiter[] = [];
   let inBatch = false;
 
-  function commit(): void {
-    if (!inBatch) return;
+  /** Settles the current batch: committed → resolve, else reject with `failure`. */
+  function settle(failure: unknown | null): void {
     const batch = waiters;
     waiters = [];
     inBatch = false;
+    for (const w of batch) {
+      if (failure === null) w.resolve();
+      else w.reject(failure);
+    }
+  }
+
+  function commit(): void {
+    if (!inBatch) return;
+    if (!sqlite.inTransaction) return settle(new Error("the batch transaction was rolled back by SQLite"));
     try {
       sqlite.run("COMMIT");
     } catch (err) {
@@ -45,15 +54,21 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       } catch {
         // already rolled back by SQLite
       }
-      for (const w of batch) w.reject(err);
-      return;
+      return settle(err);
     }
-    for (const w of batch) w.resolve();
+    settle(null);
   }
 
   function write<T>(fn: () => T): Promise<T> {
+    // Some errors (disk full, I/O) make SQLite roll back the whole transaction, not just a savepoint:
+    // the batch is then lost, its writers hear so, and later writes start a new batch.
+    if (inBatch && !sqlite.inTransaction) settle(new Error("the batch transaction was rolled back by SQLite"));
     if (!inBatch) {
-      sqlite.run("BEGIN IMMEDIATE");
+      try {
+        sqlite.run("BEGIN IMMEDIATE");
+      } catch (err) {
+        return Promise.reject(err);
+      }
       inBatch = true;
       setImmediate(commit);
     }
@@ -61,6 +76,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     try {
       result = sqlite.transaction(fn)(); // a savepoint inside the batch: all of fn or none of it
     } catch (err) {
+      if (!sqlite.inTransaction) settle(err);
       return Promise.reject(err);
     }
     return new Promise<T>((resolve, reject) => {

@@ -40,8 +40,9 @@ export function encodeBase64(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
+/** True for a non-empty string of hex digits (optionally 0x-prefixed). */
 export function isHex(text: string): boolean {
-  return text.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(text);
+  return /^(0x)?[0-9a-fA-F]+$/.test(text);
 }
 
 export function hexToBytes(hex: string): Uint8Array {

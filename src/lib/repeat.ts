@@ -2,24 +2,34 @@
 
 export type Repeating = { stop(): Promise<void> };
 
-/** Runs `task` every `periodMs` after the previous run finished; errors go to `onError`. */
-export function startRepeating(task: () => Promise<unknown>, periodMs: number, onError: (err: unknown) => void): Repeating {
+/**
+ * Runs `task` every `periodMs` after the previous run finished (first at once when `runNow`);
+ * errors go to `onError`. Timers do not keep the process alive.
+ */
+export function startRepeating(
+  task: () => Promise<unknown>,
+  periodMs: number,
+  onError: (err: unknown) => void,
+  runNow = false,
+): Repeating {
   let timer: ReturnType<typeof setTimeout> | null = null;
   let running: Promise<void> | null = null;
   let stopped = false;
   const schedule = () => {
-    if (!stopped) timer = setTimeout(run, periodMs);
+    if (!stopped) timer = setTimeout(run, periodMs).unref();
   };
   const run = () => {
     timer = null;
-    running = task()
+    running = Promise.resolve()
+      .then(task)
       .then(() => undefined, onError)
       .finally(() => {
         running = null;
         schedule();
       });
   };
-  schedule();
+  if (runNow) run();
+  else schedule();
   return {
     async stop() {
       stopped = true;

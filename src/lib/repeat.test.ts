@@ -1,0 +1,62 @@
+// The background loop: never overlaps itself, can run at once, and stop() waits for a run in progress.
+import { expect, test } from "bun:test";
+import { startRepeating } from "./repeat.ts";
+
+test("runs never overlap, even when a run outlasts the period", async () => {
+  let active = 0;
+  let maxActive = 0;
+  let runs = 0;
+  const loop = startRepeating(
+    async () => {
+      active++;
+      maxActive = Math.max(maxActive, active);
+      runs++;
+      await Bun.sleep(30);
+      active--;
+    },
+    5,
+    () => undefined,
+  );
+  await Bun.sleep(200);
+  await loop.stop();
+  expect(runs).toBeGreaterThanOrEqual(3);
+  expect(maxActive).toBe(1);
+});
+
+test("runNow runs at once; stop() waits for the running task and nothing runs after", async () => {
+  let finished = 0;
+  let started = 0;
+  const loop = startRepeating(
+    async () => {
+      started++;
+      await Bun.sleep(50);
+      finished++;
+    },
+    10_000,
+    () => undefined,
+    true,
+  );
+  await Bun.sleep(5);
+  expect(started).toBe(1);
+  await loop.stop();
+  expect(finished).toBe(1);
+  await Bun.sleep(20);
+  expect(started).toBe(1);
+});
+
+test("a failing run is reported and the loop goes on", async () => {
+  const errors: unknown[] = [];
+  let runs = 0;
+  const loop = startRepeating(
+    async () => {
+      runs++;
+      throw new Error("boom");
+    },
+    5,
+    (e) => errors.push(e),
+  );
+  await Bun.sleep(60);
+  await loop.stop();
+  expect(runs).toBeGreaterThanOrEqual(2);
+  expect(errors.length).toBe(runs);
+});
