@@ -12,6 +12,8 @@ export type Deps = Readonly<{
   config: Config;
   /** BASE_URL, or the address actually bound when PORT=0. */
   baseUrl: string;
+  /** BASE_URL's host (and port, if not the default): the domain a challenge names. */
+  baseHost: string;
   db: Db;
   clock: Clock;
   random: Random;
@@ -39,6 +41,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
   return Object.freeze({
     config: input.config,
     baseUrl: input.baseUrl,
+    baseHost: new URL(input.baseUrl).host,
     db: input.db,
     clock: input.clock,
     random: input.random,

@@ -11,6 +11,8 @@ import type { ClientInfo } from "./fingerprint.ts";
 export type Challenge = { nonce: string; message: string; expiresAt: string };
 
 export function buildChallengeMessage(p: {
+  /** BASE_URL's host, with the port when it is not the default. */
+  host: string;
   baseUrl: string;
   network: string;
   walletAddress: string;
@@ -19,7 +21,7 @@ export function buildChallengeMessage(p: {
   expiresAtMs: number;
 }): string {
   return [
-    `${new URL(p.baseUrl).host} wants you to sign in with your Solana account:`,
+    `${p.host} wants you to sign in with your Solana account:`,
     p.walletAddress,
     "",
     "Sign this message to authenticate with walletgate. It does not send a transaction or cost a fee.",
@@ -46,6 +48,7 @@ export async function issueChallenge(deps: Deps, walletAddress: string, client: 
   const nonce = newSecretBase58(deps.random);
   const expiresAt = now + deps.config.challengeTtlMs;
   const message = buildChallengeMessage({
+    host: deps.baseHost,
     baseUrl: deps.baseUrl,
     network: deps.config.network,
     walletAddress,

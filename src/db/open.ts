@@ -32,6 +32,11 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   let waiters: Waiter[] = [];
   let inBatch = false;
 
+  // Prepared once: bun:sqlite's db.transaction() builds a wrapper per call, which costs more than the write.
+  const savepoint = sqlite.prepare("SAVEPOINT write");
+  const release = sqlite.prepare("RELEASE write");
+  const rollbackTo = sqlite.prepare("ROLLBACK TO write");
+
   /** Settles the current batch: committed → resolve, else reject with `failure`. */
   function settle(failure: unknown | null): void {
     const batch = waiters;
@@ -73,10 +78,17 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       setImmediate(commit);
     }
     let result: T;
+    savepoint.run(); // all of fn or none of it, inside the batch
     try {
-      result = sqlite.transaction(fn)(); // a savepoint inside the batch: all of fn or none of it
+      result = fn();
+      release.run();
     } catch (err) {
-      if (!sqlite.inTransaction) settle(err);
+      if (sqlite.inTransaction) {
+        rollbackTo.run();
+        release.run();
+      } else {
+        settle(err);
+      }
       return Promise.reject(err);
     }
     return new Promise<T>((resolve, reject) => {
@@ -97,6 +109,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     close() {
       commit();
+      for (const statement of [savepoint, release, rollbackTo]) statement.finalize();
       sqlite.close();
     },
   };

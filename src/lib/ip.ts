@@ -26,8 +26,11 @@ function cidrOfAddress(item: string): [ipaddr.IPv4 | ipaddr.IPv6, number] {
   return [addr, addr.kind() === "ipv4" ? 32 : 128];
 }
 
+const PLAIN_IPV4 = /^(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
 /** Canonical text of an address; IPv4-mapped IPv6 becomes IPv4. Null when it is not an address. */
 export function normalizeIp(text: string): string | null {
+  if (PLAIN_IPV4.test(text)) return text; // already canonical: the common case, without parsing
   try {
     const addr = ipaddr.parse(text.trim());
     if (addr.kind() === "ipv6" && (addr as ipaddr.IPv6).isIPv4MappedAddress()) {
