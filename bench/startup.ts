@@ -1,7 +1,7 @@
 // Row "compiled binary: start to first /healthz 200" against a compiled Bun hello server, median of N runs.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { BINARY, cleanEnv, median, round, stopProcess, waitForListeningOnStream, type Resources } from "./support.ts";
+import { cleanEnv, median, round, stopProcess, waitForListeningOnStream, type Resources } from "./support.ts";
 
 export type StartupResult = {
   runs: number;
@@ -42,18 +42,19 @@ async function timeToFirstOk(resources: Resources, argv: string[], env: Record<s
   }
 }
 
-export async function measureStartup(resources: Resources, runs: number): Promise<StartupResult> {
+/** `serverCommand` is walletgate's argv up to and including `serve` (absolute paths: it runs in a temp dir). */
+export async function measureStartup(resources: Resources, runs: number, serverCommand: string[]): Promise<StartupResult> {
   const work = resources.tempDir("startup");
   const hello = await compileHello(work);
   const migratedDir = join(work, "migrated");
   const serverEnv = (dataDir: string) => cleanEnv({ PORT: "0", DATA_DIR: dataDir, LOG_FORMAT: "json", LOG_LEVEL: "info" });
   const helloRun = () => timeToFirstOk(resources, [hello], cleanEnv({}), work);
-  const migratedRun = () => timeToFirstOk(resources, [BINARY, "serve"], serverEnv(migratedDir), work);
+  const migratedRun = () => timeToFirstOk(resources, serverCommand, serverEnv(migratedDir), work);
   let fresh = 0;
   const firstRun = () => {
     const dataDir = join(work, `empty-${fresh++}`);
     mkdirSync(dataDir);
-    return timeToFirstOk(resources, [BINARY, "serve"], serverEnv(dataDir), work);
+    return timeToFirstOk(resources, serverCommand, serverEnv(dataDir), work);
   };
 
   // Warm-up, not counted: pages the executables in, and migrates the "already migrated" data dir

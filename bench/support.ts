@@ -81,7 +81,7 @@ export async function waitForListeningOnStream(child: Subprocess<"ignore", "pipe
   throw new Error(`no listening line within ${timeoutMs} ms (exit ${child.exitCode}); stdout:\n${seen.slice(0, 2000)}`);
 }
 
-async function drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+async function drain(reader: { read(): Promise<{ done: boolean }> }): Promise<void> {
   try {
     while (!(await reader.read()).done);
   } catch {

@@ -1,0 +1,163 @@
+// `npm run bench`: builds dist/walletgate if missing, measures rows of operations.md "Performance" against
+// their baselines in the same run, prints a table and writes bench/results.json.
+//
+// Options: --only signin|startup   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
+//          --baseline-seconds 2    --rebuild
+//          --server "/abs/cmd serve"  (default: dist/walletgate serve; e.g. a scratch build, or bun --cpu-prof-md)
+// BENCH_LOAD_GENERATOR=autocannon forces the load generator used when wrk is not installed.
+import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { cpus, release } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { buildExecutable } from "../scripts/build.ts";
+import { measureSignIn, type SignInResult } from "./sign-in.ts";
+import { measureStartup, type StartupResult } from "./startup.ts";
+import { BINARY, REPO_ROOT, createResources } from "./support.ts";
+
+const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5 };
+
+type Row = { figure: string; measured: string; baseline: string; ratio: string; target: string; verdict: string };
+
+function formatRate(perSecond: number): string {
+  return `${Math.round(perSecond).toLocaleString("en-US")}/s`;
+}
+
+function rows(signIn: SignInResult | null, startup: StartupResult | null): Row[] {
+  const out: Row[] = [];
+  if (signIn !== null) {
+    out.push({
+      figure: `POST /auth/verify sign-ins/s (${signIn.loadGenerator}, ${signIn.connections} conns)`,
+      measured: formatRate(signIn.signInsPerSecond),
+      baseline: `native verify ${formatRate(signIn.nativeVerifiesPerSecond)}`,
+      ratio: `${signIn.ratio.toFixed(2)}x`,
+      target: `>= ${TARGETS.signInRatioAtLeast}x`,
+      verdict: signIn.ratio >= TARGETS.signInRatioAtLeast ? "met" : "MISSED",
+    });
+  }
+  if (startup !== null) {
+    const baseline = `hello ${startup.helloMs.toFixed(1)} ms`;
+    for (const [figure, ms, ratio] of [
+      ["start -> first /healthz 200, migrated DATA_DIR", startup.migratedMs, startup.migratedRatio],
+      ["start -> first /healthz 200, empty DATA_DIR", startup.firstRunMs, startup.firstRunRatio],
+    ] as const) {
+      out.push({
+        figure: `${figure} (median of ${startup.runs})`,
+        measured: `${ms.toFixed(1)} ms`,
+        baseline,
+        ratio: `${ratio.toFixed(2)}x`,
+        target: `<= ${TARGETS.startupRatioAtMost}x`,
+        verdict: ratio <= TARGETS.startupRatioAtMost ? "met" : "MISSED",
+      });
+    }
+  }
+  return out;
+}
+
+function printTable(table: Row[]): void {
+  const header: Row = { figure: "figure", measured: "measured", baseline: "baseline (same run)", ratio: "ratio", target: "target", verdict: "" };
+  const keys = Object.keys(header) as (keyof Row)[];
+  const widths = keys.map((k) => Math.max(...[header, ...table].map((r) => r[k].length)));
+  const line = (r: Row) => keys.map((k, i) => r[k].padEnd(widths[i]!)).join("  ").trimEnd();
+  process.stdout.write(`\n${line(header)}\n${widths.map((w) => "-".repeat(w)).join("  ")}\n${table.map(line).join("\n")}\n`);
+}
+
+function positive(name: string, raw: string): number {
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number, got "${raw}"`);
+  return value;
+}
+
+/** Newest modification time (ms) of any file under `dir`. */
+function newestMtimeMs(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  }
+  return newest;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: Bun.argv.slice(2),
+    options: {
+      only: { type: "string" },
+      seconds: { type: "string", default: "5" },
+      connections: { type: "string", default: "48" },
+      runs: { type: "string", default: "10" },
+      "baseline-seconds": { type: "string", default: "2" },
+      rebuild: { type: "boolean", default: false },
+      server: { type: "string" },
+    },
+  });
+  const only = values.only;
+  const seconds = positive("seconds", values.seconds);
+  const connections = Math.round(positive("connections", values.connections));
+  const runs = Math.round(positive("runs", values.runs));
+  const baselineSeconds = positive("baseline-seconds", values["baseline-seconds"]);
+  if (only !== undefined && only !== "signin" && only !== "startup") throw new Error(`--only must be signin or startup, got ${only}`);
+
+  const resources = createResources();
+  const interrupted = (signal: NodeJS.Signals) => {
+    process.stderr.write(`\nbench: ${signal}, cleaning up\n`);
+    void resources.close().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
+
+  const started = performance.now();
+  try {
+    const serverCommand = values.server?.split(" ").filter((part) => part !== "") ?? [BINARY, "serve"];
+    if (values.server === undefined && (values.rebuild || !existsSync(BINARY))) {
+      process.stdout.write(`building ${BINARY} ...\n`);
+      const built = await buildExecutable();
+      process.stdout.write(`built ${built.outfile} (${(built.bytes / 1024 / 1024).toFixed(1)} MB)\n`);
+    } else if (values.server === undefined && statSync(BINARY).mtimeMs < newestMtimeMs(join(REPO_ROOT, "src"))) {
+      process.stderr.write(`bench: note: ${BINARY} is older than src/; add --rebuild to measure the current code\n`);
+    }
+    const loadGenerator =
+      process.env.BENCH_LOAD_GENERATOR === "autocannon" || Bun.which("wrk") === null ? ("autocannon" as const) : ("wrk" as const);
+
+    let startup: StartupResult | null = null;
+    if (only !== "signin") {
+      process.stdout.write(`start-up: compiled hello vs ${serverCommand.join(" ")}, ${runs} runs each ...\n`);
+      startup = await measureStartup(resources, runs, serverCommand);
+    }
+    let signIn: SignInResult | null = null;
+    if (only !== "startup") {
+      process.stdout.write(`sign-in: native baseline ${baselineSeconds} s, ${loadGenerator} for ${seconds} s, native baseline again ...\n`);
+      signIn = await measureSignIn(resources, { serverCommand, seconds, connections, loadGenerator, baselineSeconds });
+      if (signIn.load.exhaustedRequests > 0) {
+        process.stderr.write(`bench: WARNING the load ran out of signed bodies (${signIn.load.exhaustedRequests} extra requests); the rate is a lower bound\n`);
+      } else if (signIn.load.non2xx > 0 || signIn.load.socketErrors > 0) {
+        process.stderr.write(`bench: WARNING ${signIn.load.non2xx} non-2xx answers and ${signIn.load.socketErrors} socket errors during the load\n`);
+      }
+    }
+
+    const table = rows(signIn, startup);
+    printTable(table);
+    const results = {
+      date: new Date().toISOString(),
+      command: `npm run bench${Bun.argv.length > 2 ? ` -- ${Bun.argv.slice(2).join(" ")}` : ""}`,
+      machine: { cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", kernel: release(), bun: Bun.version },
+      server: serverCommand.join(" "),
+      targets: TARGETS,
+      signIn,
+      startup,
+      table,
+      benchSeconds: Math.round((performance.now() - started) / 100) / 10,
+    };
+    writeFileSync(join(import.meta.dir, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
+    process.stdout.write(`\nwrote bench/results.json in ${results.benchSeconds} s\n`);
+    return 0;
+  } finally {
+    await resources.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

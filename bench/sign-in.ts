@@ -1,0 +1,245 @@
+// Row "POST /auth/verify successful sign-ins per second (challenge pre-issued)" against native Ed25519
+// verifies per second on one core, measured in the same run.
+import { Database } from "bun:sqlite";
+import { generateKeyPairSync, sign } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { base58 } from "@scure/base";
+import { cleanEnv, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+
+export type SignInOptions = {
+  /** walletgate's argv up to and including `serve` (absolute paths: it runs in a temp dir). */
+  serverCommand: string[];
+  /** Load duration in seconds. */
+  seconds: number;
+  connections: number;
+  /** "wrk", or "autocannon" (used when wrk is not installed). */
+  loadGenerator: "wrk" | "autocannon";
+  baselineSeconds: number;
+};
+
+export type LoadResult = {
+  successes: number;
+  non2xx: number;
+  socketErrors: number;
+  seconds: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  bodiesLoaded: number;
+  bodiesSent: number;
+  /** Requests sent after a thread had used all its bodies (each a 401): the bench had too few bodies. */
+  exhaustedRequests: number;
+};
+
+export type SignInResult = {
+  loadGenerator: string;
+  connections: number;
+  /** Mean of the baseline measured just before and just after the load (the machine's speed drifts). */
+  nativeVerifiesPerSecond: number;
+  nativeVerifiesPerSecondBeforeAfter: [number, number];
+  signInsPerSecond: number;
+  ratio: number;
+  messageBytes: number;
+  warmupSignIns: number;
+  /** Token rows in the database afterwards: warm-up + counted sign-ins + those still in flight at the end. */
+  tokensInDatabase: number;
+  load: LoadResult;
+};
+
+const SPKI_PREFIX_BYTES = 12; // DER SPKI header before the raw 32-byte Ed25519 key
+const WARMUP_SIGN_INS = 2_000;
+const ISSUE_CONCURRENCY = 64;
+/** Bodies per expected sign-in: the server cannot verify faster than the baseline does on one core. */
+const BODY_MARGIN = 1.3;
+
+async function nativeBaseline(resources: Resources, seconds: number): Promise<{ verifiesPerSecond: number }> {
+  const child = resources.track(
+    Bun.spawn([process.execPath, join(import.meta.dir, "native-verify.ts"), String(seconds), "300"], {
+      stdout: "pipe",
+      stderr: "inherit",
+    }),
+  );
+  const [code, out] = await Promise.all([child.exited, new Response(child.stdout).text()]);
+  if (code !== 0) throw new Error(`native-verify baseline exited ${code}`);
+  return JSON.parse(out) as { verifiesPerSecond: number };
+}
+
+type SignedBody = string;
+
+/** Asks for `count` challenges, each for a fresh keypair, and signs them: JSON bodies for /auth/verify. */
+async function issueSignedBodies(url: string, count: number): Promise<{ bodies: SignedBody[]; messageBytes: number }> {
+  const bodies: SignedBody[] = [];
+  let messageBytes = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+      const walletAddress = base58.encode(publicKey.export({ format: "der", type: "spki" }).subarray(SPKI_PREFIX_BYTES));
+      const response = await fetch(`${url}/auth/challenge?wallet=${walletAddress}`);
+      if (response.status !== 200) throw new Error(`GET /auth/challenge answered ${response.status}: ${await response.text()}`);
+      const challenge = (await response.json()) as { nonce: string; message: string };
+      const message = Buffer.from(challenge.message, "utf8");
+      messageBytes = message.length;
+      const signature = sign(null, message, privateKey).toString("base64");
+      bodies.push(JSON.stringify({ walletAddress, nonce: challenge.nonce, signature }));
+    }
+  };
+  await Promise.all(Array.from({ length: ISSUE_CONCURRENCY }, worker));
+  return { bodies, messageBytes };
+}
+
+/** Sends bodies with fetch (JIT warm-up, and a check that the bodies are right before the timed run). */
+async function warmUp(url: string, bodies: SignedBody[]): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < bodies.length) {
+      const body = bodies[next++]!;
+      const response = await fetch(`${url}/auth/verify`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      if (response.status !== 200) throw new Error(`warm-up POST /auth/verify answered ${response.status}: ${await response.text()}`);
+      await response.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+}
+
+async function runWrk(resources: Resources, url: string, bodies: SignedBody[], options: SignInOptions, dir: string): Promise<LoadResult> {
+  const threads = 2; // one per core of the machine the figures are for; the server has one JS thread
+  for (let t = 0; t < threads; t++) {
+    writeFileSync(join(dir, `bodies-${t + 1}.txt`), bodies.filter((_, i) => i % threads === t).join("\n") + "\n");
+  }
+  const child = resources.track(
+    Bun.spawn(
+      [
+        "wrk",
+        `-t${threads}`,
+        `-c${options.connections}`,
+        `-d${options.seconds}s`,
+        "--timeout",
+        "10s",
+        "-s",
+        join(import.meta.dir, "sign-in.lua"),
+        `${url}/auth/verify`,
+      ],
+      { env: { ...cleanEnv({}), WG_BODIES_DIR: dir }, stdout: "pipe", stderr: "pipe" },
+    ),
+  );
+  const [code, out, err] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  const line = out.split("\n").find((l) => l.startsWith("WRK_RESULT "));
+  if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit ${code}):\n${out}\n${err}`);
+  const r = JSON.parse(line.slice("WRK_RESULT ".length)) as Record<string, number>;
+  return {
+    successes: r.requests! - r.non2xx!,
+    non2xx: r.non2xx!,
+    socketErrors: r.connectErrors! + r.readErrors! + r.writeErrors! + r.timeouts!,
+    seconds: r.durationUs! / 1e6,
+    latencyP50Ms: r.latencyP50Us! / 1000,
+    latencyP99Ms: r.latencyP99Us! / 1000,
+    bodiesLoaded: r.bodiesLoaded!,
+    bodiesSent: r.bodiesSent!,
+    exhaustedRequests: r.exhaustedRequests!,
+  };
+}
+
+type AutocannonResult = {
+  "2xx": number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  duration: number;
+  latency: { p50: number; p99: number };
+};
+type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult>;
+
+/** Fallback when wrk is not installed: autocannon in this process, one shared queue of bodies. */
+async function runAutocannon(url: string, bodies: SignedBody[], options: SignInOptions): Promise<LoadResult> {
+  const moduleName = "autocannon"; // a devDependency only needed where wrk is missing
+  let autocannon: Autocannon;
+  try {
+    autocannon = ((await import(moduleName)) as { default: Autocannon }).default;
+  } catch {
+    throw new Error("wrk is not installed and neither is autocannon: apt-get install wrk, or npm install --save-exact --save-dev autocannon");
+  }
+  let sent = 0;
+  let exhausted = 0;
+  const result = await autocannon({
+    url: `${url}/auth/verify`,
+    connections: options.connections,
+    duration: options.seconds,
+    requests: [
+      {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        setupRequest: (request: Record<string, unknown>) => {
+          if (sent < bodies.length) return { ...request, body: bodies[sent++] };
+          exhausted++;
+          return { ...request, body: bodies[bodies.length - 1] };
+        },
+      },
+    ],
+  });
+  return {
+    successes: result["2xx"],
+    non2xx: result.non2xx,
+    socketErrors: result.errors + result.timeouts,
+    seconds: result.duration,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    bodiesLoaded: bodies.length,
+    bodiesSent: sent,
+    exhaustedRequests: exhausted,
+  };
+}
+
+export async function measureSignIn(resources: Resources, options: SignInOptions): Promise<SignInResult> {
+  // Baseline on a quiet machine, before and after the load, so a drift in the machine's speed (a
+  // shared VM's neighbours) shows up and is averaged rather than landing on one side of the ratio.
+  const before = await nativeBaseline(resources, options.baselineSeconds);
+
+  const dir = resources.tempDir("sign-in");
+  const dataDir = join(dir, "data");
+  const logPath = join(dir, "server.log");
+  const server = resources.track(
+    Bun.spawn(options.serverCommand, {
+      cwd: dir,
+      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
+      stdin: "ignore",
+      stdout: Bun.file(logPath),
+      stderr: "inherit",
+    }),
+  );
+  try {
+    const url = await waitForListeningInFile(logPath, server, 10_000);
+    const needed = Math.ceil(before.verifiesPerSecond * options.seconds * BODY_MARGIN);
+    const issueStarted = performance.now();
+    const { bodies, messageBytes } = await issueSignedBodies(url, WARMUP_SIGN_INS + needed);
+    process.stdout.write(`  ${bodies.length} challenges issued and signed in ${((performance.now() - issueStarted) / 1000).toFixed(1)} s\n`);
+    await warmUp(url, bodies.slice(0, WARMUP_SIGN_INS));
+    const timed = bodies.slice(WARMUP_SIGN_INS);
+    const load =
+      options.loadGenerator === "wrk" ? await runWrk(resources, url, timed, options, dir) : await runAutocannon(url, timed, options);
+    await stopProcess(server, 15_000);
+    const after = await nativeBaseline(resources, options.baselineSeconds);
+    const nativeVerifiesPerSecond = (before.verifiesPerSecond + after.verifiesPerSecond) / 2;
+
+    const db = new Database(join(dataDir, "walletgate.db"), { readonly: true });
+    const { n } = db.query("SELECT COUNT(*) AS n FROM auth_tokens").get() as { n: number };
+    db.close();
+
+    const signInsPerSecond = load.successes / load.seconds;
+    return {
+      loadGenerator: options.loadGenerator,
+      connections: options.connections,
+      nativeVerifiesPerSecond: Math.round(nativeVerifiesPerSecond),
+      nativeVerifiesPerSecondBeforeAfter: [Math.round(before.verifiesPerSecond), Math.round(after.verifiesPerSecond)],
+      signInsPerSecond: Math.round(signInsPerSecond),
+      ratio: round(signInsPerSecond / nativeVerifiesPerSecond, 3),
+      messageBytes,
+      warmupSignIns: WARMUP_SIGN_INS,
+      tokensInDatabase: n,
+      load: { ...load, seconds: round(load.seconds, 3), latencyP50Ms: round(load.latencyP50Ms, 2), latencyP99Ms: round(load.latencyP99Ms, 2) },
+    };
+  } finally {
+    await stopProcess(server, 15_000);
+  }
+}
