@@ -1,6 +1,7 @@
 // The only reader of the environment: variables and flags → one validated, frozen Config.
 import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { isatty } from "node:tty";
 import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
@@ -185,7 +186,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     trustProxy,
     maxBodyBytes: int(vars, "MAX_BODY_BYTES", 65536, 1024, 64 * 1024 * 1024),
     logLevel: oneOf(vars, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
-    logFormat: oneOf(vars, "LOG_FORMAT", ["json", "pretty"] as const, process.stdout.isTTY ? "pretty" : "json"),
+    logFormat: oneOf(vars, "LOG_FORMAT", ["json", "pretty"] as const, isatty(1) ? "pretty" : "json"),
     sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),
   };
   return Object.freeze(config);

@@ -7,16 +7,44 @@ export type Logger = {
   info(msg: string, fields?: LogFields): void;
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
+  /** Writes out buffered lines now (before exit). */
+  flush(): void;
 };
+
+export type LogSink = { write(line: string): void; flush(): void };
+
+/**
+ * Standard output, written once per event-loop turn rather than once per line (a write per request
+ * line cost more than the line itself). Avoids `process.stdout`, which is slow to create.
+ */
+export function stdoutSink(): LogSink {
+  const sink = Bun.stdout.writer();
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    sink.flush();
+  };
+  return {
+    write(line) {
+      sink.write(line);
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    },
+    flush,
+  };
+}
 
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
 
 export function createLogger(
   level: LogLevel,
   format: "json" | "pretty",
-  write: (line: string) => void = (line) => process.stdout.write(line),
+  sink: LogSink | ((line: string) => void) = stdoutSink(),
   now: () => number = Date.now,
 ): Logger {
+  const write = typeof sink === "function" ? sink : (line: string) => sink.write(line);
   const min = RANK[level];
   const emit = (lvl: Exclude<LogLevel, "silent">, msg: string, fields?: LogFields) => {
     if (RANK[lvl] < min) return;
@@ -33,5 +61,8 @@ export function createLogger(
     info: (m, f) => emit("info", m, f),
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
+    flush: () => {
+      if (typeof sink !== "function") sink.flush();
+    },
   };
 }

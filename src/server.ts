@@ -156,6 +156,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await Promise.all([purge.stop(), sweep.stop()]);
         db.close();
         log.info("stopped");
+        log.flush();
       })();
       return stopping;
     },

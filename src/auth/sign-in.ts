@@ -25,8 +25,18 @@ function requireSignature(signature: string): Uint8Array {
 /**
  * Steps 1–7: address, signature form, rate limit, nonce, atomic consume, message, strict Ed25519.
  * On success the caller has proved control of the wallet with a fresh, now spent, challenge.
+ *
+ * The message and signature are judged before the consume but reported after it, exactly as if
+ * checked in the spec's order (a loser of a race hears NONCE_USED; a bad signature still spends
+ * the nonce). That lets `record` — what a proof buys, e.g. the new session's token row — go into the
+ * same write as the consume: one commit per sign-in instead of two.
  */
-export async function proveWalletControl(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<void> {
+export async function proveWalletControl(
+  deps: Deps,
+  input: SignedChallenge,
+  client: ClientInfo,
+  record?: () => Promise<unknown>,
+): Promise<void> {
   const publicKey = requireAddress(input.walletAddress);
   const signature = requireSignature(input.signature);
   const now = deps.clock.now();
@@ -38,22 +48,32 @@ export async function proveWalletControl(deps: Deps, input: SignedChallenge, cli
   }
   if (challenge.consumedAt !== null) throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
   if (challenge.expiresAt <= now) throw new AppError("CHALLENGE_EXPIRED", "the challenge has expired; request a new one");
-  // Spent here whatever follows: a failed signature needs a fresh challenge.
-  if (!(await store.consumeChallenge(deps.db, input.nonce, input.walletAddress, now))) {
-    throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
-  }
+
+  let failure: AppError | null = null;
   if (input.message !== undefined && input.message !== challenge.message) {
-    throw new AppError("INVALID_SIGNATURE", "message does not match the challenge");
+    failure = new AppError("INVALID_SIGNATURE", "message does not match the challenge");
+  } else if (!verifyStrict(publicKey, utf8.encode(challenge.message), signature)) {
+    failure = new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
   }
-  if (!verifyStrict(publicKey, utf8.encode(challenge.message), signature)) {
-    throw new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
-  }
+  let recorded: Promise<unknown> = Promise.resolve();
+  // Spent here whatever the verdict: a failed signature needs a fresh challenge.
+  const won = await store.consumeChallenge(
+    deps.db,
+    input.nonce,
+    input.walletAddress,
+    now,
+    failure === null && record !== undefined ? () => void (recorded = record()) : undefined,
+  );
+  if (!won) throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
+  if (failure !== null) throw failure;
+  await recorded;
 }
 
-/** POST /auth/verify and wallet_connect: prove control, then issue a session token. */
+/** POST /auth/verify and wallet_connect: prove control, then issue a session token (in the same write). */
 export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
-  await proveWalletControl(deps, input, client);
-  return issueSession(deps, input.walletAddress, client);
+  let issued: Promise<IssuedSession> | null = null;
+  await proveWalletControl(deps, input, client, () => (issued = issueSession(deps, input.walletAddress, client)));
+  return issued!;
 }
 
 /**

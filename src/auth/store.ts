@@ -40,8 +40,11 @@ export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow
   );
 }
 
-/** The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. */
-export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number): Promise<boolean> {
+/**
+ * The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. The
+ * winner's `andThen` (more store writes) runs inside the same atomic write.
+ */
+export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, andThen?: () => void): Promise<boolean> {
   return db.write(() => {
     const won = db.sqlite
       .query(
@@ -50,6 +53,7 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
          RETURNING nonce`,
       )
       .get(now, nonce, wallet, now);
+    if (won !== null) andThen?.();
     return won !== null;
   });
 }

@@ -9,6 +9,7 @@ export type Db = {
    * Runs `fn` now, atomically (its own savepoint), inside the current batch transaction, and resolves
    * once the batch is committed. Writes from one event-loop turn share one commit (group commit), so
    * a caller is answered only after its write is durable, without one fsync per request.
+   * A write may call `write` again from inside `fn`: the inner one is a nested savepoint.
    */
   write<T>(fn: () => T): Promise<T>;
   /** True when the database answers a trivial query (readiness). */
@@ -78,6 +79,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       setImmediate(commit);
     }
     let result: T;
+    const nestedFrom = waiters.length; // writes nested inside fn register after this
     savepoint.run(); // all of fn or none of it, inside the batch
     try {
       result = fn();
@@ -86,6 +88,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       if (sqlite.inTransaction) {
         rollbackTo.run();
         release.run();
+        for (const nested of waiters.splice(nestedFrom)) nested.reject(err); // rolled back with us
       } else {
         settle(err);
       }
