@@ -1,6 +1,6 @@
 // Session functions in-process with a movable clock: restore and refresh, maximum age, revocation, purge.
 import { describe, expect, test } from "bun:test";
-import { AppError } from "../errors.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { issueChallenge } from "./challenge.ts";
@@ -17,15 +17,6 @@ async function login(deps: Deps, wallet = newWallet(), from = client) {
   return signIn(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, from);
 }
 
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "OK";
-  } catch (e) {
-    if (e instanceof AppError) return e.code;
-    throw e;
-  }
-}
 
 describe("session_restore", () => {
   test("with more than REFRESH_THRESHOLD_S left, the same token comes back", async () => {

@@ -7,25 +7,19 @@ import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
 import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
 
-export type IssuedSession = {
+/** One session token: whose, which session, and its lifetime in JWT seconds. */
+type SessionToken = {
   walletAddress: string;
   sessionId: string;
   jti: string;
   token: string;
   issuedAtS: number;
   expiresAtS: number;
-  expiresAt: string;
 };
 
-export type AuthenticatedSession = {
-  walletAddress: string;
-  sessionId: string;
-  jti: string;
-  token: string;
-  issuedAtS: number;
-  expiresAtS: number;
-  sessionStartedAtMs: number;
-};
+export type IssuedSession = SessionToken & { expiresAt: string };
+
+export type AuthenticatedSession = SessionToken & { sessionStartedAtMs: number };
 
 const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
 

@@ -1,7 +1,7 @@
 // Session JWT verification in isolation: claims, times at their edges, algorithm and key-id rules.
 import { describe, expect, test } from "bun:test";
 import { SignJWT } from "jose";
-import { AppError } from "../errors.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
 import { createJwtKeys, keyIdOf, signSessionJwt, verifySessionJwt } from "./tokens.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -11,15 +11,6 @@ const ISS = "http://walletgate.test";
 const NOW_S = 1_800_000_000;
 const base = { walletAddress: "W", sessionId: "11111111-1111-4111-8111-111111111111", jti: "22222222-2222-4222-8222-222222222222" };
 
-async function codeOf(p: Promise<unknown>) {
-  try {
-    await p;
-    return "OK";
-  } catch (e) {
-    if (e instanceof AppError) return e.code;
-    throw e;
-  }
-}
 
 const keys = await createJwtKeys(ISS, CURRENT, PREVIOUS);
 const raw = (claims: Record<string, unknown>, secret = CURRENT, kid: string | null = keyIdOf(CURRENT), alg = "HS256") =>

@@ -1,0 +1,12 @@
+// Turns a domain call into its outcome: "OK", or the catalogue code of the AppError it threw.
+import { AppError } from "../../src/errors.ts";
+
+export async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "OK";
+  } catch (e) {
+    if (e instanceof AppError) return e.code;
+    throw e;
+  }
+}
