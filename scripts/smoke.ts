@@ -46,6 +46,14 @@ try {
   proc.kill("SIGTERM");
   const code = await proc.exited;
   if (code !== 0) fail(`exit code ${code} after SIGTERM`);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    out += decoder.decode(value);
+  }
+  // The embedded verification worker must have run: its failure is logged (and verification falls back).
+  if (out.includes("verification worker failed")) fail(`the verification worker did not run:\n${out}`);
+  if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
   console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, stopped cleanly`);

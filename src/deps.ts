@@ -7,6 +7,7 @@ import type { Logger } from "./log.ts";
 import { createJwtKeys, type JwtKeys } from "./auth/tokens.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
+import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
 
 export type Deps = Readonly<{
   config: Config;
@@ -18,6 +19,8 @@ export type Deps = Readonly<{
   clock: Clock;
   random: Random;
   log: Logger;
+  /** Strict Ed25519 verification (on a worker thread in the server). */
+  verifier: SignatureVerifier;
   auth: Readonly<{
     jwtKeys: JwtKeys;
     rateLimiter: RateLimiter;
@@ -34,6 +37,7 @@ export type DepsInput = {
   clock: Clock;
   random: Random;
   log: Logger;
+  verifier?: SignatureVerifier;
 };
 
 export async function createDeps(input: DepsInput): Promise<Deps> {
@@ -46,6 +50,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     clock: input.clock,
     random: input.random,
     log: input.log,
+    verifier: input.verifier ?? inlineVerifier,
     auth: Object.freeze({
       jwtKeys: await createJwtKeys(input.baseUrl, secrets.jwtSecret, secrets.jwtSecretPrevious),
       rateLimiter: createRateLimiter(),

@@ -9,6 +9,7 @@ import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { startRepeating } from "./lib/repeat.ts";
+import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
@@ -117,7 +118,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   });
   const port = server.port ?? config.port;
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
-  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log });
+  // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
+  // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).
+  const workerUrl = new URL("./lib/ed25519-worker.ts", import.meta.url).href;
+  const verifier = workerVerifier(workerUrl, (err) =>
+    log.error("verification worker failed; verifying on the main thread", { error: err instanceof Error ? err.message : String(err) }),
+  );
+  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier });
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)! });
   appFetch = app.fetch;
@@ -153,7 +160,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), verifier.stop()]);
         db.close();
         log.info("stopped");
         log.flush();

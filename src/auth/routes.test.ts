@@ -496,6 +496,7 @@ describe("health, docs, logs", () => {
     expect(out).not.toContain(signature);
     expect(out).not.toContain(ch.nonce);
     expect(out).not.toContain(SECRET);
+    expect(out).not.toContain("verification worker failed");
     const line = out
       .split("\n")
       .filter((l) => l.includes('"msg":"request"'))

@@ -2,7 +2,6 @@
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { decodeBase64Strict, isHex } from "../lib/encoding.ts";
-import { verifyStrict } from "../lib/ed25519.ts";
 import { requireAddress } from "./challenge.ts";
 import { verifyHits } from "./rate-limit.ts";
 import { issueSession, type IssuedSession } from "./sessions.ts";
@@ -52,7 +51,7 @@ export async function proveWalletControl(
   let failure: AppError | null = null;
   if (input.message !== undefined && input.message !== challenge.message) {
     failure = new AppError("INVALID_SIGNATURE", "message does not match the challenge");
-  } else if (!verifyStrict(publicKey, utf8.encode(challenge.message), signature)) {
+  } else if (!(await deps.verifier.verify(publicKey, utf8.encode(challenge.message), signature))) {
     failure = new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
   }
   let recorded: Promise<unknown> = Promise.resolve();

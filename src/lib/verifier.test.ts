@@ -1,0 +1,52 @@
+// The verification worker gives the same answers as verifyStrict, batches a turn's requests, and
+// falls back to the calling thread when the worker cannot run.
+import { expect, test } from "bun:test";
+import { generateKeyPairSync, sign } from "node:crypto";
+import { inlineVerifier, workerVerifier } from "./verifier.ts";
+
+const WORKER_URL = new URL("./ed25519-worker.ts", import.meta.url).href;
+
+function cases(n: number) {
+  return Array.from({ length: n }, (_, i) => {
+    const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+    const raw = new Uint8Array(Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url"));
+    const message = new TextEncoder().encode(`message ${i}`);
+    const signature = new Uint8Array(sign(null, message, privateKey));
+    if (i % 3 === 1) signature[5]! ^= 1; // every third one is forged
+    return { raw, message, signature, valid: i % 3 !== 1 };
+  });
+}
+
+test("worker answers agree with the inline verifier, for many requests in one turn", async () => {
+  const errors: unknown[] = [];
+  const verifier = workerVerifier(WORKER_URL, (e) => errors.push(e));
+  const all = cases(60);
+  const results = await Promise.all(all.map((c) => verifier.verify(c.raw, c.message, c.signature)));
+  expect(results).toEqual(all.map((c) => c.valid));
+  expect(await Promise.all(all.map((c) => inlineVerifier.verify(c.raw, c.message, c.signature)))).toEqual(results);
+  // and again, in later turns
+  for (const c of all.slice(0, 5)) expect(await verifier.verify(c.raw, c.message, c.signature)).toBe(c.valid);
+  expect(errors).toEqual([]);
+  await verifier.stop();
+});
+
+test("a worker that cannot start is reported once and verification goes on inline, still right", async () => {
+  const errors: unknown[] = [];
+  const verifier = workerVerifier(new URL("./no-such-worker.ts", import.meta.url).href, (e) => errors.push(e));
+  const all = cases(9);
+  const first = await Promise.all(all.map((c) => verifier.verify(c.raw, c.message, c.signature)));
+  expect(first).toEqual(all.map((c) => c.valid));
+  const second = await Promise.all(all.map((c) => verifier.verify(c.raw, c.message, c.signature)));
+  expect(second).toEqual(all.map((c) => c.valid));
+  expect(errors.length).toBe(1);
+  await verifier.stop();
+});
+
+test("stop() answers what is still queued, and later requests inline", async () => {
+  const verifier = workerVerifier(WORKER_URL, () => undefined);
+  const [c] = cases(1);
+  const pending = verifier.verify(c!.raw, c!.message, c!.signature);
+  await verifier.stop();
+  expect(await pending).toBe(true);
+  expect(await verifier.verify(c!.raw, c!.message, c!.signature)).toBe(true);
+});
