@@ -39,7 +39,8 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
   if (!result.success) {
     throw new AggregateError(result.logs, `build failed:\n${result.logs.map(String).join("\n")}`);
   }
-  const sourcemap = result.outputs.find((o) => o.kind === "sourcemap");
+  // The executable's own map (the worker entrypoint writes one of its own beside it).
+  const sourcemap = result.outputs.find((o) => o.kind === "sourcemap" && o.path.endsWith(`${outfile.split("/").pop()}.map`));
   return {
     outfile,
     bytes: statSync(outfile).size,

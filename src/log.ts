@@ -7,11 +7,11 @@ export type Logger = {
   info(msg: string, fields?: LogFields): void;
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
-  /** Writes out buffered lines now (before exit). */
-  flush(): void;
+  /** Writes out buffered lines; resolves when they are handed to the OS (await it before exit). */
+  flush(): Promise<void>;
 };
 
-export type LogSink = { write(line: string): void; flush(): void };
+export type LogSink = { write(line: string): void; flush(): Promise<void> };
 
 /**
  * Standard output, written once per event-loop turn rather than once per line (a write per request
@@ -20,16 +20,16 @@ export type LogSink = { write(line: string): void; flush(): void };
 export function stdoutSink(): LogSink {
   const sink = Bun.stdout.writer();
   let scheduled = false;
-  const flush = () => {
+  const flush = async () => {
     scheduled = false;
-    sink.flush();
+    await sink.flush(); // a Promise when the reader is slow
   };
   return {
     write(line) {
       sink.write(line);
       if (!scheduled) {
         scheduled = true;
-        setImmediate(flush);
+        setImmediate(() => void flush());
       }
     },
     flush,
@@ -61,8 +61,8 @@ export function createLogger(
     info: (m, f) => emit("info", m, f),
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
-    flush: () => {
-      if (typeof sink !== "function") sink.flush();
+    flush: async () => {
+      if (typeof sink !== "function") await sink.flush();
     },
   };
 }

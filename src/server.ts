@@ -163,7 +163,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await Promise.all([purge.stop(), sweep.stop(), verifier.stop()]);
         db.close();
         log.info("stopped");
-        log.flush();
+        await log.flush();
       })();
       return stopping;
     },

@@ -95,13 +95,27 @@ describe("fingerprint links", () => {
   });
 });
 
+describe("sign-in writes", () => {
+  test("if recording the token fails, the client gets an error, no token, and the nonce is not spent", async () => {
+    const { deps, db } = await testDeps();
+    const wallet = newWallet();
+    const ch = await issueChallenge(deps, wallet.address, client);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    db.sqlite.run("CREATE TRIGGER refuse BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
+    expect(await signIn(deps, body, client).then(() => "token", (e) => String(e.message))).toContain("disk trouble");
+    expect((await store.findChallenge(deps.db, ch.nonce))?.consumedAt).toBeNull();
+    db.sqlite.run("DROP TRIGGER refuse");
+    expect((await signIn(deps, body, client)).walletAddress).toBe(wallet.address); // the same challenge still works
+  });
+});
+
 describe("refresh and revocation", () => {
   test("a refresh is recorded only while the token it refreshes is unrevoked", async () => {
     const { deps, clock } = await testDeps();
     const s = await login(deps);
     const row = { jti: crypto.randomUUID(), sessionId: s.sessionId, wallet: s.walletAddress, issuedAt: clock.now(), expiresAt: clock.now() + 1000, sessionStartedAt: clock.now(), fingerprint: null };
     await store.revokeToken(deps.db, s.jti, clock.now());
-    expect(await store.insertToken(deps.db, row, clock.now(), s.jti)).toBe(false);
+    expect(await store.insertToken(deps.db, { row, now: clock.now(), parentJti: s.jti })).toBe(false);
     expect(await store.findToken(deps.db, row.jti)).toBeNull();
   });
 

@@ -23,17 +23,27 @@ export type AuthenticatedSession = SessionToken & { sessionStartedAtMs: number }
 
 const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
 
+/** A session token decided but not yet recorded or signed. */
+export type PreparedSession = {
+  walletAddress: string;
+  sessionId: string;
+  jti: string;
+  issuedAtS: number;
+  expiresAtS: number;
+  record: store.NewToken;
+};
+
 /**
- * Issues and records a token. A new session starts unless `continues` names one (refresh from the
- * token `parentJti`), whose absolute age is then capped by SESSION_MAX_AGE_S. With a client, and
- * fingerprint restore on, the client's fingerprint is linked to it.
+ * Decides a new token: a new session, unless `continues` names one (refresh from the token
+ * `parentJti`), whose absolute age is then capped by SESSION_MAX_AGE_S. With a client, and fingerprint
+ * restore on, the client's fingerprint will be linked to it. Pure: nothing is written.
  */
-export async function issueSession(
+export function prepareSession(
   deps: Deps,
   walletAddress: string,
   client: ClientInfo | null,
   continues?: { sessionId: string; sessionStartedAtMs: number; parentJti: string },
-): Promise<IssuedSession> {
+): PreparedSession {
   const now = deps.clock.now();
   const iat = Math.floor(now / 1000);
   const sessionStartedAtMs = continues?.sessionStartedAtMs ?? now;
@@ -43,17 +53,28 @@ export async function issueSession(
   const sessionId = continues?.sessionId ?? newUuid(deps.random);
   const jti = newUuid(deps.random);
   const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
-  const [token, recorded] = await Promise.all([
-    signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp }),
-    store.insertToken(
-      deps.db,
-      { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint },
-      now,
-      continues?.parentJti ?? null,
-    ),
-  ]);
-  if (!recorded) throw revoked(); // the token being refreshed was revoked meanwhile
+  const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint };
+  return { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp, record: { row, now, parentJti: continues?.parentJti ?? null } };
+}
+
+/** Signs the JWT of a prepared (and recorded) session. */
+export async function signPreparedSession(deps: Deps, p: PreparedSession): Promise<IssuedSession> {
+  const { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp } = p;
+  const token = await signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp });
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
+}
+
+/** Prepares, records and signs a token (see prepareSession). */
+export async function issueSession(
+  deps: Deps,
+  walletAddress: string,
+  client: ClientInfo | null,
+  continues?: { sessionId: string; sessionStartedAtMs: number; parentJti: string },
+): Promise<IssuedSession> {
+  const prepared = prepareSession(deps, walletAddress, client, continues);
+  const [issued, recorded] = await Promise.all([signPreparedSession(deps, prepared), store.insertToken(deps.db, prepared.record)]);
+  if (!recorded) throw revoked(); // the token being refreshed was revoked meanwhile
+  return issued;
 }
 
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */

@@ -4,7 +4,7 @@ import { AppError } from "../errors.ts";
 import { decodeBase64Strict, isHex } from "../lib/encoding.ts";
 import { requireAddress } from "./challenge.ts";
 import { verifyHits } from "./rate-limit.ts";
-import { issueSession, type IssuedSession } from "./sessions.ts";
+import { prepareSession, signPreparedSession, type IssuedSession } from "./sessions.ts";
 import type { ClientInfo } from "./fingerprint.ts";
 import * as store from "./store.ts";
 
@@ -27,14 +27,14 @@ function requireSignature(signature: string): Uint8Array {
  *
  * The message and signature are judged before the consume but reported after it, exactly as if
  * checked in the spec's order (a loser of a race hears NONCE_USED; a bad signature still spends
- * the nonce). That lets `record` — what a proof buys, e.g. the new session's token row — go into the
- * same write as the consume: one commit per sign-in instead of two.
+ * the nonce). That lets `token` — what a proof buys: the new session's token row — be recorded in the
+ * same atomic write as the consume: one commit per sign-in, and no token without a spent nonce.
  */
 export async function proveWalletControl(
   deps: Deps,
   input: SignedChallenge,
   client: ClientInfo,
-  record?: () => Promise<unknown>,
+  token?: store.NewToken,
 ): Promise<void> {
   const publicKey = requireAddress(input.walletAddress);
   const signature = requireSignature(input.signature);
@@ -54,25 +54,24 @@ export async function proveWalletControl(
   } else if (!(await deps.verifier.verify(publicKey, utf8.encode(challenge.message), signature))) {
     failure = new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
   }
-  let recorded: Promise<unknown> = Promise.resolve();
   // Spent here whatever the verdict: a failed signature needs a fresh challenge.
-  const won = await store.consumeChallenge(
-    deps.db,
-    input.nonce,
-    input.walletAddress,
-    now,
-    failure === null && record !== undefined ? () => void (recorded = record()) : undefined,
-  );
-  if (!won) throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
+  const won = await store.consumeChallenge(deps.db, input.nonce, input.walletAddress, now, failure === null ? token : undefined);
+  if (!won) {
+    // Lost to another request, or expired (and perhaps purged) while the signature was checked.
+    const after = await store.findChallenge(deps.db, input.nonce);
+    if (after === null || (after.consumedAt === null && after.expiresAt <= now)) {
+      throw new AppError("CHALLENGE_EXPIRED", "the challenge has expired; request a new one");
+    }
+    throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
+  }
   if (failure !== null) throw failure;
-  await recorded;
 }
 
 /** POST /auth/verify and wallet_connect: prove control, then issue a session token (in the same write). */
 export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
-  let issued: Promise<IssuedSession> | null = null;
-  await proveWalletControl(deps, input, client, () => (issued = issueSession(deps, input.walletAddress, client)));
-  return issued!;
+  const prepared = prepareSession(deps, input.walletAddress, client);
+  await proveWalletControl(deps, input, client, prepared.record);
+  return signPreparedSession(deps, prepared);
 }
 
 /**

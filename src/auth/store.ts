@@ -40,11 +40,14 @@ export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow
   );
 }
 
+/** A token row to record, with the time its fingerprint link is stamped and the token it refreshes. */
+export type NewToken = { row: Omit<TokenRow, "revokedAt">; now: number; parentJti: string | null };
+
 /**
- * The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. The
- * winner's `andThen` (more store writes) runs inside the same atomic write.
+ * The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. When the
+ * caller wins and names a `token`, that token is recorded in the same atomic write.
  */
-export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, andThen?: () => void): Promise<boolean> {
+export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, token?: NewToken): Promise<boolean> {
   return db.write(() => {
     const won = db.sqlite
       .query(
@@ -53,7 +56,7 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
          RETURNING nonce`,
       )
       .get(now, nonce, wallet, now);
-    if (won !== null) andThen?.();
+    if (won !== null && token !== undefined) insertTokenRows(db, token);
     return won !== null;
   });
 }
@@ -64,34 +67,37 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
  * racing a revoke-all cannot outlive it), and fingerprint links follow it to the new token.
  * Returns false when the parent was revoked.
  */
-export function insertToken(db: Db, row: Omit<TokenRow, "revokedAt">, now: number, parentJti: string | null = null): Promise<boolean> {
-  return db.write(() => {
-    if (parentJti !== null) {
-      const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE jti = ?").get(parentJti) as {
-        revokedAt: number | null;
-      } | null;
-      if (parent === null || parent.revokedAt !== null) return false;
-    }
+export function insertToken(db: Db, token: NewToken): Promise<boolean> {
+  return db.write(() => insertTokenRows(db, token));
+}
+
+/** The SQL of insertToken, run inside a caller's write. */
+function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
+  if (parentJti !== null) {
+    const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE jti = ?").get(parentJti) as {
+      revokedAt: number | null;
+    } | null;
+    if (parent === null || parent.revokedAt !== null) return false;
+  }
+  db.sqlite
+    .query(
+      `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(row.jti, row.sessionId, row.wallet, row.issuedAt, row.expiresAt, row.sessionStartedAt, row.fingerprint);
+  if (row.fingerprint !== null) {
     db.sqlite
       .query(
-        `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO fingerprint_wallet_links (fingerprint, wallet, session_id, jti, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (fingerprint) DO UPDATE SET
+           wallet = excluded.wallet, session_id = excluded.session_id, jti = excluded.jti, updated_at = excluded.updated_at`,
       )
-      .run(row.jti, row.sessionId, row.wallet, row.issuedAt, row.expiresAt, row.sessionStartedAt, row.fingerprint);
-    if (row.fingerprint !== null) {
-      db.sqlite
-        .query(
-          `INSERT INTO fingerprint_wallet_links (fingerprint, wallet, session_id, jti, updated_at) VALUES (?, ?, ?, ?, ?)
-           ON CONFLICT (fingerprint) DO UPDATE SET
-             wallet = excluded.wallet, session_id = excluded.session_id, jti = excluded.jti, updated_at = excluded.updated_at`,
-        )
-        .run(row.fingerprint, row.wallet, row.sessionId, row.jti, now);
-    }
-    if (parentJti !== null) {
-      db.sqlite.query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE jti = ?").run(row.jti, now, parentJti);
-    }
-    return true;
-  });
+      .run(row.fingerprint, row.wallet, row.sessionId, row.jti, now);
+  }
+  if (parentJti !== null) {
+    db.sqlite.query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE jti = ?").run(row.jti, now, parentJti);
+  }
+  return true;
 }
 
 export async function findToken(db: Db, jti: string): Promise<TokenRow | null> {

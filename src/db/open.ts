@@ -9,7 +9,7 @@ export type Db = {
    * Runs `fn` now, atomically (its own savepoint), inside the current batch transaction, and resolves
    * once the batch is committed. Writes from one event-loop turn share one commit (group commit), so
    * a caller is answered only after its write is durable, without one fsync per request.
-   * A write may call `write` again from inside `fn`: the inner one is a nested savepoint.
+   * `fn` must not call `write` itself (that is refused): compose the SQL inside one write instead.
    */
   write<T>(fn: () => T): Promise<T>;
   /** True when the database answers a trivial query (readiness). */
@@ -65,7 +65,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     settle(null);
   }
 
+  let writing = false;
+
   function write<T>(fn: () => T): Promise<T> {
+    if (writing) return Promise.reject(new Error("db.write cannot nest: do all of a write's SQL in one fn"));
     // Some errors (disk full, I/O) make SQLite roll back the whole transaction, not just a savepoint:
     // the batch is then lost, its writers hear so, and later writes start a new batch.
     if (inBatch && !sqlite.inTransaction) settle(new Error("the batch transaction was rolled back by SQLite"));
@@ -79,8 +82,8 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       setImmediate(commit);
     }
     let result: T;
-    const nestedFrom = waiters.length; // writes nested inside fn register after this
     savepoint.run(); // all of fn or none of it, inside the batch
+    writing = true;
     try {
       result = fn();
       release.run();
@@ -88,11 +91,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       if (sqlite.inTransaction) {
         rollbackTo.run();
         release.run();
-        for (const nested of waiters.splice(nestedFrom)) nested.reject(err); // rolled back with us
       } else {
         settle(err);
       }
       return Promise.reject(err);
+    } finally {
+      writing = false;
     }
     return new Promise<T>((resolve, reject) => {
       waiters.push({ resolve: () => resolve(result), reject });

@@ -50,3 +50,20 @@ test("stop() answers what is still queued, and later requests inline", async () 
   expect(await pending).toBe(true);
   expect(await verifier.verify(c!.raw, c!.message, c!.signature)).toBe(true);
 });
+
+test("a worker that stays silent is given up after the reply timeout, and answers come inline", async () => {
+  const { writeFileSync, mkdtempSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const dir = mkdtempSync(join(tmpdir(), "walletgate-silent-"));
+  const file = join(dir, "silent.ts");
+  writeFileSync(file, "self.onmessage = () => undefined;\n");
+  const errors: unknown[] = [];
+  const verifier = workerVerifier(Bun.pathToFileURL(file).href, (e) => errors.push(e), 200);
+  const [c] = cases(1);
+  expect(await verifier.verify(c!.raw, c!.message, c!.signature)).toBe(true);
+  expect(errors.length).toBe(1);
+  expect(String(errors[0])).toContain("no answer");
+  await verifier.stop();
+  rmSync(dir, { recursive: true, force: true });
+});

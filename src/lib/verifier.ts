@@ -19,11 +19,11 @@ export const inlineVerifier: SignatureVerifier = {
  * message. Should the worker fail, its pending requests and all later ones are verified inline, so a
  * broken worker costs speed, never a wrong answer.
  */
-export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) => void): SignatureVerifier {
+export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) => void, replyTimeoutMs = 10_000): SignatureVerifier {
   let worker: Worker | null = null;
   let broken = false;
   let nextId = 1;
-  const inFlight = new Map<number, { batch: VerifyBatch; resolvers: ((ok: boolean) => void)[] }>();
+  const inFlight = new Map<number, { batch: VerifyBatch; resolvers: ((ok: boolean) => void)[]; timer: ReturnType<typeof setTimeout> }>();
   let queue: VerifyBatch["items"] = [];
   let resolvers: ((ok: boolean) => void)[] = [];
 
@@ -34,9 +34,16 @@ export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) 
     if (broken) return;
     broken = true;
     onWorkerError(err);
-    for (const { batch, resolvers: waiting } of inFlight.values()) verifyInline(batch.items, waiting);
-    inFlight.clear();
+    answerInFlightInline();
     worker?.terminate();
+  }
+
+  function answerInFlightInline(): void {
+    for (const { batch, resolvers: waiting, timer } of inFlight.values()) {
+      clearTimeout(timer);
+      verifyInline(batch.items, waiting);
+    }
+    inFlight.clear();
   }
 
   function start(): Worker {
@@ -45,6 +52,7 @@ export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) 
     w.onmessage = (event: MessageEvent<VerifyResults>) => {
       const entry = inFlight.get(event.data.id);
       if (entry === undefined) return;
+      clearTimeout(entry.timer);
       inFlight.delete(event.data.id);
       event.data.results.forEach((ok, i) => entry.resolvers[i]!(ok === true));
     };
@@ -61,7 +69,10 @@ export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) 
     if (broken) return verifyInline(batch.items, waiting);
     try {
       worker ??= start();
-      inFlight.set(batch.id, { batch, resolvers: waiting });
+      // A worker that is alive but silent must not hang sign-ins: past the timeout it counts as failed.
+      const timer = setTimeout(() => fail(new Error(`verification worker gave no answer in ${replyTimeoutMs} ms`)), replyTimeoutMs);
+      timer.unref();
+      inFlight.set(batch.id, { batch, resolvers: waiting, timer });
       worker.postMessage(batch);
     } catch (err) {
       inFlight.delete(batch.id);
@@ -78,10 +89,9 @@ export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) 
       return new Promise((resolve) => resolvers.push(resolve));
     },
     async stop() {
+      broken = true; // what is queued, in flight or asked later is verified inline
       if (queue.length > 0) flush();
-      broken = true; // anything still pending or later is verified inline
-      for (const { batch, resolvers: waiting } of inFlight.values()) verifyInline(batch.items, waiting);
-      inFlight.clear();
+      answerInFlightInline();
       worker?.terminate();
     },
   };
