@@ -2,7 +2,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps.ts";
-import { AppError, errorBody, internalError } from "./errors.ts";
+import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import pkg from "../package.json" with { type: "json" };
@@ -10,12 +10,6 @@ import pkg from "../package.json" with { type: "json" };
 export type RequestMeta = ClientInfo & { requestId: string };
 
 export type AppOptions = { metaOf: (request: Request) => RequestMeta };
-
-export function errorResponse(err: AppError, headers: Record<string, string> = {}): Response {
-  const h: Record<string, string> = { "content-type": "application/json", ...headers };
-  if (err.extra.retryAfter !== undefined) h["retry-after"] = String(err.extra.retryAfter);
-  return new Response(JSON.stringify(errorBody(err)), { status: err.status, headers: h });
-}
 
 function validationDetails(err: ValidationError): { field: string; message: string }[] {
   try {
@@ -43,7 +37,7 @@ export function createApp(deps: Deps, options: AppOptions) {
       if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
       deps.log.error("unhandled error", {
         requestId: options.metaOf(request).requestId,
-        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        error: errorText(error),
       });
       return errorResponse(internalError());
     })

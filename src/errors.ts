@@ -57,3 +57,15 @@ export function errorBody(err: AppError): Record<string, unknown> {
 export function internalError(): AppError {
   return new AppError("INTERNAL_ERROR", "internal error");
 }
+
+/** The catalogue's HTTP answer for an AppError: status, JSON body, `Retry-After` when it has one. */
+export function errorResponse(err: AppError, headers: Record<string, string> = {}): Response {
+  const h: Record<string, string> = { "content-type": "application/json", ...headers };
+  if (err.extra.retryAfter !== undefined) h["retry-after"] = String(err.extra.retryAfter);
+  return new Response(JSON.stringify(errorBody(err)), { status: err.status, headers: h });
+}
+
+/** How an unexpected error is named in a log line (never sent to a client). */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}

@@ -4,7 +4,7 @@ import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate } from "./db/migrate.ts";
 import { createDeps, type Deps } from "./deps.ts";
-import { AppError } from "./errors.ts";
+import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
@@ -26,13 +26,6 @@ export type RunningServer = {
 export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
 
 const SHUTDOWN_GRACE_MS = 10_000;
-
-function jsonError(err: AppError, requestId: string): Response {
-  return new Response(JSON.stringify({ error: err.message, code: err.code }), {
-    status: err.status,
-    headers: { "content-type": "application/json", "x-request-id": requestId },
-  });
-}
 
 /** Reads a body without Content-Length up to `max` bytes; null when it is larger. */
 async function readCapped(request: Request, max: number): Promise<Uint8Array | null> {
@@ -74,10 +67,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     try {
       const length = incoming.headers.get("content-length");
       if (length !== null && Number(length) > config.maxBodyBytes) {
-        response = jsonError(tooLarge(), requestId);
+        response = errorResponse(tooLarge());
       } else if (length === null && incoming.body !== null) {
         const body = await readCapped(incoming, config.maxBodyBytes);
-        if (body === null) response = jsonError(tooLarge(), requestId);
+        if (body === null) response = errorResponse(tooLarge());
         else request = new Request(incoming, { body });
       }
       response ??= await (() => {
@@ -90,8 +83,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         return appFetch !== null ? appFetch(request) : appReady.promise.then((f) => f(request));
       })();
     } catch (err) {
-      log.error("request failed", { requestId, error: err instanceof Error ? err.message : String(err) });
-      response = jsonError(new AppError("INTERNAL_ERROR", "internal error"), requestId);
+      log.error("request failed", { requestId, error: errorText(err) });
+      response = errorResponse(internalError());
     }
     response.headers.set("x-request-id", requestId);
     const url = incoming.url;
@@ -122,7 +115,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).
   const workerUrl = new URL("./lib/ed25519-worker.ts", import.meta.url).href;
   const verifier = workerVerifier(workerUrl, (err) =>
-    log.error("verification worker failed; verifying on the main thread", { error: err instanceof Error ? err.message : String(err) }),
+    log.error("verification worker failed; verifying on the main thread", { error: errorText(err) }),
   );
   const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier });
   const { createApp } = await import("./app.ts");
@@ -131,7 +124,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   appReady.resolve(app.fetch);
 
   const onTimerError = (what: string) => (err: unknown) =>
-    log.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
+    log.error(`${what} failed`, { error: errorText(err) });
   const purge = startRepeating(
     async () => log.debug("purge", await purgeAuth(deps)),
     config.purgeIntervalMs,

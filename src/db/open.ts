@@ -38,6 +38,8 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const release = sqlite.prepare("RELEASE write");
   const rollbackTo = sqlite.prepare("ROLLBACK TO write");
 
+  const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
+
   /** Settles the current batch: committed → resolve, else reject with `failure`. */
   function settle(failure: unknown | null): void {
     const batch = waiters;
@@ -51,7 +53,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
   function commit(): void {
     if (!inBatch) return;
-    if (!sqlite.inTransaction) return settle(new Error("the batch transaction was rolled back by SQLite"));
+    if (!sqlite.inTransaction) return settle(batchLost());
     try {
       sqlite.run("COMMIT");
     } catch (err) {
@@ -71,7 +73,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     if (writing) return Promise.reject(new Error("db.write cannot nest: do all of a write's SQL in one fn"));
     // Some errors (disk full, I/O) make SQLite roll back the whole transaction, not just a savepoint:
     // the batch is then lost, its writers hear so, and later writes start a new batch.
-    if (inBatch && !sqlite.inTransaction) settle(new Error("the batch transaction was rolled back by SQLite"));
+    if (inBatch && !sqlite.inTransaction) settle(batchLost());
     if (!inBatch) {
       try {
         sqlite.run("BEGIN IMMEDIATE");
