@@ -57,14 +57,35 @@ describe("loadConfig", () => {
   });
 
   test("mainnet requires its secrets, refuses AUTH_RATE_LIMIT=off, and turns fingerprint restore off", () => {
-    const secrets = { JWT_SECRET: "x".repeat(32), WALLET_ENCRYPTION_KEY: "ab".repeat(32) };
+    const secrets = { JWT_SECRET: "x".repeat(32), WALLET_ENCRYPTION_KEY: "ab".repeat(32), SOLANA_RPC_URL: "https://rpc.example/?api-key=k" };
     expect(() => loadConfig({ NETWORK: "mainnet" })).toThrow("JWT_SECRET");
+    expect(() => loadConfig({ NETWORK: "mainnet", ...secrets, SOLANA_RPC_URL: "" })).toThrow("SOLANA_RPC_URL is required on mainnet");
     expect(() => loadConfig({ NETWORK: "mainnet", JWT_SECRET: "x".repeat(32) })).toThrow("WALLET_ENCRYPTION_KEY");
     expect(() => loadConfig({ NETWORK: "mainnet", ...secrets, AUTH_RATE_LIMIT: "off" })).toThrow("AUTH_RATE_LIMIT");
     const c = loadConfig({ NETWORK: "mainnet", ...secrets });
     expect(c.fingerprintRestore).toBe(false);
     expect(c.authRateLimit).toBe(true);
     expect(loadConfig({ NETWORK: "mainnet", ...secrets, FINGERPRINT_RESTORE: "on" }).fingerprintRestore).toBe(true);
+  });
+
+  test("ledger settings: RPC URL per network, service token symbol, mint and decimals", () => {
+    expect(loadConfig({}).solanaRpcUrl).toBeNull();
+    expect(loadConfig({ SOLANA_RPC_URL: "http://127.0.0.1:8899" }).solanaRpcUrl).toBeNull(); // localnet: the embedded ledger
+    expect(loadConfig({ NETWORK: "devnet" }).solanaRpcUrl).toBe("https://api.devnet.solana.com");
+    expect(loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:8899" }).solanaRpcUrl).toBe("http://127.0.0.1:8899");
+    expect(() => loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "ftp://x" })).toThrow("SOLANA_RPC_URL");
+    expect(loadConfig({}).serviceToken).toEqual({ symbol: "wgt", decimals: 6, mint: null });
+    const mint = "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU";
+    expect(loadConfig({ SERVICE_TOKEN_SYMBOL: "ABC", SERVICE_TOKEN_DECIMALS: "9", SERVICE_TOKEN_MINT: mint }).serviceToken).toEqual({
+      symbol: "abc",
+      decimals: 9,
+      mint,
+    });
+    for (const symbol of ["sol", "usdc", "1abc", "a-b", "x".repeat(17)]) {
+      expect(() => loadConfig({ SERVICE_TOKEN_SYMBOL: symbol })).toThrow("SERVICE_TOKEN_SYMBOL");
+    }
+    expect(() => loadConfig({ SERVICE_TOKEN_MINT: "not-an-address" })).toThrow("SERVICE_TOKEN_MINT");
+    expect(() => loadConfig({ SERVICE_TOKEN_DECIMALS: "10" })).toThrow("SERVICE_TOKEN_DECIMALS");
   });
 
   test("flags override the environment, in both spellings; unknown flags are usage errors", () => {

@@ -2,6 +2,7 @@
 import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { isatty } from "node:tty";
+import { decodeAddress } from "./lib/encoding.ts";
 import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
@@ -30,6 +31,9 @@ export type Config = Readonly<{
   logLevel: LogLevel;
   logFormat: "json" | "pretty";
   sqliteSynchronous: "FULL" | "NORMAL" | "EXTRA";
+  /** Solana JSON-RPC endpoint of devnet/mainnet; null on localnet (the embedded ledger). */
+  solanaRpcUrl: string | null;
+  serviceToken: Readonly<{ symbol: string; decimals: number; mint: string | null }>;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -47,8 +51,11 @@ export const CONFIG_VARIABLES = [
   "PORT", "HOST", "BASE_URL", "DATA_DIR", "DATABASE_URL", "NETWORK", "JWT_SECRET", "JWT_SECRET_PREVIOUS",
   "WALLET_ENCRYPTION_KEY", "SESSION_TTL_S", "SESSION_MAX_AGE_S", "REFRESH_THRESHOLD_S", "CHALLENGE_TTL_MS",
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
-  "LOG_FORMAT", "SQLITE_SYNCHRONOUS",
+  "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
+  "SERVICE_TOKEN_DECIMALS",
 ] as const;
+
+const DEVNET_RPC_URL = "https://api.devnet.solana.com";
 
 type Vars = Partial<Record<(typeof CONFIG_VARIABLES)[number], string>>;
 
@@ -157,6 +164,23 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     throw new ConfigError("WALLET_ENCRYPTION_KEY is required on mainnet (32 bytes, hex or base64)");
   }
 
+  const rawRpc = vars.SOLANA_RPC_URL?.trim() || null;
+  if (mainnet && rawRpc === null) throw new ConfigError("SOLANA_RPC_URL is required on mainnet");
+  if (rawRpc !== null && !/^https?:\/\/[^\s]+$/.test(rawRpc)) {
+    throw new ConfigError(`SOLANA_RPC_URL must be an http(s) URL, got "${rawRpc}"`);
+  }
+  const solanaRpcUrl = network === "localnet" ? null : (rawRpc ?? DEVNET_RPC_URL);
+
+  const symbol = (vars.SERVICE_TOKEN_SYMBOL?.trim() || "wgt").toLowerCase();
+  if (!/^[a-z][a-z0-9]{0,15}$/.test(symbol) || symbol === "sol" || symbol === "usdc") {
+    throw new ConfigError(`SERVICE_TOKEN_SYMBOL must be 1-16 letters or digits starting with a letter, not sol or usdc, got "${symbol}"`);
+  }
+  const serviceMint = vars.SERVICE_TOKEN_MINT?.trim() || null;
+  if (serviceMint !== null && decodeAddress(serviceMint) === null) {
+    throw new ConfigError(`SERVICE_TOKEN_MINT must be a base58 address of 32 bytes, got "${serviceMint}"`);
+  }
+  const serviceToken = Object.freeze({ symbol, decimals: int(vars, "SERVICE_TOKEN_DECIMALS", 6, 0, 9), mint: serviceMint });
+
   const authRateLimit = onOff(vars, "AUTH_RATE_LIMIT", true);
   if (mainnet && !authRateLimit) throw new ConfigError("AUTH_RATE_LIMIT=off is not allowed on mainnet");
 
@@ -188,6 +212,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     logLevel: oneOf(vars, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     logFormat: oneOf(vars, "LOG_FORMAT", ["json", "pretty"] as const, isatty(1) ? "pretty" : "json"),
     sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),
+    solanaRpcUrl,
+    serviceToken,
   };
   return Object.freeze(config);
 }

@@ -27,6 +27,10 @@ export type Deps = Readonly<{
     /** Key under which client fingerprints are stored (HMAC), never in clear. */
     fingerprintKey: Uint8Array;
   }>;
+  wallets: Readonly<{
+    /** WALLET_ENCRYPTION_KEY: AES-256-GCM key of custodial wallets' secret keys. */
+    encryptionKey: Uint8Array;
+  }>;
 }>;
 
 export type DepsInput = {
@@ -57,5 +61,6 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
+    wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });
 }

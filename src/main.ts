@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 // CLI entry: parse argv, dispatch to a command in cli/. Exit codes: 0 ok, 1 failure, 2 usage.
-import { ConfigError, UsageError, loadConfig, processEnv } from "./config.ts";
+import { ConfigError, UsageError, loadConfig, processEnv, type Config } from "./config.ts";
+import { splitArgs } from "./cli/args.ts";
 import { SchemaTooNewError } from "./db/migrate.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -19,7 +20,8 @@ Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
 Configuration: see the README (every variable with its default).
 `;
 
-type Command = (config: import("./config.ts").Config) => Promise<number>;
+/** A command gets the config and its own arguments (everything after its name that is not a config flag). */
+export type Command = (config: Config, args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./cli/serve.ts")).serveCommand,
@@ -44,8 +46,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return 2;
   }
   try {
-    const config = loadConfig(env, named ? rest : argv);
-    return await (await load())(config);
+    const { configFlags, commandArgs } = splitArgs(named ? rest : argv);
+    const config = loadConfig(env, configFlags);
+    return await (await load())(config, commandArgs);
   } catch (err) {
     if (err instanceof UsageError) {
       process.stderr.write(`walletgate: ${err.message}\n\n${USAGE}`);

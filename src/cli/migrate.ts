@@ -1,9 +1,11 @@
 // `walletgate migrate`: applies pending migrations to the database in DATA_DIR and reports the version.
 import type { Config } from "../config.ts";
+import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { migrate } from "../db/migrate.ts";
 
-export async function migrateCommand(config: Config): Promise<number> {
+export async function migrateCommand(config: Config, args: string[]): Promise<number> {
+  parseCommandArgs(args, {}, { min: 0, max: 0 });
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     const result = migrate(db.sqlite, Date.now());

@@ -1,8 +1,10 @@
 // `walletgate serve`: runs the HTTP server until SIGINT or SIGTERM, then shuts down gracefully.
 import type { Config } from "../config.ts";
+import { parseCommandArgs } from "./args.ts";
 import { startServer } from "../server.ts";
 
-export async function serveCommand(config: Config): Promise<number> {
+export async function serveCommand(config: Config, args: string[]): Promise<number> {
+  parseCommandArgs(args, {}, { min: 0, max: 0 });
   const server = await startServer(config);
   const { promise: done, resolve } = Promise.withResolvers<number>();
   const shutdown = (signal: string) => {

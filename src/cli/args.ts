@@ -1,0 +1,41 @@
+// Command-line arguments: config flags (`--data-dir`) go to loadConfig, the rest to the command.
+import { parseArgs } from "node:util";
+import { CONFIG_VARIABLES, UsageError } from "../config.ts";
+
+const CONFIG_FLAGS = new Set(CONFIG_VARIABLES.map((name) => name.toLowerCase().replaceAll("_", "-")));
+
+/** Splits argv after the command name into config flags and the command's own arguments, order kept. */
+export function splitArgs(argv: string[]): { configFlags: string[]; commandArgs: string[] } {
+  const configFlags: string[] = [];
+  const commandArgs: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const match = /^--([a-z0-9-]+)(=.*)?$/.exec(arg);
+    if (match !== null && CONFIG_FLAGS.has(match[1]!)) {
+      configFlags.push(arg);
+      if (match[2] === undefined && i + 1 < argv.length) configFlags.push(argv[++i]!);
+    } else {
+      commandArgs.push(arg);
+    }
+  }
+  return { configFlags, commandArgs };
+}
+
+export type OptionSpec = Record<string, { type: "string" | "boolean" }>;
+
+/** Parses a command's own arguments strictly: an unknown option or a missing value is a UsageError. */
+export function parseCommandArgs<O extends OptionSpec>(
+  args: string[],
+  options: O,
+  positionals: { min: number; max: number },
+): { values: { [K in keyof O]?: O[K]["type"] extends "boolean" ? boolean : string }; positionals: string[] } {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err));
+  }
+  if (parsed.positionals.length < positionals.min) throw new UsageError("missing argument");
+  if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);
+  return parsed as never;
+}

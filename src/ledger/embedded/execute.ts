@@ -1,0 +1,219 @@
+// The embedded ledger's runtime: charges the fee and executes the supported instruction subset over
+// account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
+import type { AccountRow } from "./store.ts";
+import {
+  ATA_PROGRAM,
+  COMPUTE_BUDGET_PROGRAM,
+  MEMO_PROGRAM,
+  MEMO_V1_PROGRAM,
+  SYSTEM_PROGRAM,
+  TOKEN_PROGRAM,
+  associatedTokenAddress,
+  type DecodedInstruction,
+  type ParsedTransaction,
+} from "../transactions.ts";
+
+/** Rent-exempt minimums of Solana's default rent (3480 lamports per byte-year, 2 years, +128 bytes). */
+export const RENT_EXEMPT_SYSTEM = 890_880n;
+export const RENT_EXEMPT_TOKEN_ACCOUNT = 2_039_280n;
+export const RENT_EXEMPT_MINT = 1_461_600n;
+
+const PROGRAMS = new Set([SYSTEM_PROGRAM, TOKEN_PROGRAM, ATA_PROGRAM, COMPUTE_BUDGET_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
+
+export type Outcome =
+  /** Refused before execution: nothing is recorded or charged. */
+  | { kind: "rejected"; reason: string; message: string; funds: boolean }
+  /** Executed and failed: only the fee is charged (`accounts` holds the fee payer after the fee). */
+  | { kind: "failed"; message: string; funds: boolean; accounts: Map<string, AccountRow> }
+  | { kind: "confirmed"; accounts: Map<string, AccountRow> };
+
+/** Why an instruction failed; `funds` marks a shortfall (lamports, tokens or rent). */
+class InstructionFailure extends Error {
+  constructor(
+    message: string,
+    readonly funds = false,
+  ) {
+    super(message);
+  }
+}
+
+const none: AccountRow = { kind: "system", lamports: 0n };
+
+function minimumBalance(a: AccountRow): bigint {
+  return a.kind === "token" ? RENT_EXEMPT_TOKEN_ACCOUNT : a.kind === "mint" ? RENT_EXEMPT_MINT : RENT_EXEMPT_SYSTEM;
+}
+
+/** Solana's rent rule for an account that changed: it holds nothing, or at least its rent-exempt minimum. */
+function rentPaying(a: AccountRow): boolean {
+  return a.lamports > 0n && a.lamports < minimumBalance(a);
+}
+
+function sameAccount(a: AccountRow, b: AccountRow): boolean {
+  if (a.kind !== b.kind || a.lamports !== b.lamports) return false;
+  if (a.kind === "token" && b.kind === "token") return a.amount === b.amount && a.owner === b.owner && a.mint === b.mint;
+  if (a.kind === "mint" && b.kind === "mint") return a.supply === b.supply && a.decimals === b.decimals;
+  return true;
+}
+
+/**
+ * Runs a parsed transaction whose signatures and blockhash were already checked. `read` gives the
+ * current state of an account (null when it does not exist). Returns the outcome and, unless rejected,
+ * every account to write back.
+ */
+export function execute(tx: ParsedTransaction, fee: bigint, read: (address: string) => AccountRow | null): Outcome {
+  const keys = tx.accountKeys;
+  const feePayer = keys[0]!;
+
+  // Fee payer: a system account that can pay the fee and stays rent exempt (or empty) after it.
+  const payer = read(feePayer);
+  if (payer === null || payer.lamports === 0n) {
+    return { kind: "rejected", reason: "account_not_found", message: "the fee payer has no SOL", funds: true };
+  }
+  if (payer.kind !== "system") {
+    return { kind: "rejected", reason: "invalid_fee_payer", message: "the fee payer must be a system account", funds: false };
+  }
+  if (payer.lamports < fee) {
+    return { kind: "rejected", reason: "insufficient_funds_for_fee", message: `the fee payer cannot pay the fee of ${fee} lamports`, funds: true };
+  }
+  const payerAfterFee: AccountRow = { kind: "system", lamports: payer.lamports - fee };
+  if (rentPaying(payerAfterFee)) {
+    return {
+      kind: "rejected",
+      reason: "insufficient_funds_for_rent",
+      message: "after the fee the fee payer would hold less than the rent-exempt minimum",
+      funds: true,
+    };
+  }
+  const afterFee = new Map<string, AccountRow>([[feePayer, payerAfterFee]]);
+
+  // Execution works on a copy; on failure only the fee is kept.
+  const original = new Map<string, AccountRow>();
+  const state = new Map<string, AccountRow>(afterFee);
+  const get = (index: number): AccountRow => {
+    const address = keys[index]!;
+    const cached = state.get(address);
+    if (cached !== undefined) return cached;
+    const loaded = read(address) ?? none;
+    original.set(address, loaded);
+    state.set(address, loaded);
+    return loaded;
+  };
+  const set = (index: number, account: AccountRow): void => {
+    const address = keys[index]!;
+    if (PROGRAMS.has(address)) throw new InstructionFailure(`instruction changed the program account ${address}`);
+    if (!tx.isWritable(index)) throw new InstructionFailure(`instruction changed the read-only account ${address}`);
+    state.set(address, account);
+  };
+  const requireSigner = (index: number, role: string): void => {
+    if (!tx.isSigner(index)) throw new InstructionFailure(`missing required signature of the ${role} ${keys[index]}`);
+  };
+
+  try {
+    for (const ix of tx.instructions) runInstruction(ix, { keys, get, set, requireSigner, isSigner: tx.isSigner });
+    // Rent: every account the transaction changed ends empty or rent exempt.
+    for (const [address, account] of state) {
+      const before = address === feePayer ? payer : (original.get(address) ?? none);
+      if (!sameAccount(before, account) && rentPaying(account)) {
+        throw new InstructionFailure(`account ${address} would hold less than the rent-exempt minimum`, true);
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof InstructionFailure)) throw err;
+    return { kind: "failed", message: err.message, funds: err.funds, accounts: afterFee };
+  }
+  const changed = new Map<string, AccountRow>();
+  for (const [address, account] of state) {
+    const before = address === feePayer ? payer : (original.get(address) ?? none);
+    if (!sameAccount(before, account)) changed.set(address, account);
+  }
+  return { kind: "confirmed", accounts: changed };
+}
+
+type Context = {
+  keys: readonly string[];
+  get(index: number): AccountRow;
+  set(index: number, account: AccountRow): void;
+  requireSigner(index: number, role: string): void;
+  isSigner(index: number): boolean;
+};
+
+function runInstruction(ix: DecodedInstruction, c: Context): void {
+  switch (ix.program) {
+    case "computeBudget":
+      return; // applied to the fee before execution
+    case "memo":
+      if (ix.text === null) throw new InstructionFailure("the memo is not valid UTF-8");
+      for (const index of ix.accounts) c.requireSigner(index, "memo account");
+      return;
+    case "system":
+      return systemTransfer(ix, c);
+    case "token":
+      return tokenTransfer(ix, c);
+    case "ata":
+      return createAssociatedAccount(ix, c);
+  }
+}
+
+function systemTransfer(ix: Extract<DecodedInstruction, { program: "system" }>, c: Context): void {
+  c.requireSigner(ix.from, "sender");
+  const from = c.get(ix.from);
+  if (from.kind !== "system") throw new InstructionFailure("a System transfer's sender must be a plain SOL account");
+  if (from.lamports < ix.lamports) {
+    throw new InstructionFailure(`the sender holds ${from.lamports} lamports, ${ix.lamports} needed`, true);
+  }
+  if (ix.lamports === 0n) return;
+  c.set(ix.from, { kind: "system", lamports: from.lamports - ix.lamports });
+  const to = c.get(ix.to); // read after the debit: a transfer to oneself nets to nothing
+  c.set(ix.to, { ...to, lamports: to.lamports + ix.lamports });
+}
+
+function tokenTransfer(ix: Extract<DecodedInstruction, { program: "token" }>, c: Context): void {
+  const source = c.get(ix.source);
+  const destination = c.get(ix.destination);
+  if (source.kind !== "token") throw new InstructionFailure(`${c.keys[ix.source]} is not a token account`);
+  if (destination.kind !== "token") throw new InstructionFailure(`${c.keys[ix.destination]} is not a token account`);
+  if (source.amount < ix.amount) throw new InstructionFailure(`the source token account holds ${source.amount}, ${ix.amount} needed`, true);
+  if (source.mint !== destination.mint) throw new InstructionFailure("the two token accounts are of different mints");
+  if (ix.type === "transferChecked") {
+    const mint = c.get(ix.mint);
+    if (c.keys[ix.mint] !== source.mint || mint.kind !== "mint") throw new InstructionFailure("the mint does not match the token accounts");
+    if (mint.decimals !== ix.decimals) throw new InstructionFailure(`the mint has ${mint.decimals} decimals, not ${ix.decimals}`);
+  }
+  if (c.keys[ix.owner] !== source.owner) throw new InstructionFailure("the signer does not own the source token account");
+  c.requireSigner(ix.owner, "token account owner");
+  if (ix.source === ix.destination || ix.amount === 0n) return;
+  c.set(ix.source, { ...source, amount: source.amount - ix.amount });
+  const after = c.get(ix.destination);
+  if (after.kind !== "token") throw new InstructionFailure("the destination is not a token account");
+  c.set(ix.destination, { ...after, amount: after.amount + ix.amount });
+}
+
+function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata" }>, c: Context): void {
+  const owner = c.keys[ix.owner]!;
+  const mintAddress = c.keys[ix.mint]!;
+  if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
+  if (c.keys[ix.tokenProgram] !== TOKEN_PROGRAM) throw new InstructionFailure("only the SPL Token program's accounts can be created");
+  if (c.keys[ix.account] !== associatedTokenAddress(owner, mintAddress)) {
+    throw new InstructionFailure("the account is not the associated token account of this owner and mint");
+  }
+  const mint = c.get(ix.mint);
+  if (mint.kind !== "mint") throw new InstructionFailure(`${mintAddress} is not a mint`);
+  const existing = c.get(ix.account);
+  if (existing.kind === "token") {
+    if (ix.type === "createIdempotent" && existing.owner === owner && existing.mint === mintAddress) return;
+    throw new InstructionFailure("the associated token account already exists");
+  }
+  if (existing.kind !== "system") throw new InstructionFailure("the address is in use");
+  c.requireSigner(ix.payer, "payer");
+  const payer = c.get(ix.payer);
+  if (payer.kind !== "system") throw new InstructionFailure("the payer must be a plain SOL account");
+  const needed = existing.lamports >= RENT_EXEMPT_TOKEN_ACCOUNT ? 0n : RENT_EXEMPT_TOKEN_ACCOUNT - existing.lamports;
+  if (payer.lamports < needed) throw new InstructionFailure(`the payer holds ${payer.lamports} lamports, ${needed} needed for the account's rent`, true);
+  if (needed > 0n) c.set(ix.payer, { kind: "system", lamports: payer.lamports - needed });
+  c.set(ix.account, { kind: "token", lamports: existing.lamports + needed, mint: mintAddress, owner, amount: 0n });
+}
+
+/** A 64-byte all-zero signature marks an unsigned slot. */
+export function isEmptySignature(signature: Uint8Array): boolean {
+  return signature.every((b) => b === 0);
+}

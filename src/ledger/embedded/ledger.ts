@@ -1,0 +1,320 @@
+// The embedded ledger (NETWORK=localnet): a Solana-compatible ledger in the service's own database.
+// Each Solana transaction is checked (signatures, blockhash, duplicate, fee) and applied inside one
+// database write, so a crash never leaves half a transfer.
+import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import type { Config } from "../../config.ts";
+import type { Db } from "../../db/open.ts";
+import { AppError } from "../../errors.ts";
+import type { Clock } from "../../lib/clock.ts";
+import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
+import type { Random } from "../../lib/ids.ts";
+import type { SignatureVerifier } from "../../lib/verifier.ts";
+import type { AirdropAmounts, Balances, Ledger, LedgerTransaction, SubmitOptions, SubmitResult, TokenInfo, TransferIntent } from "../ledger.ts";
+import {
+  associatedTokenAddress,
+  compileTransaction,
+  memoOf,
+  parseTransaction,
+  transactionFee,
+  transferInstructions,
+  transfersOf,
+  type ParsedTransaction,
+} from "../transactions.ts";
+import { BLOCKHASH_VALID_SLOTS, blockhashes, type Blockhashes } from "./blockhash.ts";
+import { RENT_EXEMPT_MINT, RENT_EXEMPT_SYSTEM, RENT_EXEMPT_TOKEN_ACCOUNT, execute, isEmptySignature } from "./execute.ts";
+import * as store from "./store.ts";
+
+export type EmbeddedLedgerDeps = Readonly<{
+  config: Pick<Config, "serviceToken">;
+  db: Db;
+  clock: Clock;
+  random: Random;
+  verifier: SignatureVerifier;
+}>;
+
+/** What genesis gives the faucet: far more than any test or demo needs, well inside 2^63. */
+const FAUCET_LAMPORTS = 1_000_000_000n * 1_000_000_000n; // 1e9 SOL
+const FAUCET_TOKEN_WHOLE_UNITS = 1_000_000_000_000n; // 1e12 tokens of each mint
+const USDC_DECIMALS = 6;
+const MAX_AIRDROP_LAMPORTS = 2_000_000_000n; // 2 SOL, as devnet's faucet
+const MAX_AIRDROP_TOKEN_WHOLE_UNITS = 1_000_000n;
+
+type Genesis = { seed: Uint8Array; genesisMs: number; faucet: Keypair; usdcMint: string; serviceMint: string; serviceDecimals: number };
+
+function rejected(reason: string, message: string, extra: Record<string, unknown> = {}): AppError {
+  return new AppError("TRANSACTION_REJECTED", message, { details: { reason, ...extra } });
+}
+
+function requireAddress(address: string, what: string): void {
+  if (decodeAddress(address) === null) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
+}
+
+/** Creates the genesis state once (mints, the faucet and its token accounts); reads it afterwards. */
+async function loadGenesis(deps: EmbeddedLedgerDeps): Promise<Genesis> {
+  const read = (): Genesis | null => {
+    const seed = store.readMeta(deps.db, "seed");
+    if (seed === null) return null;
+    return {
+      seed: decodeBase58(seed)!,
+      genesisMs: Number(store.readMeta(deps.db, "genesis_ms")),
+      faucet: Keypair.fromSecretKey(decodeBase58(store.readMeta(deps.db, "faucet_secret")!)!),
+      usdcMint: store.readMeta(deps.db, "usdc_mint")!,
+      serviceMint: store.readMeta(deps.db, "service_mint")!,
+      serviceDecimals: Number(store.readMeta(deps.db, "service_decimals")),
+    };
+  };
+  const existing = read();
+  if (existing !== null) return existing;
+  await deps.db.write(() => {
+    if (store.readMeta(deps.db, "seed") !== null) return; // another process made it first
+    const faucet = Keypair.generate();
+    const usdcMint = encodeBase58(deps.random(32));
+    const serviceMint = encodeBase58(deps.random(32));
+    const serviceDecimals = deps.config.serviceToken.decimals;
+    const faucetAddress = faucet.publicKey.toBase58();
+    const accounts: [string, store.AccountRow][] = [[faucetAddress, { kind: "system", lamports: FAUCET_LAMPORTS }]];
+    let genesisLamports = FAUCET_LAMPORTS;
+    for (const [mint, decimals] of [
+      [usdcMint, USDC_DECIMALS],
+      [serviceMint, serviceDecimals],
+    ] as const) {
+      const supply = FAUCET_TOKEN_WHOLE_UNITS * 10n ** BigInt(decimals);
+      accounts.push([mint, { kind: "mint", lamports: RENT_EXEMPT_MINT, decimals, supply }]);
+      accounts.push([
+        associatedTokenAddress(faucetAddress, mint),
+        { kind: "token", lamports: RENT_EXEMPT_TOKEN_ACCOUNT, mint, owner: faucetAddress, amount: supply },
+      ]);
+      genesisLamports += RENT_EXEMPT_MINT + RENT_EXEMPT_TOKEN_ACCOUNT;
+    }
+    store.writeAccounts(deps.db, accounts);
+    // The faucet key signs only airdrops of this local play money; whoever can read the database can
+    // already rewrite every balance in it, so encrypting it would protect nothing.
+    store.writeMeta(deps.db, "faucet_secret", encodeBase58(faucet.secretKey));
+    store.writeMeta(deps.db, "seed", encodeBase58(deps.random(32)));
+    store.writeMeta(deps.db, "genesis_ms", String(deps.clock.now()));
+    store.writeMeta(deps.db, "genesis_lamports", String(genesisLamports));
+    store.writeMeta(deps.db, "usdc_mint", usdcMint);
+    store.writeMeta(deps.db, "service_mint", serviceMint);
+    store.writeMeta(deps.db, "service_decimals", String(serviceDecimals));
+  });
+  return read()!;
+}
+
+export type EmbeddedLedger = Ledger &
+  Readonly<{
+    faucetAddress: string;
+    /** The current slot (one per 400 ms since genesis). */
+    currentSlot(): number;
+  }>;
+
+export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<EmbeddedLedger> {
+  const genesis = await loadGenesis(deps);
+  const hashes: Blockhashes = blockhashes(genesis.seed, genesis.genesisMs, deps.clock);
+  const faucetAddress = genesis.faucet.publicKey.toBase58();
+  const tokenList: readonly TokenInfo[] = Object.freeze([
+    { key: "sol", kind: "native", decimals: 9, mint: null },
+    { key: "usdc", kind: "spl", decimals: USDC_DECIMALS, mint: genesis.usdcMint },
+    { key: deps.config.serviceToken.symbol, kind: "spl", decimals: genesis.serviceDecimals, mint: genesis.serviceMint },
+  ]);
+  const mintKeys = new Map(tokenList.filter((t) => t.mint !== null).map((t) => [t.mint!, t.key]));
+
+  const tokenOf = (key: string): TokenInfo => {
+    const token = tokenList.find((t) => t.key === key);
+    if (token === undefined) throw new AppError("VALIDATION_ERROR", `unknown token "${key}"; one of ${tokenList.map((t) => t.key).join(", ")}`);
+    return token;
+  };
+
+  const tokenAccountOf = (address: string) => {
+    const account = store.readAccount(deps.db, address);
+    return account?.kind === "token" ? { mint: account.mint, owner: account.owner } : null;
+  };
+
+  async function checkSignatures(tx: ParsedTransaction): Promise<void> {
+    const results = await Promise.all(
+      tx.signatures.map((signature, i) => {
+        if (isEmptySignature(signature)) return Promise.resolve("missing" as const);
+        return deps.verifier.verify(decodeAddress(tx.accountKeys[i]!)!, tx.messageBytes, signature).then((ok) => (ok ? "ok" : "invalid"));
+      }),
+    );
+    const missing = results.indexOf("missing");
+    if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
+    const invalid = results.indexOf("invalid");
+    if (invalid !== -1) throw rejected("invalid_signature", `the signature of ${tx.accountKeys[invalid]} does not verify`);
+  }
+
+  type Recorded = { result: SubmitResult; failure: string | null };
+
+  async function submit(wire: Uint8Array, options: SubmitOptions = {}): Promise<SubmitResult> {
+    const tx = parseTransaction(wire);
+    const fee = transactionFee(tx);
+    await checkSignatures(tx);
+    const recorded = await deps.db.write((): Recorded => {
+      const blockhash = hashes.check(tx.recentBlockhash);
+      if (!blockhash.ok) {
+        throw rejected(blockhash.reason, blockhash.reason === "blockhash_expired" ? "the blockhash has expired; build the transaction again" : "unknown blockhash");
+      }
+      if (store.transactionExists(deps.db, tx.signature)) {
+        throw new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
+      }
+      const outcome = execute(tx, fee, (address) => store.readAccount(deps.db, address));
+      if (outcome.kind === "rejected" || (outcome.kind === "failed" && options.ownTransfer)) {
+        if (options.ownTransfer && outcome.funds) throw new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${outcome.message}`);
+        throw rejected(outcome.kind === "rejected" ? outcome.reason : "execution_failed", outcome.message);
+      }
+      const slot = hashes.currentSlot();
+      const now = deps.clock.now();
+      store.writeAccounts(deps.db, outcome.accounts);
+      const transfers = transfersOf(tx, tokenAccountOf, (mint) => mintKeys.get(mint) ?? null);
+      const failure = outcome.kind === "failed" ? outcome.message : null;
+      store.insertTransaction(
+        deps.db,
+        {
+          signature: tx.signature,
+          wire,
+          slot,
+          blockTime: now,
+          status: failure === null ? "confirmed" : "failed",
+          error: failure,
+          fee,
+          feePayer: tx.accountKeys[0]!,
+          transfers: JSON.stringify(transfers, (_, v) => (typeof v === "bigint" ? v.toString() : v)),
+          memo: memoOf(tx),
+        },
+        [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])],
+      );
+      return { result: { signature: tx.signature, slot, confirmedAt: now, fee }, failure };
+    });
+    if (recorded.failure !== null) {
+      throw rejected("execution_failed", `the transaction failed: ${recorded.failure}; its fee was charged`, { signature: tx.signature });
+    }
+    return recorded.result;
+  }
+
+  function toLedgerTransaction(row: store.TransactionRow): LedgerTransaction {
+    const transfers = (JSON.parse(row.transfers) as { token: string; mint: string | null; from: string; to: string; amount: string }[]).map(
+      (t) => ({ ...t, amount: BigInt(t.amount) }),
+    );
+    return {
+      signature: row.signature,
+      slot: row.slot,
+      timestamp: row.blockTime,
+      status: row.status,
+      error: row.error,
+      fee: row.fee,
+      feePayer: row.feePayer,
+      transfers,
+      memo: row.memo,
+    };
+  }
+
+  async function balanceOf(owner: string, token: TokenInfo): Promise<bigint> {
+    if (token.mint === null) return (await store.findAccount(deps.db, owner))?.lamports ?? 0n;
+    const account = await store.findAccount(deps.db, associatedTokenAddress(owner, token.mint));
+    return account?.kind === "token" ? account.amount : 0n;
+  }
+
+  /** Signs `wire` with the faucet key and submits it. */
+  async function submitFromFaucet(wire: Uint8Array): Promise<string> {
+    const tx = VersionedTransaction.deserialize(wire);
+    tx.sign([genesis.faucet]);
+    return (await submit(tx.serialize())).signature;
+  }
+
+  const ledger: EmbeddedLedger = {
+    network: "localnet",
+    faucetAddress,
+    currentSlot: () => hashes.currentSlot(),
+    tokens: async () => tokenList,
+
+    async getBalances(address) {
+      requireAddress(address, "address");
+      const balances: Balances = {};
+      for (const token of tokenList) balances[token.key] = await balanceOf(address, token);
+      return balances;
+    },
+
+    async accountExists(address) {
+      requireAddress(address, "address");
+      return (await store.findAccount(deps.db, address)) !== null;
+    },
+
+    async airdrop(address: string, amounts: AirdropAmounts) {
+      requireAddress(address, "address");
+      const sol = amounts.sol ?? 0n;
+      if (sol < 0n || sol > MAX_AIRDROP_LAMPORTS) throw new AppError("VALIDATION_ERROR", "a SOL airdrop is at most 2 SOL");
+      if (sol > 0n && sol < RENT_EXEMPT_SYSTEM && (await balanceOf(address, tokenList[0]!)) === 0n) {
+        throw new AppError("VALIDATION_ERROR", "an empty account needs at least 0.00089088 SOL (the rent-exempt minimum)");
+      }
+      const splDrops: [TokenInfo, bigint][] = [
+        [tokenList[1]!, amounts.usdc ?? 0n],
+        [tokenList[2]!, amounts.token ?? 0n],
+      ];
+      for (const [token, amount] of splDrops) {
+        if (amount < 0n || amount > MAX_AIRDROP_TOKEN_WHOLE_UNITS * 10n ** BigInt(token.decimals)) {
+          throw new AppError("VALIDATION_ERROR", `a ${token.key} airdrop is at most ${MAX_AIRDROP_TOKEN_WHOLE_UNITS} ${token.key}`);
+        }
+      }
+      const signatures: string[] = [];
+      if (sol > 0n) signatures.push(await submitFromFaucet(await ledger.buildTransfer({ from: faucetAddress, to: address, token: "sol", amount: sol })));
+      for (const [token, amount] of splDrops) {
+        if (amount > 0n) {
+          signatures.push(await submitFromFaucet(await ledger.buildTransfer({ from: faucetAddress, to: address, token: token.key, amount })));
+        }
+      }
+      return signatures;
+    },
+
+    async latestBlockhash() {
+      const slot = hashes.currentSlot();
+      return { blockhash: hashes.hashOf(slot), lastValidBlockHeight: slot + BLOCKHASH_VALID_SLOTS };
+    },
+
+    async buildTransfer(intent: TransferIntent) {
+      requireAddress(intent.from, "from");
+      requireAddress(intent.to, "to");
+      const feePayer = intent.feePayer ?? intent.from;
+      requireAddress(feePayer, "feePayer");
+      const token = tokenOf(intent.token);
+      if (intent.amount <= 0n) throw new AppError("VALIDATION_ERROR", "amount must be greater than zero");
+      const createRecipientAccount =
+        token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(intent.to, token.mint))) === null;
+      const instructions = transferInstructions({
+        from: intent.from,
+        to: intent.to,
+        feePayer,
+        amount: intent.amount,
+        spl: token.mint === null ? null : { mint: token.mint, decimals: token.decimals },
+        createRecipientAccount,
+        memo: intent.memo ?? null,
+      });
+      return compileTransaction(instructions, feePayer, (await ledger.latestBlockhash()).blockhash);
+    },
+
+    submit,
+
+    async getTransaction(signature) {
+      const row = await store.findTransaction(deps.db, signature);
+      return row === null ? null : toLedgerTransaction(row);
+    },
+
+    async history(address, { limit, before }) {
+      requireAddress(address, "address");
+      let beforeSeq: number | null = null;
+      if (before !== undefined) {
+        const row = await store.findTransaction(deps.db, before);
+        if (row === null) throw new AppError("VALIDATION_ERROR", "before: no transaction has this signature");
+        beforeSeq = row.seq;
+      }
+      return (await store.listTransactions(deps.db, address, limit, beforeSeq)).map(toLedgerTransaction);
+    },
+
+    ping: async () => deps.db.ping(),
+    stop: async () => undefined,
+  };
+  return ledger;
+}
+
+/** Genesis lamports and what is held and burned now: held + fees = genesis, always (tests, diagnostics). */
+export async function embeddedLedgerTotals(db: Db): Promise<{ genesisLamports: bigint } & Awaited<ReturnType<typeof store.ledgerTotals>>> {
+  return { genesisLamports: BigInt(store.readMeta(db, "genesis_lamports") ?? "0"), ...(await store.ledgerTotals(db)) };
+}

@@ -1,0 +1,166 @@
+// SQL of the embedded ledger: genesis facts, accounts, recorded transactions and the history index.
+// Amounts are read as bigint (safe integers): lamport and token totals exceed 2^53.
+import type { Db } from "../../db/open.ts";
+
+export type AccountRow =
+  | { kind: "system"; lamports: bigint }
+  | { kind: "token"; lamports: bigint; mint: string; owner: string; amount: bigint }
+  | { kind: "mint"; lamports: bigint; decimals: number; supply: bigint };
+
+type RawAccount = {
+  kind: "system" | "token" | "mint";
+  lamports: bigint;
+  mint: string | null;
+  owner: string | null;
+  amount: bigint | null;
+  decimals: bigint | null;
+  supply: bigint | null;
+};
+
+function toAccount(raw: RawAccount): AccountRow {
+  if (raw.kind === "token") return { kind: "token", lamports: raw.lamports, mint: raw.mint!, owner: raw.owner!, amount: raw.amount! };
+  if (raw.kind === "mint") return { kind: "mint", lamports: raw.lamports, decimals: Number(raw.decimals!), supply: raw.supply! };
+  return { kind: "system", lamports: raw.lamports };
+}
+
+/** Reads one account (synchronous: the executor runs inside a write). null when it does not exist. */
+export function readAccount(db: Db, address: string): AccountRow | null {
+  const raw = db.sqlite
+    .query("SELECT kind, lamports, mint, owner, amount, decimals, supply FROM ledger_accounts WHERE address = ?")
+    .safeIntegers(true)
+    .get(address) as RawAccount | null;
+  return raw === null ? null : toAccount(raw);
+}
+
+export async function findAccount(db: Db, address: string): Promise<AccountRow | null> {
+  return readAccount(db, address);
+}
+
+/** Writes accounts as they now are; a system account with no lamports is removed, as on Solana. Inside a write. */
+export function writeAccounts(db: Db, accounts: Iterable<[string, AccountRow]>): void {
+  const upsert = db.sqlite.query(
+    `INSERT INTO ledger_accounts (address, kind, lamports, mint, owner, amount, decimals, supply)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (address) DO UPDATE SET kind = excluded.kind, lamports = excluded.lamports, mint = excluded.mint,
+       owner = excluded.owner, amount = excluded.amount, decimals = excluded.decimals, supply = excluded.supply`,
+  );
+  const remove = db.sqlite.query("DELETE FROM ledger_accounts WHERE address = ?");
+  for (const [address, a] of accounts) {
+    if (a.kind === "system" && a.lamports === 0n) {
+      remove.run(address);
+      continue;
+    }
+    upsert.run(
+      address,
+      a.kind,
+      a.lamports,
+      a.kind === "token" ? a.mint : null,
+      a.kind === "token" ? a.owner : null,
+      a.kind === "token" ? a.amount : null,
+      a.kind === "mint" ? a.decimals : null,
+      a.kind === "mint" ? a.supply : null,
+    );
+  }
+}
+
+export type TransactionRow = {
+  signature: string;
+  wire: Uint8Array;
+  slot: number;
+  blockTime: number;
+  status: "confirmed" | "failed";
+  error: string | null;
+  fee: bigint;
+  feePayer: string;
+  /** JSON of the parsed transfers (amounts as strings). */
+  transfers: string;
+  memo: string | null;
+};
+
+/** Records a transaction and indexes it under every address it concerns. Inside a write. */
+export function insertTransaction(db: Db, row: TransactionRow, addresses: Iterable<string>): void {
+  const { seq } = db.sqlite
+    .query(
+      `INSERT INTO ledger_transactions (signature, wire, slot, block_time, status, error, fee, fee_payer, transfers, memo)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+    )
+    .get(row.signature, row.wire, row.slot, row.blockTime, row.status, row.error, row.fee, row.feePayer, row.transfers, row.memo) as {
+    seq: number;
+  };
+  const index = db.sqlite.query("INSERT OR IGNORE INTO ledger_address_transactions (address, seq) VALUES (?, ?)");
+  for (const address of new Set(addresses)) index.run(address, seq);
+}
+
+/** True when a transaction with this signature was recorded (synchronous: used inside a write). */
+export function transactionExists(db: Db, signature: string): boolean {
+  return db.sqlite.query("SELECT 1 FROM ledger_transactions WHERE signature = ?").get(signature) !== null;
+}
+
+type RawTransaction = Omit<TransactionRow, "fee"> & { fee: bigint; seq: number };
+
+const TRANSACTION_COLUMNS = `seq, signature, wire, slot, block_time AS blockTime, status, error, fee, fee_payer AS feePayer, transfers, memo`;
+
+function toTransaction(raw: RawTransaction): TransactionRow & { seq: number } {
+  return { ...raw, seq: Number(raw.seq), slot: Number(raw.slot), blockTime: Number(raw.blockTime) };
+}
+
+export async function findTransaction(db: Db, signature: string): Promise<(TransactionRow & { seq: number }) | null> {
+  const raw = db.sqlite
+    .query(`SELECT ${TRANSACTION_COLUMNS} FROM ledger_transactions WHERE signature = ?`)
+    .safeIntegers(true)
+    .get(signature) as RawTransaction | null;
+  return raw === null ? null : toTransaction(raw);
+}
+
+/** The address's transactions, newest first, strictly older than `beforeSeq` when given. */
+export async function listTransactions(
+  db: Db,
+  address: string,
+  limit: number,
+  beforeSeq: number | null,
+): Promise<(TransactionRow & { seq: number })[]> {
+  const rows = db.sqlite
+    .query(
+      `SELECT t.seq, t.signature, t.wire, t.slot, t.block_time AS blockTime, t.status, t.error, t.fee, t.fee_payer AS feePayer,
+              t.transfers, t.memo
+       FROM ledger_address_transactions a JOIN ledger_transactions t ON t.seq = a.seq
+       WHERE a.address = ? AND a.seq < ?
+       ORDER BY a.seq DESC LIMIT ?`,
+    )
+    .safeIntegers(true)
+    .all(address, beforeSeq ?? Number.MAX_SAFE_INTEGER, limit) as RawTransaction[];
+  return rows.map(toTransaction);
+}
+
+export function readMeta(db: Db, key: string): string | null {
+  const row = db.sqlite.query("SELECT value FROM ledger_meta WHERE key = ?").get(key) as { value: string } | null;
+  return row?.value ?? null;
+}
+
+/** Inside a write. */
+export function writeMeta(db: Db, key: string, value: string): void {
+  db.sqlite.query("INSERT INTO ledger_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(key, value);
+}
+
+/** Totals for the conservation check: lamports held, fees charged, token units held per mint, mint supplies. */
+export async function ledgerTotals(db: Db): Promise<{
+  lamports: bigint;
+  fees: bigint;
+  tokenAmounts: Map<string, bigint>;
+  supplies: Map<string, bigint>;
+}> {
+  const q = (sql: string) => db.sqlite.query(sql).safeIntegers(true);
+  const { lamports } = q("SELECT COALESCE(SUM(lamports), 0) AS lamports FROM ledger_accounts").get() as { lamports: bigint };
+  const { fees } = q("SELECT COALESCE(SUM(fee), 0) AS fees FROM ledger_transactions").get() as { fees: bigint };
+  const amounts = q("SELECT mint, SUM(amount) AS total FROM ledger_accounts WHERE kind = 'token' GROUP BY mint").all() as {
+    mint: string;
+    total: bigint;
+  }[];
+  const supplies = q("SELECT address, supply FROM ledger_accounts WHERE kind = 'mint'").all() as { address: string; supply: bigint }[];
+  return {
+    lamports,
+    fees,
+    tokenAmounts: new Map(amounts.map((r) => [r.mint, r.total])),
+    supplies: new Map(supplies.map((r) => [r.address, r.supply])),
+  };
+}

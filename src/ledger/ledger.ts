@@ -1,0 +1,88 @@
+// The one ledger interface the domain talks to (ledger.md), implemented by the embedded ledger
+// (localnet) and the Solana RPC ledger (devnet, mainnet). Amounts are bigint base units.
+import type { Network } from "../config.ts";
+
+/** A token the service knows: `sol`, `usdc` and the service token (its key is SERVICE_TOKEN_SYMBOL). */
+export type TokenInfo = Readonly<{ key: string; kind: "native" | "spl"; decimals: number; mint: string | null }>;
+
+/** Balances in base units by token key, e.g. `{ sol: 1_500_000_000n, usdc: 0n, wgt: 0n }`. */
+export type Balances = Record<string, bigint>;
+
+export type TransferIntent = Readonly<{
+  from: string;
+  to: string;
+  /** A token key of `tokens()`. */
+  token: string;
+  amount: bigint;
+  /** Pays the fee (and any recipient token account); defaults to `from`. */
+  feePayer?: string | undefined;
+  memo?: string | undefined;
+}>;
+
+export type SubmitOptions = Readonly<{
+  /**
+   * The service's own transfer (wallet_transfer, escrow, refunds): a shortfall of funds for amount, fee
+   * or rent is `INSUFFICIENT_FUNDS` and nothing is recorded or charged.
+   */
+  ownTransfer?: boolean;
+  /** Wait for `finalized` rather than `confirmed` (RPC ledger; mainnet purchases). */
+  finalized?: boolean;
+}>;
+
+export type SubmitResult = Readonly<{
+  signature: string;
+  slot: number;
+  /** Unix ms. */
+  confirmedAt: number;
+  /** Lamports charged to the fee payer. */
+  fee: bigint;
+}>;
+
+/** One movement of value read from a transaction: owners (wallets), not token accounts. */
+export type ParsedTransfer = Readonly<{
+  /** Token key when the mint is known to the service, else the mint address. */
+  token: string;
+  mint: string | null;
+  from: string;
+  to: string;
+  amount: bigint;
+}>;
+
+export type LedgerTransaction = Readonly<{
+  signature: string;
+  slot: number;
+  /** Unix ms. */
+  timestamp: number;
+  status: "confirmed" | "failed";
+  /** Why execution failed, in words; null when confirmed. */
+  error: string | null;
+  fee: bigint;
+  feePayer: string;
+  transfers: readonly ParsedTransfer[];
+  memo: string | null;
+}>;
+
+export type Blockhash = Readonly<{ blockhash: string; lastValidBlockHeight: number }>;
+
+export type AirdropAmounts = Readonly<{ sol?: bigint; usdc?: bigint; token?: bigint }>;
+
+export type Ledger = Readonly<{
+  network: Network;
+  tokens(): Promise<readonly TokenInfo[]>;
+  getBalances(address: string): Promise<Balances>;
+  /** True when an account holds lamports or data at this address (e.g. a recipient's token account). */
+  accountExists(address: string): Promise<boolean>;
+  /** localnet and devnet (SOL only on devnet); mainnet is NOT_SUPPORTED. Returns one signature per token sent. */
+  airdrop(address: string, amounts: AirdropAmounts): Promise<string[]>;
+  latestBlockhash(): Promise<Blockhash>;
+  /** Serialized wire bytes of an unsigned transfer transaction (legacy message) on a recent blockhash. */
+  buildTransfer(intent: TransferIntent): Promise<Uint8Array>;
+  /** Submits signed wire bytes and waits for confirmation. Errors: TRANSACTION_REJECTED, CONFLICT, INSUFFICIENT_FUNDS, CHAIN_UNAVAILABLE. */
+  submit(wire: Uint8Array, options?: SubmitOptions): Promise<SubmitResult>;
+  getTransaction(signature: string): Promise<LedgerTransaction | null>;
+  /** Newest first; `before` is a signature to page from. */
+  history(address: string, options: { limit: number; before?: string | undefined }): Promise<LedgerTransaction[]>;
+  /** Readiness: the ledger answers. */
+  ping(): Promise<boolean>;
+  stop(): Promise<void>;
+}>;

@@ -1,0 +1,334 @@
+// Solana wire-format transactions: building transfers with @solana/web3.js v1 and @solana/spl-token, and
+// parsing signed bytes into the instruction subset the service understands (ledger.md). Both ledgers
+// read transactions through parseTransaction, so they see transfers identically.
+import {
+  ComputeBudgetProgram,
+  PublicKey,
+  SystemProgram,
+  Transaction,
+  TransactionInstruction,
+  TransactionMessage,
+  VersionedTransaction,
+} from "@solana/web3.js";
+import {
+  ASSOCIATED_TOKEN_PROGRAM_ID,
+  TOKEN_PROGRAM_ID,
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from "@solana/spl-token";
+import { AppError } from "../errors.ts";
+import { encodeBase58 } from "../lib/encoding.ts";
+
+export const SYSTEM_PROGRAM = SystemProgram.programId.toBase58();
+export const TOKEN_PROGRAM = TOKEN_PROGRAM_ID.toBase58();
+export const ATA_PROGRAM = ASSOCIATED_TOKEN_PROGRAM_ID.toBase58();
+export const COMPUTE_BUDGET_PROGRAM = ComputeBudgetProgram.programId.toBase58();
+export const MEMO_PROGRAM = "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr";
+export const MEMO_V1_PROGRAM = "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo";
+
+/** Solana's limit on a serialized transaction. */
+export const MAX_TRANSACTION_BYTES = 1232;
+
+/** The associated token account of `owner` for `mint` (owners may be off the curve, e.g. escrow PDAs). */
+export function associatedTokenAddress(owner: string, mint: string): string {
+  return getAssociatedTokenAddressSync(new PublicKey(mint), new PublicKey(owner), true).toBase58();
+}
+
+export type TransferPlan = Readonly<{
+  from: string;
+  to: string;
+  feePayer: string;
+  amount: bigint;
+  /** null for SOL; else the SPL mint and its decimals. */
+  spl: Readonly<{ mint: string; decimals: number }> | null;
+  /** SPL only: add CreateAssociatedTokenAccountIdempotent for the recipient (paid by the fee payer). */
+  createRecipientAccount: boolean;
+  memo: string | null;
+}>;
+
+export function memoInstruction(memo: string): TransactionInstruction {
+  return new TransactionInstruction({ programId: new PublicKey(MEMO_PROGRAM), keys: [], data: Buffer.from(memo, "utf8") });
+}
+
+/** The instructions of a transfer: SOL via the System Program, SPL via TransferChecked between ATAs. */
+export function transferInstructions(plan: TransferPlan): TransactionInstruction[] {
+  const from = new PublicKey(plan.from);
+  const to = new PublicKey(plan.to);
+  const instructions: TransactionInstruction[] = [];
+  if (plan.spl === null) {
+    instructions.push(SystemProgram.transfer({ fromPubkey: from, toPubkey: to, lamports: plan.amount }));
+  } else {
+    const mint = new PublicKey(plan.spl.mint);
+    const source = getAssociatedTokenAddressSync(mint, from, true);
+    const destination = getAssociatedTokenAddressSync(mint, to, true);
+    if (plan.createRecipientAccount) {
+      instructions.push(createAssociatedTokenAccountIdempotentInstruction(new PublicKey(plan.feePayer), destination, to, mint));
+    }
+    instructions.push(createTransferCheckedInstruction(source, mint, destination, from, plan.amount, plan.spl.decimals));
+  }
+  if (plan.memo !== null) instructions.push(memoInstruction(plan.memo));
+  return instructions;
+}
+
+/** Serializes an unsigned transaction (empty signature slots) as a legacy or a v0 message. */
+export function compileTransaction(
+  instructions: TransactionInstruction[],
+  feePayer: string,
+  blockhash: string,
+  version: "legacy" | 0 = "legacy",
+): Uint8Array {
+  const payerKey = new PublicKey(feePayer);
+  if (version === "legacy") {
+    const tx = new Transaction({ feePayer: payerKey, recentBlockhash: blockhash }).add(...instructions);
+    return new Uint8Array(tx.serialize({ requireAllSignatures: false, verifySignatures: false }));
+  }
+  const message = new TransactionMessage({ payerKey, recentBlockhash: blockhash, instructions }).compileToV0Message();
+  return new VersionedTransaction(message).serialize();
+}
+
+// ---- parsing ----
+
+export type DecodedInstruction =
+  | { program: "system"; type: "transfer"; from: number; to: number; lamports: bigint }
+  | { program: "token"; type: "transfer"; source: number; destination: number; owner: number; amount: bigint }
+  | {
+      program: "token";
+      type: "transferChecked";
+      source: number;
+      mint: number;
+      destination: number;
+      owner: number;
+      amount: bigint;
+      decimals: number;
+    }
+  | { program: "ata"; type: "create" | "createIdempotent"; payer: number; account: number; owner: number; mint: number; systemProgram: number; tokenProgram: number }
+  | { program: "computeBudget"; type: "setComputeUnitLimit"; units: number }
+  | { program: "computeBudget"; type: "setComputeUnitPrice"; microLamports: bigint }
+  | { program: "memo"; type: "memo"; text: string | null; accounts: number[] };
+
+export type ParsedTransaction = Readonly<{
+  version: "legacy" | 0;
+  /** base58 of the first signature: the txHash. */
+  signature: string;
+  signatures: readonly Uint8Array[];
+  /** The signed bytes. */
+  messageBytes: Uint8Array;
+  accountKeys: readonly string[];
+  numRequiredSignatures: number;
+  isSigner(index: number): boolean;
+  isWritable(index: number): boolean;
+  recentBlockhash: string;
+  instructions: readonly DecodedInstruction[];
+  computeUnitLimit: number | null;
+  /** Micro-lamports per compute unit. */
+  computeUnitPrice: bigint;
+}>;
+
+function rejected(reason: string, message: string): AppError {
+  return new AppError("TRANSACTION_REJECTED", message, { details: { reason } });
+}
+
+function readU64(data: Uint8Array, offset: number): bigint {
+  return new DataView(data.buffer, data.byteOffset, data.byteLength).getBigUint64(offset, true);
+}
+
+function readU32(data: Uint8Array, offset: number): number {
+  return new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(offset, true);
+}
+
+function needAccounts(accounts: number[], count: number, what: string): void {
+  if (accounts.length < count) throw rejected("malformed", `${what} needs ${count} accounts, got ${accounts.length}`);
+}
+
+const utf8Strict = new TextDecoder("utf-8", { fatal: true });
+
+function decodeInstruction(program: string, data: Uint8Array, accounts: number[]): DecodedInstruction {
+  if (program === SYSTEM_PROGRAM) {
+    if (data.length >= 12 && readU32(data, 0) === 2) {
+      needAccounts(accounts, 2, "System Transfer");
+      return { program: "system", type: "transfer", from: accounts[0]!, to: accounts[1]!, lamports: readU64(data, 4) };
+    }
+    throw rejected("unsupported_instruction", "only the System Program's Transfer instruction is supported");
+  }
+  if (program === TOKEN_PROGRAM) {
+    if (data[0] === 3 && data.length === 9) {
+      needAccounts(accounts, 3, "Token Transfer");
+      return { program: "token", type: "transfer", source: accounts[0]!, destination: accounts[1]!, owner: accounts[2]!, amount: readU64(data, 1) };
+    }
+    if (data[0] === 12 && data.length === 10) {
+      needAccounts(accounts, 4, "Token TransferChecked");
+      return {
+        program: "token",
+        type: "transferChecked",
+        source: accounts[0]!,
+        mint: accounts[1]!,
+        destination: accounts[2]!,
+        owner: accounts[3]!,
+        amount: readU64(data, 1),
+        decimals: data[9]!,
+      };
+    }
+    throw rejected("unsupported_instruction", "only the SPL Token Transfer and TransferChecked instructions are supported");
+  }
+  if (program === ATA_PROGRAM) {
+    const kind = data.length === 0 || (data.length === 1 && data[0] === 0) ? "create" : data.length === 1 && data[0] === 1 ? "createIdempotent" : null;
+    if (kind === null) throw rejected("unsupported_instruction", "only the Associated Token Account Create and CreateIdempotent instructions are supported");
+    needAccounts(accounts, 6, "Associated Token Account Create");
+    const [payer, account, owner, mint, systemProgram, tokenProgram] = accounts as [number, number, number, number, number, number];
+    return { program: "ata", type: kind, payer, account, owner, mint, systemProgram, tokenProgram };
+  }
+  if (program === COMPUTE_BUDGET_PROGRAM) {
+    if (data[0] === 2 && data.length === 5) return { program: "computeBudget", type: "setComputeUnitLimit", units: readU32(data, 1) };
+    if (data[0] === 3 && data.length === 9) return { program: "computeBudget", type: "setComputeUnitPrice", microLamports: readU64(data, 1) };
+    throw rejected("unsupported_instruction", "only the Compute Budget SetComputeUnitLimit and SetComputeUnitPrice instructions are supported");
+  }
+  if (program === MEMO_PROGRAM || program === MEMO_V1_PROGRAM) {
+    let text: string | null;
+    try {
+      text = utf8Strict.decode(data);
+    } catch {
+      text = null; // fails at execution, as the Memo program does
+    }
+    return { program: "memo", type: "memo", text, accounts };
+  }
+  throw rejected("unsupported_instruction", `program ${program} is not supported (System transfers, SPL Token transfers, Associated Token Accounts, Compute Budget and Memo are)`);
+}
+
+/**
+ * Parses signed (or partly signed) wire bytes. Throws TRANSACTION_REJECTED with `details.reason`
+ * `malformed` or `unsupported_instruction`. Signatures are not verified here.
+ */
+export function parseTransaction(wire: Uint8Array): ParsedTransaction {
+  if (wire.length > MAX_TRANSACTION_BYTES) throw rejected("malformed", `a transaction is at most ${MAX_TRANSACTION_BYTES} bytes`);
+  let tx: VersionedTransaction;
+  try {
+    tx = VersionedTransaction.deserialize(wire);
+  } catch {
+    throw rejected("malformed", "not a Solana transaction in wire format");
+  }
+  const message = tx.message;
+  const messageBytes = message.serialize();
+  // Refuse trailing bytes and non-canonical encodings: what was signed is exactly what is stored.
+  const reencoded = tx.serialize();
+  if (reencoded.length !== wire.length || !reencoded.every((b, i) => b === wire[i])) {
+    throw rejected("malformed", "the transaction has trailing or non-canonical bytes");
+  }
+  if (message.version === 0 && message.addressTableLookups.length > 0) {
+    throw rejected("unsupported_instruction", "address lookup tables are not supported");
+  }
+  const accountKeys = message.staticAccountKeys.map((k) => k.toBase58());
+  if (new Set(accountKeys).size !== accountKeys.length) throw rejected("malformed", "an account key appears twice");
+  const { numRequiredSignatures, numReadonlySignedAccounts, numReadonlyUnsignedAccounts } = message.header;
+  if (numRequiredSignatures < 1 || numRequiredSignatures > accountKeys.length || tx.signatures.length !== numRequiredSignatures) {
+    throw rejected("malformed", "the message header and the signatures disagree");
+  }
+  if (numReadonlySignedAccounts >= numRequiredSignatures || numRequiredSignatures + numReadonlyUnsignedAccounts > accountKeys.length) {
+    throw rejected("malformed", "the fee payer must be a writable signer");
+  }
+  const isSigner = (i: number) => i < numRequiredSignatures;
+  const isWritable = (i: number) =>
+    i < numRequiredSignatures ? i < numRequiredSignatures - numReadonlySignedAccounts : i < accountKeys.length - numReadonlyUnsignedAccounts;
+
+  const instructions: DecodedInstruction[] = [];
+  let computeUnitLimit: number | null = null;
+  let computeUnitPrice: bigint | null = null;
+  for (const ix of message.compiledInstructions) {
+    const program = accountKeys[ix.programIdIndex];
+    if (program === undefined || ix.accountKeyIndexes.some((i) => i >= accountKeys.length)) {
+      throw rejected("malformed", "an instruction names an account index outside the message");
+    }
+    const decoded = decodeInstruction(program, ix.data, ix.accountKeyIndexes);
+    if (decoded.program === "computeBudget") {
+      // As the runtime does: a second instruction of the same kind rejects the transaction.
+      if (decoded.type === "setComputeUnitLimit") {
+        if (computeUnitLimit !== null) throw rejected("duplicate_instruction", "SetComputeUnitLimit appears twice");
+        computeUnitLimit = decoded.units;
+      } else {
+        if (computeUnitPrice !== null) throw rejected("duplicate_instruction", "SetComputeUnitPrice appears twice");
+        computeUnitPrice = decoded.microLamports;
+      }
+    }
+    instructions.push(decoded);
+  }
+  const first = tx.signatures[0]!;
+  return {
+    version: message.version === 0 ? 0 : "legacy",
+    signature: encodeBase58(first),
+    signatures: tx.signatures,
+    messageBytes,
+    accountKeys,
+    numRequiredSignatures,
+    isSigner,
+    isWritable,
+    recentBlockhash: message.recentBlockhash,
+    instructions,
+    computeUnitLimit,
+    computeUnitPrice: computeUnitPrice ?? 0n,
+  };
+}
+
+const MAX_COMPUTE_UNIT_LIMIT = 1_400_000;
+/** Units assumed per instruction without an explicit limit (SIMD-0170): builtins 3,000, programs 200,000. */
+const BUILTIN_DEFAULT_UNITS = 3_000;
+const PROGRAM_DEFAULT_UNITS = 200_000;
+export const LAMPORTS_PER_SIGNATURE = 5000n;
+
+/**
+ * The fee Solana charges: 5000 lamports per signature plus ceil(limit × price / 1e6). Without an explicit
+ * limit the runtime assumes 3,000 units per builtin instruction (System, Compute Budget) and 200,000 per
+ * program instruction (Token, Associated Token Account, Memo), capped at 1.4M.
+ */
+export function transactionFee(tx: ParsedTransaction): bigint {
+  const defaultLimit = tx.instructions.reduce(
+    (units, ix) => units + (ix.program === "system" || ix.program === "computeBudget" ? BUILTIN_DEFAULT_UNITS : PROGRAM_DEFAULT_UNITS),
+    0,
+  );
+  const limit = BigInt(Math.min(tx.computeUnitLimit ?? defaultLimit, MAX_COMPUTE_UNIT_LIMIT));
+  const priority = (limit * tx.computeUnitPrice + 999_999n) / 1_000_000n;
+  return LAMPORTS_PER_SIGNATURE * BigInt(tx.numRequiredSignatures) + priority;
+}
+
+/** The memo text of the transaction, if it carries one (the first Memo instruction). */
+export function memoOf(tx: ParsedTransaction): string | null {
+  for (const ix of tx.instructions) if (ix.program === "memo") return ix.text;
+  return null;
+}
+
+export type TokenAccountInfo = Readonly<{ mint: string; owner: string }>;
+
+/**
+ * The value movements of a transaction between wallets. `tokenAccount` says who owns a token account
+ * (each ledger answers from its own state); `mintKey` names a mint's token key when the service knows it.
+ */
+export function transfersOf(
+  tx: ParsedTransaction,
+  tokenAccount: (address: string) => TokenAccountInfo | null,
+  mintKey: (mint: string) => string | null,
+): { token: string; mint: string | null; from: string; to: string; amount: bigint }[] {
+  const key = (i: number) => tx.accountKeys[i]!;
+  // A token account this very transaction creates has its owner in the create instruction.
+  const created = new Map<string, TokenAccountInfo>();
+  for (const ix of tx.instructions) {
+    if (ix.program === "ata") created.set(key(ix.account), { mint: key(ix.mint), owner: key(ix.owner) });
+  }
+  const lookup = (address: string) => tokenAccount(address) ?? created.get(address) ?? null;
+  const out: { token: string; mint: string | null; from: string; to: string; amount: bigint }[] = [];
+  for (const ix of tx.instructions) {
+    if (ix.program === "system" && ix.type === "transfer") {
+      out.push({ token: "sol", mint: null, from: key(ix.from), to: key(ix.to), amount: ix.lamports });
+    } else if (ix.program === "token") {
+      const destination = lookup(key(ix.destination));
+      const source = lookup(key(ix.source));
+      const mint = ix.type === "transferChecked" ? key(ix.mint) : (source?.mint ?? destination?.mint ?? null);
+      out.push({
+        token: (mint === null ? null : mintKey(mint)) ?? mint ?? "unknown",
+        mint,
+        from: source?.owner ?? key(ix.owner),
+        to: destination?.owner ?? key(ix.destination),
+        amount: ix.amount,
+      });
+    }
+  }
+  return out;
+}

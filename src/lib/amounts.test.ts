@@ -1,0 +1,65 @@
+import { describe, expect, test } from "bun:test";
+import { amountToNumber, formatAmount, parseAmount } from "./amounts.ts";
+
+const ok = (input: unknown, decimals: number, allowZero = false) => {
+  const r = parseAmount(input, decimals, { allowZero });
+  if ("error" in r) throw new Error(r.error);
+  return r.value;
+};
+const err = (input: unknown, decimals: number) => {
+  const r = parseAmount(input, decimals);
+  return "error" in r ? r.error : null;
+};
+
+describe("parseAmount", () => {
+  test("decimal strings and JSON numbers become base units", () => {
+    expect(ok("1.5", 6)).toBe(1_500_000n);
+    expect(ok(1.5, 6)).toBe(1_500_000n);
+    expect(ok("0.000005", 9)).toBe(5000n);
+    expect(ok(0.0000001, 9)).toBe(100n);
+    expect(ok("9.99", 6)).toBe(9_990_000n);
+    expect(ok("7", 0)).toBe(7n);
+    expect(ok(" 2 ", 9)).toBe(2_000_000_000n);
+    expect(ok("9223372036854775807", 0)).toBe(2n ** 63n - 1n);
+  });
+
+  test("zero only where allowed (airdrops)", () => {
+    expect(err("0", 6)).toContain("greater than zero");
+    expect(err(0, 6)).toContain("greater than zero");
+    expect(ok("0", 6, true)).toBe(0n);
+  });
+
+  test("refuses what is not a positive amount of this token", () => {
+    for (const bad of ["-1", -1, "1e3", "0x10", "", ".5", "5.", "1,5", "NaN", "Infinity", "1.2.3", null, undefined, {}, [1], true]) {
+      expect(err(bad, 6)).not.toBeNull();
+    }
+    expect(err(Number.NaN, 6)).toContain("finite");
+    expect(err(Number.POSITIVE_INFINITY, 6)).toContain("finite");
+    expect(err("1.0000001", 6)).toContain("6 decimal places");
+    expect(err("9223372036854775808", 0)).toContain("too large");
+    expect(err("9223372036.854775808", 9)).toContain("too large");
+  });
+});
+
+describe("formatAmount", () => {
+  test("base units to whole-token decimal strings", () => {
+    expect(formatAmount(1_500_000n, 6)).toBe("1.5");
+    expect(formatAmount(5000n, 9)).toBe("0.000005");
+    expect(formatAmount(0n, 6)).toBe("0");
+    expect(formatAmount(9_990_000n, 6)).toBe("9.99");
+    expect(formatAmount(7n, 0)).toBe("7");
+    expect(formatAmount(-5000n, 9)).toBe("-0.000005");
+    expect(formatAmount(2n ** 63n - 1n, 9)).toBe("9223372036.854775807");
+  });
+
+  test("round-trips with parseAmount", () => {
+    for (const [text, decimals] of [["123.456789", 6], ["0.000000001", 9], ["18446744073", 0]] as const) {
+      expect(formatAmount(ok(text, decimals), decimals)).toBe(text);
+    }
+  });
+
+  test("balances as JSON numbers", () => {
+    expect(amountToNumber(1_500_000_000n, 9)).toBe(1.5);
+    expect(amountToNumber(0n, 6)).toBe(0);
+  });
+});

@@ -1,0 +1,47 @@
+// Amounts: decimal strings or JSON numbers at the edge ⇄ integer base units (bigint) everywhere else.
+
+const MAX_BASE_UNITS = 2n ** 63n - 1n;
+const DECIMAL = /^(\d+)(?:\.(\d+))?$/;
+
+export type ParsedAmount = { value: bigint } | { error: string };
+
+/**
+ * Parses `1.5`, `"1.5"` or `"0.000005"` into base units of a token with `decimals`. Refuses more
+ * fractional digits than the token has, zero (unless `allowZero`), negatives, NaN, Infinity, exponents in
+ * strings and anything above 2^63-1 base units.
+ */
+export function parseAmount(input: unknown, decimals: number, options: { allowZero?: boolean } = {}): ParsedAmount {
+  let text: string;
+  if (typeof input === "number") {
+    if (!Number.isFinite(input)) return { error: "amount must be a finite number" };
+    // Plain decimal notation of the number as JSON wrote it (1e-7 → "0.0000001").
+    text = input.toLocaleString("en-US", { useGrouping: false, maximumFractionDigits: 20 });
+  } else if (typeof input === "string") {
+    text = input.trim();
+  } else {
+    return { error: "amount must be a number or a decimal string" };
+  }
+  const match = DECIMAL.exec(text);
+  if (match === null) return { error: `amount must be a positive decimal number, got "${text.slice(0, 40)}"` };
+  const whole = match[1]!;
+  const fraction = match[2] ?? "";
+  if (fraction.length > decimals) return { error: `amount has more than ${decimals} decimal places` };
+  const value = BigInt(whole + fraction.padEnd(decimals, "0"));
+  if (value === 0n && !options.allowZero) return { error: "amount must be greater than zero" };
+  if (value > MAX_BASE_UNITS) return { error: "amount is too large" };
+  return { value };
+}
+
+/** Base units → decimal string in whole-token units without trailing zeros (`1500000n, 6` → `"1.5"`). */
+export function formatAmount(baseUnits: bigint, decimals: number): string {
+  const negative = baseUnits < 0n;
+  const digits = (negative ? -baseUnits : baseUnits).toString().padStart(decimals + 1, "0");
+  const whole = digits.slice(0, digits.length - decimals);
+  const fraction = digits.slice(digits.length - decimals).replace(/0+$/, "");
+  return `${negative ? "-" : ""}${whole}${fraction ? `.${fraction}` : ""}`;
+}
+
+/** Base units → a JSON number in whole-token units (balances, as the source documents show them). */
+export function amountToNumber(baseUnits: bigint, decimals: number): number {
+  return Number(formatAmount(baseUnits, decimals));
+}

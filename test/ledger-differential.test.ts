@@ -1,0 +1,463 @@
+// The embedded ledger judged by the real Solana runtime: the same transactions go through it and through
+// LiteSVM (real System, SPL Token and Associated Token Account programs, signatures verified), and both
+// must agree on confirmed / failed / rejected and on every resulting balance, fee payer included.
+import { beforeAll, describe, expect, test } from "bun:test";
+import { createPrivateKey, sign } from "node:crypto";
+import { FailedTransactionMetadata, LiteSVM } from "litesvm";
+import {
+  ComputeBudgetProgram,
+  Keypair,
+  PublicKey,
+  SystemProgram,
+  TransactionInstruction,
+  VersionedTransaction,
+} from "@solana/web3.js";
+import {
+  ACCOUNT_SIZE,
+  AccountLayout,
+  MINT_SIZE,
+  MintLayout,
+  TOKEN_PROGRAM_ID,
+  createAssociatedTokenAccountInstruction,
+  createTransferCheckedInstruction,
+  createTransferInstruction,
+} from "@solana/spl-token";
+import { createEmbeddedLedger, type EmbeddedLedger } from "../src/ledger/embedded/ledger.ts";
+import { findAccount } from "../src/ledger/embedded/store.ts";
+import { MEMO_PROGRAM, associatedTokenAddress, compileTransaction, memoInstruction, transferInstructions } from "../src/ledger/transactions.ts";
+import { AppError } from "../src/errors.ts";
+import { testDeps } from "./helpers/deps.ts";
+
+type Outcome = "confirmed" | "failed" | "rejected";
+
+type Case = {
+  name: string;
+  expected: Outcome;
+  /** The transaction's instructions; signed by `signers` (first = fee payer unless `feePayer`). */
+  instructions: () => TransactionInstruction[];
+  feePayer: () => Keypair;
+  signers: () => Keypair[];
+  version?: "legacy" | 0;
+  /** Leave these signers' slots empty. */
+  unsigned?: () => PublicKey[];
+  /** Sign the message with these keys in place of the named signers (a wrong key in the slot). */
+  impostors?: () => [PublicKey, Keypair][];
+  /** Resubmit the exact bytes of an earlier case. */
+  resubmitOf?: string;
+};
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+
+let embedded: EmbeddedLedger;
+let db: Awaited<ReturnType<typeof testDeps>>["db"];
+const svm = new LiteSVM();
+const alice = Keypair.generate();
+const bob = Keypair.generate();
+const carol = Keypair.generate();
+const dave = Keypair.generate(); // funded with SOL only
+const erin = Keypair.generate(); // exactly 1 SOL, to be left below the rent-exempt minimum
+let usdcMint: string;
+const sentBytes = new Map<string, { embedded: Uint8Array; svm: Uint8Array }>();
+
+/** An Ed25519 signature by `signer` over `message` (node:crypto from the keypair's 32-byte seed). */
+function signBytes(signer: Keypair, message: Uint8Array): Uint8Array {
+  const pkcs8 = Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), Buffer.from(signer.secretKey.subarray(0, 32))]);
+  return new Uint8Array(sign(null, message, createPrivateKey({ key: pkcs8, format: "der", type: "pkcs8" })));
+}
+
+function signed(wire: Uint8Array, c: Case): Uint8Array {
+  const tx = VersionedTransaction.deserialize(wire);
+  const unsigned = new Set((c.unsigned?.() ?? []).map((k) => k.toBase58()));
+  const impostors = new Map((c.impostors?.() ?? []).map(([slot, key]) => [slot.toBase58(), key]));
+  const keys = tx.message.staticAccountKeys.map((k) => k.toBase58());
+  const message = tx.message.serialize();
+  for (const signer of c.signers()) {
+    const address = signer.publicKey.toBase58();
+    if (unsigned.has(address)) continue;
+    // An impostor's signature goes in the named signer's slot.
+    tx.signatures[keys.indexOf(address)] = signBytes(impostors.get(address) ?? signer, message);
+  }
+  return tx.serialize();
+}
+
+async function runEmbedded(wire: Uint8Array): Promise<Outcome> {
+  try {
+    await embedded.submit(wire);
+    return "confirmed";
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    if (err.code === "CONFLICT") return "rejected";
+    const reason = (err.extra.details as { reason?: string } | undefined)?.reason;
+    if (err.code === "TRANSACTION_REJECTED") return reason === "execution_failed" ? "failed" : "rejected";
+    throw err;
+  }
+}
+
+function runSvm(wire: Uint8Array, feePayer: PublicKey): Outcome {
+  const before = svm.getBalance(feePayer) ?? 0n;
+  const result = svm.sendTransaction(VersionedTransaction.deserialize(wire));
+  if (!(result instanceof FailedTransactionMetadata)) return "confirmed";
+  // A failed transaction is recorded and charged its fee; a rejected one changes nothing.
+  return (svm.getBalance(feePayer) ?? 0n) < before ? "failed" : "rejected";
+}
+
+async function runCase(c: Case): Promise<{ embedded: Outcome; svm: Outcome }> {
+  const feePayer = c.feePayer().publicKey.toBase58();
+  let embeddedWire: Uint8Array;
+  let svmWire: Uint8Array;
+  if (c.resubmitOf !== undefined) {
+    const earlier = sentBytes.get(c.resubmitOf)!;
+    embeddedWire = earlier.embedded;
+    svmWire = earlier.svm;
+  } else {
+    // Identical instructions, keys and amounts; each copy signed over its own ledger's recent blockhash.
+    embeddedWire = signed(compileTransaction(c.instructions(), feePayer, (await embedded.latestBlockhash()).blockhash, c.version), c);
+    svmWire = signed(compileTransaction(c.instructions(), feePayer, svm.latestBlockhash(), c.version), c);
+    sentBytes.set(c.name, { embedded: embeddedWire, svm: svmWire });
+  }
+  return { embedded: await runEmbedded(embeddedWire), svm: runSvm(svmWire, c.feePayer().publicKey) };
+}
+
+/** Lamports and token amounts of every account the cases touch, as each ledger has them. */
+async function balances(): Promise<{ embedded: Record<string, string>; svm: Record<string, string> }> {
+  const addresses: string[] = [];
+  for (const k of [alice, bob, carol, dave, erin]) {
+    const owner = k.publicKey.toBase58();
+    addresses.push(owner, associatedTokenAddress(owner, usdcMint));
+  }
+  const e: Record<string, string> = {};
+  const s: Record<string, string> = {};
+  for (const address of addresses) {
+    const row = await findAccount(db, address);
+    e[address] = row === null ? "none" : `${row.lamports}${row.kind === "token" ? `/${row.amount}` : ""}`;
+    const account = svm.getAccount(new PublicKey(address));
+    s[address] =
+      account === null || account.lamports === 0
+        ? "none"
+        : `${account.lamports}${account.owner.equals(TOKEN_PROGRAM_ID) ? `/${AccountLayout.decode(account.data).amount}` : ""}`;
+  }
+  return { embedded: e, svm: s };
+}
+
+function solTransfer(from: Keypair, to: PublicKey, lamports: bigint): TransactionInstruction {
+  return SystemProgram.transfer({ fromPubkey: from.publicKey, toPubkey: to, lamports });
+}
+
+function usdcTransfer(from: Keypair, to: Keypair, amount: bigint, createRecipientAccount: boolean, feePayer = from): TransactionInstruction[] {
+  return transferInstructions({
+    from: from.publicKey.toBase58(),
+    to: to.publicKey.toBase58(),
+    feePayer: feePayer.publicKey.toBase58(),
+    amount,
+    spl: { mint: usdcMint, decimals: 6 },
+    createRecipientAccount,
+    memo: null,
+  });
+}
+
+/** Gives `owner` the same SOL and USDC in LiteSVM as the embedded airdrop gave it. */
+function fundInSvm(owner: Keypair, lamports: bigint, usdc: bigint): void {
+  svm.setAccount(owner.publicKey, { lamports: Number(lamports), data: new Uint8Array(0), owner: SystemProgram.programId, executable: false, rentEpoch: 0 });
+  if (usdc > 0n) {
+    const data = Buffer.alloc(ACCOUNT_SIZE);
+    AccountLayout.encode(
+      {
+        mint: new PublicKey(usdcMint),
+        owner: owner.publicKey,
+        amount: usdc,
+        delegateOption: 0,
+        delegate: PublicKey.default,
+        state: 1,
+        isNativeOption: 0,
+        isNative: 0n,
+        delegatedAmount: 0n,
+        closeAuthorityOption: 0,
+        closeAuthority: PublicKey.default,
+      },
+      data,
+    );
+    svm.setAccount(new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), usdcMint)), {
+      lamports: Number(svm.minimumBalanceForRentExemption(BigInt(ACCOUNT_SIZE))),
+      data,
+      owner: TOKEN_PROGRAM_ID,
+      executable: false,
+      rentEpoch: 0,
+    });
+  }
+}
+
+beforeAll(async () => {
+  const t = await testDeps();
+  db = t.db;
+  embedded = await createEmbeddedLedger(t.deps);
+  usdcMint = (await embedded.tokens()).find((x) => x.key === "usdc")!.mint!;
+
+  const mintData = Buffer.alloc(MINT_SIZE);
+  MintLayout.encode(
+    {
+      mintAuthorityOption: 1,
+      mintAuthority: Keypair.generate().publicKey,
+      supply: 10n ** 18n,
+      decimals: 6,
+      isInitialized: true,
+      freezeAuthorityOption: 0,
+      freezeAuthority: PublicKey.default,
+    },
+    mintData,
+  );
+  svm.setAccount(new PublicKey(usdcMint), {
+    lamports: Number(svm.minimumBalanceForRentExemption(BigInt(MINT_SIZE))),
+    data: mintData,
+    owner: TOKEN_PROGRAM_ID,
+    executable: false,
+    rentEpoch: 0,
+  });
+
+  for (const [k, sol, usdc] of [
+    [alice, 2n * SOL, 1000n * USDC],
+    [bob, 1n * SOL, 0n],
+    [dave, 1n * SOL, 0n],
+    [erin, 1n * SOL, 0n],
+  ] as const) {
+    await embedded.airdrop(k.publicKey.toBase58(), { sol, usdc });
+    fundInSvm(k, sol, usdc);
+  }
+});
+
+const cases: Case[] = [
+  {
+    name: "SOL transfer to a new account",
+    expected: "confirmed",
+    instructions: () => [solTransfer(alice, carol.publicKey, SOL / 2n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "SOL transfer, v0 message",
+    expected: "confirmed",
+    instructions: () => [solTransfer(alice, carol.publicKey, SOL / 10n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+    version: 0,
+  },
+  {
+    name: "USDC transfer creating the recipient's token account",
+    expected: "confirmed",
+    instructions: () => usdcTransfer(alice, bob, 25n * USDC, true),
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "USDC transfer to an existing token account (CreateIdempotent is a no-op)",
+    expected: "confirmed",
+    instructions: () => usdcTransfer(alice, bob, 5n * USDC, true),
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "USDC transfer without creation, v0",
+    expected: "confirmed",
+    instructions: () => usdcTransfer(alice, bob, 1n * USDC, false),
+    feePayer: () => alice,
+    signers: () => [alice],
+    version: 0,
+  },
+  {
+    name: "compute budget price and limit, memo, another fee payer",
+    expected: "confirmed",
+    instructions: () => [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: 300_000 }),
+      ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 12_345 }),
+      solTransfer(alice, bob.publicKey, 1_000_000n),
+      memoInstruction("order 42 ✓"),
+    ],
+    feePayer: () => dave,
+    signers: () => [dave, alice],
+  },
+  {
+    name: "price without a limit (default units per instruction)",
+    expected: "confirmed",
+    instructions: () => [ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 7 }), solTransfer(bob, carol.publicKey, 2_000_000n)],
+    feePayer: () => bob,
+    signers: () => [bob],
+  },
+  {
+    name: "a high price without a limit: builtin instructions count 3,000 units each",
+    expected: "confirmed",
+    instructions: () => [ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1_000_000 }), solTransfer(bob, carol.publicKey, 3_000_000n)],
+    feePayer: () => bob,
+    signers: () => [bob],
+  },
+  {
+    name: "a high price without a limit: program instructions count 200,000 units each",
+    expected: "confirmed",
+    instructions: () => [ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1_000 }), ...usdcTransfer(alice, bob, 2n, true), memoInstruction("m")],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "SOL overdraw fails and charges the fee",
+    expected: "failed",
+    instructions: () => [solTransfer(bob, carol.publicKey, 50n * SOL)],
+    feePayer: () => bob,
+    signers: () => [bob],
+  },
+  {
+    name: "USDC overdraw fails and charges the fee",
+    expected: "failed",
+    instructions: () => usdcTransfer(bob, alice, 10_000n * USDC, false),
+    feePayer: () => bob,
+    signers: () => [bob],
+  },
+  {
+    name: "a new account left below the rent-exempt minimum fails",
+    expected: "failed",
+    instructions: () => [solTransfer(alice, Keypair.generate().publicKey, 1_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a sender left below the rent-exempt minimum fails",
+    expected: "failed",
+    instructions: () => [solTransfer(erin, carol.publicKey, 0n), solTransfer(erin, alice.publicKey, SOL - 5_000n - 100_000n)],
+    feePayer: () => erin,
+    signers: () => [erin],
+  },
+  {
+    name: "a token transfer signed by someone who does not own the source fails",
+    expected: "failed",
+    instructions: () => [
+      createTransferCheckedInstruction(
+        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
+        new PublicKey(usdcMint),
+        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
+        bob.publicKey,
+        1n,
+        6,
+      ),
+    ],
+    feePayer: () => bob,
+    signers: () => [bob],
+  },
+  {
+    name: "TransferChecked with the wrong decimals fails",
+    expected: "failed",
+    instructions: () => [
+      createTransferCheckedInstruction(
+        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
+        new PublicKey(usdcMint),
+        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
+        alice.publicKey,
+        1n,
+        9,
+      ),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "plain Token Transfer",
+    expected: "confirmed",
+    instructions: () => [
+      createTransferInstruction(
+        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
+        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
+        alice.publicKey,
+        3n,
+      ),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "Create (not idempotent) of an existing token account fails",
+    expected: "failed",
+    instructions: () => [
+      createAssociatedTokenAccountInstruction(
+        alice.publicKey,
+        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
+        bob.publicKey,
+        new PublicKey(usdcMint),
+      ),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a memo naming an account that did not sign fails",
+    expected: "failed",
+    instructions: () => [
+      new TransactionInstruction({
+        programId: new PublicKey(MEMO_PROGRAM),
+        keys: [{ pubkey: bob.publicKey, isSigner: false, isWritable: false }],
+        data: Buffer.from("signed by bob?"),
+      }),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a memo signed by the account it names",
+    expected: "confirmed",
+    instructions: () => [
+      new TransactionInstruction({
+        programId: new PublicKey(MEMO_PROGRAM),
+        keys: [{ pubkey: bob.publicKey, isSigner: true, isWritable: false }],
+        data: Buffer.from("signed by bob"),
+      }),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice, bob],
+  },
+  {
+    name: "SOL and USDC sent to oneself",
+    expected: "confirmed",
+    instructions: () => [solTransfer(alice, alice.publicKey, 12_345n), ...usdcTransfer(alice, alice, 4n, false)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a wrong key's signature in the sender's slot is rejected",
+    expected: "rejected",
+    instructions: () => [solTransfer(alice, bob.publicKey, 777n + SOL / 100n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+    impostors: () => [[alice.publicKey, carol]],
+  },
+  {
+    name: "a missing signature is rejected",
+    expected: "rejected",
+    instructions: () => [solTransfer(alice, bob.publicKey, 778n + SOL / 100n)],
+    feePayer: () => dave,
+    signers: () => [dave, alice],
+    unsigned: () => [alice.publicKey],
+  },
+  {
+    name: "a fee payer without SOL is rejected",
+    expected: "rejected",
+    instructions: () => [memoInstruction("no money")],
+    feePayer: () => Keypair.fromSecretKey(emptyPayer.secretKey),
+    signers: () => [emptyPayer],
+  },
+  {
+    name: "the same bytes twice: the second is rejected",
+    expected: "rejected",
+    instructions: () => [],
+    feePayer: () => alice,
+    signers: () => [alice],
+    resubmitOf: "SOL transfer to a new account",
+  },
+];
+const emptyPayer = Keypair.generate();
+
+describe("embedded ledger vs LiteSVM (the real runtime)", () => {
+  for (const c of cases) {
+    test(c.name, async () => {
+      const outcome = await runCase(c);
+      expect(outcome).toEqual({ embedded: c.expected, svm: c.expected });
+      const after = await balances();
+      expect(after.embedded).toEqual(after.svm);
+    });
+  }
+});
