@@ -54,16 +54,19 @@ export function createApp(deps: Deps, options: AppOptions) {
     .get("/healthz", () => ({ status: "ok" as const }), { detail: { summary: "The process is up", tags: ["health"] } })
     .get(
       "/readyz",
-      () => {
-        if (!deps.db.ping()) {
-          return new Response(JSON.stringify({ status: "unavailable", checks: { database: "error" } }), {
+      async () => {
+        const database = deps.db.ping() ? "ok" : "error";
+        const ledger = (await deps.ledger.ping()) ? "ok" : "error";
+        const checks = { database, ledger };
+        if (database !== "ok" || ledger !== "ok") {
+          return new Response(JSON.stringify({ status: "unavailable", checks }), {
             status: 503,
             headers: { "content-type": "application/json" },
           });
         }
-        return { status: "ready" as const, checks: { database: "ok" } };
+        return { status: "ready" as const, checks };
       },
-      { detail: { summary: "The database answers", tags: ["health"] } },
+      { detail: { summary: "The database and the ledger (embedded, or the Solana RPC) answer", tags: ["health"] } },
     )
     .use(authRoutes(deps, clientOf));
 }

@@ -8,6 +8,8 @@ import { createJwtKeys, type JwtKeys } from "./auth/tokens.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
 import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
+import { createLedger } from "./ledger/create.ts";
+import type { Ledger } from "./ledger/ledger.ts";
 
 export type Deps = Readonly<{
   config: Config;
@@ -27,6 +29,8 @@ export type Deps = Readonly<{
     /** Key under which client fingerprints are stored (HMAC), never in clear. */
     fingerprintKey: Uint8Array;
   }>;
+  /** The ledger of NETWORK: embedded on localnet, Solana RPC on devnet and mainnet (ledger.md). */
+  ledger: Ledger;
   wallets: Readonly<{
     /** WALLET_ENCRYPTION_KEY: AES-256-GCM key of custodial wallets' secret keys. */
     encryptionKey: Uint8Array;
@@ -42,10 +46,13 @@ export type DepsInput = {
   random: Random;
   log: Logger;
   verifier?: SignatureVerifier;
+  /** Tests may hand in a ledger; otherwise the one of NETWORK, loaded on first use. */
+  ledger?: Ledger;
 };
 
 export async function createDeps(input: DepsInput): Promise<Deps> {
   const { secrets } = input;
+  const verifier = input.verifier ?? inlineVerifier;
   return Object.freeze({
     config: input.config,
     baseUrl: input.baseUrl,
@@ -54,13 +61,14 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     clock: input.clock,
     random: input.random,
     log: input.log,
-    verifier: input.verifier ?? inlineVerifier,
+    verifier,
     auth: Object.freeze({
       jwtKeys: await createJwtKeys(input.baseUrl, secrets.jwtSecret, secrets.jwtSecretPrevious),
       rateLimiter: createRateLimiter(),
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
+    ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier }),
     wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });
 }

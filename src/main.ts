@@ -12,6 +12,8 @@ Usage: walletgate [command] [--option value ...]
 Commands:
   serve      run the HTTP server (default)
   migrate    apply database migrations and exit
+  ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
+             send play money from the embedded ledger's faucet (localnet)
 
 Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
   --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
@@ -26,6 +28,7 @@ export type Command = (config: Config, args: string[]) => Promise<number>;
 const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./cli/serve.ts")).serveCommand,
   migrate: async () => (await import("./cli/migrate.ts")).migrateCommand,
+  ledger: async () => (await import("./cli/ledger.ts")).ledgerCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

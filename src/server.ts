@@ -153,7 +153,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), verifier.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), verifier.stop(), deps.ledger.stop()]);
         db.close();
         log.info("stopped");
         await log.flush();

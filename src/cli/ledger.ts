@@ -1,0 +1,48 @@
+// `walletgate ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]`: play money on localnet.
+import { UsageError, type Config } from "../config.ts";
+import { AppError } from "../errors.ts";
+import { parseAmount } from "../lib/amounts.ts";
+import { parseCommandArgs } from "./args.ts";
+import { withCommandDeps } from "./context.ts";
+
+export const LEDGER_USAGE = `Usage: walletgate ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
+  Sends SOL (at most 2 a call), USDC and the service token from the embedded ledger's faucet
+  (NETWORK=localnet only) and prints one transaction signature per token sent.`;
+
+export async function ledgerCommand(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseCommandArgs(
+    args,
+    { to: { type: "string" }, sol: { type: "string" }, usdc: { type: "string" }, token: { type: "string" }, json: { type: "boolean" } },
+    { min: 1, max: 1 },
+  );
+  if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"\n\n${LEDGER_USAGE}`);
+  if (values.to === undefined) throw new UsageError(`--to <address> is required\n\n${LEDGER_USAGE}`);
+  if (config.network !== "localnet") {
+    process.stderr.write(`walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is ${config.network})\n`);
+    return 1;
+  }
+  const to = values.to;
+  return withCommandDeps(config, async (deps) => {
+    const tokens = await deps.ledger.tokens();
+    const amount = (flag: "sol" | "usdc" | "token", key: string): bigint => {
+      const raw = values[flag];
+      if (raw === undefined) return 0n;
+      const parsed = parseAmount(raw, tokens.find((t) => t.key === key)!.decimals, { allowZero: true });
+      if ("error" in parsed) throw new UsageError(`--${flag}: ${parsed.error}`);
+      return parsed.value;
+    };
+    const amounts = { sol: amount("sol", "sol"), usdc: amount("usdc", "usdc"), token: amount("token", config.serviceToken.symbol) };
+    if (amounts.sol === 0n && amounts.usdc === 0n && amounts.token === 0n) {
+      throw new UsageError(`say how much: --sol, --usdc and/or --token\n\n${LEDGER_USAGE}`);
+    }
+    try {
+      const signatures = await deps.ledger.airdrop(to, amounts);
+      process.stdout.write(values.json ? `${JSON.stringify({ to, signatures })}\n` : `${signatures.join("\n")}\n`);
+      return 0;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      process.stderr.write(`walletgate: ${err.message}\n`);
+      return 1;
+    }
+  });
+}

@@ -1,0 +1,57 @@
+// Chooses the ledger for NETWORK and loads it on first use, so @solana/web3.js costs nothing at start-up.
+import type { Config } from "../config.ts";
+import type { Db } from "../db/open.ts";
+import type { Clock } from "../lib/clock.ts";
+import type { Random } from "../lib/ids.ts";
+import type { SignatureVerifier } from "../lib/verifier.ts";
+import type { Ledger } from "./ledger.ts";
+
+export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier }>;
+
+async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
+  if (deps.config.network === "localnet") {
+    const { createEmbeddedLedger } = await import("./embedded/ledger.ts");
+    return createEmbeddedLedger(deps);
+  }
+  const { createRpcLedger, rpcTokens } = await import("./rpc/ledger.ts");
+  return createRpcLedger({
+    network: deps.config.network,
+    rpcUrl: deps.config.solanaRpcUrl!,
+    tokens: rpcTokens(deps.config.network, deps.config.serviceToken),
+    clock: deps.clock,
+  });
+}
+
+/** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */
+export function createLedger(deps: LedgerDeps): Ledger {
+  let loading: Promise<Ledger> | null = null;
+  const ledger = () => {
+    loading ??= loadLedger(deps).catch((err: unknown) => {
+      loading = null; // a failed load (e.g. a locked database) is tried again on the next call
+      throw err;
+    });
+    return loading;
+  };
+  return {
+    network: deps.config.network,
+    tokens: async () => (await ledger()).tokens(),
+    getBalances: async (address) => (await ledger()).getBalances(address),
+    accountExists: async (address) => (await ledger()).accountExists(address),
+    airdrop: async (address, amounts) => (await ledger()).airdrop(address, amounts),
+    latestBlockhash: async () => (await ledger()).latestBlockhash(),
+    buildTransfer: async (intent) => (await ledger()).buildTransfer(intent),
+    submit: async (wire, options) => (await ledger()).submit(wire, options),
+    getTransaction: async (signature) => (await ledger()).getTransaction(signature),
+    history: async (address, options) => (await ledger()).history(address, options),
+    ping: async () => {
+      try {
+        return await (await ledger()).ping();
+      } catch {
+        return false;
+      }
+    },
+    stop: async () => {
+      if (loading !== null) await (await loading.catch(() => null))?.stop();
+    },
+  };
+}

@@ -1,0 +1,290 @@
+// The embedded ledger's own rules, in-process with an injected clock: airdrops, transfers, every
+// rejection reason, failed execution, history, restarts and ten transfers racing from one wallet.
+import { describe, expect, test } from "bun:test";
+import { Keypair, SystemProgram, Transaction, VersionedTransaction } from "@solana/web3.js";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { openDatabase } from "../../db/open.ts";
+import { migrate } from "../../db/migrate.ts";
+import { AppError } from "../../errors.ts";
+import { manualClock } from "../../lib/clock.ts";
+import { cryptoRandom } from "../../lib/ids.ts";
+import { inlineVerifier } from "../../lib/verifier.ts";
+import { testDeps } from "../../../test/helpers/deps.ts";
+import { codeOf } from "../../../test/helpers/errors.ts";
+import { tempDir } from "../../../test/helpers/server.ts";
+import { compileTransaction, memoInstruction, parseTransaction } from "../transactions.ts";
+import { createEmbeddedLedger, embeddedLedgerTotals, type EmbeddedLedger } from "./ledger.ts";
+import { SLOT_MS } from "./blockhash.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+
+async function setup() {
+  const t = await testDeps();
+  const ledger = await createEmbeddedLedger(t.deps);
+  return { ...t, ledger };
+}
+
+function signWire(wire: Uint8Array, ...signers: Keypair[]): Uint8Array {
+  const tx = VersionedTransaction.deserialize(wire);
+  tx.sign(signers);
+  return tx.serialize();
+}
+
+async function transfer(ledger: EmbeddedLedger, from: Keypair, to: string, token: string, amount: bigint, memo?: string) {
+  const wire = await ledger.buildTransfer({ from: from.publicKey.toBase58(), to, token, amount, memo });
+  return ledger.submit(signWire(wire, from));
+}
+
+async function reasonOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof AppError) return `${err.code}:${(err.extra.details as { reason?: string } | undefined)?.reason ?? ""}`;
+    throw err;
+  }
+  throw new Error("expected a rejection");
+}
+
+async function expectConserved(t: Awaited<ReturnType<typeof setup>>) {
+  const totals = await embeddedLedgerTotals(t.db);
+  expect(totals.lamports + totals.fees).toBe(totals.genesisLamports);
+  for (const [mint, supply] of totals.supplies) expect(totals.tokenAmounts.get(mint)).toBe(supply);
+}
+
+describe("embedded ledger", () => {
+  test("genesis: sol, usdc and the service token; the faucet holds the supply", async () => {
+    const t = await setup();
+    const tokens = await t.ledger.tokens();
+    expect(tokens.map((x) => [x.key, x.kind, x.decimals])).toEqual([
+      ["sol", "native", 9],
+      ["usdc", "spl", 6],
+      ["wgt", "spl", 6],
+    ]);
+    expect(tokens[1]!.mint).not.toBe(tokens[2]!.mint);
+    const faucet = await t.ledger.getBalances(t.ledger.faucetAddress);
+    expect(faucet.sol).toBeGreaterThan(1_000_000n * SOL);
+    await expectConserved(t);
+  });
+
+  test("airdrops SOL, usdc and the service token, one signature each, with limits", async () => {
+    const t = await setup();
+    const who = Keypair.generate().publicKey.toBase58();
+    const signatures = await t.ledger.airdrop(who, { sol: 2n * SOL, usdc: 50n * USDC, token: 7n * USDC });
+    expect(signatures).toHaveLength(3);
+    expect(await t.ledger.getBalances(who)).toEqual({ sol: 2n * SOL, usdc: 50n * USDC, wgt: 7n * USDC });
+    const drop = await t.ledger.getTransaction(signatures[1]!);
+    expect(drop?.transfers).toEqual([
+      { token: "usdc", mint: (await t.ledger.tokens())[1]!.mint, from: t.ledger.faucetAddress, to: who, amount: 50n * USDC },
+    ]);
+    expect(await reasonOf(t.ledger.airdrop(who, { sol: 2n * SOL + 1n }))).toBe("VALIDATION_ERROR:");
+    expect(await reasonOf(t.ledger.airdrop(Keypair.generate().publicKey.toBase58(), { sol: 1000n }))).toBe("VALIDATION_ERROR:");
+    expect(await reasonOf(t.ledger.airdrop(who, { usdc: 1_000_001n * USDC }))).toBe("VALIDATION_ERROR:");
+    expect(await reasonOf(t.ledger.airdrop("nope", { sol: SOL }))).toBe("INVALID_ADDRESS:");
+    expect(await t.ledger.airdrop(who, {})).toEqual([]);
+    await expectConserved(t);
+  });
+
+  test("a SOL transfer: balances, fee, parsed transaction, memo and history both ways", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const bob = Keypair.generate().publicKey.toBase58();
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL });
+    t.clock.advance(SLOT_MS * 3);
+    const result = await transfer(t.ledger, alice, bob, "sol", SOL / 4n, "rent for May");
+    expect(result.fee).toBe(5000n);
+    expect(result.slot).toBe(t.ledger.currentSlot());
+    expect(result.confirmedAt).toBe(t.clock.now());
+    expect((await t.ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL - SOL / 4n - 5000n);
+    expect((await t.ledger.getBalances(bob)).sol).toBe(SOL / 4n);
+    const tx = await t.ledger.getTransaction(result.signature);
+    expect(tx).toMatchObject({ status: "confirmed", error: null, fee: 5000n, feePayer: alice.publicKey.toBase58(), memo: "rent for May" });
+    expect(tx?.transfers).toEqual([{ token: "sol", mint: null, from: alice.publicKey.toBase58(), to: bob, amount: SOL / 4n }]);
+    const [newest] = await t.ledger.history(bob, { limit: 10 });
+    expect(newest?.signature).toBe(result.signature);
+    expect((await t.ledger.history(alice.publicKey.toBase58(), { limit: 10 })).map((x) => x.signature)[0]).toBe(result.signature);
+    expect(await t.ledger.getTransaction("1".repeat(64))).toBeNull();
+  });
+
+  test("an SPL transfer creates the recipient's token account once, paid by the sender", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const bob = Keypair.generate().publicKey.toBase58();
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL, usdc: 10n * USDC });
+    const first = await transfer(t.ledger, alice, bob, "usdc", 3n * USDC);
+    expect(parseTransaction((await t.ledger.buildTransfer({ from: alice.publicKey.toBase58(), to: bob, token: "usdc", amount: 1n })))
+      .instructions.map((i) => i.type)).toEqual(["transferChecked"]);
+    const second = await transfer(t.ledger, alice, bob, "usdc", 2n * USDC);
+    expect([first.fee, second.fee]).toEqual([5000n, 5000n]);
+    expect(await t.ledger.getBalances(alice.publicKey.toBase58())).toEqual({ sol: SOL - 10_000n - 2_039_280n, usdc: 5n * USDC, wgt: 0n });
+    expect(await t.ledger.getBalances(bob)).toEqual({ sol: 0n, usdc: 5n * USDC, wgt: 0n });
+    // The recipient's history holds the incoming token transfers though its wallet signed nothing.
+    expect((await t.ledger.history(bob, { limit: 5 })).map((x) => x.signature)).toEqual([second.signature, first.signature]);
+    await expectConserved(t);
+  });
+
+  test("history pages newest first with limit and before", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL });
+    const sent: string[] = [];
+    for (let i = 0; i < 5; i++) sent.push((await transfer(t.ledger, alice, Keypair.generate().publicKey.toBase58(), "sol", SOL / 100n)).signature);
+    const page1 = await t.ledger.history(alice.publicKey.toBase58(), { limit: 2 });
+    const page2 = await t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: page1[1]!.signature });
+    expect([...page1, ...page2].map((x) => x.signature)).toEqual([sent[4]!, sent[3]!, sent[2]!, sent[1]!]);
+    expect(await reasonOf(t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: "1".repeat(64) }))).toBe("VALIDATION_ERROR:");
+  });
+
+  test("every rejection reason; a rejected transaction changes nothing", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const a = alice.publicKey.toBase58();
+    const bob = Keypair.generate();
+    await t.ledger.airdrop(a, { sol: SOL });
+    const wire = await t.ledger.buildTransfer({ from: a, to: bob.publicKey.toBase58(), token: "sol", amount: 1000n * 1000n });
+    const before = await embeddedLedgerTotals(t.db);
+
+    expect(await reasonOf(t.ledger.submit(wire))).toBe("TRANSACTION_REJECTED:missing_signature");
+    // Bob's signature in Alice's slot.
+    const impostor = VersionedTransaction.deserialize(wire);
+    impostor.signatures[0] = signWire(compileTransaction([memoInstruction("x")], bob.publicKey.toBase58(), (await t.ledger.latestBlockhash()).blockhash), bob).subarray(1, 65);
+    expect(await reasonOf(t.ledger.submit(impostor.serialize()))).toBe("TRANSACTION_REJECTED:invalid_signature");
+    const forged = signWire(wire, alice);
+    forged[forged.length - 1]! ^= 1; // the signed message changed after signing
+    expect(await reasonOf(t.ledger.submit(forged))).toBe("TRANSACTION_REJECTED:invalid_signature");
+    expect(await reasonOf(t.ledger.submit(new Uint8Array([1, 2, 3])))).toBe("TRANSACTION_REJECTED:malformed");
+    expect(await reasonOf(t.ledger.submit(new Uint8Array([...signWire(wire, alice), 0])))).toBe("TRANSACTION_REJECTED:malformed");
+
+    const unknown = compileTransaction(
+      [SystemProgram.transfer({ fromPubkey: alice.publicKey, toPubkey: bob.publicKey, lamports: 1_000_000n })],
+      a,
+      Keypair.generate().publicKey.toBase58(),
+    );
+    expect(await reasonOf(t.ledger.submit(signWire(unknown, alice)))).toBe("TRANSACTION_REJECTED:blockhash_not_found");
+
+    const unsupported = compileTransaction(
+      [SystemProgram.createAccount({ fromPubkey: alice.publicKey, newAccountPubkey: bob.publicKey, lamports: 1_000_000, space: 0, programId: SystemProgram.programId })],
+      a,
+      (await t.ledger.latestBlockhash()).blockhash,
+    );
+    expect(await reasonOf(t.ledger.submit(signWire(unsupported, alice, bob)))).toBe("TRANSACTION_REJECTED:unsupported_instruction");
+
+    const poor = Keypair.generate();
+    const fromPoor = await t.ledger.buildTransfer({ from: poor.publicKey.toBase58(), to: a, token: "sol", amount: 1n });
+    expect(await reasonOf(t.ledger.submit(signWire(fromPoor, poor)))).toBe("TRANSACTION_REJECTED:account_not_found");
+
+    const stale = signWire(wire, alice);
+    t.clock.advance(SLOT_MS * 151);
+    expect(await reasonOf(t.ledger.submit(stale))).toBe("TRANSACTION_REJECTED:blockhash_expired");
+    expect(await embeddedLedgerTotals(t.db)).toEqual(before);
+  });
+
+  test("the same transaction twice is CONFLICT; the first stays", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL });
+    const signed = signWire(await t.ledger.buildTransfer({ from: alice.publicKey.toBase58(), to: Keypair.generate().publicKey.toBase58(), token: "sol", amount: SOL / 2n }), alice);
+    const outcomes = await Promise.allSettled([t.ledger.submit(signed), t.ledger.submit(signed)]);
+    expect(outcomes.map((o) => o.status).sort()).toEqual(["fulfilled", "rejected"]);
+    expect(await codeOf(Promise.reject((outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult).reason))).toBe("CONFLICT");
+    expect((await t.ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL / 2n - 5000n);
+  });
+
+  test("a failed execution is recorded and charged its fee; an own transfer's shortfall is INSUFFICIENT_FUNDS and free", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const a = alice.publicKey.toBase58();
+    await t.ledger.airdrop(a, { sol: SOL, usdc: USDC });
+    const tooMuch = signWire(await t.ledger.buildTransfer({ from: a, to: Keypair.generate().publicKey.toBase58(), token: "usdc", amount: 2n * USDC }), alice);
+    let failure: AppError | null = null;
+    try {
+      await t.ledger.submit(tooMuch);
+    } catch (err) {
+      failure = err as AppError;
+    }
+    expect(failure?.code).toBe("TRANSACTION_REJECTED");
+    const details = failure?.extra.details as { reason: string; signature: string };
+    expect(details.reason).toBe("execution_failed");
+    const recorded = await t.ledger.getTransaction(details.signature);
+    expect(recorded?.status).toBe("failed");
+    expect(recorded?.error).toContain("holds");
+    expect((await t.ledger.getBalances(a)).sol).toBe(SOL - 5000n); // the fee; the token account was not created
+
+    const own = signWire(await t.ledger.buildTransfer({ from: a, to: Keypair.generate().publicKey.toBase58(), token: "sol", amount: SOL }), alice);
+    expect(await reasonOf(t.ledger.submit(own, { ownTransfer: true }))).toBe("INSUFFICIENT_FUNDS:");
+    expect((await t.ledger.getBalances(a)).sol).toBe(SOL - 5000n);
+    expect(await t.ledger.getTransaction(parseTransaction(own).signature)).toBeNull();
+    await expectConserved(t);
+  });
+
+  test("legacy Transaction objects and v0 messages are both accepted", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL });
+    const { blockhash } = await t.ledger.latestBlockhash();
+    const legacy = new Transaction({ feePayer: alice.publicKey, recentBlockhash: blockhash }).add(memoInstruction("legacy"));
+    legacy.sign(alice);
+    await t.ledger.submit(legacy.serialize());
+    const v0 = compileTransaction([memoInstruction("v0")], alice.publicKey.toBase58(), blockhash, 0);
+    const result = await t.ledger.submit(signWire(v0, alice));
+    expect((await t.ledger.getTransaction(result.signature))?.memo).toBe("v0");
+  });
+
+  test("ten transfers racing from one wallet never overdraw it", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const a = alice.publicKey.toBase58();
+    await t.ledger.airdrop(a, { sol: SOL, usdc: 35n * USDC });
+    const recipient = Keypair.generate().publicKey.toBase58();
+    await transfer(t.ledger, alice, recipient, "usdc", 1n); // the recipient's token account exists
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, async (_, i) => {
+        const wire = await t.ledger.buildTransfer({ from: a, to: recipient, token: "usdc", amount: 10n * USDC, memo: `race ${i}` });
+        return t.ledger.submit(signWire(wire, alice), { ownTransfer: true });
+      }),
+    );
+    const won = results.filter((r) => r.status === "fulfilled").length;
+    expect(won).toBe(3); // 35 - 0.000001 USDC pays three transfers of 10
+    for (const r of results) if (r.status === "rejected") expect(await codeOf(Promise.reject(r.reason))).toBe("INSUFFICIENT_FUNDS");
+    expect((await t.ledger.getBalances(a)).usdc).toBe(35n * USDC - 1n - 30n * USDC);
+    await expectConserved(t);
+  });
+
+  test("state, genesis and blockhashes survive a restart on the same database file", async () => {
+    const dir = tempDir();
+    try {
+      const clock = manualClock();
+      const open = async () => {
+        const db = openDatabase(join(dir, "ledger.db"));
+        migrate(db.sqlite, clock.now());
+        const ledger = await createEmbeddedLedger({
+          config: { serviceToken: { symbol: "wgt", decimals: 6, mint: null } },
+          db,
+          clock,
+          random: cryptoRandom,
+          verifier: inlineVerifier,
+        });
+        return { db, ledger };
+      };
+      const first = await open();
+      const alice = Keypair.generate();
+      await first.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL, usdc: USDC });
+      const tokens = await first.ledger.tokens();
+      const signedEarlier = signWire(
+        await first.ledger.buildTransfer({ from: alice.publicKey.toBase58(), to: Keypair.generate().publicKey.toBase58(), token: "sol", amount: SOL / 2n }),
+        alice,
+      );
+      first.db.close();
+
+      const second = await open();
+      expect(await second.ledger.tokens()).toEqual(tokens);
+      expect(second.ledger.faucetAddress).toBe(first.ledger.faucetAddress);
+      expect(await second.ledger.getBalances(alice.publicKey.toBase58())).toEqual({ sol: SOL, usdc: USDC, wgt: 0n });
+      await second.ledger.submit(signedEarlier); // the blockhash issued before the restart is still valid
+      second.db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
