@@ -14,6 +14,8 @@ Commands:
   migrate    apply database migrations and exit
   ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
              send play money from the embedded ledger's faucet (localnet)
+  wallets export <address> [--format base58|json]
+             print a custodial wallet's secret key (operator only; warns on stderr)
 
 Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
   --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
@@ -29,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./cli/serve.ts")).serveCommand,
   migrate: async () => (await import("./cli/migrate.ts")).migrateCommand,
   ledger: async () => (await import("./cli/ledger.ts")).ledgerCommand,
+  wallets: async () => (await import("./cli/wallets.ts")).walletsCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

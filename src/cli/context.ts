@@ -19,7 +19,7 @@ export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Pr
       db,
       clock: systemClock,
       random: cryptoRandom,
-      log: createLogger("silent", "json"),
+      log: createLogger("silent", "json", () => {}), // stdout is the command's output alone
     });
     try {
       return await use(deps);

@@ -1,10 +1,12 @@
 // The numbered migrations, embedded in the executable as text and applied in order.
 import m0001 from "./migrations/0001_auth.sql" with { type: "text" };
 import m0002 from "./migrations/0002_ledger.sql" with { type: "text" };
+import m0003 from "./migrations/0003_wallets.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "auth", sql: m0001 },
   { version: 2, name: "ledger", sql: m0002 },
+  { version: 3, name: "wallets", sql: m0003 },
 ];

@@ -45,7 +45,19 @@ export type TransferPlan = Readonly<{
   /** SPL only: add CreateAssociatedTokenAccountIdempotent for the recipient (paid by the fee payer). */
   createRecipientAccount: boolean;
   memo: string | null;
+  /**
+   * An explicit SetComputeUnitLimit first (free at the default price of 0). The service's own transfers
+   * pass a slightly different limit each time, so two identical requests within one blockhash are two
+   * transactions, not one transaction and a duplicate.
+   */
+  computeUnitLimit?: number | null;
 }>;
+
+/** 200,000 units plus 0–65,535 from `randomBytes`: a limit that makes an otherwise identical transfer distinct. */
+export function distinctComputeUnitLimit(randomBytes: (count: number) => Uint8Array): number {
+  const [high, low] = randomBytes(2);
+  return 200_000 + (high! << 8) + low!;
+}
 
 export function memoInstruction(memo: string): TransactionInstruction {
   return new TransactionInstruction({ programId: new PublicKey(MEMO_PROGRAM), keys: [], data: Buffer.from(memo, "utf8") });
@@ -56,6 +68,9 @@ export function transferInstructions(plan: TransferPlan): TransactionInstruction
   const from = new PublicKey(plan.from);
   const to = new PublicKey(plan.to);
   const instructions: TransactionInstruction[] = [];
+  if (plan.computeUnitLimit !== undefined && plan.computeUnitLimit !== null) {
+    instructions.push(ComputeBudgetProgram.setComputeUnitLimit({ units: plan.computeUnitLimit }));
+  }
   if (plan.spl === null) {
     instructions.push(SystemProgram.transfer({ fromPubkey: from, toPubkey: to, lamports: plan.amount }));
   } else {
@@ -71,7 +86,10 @@ export function transferInstructions(plan: TransferPlan): TransactionInstruction
   return instructions;
 }
 
-/** Serializes an unsigned transaction (empty signature slots) as a legacy or a v0 message. */
+/**
+ * Serializes an unsigned transaction (empty signature slots) as a legacy or a v0 message. Past Solana's
+ * 1,232 bytes (a long memo) it is VALIDATION_ERROR.
+ */
 export function compileTransaction(
   instructions: TransactionInstruction[],
   feePayer: string,
@@ -79,12 +97,24 @@ export function compileTransaction(
   version: "legacy" | 0 = "legacy",
 ): Uint8Array {
   const payerKey = new PublicKey(feePayer);
-  if (version === "legacy") {
-    const tx = new Transaction({ feePayer: payerKey, recentBlockhash: blockhash }).add(...instructions);
-    return new Uint8Array(tx.serialize({ requireAllSignatures: false, verifySignatures: false }));
+  let wire: Uint8Array;
+  try {
+    if (version === "legacy") {
+      const tx = new Transaction({ feePayer: payerKey, recentBlockhash: blockhash }).add(...instructions);
+      wire = new Uint8Array(tx.serialize({ requireAllSignatures: false, verifySignatures: false }));
+    } else {
+      const message = new TransactionMessage({ payerKey, recentBlockhash: blockhash, instructions }).compileToV0Message();
+      wire = new VersionedTransaction(message).serialize();
+    }
+  } catch {
+    wire = new Uint8Array(MAX_TRANSACTION_BYTES + 1); // web3.js throws a plain Error past the limit
   }
-  const message = new TransactionMessage({ payerKey, recentBlockhash: blockhash, instructions }).compileToV0Message();
-  return new VersionedTransaction(message).serialize();
+  if (wire.length > MAX_TRANSACTION_BYTES) {
+    throw new AppError("VALIDATION_ERROR", `the transaction would be larger than ${MAX_TRANSACTION_BYTES} bytes; shorten the memo`, {
+      details: { fields: ["memo"] },
+    });
+  }
+  return wire;
 }
 
 // ---- parsing ----

@@ -113,8 +113,12 @@ describe("embedded ledger", () => {
     const bob = Keypair.generate().publicKey.toBase58();
     await t.ledger.airdrop(alice.publicKey.toBase58(), { sol: SOL, usdc: 10n * USDC });
     const first = await transfer(t.ledger, alice, bob, "usdc", 3n * USDC);
-    expect(parseTransaction((await t.ledger.buildTransfer({ from: alice.publicKey.toBase58(), to: bob, token: "usdc", amount: 1n })))
-      .instructions.map((i) => i.type)).toEqual(["transferChecked"]);
+    const again = { from: alice.publicKey.toBase58(), to: bob, token: "usdc", amount: 1n };
+    const [one, two] = [parseTransaction(await t.ledger.buildTransfer(again)), parseTransaction(await t.ledger.buildTransfer(again))];
+    expect(one.instructions.map((i) => i.type)).toEqual(["setComputeUnitLimit", "transferChecked"]); // no second account creation
+    // The same request twice within one blockhash builds two distinct transactions, not a duplicate.
+    expect(one.recentBlockhash).toBe(two.recentBlockhash);
+    expect(one.computeUnitLimit).not.toBe(two.computeUnitLimit);
     const second = await transfer(t.ledger, alice, bob, "usdc", 2n * USDC);
     expect([first.fee, second.fee]).toEqual([5000n, 5000n]);
     expect(await t.ledger.getBalances(alice.publicKey.toBase58())).toEqual({ sol: SOL - 10_000n - 2_039_280n, usdc: 5n * USDC, wgt: 0n });

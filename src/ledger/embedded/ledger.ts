@@ -13,6 +13,7 @@ import type { AirdropAmounts, Balances, Ledger, LedgerTransaction, SubmitOptions
 import {
   associatedTokenAddress,
   compileTransaction,
+  distinctComputeUnitLimit,
   memoOf,
   parseTransaction,
   transactionFee,
@@ -286,6 +287,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
         spl: token.mint === null ? null : { mint: token.mint, decimals: token.decimals },
         createRecipientAccount,
         memo: intent.memo ?? null,
+        computeUnitLimit: distinctComputeUnitLimit(deps.random),
       });
       return compileTransaction(instructions, feePayer, (await ledger.latestBlockhash()).blockhash);
     },

@@ -1,0 +1,538 @@
+// The RPC ledger's real @solana/web3.js code against a LiteSVM-backed JSON-RPC server on 127.0.0.1: balances,
+// airdrops, transfers, parsing, history, every rejection reason, and an RPC that is down, failing or slow.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import { AppError } from "../../errors.ts";
+import { manualClock } from "../../lib/clock.ts";
+import { decodeBase58 } from "../../lib/encoding.ts";
+import type { Ledger, SubmitOptions, SubmitResult } from "../ledger.ts";
+import { associatedTokenAddress, parseTransaction } from "../transactions.ts";
+import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
+import { USDC_MINTS, createRpcLedger, rpcTokens, type RpcLedgerOptions } from "./ledger.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+const FEE = 5000n;
+const TOKEN_ACCOUNT_RENT = 2_039_280n;
+// API keys live in query strings; none may ever reach an error message.
+const SECRET = "SECRET";
+
+const clock = manualClock();
+let rpc: LiteSvmRpc;
+let ledger: Ledger;
+
+function makeLedger(url: string, overrides: Partial<RpcLedgerOptions> = {}): Ledger {
+  return createRpcLedger({
+    network: "devnet",
+    rpcUrl: `${url}?api-key=${SECRET}`,
+    tokens: rpcTokens("devnet", { symbol: "wgt", decimals: 6, mint: null }),
+    clock,
+    pollIntervalMs: 20,
+    requestTimeoutMs: 2000,
+    ...overrides,
+  });
+}
+
+beforeAll(async () => {
+  rpc = await startLiteSvmRpc();
+  ledger = makeLedger(rpc.url);
+});
+
+afterAll(async () => {
+  await ledger.stop();
+  await rpc.stop();
+});
+
+const addr = (kp: Keypair) => kp.publicKey.toBase58();
+
+function wallet(lamports = 0n): Keypair {
+  const kp = Keypair.generate();
+  if (lamports > 0n) rpc.setLamports(addr(kp), lamports);
+  return kp;
+}
+
+function sign(wire: Uint8Array, ...signers: Keypair[]): Uint8Array {
+  const tx = VersionedTransaction.deserialize(wire);
+  tx.sign(signers);
+  return tx.serialize();
+}
+
+async function signedTransfer(from: Keypair, to: string, token: string, amount: bigint, memo?: string): Promise<Uint8Array> {
+  return sign(await ledger.buildTransfer({ from: addr(from), to, token, amount, memo }), from);
+}
+
+async function transfer(from: Keypair, to: string, token: string, amount: bigint, memo?: string, options?: SubmitOptions): Promise<SubmitResult> {
+  return ledger.submit(await signedTransfer(from, to, token, amount, memo), options);
+}
+
+async function failure(promise: Promise<unknown>): Promise<AppError> {
+  try {
+    await promise;
+  } catch (e) {
+    if (e instanceof AppError) return e;
+    throw e;
+  }
+  throw new Error("expected an AppError");
+}
+
+const reasonOf = (e: AppError) => (e.extra.details as { reason?: string } | undefined)?.reason;
+
+function expectNoSecret(e: AppError): void {
+  const text = `${e.message} ${JSON.stringify(e.extra)}`;
+  expect(text).not.toContain(SECRET);
+  expect(text).not.toContain("api-key");
+}
+
+describe("tokens and balances", () => {
+  test("rpcTokens lists sol, usdc (per network) and the service token", async () => {
+    expect(await ledger.tokens()).toEqual([
+      { key: "sol", kind: "native", decimals: 9, mint: null },
+      { key: "usdc", kind: "spl", decimals: 6, mint: "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU" },
+      { key: "wgt", kind: "spl", decimals: 6, mint: null },
+    ]);
+    expect(rpcTokens("mainnet", { symbol: "abc", decimals: 2, mint: null })[1]!.mint).toBe("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v");
+    expect(USDC_MINTS.devnet).toBe(rpc.usdcMint);
+  });
+
+  test("SOL from the account, usdc from the owner's ATA, 0 when missing, 0 for a token without a mint", async () => {
+    const empty = wallet();
+    expect(await ledger.getBalances(addr(empty))).toEqual({ sol: 0n, usdc: 0n, wgt: 0n });
+    const rich = wallet(3n * SOL);
+    const ata = rpc.mintUsdc(addr(rich), 5n * USDC);
+    expect(ata).toBe(associatedTokenAddress(addr(rich), rpc.usdcMint));
+    expect(await ledger.getBalances(addr(rich))).toEqual({ sol: 3n * SOL, usdc: 5n * USDC, wgt: 0n });
+    expect(await ledger.accountExists(ata)).toBe(true);
+    expect(await ledger.accountExists(associatedTokenAddress(addr(empty), rpc.usdcMint))).toBe(false);
+    expect((await failure(ledger.getBalances("not-an-address"))).code).toBe("INVALID_ADDRESS");
+  });
+
+  test("a service token with a mint is read from its ATA under its symbol", async () => {
+    const mint = rpc.createMint(6);
+    const withMint = makeLedger(rpc.url, { tokens: rpcTokens("devnet", { symbol: "wgt", decimals: 6, mint }) });
+    const owner = wallet(SOL);
+    rpc.mintTokens(mint, addr(owner), 42n * USDC);
+    expect(await withMint.getBalances(addr(owner))).toEqual({ sol: SOL, usdc: 0n, wgt: 42n * USDC });
+    await withMint.stop();
+  });
+
+  test("latestBlockhash is the cluster's, with its last valid block height", async () => {
+    const { blockhash, lastValidBlockHeight } = await ledger.latestBlockhash();
+    expect(blockhash).toBe(rpc.svm.latestBlockhash());
+    expect(lastValidBlockHeight).toBeGreaterThan(rpc.blockHeight());
+    expect(await ledger.ping()).toBe(true);
+  });
+});
+
+describe("airdrop", () => {
+  test("devnet SOL: one confirmed faucet transfer, readable like any transaction", async () => {
+    const who = wallet();
+    const signatures = await ledger.airdrop(addr(who), { sol: 3n * SOL / 2n });
+    expect(signatures).toHaveLength(1);
+    expect((await ledger.getBalances(addr(who))).sol).toBe(3n * SOL / 2n);
+    const tx = await ledger.getTransaction(signatures[0]!);
+    expect(tx?.status).toBe("confirmed");
+    expect(tx?.transfers).toEqual([{ token: "sol", mint: null, from: rpc.faucet, to: addr(who), amount: 3n * SOL / 2n }]);
+    expect(await ledger.airdrop(addr(who), {})).toEqual([]);
+    expect(await ledger.airdrop(addr(who), { sol: 0n, usdc: 0n })).toEqual([]);
+  });
+
+  test("limits: at most 2 SOL, no tokens on devnet, nothing on mainnet", async () => {
+    const who = addr(wallet());
+    expect((await failure(ledger.airdrop(who, { sol: 2n * SOL + 1n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.airdrop(who, { sol: -1n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.airdrop(who, { usdc: USDC }))).code).toBe("NOT_SUPPORTED");
+    expect((await failure(ledger.airdrop(who, { token: USDC }))).code).toBe("NOT_SUPPORTED");
+    expect((await failure(ledger.airdrop("nope", { sol: SOL }))).code).toBe("INVALID_ADDRESS");
+    const mainnet = makeLedger(rpc.url, { network: "mainnet", tokens: rpcTokens("mainnet", { symbol: "wgt", decimals: 6, mint: null }) });
+    expect((await failure(mainnet.airdrop(who, { sol: SOL }))).code).toBe("NOT_SUPPORTED");
+    expect((await failure(mainnet.airdrop(who, { usdc: USDC }))).code).toBe("NOT_SUPPORTED");
+    await mainnet.stop();
+    expect((await ledger.getBalances(who)).sol).toBe(0n);
+  });
+});
+
+describe("transfers", () => {
+  test("SOL: exact balances and fee, parsed transfer and memo", async () => {
+    const alice = wallet(2n * SOL);
+    const bob = addr(wallet());
+    const result = await transfer(alice, bob, "sol", SOL / 2n, "rent for May");
+    expect(result.fee).toBe(FEE);
+    expect(result.confirmedAt).toBe(clock.now());
+    expect(result.slot).toBeGreaterThan(0);
+    expect(decodeBase58(result.signature)?.length).toBe(64); // base58 of the first signature: the txHash
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(2n * SOL - SOL / 2n - FEE);
+    expect((await ledger.getBalances(bob)).sol).toBe(SOL / 2n);
+    const tx = await ledger.getTransaction(result.signature);
+    expect(tx).toMatchObject({ signature: result.signature, slot: result.slot, status: "confirmed", error: null, fee: FEE, feePayer: addr(alice), memo: "rent for May" });
+    expect(tx?.transfers).toEqual([{ token: "sol", mint: null, from: addr(alice), to: bob, amount: SOL / 2n }]);
+    expect(tx!.timestamp).toBeGreaterThan(Date.UTC(2024, 0, 1));
+  });
+
+  test("usdc to a wallet without an ATA creates it (fee payer pays rent), then to the existing ATA", async () => {
+    const alice = wallet(SOL);
+    rpc.mintUsdc(addr(alice), 10n * USDC);
+    const carol = addr(wallet());
+    const first = await ledger.buildTransfer({ from: addr(alice), to: carol, token: "usdc", amount: 3n * USDC });
+    expect(parseTransaction(first).instructions.map((ix) => `${ix.program}:${ix.type}`)).toEqual([
+      "computeBudget:setComputeUnitLimit",
+      "ata:createIdempotent",
+      "token:transferChecked",
+    ]);
+    const created = await ledger.submit(sign(first, alice));
+    expect(created.fee).toBe(FEE);
+    expect(await ledger.getBalances(addr(alice))).toEqual({ sol: SOL - FEE - TOKEN_ACCOUNT_RENT, usdc: 7n * USDC, wgt: 0n });
+    expect(await ledger.getBalances(carol)).toEqual({ sol: 0n, usdc: 3n * USDC, wgt: 0n });
+
+    const second = await ledger.buildTransfer({ from: addr(alice), to: carol, token: "usdc", amount: 2n * USDC, memo: "invoice 7" });
+    expect(parseTransaction(second).instructions.map((ix) => ix.program)).toEqual(["computeBudget", "token", "memo"]);
+    const existing = await ledger.submit(sign(second, alice));
+    expect(await ledger.getBalances(addr(alice))).toEqual({ sol: SOL - 2n * FEE - TOKEN_ACCOUNT_RENT, usdc: 5n * USDC, wgt: 0n });
+    expect((await ledger.getBalances(carol)).usdc).toBe(5n * USDC);
+
+    // Owners, not token accounts, both when the ATA was created by the transaction and when it existed.
+    for (const [signature, amount, memo] of [[created.signature, 3n * USDC, null], [existing.signature, 2n * USDC, "invoice 7"]] as const) {
+      const tx = await ledger.getTransaction(signature);
+      expect(tx?.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: carol, amount }]);
+      expect(tx?.memo).toBe(memo);
+      expect(tx?.fee).toBe(FEE);
+    }
+  });
+
+  test("a fee payer other than the sender pays the fee and the new ATA", async () => {
+    const sender = wallet();
+    rpc.mintUsdc(addr(sender), 4n * USDC);
+    const payer = wallet(SOL);
+    const to = addr(wallet());
+    const wire = await ledger.buildTransfer({ from: addr(sender), to, token: "usdc", amount: USDC, feePayer: addr(payer) });
+    const result = await ledger.submit(sign(wire, payer, sender));
+    expect(result.fee).toBe(2n * FEE);
+    expect((await ledger.getBalances(addr(payer))).sol).toBe(SOL - 2n * FEE - TOKEN_ACCOUNT_RENT);
+    expect(await ledger.getBalances(addr(sender))).toEqual({ sol: 0n, usdc: 3n * USDC, wgt: 0n });
+    expect((await ledger.getTransaction(result.signature))?.feePayer).toBe(addr(payer));
+  });
+
+  test("buildTransfer validates token, amount, addresses and memo size before touching the chain", async () => {
+    const from = addr(wallet());
+    const to = addr(wallet());
+    const calls = rpc.calls.length;
+    expect((await failure(ledger.buildTransfer({ from, to, token: "doge", amount: 1n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 0n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "usdc", amount: -5n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 2n ** 64n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "wgt", amount: 1n }))).code).toBe("NOT_SUPPORTED");
+    expect((await failure(ledger.buildTransfer({ from: "x", to, token: "sol", amount: 1n }))).code).toBe("INVALID_ADDRESS");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 1n, feePayer: "y" }))).code).toBe("INVALID_ADDRESS");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "usdc", amount: 1n, memo: "m".repeat(1200) }))).code).toBe("VALIDATION_ERROR");
+    expect(rpc.calls.length).toBe(calls);
+  });
+
+  test("finalized waits until the transaction's slot is rooted", async () => {
+    const alice = wallet(SOL);
+    let settled = false;
+    const pending = transfer(alice, addr(wallet()), "sol", SOL / 10n, undefined, { finalized: true }).finally(() => {
+      settled = true;
+    });
+    await Bun.sleep(150);
+    expect(settled).toBe(false);
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL - SOL / 10n - FEE); // landed, only confirmed
+    rpc.advanceSlots(FINALITY_SLOTS);
+    expect((await pending).fee).toBe(FEE);
+  });
+});
+
+describe("history", () => {
+  test("newest first across the wallet and its token accounts, with limit and before", async () => {
+    const alice = wallet(2n * SOL);
+    rpc.mintUsdc(addr(alice), 10n * USDC);
+    const dave = wallet(SOL);
+    const solIn = await transfer(alice, addr(dave), "sol", SOL / 4n, "one");
+    const ataCreated = await transfer(alice, addr(dave), "usdc", USDC, "two");
+    // Touches only dave's token account: found through the ATA's signatures.
+    const usdcIn = await transfer(alice, addr(dave), "usdc", 2n * USDC, "three");
+    expect(parseTransaction((await signedTransfer(alice, addr(dave), "usdc", 1n))).accountKeys).not.toContain(addr(dave));
+    const solOut = await transfer(dave, addr(alice), "sol", SOL / 8n, "four");
+
+    const all = await ledger.history(addr(dave), { limit: 10 });
+    expect(all.map((t) => t.signature)).toEqual([solOut.signature, usdcIn.signature, ataCreated.signature, solIn.signature]);
+    expect(all.map((t) => t.memo)).toEqual(["four", "three", "two", "one"]);
+    expect(all[1]!.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: addr(dave), amount: 2n * USDC }]);
+
+    const firstPage = await ledger.history(addr(dave), { limit: 2 });
+    expect(firstPage.map((t) => t.signature)).toEqual([solOut.signature, usdcIn.signature]);
+    const secondPage = await ledger.history(addr(dave), { limit: 2, before: firstPage[1]!.signature });
+    expect(secondPage.map((t) => t.signature)).toEqual([ataCreated.signature, solIn.signature]);
+    expect(await ledger.history(addr(dave), { limit: 2, before: solIn.signature })).toEqual([]);
+    expect((await ledger.history(addr(alice), { limit: 1 })).map((t) => t.signature)).toEqual([solOut.signature]);
+
+    expect((await failure(ledger.history(addr(dave), { limit: 0 }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.history(addr(dave), { limit: 1001 }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.history(addr(dave), { limit: 5, before: "abc" }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.history("nope", { limit: 5 }))).code).toBe("INVALID_ADDRESS");
+  });
+
+  test("getTransaction of an unknown or malformed signature is null", async () => {
+    const unknown = VersionedTransaction.deserialize(await signedTransfer(wallet(), addr(wallet()), "sol", 1n));
+    expect(await ledger.getTransaction(parseTransaction(unknown.serialize()).signature)).toBeNull();
+    expect(await ledger.getTransaction("not a signature")).toBeNull();
+  });
+});
+
+describe("rejections", () => {
+  test("a failed execution is recorded, charged its fee and reported as execution_failed", async () => {
+    const alice = wallet(SOL);
+    const bob = addr(wallet());
+    const wire = await signedTransfer(alice, bob, "sol", 5n * SOL);
+    const e = await failure(ledger.submit(wire));
+    expect(e.code).toBe("TRANSACTION_REJECTED");
+    const details = e.extra.details as { reason: string; signature: string; error: string };
+    expect(details.reason).toBe("execution_failed");
+    expect(details.signature).toBe(parseTransaction(wire).signature);
+    expect(details.error).toContain("insufficient lamports");
+    expect(await ledger.getBalances(addr(alice))).toEqual({ sol: SOL - FEE, usdc: 0n, wgt: 0n });
+    expect((await ledger.getBalances(bob)).sol).toBe(0n);
+    const recorded = await ledger.getTransaction(details.signature);
+    expect(recorded).toMatchObject({ status: "failed", fee: FEE, feePayer: addr(alice) });
+    expect(recorded?.error).toContain("instruction 1 (system) failed"); // after SetComputeUnitLimit
+    expect((await ledger.history(addr(alice), { limit: 5 }))[0]?.status).toBe("failed");
+  });
+
+  test("an SPL overdraw fails on chain the same way", async () => {
+    const alice = wallet(SOL);
+    rpc.mintUsdc(addr(alice), USDC);
+    const e = await failure(transfer(alice, addr(wallet()), "usdc", 2n * USDC));
+    expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "execution_failed"]);
+    expect((e.extra.details as { error: string }).error).toContain("insufficient token balance");
+    // The whole transaction rolled back: no ATA rent, only the fee.
+    expect(await ledger.getBalances(addr(alice))).toEqual({ sol: SOL - FEE, usdc: USDC, wgt: 0n });
+  });
+
+  test("an own transfer's shortfall is INSUFFICIENT_FUNDS, never sent and free", async () => {
+    const alice = wallet(SOL);
+    rpc.mintUsdc(addr(alice), USDC);
+    const bob = addr(wallet());
+    const cases: [string, bigint][] = [
+      ["sol", 5n * SOL],
+      ["usdc", 2n * USDC],
+    ];
+    for (const [token, amount] of cases) {
+      const wire = await signedTransfer(alice, bob, token, amount);
+      const calls = rpc.calls.length;
+      const e = await failure(ledger.submit(wire, { ownTransfer: true }));
+      expect(e.code).toBe("INSUFFICIENT_FUNDS");
+      expect(rpc.calls.slice(calls)).not.toContain("sendTransaction");
+      expect(await ledger.getTransaction(parseTransaction(wire).signature)).toBeNull();
+    }
+    // A fee payer with nothing at all, and one that cannot fund the recipient's token account.
+    const pauper = wallet();
+    rpc.mintUsdc(addr(pauper), USDC);
+    expect((await failure(ledger.submit(await signedTransfer(pauper, bob, "usdc", 1n), { ownTransfer: true }))).code).toBe("INSUFFICIENT_FUNDS");
+    const poor = wallet(1_000_000n);
+    rpc.mintUsdc(addr(poor), USDC);
+    expect((await failure(ledger.submit(await signedTransfer(poor, addr(wallet()), "usdc", 1n), { ownTransfer: true }))).code).toBe("INSUFFICIENT_FUNDS");
+    expect(await ledger.getBalances(addr(alice))).toEqual({ sol: SOL, usdc: USDC, wgt: 0n });
+    expect((await ledger.getBalances(addr(poor))).sol).toBe(1_000_000n);
+    // With the funds there, an own transfer goes through.
+    expect((await transfer(alice, bob, "sol", SOL / 2n, undefined, { ownTransfer: true })).fee).toBe(FEE);
+  });
+
+  test("when preflight refuses a failing execution (a real cluster's default) nothing is charged", async () => {
+    rpc.setStrictPreflight(true);
+    try {
+      const alice = wallet(SOL);
+      const e = await failure(transfer(alice, addr(wallet()), "sol", 5n * SOL));
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "execution_failed"]);
+      expect(e.message).toContain("refused before execution");
+      expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+    } finally {
+      rpc.setStrictPreflight(false);
+    }
+  });
+
+  test("submitting the same transaction twice is CONFLICT and charges once", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);
+    await ledger.submit(wire);
+    expect((await failure(ledger.submit(wire))).code).toBe("CONFLICT");
+    expect((await failure(ledger.submit(wire, { ownTransfer: true }))).code).toBe("CONFLICT");
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL - SOL / 10n - FEE);
+  });
+
+  test("an expired blockhash is refused (blockhash_not_found) and nothing is charged", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);
+    rpc.expireBlockhash();
+    const e = await failure(ledger.submit(wire));
+    expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "blockhash_not_found"]);
+    expect((await failure(ledger.submit(wire, { ownTransfer: true }))).code).toBe("TRANSACTION_REJECTED");
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
+  test("a sent transaction that never lands is reported expired once the block height passes its blockhash", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);
+    rpc.setDropTransactions(true);
+    try {
+      const pending = failure(ledger.submit(wire));
+      await Bun.sleep(100);
+      rpc.advanceSlots(200);
+      const e = await pending;
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "expired"]);
+      expect((e.extra.details as { signature: string }).signature).toBe(parseTransaction(wire).signature);
+    } finally {
+      rpc.setDropTransactions(false);
+    }
+    const sends = rpc.calls.filter((c) => c === "sendTransaction").length;
+    expect(sends).toBeGreaterThan(0);
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
+  test("bad, missing and wrong signatures, and bytes that are not a transaction", async () => {
+    const alice = wallet(SOL);
+    const unsigned = await ledger.buildTransfer({ from: addr(alice), to: addr(wallet()), token: "sol", amount: 1000n });
+    expect(reasonOf(await failure(ledger.submit(unsigned)))).toBe("missing_signature");
+    const forged = sign(unsigned, alice);
+    forged[1] = forged[1]! ^ 0xff;
+    const e = await failure(ledger.submit(forged));
+    expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "invalid_signature"]);
+    const calls = rpc.calls.length;
+    expect(reasonOf(await failure(ledger.submit(new Uint8Array([1, 2, 3]))))).toBe("malformed");
+    expect(rpc.calls.length).toBe(calls);
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+});
+
+describe("an RPC that is down, failing or slow", () => {
+  async function closedPortUrl(): Promise<string> {
+    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+    const url = `http://127.0.0.1:${server.port}/`;
+    await server.stop(true);
+    return url;
+  }
+
+  async function expectUnavailable(promise: Promise<unknown>, text?: string): Promise<void> {
+    const e = await failure(promise);
+    expect(e.code).toBe("CHAIN_UNAVAILABLE");
+    expect(e.status).toBe(503);
+    expect(e.message).toStartWith("Solana RPC unavailable: ");
+    if (text !== undefined) expect(e.message).toContain(text);
+    expectNoSecret(e);
+  }
+
+  test("nothing listening: every call is CHAIN_UNAVAILABLE and ping is false", async () => {
+    const down = makeLedger(await closedPortUrl());
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", 1000n);
+    await expectUnavailable(down.getBalances(addr(alice)), "connection failed");
+    await expectUnavailable(down.accountExists(addr(alice)));
+    await expectUnavailable(down.latestBlockhash());
+    await expectUnavailable(down.buildTransfer({ from: addr(alice), to: addr(wallet()), token: "usdc", amount: 1n }));
+    await expectUnavailable(down.submit(wire));
+    await expectUnavailable(down.submit(wire, { ownTransfer: true }));
+    await expectUnavailable(down.airdrop(addr(alice), { sol: SOL }));
+    await expectUnavailable(down.getTransaction(parseTransaction(wire).signature));
+    await expectUnavailable(down.history(addr(alice), { limit: 5 }));
+    expect(await down.ping()).toBe(false);
+    await down.stop();
+  });
+
+  test("a server that stops: ping turns false, calls fail", async () => {
+    const own = await startLiteSvmRpc();
+    const l = makeLedger(own.url);
+    expect(await l.ping()).toBe(true);
+    await own.stop();
+    expect(await l.ping()).toBe(false);
+    await expectUnavailable(l.getBalances(addr(wallet())));
+    await l.stop();
+  });
+
+  test("HTTP 500, HTTP 429 and JSON-RPC errors are summarised without the URL's secrets", async () => {
+    let status = 500;
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request) {
+        const body = (await request.json()) as { id: string };
+        if (status !== 200) return new Response(`upstream http://127.0.0.1/?api-key=${SECRET} failed`, { status });
+        return Response.json({
+          jsonrpc: "2.0",
+          id: body.id,
+          error: { code: -32005, message: `Node is unhealthy; see ${request.url} (api-key=${SECRET})` },
+        });
+      },
+    });
+    const failing = makeLedger(`http://127.0.0.1:${server.port}/`);
+    const wire = await signedTransfer(wallet(SOL), addr(wallet()), "sol", 1000n);
+    try {
+      await expectUnavailable(failing.getBalances(addr(wallet())), "HTTP 500");
+      await expectUnavailable(failing.submit(wire), "HTTP 500");
+      status = 429;
+      await expectUnavailable(failing.latestBlockhash(), "HTTP 429");
+      status = 200;
+      await expectUnavailable(failing.getBalances(addr(wallet())), "-32005");
+      await expectUnavailable(failing.getTransaction(parseTransaction(wire).signature), "Node is unhealthy");
+      await expectUnavailable(failing.history(addr(wallet()), { limit: 3 }), "-32005");
+      expect(await failing.ping()).toBe(false);
+    } finally {
+      await failing.stop();
+      await server.stop(true);
+    }
+  });
+
+  test("a send refused for a non-transaction reason is CHAIN_UNAVAILABLE, not a rejection", async () => {
+    // Everything answers except sendTransaction, which fails like an overloaded node.
+    const own = await startLiteSvmRpc();
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request) {
+        const body = (await request.json()) as { id: string; method: string };
+        if (body.method === "sendTransaction") {
+          return Response.json({ jsonrpc: "2.0", id: body.id, error: { code: -32005, message: `Node is behind by 120 slots (key ${SECRET})` } });
+        }
+        return fetch(own.url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+      },
+    });
+    const proxied = makeLedger(`http://127.0.0.1:${server.port}/`);
+    const alice = wallet();
+    own.setLamports(addr(alice), SOL);
+    try {
+      const wire = sign(await proxied.buildTransfer({ from: addr(alice), to: addr(wallet()), token: "sol", amount: 1000n }), alice);
+      const e = await failure(proxied.submit(wire));
+      expect(e.code).toBe("CHAIN_UNAVAILABLE");
+      expect(e.message).toContain("Node is behind");
+      expect(e.message).not.toContain(SECRET);
+    } finally {
+      await proxied.stop();
+      await server.stop(true);
+      await own.stop();
+    }
+  });
+
+  test("a request that gets no answer times out", async () => {
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch() {
+        await Bun.sleep(1000);
+        return new Response("late");
+      },
+    });
+    const slow = makeLedger(`http://127.0.0.1:${server.port}/`, { requestTimeoutMs: 100 });
+    try {
+      const started = performance.now();
+      await expectUnavailable(slow.getBalances(addr(wallet())), "no answer within 100 ms");
+      expect(performance.now() - started).toBeLessThan(900);
+      expect(await slow.ping()).toBe(false);
+    } finally {
+      await slow.stop();
+      await server.stop(true);
+    }
+  });
+
+  test("a stopped ledger answers nothing", async () => {
+    const l = makeLedger(rpc.url);
+    await l.stop();
+    expect(await l.ping()).toBe(false);
+    await expectUnavailable(l.getBalances(addr(wallet())), "stopped");
+  });
+});

@@ -1,0 +1,638 @@
+// The Solana RPC ledger (devnet, mainnet): the Ledger interface over @solana/web3.js v1's Connection, confirming
+// by polling signature statuses against the blockhash's last valid block height (no websocket needed).
+import { Connection, PublicKey, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
+import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token";
+import { AppError } from "../../errors.ts";
+import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
+import type { Clock } from "../../lib/clock.ts";
+import type {
+  AirdropAmounts,
+  Balances,
+  Blockhash,
+  Ledger,
+  LedgerTransaction,
+  SubmitOptions,
+  SubmitResult,
+  TokenInfo,
+  TransferIntent,
+} from "../ledger.ts";
+import {
+  MAX_TRANSACTION_BYTES,
+  associatedTokenAddress,
+  compileTransaction,
+  memoOf,
+  parseTransaction,
+  transactionFee,
+  transferInstructions,
+  distinctComputeUnitLimit,
+  transfersOf,
+  type ParsedTransaction,
+  type TokenAccountInfo,
+} from "../transactions.ts";
+
+export type RpcNetwork = "devnet" | "mainnet";
+
+export type RpcLedgerOptions = Readonly<{
+  network: RpcNetwork;
+  rpcUrl: string;
+  tokens: readonly TokenInfo[];
+  clock: Clock;
+  /** How often confirmation polls statuses and the block height (default 400 ms, one slot). */
+  pollIntervalMs?: number;
+  /** Each HTTP exchange with the RPC, body included (default 15 s). */
+  requestTimeoutMs?: number;
+  fetch?: typeof fetch;
+}>;
+
+export const USDC_MINTS: Readonly<Record<RpcNetwork, string>> = {
+  mainnet: "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+  devnet: "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+};
+
+/** The tokens of an RPC network (ledger.md "Tokens"): sol, usdc and the service token (no mint → balance 0, no transfers). */
+export function rpcTokens(network: RpcNetwork, serviceToken: Readonly<{ symbol: string; decimals: number; mint: string | null }>): TokenInfo[] {
+  return [
+    { key: "sol", kind: "native", decimals: 9, mint: null },
+    { key: "usdc", kind: "spl", decimals: 6, mint: USDC_MINTS[network] },
+    { key: serviceToken.symbol, kind: "spl", decimals: serviceToken.decimals, mint: serviceToken.mint },
+  ];
+}
+
+const LAMPORTS_PER_SOL = 1_000_000_000n;
+const MAX_AIRDROP_LAMPORTS = 2n * LAMPORTS_PER_SOL;
+const MAX_U64 = 2n ** 64n - 1n;
+/** Solana accepts a blockhash for 150 blocks. */
+const BLOCKHASH_VALID_BLOCKS = 150;
+const MAX_REMEMBERED_BLOCKHASHES = 256;
+const MAX_HISTORY_LIMIT = 1000;
+const HISTORY_FETCH_CONCURRENCY = 8;
+/** Consecutive failed polls tolerated while waiting for a sent transaction (a blip should not lose its outcome). */
+const MAX_POLL_FAILURES = 5;
+/** Re-sending the identical signed bytes is safe (same signature, executes at most once) and helps them land. */
+const REBROADCAST_MS = 2000;
+// Marks failures raised by our own fetch wrapper, whose text survives web3.js's error wrapping.
+const TRANSPORT = "rpc transport: ";
+
+/**
+ * A JSON-RPC error answer, raised by the fetch wrapper so that its code and `data.err` reach us: web3.js keeps
+ * only the message of a preflight failure and folds most other errors into strings.
+ */
+class RpcCallError extends Error {
+  constructor(
+    readonly rpcCode: number,
+    readonly rpcMessage: string,
+    readonly rpcData: unknown,
+  ) {
+    super(`${TRANSPORT}error ${rpcCode}: ${oneLine(rpcMessage)}`);
+  }
+}
+
+/** The JSON-RPC error in a response body, if that is what it is. */
+function rpcErrorIn(body: string): RpcCallError | null {
+  if (!body.includes('"error"')) return null;
+  try {
+    const parsed = JSON.parse(body) as { error?: { code?: unknown; message?: unknown; data?: unknown } } | null;
+    const error = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? parsed.error : undefined;
+    if (error === undefined || error === null || typeof error !== "object") return null;
+    return new RpcCallError(typeof error.code === "number" ? error.code : 0, typeof error.message === "string" ? error.message : "error", error.data);
+  } catch {
+    return null;
+  }
+}
+
+type Commitment = "confirmed" | "finalized";
+type RawTokenBalance = { accountIndex?: unknown; mint?: unknown; owner?: unknown };
+type RawTransaction = {
+  slot?: unknown;
+  blockTime?: unknown;
+  transaction?: unknown;
+  meta?: { err?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown } | null;
+};
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+function oneLine(text: string, max = 160): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** Removes the RPC URL and its parts (API keys live in query strings and path tokens) and any other URL. */
+function redactor(rpcUrl: string): (text: string) => string {
+  const secrets = [rpcUrl];
+  try {
+    const url = new URL(rpcUrl);
+    secrets.push(url.href, url.search, url.search.slice(1), url.username, url.password, ...url.searchParams.values());
+    secrets.push(...url.pathname.split("/").filter((segment) => segment.length >= 8));
+  } catch {
+    // not a URL: the whole string is already listed
+  }
+  const list = secrets.filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
+  return (text) => {
+    let out = text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, "<url>");
+    for (const secret of list) out = out.split(secret).join("<redacted>");
+    return out;
+  };
+}
+
+/** A short, URL-free description of a failed RPC call. */
+function summarize(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  const at = text.indexOf(TRANSPORT);
+  if (at >= 0) return text.slice(at + TRANSPORT.length).split("\n")[0]!;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "number") return `error ${code}: ${oneLine(text)}`;
+  return `unexpected answer (${oneLine(text)})`;
+}
+
+function words(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase();
+}
+
+/** Solana's JSON transaction error in words, naming the failing instruction's program when known. */
+function describeTransactionError(err: unknown, tx: ParsedTransaction | null): string {
+  if (typeof err === "string") return words(err);
+  const e = (err ?? {}) as Record<string, unknown>;
+  if (Array.isArray(e.InstructionError)) {
+    const [index, inner] = e.InstructionError as [number, unknown];
+    const program = tx?.instructions[index]?.program;
+    let what: string;
+    if (typeof inner === "string") what = words(inner);
+    else if (inner !== null && typeof inner === "object" && typeof (inner as { Custom?: unknown }).Custom === "number") {
+      const code = (inner as { Custom: number }).Custom;
+      what =
+        code === 1 && (program === "system" || program === "ata")
+          ? "insufficient lamports"
+          : code === 1 && program === "token"
+            ? "insufficient token balance"
+            : `custom program error 0x${code.toString(16)}`;
+    } else what = oneLine(JSON.stringify(inner), 80);
+    return `instruction ${index}${program === undefined ? "" : ` (${program})`} failed: ${what}`;
+  }
+  const rent = e.InsufficientFundsForRent as { account_index?: unknown } | undefined;
+  if (rent !== undefined) {
+    const key = typeof rent.account_index === "number" ? tx?.accountKeys[rent.account_index] : undefined;
+    return `account ${key ?? "?"} would be left below the rent-exempt minimum`;
+  }
+  return oneLine(JSON.stringify(err), 120);
+}
+
+/** A simulation error that means "not enough funds" (fee, rent, a lamport or token overdraw). */
+function isShortfall(err: unknown, tx: ParsedTransaction): boolean {
+  if (err === "InsufficientFundsForFee" || err === "AccountNotFound") return true;
+  if (typeof err !== "object" || err === null) return false;
+  const e = err as Record<string, unknown>;
+  if (e.InsufficientFundsForRent !== undefined) return true;
+  if (!Array.isArray(e.InstructionError)) return false;
+  const [index, inner] = e.InstructionError as [number, unknown];
+  if (inner === "InsufficientFunds") return true;
+  // Custom 1 is SystemError::ResultWithNegativeLamports and TokenError::InsufficientFunds (the ATA program fails
+  // with the System Program's error when its payer cannot fund the new account).
+  const program = tx.instructions[index]?.program;
+  return (inner as { Custom?: unknown } | null)?.Custom === 1 && (program === "system" || program === "token" || program === "ata");
+}
+
+function isSignature(text: string): boolean {
+  return text.length <= 88 && decodeBase58(text)?.length === 64;
+}
+
+function rejected(reason: string, message: string, extra: Record<string, unknown> = {}): AppError {
+  return new AppError("TRANSACTION_REJECTED", message, { details: { reason, ...extra } });
+}
+
+function statusReached(status: SignatureStatus, target: Commitment): boolean {
+  const level = status.confirmationStatus ?? (status.confirmations === null ? "finalized" : "confirmed");
+  const rank = { processed: 0, confirmed: 1, finalized: 2 } as const;
+  return rank[level] >= rank[target];
+}
+
+function tokenAmount(info: AccountInfo<Buffer> | null): bigint {
+  if (info === null || !info.owner.equals(TOKEN_PROGRAM_ID) || info.data.length < ACCOUNT_SIZE) return 0n;
+  return AccountLayout.decode(info.data).amount;
+}
+
+export function createRpcLedger(options: RpcLedgerOptions): Ledger {
+  const { network, clock } = options;
+  const tokens: readonly TokenInfo[] = Object.freeze(options.tokens.map((t) => Object.freeze({ ...t })));
+  const pollIntervalMs = options.pollIntervalMs ?? 400;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 15_000;
+  const baseFetch = options.fetch ?? globalThis.fetch;
+  const lifetime = new AbortController();
+  const redact = redactor(options.rpcUrl);
+  /** Blockhashes this ledger handed out → their last valid block height, newest last. */
+  const issued = new Map<string, number>();
+  let requestId = 0;
+
+  // Every exchange is bounded by requestTimeoutMs (body included) and by stop(); failures get a URL-free text.
+  const timedFetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const timeout = AbortSignal.timeout(requestTimeoutMs);
+    const signal = AbortSignal.any(init?.signal ? [timeout, lifetime.signal, init.signal] : [timeout, lifetime.signal]);
+    let status: number;
+    let body: string;
+    try {
+      const response = await baseFetch(input, { ...init, signal });
+      status = response.status;
+      body = await response.text();
+    } catch {
+      const why = timeout.aborted ? `no answer within ${requestTimeoutMs} ms` : lifetime.signal.aborted ? "the ledger is stopped" : "connection failed";
+      throw new Error(TRANSPORT + why);
+    }
+    if (status < 200 || status > 299) throw new Error(`${TRANSPORT}HTTP ${status}`);
+    const rpcError = rpcErrorIn(body);
+    if (rpcError !== null) throw rpcError;
+    return new Response(body, { status, headers: { "content-type": "application/json" } });
+  };
+
+  const connection = new Connection(options.rpcUrl, {
+    commitment: "confirmed",
+    fetch: timedFetch as typeof fetch,
+    disableRetryOnRateLimit: true,
+    httpAgent: false,
+  });
+
+  function unavailable(err: unknown): AppError {
+    return new AppError("CHAIN_UNAVAILABLE", `Solana RPC unavailable: ${redact(summarize(err))}`);
+  }
+
+  /** Runs one RPC call; anything but an AppError becomes CHAIN_UNAVAILABLE. */
+  async function call<T>(fn: () => Promise<T>): Promise<T> {
+    if (lifetime.signal.aborted) throw new AppError("CHAIN_UNAVAILABLE", "Solana RPC unavailable: the ledger is stopped");
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof AppError) throw e;
+      throw unavailable(e);
+    }
+  }
+
+  /** A JSON-RPC call whose raw result we read ourselves (web3.js has no base64 getTransaction). */
+  async function rawRpc(method: string, params: unknown[]): Promise<unknown> {
+    const internal = (connection as unknown as { _rpcRequest?: unknown })._rpcRequest;
+    const response = (await call(async () => {
+      if (typeof internal === "function") return (await internal.call(connection, method, params)) as unknown;
+      const res = await timedFetch(options.rpcUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: String(++requestId), method, params }),
+      });
+      return (await res.json()) as unknown;
+    })) as { result?: unknown; error?: { code?: unknown; message?: unknown } } | null;
+    if (response === null || typeof response !== "object") throw unavailable(new Error("not a JSON-RPC response"));
+    if (response.error !== undefined) {
+      const err = Object.assign(new Error(String(response.error?.message ?? "error")), { code: response.error?.code });
+      throw unavailable(err);
+    }
+    return response.result ?? null;
+  }
+
+  function address(text: string, what: string): PublicKey {
+    if (decodeAddress(text) === null) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
+    return new PublicKey(text);
+  }
+
+  function tokenByKey(key: string): TokenInfo {
+    const token = tokens.find((t) => t.key === key);
+    if (token === undefined) throw new AppError("VALIDATION_ERROR", `unknown token "${key}"; one of ${tokens.map((t) => t.key).join(", ")}`);
+    return token;
+  }
+
+  function splMint(token: TokenInfo): string {
+    if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${token.key} has no mint configured on ${network}`);
+    return token.mint;
+  }
+
+  function remember(blockhash: Blockhash): void {
+    issued.delete(blockhash.blockhash);
+    issued.set(blockhash.blockhash, blockhash.lastValidBlockHeight);
+    while (issued.size > MAX_REMEMBERED_BLOCKHASHES) issued.delete(issued.keys().next().value!);
+  }
+
+  async function latestBlockhash(): Promise<Blockhash> {
+    const { blockhash, lastValidBlockHeight } = await call(() => connection.getLatestBlockhash("confirmed"));
+    const result = { blockhash, lastValidBlockHeight };
+    remember(result);
+    return result;
+  }
+
+  /** The height after which a transaction on this blockhash can no longer land. */
+  async function lastValidHeightOf(blockhash: string): Promise<number> {
+    const known = issued.get(blockhash);
+    if (known !== undefined) return known;
+    const [height, valid] = await Promise.all([
+      call(() => connection.getBlockHeight("confirmed")),
+      call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" })),
+    ]);
+    // Not ours: assume it is as young as it can be (an expired one fails preflight anyway).
+    return valid.value ? height + BLOCKHASH_VALID_BLOCKS : height;
+  }
+
+  async function accountExists(text: string): Promise<boolean> {
+    const key = address(text, "address");
+    return (await call(() => connection.getAccountInfo(key, "confirmed"))) !== null;
+  }
+
+  /**
+   * Why a transaction was refused before execution (preflight or simulation), as the catalogue says it. An own
+   * transfer's shortfall is INSUFFICIENT_FUNDS; anyone else's is a rejection with Solana's reason.
+   */
+  function refusal(err: unknown, tx: ParsedTransaction, ownTransfer: boolean): AppError {
+    if (err === "AlreadyProcessed") return new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
+    const what = describeTransactionError(err, tx);
+    if (ownTransfer && isShortfall(err, tx)) return new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${what}`);
+    const named: Record<string, string> = {
+      BlockhashNotFound: "blockhash_not_found",
+      SignatureFailure: "invalid_signature",
+      MissingSignatureForFee: "missing_signature",
+      AccountNotFound: "account_not_found",
+      InsufficientFundsForFee: "insufficient_funds_for_fee",
+    };
+    const e = (typeof err === "object" && err !== null ? err : {}) as Record<string, unknown>;
+    const reason =
+      typeof err === "string"
+        ? (named[err] ?? "preflight_failed")
+        : e.InsufficientFundsForRent !== undefined
+          ? "insufficient_funds_for_rent"
+          : e.InstructionError !== undefined
+            ? "execution_failed"
+            : "preflight_failed";
+    return rejected(reason, `the transaction was refused before execution (${what}); it was not recorded and nothing was charged`);
+  }
+
+  /** A JSON-RPC error answering sendTransaction or simulateTransaction. */
+  function sendFailure(e: RpcCallError, tx: ParsedTransaction, ownTransfer: boolean): AppError {
+    const data = e.rpcData as { err?: unknown } | null | undefined;
+    if (e.rpcCode === -32002 && data?.err !== undefined && data.err !== null) return refusal(data.err, tx, ownTransfer);
+    if (e.rpcCode === -32003) return rejected("invalid_signature", "a signature does not verify");
+    if (e.rpcCode === -32602 && /transaction/i.test(e.rpcMessage)) return rejected("malformed", `the RPC could not read the transaction: ${redact(oneLine(e.rpcMessage))}`);
+    // A preflight failure without data: Agave's texts are stable enough to read the common causes.
+    if (e.rpcCode === -32002) {
+      const m = e.rpcMessage;
+      const err = /already been processed/i.test(m)
+        ? "AlreadyProcessed"
+        : /blockhash not found/i.test(m)
+          ? "BlockhashNotFound"
+          : /no record of a prior credit/i.test(m)
+            ? "AccountNotFound"
+            : /insufficient funds for fee/i.test(m)
+              ? "InsufficientFundsForFee"
+              : /signature/i.test(m)
+                ? "SignatureFailure"
+                : m;
+      return refusal(err, tx, ownTransfer);
+    }
+    return unavailable(e);
+  }
+
+  /** The service's own transfers: a dry run first, so a shortfall costs nothing (no fee is charged for it). */
+  async function preflightOwnTransfer(wire: Uint8Array, tx: ParsedTransaction): Promise<void> {
+    let err: unknown;
+    try {
+      const simulation = await connection.simulateTransaction(VersionedTransaction.deserialize(wire), { sigVerify: true, commitment: "confirmed" });
+      err = simulation.value.err;
+    } catch (e) {
+      if (e instanceof RpcCallError && !lifetime.signal.aborted) throw sendFailure(e, tx, true);
+      throw unavailable(e);
+    }
+    if (err !== null && err !== undefined) throw refusal(err, tx, true);
+  }
+
+  /**
+   * Polls until the signature reaches `target`, fails on chain, or can no longer land (block height past the
+   * blockhash's last valid height with no status). Never re-signs: at most re-sends the identical bytes.
+   */
+  async function confirm(signature: string, lastValidBlockHeight: number, target: Commitment, tx: ParsedTransaction | null, wire: Uint8Array | null): Promise<SignatureStatus> {
+    let failures = 0;
+    let lastSentAt = performance.now();
+    for (;;) {
+      try {
+        // Height first: a status still missing after the height passed the limit means it can no longer land.
+        const height = await connection.getBlockHeight("confirmed");
+        const status = (await connection.getSignatureStatuses([signature])).value[0] ?? null;
+        failures = 0;
+        if (status !== null) {
+          if (status.err !== null && statusReached(status, "confirmed")) {
+            const error = describeTransactionError(status.err, tx);
+            throw rejected("execution_failed", `the transaction failed on chain: ${error}; its fee was charged`, { signature, error });
+          }
+          if (status.err === null && statusReached(status, target)) return status;
+        } else if (height > lastValidBlockHeight) {
+          throw rejected("expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
+        } else if (wire !== null && performance.now() - lastSentAt >= REBROADCAST_MS) {
+          lastSentAt = performance.now();
+          connection.sendRawTransaction(wire, { skipPreflight: true, maxRetries: 0 }).catch(() => undefined);
+        }
+      } catch (e) {
+        if (e instanceof AppError) throw e;
+        if (lifetime.signal.aborted || ++failures >= MAX_POLL_FAILURES) {
+          throw new AppError("CHAIN_UNAVAILABLE", `Solana RPC unavailable: ${redact(summarize(e))}; transaction ${signature} was sent and its outcome is unknown`, {
+            details: { signature },
+          });
+        }
+      }
+      await sleep(pollIntervalMs, lifetime.signal);
+    }
+  }
+
+  async function submit(wire: Uint8Array, submitOptions: SubmitOptions = {}): Promise<SubmitResult> {
+    const tx = parseTransaction(wire);
+    // An empty slot would only come back as "signature verification failure"; say which signature is missing.
+    const missing = tx.signatures.findIndex((s) => s.every((b) => b === 0));
+    if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
+    if (submitOptions.ownTransfer === true) await preflightOwnTransfer(wire, tx);
+    const lastValidBlockHeight = await lastValidHeightOf(tx.recentBlockhash);
+    try {
+      await connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" });
+    } catch (e) {
+      if (e instanceof RpcCallError && !lifetime.signal.aborted) throw sendFailure(e, tx, submitOptions.ownTransfer === true);
+      throw unavailable(e);
+    }
+    const status = await confirm(tx.signature, lastValidBlockHeight, submitOptions.finalized === true ? "finalized" : "confirmed", tx, wire);
+    return { signature: tx.signature, slot: status.slot, confirmedAt: clock.now(), fee: transactionFee(tx) };
+  }
+
+  async function airdrop(text: string, amounts: AirdropAmounts): Promise<string[]> {
+    if (network === "mainnet") throw new AppError("NOT_SUPPORTED", "airdrops are not available on mainnet");
+    const to = address(text, "address");
+    const sol = amounts.sol ?? 0n;
+    for (const [key, amount] of Object.entries(amounts)) {
+      if (amount !== undefined && amount < 0n) throw new AppError("VALIDATION_ERROR", `the ${key} airdrop amount cannot be negative`);
+    }
+    if ((amounts.usdc ?? 0n) > 0n || (amounts.token ?? 0n) > 0n) {
+      throw new AppError("NOT_SUPPORTED", `only SOL can be airdropped on ${network}; get tokens from their own faucet`);
+    }
+    if (sol > MAX_AIRDROP_LAMPORTS) throw new AppError("VALIDATION_ERROR", "a SOL airdrop is at most 2 SOL");
+    if (sol === 0n) return [];
+    const { lastValidBlockHeight } = await latestBlockhash();
+    const signature = await call(() => connection.requestAirdrop(to, Number(sol)));
+    await confirm(signature, lastValidBlockHeight, "confirmed", null, null);
+    return [signature];
+  }
+
+  async function buildTransfer(intent: TransferIntent): Promise<Uint8Array> {
+    address(intent.from, "from");
+    address(intent.to, "to");
+    const feePayer = intent.feePayer ?? intent.from;
+    address(feePayer, "feePayer");
+    const token = tokenByKey(intent.token);
+    if (intent.amount <= 0n || intent.amount > MAX_U64) {
+      throw new AppError("VALIDATION_ERROR", "amount must be greater than zero and fit in 64 bits", { details: { fields: ["amount"] } });
+    }
+    const spl = token.kind === "spl" ? { mint: splMint(token), decimals: token.decimals } : null;
+    const plan = (createRecipientAccount: boolean) =>
+      transferInstructions({
+        from: intent.from,
+        to: intent.to,
+        feePayer,
+        amount: intent.amount,
+        spl,
+        createRecipientAccount,
+        memo: intent.memo ?? null,
+        computeUnitLimit: distinctComputeUnitLimit((n) => crypto.getRandomValues(new Uint8Array(n))),
+      });
+    // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
+    compileTransaction(plan(spl !== null), feePayer, PublicKey.default.toBase58());
+    const createRecipientAccount = spl !== null && !(await accountExists(associatedTokenAddress(intent.to, spl.mint)));
+    const { blockhash } = await latestBlockhash();
+    return compileTransaction(plan(createRecipientAccount), feePayer, blockhash);
+  }
+
+  async function getBalances(text: string): Promise<Balances> {
+    const owner = address(text, "address");
+    const entries = await Promise.all(
+      tokens.map(async (token): Promise<[string, bigint]> => {
+        if (token.kind === "native") return [token.key, BigInt(await call(() => connection.getBalance(owner, "confirmed")))];
+        if (token.mint === null) return [token.key, 0n];
+        const ata = new PublicKey(associatedTokenAddress(text, token.mint));
+        return [token.key, tokenAmount(await call(() => connection.getAccountInfo(ata, "confirmed")))];
+      }),
+    );
+    return Object.fromEntries(entries);
+  }
+
+  function mintKey(mint: string): string | null {
+    return tokens.find((t) => t.mint === mint)?.key ?? null;
+  }
+
+  /** The RPC's base64 transaction, read by the same parser as the embedded ledger's. */
+  function toLedgerTransaction(signature: string, raw: RawTransaction): LedgerTransaction {
+    const encoded = Array.isArray(raw.transaction) ? raw.transaction[0] : undefined;
+    if (typeof encoded !== "string" || typeof raw.slot !== "number") throw unavailable(new Error("malformed getTransaction result"));
+    const bytes = new Uint8Array(Buffer.from(encoded, "base64"));
+    const meta = raw.meta ?? null;
+    const failed = meta !== null && meta.err !== null && meta.err !== undefined;
+    const common = {
+      signature,
+      slot: raw.slot,
+      timestamp: typeof raw.blockTime === "number" ? raw.blockTime * 1000 : 0,
+      status: failed ? ("failed" as const) : ("confirmed" as const),
+    };
+    let tx: ParsedTransaction;
+    try {
+      tx = parseTransaction(bytes);
+    } catch (e) {
+      if (!(e instanceof AppError)) throw e;
+      // Anyone can send an address a transaction the service does not model (swaps, lookup tables): list it
+      // without transfers rather than failing the whole history.
+      let decoded: VersionedTransaction;
+      try {
+        decoded = VersionedTransaction.deserialize(bytes);
+      } catch {
+        throw unavailable(new Error("getTransaction returned bytes that are not a transaction"));
+      }
+      if (decoded.signatures[0] === undefined || encodeBase58(decoded.signatures[0]) !== signature) throw unavailable(new Error("getTransaction returned another transaction"));
+      return {
+        ...common,
+        error: failed ? describeTransactionError(meta!.err, null) : null,
+        fee: typeof meta?.fee === "number" ? BigInt(meta.fee) : 0n,
+        feePayer: decoded.message.staticAccountKeys[0]!.toBase58(),
+        transfers: [],
+        memo: null,
+      };
+    }
+    if (tx.signature !== signature) throw unavailable(new Error("getTransaction returned another transaction"));
+    // Token accounts → owner and mint, from the balances the RPC recorded before and after (an ATA created by
+    // this very transaction only appears after).
+    const accounts = new Map<string, TokenAccountInfo>();
+    for (const list of [meta?.preTokenBalances, meta?.postTokenBalances]) {
+      if (!Array.isArray(list)) continue;
+      for (const b of list as RawTokenBalance[]) {
+        const key = typeof b.accountIndex === "number" ? tx.accountKeys[b.accountIndex] : undefined;
+        if (key !== undefined && typeof b.mint === "string" && typeof b.owner === "string") accounts.set(key, { mint: b.mint, owner: b.owner });
+      }
+    }
+    return {
+      ...common,
+      error: failed ? describeTransactionError(meta!.err, tx) : null,
+      fee: typeof meta?.fee === "number" ? BigInt(meta.fee) : transactionFee(tx),
+      feePayer: tx.accountKeys[0]!,
+      transfers: transfersOf(tx, (a) => accounts.get(a) ?? null, mintKey),
+      memo: memoOf(tx),
+    };
+  }
+
+  async function getTransaction(signature: string): Promise<LedgerTransaction | null> {
+    if (!isSignature(signature)) return null;
+    const raw = await rawRpc("getTransaction", [signature, { encoding: "base64", commitment: "confirmed", maxSupportedTransactionVersion: 0 }]);
+    if (raw === null) return null;
+    if (typeof raw !== "object") throw unavailable(new Error("malformed getTransaction result"));
+    return toLedgerTransaction(signature, raw as RawTransaction);
+  }
+
+  async function history(text: string, query: { limit: number; before?: string | undefined }): Promise<LedgerTransaction[]> {
+    const owner = address(text, "address");
+    const { limit, before } = query;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) throw new AppError("VALIDATION_ERROR", `limit must be an integer from 1 to ${MAX_HISTORY_LIMIT}`);
+    if (before !== undefined && !isSignature(before)) throw new AppError("VALIDATION_ERROR", "before must be a transaction signature");
+    // Incoming token transfers touch only the recipient's token account, so ask for those too.
+    const keys = [owner, ...tokens.flatMap((t) => (t.mint === null ? [] : [new PublicKey(associatedTokenAddress(text, t.mint))]))];
+    const lists = await Promise.all(keys.map((key) => call(() => connection.getSignaturesForAddress(key, { limit, ...(before === undefined ? {} : { before }) }, "confirmed"))));
+    const bySignature = new Map(lists.flat().map((info) => [info.signature, info] as const));
+    const merged = [...bySignature.values()]
+      .sort((a, b) => b.slot - a.slot) // stable: within a slot the RPC's own order is kept
+      .slice(0, limit);
+    const out: (LedgerTransaction | null)[] = new Array(merged.length).fill(null);
+    let next = 0;
+    const worker = async () => {
+      while (next < merged.length) {
+        const i = next++;
+        out[i] = await getTransaction(merged[i]!.signature);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(HISTORY_FETCH_CONCURRENCY, merged.length) }, worker));
+    return out.filter((t): t is LedgerTransaction => t !== null);
+  }
+
+  return {
+    network,
+    tokens: async () => tokens,
+    getBalances,
+    accountExists,
+    airdrop,
+    latestBlockhash,
+    buildTransfer,
+    submit,
+    getTransaction,
+    history,
+    ping: async () => {
+      try {
+        await call(() => connection.getBlockHeight("confirmed"));
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    stop: async () => {
+      lifetime.abort();
+    },
+  };
+}

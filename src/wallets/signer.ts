@@ -1,0 +1,50 @@
+// Who signs a wallet's transactions (ledger.md): this service for custodial wallets, the user for connected ones.
+import { VersionedTransaction } from "@solana/web3.js";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { ed25519Sign } from "../lib/ed25519-sign.ts";
+import { decodeAddress } from "../lib/encoding.ts";
+import { isCustodial, withCustodialKeypair } from "./custody.ts";
+
+/**
+ * A custodial signer puts the wallet's signature into a serialized transaction (legacy or v0) and
+ * returns the serialized result; a connected wallet signs on the user's side, so its caller returns
+ * the unsigned transaction instead.
+ */
+export type Signer =
+  | { kind: "custodial"; address: string; sign(wire: Uint8Array): Promise<Uint8Array> }
+  | { kind: "connected"; address: string };
+
+export async function signerFor(deps: Deps, address: string): Promise<Signer> {
+  if (decodeAddress(address) === null) throw new AppError("INVALID_ADDRESS", `${address} is not a Solana address`);
+  if (!(await isCustodial(deps, address))) return { kind: "connected", address };
+  return { kind: "custodial", address, sign: (wire) => signTransaction(deps, address, wire) };
+}
+
+async function signTransaction(deps: Deps, address: string, wire: Uint8Array): Promise<Uint8Array> {
+  let tx: VersionedTransaction;
+  try {
+    tx = VersionedTransaction.deserialize(wire);
+  } catch {
+    throw new AppError("VALIDATION_ERROR", "not a serialized Solana transaction");
+  }
+  const { header, staticAccountKeys } = tx.message;
+  if (tx.signatures.length !== header.numRequiredSignatures || header.numRequiredSignatures > staticAccountKeys.length) {
+    throw new AppError("VALIDATION_ERROR", "the transaction's signatures and its message header disagree");
+  }
+  // The first numRequiredSignatures static keys are the signers, in signature-slot order.
+  const slot = staticAccountKeys.slice(0, header.numRequiredSignatures).findIndex((key) => key.toBase58() === address);
+  // Checked before decrypting anything: a key is opened only for a transaction it can sign.
+  if (slot === -1) throw new AppError("VALIDATION_ERROR", `the transaction does not name ${address} as a signer`);
+  const message = tx.message.serialize();
+  const signature = await withCustodialKeypair(deps, address, (keypair) => {
+    const secretKey = keypair.secretKey; // a copy: wiped here
+    try {
+      return ed25519Sign(secretKey.subarray(0, 32), message);
+    } finally {
+      secretKey.fill(0);
+    }
+  });
+  tx.signatures[slot] = signature;
+  return tx.serialize();
+}

@@ -1,0 +1,64 @@
+// Transfers from custodial wallets (signed here) and connected ones (handed back unsigned), on the embedded ledger.
+import { describe, expect, test } from "bun:test";
+import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { createCustodialWallet } from "./custody.ts";
+import { transferFromWallet } from "./transfer.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+
+describe("transferFromWallet", () => {
+  test("between two custodial wallets: signed here, confirmed, exact balances", async () => {
+    const { deps } = await testDeps();
+    const a = (await createCustodialWallet(deps)).address;
+    const b = (await createCustodialWallet(deps)).address;
+    await deps.ledger.airdrop(a, { sol: SOL, usdc: 10n * USDC });
+    const usdc = await transferFromWallet(deps, { from: a, to: b, token: "usdc", amount: 4n * USDC, memo: "invoice 7" });
+    const sol = await transferFromWallet(deps, { from: a, to: b, token: "sol", amount: SOL / 10n });
+    if (usdc.kind !== "submitted" || sol.kind !== "submitted") throw new Error("custodial transfers are submitted");
+    expect(await deps.ledger.getBalances(a)).toEqual({ sol: SOL - SOL / 10n - 10_000n - 2_039_280n, usdc: 6n * USDC, wgt: 0n });
+    expect(await deps.ledger.getBalances(b)).toEqual({ sol: SOL / 10n, usdc: 4n * USDC, wgt: 0n });
+    expect((await deps.ledger.getTransaction(usdc.result.signature))?.memo).toBe("invoice 7");
+  });
+
+  test("a connected wallet gets the unsigned transaction, signs it itself and it goes through", async () => {
+    const { deps } = await testDeps();
+    const user = Keypair.generate();
+    const to = (await createCustodialWallet(deps)).address;
+    await deps.ledger.airdrop(user.publicKey.toBase58(), { sol: SOL });
+    const outcome = await transferFromWallet(deps, { from: user.publicKey.toBase58(), to, token: "sol", amount: SOL / 2n });
+    if (outcome.kind !== "unsigned") throw new Error("a connected wallet signs for itself");
+    const tx = VersionedTransaction.deserialize(Buffer.from(outcome.transaction, "base64"));
+    expect(tx.signatures.every((s) => s.every((b) => b === 0))).toBe(true);
+    expect((await deps.ledger.getBalances(to)).sol).toBe(0n); // nothing moved yet
+    tx.sign([user]);
+    await deps.ledger.submit(tx.serialize());
+    expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 2n);
+  });
+
+  test("ten custodial transfers at once from one wallet: no overdraw, the rest INSUFFICIENT_FUNDS and free", async () => {
+    const { deps } = await testDeps();
+    const a = (await createCustodialWallet(deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(a, { sol: SOL / 2n });
+    // 0.5 SOL pays four transfers of 0.1 SOL plus fees; a fifth would leave the sender below rent.
+    const outcomes = await Promise.all(
+      Array.from({ length: 10 }, () => codeOf(transferFromWallet(deps, { from: a, to: b, token: "sol", amount: SOL / 10n }))),
+    );
+    expect(outcomes.filter((o) => o === "OK")).toHaveLength(4);
+    expect(outcomes.filter((o) => o === "INSUFFICIENT_FUNDS")).toHaveLength(6);
+    expect((await deps.ledger.getBalances(a)).sol).toBe(SOL / 2n - 4n * (SOL / 10n) - 4n * 5000n);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(4n * (SOL / 10n));
+  });
+
+  test("errors: unknown token, bad address, zero amount", async () => {
+    const { deps } = await testDeps();
+    const a = (await createCustodialWallet(deps)).address;
+    expect(await codeOf(transferFromWallet(deps, { from: a, to: a, token: "doge", amount: 1n }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(transferFromWallet(deps, { from: a, to: "nope", token: "sol", amount: 1n }))).toBe("INVALID_ADDRESS");
+    expect(await codeOf(transferFromWallet(deps, { from: "nope", to: a, token: "sol", amount: 1n }))).toBe("INVALID_ADDRESS");
+    expect(await codeOf(transferFromWallet(deps, { from: a, to: a, token: "sol", amount: 0n }))).toBe("VALIDATION_ERROR");
+  });
+});
