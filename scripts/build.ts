@@ -28,6 +28,9 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
     // Embedded in the executable (stack traces name src/ files) and also written beside it as `.map`.
     sourcemap: "linked",
     bytecode: options.bytecode ?? true,
+    // Lazily imported modules (the ledgers with @solana/web3.js) become chunks inside the executable that
+    // are loaded on first import, not with the entrypoint: without this, start-up took ~48 ms, not ~34.
+    splitting: true,
     compile: {
       outfile,
       // A bunfig.toml in whatever directory the server is started from must not change how it runs;

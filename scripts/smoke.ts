@@ -1,4 +1,5 @@
-// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, stop. `bun scripts/smoke.ts dist/walletgate`
+// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, the ledger (readiness
+// and a CLI airdrop, which load @solana/web3.js from inside the binary), stop. `bun scripts/smoke.ts dist/walletgate`
 import { copyFileSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -42,6 +43,17 @@ try {
   if (typeof signedIn.sessionToken !== "string") fail(`sign-in did not return a token: ${example.stdout}${example.stderr}`);
   const session = await fetch(`${url}/auth/session`, { headers: { authorization: `Bearer ${signedIn.sessionToken}` } });
   if (session.status !== 200) fail(`/auth/session answered ${session.status}`);
+  const ready = (await (await fetch(`${url}/readyz`)).json()) as { checks?: { ledger?: string } };
+  if (ready.checks?.ledger !== "ok") fail(`/readyz: ${JSON.stringify(ready)}`);
+
+  // The CLI beside the running server, on the same DATA_DIR: the embedded ledger's faucet.
+  const airdrop = Bun.spawnSync([join(dir, "walletgate"), "ledger", "airdrop", "--to", signedIn.walletAddress, "--sol", "1", "--usdc", "5", "--json"], {
+    cwd: dir,
+    env: { PATH: "/usr/bin:/bin" },
+  });
+  const dropped = airdrop.exitCode === 0 ? (JSON.parse(airdrop.stdout.toString()) as { signatures: string[] }) : null;
+  if (dropped?.signatures.length !== 2) fail(`ledger airdrop: exit ${airdrop.exitCode}\n${airdrop.stdout}${airdrop.stderr}`);
+  if (airdrop.stderr.length > 0) fail(`ledger airdrop printed on stderr:\n${airdrop.stderr}`);
 
   proc.kill("SIGTERM");
   const code = await proc.exited;
@@ -56,7 +68,7 @@ try {
   if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
-  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, stopped cleanly`);
+  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, airdropped, stopped cleanly`);
 } finally {
   if (proc !== null && proc.exitCode === null) proc.kill(9);
   rmSync(dir, { recursive: true, force: true });

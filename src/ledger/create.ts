@@ -8,12 +8,30 @@ import type { Ledger } from "./ledger.ts";
 
 export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier }>;
 
+/**
+ * bigint-buffer (beneath @solana/spl-token) prints "bigint: Failed to load bindings, pure JS will be
+ * used" when its optional native addon is absent, as it always is in the executable. The pure-JS path is
+ * the one we mean to use, so that one line is dropped while the modules load; other warnings pass.
+ */
+async function importQuietly<T>(load: () => Promise<T>): Promise<T> {
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => {
+    if (typeof args[0] === "string" && args[0].startsWith("bigint: Failed to load bindings")) return;
+    warn(...args);
+  };
+  try {
+    return await load();
+  } finally {
+    console.warn = warn;
+  }
+}
+
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
   if (deps.config.network === "localnet") {
-    const { createEmbeddedLedger } = await import("./embedded/ledger.ts");
+    const { createEmbeddedLedger } = await importQuietly(() => import("./embedded/ledger.ts"));
     return createEmbeddedLedger(deps);
   }
-  const { createRpcLedger, rpcTokens } = await import("./rpc/ledger.ts");
+  const { createRpcLedger, rpcTokens } = await importQuietly(() => import("./rpc/ledger.ts"));
   return createRpcLedger({
     network: deps.config.network,
     rpcUrl: deps.config.solanaRpcUrl!,
