@@ -13,10 +13,7 @@ import {
   VersionedTransaction,
 } from "@solana/web3.js";
 import {
-  ACCOUNT_SIZE,
   AccountLayout,
-  MINT_SIZE,
-  MintLayout,
   TOKEN_PROGRAM_ID,
   createAssociatedTokenAccountInstruction,
   createTransferCheckedInstruction,
@@ -27,6 +24,7 @@ import { findAccount } from "../src/ledger/embedded/store.ts";
 import { MEMO_PROGRAM, associatedTokenAddress, compileTransaction, memoInstruction, transferInstructions } from "../src/ledger/transactions.ts";
 import { AppError } from "../src/errors.ts";
 import { testDeps } from "./helpers/deps.ts";
+import { setMint, setSystemAccount, setTokenAccount } from "./helpers/litesvm-accounts.ts";
 
 type Outcome = "confirmed" | "failed" | "rejected";
 
@@ -140,6 +138,11 @@ async function balances(): Promise<{ embedded: Record<string, string>; svm: Reco
   return { embedded: e, svm: s };
 }
 
+/** `owner`'s USDC associated token account. */
+function usdcAccount(owner: Keypair): PublicKey {
+  return new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), usdcMint));
+}
+
 function solTransfer(from: Keypair, to: PublicKey, lamports: bigint): TransactionInstruction {
   return SystemProgram.transfer({ fromPubkey: from.publicKey, toPubkey: to, lamports });
 }
@@ -158,32 +161,9 @@ function usdcTransfer(from: Keypair, to: Keypair, amount: bigint, createRecipien
 
 /** Gives `owner` the same SOL and USDC in LiteSVM as the embedded airdrop gave it. */
 function fundInSvm(owner: Keypair, lamports: bigint, usdc: bigint): void {
-  svm.setAccount(owner.publicKey, { lamports: Number(lamports), data: new Uint8Array(0), owner: SystemProgram.programId, executable: false, rentEpoch: 0 });
+  setSystemAccount(svm, owner.publicKey, lamports);
   if (usdc > 0n) {
-    const data = Buffer.alloc(ACCOUNT_SIZE);
-    AccountLayout.encode(
-      {
-        mint: new PublicKey(usdcMint),
-        owner: owner.publicKey,
-        amount: usdc,
-        delegateOption: 0,
-        delegate: PublicKey.default,
-        state: 1,
-        isNativeOption: 0,
-        isNative: 0n,
-        delegatedAmount: 0n,
-        closeAuthorityOption: 0,
-        closeAuthority: PublicKey.default,
-      },
-      data,
-    );
-    svm.setAccount(new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), usdcMint)), {
-      lamports: Number(svm.minimumBalanceForRentExemption(BigInt(ACCOUNT_SIZE))),
-      data,
-      owner: TOKEN_PROGRAM_ID,
-      executable: false,
-      rentEpoch: 0,
-    });
+    setTokenAccount(svm, usdcAccount(owner), { mint: new PublicKey(usdcMint), owner: owner.publicKey, amount: usdc });
   }
 }
 
@@ -193,26 +173,7 @@ beforeAll(async () => {
   embedded = await createEmbeddedLedger(t.deps);
   usdcMint = (await embedded.tokens()).find((x) => x.key === "usdc")!.mint!;
 
-  const mintData = Buffer.alloc(MINT_SIZE);
-  MintLayout.encode(
-    {
-      mintAuthorityOption: 1,
-      mintAuthority: Keypair.generate().publicKey,
-      supply: 10n ** 18n,
-      decimals: 6,
-      isInitialized: true,
-      freezeAuthorityOption: 0,
-      freezeAuthority: PublicKey.default,
-    },
-    mintData,
-  );
-  svm.setAccount(new PublicKey(usdcMint), {
-    lamports: Number(svm.minimumBalanceForRentExemption(BigInt(MINT_SIZE))),
-    data: mintData,
-    owner: TOKEN_PROGRAM_ID,
-    executable: false,
-    rentEpoch: 0,
-  });
+  setMint(svm, new PublicKey(usdcMint), { decimals: 6, supply: 10n ** 18n, authority: Keypair.generate().publicKey });
 
   for (const [k, sol, usdc] of [
     [alice, 2n * SOL, 1000n * USDC],
@@ -328,14 +289,7 @@ const cases: Case[] = [
     name: "a token transfer signed by someone who does not own the source fails",
     expected: "failed",
     instructions: () => [
-      createTransferCheckedInstruction(
-        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
-        new PublicKey(usdcMint),
-        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
-        bob.publicKey,
-        1n,
-        6,
-      ),
+      createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(usdcMint), usdcAccount(bob), bob.publicKey, 1n, 6),
     ],
     feePayer: () => bob,
     signers: () => [bob],
@@ -344,14 +298,7 @@ const cases: Case[] = [
     name: "TransferChecked with the wrong decimals fails",
     expected: "failed",
     instructions: () => [
-      createTransferCheckedInstruction(
-        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
-        new PublicKey(usdcMint),
-        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
-        alice.publicKey,
-        1n,
-        9,
-      ),
+      createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(usdcMint), usdcAccount(bob), alice.publicKey, 1n, 9),
     ],
     feePayer: () => alice,
     signers: () => [alice],
@@ -360,12 +307,7 @@ const cases: Case[] = [
     name: "plain Token Transfer",
     expected: "confirmed",
     instructions: () => [
-      createTransferInstruction(
-        new PublicKey(associatedTokenAddress(alice.publicKey.toBase58(), usdcMint)),
-        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
-        alice.publicKey,
-        3n,
-      ),
+      createTransferInstruction(usdcAccount(alice), usdcAccount(bob), alice.publicKey, 3n),
     ],
     feePayer: () => alice,
     signers: () => [alice],
@@ -374,12 +316,7 @@ const cases: Case[] = [
     name: "Create (not idempotent) of an existing token account fails",
     expected: "failed",
     instructions: () => [
-      createAssociatedTokenAccountInstruction(
-        alice.publicKey,
-        new PublicKey(associatedTokenAddress(bob.publicKey.toBase58(), usdcMint)),
-        bob.publicKey,
-        new PublicKey(usdcMint),
-      ),
+      createAssociatedTokenAccountInstruction(alice.publicKey, usdcAccount(bob), bob.publicKey, new PublicKey(usdcMint)),
     ],
     feePayer: () => alice,
     signers: () => [alice],

@@ -1,7 +1,8 @@
 // A test-only Solana JSON-RPC 2.0 server backed by LiteSVM, so the RPC ledger's real @solana/web3.js calls run against the real runtime.
 import { LiteSVM, FailedTransactionMetadata, type AccountInfoBytes, type TransactionMetadata } from "litesvm";
+import { setMint, setTokenAccount } from "./litesvm-accounts.ts";
 import { Keypair, PublicKey, SystemProgram, Transaction, VersionedTransaction } from "@solana/web3.js";
-import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, MintLayout, TOKEN_PROGRAM_ID, getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { ACCOUNT_SIZE, AccountLayout, MintLayout, TOKEN_PROGRAM_ID, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { base58 } from "@scure/base";
 
 /** The devnet USDC mint (ledger.md); the server creates it at startup so `rpcTokens("devnet", …)` works as is. */
@@ -454,20 +455,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
 
   function createMint(decimals: number, address?: string): string {
     const mint = address === undefined ? Keypair.generate().publicKey : new PublicKey(address);
-    const data = Buffer.alloc(MINT_SIZE);
-    MintLayout.encode(
-      {
-        mintAuthorityOption: 1,
-        mintAuthority: mintAuthority.publicKey,
-        supply: 0n,
-        decimals,
-        isInitialized: true,
-        freezeAuthorityOption: 0,
-        freezeAuthority: PublicKey.default,
-      },
-      data,
-    );
-    svm.setAccount(mint, { lamports: Number(svm.minimumBalanceForRentExemption(BigInt(MINT_SIZE))), data, owner: TOKEN_PROGRAM_ID, executable: false, rentEpoch: 0 });
+    setMint(svm, mint, { decimals, supply: 0n, authority: mintAuthority.publicKey });
     return mint.toBase58();
   }
 
@@ -478,28 +466,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     const ata = getAssociatedTokenAddressSync(mint, new PublicKey(owner), true);
     const existing = svm.getAccount(ata);
     const before = existing === null ? 0n : AccountLayout.decode(existing.data).amount;
-    const data = Buffer.alloc(ACCOUNT_SIZE);
-    AccountLayout.encode(
-      {
-        mint,
-        owner: new PublicKey(owner),
-        amount: before + amount,
-        delegateOption: 0,
-        delegate: PublicKey.default,
-        state: 1, // Initialized
-        isNativeOption: 0,
-        isNative: 0n,
-        delegatedAmount: 0n,
-        closeAuthorityOption: 0,
-        closeAuthority: PublicKey.default,
-      },
-      data,
-    );
-    svm.setAccount(ata, { lamports: Number(svm.minimumBalanceForRentExemption(BigInt(ACCOUNT_SIZE))), data, owner: TOKEN_PROGRAM_ID, executable: false, rentEpoch: 0 });
+    setTokenAccount(svm, ata, { mint, owner: new PublicKey(owner), amount: before + amount });
     const mintState = MintLayout.decode(mintAccount.data);
-    const mintData = Buffer.alloc(MINT_SIZE);
-    MintLayout.encode({ ...mintState, supply: mintState.supply + amount }, mintData);
-    svm.setAccount(mint, { ...mintAccount, data: mintData });
+    setMint(svm, mint, { decimals: mintState.decimals, supply: mintState.supply + amount, authority: mintAuthority.publicKey });
     return ata.toBase58();
   }
 
