@@ -74,6 +74,14 @@ describe("loadConfig", () => {
     expect(loadConfig({ NETWORK: "devnet" }).solanaRpcUrl).toBe("https://api.devnet.solana.com");
     expect(loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:8899" }).solanaRpcUrl).toBe("http://127.0.0.1:8899");
     expect(() => loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "ftp://x" })).toThrow("SOLANA_RPC_URL");
+    let message = "";
+    try {
+      loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "wss://rpc.example/?api-key=SECRET123" });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain("SOLANA_RPC_URL");
+    expect(message).not.toContain("SECRET123"); // provider keys live in the URL
     expect(loadConfig({}).serviceToken).toEqual({ symbol: "wgt", decimals: 6, mint: null });
     const mint = "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU";
     expect(loadConfig({ SERVICE_TOKEN_SYMBOL: "ABC", SERVICE_TOKEN_DECIMALS: "9", SERVICE_TOKEN_MINT: mint }).serviceToken).toEqual({

@@ -167,7 +167,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   const rawRpc = vars.SOLANA_RPC_URL?.trim() || null;
   if (mainnet && rawRpc === null) throw new ConfigError("SOLANA_RPC_URL is required on mainnet");
   if (rawRpc !== null && !/^https?:\/\/[^\s]+$/.test(rawRpc)) {
-    throw new ConfigError(`SOLANA_RPC_URL must be an http(s) URL, got "${rawRpc}"`);
+    // Not echoed: RPC providers put their API key in the URL.
+    throw new ConfigError("SOLANA_RPC_URL must be an http(s) URL");
   }
   const solanaRpcUrl = network === "localnet" ? null : (rawRpc ?? DEVNET_RPC_URL);
 

@@ -76,6 +76,12 @@ describe("architecture (STYLE.md)", () => {
     }
   });
 
+  test("a custodial key leaves the service only through the operator's `wallets export` command", () => {
+    // ledger.md: a secret key is never returned, logged or exported by any tool.
+    const users = files.filter((f) => f.rel !== "wallets/custody.ts" && /\bexportSecretKey\b/.test(f.text)).map((f) => f.rel);
+    expect(users).toEqual(["cli/wallets.ts"]);
+  });
+
   test("no `export *` barrels", () => {
     for (const f of files) expect({ file: f.rel, barrel: /export\s+\*/.test(f.text) }).toEqual({ file: f.rel, barrel: false });
   });

@@ -8,11 +8,14 @@ import {
   ComputeBudgetProgram,
   Keypair,
   PublicKey,
+  SYSVAR_RENT_PUBKEY,
   SystemProgram,
   TransactionInstruction,
   VersionedTransaction,
 } from "@solana/web3.js";
 import {
+  ACCOUNT_SIZE,
+  ASSOCIATED_TOKEN_PROGRAM_ID,
   AccountLayout,
   TOKEN_PROGRAM_ID,
   createAssociatedTokenAccountInstruction,
@@ -55,6 +58,7 @@ const bob = Keypair.generate();
 const carol = Keypair.generate();
 const dave = Keypair.generate(); // funded with SOL only
 const erin = Keypair.generate(); // exactly 1 SOL, to be left below the rent-exempt minimum
+const frank = Keypair.generate(); // exactly 1 SOL, pays (or fails to pay) priority fees
 let usdcMint: string;
 const sentBytes = new Map<string, { embedded: Uint8Array; svm: Uint8Array }>();
 
@@ -110,30 +114,36 @@ async function runCase(c: Case): Promise<{ embedded: Outcome; svm: Outcome }> {
     svmWire = earlier.svm;
   } else {
     // Identical instructions, keys and amounts; each copy signed over its own ledger's recent blockhash.
-    embeddedWire = signed(compileTransaction(c.instructions(), feePayer, (await embedded.latestBlockhash()).blockhash, c.version), c);
-    svmWire = signed(compileTransaction(c.instructions(), feePayer, svm.latestBlockhash(), c.version), c);
+    const instructions = c.instructions();
+    embeddedWire = signed(compileTransaction(instructions, feePayer, (await embedded.latestBlockhash()).blockhash, c.version), c);
+    svmWire = signed(compileTransaction(instructions, feePayer, svm.latestBlockhash(), c.version), c);
     sentBytes.set(c.name, { embedded: embeddedWire, svm: svmWire });
   }
+  for (const key of VersionedTransaction.deserialize(embeddedWire).message.staticAccountKeys) touched.add(key.toBase58());
   return { embedded: await runEmbedded(embeddedWire), svm: runSvm(svmWire, c.feePayer().publicKey) };
 }
 
-/** Lamports and token amounts of every account the cases touch, as each ledger has them. */
+/** Every account key any case has named so far (wallets, token accounts, mints, random recipients). */
+const touched = new Set<string>();
+const SYSVAR_OWNER = "Sysvar1111111111111111111111111111111111111";
+
+/**
+ * Lamports (and, for token accounts, amounts) of every account the cases touched, as each ledger has
+ * them. Programs and sysvars are left out: the embedded ledger does not keep them as accounts.
+ */
 async function balances(): Promise<{ embedded: Record<string, string>; svm: Record<string, string> }> {
-  const addresses: string[] = [];
-  for (const k of [alice, bob, carol, dave, erin]) {
-    const owner = k.publicKey.toBase58();
-    addresses.push(owner, associatedTokenAddress(owner, usdcMint));
-  }
   const e: Record<string, string> = {};
   const s: Record<string, string> = {};
-  for (const address of addresses) {
+  for (const address of touched) {
+    const account = svm.getAccount(new PublicKey(address));
+    if (account !== null && (account.executable || account.owner.toBase58() === SYSVAR_OWNER)) continue;
     const row = await findAccount(db, address);
     e[address] = row === null ? "none" : `${row.lamports}${row.kind === "token" ? `/${row.amount}` : ""}`;
-    const account = svm.getAccount(new PublicKey(address));
+    const isTokenAccount = account !== null && account.owner.equals(TOKEN_PROGRAM_ID) && account.data.length === ACCOUNT_SIZE;
     s[address] =
       account === null || account.lamports === 0
         ? "none"
-        : `${account.lamports}${account.owner.equals(TOKEN_PROGRAM_ID) ? `/${AccountLayout.decode(account.data).amount}` : ""}`;
+        : `${account.lamports}${isTokenAccount ? `/${AccountLayout.decode(account.data).amount}` : ""}`;
   }
   return { embedded: e, svm: s };
 }
@@ -180,6 +190,7 @@ beforeAll(async () => {
     [bob, 1n * SOL, 0n],
     [dave, 1n * SOL, 0n],
     [erin, 1n * SOL, 0n],
+    [frank, 1n * SOL, 0n],
   ] as const) {
     await embedded.airdrop(k.publicKey.toBase58(), { sol, usdc });
     fundInSvm(k, sol, usdc);
@@ -353,6 +364,70 @@ const cases: Case[] = [
     instructions: () => [solTransfer(alice, alice.publicKey, 12_345n), ...usdcTransfer(alice, alice, 4n, false)],
     feePayer: () => alice,
     signers: () => [alice],
+  },
+  {
+    name: "SOL sent to a sysvar fails: reserved accounts are read-only",
+    expected: "failed",
+    instructions: () => [solTransfer(alice, SYSVAR_RENT_PUBKEY, 1_000_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "SOL sent to a program the transaction does not call",
+    expected: "confirmed",
+    instructions: () => [solTransfer(alice, ASSOCIATED_TOKEN_PROGRAM_ID, 1_000_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a transfer of 0 lamports from a read-only signer fails",
+    expected: "failed",
+    instructions: () => [
+      new TransactionInstruction({
+        programId: SystemProgram.programId,
+        keys: [
+          { pubkey: bob.publicKey, isSigner: true, isWritable: false },
+          { pubkey: carol.publicKey, isSigner: false, isWritable: true },
+        ],
+        data: SystemProgram.transfer({ fromPubkey: bob.publicKey, toPubkey: carol.publicKey, lamports: 0n }).data,
+      }),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice, bob],
+  },
+  {
+    name: "a token transfer into a read-only token account fails",
+    expected: "failed",
+    instructions: () => {
+      const ix = createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(usdcMint), usdcAccount(bob), alice.publicKey, 5n, 6);
+      ix.keys[2]!.isWritable = false;
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a fee payer who cannot pay the fee is rejected",
+    expected: "rejected",
+    instructions: () => [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: 1_000_000 }),
+      ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 5_000_000_000 }), // 5,000 SOL of priority fee
+      memoInstruction("too dear"),
+    ],
+    feePayer: () => frank,
+    signers: () => [frank],
+  },
+  {
+    name: "a fee payer the fee would leave below the rent-exempt minimum is rejected",
+    expected: "rejected",
+    instructions: () => [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: 1_000_000 }),
+      // Priority fee = price in lamports at 1,000,000 units: leaves frank 500,000 lamports.
+      ComputeBudgetProgram.setComputeUnitPrice({ microLamports: Number(SOL - 5_000n - 500_000n) }),
+      memoInstruction("almost all"),
+    ],
+    feePayer: () => frank,
+    signers: () => [frank],
   },
   {
     name: "a wrong key's signature in the sender's slot is rejected",

@@ -89,7 +89,7 @@ describe("embedded ledger durability", () => {
       const tooMuch = await runCli(["ledger", "airdrop", "--to", to, "--sol", "3"], env);
       expect([tooMuch.code, tooMuch.stderr]).toEqual([1, expect.stringContaining("at most 2 SOL")]);
       const badAddress = await runCli(["ledger", "airdrop", "--to", "not-base58!", "--sol", "1"], env);
-      expect([badAddress.code, badAddress.stderr]).toEqual([1, expect.stringContaining("base58")]);
+      expect([badAddress.code, badAddress.stderr]).toEqual([2, expect.stringContaining("base58")]);
       const devnet = await runCli(["ledger", "airdrop", "--to", to, "--sol", "1"], { ...env, NETWORK: "devnet" });
       expect([devnet.code, devnet.stderr]).toEqual([1, expect.stringContaining("localnet")]);
 

@@ -2,6 +2,7 @@
 import { UsageError, type Config } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { parseAmount } from "../lib/amounts.ts";
+import { decodeAddress } from "../lib/encoding.ts";
 import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
 
@@ -17,6 +18,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
   );
   if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"\n\n${LEDGER_USAGE}`);
   if (values.to === undefined) throw new UsageError(`--to <address> is required\n\n${LEDGER_USAGE}`);
+  if (decodeAddress(values.to) === null) throw new UsageError(`--to: "${values.to}" is not a Solana address (base58 of 32 bytes)`);
   if (config.network !== "localnet") {
     process.stderr.write(`walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is ${config.network})\n`);
     return 1;

@@ -40,9 +40,22 @@ async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
   });
 }
 
+const PING_TIMEOUT_MS = 2_000;
+const PING_CACHE_MS = 1_000;
+
+/** `promise`, or false once `ms` have passed. */
+function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 /** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */
 export function createLedger(deps: LedgerDeps): Ledger {
   let loading: Promise<Ledger> | null = null;
+  let lastPing: { at: number; answer: Promise<boolean> } | null = null;
   const ledger = () => {
     loading ??= loadLedger(deps).catch((err: unknown) => {
       loading = null; // a failed load (e.g. a locked database) is tried again on the next call
@@ -61,12 +74,21 @@ export function createLedger(deps: LedgerDeps): Ledger {
     submit: async (wire, options) => (await ledger()).submit(wire, options),
     getTransaction: async (signature) => (await ledger()).getTransaction(signature),
     history: async (address, options) => (await ledger()).history(address, options),
-    ping: async () => {
-      try {
-        return await (await ledger()).ping();
-      } catch {
-        return false;
+    ping: () => {
+      // Readiness probes come often and must answer fast: a slow RPC counts as down after 2 s, and
+      // one answer serves every probe for a second, so probes never pile up on a public endpoint.
+      const now = deps.clock.now();
+      if (lastPing === null || now - lastPing.at >= PING_CACHE_MS) {
+        const answer = (async () => {
+          try {
+            return await withTimeout((async () => (await ledger()).ping())(), PING_TIMEOUT_MS);
+          } catch {
+            return false;
+          }
+        })();
+        lastPing = { at: now, answer };
       }
+      return lastPing.answer;
     },
     stop: async () => {
       if (loading !== null) await (await loading.catch(() => null))?.stop();

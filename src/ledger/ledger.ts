@@ -1,6 +1,24 @@
 // The one ledger interface the domain talks to (ledger.md), implemented by the embedded ledger
 // (localnet) and the Solana RPC ledger (devnet, mainnet). Amounts are bigint base units.
 import type { Network } from "../config.ts";
+import { AppError } from "../errors.ts";
+
+/** Amounts above 2^63-1 base units are refused everywhere (spec/README.md "Amounts"; SQLite's integers). */
+export const MAX_AMOUNT_BASE_UNITS = 2n ** 63n - 1n;
+export const MAX_HISTORY_LIMIT = 1000;
+
+/** The checks both ledgers make on a transfer's amount and a history page's size. */
+export function requireTransferAmount(amount: bigint): void {
+  if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) {
+    throw new AppError("VALIDATION_ERROR", "amount must be greater than zero and at most 2^63-1 base units", { details: { fields: ["amount"] } });
+  }
+}
+
+export function requireHistoryLimit(limit: number): void {
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
+    throw new AppError("VALIDATION_ERROR", `limit must be an integer from 1 to ${MAX_HISTORY_LIMIT}`, { details: { fields: ["limit"] } });
+  }
+}
 
 /** A token the service knows: `sol`, `usdc` and the service token (its key is SERVICE_TOKEN_SYMBOL). */
 export type TokenInfo = Readonly<{ key: string; kind: "native" | "spl"; decimals: number; mint: string | null }>;

@@ -53,10 +53,14 @@ export type TransferPlan = Readonly<{
   computeUnitLimit?: number | null;
 }>;
 
-/** 200,000 units plus 0–65,535 from `randomBytes`: a limit that makes an otherwise identical transfer distinct. */
+/**
+ * 200,000 units plus 20 random bits (at most 1,248,575, under the 1,400,000 cap): a limit that makes an
+ * otherwise identical transfer distinct. Two equal requests in one blockhash's life still collide once in
+ * about a million pairs; the caller then builds again.
+ */
 export function distinctComputeUnitLimit(randomBytes: (count: number) => Uint8Array): number {
-  const [high, low] = randomBytes(2);
-  return 200_000 + (high! << 8) + low!;
+  const [a, b, c] = randomBytes(3);
+  return 200_000 + (((a! & 0x0f) << 16) | (b! << 8) | c!);
 }
 
 export function memoInstruction(memo: string): TransactionInstruction {
@@ -150,6 +154,8 @@ export type ParsedTransaction = Readonly<{
   isWritable(index: number): boolean;
   recentBlockhash: string;
   instructions: readonly DecodedInstruction[];
+  /** The program ids the instructions call. */
+  invokedPrograms: readonly string[];
   computeUnitLimit: number | null;
   /** Micro-lamports per compute unit. */
   computeUnitPrice: bigint;
@@ -261,6 +267,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
     i < numRequiredSignatures ? i < numRequiredSignatures - numReadonlySignedAccounts : i < accountKeys.length - numReadonlyUnsignedAccounts;
 
   const instructions: DecodedInstruction[] = [];
+  const invokedPrograms = new Set<string>();
   let computeUnitLimit: number | null = null;
   let computeUnitPrice: bigint | null = null;
   for (const ix of message.compiledInstructions) {
@@ -268,6 +275,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
     if (program === undefined || ix.accountKeyIndexes.some((i) => i >= accountKeys.length)) {
       throw rejected("malformed", "an instruction names an account index outside the message");
     }
+    invokedPrograms.add(program);
     const decoded = decodeInstruction(program, ix.data, ix.accountKeyIndexes);
     if (decoded.program === "computeBudget") {
       // As the runtime does: a second instruction of the same kind rejects the transaction.
@@ -293,6 +301,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
     isWritable,
     recentBlockhash: message.recentBlockhash,
     instructions,
+    invokedPrograms: [...invokedPrograms],
     computeUnitLimit,
     computeUnitPrice: computeUnitPrice ?? 0n,
   };

@@ -53,6 +53,22 @@ describe("transferFromWallet", () => {
     expect((await deps.ledger.getBalances(b)).sol).toBe(4n * (SOL / 10n));
   });
 
+  test("two identical requests that draw the same compute-unit limit are still two transfers", async () => {
+    // The first two limits drawn are equal (all-zero random bytes), so the second transaction is
+    // byte-for-byte the first: the ledger says CONFLICT and the transfer is built again.
+    let equalDraws = 2;
+    const random = (n: number) => (n === 3 && equalDraws-- > 0 ? new Uint8Array(3) : crypto.getRandomValues(new Uint8Array(n)));
+    const { deps } = await testDeps({}, { random });
+    const a = (await createCustodialWallet(deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(a, { sol: SOL });
+    equalDraws = 2; // the airdrop drew limits too
+    const both = await Promise.all([0, 1].map(() => transferFromWallet(deps, { from: a, to: b, token: "sol", amount: SOL / 10n })));
+    const signatures = both.map((o) => (o.kind === "submitted" ? o.result.signature : ""));
+    expect(new Set(signatures).size).toBe(2);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
+  });
+
   test("errors: unknown token, bad address, zero amount", async () => {
     const { deps } = await testDeps();
     const a = (await createCustodialWallet(deps)).address;

@@ -1,6 +1,7 @@
 // A wallet's transfer: a custodial wallet's is signed here and submitted as the service's own transfer
 // (a shortfall is INSUFFICIENT_FUNDS and costs nothing); a connected wallet gets it back unsigned.
 import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
 import { encodeBase64 } from "../lib/encoding.ts";
 import type { SubmitResult, TransferIntent } from "../ledger/ledger.ts";
 import { signerFor } from "./signer.ts";
@@ -14,6 +15,13 @@ export async function transferFromWallet(deps: Deps, intent: TransferIntent): Pr
   const signer = await signerFor(deps, intent.from);
   const wire = await deps.ledger.buildTransfer(intent);
   if (signer.kind === "connected") return { kind: "unsigned", intent, transaction: encodeBase64(wire) };
-  const result = await deps.ledger.submit(await signer.sign(wire), { ownTransfer: true });
-  return { kind: "submitted", intent, result };
+  try {
+    return { kind: "submitted", intent, result: await deps.ledger.submit(await signer.sign(wire), { ownTransfer: true }) };
+  } catch (err) {
+    // A transaction built just now can only be a "duplicate" of another identical request that drew the
+    // same compute-unit limit (about one pair in a million): it is a different transfer, so build again.
+    if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
+    const again = await signer.sign(await deps.ledger.buildTransfer(intent));
+    return { kind: "submitted", intent, result: await deps.ledger.submit(again, { ownTransfer: true }) };
+  }
 }

@@ -4,10 +4,10 @@ import { openDatabase } from "../../src/db/open.ts";
 import { migrate } from "../../src/db/migrate.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import { manualClock } from "../../src/lib/clock.ts";
-import { cryptoRandom } from "../../src/lib/ids.ts";
+import { cryptoRandom, type Random } from "../../src/lib/ids.ts";
 import { createLogger } from "../../src/log.ts";
 
-export async function testDeps(env: Record<string, string> = {}) {
+export async function testDeps(env: Record<string, string> = {}, options: { random?: Random } = {}) {
   const config = loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off", ...env });
   const clock = manualClock();
   const db = openDatabase(":memory:");
@@ -23,7 +23,7 @@ export async function testDeps(env: Record<string, string> = {}) {
     baseUrl: "http://walletgate.test",
     db,
     clock,
-    random: cryptoRandom,
+    random: options.random ?? cryptoRandom,
     log: createLogger("silent", "json"),
   });
   return { deps, clock, db };

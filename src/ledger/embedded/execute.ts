@@ -2,10 +2,7 @@
 // account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
 import type { AccountRow } from "./store.ts";
 import {
-  ATA_PROGRAM,
   COMPUTE_BUDGET_PROGRAM,
-  MEMO_PROGRAM,
-  MEMO_V1_PROGRAM,
   SYSTEM_PROGRAM,
   TOKEN_PROGRAM,
   associatedTokenAddress,
@@ -18,7 +15,47 @@ export const RENT_EXEMPT_SYSTEM = 890_880n;
 export const RENT_EXEMPT_TOKEN_ACCOUNT = 2_039_280n;
 export const RENT_EXEMPT_MINT = 1_461_600n;
 
-const PROGRAMS = new Set([SYSTEM_PROGRAM, TOKEN_PROGRAM, ATA_PROGRAM, COMPUTE_BUDGET_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
+/**
+ * Solana's reserved account keys (sysvars and builtin programs): the runtime treats them as read-only
+ * whatever the message says, so no transaction can change them.
+ */
+const RESERVED_ACCOUNT_KEYS = new Set([
+  "SysvarC1ock11111111111111111111111111111111",
+  "SysvarEpochRewards1111111111111111111111111",
+  "SysvarEpochSchedu1e111111111111111111111111",
+  "SysvarFees111111111111111111111111111111111",
+  "Sysvar1nstructions1111111111111111111111111",
+  "SysvarLastRestartS1ot1111111111111111111111",
+  "SysvarRecentB1ockHashes11111111111111111111",
+  "SysvarRent111111111111111111111111111111111",
+  "SysvarRewards111111111111111111111111111111",
+  "SysvarS1otHashes111111111111111111111111111",
+  "SysvarS1otHistory11111111111111111111111111",
+  "SysvarStakeHistory1111111111111111111111111",
+  "Sysvar1111111111111111111111111111111111111",
+  SYSTEM_PROGRAM,
+  COMPUTE_BUDGET_PROGRAM,
+  "Vote111111111111111111111111111111111111111",
+  "Stake11111111111111111111111111111111111111",
+  "Config1111111111111111111111111111111111111",
+  "BPFLoader1111111111111111111111111111111111",
+  "BPFLoader2111111111111111111111111111111111",
+  "BPFLoaderUpgradeab1e11111111111111111111111",
+  "LoaderV411111111111111111111111111111111111",
+  "AddressLookupTab1e1111111111111111111111111",
+  "Ed25519SigVerify111111111111111111111111111",
+  "KeccakSecp256k11111111111111111111111111111",
+  "Secp256r1SigVerify1111111111111111111111111",
+  "NativeLoader1111111111111111111111111111111",
+  "Feature111111111111111111111111111111111111",
+  "ZkTokenProof1111111111111111111111111111111",
+  "ZkE1Gama1Proof11111111111111111111111111111",
+]);
+
+/** Every account the runtime will not let a transaction change: reserved keys and the programs it calls. */
+export function isReadOnlyForRuntime(address: string, invokedPrograms: ReadonlySet<string>): boolean {
+  return RESERVED_ACCOUNT_KEYS.has(address) || invokedPrograms.has(address);
+}
 
 export type Outcome =
   /** Refused before execution: nothing is recorded or charged. */
@@ -86,6 +123,10 @@ export function execute(tx: ParsedTransaction, fee: bigint, read: (address: stri
   }
   const afterFee = new Map<string, AccountRow>([[feePayer, payerAfterFee]]);
 
+  // The runtime demotes reserved keys and the programs this transaction calls to read-only.
+  const invoked = new Set(tx.invokedPrograms);
+  const writable = (index: number) => tx.isWritable(index) && !isReadOnlyForRuntime(keys[index]!, invoked);
+
   // Execution works on a copy; on failure only the fee is kept.
   const original = new Map<string, AccountRow>();
   const state = new Map<string, AccountRow>(afterFee);
@@ -98,18 +139,19 @@ export function execute(tx: ParsedTransaction, fee: bigint, read: (address: stri
     state.set(address, loaded);
     return loaded;
   };
+  const requireWritable = (index: number): void => {
+    if (!writable(index)) throw new InstructionFailure(`instruction changed the read-only account ${keys[index]}`);
+  };
   const set = (index: number, account: AccountRow): void => {
-    const address = keys[index]!;
-    if (PROGRAMS.has(address)) throw new InstructionFailure(`instruction changed the program account ${address}`);
-    if (!tx.isWritable(index)) throw new InstructionFailure(`instruction changed the read-only account ${address}`);
-    state.set(address, account);
+    requireWritable(index);
+    state.set(keys[index]!, account);
   };
   const requireSigner = (index: number, role: string): void => {
     if (!tx.isSigner(index)) throw new InstructionFailure(`missing required signature of the ${role} ${keys[index]}`);
   };
 
   try {
-    for (const ix of tx.instructions) runInstruction(ix, { keys, get, set, requireSigner, isSigner: tx.isSigner });
+    for (const ix of tx.instructions) runInstruction(ix, { keys, get, set, requireSigner, requireWritable });
     // Rent: every account the transaction changed ends empty or rent exempt.
     for (const [address, account] of state) {
       const before = address === feePayer ? payer : (original.get(address) ?? none);
@@ -134,7 +176,8 @@ type Context = {
   get(index: number): AccountRow;
   set(index: number, account: AccountRow): void;
   requireSigner(index: number, role: string): void;
-  isSigner(index: number): boolean;
+  /** Builtins (the System Program) check this on every balance they touch, changed or not. */
+  requireWritable(index: number): void;
 };
 
 function runInstruction(ix: DecodedInstruction, c: Context): void {
@@ -161,6 +204,8 @@ function systemTransfer(ix: Extract<DecodedInstruction, { program: "system" }>, 
   if (from.lamports < ix.lamports) {
     throw new InstructionFailure(`the sender holds ${from.lamports} lamports, ${ix.lamports} needed`, true);
   }
+  c.requireWritable(ix.from);
+  c.requireWritable(ix.to);
   if (ix.lamports === 0n) return;
   c.set(ix.from, { kind: "system", lamports: from.lamports - ix.lamports });
   const to = c.get(ix.to); // read after the debit: a transfer to oneself nets to nothing

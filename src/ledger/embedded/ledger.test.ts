@@ -86,6 +86,26 @@ describe("embedded ledger", () => {
     await expectConserved(t);
   });
 
+  test("a service token with 9 decimals: genesis supply capped inside 64 bits, transfers work", async () => {
+    const t = await testDeps({ SERVICE_TOKEN_DECIMALS: "9", SERVICE_TOKEN_SYMBOL: "pts" });
+    const ledger = await createEmbeddedLedger(t.deps);
+    expect((await ledger.tokens())[2]).toMatchObject({ key: "pts", decimals: 9 });
+    expect((await ledger.getBalances(ledger.faucetAddress)).pts).toBe(10n ** 18n);
+    const who = Keypair.generate();
+    await ledger.airdrop(who.publicKey.toBase58(), { sol: SOL, token: 1_000_000n * SOL });
+    expect((await ledger.getBalances(who.publicKey.toBase58())).pts).toBe(1_000_000n * SOL);
+    await transfer(ledger, who, Keypair.generate().publicKey.toBase58(), "pts", 5n * SOL);
+    await expectConserved({ ...t, ledger });
+  });
+
+  test("amounts: zero, negative and above 2^63-1 base units are VALIDATION_ERROR", async () => {
+    const t = await setup();
+    const [a, b] = [Keypair.generate().publicKey.toBase58(), Keypair.generate().publicKey.toBase58()];
+    for (const amount of [0n, -1n, 2n ** 63n]) {
+      expect(await reasonOf(t.ledger.buildTransfer({ from: a, to: b, token: "sol", amount }))).toBe("VALIDATION_ERROR:");
+    }
+  });
+
   test("a SOL transfer: balances, fee, parsed transaction, memo and history both ways", async () => {
     const t = await setup();
     const alice = Keypair.generate();
@@ -138,6 +158,9 @@ describe("embedded ledger", () => {
     const page2 = await t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: page1[1]!.signature });
     expect([...page1, ...page2].map((x) => x.signature)).toEqual([sent[4]!, sent[3]!, sent[2]!, sent[1]!]);
     expect(await reasonOf(t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: "1".repeat(64) }))).toBe("VALIDATION_ERROR:");
+    for (const limit of [0, -1, 1.5, 1001, Number.NaN]) {
+      expect(await reasonOf(t.ledger.history(alice.publicKey.toBase58(), { limit }))).toBe("VALIDATION_ERROR:");
+    }
   });
 
   test("every rejection reason; a rejected transaction changes nothing", async () => {

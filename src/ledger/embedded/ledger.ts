@@ -9,7 +9,18 @@ import type { Clock } from "../../lib/clock.ts";
 import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Random } from "../../lib/ids.ts";
 import type { SignatureVerifier } from "../../lib/verifier.ts";
-import type { AirdropAmounts, Balances, Ledger, LedgerTransaction, SubmitOptions, SubmitResult, TokenInfo, TransferIntent } from "../ledger.ts";
+import {
+  requireHistoryLimit,
+  requireTransferAmount,
+  type AirdropAmounts,
+  type Balances,
+  type Ledger,
+  type LedgerTransaction,
+  type SubmitOptions,
+  type SubmitResult,
+  type TokenInfo,
+  type TransferIntent,
+} from "../ledger.ts";
 import {
   associatedTokenAddress,
   compileTransaction,
@@ -35,7 +46,14 @@ export type EmbeddedLedgerDeps = Readonly<{
 
 /** What genesis gives the faucet: far more than any test or demo needs, well inside 2^63. */
 const FAUCET_LAMPORTS = 1_000_000_000n * 1_000_000_000n; // 1e9 SOL
-const FAUCET_TOKEN_WHOLE_UNITS = 1_000_000_000_000n; // 1e12 tokens of each mint
+const FAUCET_TOKEN_WHOLE_UNITS = 1_000_000_000_000n; // 1e12 tokens of each mint...
+const MAX_FAUCET_TOKEN_BASE_UNITS = 10n ** 18n; // ...but never past what SQLite (and u64) hold
+
+/** The faucet's genesis supply of a mint: 10^12 whole tokens, capped at 10^18 base units (9 decimals: 10^9 tokens). */
+export function faucetSupply(decimals: number): bigint {
+  const whole = FAUCET_TOKEN_WHOLE_UNITS * 10n ** BigInt(decimals);
+  return whole < MAX_FAUCET_TOKEN_BASE_UNITS ? whole : MAX_FAUCET_TOKEN_BASE_UNITS;
+}
 const USDC_DECIMALS = 6;
 const MAX_AIRDROP_LAMPORTS = 2_000_000_000n; // 2 SOL, as devnet's faucet
 const MAX_AIRDROP_TOKEN_WHOLE_UNITS = 1_000_000n;
@@ -66,37 +84,36 @@ async function loadGenesis(deps: EmbeddedLedgerDeps): Promise<Genesis> {
   };
   const existing = read();
   if (existing !== null) return existing;
-  await deps.db.write(() => {
-    if (store.readMeta(deps.db, "seed") !== null) return; // another process made it first
-    const faucet = Keypair.generate();
-    const usdcMint = encodeBase58(deps.random(32));
-    const serviceMint = encodeBase58(deps.random(32));
-    const serviceDecimals = deps.config.serviceToken.decimals;
-    const faucetAddress = faucet.publicKey.toBase58();
-    const accounts: [string, store.AccountRow][] = [[faucetAddress, { kind: "system", lamports: FAUCET_LAMPORTS }]];
-    let genesisLamports = FAUCET_LAMPORTS;
-    for (const [mint, decimals] of [
-      [usdcMint, USDC_DECIMALS],
-      [serviceMint, serviceDecimals],
-    ] as const) {
-      const supply = FAUCET_TOKEN_WHOLE_UNITS * 10n ** BigInt(decimals);
-      accounts.push([mint, { kind: "mint", lamports: RENT_EXEMPT_MINT, decimals, supply }]);
-      accounts.push([
-        associatedTokenAddress(faucetAddress, mint),
-        { kind: "token", lamports: RENT_EXEMPT_TOKEN_ACCOUNT, mint, owner: faucetAddress, amount: supply },
-      ]);
-      genesisLamports += RENT_EXEMPT_MINT + RENT_EXEMPT_TOKEN_ACCOUNT;
-    }
-    store.writeAccounts(deps.db, accounts);
+  const faucet = Keypair.generate();
+  const faucetAddress = faucet.publicKey.toBase58();
+  const usdcMint = encodeBase58(deps.random(32));
+  const serviceMint = encodeBase58(deps.random(32));
+  const serviceDecimals = deps.config.serviceToken.decimals;
+  const accounts: [string, store.AccountRow][] = [[faucetAddress, { kind: "system", lamports: FAUCET_LAMPORTS }]];
+  let genesisLamports = FAUCET_LAMPORTS;
+  for (const [mint, decimals] of [
+    [usdcMint, USDC_DECIMALS],
+    [serviceMint, serviceDecimals],
+  ] as const) {
+    const supply = faucetSupply(decimals);
+    accounts.push([mint, { kind: "mint", lamports: RENT_EXEMPT_MINT, decimals, supply }]);
+    accounts.push([
+      associatedTokenAddress(faucetAddress, mint),
+      { kind: "token", lamports: RENT_EXEMPT_TOKEN_ACCOUNT, mint, owner: faucetAddress, amount: supply },
+    ]);
+    genesisLamports += RENT_EXEMPT_MINT + RENT_EXEMPT_TOKEN_ACCOUNT;
+  }
+  // Another process (the CLI beside a server) may make genesis first; then its genesis is the one read.
+  await store.writeGenesis(deps.db, accounts, {
     // The faucet key signs only airdrops of this local play money; whoever can read the database can
     // already rewrite every balance in it, so encrypting it would protect nothing.
-    store.writeMeta(deps.db, "faucet_secret", encodeBase58(faucet.secretKey));
-    store.writeMeta(deps.db, "seed", encodeBase58(deps.random(32)));
-    store.writeMeta(deps.db, "genesis_ms", String(deps.clock.now()));
-    store.writeMeta(deps.db, "genesis_lamports", String(genesisLamports));
-    store.writeMeta(deps.db, "usdc_mint", usdcMint);
-    store.writeMeta(deps.db, "service_mint", serviceMint);
-    store.writeMeta(deps.db, "service_decimals", String(serviceDecimals));
+    faucet_secret: encodeBase58(faucet.secretKey),
+    seed: encodeBase58(deps.random(32)),
+    genesis_ms: String(deps.clock.now()),
+    genesis_lamports: String(genesisLamports),
+    usdc_mint: usdcMint,
+    service_mint: serviceMint,
+    service_decimals: String(serviceDecimals),
   });
   return read()!;
 }
@@ -125,11 +142,6 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     return token;
   };
 
-  const tokenAccountOf = (address: string) => {
-    const account = store.readAccount(deps.db, address);
-    return account?.kind === "token" ? { mint: account.mint, owner: account.owner } : null;
-  };
-
   async function checkSignatures(tx: ParsedTransaction): Promise<void> {
     const results = await Promise.all(
       tx.signatures.map((signature, i) => {
@@ -149,41 +161,44 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     const tx = parseTransaction(wire);
     const fee = transactionFee(tx);
     await checkSignatures(tx);
-    const recorded = await deps.db.write((): Recorded => {
+    const recorded = await store.applyTransaction(deps.db, (reader) => {
       const blockhash = hashes.check(tx.recentBlockhash);
       if (!blockhash.ok) {
         throw rejected(blockhash.reason, blockhash.reason === "blockhash_expired" ? "the blockhash has expired; build the transaction again" : "unknown blockhash");
       }
-      if (store.transactionExists(deps.db, tx.signature)) {
+      if (reader.transactionExists(tx.signature)) {
         throw new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
       }
-      const outcome = execute(tx, fee, (address) => store.readAccount(deps.db, address));
+      const outcome = execute(tx, fee, reader.account);
       if (outcome.kind === "rejected" || (outcome.kind === "failed" && options.ownTransfer)) {
         if (options.ownTransfer && outcome.funds) throw new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${outcome.message}`);
         throw rejected(outcome.kind === "rejected" ? outcome.reason : "execution_failed", outcome.message);
       }
       const slot = hashes.currentSlot();
       const now = deps.clock.now();
-      store.writeAccounts(deps.db, outcome.accounts);
-      const transfers = transfersOf(tx, tokenAccountOf, (mint) => mintKeys.get(mint) ?? null);
-      const failure = outcome.kind === "failed" ? outcome.message : null;
-      store.insertTransaction(
-        deps.db,
-        {
-          signature: tx.signature,
-          wire,
-          slot,
-          blockTime: now,
-          status: failure === null ? "confirmed" : "failed",
-          error: failure,
-          fee,
-          feePayer: tx.accountKeys[0]!,
-          transfers: JSON.stringify(transfers, (_, v) => (typeof v === "bigint" ? v.toString() : v)),
-          memo: memoOf(tx),
+      const transfers = transfersOf(
+        tx,
+        (address) => {
+          const account = reader.account(address);
+          return account?.kind === "token" ? { mint: account.mint, owner: account.owner } : null;
         },
-        [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])],
+        (mint) => mintKeys.get(mint) ?? null,
       );
-      return { result: { signature: tx.signature, slot, confirmedAt: now, fee }, failure };
+      const failure = outcome.kind === "failed" ? outcome.message : null;
+      const record: store.TransactionRow = {
+        signature: tx.signature,
+        wire,
+        slot,
+        blockTime: now,
+        status: failure === null ? "confirmed" : "failed",
+        error: failure,
+        fee,
+        feePayer: tx.accountKeys[0]!,
+        transfers: JSON.stringify(transfers, (_, v) => (typeof v === "bigint" ? v.toString() : v)),
+        memo: memoOf(tx),
+      };
+      const write = { accounts: outcome.accounts, record, addresses: [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])] };
+      return { write, result: { result: { signature: tx.signature, slot, confirmedAt: now, fee }, failure } satisfies Recorded };
     });
     if (recorded.failure !== null) {
       throw rejected("execution_failed", `the transaction failed: ${recorded.failure}; its fee was charged`, { signature: tx.signature });
@@ -276,7 +291,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       const feePayer = intent.feePayer ?? intent.from;
       requireAddress(feePayer, "feePayer");
       const token = tokenOf(intent.token);
-      if (intent.amount <= 0n) throw new AppError("VALIDATION_ERROR", "amount must be greater than zero");
+      requireTransferAmount(intent.amount);
       const createRecipientAccount =
         token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(intent.to, token.mint))) === null;
       const instructions = transferInstructions({
@@ -301,6 +316,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
 
     async history(address, { limit, before }) {
       requireAddress(address, "address");
+      requireHistoryLimit(limit);
       let beforeSeq: number | null = null;
       if (before !== undefined) {
         const row = await store.findTransaction(deps.db, before);

@@ -23,8 +23,7 @@ function toAccount(raw: RawAccount): AccountRow {
   return { kind: "system", lamports: raw.lamports };
 }
 
-/** Reads one account (synchronous: the executor runs inside a write). null when it does not exist. */
-export function readAccount(db: Db, address: string): AccountRow | null {
+function readAccount(db: Db, address: string): AccountRow | null {
   const raw = db.sqlite
     .query("SELECT kind, lamports, mint, owner, amount, decimals, supply FROM ledger_accounts WHERE address = ?")
     .safeIntegers(true)
@@ -32,12 +31,21 @@ export function readAccount(db: Db, address: string): AccountRow | null {
   return raw === null ? null : toAccount(raw);
 }
 
+/** One account as it is now; null when it does not exist. */
 export async function findAccount(db: Db, address: string): Promise<AccountRow | null> {
   return readAccount(db, address);
 }
 
-/** Writes accounts as they now are; a system account with no lamports is removed, as on Solana. Inside a write. */
-export function writeAccounts(db: Db, accounts: Iterable<[string, AccountRow]>): void {
+const MAX_INTEGER = 2n ** 63n - 1n;
+
+/** SQLite integers are signed 64-bit and bun:sqlite would wrap a larger bigint silently: refuse it. */
+function checkedInteger(value: bigint, what: string): bigint {
+  if (value < 0n || value > MAX_INTEGER) throw new Error(`ledger ${what} out of range: ${value}`);
+  return value;
+}
+
+/** Writes accounts as they now are; a system account with no lamports is removed, as on Solana. */
+function writeAccounts(db: Db, accounts: Iterable<[string, AccountRow]>): void {
   const upsert = db.sqlite.query(
     `INSERT INTO ledger_accounts (address, kind, lamports, mint, owner, amount, decimals, supply)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -53,12 +61,12 @@ export function writeAccounts(db: Db, accounts: Iterable<[string, AccountRow]>):
     upsert.run(
       address,
       a.kind,
-      a.lamports,
+      checkedInteger(a.lamports, "lamports"),
       a.kind === "token" ? a.mint : null,
       a.kind === "token" ? a.owner : null,
-      a.kind === "token" ? a.amount : null,
+      a.kind === "token" ? checkedInteger(a.amount, "token amount") : null,
       a.kind === "mint" ? a.decimals : null,
-      a.kind === "mint" ? a.supply : null,
+      a.kind === "mint" ? checkedInteger(a.supply, "supply") : null,
     );
   }
 }
@@ -77,8 +85,7 @@ export type TransactionRow = {
   memo: string | null;
 };
 
-/** Records a transaction and indexes it under every address it concerns. Inside a write. */
-export function insertTransaction(db: Db, row: TransactionRow, addresses: Iterable<string>): void {
+function insertTransaction(db: Db, row: TransactionRow, addresses: Iterable<string>): void {
   const { seq } = db.sqlite
     .query(
       `INSERT INTO ledger_transactions (signature, wire, slot, block_time, status, error, fee, fee_payer, transfers, memo)
@@ -91,8 +98,7 @@ export function insertTransaction(db: Db, row: TransactionRow, addresses: Iterab
   for (const address of new Set(addresses)) index.run(address, seq);
 }
 
-/** True when a transaction with this signature was recorded (synchronous: used inside a write). */
-export function transactionExists(db: Db, signature: string): boolean {
+function transactionExists(db: Db, signature: string): boolean {
   return db.sqlite.query("SELECT 1 FROM ledger_transactions WHERE signature = ?").get(signature) !== null;
 }
 
@@ -132,13 +138,13 @@ export async function listTransactions(
   return rows.map(toTransaction);
 }
 
+/** A genesis fact (seed, genesis time, mints, faucet key); null before genesis. */
 export function readMeta(db: Db, key: string): string | null {
   const row = db.sqlite.query("SELECT value FROM ledger_meta WHERE key = ?").get(key) as { value: string } | null;
   return row?.value ?? null;
 }
 
-/** Inside a write. */
-export function writeMeta(db: Db, key: string, value: string): void {
+function writeMeta(db: Db, key: string, value: string): void {
   db.sqlite.query("INSERT INTO ledger_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(key, value);
 }
 
@@ -163,4 +169,43 @@ export async function ledgerTotals(db: Db): Promise<{
     tokenAmounts: new Map(amounts.map((r) => [r.mint, r.total])),
     supplies: new Map(supplies.map((r) => [r.address, r.supply])),
   };
+}
+
+/** What a decision reads: accounts and recorded signatures as they are inside the write. */
+export type LedgerReader = Readonly<{
+  account(address: string): AccountRow | null;
+  transactionExists(signature: string): boolean;
+}>;
+
+/** What to write for one Solana transaction: changed accounts, its record, the addresses to index it under. */
+export type TransactionWrite = Readonly<{
+  accounts: ReadonlyMap<string, AccountRow>;
+  record: TransactionRow;
+  addresses: readonly string[];
+}>;
+
+/**
+ * One Solana transaction in one database write: `decide` reads the current state (synchronously, so no
+ * other write can come between) and returns what to write, or throws to write nothing.
+ */
+export function applyTransaction<T>(db: Db, decide: (reader: LedgerReader) => { write: TransactionWrite; result: T }): Promise<T> {
+  return db.write(() => {
+    const { write, result } = decide({
+      account: (address) => readAccount(db, address),
+      transactionExists: (signature) => transactionExists(db, signature),
+    });
+    writeAccounts(db, write.accounts);
+    insertTransaction(db, write.record, write.addresses);
+    return result;
+  });
+}
+
+/** Writes the genesis accounts and facts once; false when another process did it first. */
+export function writeGenesis(db: Db, accounts: readonly [string, AccountRow][], meta: Readonly<Record<string, string>>): Promise<boolean> {
+  return db.write(() => {
+    if (readMeta(db, "seed") !== null) return false;
+    writeAccounts(db, accounts);
+    for (const [key, value] of Object.entries(meta)) writeMeta(db, key, value);
+    return true;
+  });
 }

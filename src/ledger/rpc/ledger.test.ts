@@ -218,7 +218,7 @@ describe("transfers", () => {
     expect((await failure(ledger.buildTransfer({ from, to, token: "doge", amount: 1n }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 0n }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.buildTransfer({ from, to, token: "usdc", amount: -5n }))).code).toBe("VALIDATION_ERROR");
-    expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 2n ** 64n }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 2n ** 63n }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.buildTransfer({ from, to, token: "wgt", amount: 1n }))).code).toBe("NOT_SUPPORTED");
     expect((await failure(ledger.buildTransfer({ from: "x", to, token: "sol", amount: 1n }))).code).toBe("INVALID_ADDRESS");
     expect((await failure(ledger.buildTransfer({ from, to, token: "sol", amount: 1n, feePayer: "y" }))).code).toBe("INVALID_ADDRESS");
@@ -376,7 +376,7 @@ describe("rejections", () => {
       await Bun.sleep(100);
       rpc.advanceSlots(200);
       const e = await pending;
-      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "expired"]);
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "blockhash_expired"]);
       expect((e.extra.details as { signature: string }).signature).toBe(parseTransaction(wire).signature);
     } finally {
       rpc.setDropTransactions(false);

@@ -5,16 +5,18 @@ import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token
 import { AppError } from "../../errors.ts";
 import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
-import type {
-  AirdropAmounts,
-  Balances,
-  Blockhash,
-  Ledger,
-  LedgerTransaction,
-  SubmitOptions,
-  SubmitResult,
-  TokenInfo,
-  TransferIntent,
+import {
+  requireHistoryLimit,
+  requireTransferAmount,
+  type AirdropAmounts,
+  type Balances,
+  type Blockhash,
+  type Ledger,
+  type LedgerTransaction,
+  type SubmitOptions,
+  type SubmitResult,
+  type TokenInfo,
+  type TransferIntent,
 } from "../ledger.ts";
 import {
   MAX_TRANSACTION_BYTES,
@@ -60,11 +62,9 @@ export function rpcTokens(network: RpcNetwork, serviceToken: Readonly<{ symbol: 
 
 const LAMPORTS_PER_SOL = 1_000_000_000n;
 const MAX_AIRDROP_LAMPORTS = 2n * LAMPORTS_PER_SOL;
-const MAX_U64 = 2n ** 64n - 1n;
 /** Solana accepts a blockhash for 150 blocks. */
 const BLOCKHASH_VALID_BLOCKS = 150;
 const MAX_REMEMBERED_BLOCKHASHES = 256;
-const MAX_HISTORY_LIMIT = 1000;
 const HISTORY_FETCH_CONCURRENCY = 8;
 /** Consecutive failed polls tolerated while waiting for a sent transaction (a blip should not lose its outcome). */
 const MAX_POLL_FAILURES = 5;
@@ -387,7 +387,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
               ? "InsufficientFundsForFee"
               : /signature/i.test(m)
                 ? "SignatureFailure"
-                : m;
+                : redact(oneLine(m));
       return refusal(err, tx, ownTransfer);
     }
     return unavailable(e);
@@ -426,7 +426,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
           }
           if (status.err === null && statusReached(status, target)) return status;
         } else if (height > lastValidBlockHeight) {
-          throw rejected("expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
+          throw rejected("blockhash_expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
         } else if (wire !== null && performance.now() - lastSentAt >= REBROADCAST_MS) {
           lastSentAt = performance.now();
           connection.sendRawTransaction(wire, { skipPreflight: true, maxRetries: 0 }).catch(() => undefined);
@@ -484,9 +484,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const feePayer = intent.feePayer ?? intent.from;
     address(feePayer, "feePayer");
     const token = tokenByKey(intent.token);
-    if (intent.amount <= 0n || intent.amount > MAX_U64) {
-      throw new AppError("VALIDATION_ERROR", "amount must be greater than zero and fit in 64 bits", { details: { fields: ["amount"] } });
-    }
+    requireTransferAmount(intent.amount);
     const spl = token.kind === "spl" ? { mint: splMint(token), decimals: token.decimals } : null;
     const plan = (createRecipientAccount: boolean) =>
       transferInstructions({
@@ -591,7 +589,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   async function history(text: string, query: { limit: number; before?: string | undefined }): Promise<LedgerTransaction[]> {
     const owner = address(text, "address");
     const { limit, before } = query;
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) throw new AppError("VALIDATION_ERROR", `limit must be an integer from 1 to ${MAX_HISTORY_LIMIT}`);
+    requireHistoryLimit(limit);
     if (before !== undefined && !isSignature(before)) throw new AppError("VALIDATION_ERROR", "before must be a transaction signature");
     // Incoming token transfers touch only the recipient's token account, so ask for those too.
     const keys = [owner, ...tokens.flatMap((t) => (t.mint === null ? [] : [new PublicKey(associatedTokenAddress(text, t.mint))]))];

@@ -1,0 +1,54 @@
+// /readyz against the ledger of each network: the embedded one, a working Solana RPC (LiteSVM behind
+// JSON-RPC), an RPC that refuses connections and one that never answers (2 s and it counts as down).
+import { afterAll, describe, expect, test } from "bun:test";
+import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+
+const servers: TestServer[] = [];
+afterAll(async () => {
+  for (const s of servers) await s.dispose();
+});
+
+async function readyz(env: Record<string, string>) {
+  const server = await startTestServer(env);
+  servers.push(server);
+  const started = performance.now();
+  const response = await fetch(`${server.url}/readyz`);
+  return { status: response.status, body: await response.json(), ms: performance.now() - started };
+}
+
+describe("/readyz checks the ledger", () => {
+  test("localnet: the embedded ledger", async () => {
+    expect(await readyz({})).toMatchObject({ status: 200, body: { status: "ready", checks: { database: "ok", ledger: "ok" } } });
+  });
+
+  test("devnet: a Solana RPC that answers", async () => {
+    const rpc = await startLiteSvmRpc();
+    try {
+      const result = await readyz({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url });
+      expect(result).toMatchObject({ status: 200, body: { checks: { database: "ok", ledger: "ok" } } });
+    } finally {
+      await rpc.stop();
+    }
+  });
+
+  test("devnet: an RPC that refuses connections is 503", async () => {
+    const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+    const url = `http://127.0.0.1:${closed.port}/?api-key=SECRET`;
+    await closed.stop(true);
+    const result = await readyz({ NETWORK: "devnet", SOLANA_RPC_URL: url });
+    expect(result).toMatchObject({ status: 503, body: { status: "unavailable", checks: { database: "ok", ledger: "error" } } });
+    expect(JSON.stringify(result.body)).not.toContain("SECRET");
+  });
+
+  test("devnet: an RPC that never answers is 503 within about 2 s", async () => {
+    const silent = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Promise<Response>(() => {}) });
+    try {
+      const result = await readyz({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${silent.port}/` });
+      expect(result).toMatchObject({ status: 503, body: { checks: { ledger: "error" } } });
+      expect(result.ms).toBeLessThan(5_000);
+    } finally {
+      await silent.stop(true);
+    }
+  }, 20_000);
+});
