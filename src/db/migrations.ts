@@ -2,6 +2,7 @@
 import m0001 from "./migrations/0001_auth.sql" with { type: "text" };
 import m0002 from "./migrations/0002_ledger.sql" with { type: "text" };
 import m0003 from "./migrations/0003_wallets.sql" with { type: "text" };
+import m0004 from "./migrations/0004_ledger_audit.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -9,4 +10,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "auth", sql: m0001 },
   { version: 2, name: "ledger", sql: m0002 },
   { version: 3, name: "wallets", sql: m0003 },
+  { version: 4, name: "ledger_audit", sql: m0004 },
 ];

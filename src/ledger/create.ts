@@ -4,7 +4,9 @@ import type { Db } from "../db/open.ts";
 import type { Clock } from "../lib/clock.ts";
 import type { Random } from "../lib/ids.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
-import type { Ledger } from "./ledger.ts";
+import { AppError } from "../errors.ts";
+import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
+import * as store from "./store.ts";
 
 export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier }>;
 
@@ -52,6 +54,39 @@ function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * Mainnet rule (ledger.md): every submitted transfer is logged with its outcome — confirmed, failed on
+ * chain, rejected before execution, or unknown (the RPC stopped answering after the send).
+ */
+async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array, options: SubmitOptions | undefined): Promise<SubmitResult> {
+  const { parseTransaction, transfersOf } = await import("./transactions.ts");
+  const parsed = parseTransaction(wire); // throws for what is not a transaction: nothing sent, nothing to log
+  const transfers = JSON.stringify(
+    transfersOf(parsed, () => null, () => null),
+    (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v),
+  );
+  const log = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
+    store.insertAudit(deps.db, {
+      at: deps.clock.now(),
+      network: deps.config.network,
+      signature: parsed.signature,
+      feePayer: parsed.accountKeys[0]!,
+      transfers,
+      outcome,
+      errorCode,
+    });
+  try {
+    const result = await ledger.submit(wire, options);
+    await log("confirmed", null);
+    return result;
+  } catch (err) {
+    const code = err instanceof AppError ? err.code : "INTERNAL_ERROR";
+    const reason = err instanceof AppError ? (err.extra.details as { reason?: string } | undefined)?.reason : undefined;
+    await log(reason === "execution_failed" ? "failed" : code === "CHAIN_UNAVAILABLE" || code === "INTERNAL_ERROR" ? "unknown" : "rejected", code);
+    throw err;
+  }
+}
+
 /** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */
 export function createLedger(deps: LedgerDeps): Ledger {
   let loading: Promise<Ledger> | null = null;
@@ -71,7 +106,10 @@ export function createLedger(deps: LedgerDeps): Ledger {
     airdrop: async (address, amounts) => (await ledger()).airdrop(address, amounts),
     latestBlockhash: async () => (await ledger()).latestBlockhash(),
     buildTransfer: async (intent) => (await ledger()).buildTransfer(intent),
-    submit: async (wire, options) => (await ledger()).submit(wire, options),
+    submit: async (wire, options) => {
+      if (deps.config.network !== "mainnet") return (await ledger()).submit(wire, options);
+      return auditedSubmit(deps, await ledger(), wire, options);
+    },
     getTransaction: async (signature) => (await ledger()).getTransaction(signature),
     history: async (address, options) => (await ledger()).history(address, options),
     ping: () => {
