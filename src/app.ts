@@ -5,11 +5,12 @@ import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
+import type { McpEndpoint } from "./mcp/endpoint.ts";
 import pkg from "../package.json" with { type: "json" };
 
 export type RequestMeta = ClientInfo & { requestId: string };
 
-export type AppOptions = { metaOf: (request: Request) => RequestMeta };
+export type AppOptions = { metaOf: (request: Request) => RequestMeta; mcp: McpEndpoint };
 
 function validationDetails(err: ValidationError): { field: string; message: string }[] {
   try {
@@ -68,5 +69,17 @@ export function createApp(deps: Deps, options: AppOptions) {
       },
       { detail: { summary: "The database and the ledger (embedded, or the Solana RPC) answer", tags: ["health"] } },
     )
-    .use(authRoutes(deps, clientOf));
+    .use(authRoutes(deps, clientOf))
+    // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
+    .all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {
+      parse: "none",
+      detail: {
+        summary: "MCP Streamable HTTP, or a plain JSON tool call",
+        description:
+          "Model Context Protocol (initialize, tools/list, tools/call; Mcp-Session-Id; DELETE ends a session). " +
+          'A POST body {"tool": "<name>", "params": {...}} without "jsonrpc" calls one tool and answers its envelope, ' +
+          "with the error table's HTTP status on failure. Authorization: Bearer <sessionToken> runs the call as that wallet.",
+        tags: ["mcp"],
+      },
+    });
 }

@@ -34,6 +34,12 @@ export type Config = Readonly<{
   /** Solana JSON-RPC endpoint of devnet/mainnet; null on localnet (the embedded ledger). */
   solanaRpcUrl: string | null;
   serviceToken: Readonly<{ symbol: string; decimals: number; mint: string | null }>;
+  /** An MCP session idle this long is dropped from memory (and rebuilt from its record when it comes back). */
+  mcpSessionTimeoutMs: number;
+  /** `walletgate mcp` (stdio): the session token every call runs with, if given. */
+  walletgateToken: string | null;
+  /** Default fee payer of payment_create's x402 transactions. */
+  x402FeePayer: string | null;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -52,7 +58,7 @@ export const CONFIG_VARIABLES = [
   "WALLET_ENCRYPTION_KEY", "SESSION_TTL_S", "SESSION_MAX_AGE_S", "REFRESH_THRESHOLD_S", "CHALLENGE_TTL_MS",
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
-  "SERVICE_TOKEN_DECIMALS",
+  "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
 ] as const;
 
 const DEVNET_RPC_URL = "https://api.devnet.solana.com";
@@ -182,6 +188,11 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   }
   const serviceToken = Object.freeze({ symbol, decimals: int(vars, "SERVICE_TOKEN_DECIMALS", 6, 0, 9), mint: serviceMint });
 
+  const x402FeePayer = vars.X402_FEE_PAYER?.trim() || null;
+  if (x402FeePayer !== null && decodeAddress(x402FeePayer) === null) {
+    throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes, got "${x402FeePayer}"`);
+  }
+
   const authRateLimit = onOff(vars, "AUTH_RATE_LIMIT", true);
   if (mainnet && !authRateLimit) throw new ConfigError("AUTH_RATE_LIMIT=off is not allowed on mainnet");
 
@@ -215,6 +226,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),
     solanaRpcUrl,
     serviceToken,
+    mcpSessionTimeoutMs: int(vars, "MCP_SESSION_TIMEOUT_MS", 3600000, 100),
+    walletgateToken: vars.WALLETGATE_TOKEN?.trim() || null,
+    x402FeePayer,
   };
   return Object.freeze(config);
 }

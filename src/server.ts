@@ -9,6 +9,7 @@ import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { startRepeating } from "./lib/repeat.ts";
+import { createMcpEndpoint } from "./mcp/endpoint.ts";
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
@@ -118,8 +119,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     log.error("verification worker failed; verifying on the main thread", { error: errorText(err) }),
   );
   const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier });
+  const mcp = createMcpEndpoint(deps);
   const { createApp } = await import("./app.ts");
-  const app = createApp(deps, { metaOf: (r) => meta.get(r)! });
+  const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
   appFetch = app.fetch;
   appReady.resolve(app.fetch);
 
@@ -131,6 +133,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges
   );
+  // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
+  const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
   const sweep = startRepeating(
     async () => deps.auth.rateLimiter.purge(clock.now()),
     Math.min(RATE_LIMIT_SWEEP_MS, config.purgeIntervalMs),
@@ -153,7 +157,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), verifier.stop(), deps.ledger.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop()]);
+        await mcp.stop();
+        await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();
         log.info("stopped");
         await log.flush();

@@ -98,6 +98,25 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
   };
 }
 
+/**
+ * A session known by its token's id (what an MCP session's binding keeps): the token store's checks —
+ * row present, not revoked, not expired, not before the wallet's cutoff — without the JWT itself.
+ */
+export async function authenticateTokenId(deps: Deps, jti: string): Promise<Omit<AuthenticatedSession, "token">> {
+  const row = await store.findToken(deps.db, jti);
+  if (row === null) throw new AppError("TOKEN_INVALID", "the session's token is unknown; sign in again");
+  if (row.revokedAt !== null || row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) throw revoked();
+  if (row.expiresAt <= deps.clock.now()) throw new AppError("TOKEN_EXPIRED", "the session's token has expired; call session_restore or sign in again");
+  return {
+    walletAddress: row.wallet,
+    sessionId: row.sessionId,
+    jti: row.jti,
+    issuedAtS: Math.floor(row.issuedAt / 1000),
+    expiresAtS: Math.floor(row.expiresAt / 1000),
+    sessionStartedAtMs: row.sessionStartedAt,
+  };
+}
+
 export type SessionStatus = {
   authenticated: true;
   walletAddress: string;
@@ -176,6 +195,11 @@ export async function revokeSessionToken(deps: Deps, token: string): Promise<Aut
   const session = await authenticateToken(deps, token);
   await store.revokeToken(deps.db, session.jti, deps.clock.now());
   return session;
+}
+
+/** wallet_disconnect of a session known by its token's id (an MCP binding): that token dies now. */
+export async function revokeTokenId(deps: Deps, jti: string): Promise<void> {
+  await store.revokeToken(deps.db, jti, deps.clock.now());
 }
 
 export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };

@@ -3,6 +3,7 @@ import m0001 from "./migrations/0001_auth.sql" with { type: "text" };
 import m0002 from "./migrations/0002_ledger.sql" with { type: "text" };
 import m0003 from "./migrations/0003_wallets.sql" with { type: "text" };
 import m0004 from "./migrations/0004_ledger_audit.sql" with { type: "text" };
+import m0005 from "./migrations/0005_mcp_sessions.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -11,4 +12,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 2, name: "ledger", sql: m0002 },
   { version: 3, name: "wallets", sql: m0003 },
   { version: 4, name: "ledger_audit", sql: m0004 },
+  { version: 5, name: "mcp_sessions", sql: m0005 },
 ];

@@ -3,7 +3,7 @@ import { Keypair } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
-import { ed25519PublicKey } from "../lib/ed25519-sign.ts";
+import { ed25519PublicKey, ed25519Sign } from "../lib/ed25519-sign.ts";
 import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
 import * as store from "./store.ts";
 
@@ -24,7 +24,7 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** Creates a wallet whose key is held here. Only the address comes back; the secret never leaves. */
-export async function createCustodialWallet(deps: Deps): Promise<{ address: string }> {
+export async function createCustodialWallet(deps: Deps, label: string | null = null): Promise<{ address: string }> {
   const seed = deps.random(SEED_BYTES);
   const secretKey = new Uint8Array(SECRET_KEY_BYTES);
   try {
@@ -38,6 +38,7 @@ export async function createCustodialWallet(deps: Deps): Promise<{ address: stri
       secretIv: sealed.iv,
       secretCiphertext: sealed.ciphertext,
       createdAt: deps.clock.now(),
+      label,
     });
     deps.log.info("custodial wallet created", { address });
     return { address };
@@ -84,4 +85,21 @@ export async function withCustodialKeypair<T>(deps: Deps, address: string, use: 
  */
 export function exportSecretKey(deps: Deps, address: string): Promise<Uint8Array> {
   return withCustodialKeypair(deps, address, (keypair) => keypair.secretKey); // the getter returns a copy
+}
+
+/** The label given when the wallet was created; null when none (or not custodial here). */
+export async function custodialWalletLabel(deps: Deps, address: string): Promise<string | null> {
+  return (await store.findCustodialWallet(deps.db, address))?.label ?? null;
+}
+
+/** Signs `message` (e.g. a sign-in challenge) with a custodial wallet's key. */
+export function signMessageAsCustodian(deps: Deps, address: string, message: Uint8Array): Promise<Uint8Array> {
+  return withCustodialKeypair(deps, address, (keypair) => {
+    const secretKey = keypair.secretKey; // a copy: wiped here
+    try {
+      return ed25519Sign(secretKey.subarray(0, 32), message);
+    } finally {
+      secretKey.fill(0);
+    }
+  });
 }

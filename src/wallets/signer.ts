@@ -2,9 +2,8 @@
 import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { ed25519Sign } from "../lib/ed25519-sign.ts";
 import { decodeAddress } from "../lib/encoding.ts";
-import { isCustodial, withCustodialKeypair } from "./custody.ts";
+import { isCustodial, signMessageAsCustodian } from "./custody.ts";
 
 /**
  * A custodial signer puts the wallet's signature into a serialized transaction (legacy or v0) and
@@ -37,14 +36,7 @@ async function signTransaction(deps: Deps, address: string, wire: Uint8Array): P
   // Checked before decrypting anything: a key is opened only for a transaction it can sign.
   if (slot === -1) throw new AppError("VALIDATION_ERROR", `the transaction does not name ${address} as a signer`);
   const message = tx.message.serialize();
-  const signature = await withCustodialKeypair(deps, address, (keypair) => {
-    const secretKey = keypair.secretKey; // a copy: wiped here
-    try {
-      return ed25519Sign(secretKey.subarray(0, 32), message);
-    } finally {
-      secretKey.fill(0);
-    }
-  });
+  const signature = await signMessageAsCustodian(deps, address, message);
   tx.signatures[slot] = signature;
   return tx.serialize();
 }

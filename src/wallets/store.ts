@@ -7,20 +7,21 @@ export type CustodialWalletRow = {
   /** AES-256-GCM ciphertext || tag of the 64-byte secret key. */
   secretCiphertext: Uint8Array;
   createdAt: number;
+  label: string | null;
 };
 
 export function insertCustodialWallet(db: Db, row: CustodialWalletRow): Promise<void> {
   return db.write(() => {
     db.sqlite
-      .query("INSERT INTO custodial_wallets (address, secret_iv, secret_ciphertext, created_at) VALUES (?, ?, ?, ?)")
-      .run(row.address, row.secretIv, row.secretCiphertext, row.createdAt);
+      .query("INSERT INTO custodial_wallets (address, secret_iv, secret_ciphertext, created_at, label) VALUES (?, ?, ?, ?, ?)")
+      .run(row.address, row.secretIv, row.secretCiphertext, row.createdAt, row.label);
   });
 }
 
 export async function findCustodialWallet(db: Db, address: string): Promise<CustodialWalletRow | null> {
   const row = db.sqlite
     .query(
-      `SELECT address, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext, created_at AS createdAt
+      `SELECT address, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext, created_at AS createdAt, label
        FROM custodial_wallets WHERE address = ?`,
     )
     .get(address) as CustodialWalletRow | null;

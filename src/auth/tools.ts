@@ -1,0 +1,97 @@
+// Tool edge of wallet sign-in (mcp.md "Session and wallet"): session_auth, wallet_connect, session_info,
+// session_restore, wallet_disconnect.
+import { z } from "zod";
+import { toIso } from "../lib/clock.ts";
+import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { isCustodial } from "../wallets/custody.ts";
+import { issueChallenge } from "./challenge.ts";
+import { restoreSession, revokeSessionToken, revokeTokenId } from "./sessions.ts";
+import { signIn } from "./sign-in.ts";
+
+const walletAddress = z.string().describe("Solana wallet address: base58 of a 32-byte Ed25519 public key");
+
+export const sessionAuth = defineTool({
+  name: "session_auth",
+  description:
+    "Step 1 of signing in with your own wallet: get a challenge for walletAddress. Sign `message` (its UTF-8 bytes, " +
+    "exactly) with the wallet's key, then call wallet_connect with the nonce and the base64 signature within 5 minutes.",
+  input: { walletAddress },
+  needsWallet: false,
+  run: async ({ deps, client }, input) => issueChallenge(deps, input.walletAddress, client),
+});
+
+export const walletConnect = defineTool({
+  name: "wallet_connect",
+  description:
+    "Step 2 of signing in with your own wallet: send the challenge's nonce and the Ed25519 signature (standard base64, " +
+    "not hex) of its message. Returns a session token and binds this MCP session to the wallet. The wallet stays " +
+    "non-custodial: transfers come back unsigned for you to sign.",
+  input: {
+    walletAddress,
+    nonce: z.string().describe("the nonce from session_auth"),
+    signature: z.string().describe("standard padded base64 of the 64-byte signature over the challenge message"),
+  },
+  needsWallet: false,
+  run: async ({ deps, session, client }, input) => {
+    const issued = await signIn(deps, input, client);
+    await session.bind({ walletAddress: issued.walletAddress, sessionId: issued.sessionId, jti: issued.jti });
+    return { walletAddress: issued.walletAddress, sessionToken: issued.token, isNewSession: true, expiresAt: issued.expiresAt };
+  },
+});
+
+export const sessionInfo = defineTool({
+  name: "session_info",
+  description: "Who this session is: the wallet, how it was established (token, binding or fingerprint), expiry, network.",
+  input: {},
+  needsWallet: false,
+  run: async ({ deps, caller, session }) => {
+    if (caller.kind === "anonymous") {
+      if (caller.tokenError !== null) throw caller.tokenError;
+      return { authenticated: false, network: deps.config.network };
+    }
+    const expiresInSeconds = Math.max(0, caller.expiresAtS - Math.floor(deps.clock.now() / 1000));
+    return {
+      authenticated: true,
+      walletAddress: caller.walletAddress,
+      sessionId: caller.sessionId,
+      network: deps.config.network,
+      custodial: await isCustodial(deps, caller.walletAddress),
+      expiresAt: toIso(caller.expiresAtS * 1000),
+      expiresInSeconds,
+      refreshRecommended: expiresInSeconds < deps.config.refreshThresholdS,
+      restoredBy: caller.source,
+      mcpSessionId: session.id,
+    };
+  },
+});
+
+export const sessionRestore = defineTool({
+  name: "session_restore",
+  description:
+    "Resume with a session token from earlier: binds this MCP session to its wallet. With less than an hour left, a new " +
+    "token of the same session is returned (refreshed: true); keep the new one.",
+  input: { token: z.string().describe("a session token (JWT) issued by this server") },
+  needsWallet: false,
+  run: async ({ deps, session }, input) => {
+    const { session: restored, ...data } = await restoreSession(deps, input.token);
+    await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti });
+    return data;
+  },
+});
+
+export const walletDisconnect = defineTool({
+  name: "wallet_disconnect",
+  description: "Sign out: the session token is revoked at once, and this MCP session and its fingerprint forget the wallet.",
+  input: {},
+  needsWallet: true,
+  run: async ({ deps, caller, session }) => {
+    const wallet = requireWallet(caller);
+    // The header's token, or the bound one; revoking also drops the fingerprint link to it.
+    if (wallet.token !== null) await revokeSessionToken(deps, wallet.token);
+    else await revokeTokenId(deps, wallet.jti);
+    await session.unbind();
+    return { disconnected: true };
+  },
+});
+
+export const AUTH_TOOLS: readonly Tool[] = [sessionAuth, walletConnect, sessionInfo, sessionRestore, walletDisconnect];

@@ -1,0 +1,24 @@
+// /mcp as the server holds it: the MCP SDK and the tools are loaded on the first request, so they cost
+// nothing at start-up; the idle sweep and shutdown reach the sessions once they exist.
+import type { ClientInfo } from "../auth/fingerprint.ts";
+import type { Deps } from "../deps.ts";
+import type { McpHttp } from "./http.ts";
+
+export type McpEndpoint = McpHttp;
+
+export function createMcpEndpoint(deps: Deps): McpEndpoint {
+  let loaded: McpHttp | null = null;
+  let loading: Promise<McpHttp> | null = null;
+  const load = () =>
+    (loading ??= (async () => {
+      const [{ createMcpHttp }, { createToolRegistry }] = await Promise.all([import("./http.ts"), import("./tools.ts")]);
+      loaded = createMcpHttp(deps, createToolRegistry(deps));
+      return loaded;
+    })());
+  return {
+    handle: async (request: Request, client: ClientInfo) => (await load()).handle(request, client),
+    sweep: async () => loaded?.sweep(),
+    liveSessions: () => loaded?.liveSessions() ?? 0,
+    stop: async () => loaded?.stop(),
+  };
+}

@@ -1,0 +1,215 @@
+// /mcp over HTTP: MCP Streamable HTTP (one transport and McpServer per Mcp-Session-Id, swept when
+// idle, rebuilt under the same id from its record, ended by DELETE) and the plain JSON envelope.
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
+import { findLinkedSession } from "../auth/sessions.ts";
+import type { Deps } from "../deps.ts";
+import { AppError, ERROR_STATUS, errorText } from "../errors.ts";
+import { bearerToken } from "../lib/bearer.ts";
+import { newUuid } from "../lib/ids.ts";
+import { resolveCaller } from "./caller.ts";
+import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
+import { createToolServer, type SessionState } from "./server.ts";
+import * as store from "./store.ts";
+
+type LiveSession = SessionState & {
+  id: string;
+  transport: WebStandardStreamableHTTPServerTransport;
+  server: McpServer;
+  lastActivity: number;
+};
+
+export type McpHttp = {
+  handle(request: Request, client: ClientInfo): Promise<Response>;
+  /** Drops sessions idle longer than MCP_SESSION_TIMEOUT_MS from memory (their records stay). */
+  sweep(): Promise<void>;
+  liveSessions(): number;
+  stop(): Promise<void>;
+};
+
+function jsonRpcError(status: number, code: number, message: string): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+}
+
+/** The body of a plain-envelope call: `{tool, params?}` without `jsonrpc`. */
+function isEnvelopeCall(body: unknown): body is { tool: unknown; params?: unknown } {
+  return typeof body === "object" && body !== null && !Array.isArray(body) && !("jsonrpc" in body) && "tool" in body;
+}
+
+export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
+  const sessions = new Map<string, LiveSession>();
+  const rebuilding = new Map<string, Promise<LiveSession | null>>();
+  const url = new URL("/mcp", deps.baseUrl).href;
+
+  function toolSession(live: { id: string; binding: Binding | null }): ToolSession {
+    return {
+      id: live.id,
+      bind: async (b) => {
+        live.binding = { ...b, source: "binding" };
+        await store.setBinding(deps.db, live.id, { wallet: b.walletAddress, sessionId: b.sessionId, jti: b.jti, boundBy: "binding" }, deps.clock.now());
+      },
+      unbind: async () => {
+        live.binding = null;
+        await store.setBinding(deps.db, live.id, null, deps.clock.now());
+      },
+    };
+  }
+
+  /** A transport and server for `id`; `record` is false while replaying a rebuilt session's handshake. */
+  async function open(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
+    const live = { id, binding, client, lastActivity: deps.clock.now() } as LiveSession;
+    (live as { handle: ToolSession }).handle = toolSession(live);
+    let protocolVersion = LATEST_PROTOCOL_VERSION;
+    live.transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      enableJsonResponse: true,
+      onsessioninitialized: async () => {
+        sessions.set(id, live);
+        await onInitialized(protocolVersion);
+      },
+      onsessionclosed: async () => {
+        sessions.delete(id);
+        await store.endSession(deps.db, id, deps.clock.now());
+      },
+    });
+    live.server = createToolServer(deps, registry, live);
+    await live.server.connect(live.transport);
+    return { live, setProtocolVersion: (v: string) => (protocolVersion = v) };
+  }
+
+  async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: { token: string } | undefined): Promise<Response> {
+    const id = newUuid(deps.random);
+    const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;
+    // Fingerprint restore: the wallet last authenticated from this client, while its token is good.
+    const linked = fingerprint === null ? null : await findLinkedSession(deps, client);
+    const binding: Binding | null = linked === null ? null : { ...linked, source: "fingerprint" };
+    const { live, setProtocolVersion } = await open(id, client, binding, async (protocolVersion) => {
+      const now = deps.clock.now();
+      await store.insertSession(deps.db, {
+        id,
+        createdAt: now,
+        lastActivityAt: now,
+        protocolVersion,
+        fingerprint,
+        wallet: binding?.walletAddress ?? null,
+        sessionId: binding?.sessionId ?? null,
+        jti: binding?.jti ?? null,
+        boundBy: binding === null ? null : "fingerprint",
+      });
+    });
+    const requested = (body as { params?: { protocolVersion?: string } }).params?.protocolVersion;
+    setProtocolVersion(requested !== undefined && SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION);
+    const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo: authInfo as never });
+    if (!sessions.has(id)) await live.server.close(); // the initialize was refused
+    return response;
+  }
+
+  /** A session swept from memory, rebuilt under its id by replaying initialize / initialized. */
+  async function rebuild(id: string, client: ClientInfo): Promise<LiveSession | null> {
+    const row = await store.findSession(deps.db, id);
+    if (row === null || row.endedAt !== null) return null;
+    const binding: Binding | null =
+      row.wallet === null || row.jti === null || row.sessionId === null
+        ? null
+        : { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti, source: row.boundBy ?? "binding" };
+    const { live } = await open(id, client, binding, async () => undefined);
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    const initialize = {
+      jsonrpc: "2.0",
+      id: "walletgate-rebuild",
+      method: "initialize",
+      params: { protocolVersion: row.protocolVersion, capabilities: {}, clientInfo: { name: "walletgate-rebuild", version: "1" } },
+    };
+    const initialized = { jsonrpc: "2.0", method: "notifications/initialized" };
+    await live.transport.handleRequest(new Request(url, { method: "POST", headers, body: "" }), { parsedBody: initialize });
+    await live.transport.handleRequest(
+      new Request(url, { method: "POST", headers: { ...headers, "mcp-session-id": id, "mcp-protocol-version": row.protocolVersion }, body: "" }),
+      { parsedBody: initialized },
+    );
+    deps.log.debug("mcp session rebuilt", { mcpSessionId: id });
+    return sessions.get(id) ?? null;
+  }
+
+  async function liveSession(id: string, client: ClientInfo): Promise<LiveSession | null> {
+    const live = sessions.get(id);
+    if (live !== undefined) return live;
+    let pending = rebuilding.get(id);
+    if (pending === undefined) {
+      pending = rebuild(id, client).finally(() => rebuilding.delete(id));
+      rebuilding.set(id, pending);
+    }
+    return pending;
+  }
+
+  async function envelopeCall(body: { tool: unknown; params?: unknown }, bearer: string | null, client: ClientInfo): Promise<Response> {
+    const caller = await resolveCaller(deps, bearer, null);
+    const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
+    const envelope =
+      typeof body.tool !== "string"
+        ? failure(new AppError("VALIDATION_ERROR", "tool must be the name of a tool (a string)", { details: { fields: [{ field: "tool" }] } }))
+        : await registry.call({ deps, caller, session: detached, client }, body.tool, body.params ?? {});
+    const status = envelope.success ? 200 : ERROR_STATUS[envelope.code];
+    const headers: Record<string, string> = {};
+    if (!envelope.success && envelope.retryAfter !== undefined) headers["retry-after"] = String(envelope.retryAfter);
+    return Response.json(envelope, { status, headers });
+  }
+
+  return {
+    async handle(request, client) {
+      const bearer = bearerToken(request.headers.get("authorization") ?? undefined);
+      const authInfo = bearer === null ? undefined : { token: bearer, clientId: "bearer", scopes: [] };
+      let body: unknown;
+      if (request.method === "POST") {
+        const text = await request.text();
+        try {
+          body = JSON.parse(text);
+        } catch {
+          return jsonRpcError(400, -32700, "Parse error: the body is not JSON");
+        }
+        if (isEnvelopeCall(body)) return envelopeCall(body, bearer, client);
+      }
+      const id = request.headers.get("mcp-session-id");
+      if (id === null) {
+        if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
+        return jsonRpcError(400, -32000, "Bad Request: send initialize first, then the Mcp-Session-Id header it returns");
+      }
+      const live = await liveSession(id, client);
+      if (live === null) return jsonRpcError(404, -32001, "Session not found");
+      live.lastActivity = deps.clock.now();
+      try {
+        return await live.transport.handleRequest(request, { parsedBody: body, authInfo: authInfo as never });
+      } catch (err) {
+        deps.log.error("mcp request failed", { mcpSessionId: id, error: errorText(err) });
+        return jsonRpcError(500, -32603, "Internal error");
+      }
+    },
+
+    async sweep() {
+      const now = deps.clock.now();
+      const activity = new Map<string, number>();
+      const idle: LiveSession[] = [];
+      for (const live of sessions.values()) {
+        activity.set(live.id, live.lastActivity);
+        if (now - live.lastActivity > deps.config.mcpSessionTimeoutMs) idle.push(live);
+      }
+      if (activity.size > 0) await store.touchSessions(deps.db, activity);
+      for (const live of idle) {
+        sessions.delete(live.id);
+        await live.server.close();
+      }
+      if (idle.length > 0) deps.log.debug("mcp sessions swept", { count: idle.length, live: sessions.size });
+    },
+
+    liveSessions: () => sessions.size,
+
+    async stop() {
+      const activity = new Map([...sessions.values()].map((s) => [s.id, s.lastActivity]));
+      if (activity.size > 0) await store.touchSessions(deps.db, activity);
+      const all = [...sessions.values()];
+      sessions.clear();
+      await Promise.all(all.map((s) => s.server.close()));
+    },
+  };
+}

@@ -1,0 +1,124 @@
+// The one tool registry: each tool is defined once (name, description, input schema, handler) and
+// served by every adapter — MCP over HTTP, MCP over stdio and the plain JSON envelope.
+import { z } from "zod";
+import type { ClientInfo } from "../auth/fingerprint.ts";
+import type { Deps } from "../deps.ts";
+import { AppError, type ErrorCode } from "../errors.ts";
+
+/** How a tool call's wallet was established (session_info's `restoredBy`). */
+export type CallerSource = "token" | "binding" | "fingerprint";
+
+/** The wallet a call runs as, or why there is none. */
+export type Caller =
+  | {
+      kind: "wallet";
+      walletAddress: string;
+      sessionId: string;
+      jti: string;
+      /** The session token in the Authorization header; null when the wallet comes from the MCP session's binding. */
+      token: string | null;
+      issuedAtS: number;
+      expiresAtS: number;
+      source: CallerSource;
+    }
+  /** `tokenError`: the header's token was invalid, expired or revoked (reported by tools that need a wallet). */
+  | { kind: "anonymous"; tokenError: AppError | null };
+
+/** What a binding remembers: the wallet and the token (by jti) that proved it. */
+export type Binding = Readonly<{ walletAddress: string; sessionId: string; jti: string; source: "binding" | "fingerprint" }>;
+
+/** The MCP session a call belongs to; the plain JSON envelope has none (binding is then a no-op). */
+export type ToolSession = {
+  readonly id: string | null;
+  bind(binding: Omit<Binding, "source">): Promise<void>;
+  unbind(): Promise<void>;
+};
+
+export type ToolContext = Readonly<{ deps: Deps; caller: Caller; session: ToolSession; client: ClientInfo }>;
+
+export type WalletCaller = Extract<Caller, { kind: "wallet" }>;
+
+type Handler<S extends z.ZodRawShape> = (ctx: ToolContext, input: z.infer<z.ZodObject<S>>) => Promise<Record<string, unknown>>;
+
+export type Tool = Readonly<{
+  name: string;
+  description: string;
+  input: z.ZodObject<z.ZodRawShape>;
+  /** When true, a call without a wallet answers UNAUTHENTICATED (or the header token's own error). */
+  needsWallet: boolean;
+  run: Handler<z.ZodRawShape>;
+}>;
+
+export function defineTool<S extends z.ZodRawShape>(tool: {
+  name: string;
+  description: string;
+  input: S;
+  needsWallet: boolean;
+  run: Handler<S>;
+}): Tool {
+  return {
+    name: tool.name,
+    description: tool.description,
+    input: z.object(tool.input).strict(),
+    needsWallet: tool.needsWallet,
+    run: tool.run as unknown as Handler<z.ZodRawShape>,
+  };
+}
+
+export type Envelope = { success: true; data: Record<string, unknown> } | { success: false; error: string; code: ErrorCode; details?: unknown; retryAfter?: number };
+
+export function failure(err: AppError): Envelope {
+  const envelope: Envelope = { success: false, error: err.message, code: err.code };
+  if (err.extra.details !== undefined) envelope.details = err.extra.details;
+  if (err.extra.retryAfter !== undefined) envelope.retryAfter = err.extra.retryAfter;
+  return envelope;
+}
+
+/** The caller of a tool that needs one; else the reason there is none. */
+export function requireWallet(caller: Caller): WalletCaller {
+  if (caller.kind === "wallet") return caller;
+  throw caller.tokenError ?? new AppError("UNAUTHENTICATED", "no wallet in this session: call wallet_create, wallet_connect or session_restore, or send Authorization: Bearer <token>");
+}
+
+function validationError(error: z.ZodError): AppError {
+  const fields = error.issues.map((issue) => ({ field: issue.path.join(".") || "(params)", problem: issue.message }));
+  const summary = fields.map((f) => `${f.field}: ${f.problem}`).join("; ");
+  return new AppError("VALIDATION_ERROR", `invalid params: ${summary}`, { details: { fields } });
+}
+
+export type Registry = Readonly<{
+  tools: readonly Tool[];
+  /** Validates the params, checks for a wallet where needed, runs the tool; every outcome is an envelope. */
+  call(ctx: ToolContext, name: string, params: unknown): Promise<Envelope>;
+  /** tools/list entries: name, description and JSON Schema of the input. */
+  listing: readonly { name: string; description: string; inputSchema: Record<string, unknown> }[];
+}>;
+
+export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: string, err: unknown) => void): Registry {
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  if (byName.size !== tools.length) throw new Error("two tools share a name");
+  const listing = tools.map((t) => {
+    const { $schema: _, ...inputSchema } = z.toJSONSchema(t.input, { io: "input" }) as Record<string, unknown>;
+    return { name: t.name, description: t.description, inputSchema: { ...inputSchema, type: "object" } };
+  });
+  return {
+    tools,
+    listing,
+    async call(ctx, name, params) {
+      const tool = byName.get(name);
+      if (tool === undefined) {
+        return failure(new AppError("NOT_FOUND", `unknown tool "${name}"; tools/list names them`));
+      }
+      try {
+        const parsed = tool.input.safeParse(params ?? {});
+        if (!parsed.success) throw validationError(parsed.error);
+        if (tool.needsWallet) requireWallet(ctx.caller);
+        return { success: true, data: await tool.run(ctx, parsed.data) };
+      } catch (err) {
+        if (err instanceof AppError) return failure(err);
+        onUnexpected(name, err);
+        return failure(new AppError("INTERNAL_ERROR", "internal error"));
+      }
+    },
+  };
+}

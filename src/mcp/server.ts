@@ -1,0 +1,38 @@
+// One McpServer over the tool registry: tools/list from the registry's schemas, tools/call answering
+// the envelope as structuredContent and as JSON text, isError = !success (mcp.md "Results").
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientInfo } from "../auth/fingerprint.ts";
+import type { Deps } from "../deps.ts";
+import pkg from "../../package.json" with { type: "json" };
+import { resolveCaller } from "./caller.ts";
+import type { Binding, Envelope, Registry, ToolSession } from "./registry.ts";
+
+/** What a tool server needs to know about its MCP session, read at each call. */
+export type SessionState = {
+  binding: Binding | null;
+  client: ClientInfo;
+  readonly handle: ToolSession;
+};
+
+const INSTRUCTIONS =
+  "walletgate: Solana wallet identity, sessions and payments. Start with wallet_create (a new custodial wallet, " +
+  "signed in at once) or session_auth + wallet_connect (your own wallet signs a challenge), or session_restore with " +
+  "a token from earlier. Every tool answers {success, data} or {success: false, error, code}.";
+
+export function toolResult(envelope: Envelope) {
+  return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], structuredContent: envelope, isError: !envelope.success };
+}
+
+/** A Bearer token passed with the request (HTTP: Authorization header; stdio: WALLETGATE_TOKEN). */
+export function createToolServer(deps: Deps, registry: Registry, state: SessionState, defaultBearer: string | null = null): McpServer {
+  const server = new McpServer({ name: "walletgate", version: pkg.version }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  server.server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...registry.listing] }));
+  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const bearer = extra.authInfo?.token ?? defaultBearer;
+    const caller = await resolveCaller(deps, bearer, state.binding);
+    const envelope = await registry.call({ deps, caller, session: state.handle, client: state.client }, request.params.name, request.params.arguments ?? {});
+    return toolResult(envelope);
+  });
+  return server;
+}

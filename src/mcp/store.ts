@@ -1,0 +1,65 @@
+// SQL of MCP session records: what a session bound, so it can be rebuilt after an idle sweep.
+import type { Db } from "../db/open.ts";
+
+export type McpSessionRow = {
+  id: string;
+  createdAt: number;
+  lastActivityAt: number;
+  protocolVersion: string;
+  fingerprint: string | null;
+  wallet: string | null;
+  sessionId: string | null;
+  jti: string | null;
+  boundBy: "binding" | "fingerprint" | null;
+  endedAt: number | null;
+};
+
+export function insertSession(db: Db, row: Omit<McpSessionRow, "endedAt">): Promise<void> {
+  return db.write(() => {
+    db.sqlite
+      .query(
+        `INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version, fingerprint, wallet, session_id, jti, bound_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(row.id, row.createdAt, row.lastActivityAt, row.protocolVersion, row.fingerprint, row.wallet, row.sessionId, row.jti, row.boundBy);
+  });
+}
+
+export async function findSession(db: Db, id: string): Promise<McpSessionRow | null> {
+  return (
+    (db.sqlite
+      .query(
+        `SELECT id, created_at AS createdAt, last_activity_at AS lastActivityAt, protocol_version AS protocolVersion,
+                fingerprint, wallet, session_id AS sessionId, jti, bound_by AS boundBy, ended_at AS endedAt
+         FROM mcp_sessions WHERE id = ?`,
+      )
+      .get(id) as McpSessionRow | null) ?? null
+  );
+}
+
+/** Records what the session is bound to now (null: nothing). */
+export function setBinding(
+  db: Db,
+  id: string,
+  binding: { wallet: string; sessionId: string; jti: string; boundBy: "binding" | "fingerprint" } | null,
+  now: number,
+): Promise<void> {
+  return db.write(() => {
+    db.sqlite
+      .query("UPDATE mcp_sessions SET wallet = ?, session_id = ?, jti = ?, bound_by = ?, last_activity_at = ? WHERE id = ?")
+      .run(binding?.wallet ?? null, binding?.sessionId ?? null, binding?.jti ?? null, binding?.boundBy ?? null, now, id);
+  });
+}
+
+export function touchSessions(db: Db, activity: ReadonlyMap<string, number>): Promise<void> {
+  return db.write(() => {
+    const touch = db.sqlite.query("UPDATE mcp_sessions SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?");
+    for (const [id, at] of activity) touch.run(at, id);
+  });
+}
+
+export function endSession(db: Db, id: string, now: number): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("UPDATE mcp_sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL").run(now, id);
+  });
+}

@@ -1,0 +1,224 @@
+// Tool edge of wallets (mcp.md "Session and wallet"): wallet_create, wallet_get_balance, wallet_transfer,
+// wallet_submit_transaction, wallet_get_history. Amounts cross this edge as decimal strings or numbers.
+import { z } from "zod";
+import { issueChallenge } from "../auth/challenge.ts";
+import { signIn } from "../auth/sign-in.ts";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { amountToNumber, formatAmount, parseAmount } from "../lib/amounts.ts";
+import { toIso } from "../lib/clock.ts";
+import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
+import type { LedgerTransaction, ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
+import { parseTransaction } from "../ledger/transactions.ts";
+import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { createCustodialWallet, signMessageAsCustodian } from "./custody.ts";
+import { transferFromWallet } from "./transfer.ts";
+
+const SOL_DECIMALS = 9;
+const address = (what: string) => z.string().describe(`${what}: a Solana address (base58 of 32 bytes)`);
+const amount = z
+  .union([z.number(), z.string()])
+  .describe('amount in whole tokens, as a number or a decimal string ("1.5"); at most the token\'s decimals');
+
+async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
+  const tokens = await deps.ledger.tokens();
+  const token = tokens.find((t) => t.key === key);
+  if (token === undefined) throw new AppError("VALIDATION_ERROR", `token must be one of ${tokens.map((t) => t.key).join(", ")}`, { details: { fields: [{ field: "token" }] } });
+  return token;
+}
+
+function baseUnits(value: unknown, token: TokenInfo, field = "amount", allowZero = false): bigint {
+  const parsed = parseAmount(value, token.decimals, { allowZero });
+  if ("error" in parsed) throw new AppError("VALIDATION_ERROR", `${field}: ${parsed.error}`, { details: { fields: [{ field, problem: parsed.error }] } });
+  return parsed.value;
+}
+
+/** Balances as JSON numbers in whole tokens (spec/README.md: balances are numbers). */
+async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<string, number>> {
+  const tokens = await deps.ledger.tokens();
+  const raw = await deps.ledger.getBalances(walletAddress);
+  return Object.fromEntries(tokens.map((t) => [t.key, amountToNumber(raw[t.key] ?? 0n, t.decimals)]));
+}
+
+/** ledger.md's transfer result. */
+function transferResult(deps: Deps, result: SubmitResult, transfer: { from: string; to: string; token: TokenInfo; amount: bigint }) {
+  return {
+    signature: result.signature,
+    from: transfer.from,
+    to: transfer.to,
+    token: transfer.token.key,
+    amount: formatAmount(transfer.amount, transfer.token.decimals),
+    fee: formatAmount(result.fee, SOL_DECIMALS),
+    status: "confirmed",
+    network: deps.config.network,
+    slot: result.slot,
+    confirmedAt: toIso(result.confirmedAt),
+  };
+}
+
+export const walletCreate = defineTool({
+  name: "wallet_create",
+  description:
+    "Create a new custodial Solana wallet held by this service, signed in at once (this MCP session is bound to it and a " +
+    "session token is returned). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
+    "airdropUsdc. Its key never leaves the service.",
+  input: {
+    airdropSol: z.number().min(0).max(2).optional().describe("SOL to airdrop (0-2); default 1 off mainnet, 0 on mainnet"),
+    airdropUsdc: z.number().min(0).optional().describe("USDC to airdrop (localnet only)"),
+    label: z.string().max(64).optional().describe("a name for the wallet, up to 64 characters"),
+  },
+  needsWallet: false,
+  run: async ({ deps, session, client }, input) => {
+    const network = deps.config.network;
+    const [sol, usdc] = await Promise.all([tokenInfo(deps, "sol"), tokenInfo(deps, "usdc")]);
+    const airdropSol = baseUnits(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol, "airdropSol", true);
+    const airdropUsdc = baseUnits(input.airdropUsdc ?? 0, usdc, "airdropUsdc", true);
+    if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
+    if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
+
+    const { address: walletAddress } = await createCustodialWallet(deps, input.label ?? null);
+    // The same path as wallet_connect: a challenge, signed here with the new key, verified.
+    const challenge = await issueChallenge(deps, walletAddress, client);
+    const signature = await signMessageAsCustodian(deps, walletAddress, new TextEncoder().encode(challenge.message));
+    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client);
+    await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
+
+    let airdrop: { airdropSignature?: string; airdropSignatures?: string[]; airdropError?: string } = {};
+    if (airdropSol > 0n || airdropUsdc > 0n) {
+      try {
+        const signatures = await deps.ledger.airdrop(walletAddress, { sol: airdropSol, usdc: airdropUsdc });
+        airdrop = { airdropSignature: signatures[0], airdropSignatures: signatures };
+      } catch (err) {
+        // A faucet that fails (devnet's is often dry) does not cost the caller the wallet and token.
+        if (!(err instanceof AppError)) throw err;
+        airdrop = { airdropError: `${err.code}: ${err.message}` };
+      }
+    }
+    return {
+      address: walletAddress,
+      label: input.label ?? null,
+      network,
+      balances: await balancesOf(deps, walletAddress),
+      sessionToken: issued.token,
+      authenticated: true,
+      isNewSession: true,
+      expiresAt: issued.expiresAt,
+      ...airdrop,
+    };
+  },
+});
+
+export const walletGetBalance = defineTool({
+  name: "wallet_get_balance",
+  description: "Balances of this session's wallet in whole tokens: sol, usdc and the service token.",
+  input: {},
+  needsWallet: true,
+  run: async ({ deps, caller }) => {
+    const wallet = requireWallet(caller);
+    return { address: wallet.walletAddress, network: deps.config.network, balances: await balancesOf(deps, wallet.walletAddress) };
+  },
+});
+
+export const walletTransfer = defineTool({
+  name: "wallet_transfer",
+  description:
+    "Send sol, usdc or the service token from this session's wallet to `to` (creating the recipient's token account if " +
+    "needed, paid by the sender). A custodial wallet's transfer is signed and confirmed here; a connected wallet gets " +
+    "data.unsignedTransaction (base64) to sign and pass to wallet_submit_transaction.",
+  input: {
+    to: address("recipient"),
+    amount,
+    token: z.string().describe("sol, usdc or the service token's symbol"),
+    memo: z.string().max(200).optional().describe("a note recorded on chain with the transfer, up to 200 characters"),
+  },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => {
+    const wallet = requireWallet(caller);
+    const token = await tokenInfo(deps, input.token);
+    const value = baseUnits(input.amount, token);
+    const outcome = await transferFromWallet(deps, { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo });
+    if (outcome.kind === "unsigned") {
+      return {
+        unsignedTransaction: outcome.transaction,
+        from: wallet.walletAddress,
+        to: input.to,
+        token: token.key,
+        amount: formatAmount(value, token.decimals),
+        network: deps.config.network,
+        next: "sign unsignedTransaction with this wallet and call wallet_submit_transaction {transaction}",
+      };
+    }
+    return transferResult(deps, outcome.result, { from: wallet.walletAddress, to: input.to, token, amount: value });
+  },
+});
+
+/** The caller's side of a recorded transaction's transfers. */
+function ownTransfer(transfers: readonly ParsedTransfer[], walletAddress: string): ParsedTransfer | null {
+  return transfers.find((t) => t.from === walletAddress) ?? transfers.find((t) => t.to === walletAddress) ?? null;
+}
+
+export const walletSubmitTransaction = defineTool({
+  name: "wallet_submit_transaction",
+  description:
+    "Submit a transaction signed by this session's (connected) wallet, e.g. the unsignedTransaction of wallet_transfer " +
+    "after signing it. Returns the confirmed transfer.",
+  input: { transaction: z.string().describe("the signed transaction: standard base64 of its wire bytes") },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => {
+    const wallet = requireWallet(caller);
+    const wire = decodeBase64Strict(input.transaction);
+    if (wire === null) throw new AppError("VALIDATION_ERROR", "transaction must be standard base64", { details: { fields: [{ field: "transaction" }] } });
+    const parsed = parseTransaction(wire);
+    if (!parsed.accountKeys.slice(0, parsed.numRequiredSignatures).includes(wallet.walletAddress)) {
+      throw new AppError("FORBIDDEN", "this transaction is not signed by this session's wallet");
+    }
+    const result = await deps.ledger.submit(wire);
+    const recorded = await deps.ledger.getTransaction(result.signature);
+    const transfer = recorded === null ? null : ownTransfer(recorded.transfers, wallet.walletAddress);
+    const tokens = await deps.ledger.tokens();
+    const token = tokens.find((t) => t.key === transfer?.token) ?? tokens[0]!;
+    return transferResult(deps, result, {
+      from: transfer?.from ?? wallet.walletAddress,
+      to: transfer?.to ?? wallet.walletAddress,
+      token,
+      amount: transfer?.amount ?? 0n,
+    });
+  },
+});
+
+function historyItem(tx: LedgerTransaction, walletAddress: string, tokens: readonly TokenInfo[]) {
+  const transfer = ownTransfer(tx.transfers, walletAddress);
+  const token = tokens.find((t) => t.key === transfer?.token);
+  const direction = transfer === null || transfer.from === walletAddress ? (transfer?.to === walletAddress ? "self" : "out") : "in";
+  return {
+    signature: tx.signature,
+    timestamp: toIso(tx.timestamp),
+    direction,
+    token: transfer?.token ?? "sol",
+    amount: transfer === null ? "0" : token === undefined ? transfer.amount.toString() : formatAmount(transfer.amount, token.decimals),
+    counterparty: transfer === null ? null : direction === "in" ? transfer.from : transfer.to,
+    fee: formatAmount(tx.fee, SOL_DECIMALS),
+    status: tx.status,
+    ...(tx.memo === null ? {} : { memo: tx.memo }),
+  };
+}
+
+export const walletGetHistory = defineTool({
+  name: "wallet_get_history",
+  description: "This session's wallet's transactions, newest first (limit 1-100, default 20; page with before = the last signature seen).",
+  input: {
+    limit: z.number().int().min(1).max(100).optional().describe("how many, 1-100 (default 20)"),
+    before: z.string().optional().describe("a signature: list transactions older than it"),
+  },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => {
+    const wallet = requireWallet(caller);
+    const [tokens, transactions] = await Promise.all([
+      deps.ledger.tokens(),
+      deps.ledger.history(wallet.walletAddress, { limit: input.limit ?? 20, before: input.before }),
+    ]);
+    return { address: wallet.walletAddress, network: deps.config.network, transactions: transactions.map((tx) => historyItem(tx, wallet.walletAddress, tokens)) };
+  },
+});
+
+export const WALLET_TOOLS: readonly Tool[] = [walletCreate, walletGetBalance, walletTransfer, walletSubmitTransaction, walletGetHistory];
