@@ -12,6 +12,7 @@ Usage: walletgate [command] [--option value ...]
 Commands:
   serve      run the HTTP server (default)
   migrate    apply database migrations and exit
+  mcp        serve the tools over stdio (desktop MCP hosts); WALLETGATE_TOKEN optional
   ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
              send play money from the embedded ledger's faucet (localnet)
   wallets export <address> [--format base58|json]
@@ -32,6 +33,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   migrate: async () => (await import("./cli/migrate.ts")).migrateCommand,
   ledger: async () => (await import("./cli/ledger.ts")).ledgerCommand,
   wallets: async () => (await import("./cli/wallets.ts")).walletsCommand,
+  mcp: async () => (await import("./cli/mcp.ts")).mcpCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

@@ -1,0 +1,88 @@
+// `walletgate mcp` over stdio with the SDK's own StdioClientTransport: the same tools, the same database
+// as the HTTP server, WALLETGATE_TOKEN as the caller, the binding held for the life of the process.
+import { afterAll, describe, expect, test } from "bun:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { startTestServer, tempDir } from "./helpers/server.ts";
+
+const ROOT = join(import.meta.dir, "..");
+// Tokens name their issuer (BASE_URL): the stdio process and the HTTP server share one, as in production.
+const BASE_URL = "http://walletgate.test";
+const dataDir = tempDir();
+const clients: Client[] = [];
+afterAll(async () => {
+  for (const c of clients) await c.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+type Envelope = { success: boolean; data?: Record<string, any>; code?: string };
+
+async function stdioClient(env: Record<string, string> = {}): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [join(ROOT, "src/main.ts"), "mcp"],
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL, ...env },
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "stdio-test", version: "1" });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<Envelope> {
+  const result = await client.callTool({ name, arguments: args });
+  const envelope = result.structuredContent as Envelope;
+  expect(result.isError).toBe(!envelope.success);
+  expect(JSON.parse((result.content as { text: string }[])[0]!.text)).toEqual(envelope);
+  return envelope;
+}
+
+describe("walletgate mcp (stdio)", () => {
+  let token = "";
+  let address = "";
+
+  test("lists the tools and binds the process's session with wallet_create", async () => {
+    const client = await stdioClient();
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    for (const name of ["wallet_create", "session_auth", "wallet_connect", "session_info", "session_restore", "wallet_disconnect", "wallet_get_balance", "wallet_transfer", "wallet_get_history", "wallet_submit_transaction"]) {
+      expect(names).toContain(name);
+    }
+    expect(await call(client, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+    const created = await call(client, "wallet_create", { label: "desk", airdropUsdc: 3 });
+    expect(created).toMatchObject({ success: true, data: { label: "desk", network: "localnet", balances: { sol: 1, usdc: 3 } } });
+    token = created.data!.sessionToken;
+    address = created.data!.address;
+    expect(await call(client, "session_info")).toMatchObject({ success: true, data: { walletAddress: address, restoredBy: "binding", custodial: true, mcpSessionId: null } });
+    // A second wallet_create binds the process to the new wallet; session_restore binds it back.
+    const other = (await call(client, "wallet_create", { airdropSol: 0 })).data!.address as string;
+    expect(await call(client, "session_info")).toMatchObject({ data: { walletAddress: other } });
+    expect(await call(client, "session_restore", { token })).toMatchObject({ success: true, data: { walletAddress: address, refreshed: false } });
+    const sent = await call(client, "wallet_transfer", { to: other, amount: "1.25", token: "usdc" });
+    expect(sent).toMatchObject({ success: true, data: { from: address, to: other, token: "usdc", amount: "1.25", status: "confirmed" } });
+  }, 30_000);
+
+  test("WALLETGATE_TOKEN makes every call run as that token's wallet; a bad one answers its code", async () => {
+    const client = await stdioClient({ WALLETGATE_TOKEN: token });
+    expect(await call(client, "session_info")).toMatchObject({ success: true, data: { walletAddress: address, restoredBy: "token" } });
+    const bad = await stdioClient({ WALLETGATE_TOKEN: "not-a-token" });
+    expect(await call(bad, "wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+  }, 30_000);
+
+  test("the same database as the HTTP server: the stdio wallet's token works over /mcp", async () => {
+    const server = await startTestServer({ BASE_URL }, dataDir);
+    try {
+      const response = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+        body: JSON.stringify({ tool: "wallet_get_balance" }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ success: true, data: { address } });
+    } finally {
+      await server.stop();
+    }
+  }, 30_000);
+});
