@@ -1,7 +1,7 @@
 // `npm run bench`: builds dist/walletgate if missing, measures rows of operations.md "Performance" against
 // their baselines in the same run, prints a table and writes bench/results.json.
 //
-// Options: --only signin|startup   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
+// Options: --only signin|startup|mcp   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
 //          --baseline-seconds 2    --rebuild
 //          --server "/abs/cmd serve"  (default: dist/walletgate serve; e.g. a scratch build, or bun --cpu-prof-md)
 // BENCH_LOAD_GENERATOR=autocannon forces the load generator used when wrk is not installed.
@@ -12,9 +12,10 @@ import { parseArgs } from "node:util";
 import { buildExecutable } from "../scripts/build.ts";
 import { measureSignIn, type SignInResult } from "./sign-in.ts";
 import { measureStartup, type StartupResult } from "./startup.ts";
+import { measureMcp, type McpResult } from "./mcp.ts";
 import { BINARY, REPO_ROOT, createResources } from "./support.ts";
 
-const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5 };
+const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5, mcpRatioAtLeast: 0.8 };
 
 type Row = { figure: string; measured: string; baseline: string; ratio: string; target: string; verdict: string };
 
@@ -22,8 +23,26 @@ function formatRate(perSecond: number): string {
   return `${Math.round(perSecond).toLocaleString("en-US")}/s`;
 }
 
-function rows(signIn: SignInResult | null, startup: StartupResult | null): Row[] {
+function rows(signIn: SignInResult | null, startup: StartupResult | null, mcp: McpResult | null): Row[] {
   const out: Row[] = [];
+  if (mcp !== null) {
+    out.push({
+      figure: "MCP tools/call wallet_get_balance, one open session",
+      measured: formatRate(mcp.walletgate.callsPerSecond),
+      baseline: `bare SDK no-op ${formatRate(mcp.baseline.callsPerSecond)}`,
+      ratio: `${mcp.ratioToBaseline.toFixed(2)}x`,
+      target: `>= ${TARGETS.mcpRatioAtLeast}x`,
+      verdict: mcp.ratioToBaseline >= TARGETS.mcpRatioAtLeast ? "met" : "MISSED",
+    });
+    out.push({
+      figure: "  the same, against this binary's /healthz",
+      measured: formatRate(mcp.walletgate.callsPerSecond),
+      baseline: `/healthz ${formatRate(mcp.healthz.callsPerSecond)}`,
+      ratio: `${mcp.ratioToHealthz.toFixed(2)}x`,
+      target: "-",
+      verdict: "",
+    });
+  }
   if (signIn !== null) {
     out.push({
       figure: `POST /auth/verify sign-ins/s (${signIn.loadGenerator}, ${signIn.connections} conns)`,
@@ -94,7 +113,9 @@ async function main(): Promise<number> {
   const connections = Math.round(positive("connections", values.connections));
   const runs = Math.round(positive("runs", values.runs));
   const baselineSeconds = positive("baseline-seconds", values["baseline-seconds"]);
-  if (only !== undefined && only !== "signin" && only !== "startup") throw new Error(`--only must be signin or startup, got ${only}`);
+  if (only !== undefined && only !== "signin" && only !== "startup" && only !== "mcp") {
+    throw new Error(`--only must be signin, startup or mcp, got ${only}`);
+  }
 
   const resources = createResources();
   const interrupted = (signal: NodeJS.Signals) => {
@@ -118,12 +139,21 @@ async function main(): Promise<number> {
       process.env.BENCH_LOAD_GENERATOR === "autocannon" || Bun.which("wrk") === null ? ("autocannon" as const) : ("wrk" as const);
 
     let startup: StartupResult | null = null;
-    if (only !== "signin") {
+    if (only === undefined || only === "startup") {
       process.stdout.write(`start-up: compiled hello vs ${serverCommand.join(" ")}, ${runs} runs each ...\n`);
       startup = await measureStartup(resources, runs, serverCommand);
     }
+    let mcp: McpResult | null = null;
+    if (only === undefined || only === "mcp") {
+      if (loadGenerator !== "wrk") throw new Error("the MCP row needs wrk (apt-get install wrk)");
+      process.stdout.write(`mcp: bare SDK baseline, walletgate tools/call and /healthz, ${seconds} s each ...\n`);
+      mcp = await measureMcp(resources, { serverCommand, seconds, connections });
+      if (mcp.walletgate.failed > 0 || mcp.baseline.failed > 0) {
+        process.stderr.write(`bench: WARNING failed MCP calls during the load: walletgate ${mcp.walletgate.failed}, baseline ${mcp.baseline.failed}\n`);
+      }
+    }
     let signIn: SignInResult | null = null;
-    if (only !== "startup") {
+    if (only === undefined || only === "signin") {
       process.stdout.write(`sign-in: native baseline ${baselineSeconds} s, ${loadGenerator} for ${seconds} s, native baseline again ...\n`);
       signIn = await measureSignIn(resources, { serverCommand, seconds, connections, loadGenerator, baselineSeconds });
       if (signIn.load.exhaustedRequests > 0) {
@@ -133,7 +163,7 @@ async function main(): Promise<number> {
       }
     }
 
-    const table = rows(signIn, startup);
+    const table = rows(signIn, startup, mcp);
     printTable(table);
     const results = {
       date: new Date().toISOString(),
@@ -143,6 +173,7 @@ async function main(): Promise<number> {
       targets: TARGETS,
       signIn,
       startup,
+      mcp,
       table,
       benchSeconds: Math.round((performance.now() - started) / 100) / 10,
     };

@@ -2,6 +2,7 @@
 // CLI entry: parse argv, dispatch to a command in cli/. Exit codes: 0 ok, 1 failure, 2 usage.
 import { ConfigError, UsageError, loadConfig, processEnv, type Config } from "./config.ts";
 import { splitArgs } from "./cli/args.ts";
+import { importQuietly } from "./lib/quiet-import.ts";
 import { SchemaTooNewError } from "./db/migrate.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -56,7 +57,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     const { configFlags, commandArgs } = splitArgs(named ? rest : argv);
     const config = loadConfig(env, configFlags);
-    return await (await load())(config, commandArgs);
+    return await (await importQuietly(load))(config, commandArgs);
   } catch (err) {
     if (err instanceof UsageError) {
       process.stderr.write(`walletgate: ${err.message}\n\n${USAGE}`);

@@ -2,6 +2,7 @@
 import type { Config } from "../config.ts";
 import type { Db } from "../db/open.ts";
 import type { Clock } from "../lib/clock.ts";
+import { importQuietly } from "../lib/quiet-import.ts";
 import type { Random } from "../lib/ids.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
 import { AppError } from "../errors.ts";
@@ -9,24 +10,6 @@ import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 
 export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier }>;
-
-/**
- * bigint-buffer (beneath @solana/spl-token) prints "bigint: Failed to load bindings, pure JS will be
- * used" when its optional native addon is absent, as it always is in the executable. The pure-JS path is
- * the one we mean to use, so that one line is dropped while the modules load; other warnings pass.
- */
-async function importQuietly<T>(load: () => Promise<T>): Promise<T> {
-  const warn = console.warn;
-  console.warn = (...args: unknown[]) => {
-    if (typeof args[0] === "string" && args[0].startsWith("bigint: Failed to load bindings")) return;
-    warn(...args);
-  };
-  try {
-    return await load();
-  } finally {
-    console.warn = warn;
-  }
-}
 
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
   if (deps.config.network === "localnet") {

@@ -30,9 +30,22 @@ export const MEMO_V1_PROGRAM = "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo";
 /** Solana's limit on a serialized transaction. */
 export const MAX_TRANSACTION_BYTES = 1232;
 
-/** The associated token account of `owner` for `mint` (owners may be off the curve, e.g. escrow PDAs). */
+const ATA_CACHE_MAX = 50_000;
+const ataCache = new Map<string, string>();
+
+/**
+ * The associated token account of `owner` for `mint` (owners may be off the curve, e.g. escrow PDAs).
+ * Deriving one costs a program-address search (hashes and curve checks, ~0.1 ms), and balances ask for
+ * the same few on every call: derivations are remembered, the oldest forgotten past 50,000.
+ */
 export function associatedTokenAddress(owner: string, mint: string): string {
-  return getAssociatedTokenAddressSync(new PublicKey(mint), new PublicKey(owner), true).toBase58();
+  const key = `${owner}:${mint}`;
+  const known = ataCache.get(key);
+  if (known !== undefined) return known;
+  const derived = getAssociatedTokenAddressSync(new PublicKey(mint), new PublicKey(owner), true).toBase58();
+  if (ataCache.size >= ATA_CACHE_MAX) ataCache.delete(ataCache.keys().next().value!);
+  ataCache.set(key, derived);
+  return derived;
 }
 
 export type TransferPlan = Readonly<{

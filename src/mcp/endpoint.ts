@@ -2,6 +2,7 @@
 // nothing at start-up; the idle sweep and shutdown reach the sessions once they exist.
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
+import { importQuietly } from "../lib/quiet-import.ts";
 import type { McpHttp } from "./http.ts";
 
 export type McpEndpoint = McpHttp;
@@ -11,7 +12,7 @@ export function createMcpEndpoint(deps: Deps): McpEndpoint {
   let loading: Promise<McpHttp> | null = null;
   const load = () =>
     (loading ??= (async () => {
-      const [{ createMcpHttp }, { createToolRegistry }] = await Promise.all([import("./http.ts"), import("./tools.ts")]);
+      const [{ createMcpHttp }, { createToolRegistry }] = await importQuietly(() => Promise.all([import("./http.ts"), import("./tools.ts")]));
       loaded = createMcpHttp(deps, createToolRegistry(deps));
       return loaded;
     })());
