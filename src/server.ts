@@ -13,6 +13,7 @@ import { createMcpEndpoint } from "./mcp/endpoint.ts";
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
+import { purgeMcpSessions } from "./mcp/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 
@@ -128,7 +129,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err) });
   const purge = startRepeating(
-    async () => log.debug("purge", await purgeAuth(deps)),
+    async () => log.debug("purge", { ...(await purgeAuth(deps)), ...(await purgeMcpSessions(deps)) }),
     config.purgeIntervalMs,
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges

@@ -63,3 +63,15 @@ export function endSession(db: Db, id: string, now: number): Promise<void> {
     db.sqlite.query("UPDATE mcp_sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL").run(now, id);
   });
 }
+
+/**
+ * Forgets MCP session records that can no longer come back: ended ones, and ones idle since `idleBefore`
+ * (longer than any session token lives, so whatever they bound is dead anyway). Returns how many.
+ */
+export function purgeSessions(db: Db, endedBefore: number, idleBefore: number): Promise<number> {
+  return db.write(
+    () =>
+      db.sqlite.query("DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?").run(endedBefore, idleBefore)
+        .changes,
+  );
+}

@@ -1,0 +1,11 @@
+// The purge's MCP part: session records that cannot be rebuilt any more (ended, or idle past any token's life).
+import type { Deps } from "../deps.ts";
+import { purgeSessions } from "./store.ts";
+
+const DAY_MS = 86_400_000;
+
+export async function purgeMcpSessions(deps: Deps): Promise<{ mcpSessions: number }> {
+  const now = deps.clock.now();
+  const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
+  return { mcpSessions: await purgeSessions(deps.db, now - DAY_MS, now - longestTokenMs - DAY_MS) };
+}
