@@ -5,6 +5,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
+import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
 import { startTestServer, tempDir } from "./helpers/server.ts";
 
 const ROOT = join(import.meta.dir, "..");
@@ -17,7 +18,6 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-type Envelope = { success: boolean; data?: Record<string, any>; code?: string };
 
 async function stdioClient(env: Record<string, string> = {}): Promise<Client> {
   const transport = new StdioClientTransport({
@@ -33,11 +33,7 @@ async function stdioClient(env: Record<string, string> = {}): Promise<Client> {
 }
 
 async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<Envelope> {
-  const result = await client.callTool({ name, arguments: args });
-  const envelope = result.structuredContent as Envelope;
-  expect(result.isError).toBe(!envelope.success);
-  expect(JSON.parse((result.content as { text: string }[])[0]!.text)).toEqual(envelope);
-  return envelope;
+  return envelopeOf(await client.callTool({ name, arguments: args }));
 }
 
 describe("walletgate mcp (stdio)", () => {

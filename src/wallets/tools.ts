@@ -10,11 +10,14 @@ import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import type { LedgerTransaction, ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
 import { parseTransaction } from "../ledger/transactions.ts";
+import { createPayment } from "../ledger/x402.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { createCustodialWallet, signMessageAsCustodian } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 
 const SOL_DECIMALS = 9;
+/** What a new system account must hold at least (Solana's rent exemption for 0 bytes). */
+const RENT_EXEMPT_LAMPORTS = 890_880n;
 const address = (what: string) => z.string().describe(`${what}: a Solana address (base58 of 32 bytes)`);
 const amount = z
   .union([z.number(), z.string()])
@@ -64,7 +67,7 @@ export const walletCreate = defineTool({
     "airdropUsdc. Its key never leaves the service.",
   input: {
     airdropSol: z.number().min(0).max(2).optional().describe("SOL to airdrop (0-2); default 1 off mainnet, 0 on mainnet"),
-    airdropUsdc: z.number().min(0).optional().describe("USDC to airdrop (localnet only)"),
+    airdropUsdc: z.number().min(0).max(1_000_000).optional().describe("USDC to airdrop (localnet only), at most 1,000,000"),
     label: z.string().max(64).optional().describe("a name for the wallet, up to 64 characters"),
   },
   needsWallet: false,
@@ -75,6 +78,11 @@ export const walletCreate = defineTool({
     const airdropUsdc = baseUnits(input.airdropUsdc ?? 0, usdc, "airdropUsdc", true);
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
+    if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
+      throw new AppError("VALIDATION_ERROR", "airdropSol: a new account needs at least 0.00089088 SOL (the rent-exempt minimum), or 0", {
+        details: { fields: [{ field: "airdropSol" }] },
+      });
+    }
 
     const { address: walletAddress } = await createCustodialWallet(deps, input.label ?? null);
     // The same path as wallet_connect: a challenge, signed here with the new key, verified.
@@ -89,8 +97,9 @@ export const walletCreate = defineTool({
         const signatures = await deps.ledger.airdrop(walletAddress, { sol: airdropSol, usdc: airdropUsdc });
         airdrop = { airdropSignature: signatures[0], airdropSignatures: signatures };
       } catch (err) {
-        // A faucet that fails (devnet's is often dry) does not cost the caller the wallet and token.
-        if (!(err instanceof AppError)) throw err;
+        // Devnet's faucet is often dry or rate limited: that does not cost the caller the wallet and token.
+        // On localnet the limits were checked above, so a failure there is a real error.
+        if (!(err instanceof AppError) || network !== "devnet") throw err;
         airdrop = { airdropError: `${err.code}: ${err.message}` };
       }
     }
@@ -221,4 +230,35 @@ export const walletGetHistory = defineTool({
   },
 });
 
-export const WALLET_TOOLS: readonly Tool[] = [walletCreate, walletGetBalance, walletTransfer, walletSubmitTransaction, walletGetHistory];
+export const paymentCreate = defineTool({
+  name: "payment_create",
+  description:
+    "Pay for an HTTP resource that answers 402 (x402 'exact' scheme on Solana): returns the header to send " +
+    "(X-PAYMENT for x402 v1, the default, or PAYMENT-SIGNATURE for v2) with its base64 value. Pass one entry of the " +
+    "402 answer's accepts[] as requirements, or to/amount/token/feePayer yourself. The transaction is signed by this " +
+    "session's wallet only and never submitted here: the resource's facilitator settles it. A connected wallet gets " +
+    "data.unsignedTransaction: sign it and call again with the same params plus signedTransaction.",
+  input: {
+    to: address("recipient (payTo)").optional(),
+    amount: amount.optional(),
+    token: z.string().optional().describe("usdc or the service token (sol is not possible with x402 exact)"),
+    feePayer: address("the facilitator's fee payer").optional(),
+    memo: z.string().max(200).optional().describe("memo; 32 random hex characters when absent"),
+    x402Version: z.union([z.literal(1), z.literal(2)]).optional().describe("1 (X-PAYMENT, default) or 2 (PAYMENT-SIGNATURE)"),
+    requirements: z.record(z.string(), z.unknown()).optional().describe("one entry of the 402 answer's accepts[]"),
+    signedTransaction: z.string().optional().describe("connected wallets: the unsignedTransaction, signed"),
+  },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => {
+    const wallet = requireWallet(caller);
+    let amountBaseUnits: bigint | undefined;
+    if (input.amount !== undefined) {
+      if (input.token === undefined) throw new AppError("VALIDATION_ERROR", "amount needs token (its decimals)", { details: { fields: [{ field: "token" }] } });
+      amountBaseUnits = baseUnits(input.amount, await tokenInfo(deps, input.token));
+    }
+    const { amount: _, ...rest } = input;
+    return { ...(await createPayment(deps, wallet.walletAddress, { ...rest, amount: amountBaseUnits })) };
+  },
+});
+
+export const WALLET_TOOLS: readonly Tool[] = [walletCreate, walletGetBalance, walletTransfer, walletSubmitTransaction, walletGetHistory, paymentCreate];

@@ -215,7 +215,8 @@ function systemTransfer(ix: Extract<DecodedInstruction, { program: "system" }>, 
 function tokenTransfer(ix: Extract<DecodedInstruction, { program: "token" }>, c: Context): void {
   const source = c.get(ix.source);
   const destination = c.get(ix.destination);
-  if (source.kind !== "token") throw new InstructionFailure(`${c.keys[ix.source]} is not a token account`);
+  // No account at all: the sender holds none of this token, a shortfall like any other.
+  if (source.kind !== "token") throw new InstructionFailure(`${c.keys[ix.source]} is not a token account`, source.kind === "system" && source.lamports === 0n);
   if (destination.kind !== "token") throw new InstructionFailure(`${c.keys[ix.destination]} is not a token account`);
   if (source.amount < ix.amount) throw new InstructionFailure(`the source token account holds ${source.amount}, ${ix.amount} needed`, true);
   if (source.mint !== destination.mint) throw new InstructionFailure("the two token accounts are of different mints");

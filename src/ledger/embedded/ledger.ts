@@ -320,7 +320,9 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       let beforeSeq: number | null = null;
       if (before !== undefined) {
         const row = await store.findTransaction(deps.db, before);
-        if (row === null) throw new AppError("VALIDATION_ERROR", "before: no transaction has this signature");
+        if (row === null) {
+          throw new AppError("VALIDATION_ERROR", "before: no transaction has this signature", { details: { fields: [{ field: "before" }] } });
+        }
         beforeSeq = row.seq;
       }
       return (await store.listTransactions(deps.db, address, limit, beforeSeq)).map(toLedgerTransaction);

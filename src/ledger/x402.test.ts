@@ -1,0 +1,450 @@
+// payment_create's x402 payments judged by the real packages: headers decoded and schema-checked with @x402/core,
+// verified (and settled) by @x402/svm's exact-scheme facilitators over LiteSVM with signatures checked; and its errors.
+import { beforeAll, describe, expect, test } from "bun:test";
+import { FailedTransactionMetadata, LiteSVM } from "litesvm";
+import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { address } from "@solana/kit";
+import { decodePaymentSignatureHeader } from "@x402/core/http";
+import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, PaymentRequirementsV1Schema, PaymentRequirementsV2Schema } from "@x402/core/schemas";
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import type { FacilitatorSvmSigner } from "@x402/svm";
+import { ExactSvmScheme } from "@x402/svm/exact/facilitator";
+import { ExactSvmSchemeV1 } from "@x402/svm/exact/v1/facilitator";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
+import { createCustodialWallet } from "../wallets/custody.ts";
+import { signerFor } from "../wallets/signer.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { setMint, setSystemAccount, setTokenAccount } from "../../test/helpers/litesvm-accounts.ts";
+import type { Ledger } from "./ledger.ts";
+import { MEMO_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction } from "./transactions.ts";
+import { createPayment, type PaymentHeaderResult, type PaymentParams, type PaymentResult, type UnsignedPaymentResult, type X402Payload } from "./x402.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+const PRICE = 10_000n; // 0.01 USDC
+const DEVNET_CAIP2 = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
+
+type World = {
+  deps: Deps;
+  /** A custodial wallet with 1 SOL and 10 USDC. */
+  payer: string;
+  /** A connected (non-custodial) wallet with 10 USDC; its key stays with the test. */
+  user: Keypair;
+  /** Holds a USDC token account, as x402 requires. */
+  recipient: string;
+  mint: string;
+};
+
+/** The embedded ledger (localnet) with a custodial payer, a connected user and a recipient. */
+async function ledgerWorld(deps?: Deps): Promise<World> {
+  deps ??= (await testDeps()).deps;
+  const payer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(payer, { sol: SOL, usdc: 10n * USDC });
+  const user = Keypair.generate();
+  await deps.ledger.airdrop(user.publicKey.toBase58(), { usdc: 10n * USDC });
+  const recipient = Keypair.generate().publicKey.toBase58();
+  await deps.ledger.airdrop(recipient, { usdc: USDC });
+  const mint = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+  return { deps, payer, user, recipient, mint };
+}
+
+/** Outcome of a call that should fail: its code and the details the catalogue promises. */
+async function failure(p: Promise<unknown>): Promise<{ code: string; fields?: string[]; reason?: string }> {
+  try {
+    await p;
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    const details = (err.extra.details ?? {}) as { fields?: string[]; reason?: string };
+    return { code: err.code, ...(details.fields ? { fields: details.fields } : {}), ...(details.reason ? { reason: details.reason } : {}) };
+  }
+  return { code: "OK" };
+}
+
+function headerOf(result: PaymentResult): PaymentHeaderResult {
+  if (!("header" in result)) throw new Error("expected a header result");
+  return result;
+}
+
+function unsignedOf(result: PaymentResult): UnsignedPaymentResult {
+  if (!("unsignedTransaction" in result)) throw new Error("expected an unsigned transaction");
+  return result;
+}
+
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
+const fromB64 = (text: string) => new Uint8Array(Buffer.from(text, "base64"));
+
+/** The same payload around other transaction bytes (what a tampering client would send). */
+function withTransaction<P extends X402Payload>(payload: P, wire: Uint8Array): P {
+  return { ...payload, payload: { transaction: b64(wire) } };
+}
+
+const v1Requirements = (world: World, feePayer: string, overrides: Record<string, unknown> = {}) => ({
+  scheme: "exact",
+  network: "solana-localnet",
+  maxAmountRequired: PRICE.toString(),
+  resource: "https://api.example.test/report",
+  description: "one report",
+  mimeType: "application/json",
+  payTo: world.recipient,
+  maxTimeoutSeconds: 60,
+  asset: world.mint,
+  extra: { feePayer },
+  ...overrides,
+});
+
+const v2Requirements = (world: World, feePayer: string, overrides: Record<string, unknown> = {}) => ({
+  scheme: "exact",
+  network: "solana:localnet",
+  amount: PRICE.toString(),
+  asset: world.mint,
+  payTo: world.recipient,
+  maxTimeoutSeconds: 60,
+  extra: { feePayer },
+  ...overrides,
+});
+
+describe("the transaction", () => {
+  test("v0, fee payer first with its slot empty, exactly limit / price / TransferChecked / memo, signed by the payer", async () => {
+    const world = await ledgerWorld();
+    const feePayer = Keypair.generate().publicKey.toBase58();
+    const result = headerOf(await createPayment(world.deps, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));
+    expect(result.header).toBe("X-PAYMENT");
+    expect(result.network).toBe("solana-localnet");
+    expect(result.expiresAt).toBe(new Date(world.deps.clock.now() + 60_000).toISOString());
+    expect(result).toMatchObject({ x402Version: 1, from: world.payer, to: world.recipient, token: "usdc", amount: "0.01", feePayer });
+    expect(Object.keys(result.payload)).toEqual(["x402Version", "scheme", "network", "payload"]);
+
+    const tx = parseTransaction(fromB64((result.payload.payload as { transaction: string }).transaction));
+    expect(tx.version).toBe(0);
+    expect(tx.recentBlockhash).toBe((await world.deps.ledger.latestBlockhash()).blockhash);
+    expect(tx.accountKeys.slice(0, 2)).toEqual([feePayer, world.payer]);
+    expect(tx.numRequiredSignatures).toBe(2);
+    const key = (i: number) => tx.accountKeys[i];
+    const [limit, price, transfer, memo] = tx.instructions;
+    expect(tx.instructions).toHaveLength(4);
+    expect(limit).toEqual({ program: "computeBudget", type: "setComputeUnitLimit", units: 20_000 });
+    expect(price).toEqual({ program: "computeBudget", type: "setComputeUnitPrice", microLamports: 1n });
+    if (transfer?.program !== "token" || transfer.type !== "transferChecked") throw new Error("third instruction is TransferChecked");
+    expect([key(transfer.source), key(transfer.mint), key(transfer.destination), key(transfer.owner)]).toEqual([
+      associatedTokenAddress(world.payer, world.mint),
+      world.mint,
+      associatedTokenAddress(world.recipient, world.mint),
+      world.payer,
+    ]);
+    expect([transfer.amount, transfer.decimals]).toEqual([PRICE, 6]);
+    expect(tx.invokedPrograms).toContain(TOKEN_PROGRAM);
+    expect(tx.invokedPrograms).toContain(MEMO_PROGRAM);
+    if (memo?.program !== "memo") throw new Error("fourth instruction is a memo");
+    expect(memo.accounts).toEqual([]);
+    expect(memo.text).toMatch(/^[0-9a-f]{32}$/); // none asked for: 16 random bytes in hex
+    expect(result.memo).toBe(memo.text!);
+    // No ATA creation, nothing else: the fee payer's slot stays empty for the facilitator.
+    expect(tx.signatures[0]!.every((b) => b === 0)).toBe(true);
+    expect(await world.deps.verifier.verify(decodeAddress(world.payer)!, tx.messageBytes, tx.signatures[1]!)).toBe(true);
+    // Never submitted.
+    expect((await world.deps.ledger.getBalances(world.recipient)).usdc).toBe(USDC);
+  });
+
+  test("a given memo is the memo; the random one comes from deps.random; X402_FEE_PAYER is the default fee payer", async () => {
+    const configured = Keypair.generate().publicKey.toBase58();
+    const { deps } = await testDeps({ X402_FEE_PAYER: configured }, { random: (n) => new Uint8Array(n).fill(0xab) });
+    const world = await ledgerWorld(deps);
+    const withMemo = headerOf(await createPayment(deps, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", memo: "order 42" }));
+    expect(withMemo.memo).toBe("order 42");
+    expect(withMemo.feePayer).toBe(configured);
+    const random = headerOf(await createPayment(deps, world.payer, { to: world.recipient, amount: PRICE, token: "usdc" }));
+    expect(random.memo).toBe("ab".repeat(16));
+    const tx = parseTransaction(fromB64((random.payload.payload as { transaction: string }).transaction));
+    expect(tx.accountKeys[0]).toBe(configured);
+  });
+});
+
+describe("compatibility with @x402/core and @x402/svm (facilitator verify over LiteSVM, signatures on)", () => {
+  let world: World;
+  let svm: LiteSVM;
+  const feePayer = Keypair.generate();
+  const feePayerAddress = feePayer.publicKey.toBase58();
+  let signer: FacilitatorSvmSigner;
+
+  /** Puts a token account's balance into LiteSVM, as the embedded ledger has it (or as told). */
+  function loadTokenAccount(owner: string, amount: bigint): void {
+    setTokenAccount(svm, new PublicKey(associatedTokenAddress(owner, world.mint)), { mint: new PublicKey(world.mint), owner: new PublicKey(owner), amount });
+  }
+
+  /** Signs the fee payer's slot with the real fee payer key, as the facilitator does when it settles. */
+  function signAsFeePayer(transaction: string): VersionedTransaction {
+    const tx = VersionedTransaction.deserialize(fromB64(transaction));
+    tx.sign([feePayer]);
+    return tx;
+  }
+
+  beforeAll(async () => {
+    svm = new LiteSVM(); // signature verification and blockhash checks on
+    const base = await ledgerWorld();
+    // The payment must name a blockhash LiteSVM knows; everything else is the embedded ledger's.
+    const ledger: Ledger = { ...base.deps.ledger, latestBlockhash: async () => ({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: 0 }) };
+    world = { ...base, deps: { ...base.deps, ledger } };
+    setMint(svm, new PublicKey(world.mint), { decimals: 6, supply: 1_000_000n * USDC, authority: Keypair.generate().publicKey });
+    for (const owner of [world.payer, world.user.publicKey.toBase58(), world.recipient]) {
+      loadTokenAccount(owner, (await base.deps.ledger.getBalances(owner)).usdc!);
+    }
+    setSystemAccount(svm, feePayer.publicKey, SOL);
+    signer = {
+      getAddresses: () => [address(feePayerAddress)],
+      async signTransaction(transaction, payer) {
+        if (payer !== feePayerAddress) throw new Error(`no key for ${payer}`);
+        return b64(signAsFeePayer(transaction).serialize());
+      },
+      // Every signature is checked by the runtime: the payer's as sent, the fee payer's as settle would add it.
+      async simulateTransaction(transaction) {
+        const result = svm.simulateTransaction(signAsFeePayer(transaction));
+        if (result instanceof FailedTransactionMetadata) throw new Error(`simulation failed: ${result.toString()}`);
+      },
+      async sendTransaction(transaction) {
+        const result = svm.sendTransaction(VersionedTransaction.deserialize(fromB64(transaction)));
+        if (result instanceof FailedTransactionMetadata) throw new Error(`send failed: ${result.toString()}`);
+        return encodeBase58(result.signature());
+      },
+      async confirmTransaction() {},
+    };
+  });
+
+  const asPayload = (payload: unknown) => payload as PaymentPayload;
+  const asRequirements = (requirements: unknown) => requirements as PaymentRequirements;
+
+  test("v1: X-PAYMENT decodes, passes the v1 schema, and ExactSvmSchemeV1.verify accepts it", async () => {
+    const requirements = v1Requirements(world, feePayerAddress);
+    PaymentRequirementsV1Schema.parse(requirements);
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements }));
+    expect(result.header).toBe("X-PAYMENT");
+    const decoded = decodePaymentSignatureHeader(result.value);
+    expect(decoded).toEqual(result.payload as PaymentPayload);
+    expect(PaymentPayloadV1Schema.parse(decoded)).toEqual(result.payload as never);
+    const facilitator = new ExactSvmSchemeV1(signer);
+    expect(await facilitator.verify(decoded, asRequirements(requirements))).toEqual({ isValid: true, invalidReason: undefined, payer: world.payer });
+  });
+
+  test("v1: verify rejects other amount, recipient or mint, and a forged or tampered signature", async () => {
+    const requirements = v1Requirements(world, feePayerAddress);
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements }));
+    const facilitator = new ExactSvmSchemeV1(signer);
+    const verify = async (payload: unknown, req: unknown) => (await facilitator.verify(asPayload(payload), asRequirements(req))).invalidReason;
+    expect(await verify(result.payload, { ...requirements, maxAmountRequired: (PRICE + 1n).toString() })).toBe("invalid_exact_svm_payload_amount_mismatch");
+    expect(await verify(result.payload, { ...requirements, payTo: Keypair.generate().publicKey.toBase58() })).toBe("invalid_exact_svm_payload_recipient_mismatch");
+    expect(await verify(result.payload, { ...requirements, asset: Keypair.generate().publicKey.toBase58() })).toBe("invalid_exact_svm_payload_mint_mismatch");
+    const wire = fromB64((result.payload.payload as { transaction: string }).transaction);
+    const forged = VersionedTransaction.deserialize(wire);
+    forged.signatures[1]![0]! ^= 1;
+    expect(await verify(withTransaction(result.payload, forged.serialize()), requirements)).toBe("invalid_exact_svm_payload_signature_invalid");
+  });
+
+  test("v2: PAYMENT-SIGNATURE decodes, passes the v2 schema with `accepted` as given, and ExactSvmScheme.verify accepts it", async () => {
+    const requirements = v2Requirements(world, feePayerAddress);
+    PaymentRequirementsV2Schema.parse(requirements);
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements, x402Version: 2 }));
+    expect(result.header).toBe("PAYMENT-SIGNATURE");
+    expect(result.network).toBe("solana:localnet");
+    const decoded = decodePaymentSignatureHeader(result.value);
+    expect(decoded).toEqual(result.payload as PaymentPayload);
+    expect(decoded.accepted).toEqual(requirements as PaymentRequirements);
+    PaymentPayloadV2Schema.parse(decoded);
+    const facilitator = new ExactSvmScheme(signer);
+    expect(await facilitator.verify(decoded, asRequirements(requirements))).toEqual({ isValid: true, invalidReason: undefined, payer: world.payer });
+  });
+
+  test("v2: verify rejects other amount, recipient or mint, a tampered amount (re-signed or not) and a forged signature", async () => {
+    const requirements = v2Requirements(world, feePayerAddress);
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements }));
+    const facilitator = new ExactSvmScheme(signer);
+    const verify = async (payload: unknown, req: unknown) => (await facilitator.verify(asPayload(payload), asRequirements(req))).invalidReason;
+    expect(await verify(result.payload, { ...requirements, amount: (PRICE * 2n).toString() })).toBe("invalid_exact_svm_payload_amount_mismatch");
+    expect(await verify(result.payload, { ...requirements, payTo: Keypair.generate().publicKey.toBase58() })).toBe("invalid_exact_svm_payload_recipient_mismatch");
+    expect(await verify(result.payload, { ...requirements, asset: Keypair.generate().publicKey.toBase58() })).toBe("invalid_exact_svm_payload_mint_mismatch");
+
+    const wire = fromB64((result.payload.payload as { transaction: string }).transaction);
+    const cheaper = VersionedTransaction.deserialize(wire);
+    cheaper.message.compiledInstructions[2]!.data[1] = 0x01; // TransferChecked's amount, little-endian: 10,000 → 9,985
+    const cheaperWire = cheaper.serialize();
+    // The old signature no longer covers the message...
+    expect(await verify(withTransaction(result.payload, cheaperWire), requirements)).toBe("invalid_exact_svm_payload_signature_invalid");
+    // ...and signed again by the payer's own key, it is still the wrong amount.
+    const custodian = await signerFor(world.deps, world.payer);
+    if (custodian.kind !== "custodial") throw new Error("the payer is custodial");
+    expect(await verify(withTransaction(result.payload, await custodian.sign(cheaperWire)), requirements)).toBe("invalid_exact_svm_payload_amount_mismatch");
+
+    const forged = VersionedTransaction.deserialize(wire);
+    forged.signatures[1] = new Uint8Array(64).fill(7);
+    expect(await verify(withTransaction(result.payload, forged.serialize()), requirements)).toBe("invalid_exact_svm_payload_signature_invalid");
+  });
+
+  test("v2 without requirements: `accepted` is written here and verify accepts the payment against it", async () => {
+    const result = headerOf(
+      await createPayment(world.deps, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", feePayer: feePayerAddress, x402Version: 2 }),
+    );
+    const decoded = PaymentPayloadV2Schema.parse(decodePaymentSignatureHeader(result.value));
+    expect(decoded.accepted).toEqual({
+      scheme: "exact",
+      network: "solana:localnet",
+      amount: "10000",
+      asset: world.mint,
+      payTo: world.recipient,
+      maxTimeoutSeconds: 60,
+      extra: { feePayer: feePayerAddress },
+    });
+    const facilitator = new ExactSvmScheme(signer);
+    expect((await facilitator.verify(decodePaymentSignatureHeader(result.value), decoded.accepted as PaymentRequirements)).isValid).toBe(true);
+  });
+
+  test("the test signer is no stub: simulation checks signatures and balances in the runtime", async () => {
+    const requirements = v2Requirements(world, feePayerAddress);
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements }));
+    const transaction = (result.payload.payload as { transaction: string }).transaction;
+    await signer.simulateTransaction(transaction, "solana:localnet");
+    // Straight to the runtime, past the facilitator's own signature check: a forged payer signature fails there.
+    const forged = VersionedTransaction.deserialize(fromB64(transaction));
+    forged.signatures[1]![5]! ^= 0x10;
+    await expect(signer.simulateTransaction(b64(forged.serialize()), "solana:localnet")).rejects.toThrow(/SignatureFailure/);
+    // A payer who no longer holds the amount (LiteSVM's copy drained) fails the facilitator's simulation.
+    loadTokenAccount(world.payer, PRICE - 1n);
+    try {
+      const verdict = await new ExactSvmScheme(signer).verify(result.payload as PaymentPayload, asRequirements(requirements));
+      expect(verdict.invalidReason).toBe("invalid_exact_svm_transaction_simulation_failed");
+    } finally {
+      loadTokenAccount(world.payer, (await world.deps.ledger.getBalances(world.payer)).usdc!);
+    }
+  });
+
+  test("v2 settles through the facilitator: the fee payer signs, LiteSVM executes, the recipient is paid", async () => {
+    const requirements = v2Requirements(world, feePayerAddress, { amount: "25000" });
+    const result = headerOf(await createPayment(world.deps, world.payer, { requirements }));
+    const destination = new PublicKey(associatedTokenAddress(world.recipient, world.mint));
+    const before = svm.getAccount(destination)!.data;
+    const settled = await new ExactSvmScheme(signer).settle(result.payload as PaymentPayload, asRequirements(requirements));
+    expect(settled).toMatchObject({ success: true, network: "solana:localnet", payer: world.payer });
+    const amountOf = (data: Uint8Array) => Buffer.from(data).readBigUInt64LE(64);
+    expect(amountOf(svm.getAccount(destination)!.data) - amountOf(before)).toBe(25_000n);
+  });
+
+  test("a connected wallet: unsigned transaction, its own signature, then a header the facilitator accepts", async () => {
+    const requirements = v2Requirements(world, feePayerAddress);
+    const params: PaymentParams = { requirements };
+    const user = world.user.publicKey.toBase58();
+    const first = unsignedOf(await createPayment(world.deps, user, params));
+    expect("header" in first).toBe(false);
+    expect(first).toMatchObject({ x402Version: 2, network: "solana:localnet", from: user, amount: "0.01", feePayer: feePayerAddress });
+    const tx = VersionedTransaction.deserialize(fromB64(first.unsignedTransaction));
+    expect(tx.signatures.every((s) => s.every((b) => b === 0))).toBe(true);
+    tx.sign([world.user]);
+    const signedTransaction = b64(tx.serialize());
+    const result = headerOf(await createPayment(world.deps, user, { ...params, signedTransaction }));
+    expect(result.header).toBe("PAYMENT-SIGNATURE");
+    expect((result.payload.payload as { transaction: string }).transaction).toBe(signedTransaction);
+    expect(result.memo).toBe(first.memo);
+    const verdict = await new ExactSvmScheme(signer).verify(decodePaymentSignatureHeader(result.value), asRequirements(requirements));
+    expect(verdict).toEqual({ isValid: true, invalidReason: undefined, payer: user });
+  });
+});
+
+describe("errors", () => {
+  let world: World;
+  const feePayer = Keypair.generate().publicKey.toBase58();
+  beforeAll(async () => {
+    world = await ledgerWorld();
+  });
+  const pay = (params: PaymentParams, payer = world.payer) => failure(createPayment(world.deps, payer, params));
+  const usdcParams = (): PaymentParams => ({ to: world.recipient, amount: PRICE, token: "usdc", feePayer });
+
+  test("sol is NOT_SUPPORTED (the exact scheme moves SPL tokens); an unknown token is VALIDATION_ERROR", async () => {
+    expect(await pay({ ...usdcParams(), token: "sol" })).toEqual({ code: "NOT_SUPPORTED" });
+    expect(await pay({ ...usdcParams(), token: "doge" })).toEqual({ code: "VALIDATION_ERROR", fields: ["token"] });
+  });
+
+  test("a service token without a mint is NOT_SUPPORTED", async () => {
+    const ledger: Ledger = {
+      ...world.deps.ledger,
+      tokens: async () => [...(await world.deps.ledger.tokens()).filter((t) => t.key !== "wgt"), { key: "wgt", kind: "spl", decimals: 6, mint: null }],
+    };
+    expect(await failure(createPayment({ ...world.deps, ledger }, world.payer, { ...usdcParams(), token: "wgt" }))).toEqual({ code: "NOT_SUPPORTED" });
+  });
+
+  test("without requirements, feePayer is required (no X402_FEE_PAYER here)", async () => {
+    expect(await pay({ to: world.recipient, amount: PRICE, token: "usdc" })).toEqual({ code: "VALIDATION_ERROR", fields: ["feePayer"] });
+  });
+
+  test("requirements that disagree with a param name the param", async () => {
+    const requirements = v1Requirements(world, feePayer, { extra: { feePayer, memo: "inv-1" } });
+    expect(await pay({ requirements })).toEqual({ code: "OK" });
+    const other = Keypair.generate().publicKey.toBase58();
+    expect(await pay({ requirements, to: other })).toEqual({ code: "VALIDATION_ERROR", fields: ["to"] });
+    expect(await pay({ requirements, amount: PRICE + 1n })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
+    expect(await pay({ requirements, token: "wgt" })).toEqual({ code: "VALIDATION_ERROR", fields: ["token"] });
+    expect(await pay({ requirements, feePayer: other })).toEqual({ code: "VALIDATION_ERROR", fields: ["feePayer"] });
+    expect(await pay({ requirements, memo: "inv-2" })).toEqual({ code: "VALIDATION_ERROR", fields: ["memo"] });
+    expect(await pay({ requirements, x402Version: 2 })).toEqual({ code: "VALIDATION_ERROR", fields: ["x402Version"] });
+    // Agreeing params are fine.
+    expect(await pay({ requirements, to: world.recipient, amount: PRICE, token: "usdc", feePayer, memo: "inv-1", x402Version: 1 })).toEqual({ code: "OK" });
+  });
+
+  test("requirements of another network, or malformed, are VALIDATION_ERROR; another scheme is NOT_SUPPORTED", async () => {
+    const field = ["requirements.network"];
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { network: "solana-devnet" }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { network: "solana" }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { network: DEVNET_CAIP2 }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { network: "solana-localnet" }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { amount: "0.01" }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.amount"] });
+    expect(await pay({ requirements: { x402Version: 2, accepts: [v2Requirements(world, feePayer)] } })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { scheme: "upto" }) })).toEqual({ code: "NOT_SUPPORTED" });
+  });
+
+  test("a recipient without a token account, a payer short of funds, the payer as fee payer", async () => {
+    expect(await pay({ ...usdcParams(), to: Keypair.generate().publicKey.toBase58() })).toEqual({ code: "VALIDATION_ERROR", fields: ["to"] });
+    expect(await pay({ ...usdcParams(), amount: 11n * USDC })).toEqual({ code: "INSUFFICIENT_FUNDS" });
+    expect(await pay({ ...usdcParams(), feePayer: world.payer })).toEqual({ code: "VALIDATION_ERROR", fields: ["feePayer"] });
+    expect(await pay({ ...usdcParams(), to: "not-an-address" })).toEqual({ code: "INVALID_ADDRESS", fields: ["to"] });
+  });
+
+  test("a connected wallet's signedTransaction must be the same payment (VALIDATION_ERROR) and carry its valid signature (INVALID_SIGNATURE)", async () => {
+    const user = world.user.publicKey.toBase58();
+    const params: PaymentParams = { to: world.recipient, amount: PRICE, token: "usdc", feePayer };
+    const sign = async (p: PaymentParams) => {
+      const tx = VersionedTransaction.deserialize(fromB64(unsignedOf(await createPayment(world.deps, user, p)).unsignedTransaction));
+      tx.sign([world.user]);
+      return tx;
+    };
+    const good = await sign(params);
+    expect(await pay({ ...params, signedTransaction: b64(good.serialize()) }, user)).toEqual({ code: "OK" });
+
+    const signedFor = async (p: PaymentParams) => b64((await sign(p)).serialize());
+    expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, amount: PRICE + 1n }) }, user)).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["signedTransaction"],
+      reason: "amount",
+    });
+    const elsewhere = Keypair.generate().publicKey.toBase58();
+    await world.deps.ledger.airdrop(elsewhere, { usdc: USDC });
+    expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, to: elsewhere }) }, user)).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["signedTransaction"],
+      reason: "to",
+    });
+    expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, feePayer: elsewhere }) }, user)).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["signedTransaction"],
+      reason: "feePayer",
+    });
+    expect(await pay({ ...params, memo: "asked", signedTransaction: await signedFor({ ...params, memo: "other" }) }, user)).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["signedTransaction"],
+      reason: "memo",
+    });
+    expect(await pay({ ...params, signedTransaction: "not base64!" }, user)).toEqual({ code: "VALIDATION_ERROR", fields: ["signedTransaction"] });
+
+    const flipped = VersionedTransaction.deserialize(good.serialize());
+    flipped.signatures[1]![0]! ^= 1;
+    expect(await pay({ ...params, signedTransaction: b64(flipped.serialize()) }, user)).toEqual({ code: "INVALID_SIGNATURE" });
+    const unsigned = unsignedOf(await createPayment(world.deps, user, params)).unsignedTransaction;
+    expect(await pay({ ...params, signedTransaction: unsigned }, user)).toEqual({ code: "INVALID_SIGNATURE" });
+  });
+});

@@ -1,0 +1,242 @@
+// MCP sessions of /mcp against the real server over sockets: fingerprint restore (on and off), refresh,
+// token expiry, the idle sweep and the rebuild under the same Mcp-Session-Id (also after a restart),
+// and DELETE. The tools themselves are in mcp-http.test.ts.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call as httpCall, decodeJwt, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+type Mcp = McpTestClient;
+
+const ANONYMOUS = { authenticated: false, network: "localnet" };
+const clients: Mcp[] = [];
+const servers: TestServer[] = [];
+let uaCount = 0;
+const ua = (what: string) => `walletgate-test/${what}-${++uaCount}`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The server's log reaches us through a pipe, a little after the response: poll for it. */
+async function logged(server: TestServer, predicate: (lines: Json[]) => boolean, timeoutMs = 2000): Promise<Json[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const lines = server
+      .output()
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as Json);
+    if (predicate(lines) || Date.now() > deadline) return lines;
+    await sleep(25);
+  }
+}
+
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.client.close()));
+  await Promise.all(servers.map((s) => s.dispose()));
+});
+
+async function start(env: Record<string, string>): Promise<TestServer> {
+  const server = await startTestServer({ AUTH_RATE_LIMIT: "off", ...env });
+  servers.push(server);
+  return server;
+}
+
+async function connect(server: TestServer, userAgent: string, token?: string): Promise<Mcp> {
+  const mcp = await connectMcp(server.url, userAgent, token, "mcp-sessions-test");
+  clients.push(mcp);
+  return mcp;
+}
+
+/** A raw JSON-RPC POST into an existing MCP session (no SDK client). */
+function rpc(server: TestServer, sessionId: string, message: Json, userAgent: string): Promise<Response> {
+  return fetch(`${server.url}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-session-id": sessionId,
+      "user-agent": userAgent,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, ...message }),
+  });
+}
+
+function plain(server: TestServer, tool: string, token: string) {
+  return httpCall(server.url, "/mcp", { body: { tool }, token, headers: { "user-agent": ua("plain") } });
+}
+
+describe("fingerprint restore on (localnet default) and DELETE", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await start({});
+  });
+
+  test("a new client from the same fingerprint is bound to the wallet without signing, until wallet_disconnect", async () => {
+    const a = await connect(server, "ua-A");
+    const created = await a.ok("wallet_create", { airdropSol: 1 });
+    const b = await connect(server, "ua-A");
+    expect(b.transport.sessionId).not.toBe(a.transport.sessionId);
+    expect(await b.ok("session_info")).toMatchObject({
+      authenticated: true,
+      walletAddress: created.address,
+      sessionId: decodeJwt(created.sessionToken).payload.sessionId,
+      custodial: true,
+      restoredBy: "fingerprint",
+      mcpSessionId: b.transport.sessionId,
+    });
+    // The custodial key is usable again from the restored session.
+    const sent = await b.ok("wallet_transfer", { to: newWallet().address, amount: "0.1", token: "sol" });
+    expect(sent).toMatchObject({ from: created.address, status: "confirmed" });
+
+    // Another User-Agent (same IP) is a stranger.
+    expect(await (await connect(server, "ua-B")).ok("session_info")).toEqual(ANONYMOUS);
+
+    expect(await a.ok("wallet_disconnect")).toEqual({ disconnected: true });
+    expect(await (await connect(server, "ua-A")).ok("session_info")).toEqual(ANONYMOUS);
+    // The restored session ran on the same (now revoked) token: it has no wallet any more.
+    expect(await b.call("wallet_get_balance")).toMatchObject({ success: false });
+  });
+
+  test("the link follows the last authentication from the fingerprint: wallet_create, wallet_connect, /auth/verify", async () => {
+    const userAgent = ua("last");
+    const first = await connect(server, userAgent);
+    await first.ok("wallet_create", { airdropSol: 0 });
+
+    const wallet = newWallet();
+    const challenge = await first.ok("session_auth", { walletAddress: wallet.address });
+    await first.ok("wallet_connect", { walletAddress: wallet.address, nonce: challenge.nonce, signature: wallet.sign(challenge.message) });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toMatchObject({
+      walletAddress: wallet.address,
+      custodial: false,
+      restoredBy: "fingerprint",
+    });
+
+    const web = newWallet();
+    const verified = await signIn(server.url, web, { "user-agent": userAgent });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toMatchObject({ walletAddress: web.address, restoredBy: "fingerprint" });
+
+    // /auth/revoke of the linked token removes the link.
+    expect(await httpCall(server.url, "/auth/revoke", { method: "POST", token: verified.sessionToken, headers: { "user-agent": userAgent } })).toMatchObject({
+      status: 200,
+      body: { revoked: true },
+    });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+  });
+
+  test("DELETE ends the session: its id then answers 404, as does an unknown id; the token stays valid", async () => {
+    const userAgent = ua("delete");
+    const mcp = await connect(server, userAgent);
+    const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const sessionId = mcp.transport.sessionId!;
+    expect(await (await rpc(server, sessionId, { method: "tools/list" }, userAgent)).json()).toMatchObject({ result: { tools: expect.any(Array) } });
+
+    await mcp.transport.terminateSession();
+    const gone = await rpc(server, sessionId, { method: "tools/list" }, userAgent);
+    expect(gone.status).toBe(404);
+    expect(await gone.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32001 } });
+    expect((await rpc(server, sessionId, { method: "tools/call", params: { name: "session_info", arguments: {} } }, userAgent)).status).toBe(404);
+    expect((await rpc(server, crypto.randomUUID(), { method: "tools/list" }, userAgent)).status).toBe(404);
+    // Ending an MCP session is not signing out.
+    expect(await plain(server, "wallet_get_balance", created.sessionToken)).toMatchObject({ status: 200, body: { data: { address: created.address } } });
+  });
+});
+
+describe("fingerprint restore off", () => {
+  test("FINGERPRINT_RESTORE=off: a client with the same User-Agent and IP is not restored", async () => {
+    const server = await start({ FINGERPRINT_RESTORE: "off" });
+    const a = await connect(server, "ua-A");
+    const created = await a.ok("wallet_create", { airdropSol: 0 });
+    expect(await (await connect(server, "ua-A")).ok("session_info")).toEqual(ANONYMOUS);
+    expect(await (await connect(server, "ua-A")).call("wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+    expect((await a.ok("session_info")).walletAddress).toBe(created.address);
+  });
+});
+
+describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
+  // SESSION_TTL_S=5 is under the 3600 s refresh threshold (every restore refreshes) and lets a token
+  // expire within the test; idle MCP sessions are swept after 300 ms (checked every 300 ms).
+  const TTL_S = 5;
+  const env = { SESSION_TTL_S: String(TTL_S), MCP_SESSION_TIMEOUT_MS: "300", LOG_LEVEL: "debug", BASE_URL: "http://walletgate.test" };
+  let server: TestServer;
+  let expiring: { mcp: Mcp; userAgent: string; created: Json };
+  beforeAll(async () => {
+    server = await start(env);
+    // Created first so that its expiry overlaps the other tests' waits.
+    const userAgent = ua("expiring");
+    const mcp = await connect(server, userAgent);
+    expiring = { mcp, userAgent, created: await mcp.ok("wallet_create", { airdropSol: 0 }) };
+  });
+
+  test("session_restore under the threshold refreshes: a new token of the same session; the old one still works", async () => {
+    const owner = await connect(server, ua("refresh-owner"));
+    const created = await owner.ok("wallet_create", { airdropSol: 0 });
+    const old = decodeJwt(created.sessionToken).payload;
+    expect(old.exp - old.iat).toBe(TTL_S);
+    expect(await owner.ok("session_info")).toMatchObject({ refreshRecommended: true });
+
+    const mcp = await connect(server, ua("refresh"));
+    const restored = await mcp.ok("session_restore", { token: created.sessionToken });
+    expect(restored).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId, refreshed: true, isNewSession: false });
+    expect(restored.sessionToken).not.toBe(created.sessionToken);
+    const fresh = decodeJwt(restored.sessionToken).payload;
+    expect(fresh).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId });
+    expect(fresh.jti).not.toBe(old.jti);
+    expect(restored.expiresAt).toBe(new Date(fresh.exp * 1000).toISOString());
+    expect(await mcp.ok("session_info")).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId, restoredBy: "binding", expiresAt: restored.expiresAt });
+
+    for (const token of [created.sessionToken, restored.sessionToken]) {
+      expect(await plain(server, "wallet_get_balance", token)).toMatchObject({ status: 200, body: { data: { address: created.address } } });
+    }
+  });
+
+  test("an idle session is swept and rebuilt under the same id, still bound (by binding or by fingerprint)", async () => {
+    const userAgent = ua("idle");
+    const bound = await connect(server, userAgent);
+    const created = await bound.ok("wallet_create", { airdropSol: 0 });
+    const restored = await connect(server, userAgent);
+    expect(await restored.ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "fingerprint" });
+    const ended = await connect(server, ua("idle-delete"));
+    const ids = [bound.transport.sessionId!, restored.transport.sessionId!, ended.transport.sessionId!];
+
+    await sleep(1000);
+
+    expect(await bound.ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "binding", mcpSessionId: ids[0] });
+    expect(bound.transport.sessionId).toBe(ids[0]);
+    expect((await bound.ok("wallet_get_balance")).address).toBe(created.address);
+    expect(await restored.ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "fingerprint", mcpSessionId: ids[1] });
+    // Rebuilt, not kept alive: the debug log (LOG_LEVEL=debug on this server) names both ids.
+    const rebuiltIds = (lines: Json[]) => lines.filter((l) => l.msg === "mcp session rebuilt").map((l) => l.mcpSessionId);
+    const lines = await logged(server, (l) => ids.slice(0, 2).every((id) => rebuiltIds(l).includes(id)));
+    expect(rebuiltIds(lines)).toEqual(expect.arrayContaining([ids[0], ids[1]]));
+    expect(lines.some((l) => l.msg === "mcp sessions swept")).toBe(true);
+
+    // A swept session can still be ended; after that its id is gone for good.
+    await ended.transport.terminateSession();
+    expect((await rpc(server, ids[2]!, { method: "tools/list" }, ua("idle-delete"))).status).toBe(404);
+  });
+
+  test("an expired token: TOKEN_EXPIRED by Bearer, by binding and for session_restore; no fingerprint restore", async () => {
+    const { mcp, userAgent, created } = expiring;
+    const exp = decodeJwt(created.sessionToken).payload.exp as number;
+    await sleep(Math.max(0, exp * 1000 - Date.now()) + 150);
+
+    expect(await plain(server, "wallet_get_balance", created.sessionToken)).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
+    const viaBearer = await connect(server, ua("expired-bearer"), created.sessionToken);
+    expect(await viaBearer.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    expect(await viaBearer.call("session_restore", { token: created.sessionToken })).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+  });
+
+  test("after a restart the session's id is rebuilt from its record, with its binding", async () => {
+    const userAgent = ua("restart");
+    const mcp = await connect(server, userAgent);
+    const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const sessionId = mcp.transport.sessionId!;
+    const next = await server.restart();
+    servers.push(next);
+    const res = await rpc(next, sessionId, { method: "tools/call", params: { name: "session_info", arguments: {} } }, userAgent);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { result: { structuredContent: Envelope } };
+    expect(body.result.structuredContent).toMatchObject({ success: true, data: { walletAddress: created.address, restoredBy: "binding", mcpSessionId: sessionId } });
+  });
+});
