@@ -1,4 +1,4 @@
-// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, the ledger (readiness
+// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, /mcp, the ledger (readiness
 // and a CLI airdrop, which load @solana/web3.js from inside the binary), stop. `bun scripts/smoke.ts dist/walletgate`
 import { copyFileSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -46,6 +46,22 @@ try {
   const ready = (await (await fetch(`${url}/readyz`)).json()) as { checks?: { ledger?: string } };
   if (ready.checks?.ledger !== "ok") fail(`/readyz: ${JSON.stringify(ready)}`);
 
+  // /mcp loads the MCP SDK and the tools from the executable on first use: the plain envelope and a real
+  // MCP initialize must both work.
+  const envelope = await fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${signedIn.sessionToken}` },
+    body: JSON.stringify({ tool: "wallet_get_balance" }),
+  });
+  const balance = (await envelope.json()) as { success?: boolean; data?: { address?: string } };
+  if (envelope.status !== 200 || balance.data?.address !== signedIn.walletAddress) fail(`/mcp envelope: ${envelope.status} ${JSON.stringify(balance)}`);
+  const init = await fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "smoke", version: "1" } } }),
+  });
+  if (init.status !== 200 || init.headers.get("mcp-session-id") === null) fail(`/mcp initialize: ${init.status} ${await init.text()}`);
+
   // The CLI beside the running server, on the same DATA_DIR: the embedded ledger's faucet.
   const airdrop = Bun.spawnSync([join(dir, "walletgate"), "ledger", "airdrop", "--to", signedIn.walletAddress, "--sol", "1", "--usdc", "5", "--json"], {
     cwd: dir,
@@ -68,7 +84,7 @@ try {
   if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
-  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, airdropped, stopped cleanly`);
+  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, called /mcp, airdropped, stopped cleanly`);
 } finally {
   if (proc !== null && proc.exitCode === null) proc.kill(9);
   rmSync(dir, { recursive: true, force: true });
