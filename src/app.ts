@@ -4,6 +4,8 @@ import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
+import { publicRoutes } from "./paygate/routes.ts";
+import { dashboardApiRoutes } from "./dashboard/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import pkg from "../package.json" with { type: "json" };
@@ -26,13 +28,15 @@ export function createApp(deps: Deps, options: AppOptions) {
     return { ip: meta.ip, userAgent: meta.userAgent };
   };
   return new Elysia()
-    .onError(({ code, error, request }) => {
-      if (error instanceof AppError) return errorResponse(error);
+    .onError(({ code, error, request, set }) => {
+      // Headers a route already decided (e.g. X-RateLimit-* of /public/*) go out with its error too.
+      const decided = Object.fromEntries(Object.entries(set.headers).filter((e): e is [string, string] => typeof e[1] === "string"));
+      if (error instanceof AppError) return errorResponse(error, decided);
       // A response that fails its own schema is our bug, not the client's: it falls through to 500.
       if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
         const details = validationDetails(error);
         const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
-        return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }));
+        return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }), decided);
       }
       if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
       if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
@@ -48,7 +52,12 @@ export function createApp(deps: Deps, options: AppOptions) {
         specPath: "/openapi.json",
         documentation: {
           info: { title: "walletgate", version: pkg.version, description: "Wallet sign-in, sessions and payment gating." },
-          components: { securitySchemes: { bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" } } },
+          components: {
+            securitySchemes: {
+              bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
+              apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
+            },
+          },
         },
       }),
     )
@@ -70,6 +79,8 @@ export function createApp(deps: Deps, options: AppOptions) {
       { detail: { summary: "The database and the ledger (embedded, or the Solana RPC) answer", tags: ["health"] } },
     )
     .use(authRoutes(deps, clientOf))
+    .use(publicRoutes(deps))
+    .use(dashboardApiRoutes(deps))
     // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
     .all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {
       parse: "none",

@@ -9,6 +9,7 @@ import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
 import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
 import { createLedger } from "./ledger/create.ts";
+import { createOwnerRateLimiter, type OwnerRateLimiter } from "./paygate/rate-limit.ts";
 import type { Ledger } from "./ledger/ledger.ts";
 
 export type Deps = Readonly<{
@@ -31,6 +32,10 @@ export type Deps = Readonly<{
   }>;
   /** The ledger of NETWORK: embedded on localnet, Solana RPC on devnet and mainnet (ledger.md). */
   ledger: Ledger;
+  paygate: Readonly<{
+    /** Per-owner limits of /public/* (in memory on one instance). */
+    rateLimiter: OwnerRateLimiter;
+  }>;
   wallets: Readonly<{
     /** WALLET_ENCRYPTION_KEY: AES-256-GCM key of custodial wallets' secret keys. */
     encryptionKey: Uint8Array;
@@ -69,6 +74,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
     ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier }),
+    paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter() }),
     wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });
 }

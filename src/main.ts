@@ -16,6 +16,9 @@ Commands:
   mcp        serve the tools over stdio (desktop MCP hosts); WALLETGATE_TOKEN optional
   ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
              send play money from the embedded ledger's faucet (localnet)
+  owners list | set-tier <wallet> free|pro|unlimited      the operator's owners and tiers
+  keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId>
+             API keys of /public/* for headless servers (--json for scripts)
   wallets export <address> [--format base58|json]
              print a custodial wallet's secret key (operator only; warns on stderr)
 
@@ -35,6 +38,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   ledger: async () => (await import("./cli/ledger.ts")).ledgerCommand,
   wallets: async () => (await import("./cli/wallets.ts")).walletsCommand,
   mcp: async () => (await import("./cli/mcp.ts")).mcpCommand,
+  owners: async () => (await import("./cli/owners.ts")).ownersCommand,
+  keys: async () => (await import("./cli/keys.ts")).keysCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

@@ -137,7 +137,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
   const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
   const sweep = startRepeating(
-    async () => deps.auth.rateLimiter.purge(clock.now()),
+    async () => deps.auth.rateLimiter.purge(clock.now()) + deps.paygate.rateLimiter.purge(clock.now()),
     Math.min(RATE_LIMIT_SWEEP_MS, config.purgeIntervalMs),
     onTimerError("rate-limit sweep"),
   );

@@ -1,0 +1,82 @@
+// HTTP edge of the Dashboard API (dashboard.md), Bearer-first: the owner's profile and limits, products
+// and API keys. The session cookie of the pages comes with the pages.
+import { Elysia, t } from "elysia";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { bearerToken } from "../lib/bearer.ts";
+import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
+import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
+import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
+
+const ErrorBody = t.Object({ error: t.String(), code: t.String(), details: t.Optional(t.Unknown()) });
+const Amount = t.Union([t.String({ maxLength: 40 }), t.Number()], { description: 'a decimal amount in whole tokens, e.g. "9.99"' });
+const ProductFields = {
+  title: t.String({ maxLength: 200 }),
+  description: t.String({ maxLength: 2000 }),
+  price: Amount,
+  currency: t.Optional(t.String({ maxLength: 20, description: "USDC (default) or the service token's symbol" })),
+  featureIds: t.Optional(t.Array(t.String({ maxLength: 64 }), { maxItems: 50 })),
+  payTo: t.Optional(t.String({ maxLength: 64, description: "wallet that receives payments; default the owner's" })),
+  accessDays: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 36500 }), t.Null()])),
+  redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
+};
+
+export function dashboardApiRoutes(deps: Deps) {
+  const owners = new WeakMap<Request, Owner>();
+  const ownerOf = (request: Request): Owner => owners.get(request)!;
+  return (
+    new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
+      .onTransform(async ({ request }) => {
+        const token = bearerToken(request.headers.get("authorization") ?? undefined);
+        if (token === null) throw new AppError("UNAUTHENTICATED", "sign in: Authorization: Bearer <sessionToken> of the owner's wallet");
+        owners.set(request, await ownerOfSession(deps, token));
+      })
+      .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
+      .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request).walletAddress) }), {
+        detail: { summary: "The owner's products" },
+      })
+      .get("/products/:id", ({ request, params }) => getProduct(deps, ownerOf(request).walletAddress, params.id), {
+        params: t.Object({ id: t.String({ maxLength: 64 }) }),
+        response: { 404: ErrorBody },
+      })
+      .post(
+        "/products",
+        async ({ request, body, set }) => {
+          set.status = 201;
+          return createProduct(deps, ownerOf(request).walletAddress, body);
+        },
+        {
+          body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
+          detail: { summary: "Create a product" },
+          response: { 400: ErrorBody },
+        },
+      )
+      .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, ownerOf(request).walletAddress, params.id, body), {
+        params: t.Object({ id: t.String({ maxLength: 64 }) }),
+        body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
+        detail: { summary: "Edit a product (not its type)" },
+        response: { 400: ErrorBody, 404: ErrorBody },
+      })
+      .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, ownerOf(request).walletAddress, params.id), {
+        params: t.Object({ id: t.String({ maxLength: 64 }) }),
+        detail: { summary: "Archive a product: no new purchases, existing access stays" },
+        response: { 404: ErrorBody },
+      })
+      .get("/keys", async ({ request }) => ({ keys: await listApiKeys(deps, ownerOf(request).walletAddress) }), {
+        detail: { summary: "The owner's API keys (never the keys themselves)" },
+      })
+      .post(
+        "/keys",
+        async ({ request, body, set }) => {
+          set.status = 201;
+          return createApiKey(deps, ownerOf(request).walletAddress, body.label);
+        },
+        { body: t.Object({ label: t.String({ maxLength: 100 }) }), detail: { summary: "Create an API key: the key appears only in this answer" } },
+      )
+      .delete("/keys/:keyId", ({ request, params }) => revokeApiKey(deps, ownerOf(request).walletAddress, params.keyId), {
+        params: t.Object({ keyId: t.String({ maxLength: 64 }) }),
+        detail: { summary: "Revoke an API key: refused from the next request on" },
+        response: { 404: ErrorBody },
+      })
+  );
+}

@@ -1,0 +1,88 @@
+// API keys of owners: `pk_` + 64 hex, shown once, SHA-256 at rest; the X-API-Key check of /public/*.
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { toIso } from "../lib/clock.ts";
+import { sha256Hex } from "../lib/hash.ts";
+import { newId } from "../lib/ids.ts";
+import * as store from "./store.ts";
+
+const KEY_FORMAT = /^pk_[0-9a-f]{64}$/;
+const PREFIX_CHARS = 12;
+/** lastUsedAt is written at most this often per key, never once per request. */
+export const LAST_USED_WRITE_MS = 60_000;
+
+export type ApiKeyView = { keyId: string; label: string; prefix: string; createdAt: string; lastUsedAt: string | null; revokedAt: string | null };
+
+function view(row: store.ApiKeyRow): ApiKeyView {
+  return {
+    keyId: row.id,
+    label: row.label,
+    prefix: row.prefix,
+    createdAt: toIso(row.createdAt),
+    lastUsedAt: row.lastUsedAt === null ? null : toIso(row.lastUsedAt),
+    revokedAt: row.revokedAt === null ? null : toIso(row.revokedAt),
+  };
+}
+
+export function requireLabel(label: string): string {
+  const trimmed = label.trim();
+  if (trimmed.length < 1 || trimmed.length > 100) {
+    throw new AppError("VALIDATION_ERROR", "label must be 1 to 100 characters", { details: { fields: [{ field: "label" }] } });
+  }
+  return trimmed;
+}
+
+/** A new key for `owner` (created if needed); the only time the key itself is seen. */
+export async function createApiKey(deps: Deps, owner: string, label: string): Promise<Omit<ApiKeyView, "lastUsedAt" | "revokedAt"> & { key: string }> {
+  const clean = requireLabel(label);
+  const now = deps.clock.now();
+  await store.ensureOwner(deps.db, owner, now);
+  const key = `pk_${Buffer.from(deps.random(32)).toString("hex")}`;
+  const row = { id: newId("key", deps.random), owner, prefix: key.slice(0, PREFIX_CHARS), label: clean, createdAt: now };
+  await store.insertApiKey(deps.db, { ...row, keyHash: sha256Hex(key) });
+  deps.log.info("api key created", { owner, keyId: row.id, prefix: row.prefix });
+  return { keyId: row.id, key, label: clean, prefix: row.prefix, createdAt: toIso(now) };
+}
+
+export async function listApiKeys(deps: Deps, owner: string): Promise<ApiKeyView[]> {
+  return (await store.listApiKeys(deps.db, owner)).map(view);
+}
+
+export async function revokeApiKey(deps: Deps, owner: string, keyId: string): Promise<{ revoked: true }> {
+  if (!(await store.revokeApiKey(deps.db, owner, keyId, deps.clock.now()))) throw new AppError("NOT_FOUND", "no such API key");
+  deps.log.info("api key revoked", { owner, keyId });
+  return { revoked: true };
+}
+
+/** `walletgate keys revoke <keyId>`: the operator revokes any owner's key. */
+export async function revokeApiKeyAsOperator(deps: Deps, keyId: string): Promise<{ revoked: true }> {
+  if (!(await store.revokeApiKeyById(deps.db, keyId, deps.clock.now()))) throw new AppError("NOT_FOUND", `no API key ${keyId}`);
+  deps.log.info("api key revoked", { keyId, by: "operator" });
+  return { revoked: true };
+}
+
+export type KeyCaller = { keyId: string; owner: string; tier: store.Tier };
+
+/**
+ * The X-API-Key check. Looked up by hash on every request, so a revoke from any process (dashboard,
+ * API, CLI) takes effect on the next one. `touch` records lastUsedAt at most once a minute per key.
+ */
+export function createKeyAuthenticator(deps: Deps) {
+  const lastWritten = new Map<string, number>();
+  return async function authenticateApiKey(header: string | null | undefined): Promise<KeyCaller> {
+    if (header === null || header === undefined || header === "") throw new AppError("MISSING_API_KEY", "API key required");
+    const invalid = () => new AppError("INVALID_API_KEY", "Invalid or expired API key");
+    if (!KEY_FORMAT.test(header)) throw invalid();
+    const row = await store.findApiKeyByHash(deps.db, sha256Hex(header));
+    if (row === null || row.revokedAt !== null) throw invalid();
+    const now = deps.clock.now();
+    const written = lastWritten.get(row.id) ?? row.lastUsedAt ?? 0;
+    if (now - written >= LAST_USED_WRITE_MS) {
+      lastWritten.set(row.id, now);
+      if (lastWritten.size > 100_000) lastWritten.delete(lastWritten.keys().next().value!);
+      // Not awaited: the answer does not wait for a bookkeeping write.
+      store.touchApiKeys(deps.db, new Map([[row.id, now]])).catch((err: unknown) => deps.log.warn("api key lastUsedAt not written", { error: String(err) }));
+    }
+    return { keyId: row.id, owner: row.owner, tier: row.tier };
+  };
+}

@@ -1,0 +1,204 @@
+// Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
+// service token; created, edited and archived through the Dashboard API, read through /public/*.
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { formatAmount, parseAmount } from "../lib/amounts.ts";
+import { toIso } from "../lib/clock.ts";
+import { decodeAddress } from "../lib/encoding.ts";
+import { newId } from "../lib/ids.ts";
+import type { TokenInfo } from "../ledger/ledger.ts";
+import * as store from "./store.ts";
+
+export type Product = {
+  productId: string;
+  title: string;
+  description: string;
+  type: "feature_unlock" | "access";
+  price: string;
+  currency: string;
+  network: string;
+  featureIds: string[];
+  payTo: string;
+  accessDays: number | null;
+  redirectOrigins: string[];
+  status: "active" | "archived";
+  paymentUrl: string;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export type ProductInput = {
+  title?: string | undefined;
+  description?: string | undefined;
+  type?: "feature_unlock" | "access" | undefined;
+  price?: string | number | undefined;
+  currency?: string | undefined;
+  featureIds?: string[] | undefined;
+  payTo?: string | undefined;
+  accessDays?: number | null | undefined;
+  redirectOrigins?: string[] | undefined;
+};
+
+const LIMITS = { title: 200, description: 2000, featureIds: 50, featureIdChars: 64, redirectOrigins: 10, accessDays: 36_500 };
+const FEATURE_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
+
+/** Solana cluster names, as product, purchase and webhook records carry them (spec/README.md). */
+export function clusterName(network: Deps["config"]["network"]): string {
+  return network === "mainnet" ? "mainnet-beta" : network;
+}
+
+function invalid(field: string, problem: string): AppError {
+  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
+}
+
+/** The SPL token a currency names: `USDC`, or the service token's symbol upper-cased. */
+export async function currencyToken(deps: Deps, currency: string): Promise<TokenInfo> {
+  const tokens = (await deps.ledger.tokens()).filter((t) => t.kind === "spl");
+  const token = tokens.find((t) => t.key.toUpperCase() === currency.toUpperCase());
+  if (token === undefined) throw invalid("currency", `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
+  if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${currency} has no mint on this network (SERVICE_TOKEN_MINT)`);
+  return token;
+}
+
+export async function productView(deps: Deps, row: store.ProductRow): Promise<Product> {
+  const token = (await deps.ledger.tokens()).find((t) => t.key === row.token);
+  return {
+    productId: row.id,
+    title: row.title,
+    description: row.description,
+    type: row.type,
+    price: formatAmount(BigInt(row.price), token?.decimals ?? 6),
+    currency: row.token.toUpperCase(),
+    network: clusterName(deps.config.network),
+    featureIds: row.featureIds,
+    payTo: row.payTo,
+    accessDays: row.accessDays,
+    redirectOrigins: row.redirectOrigins,
+    status: row.status,
+    paymentUrl: `${deps.baseUrl}/pay/${row.id}`,
+    createdAt: toIso(row.createdAt),
+    updatedAt: toIso(row.updatedAt),
+  };
+}
+
+function checkText(value: string, field: "title" | "description", required: boolean): string {
+  const text = value.trim();
+  if (required && text.length === 0) throw invalid(field, "required");
+  if (text.length > LIMITS[field]) throw invalid(field, `at most ${LIMITS[field]} characters`);
+  return text;
+}
+
+function checkFeatureIds(ids: string[]): string[] {
+  if (ids.length > LIMITS.featureIds) throw invalid("featureIds", `at most ${LIMITS.featureIds}`);
+  for (const id of ids) {
+    if (id.length > LIMITS.featureIdChars || !FEATURE_ID.test(id)) throw invalid("featureIds", `"${id.slice(0, 70)}" is not a feature id (letters, digits, _ . : -)`);
+  }
+  return [...new Set(ids)];
+}
+
+function checkOrigins(origins: string[]): string[] {
+  if (origins.length > LIMITS.redirectOrigins) throw invalid("redirectOrigins", `at most ${LIMITS.redirectOrigins}`);
+  return origins.map((origin) => {
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      throw invalid("redirectOrigins", `"${origin.slice(0, 100)}" is not an origin`);
+    }
+    if ((url.protocol !== "https:" && url.protocol !== "http:") || url.origin !== origin.replace(/\/$/, "")) {
+      throw invalid("redirectOrigins", `"${origin.slice(0, 100)}" must be scheme://host[:port] only`);
+    }
+    return url.origin;
+  });
+}
+
+function checkAccessDays(days: number | null): number | null {
+  if (days === null) return null;
+  if (!Number.isInteger(days) || days < 1 || days > LIMITS.accessDays) throw invalid("accessDays", `a whole number of days, 1 to ${LIMITS.accessDays}`);
+  return days;
+}
+
+function checkPayTo(payTo: string): string {
+  if (decodeAddress(payTo) === null) throw new AppError("INVALID_ADDRESS", "payTo must be a base58 address of 32 bytes");
+  return payTo;
+}
+
+function checkPrice(price: string | number, token: TokenInfo): number {
+  const parsed = parseAmount(price, token.decimals);
+  if ("error" in parsed) throw invalid("price", parsed.error);
+  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalid("price", "too large");
+  return Number(parsed.value);
+}
+
+export async function createProduct(deps: Deps, owner: string, input: ProductInput): Promise<Product> {
+  if (input.type !== "feature_unlock" && input.type !== "access") throw invalid("type", "feature_unlock or access");
+  if (input.price === undefined) throw invalid("price", "required");
+  const token = await currencyToken(deps, input.currency ?? "USDC");
+  const featureIds = checkFeatureIds(input.featureIds ?? []);
+  if (input.type === "feature_unlock" && featureIds.length === 0) throw invalid("featureIds", "a feature_unlock product unlocks at least one feature");
+  const now = deps.clock.now();
+  await store.ensureOwner(deps.db, owner, now);
+  const row: store.ProductRow = {
+    id: newId("prod", deps.random),
+    owner,
+    title: checkText(input.title ?? "", "title", true),
+    description: checkText(input.description ?? "", "description", false),
+    type: input.type,
+    price: checkPrice(input.price, token),
+    token: token.key,
+    featureIds,
+    payTo: checkPayTo(input.payTo ?? owner),
+    accessDays: checkAccessDays(input.accessDays ?? null),
+    redirectOrigins: checkOrigins(input.redirectOrigins ?? []),
+    status: "active",
+    createdAt: now,
+    updatedAt: now,
+  };
+  await store.insertProduct(deps.db, row);
+  return productView(deps, row);
+}
+
+/** The owner's product; another owner's or an unknown id is NOT_FOUND (a stranger never learns it exists). */
+export async function ownedProduct(deps: Deps, owner: string, productId: string): Promise<store.ProductRow> {
+  const row = await store.findProduct(deps.db, productId);
+  if (row === null || row.owner !== owner) throw new AppError("NOT_FOUND", "no such product");
+  return row;
+}
+
+export async function getProduct(deps: Deps, owner: string, productId: string): Promise<Product> {
+  return productView(deps, await ownedProduct(deps, owner, productId));
+}
+
+export async function listProducts(deps: Deps, owner: string): Promise<Product[]> {
+  return Promise.all((await store.listProducts(deps.db, owner)).map((row) => productView(deps, row)));
+}
+
+export async function updateProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product> {
+  const row = await ownedProduct(deps, owner, productId);
+  if (patch.type !== undefined && patch.type !== row.type) throw invalid("type", "cannot change; create another product");
+  const token = patch.currency === undefined ? (await deps.ledger.tokens()).find((t) => t.key === row.token)! : await currencyToken(deps, patch.currency);
+  const featureIds = patch.featureIds === undefined ? row.featureIds : checkFeatureIds(patch.featureIds);
+  if (row.type === "feature_unlock" && featureIds.length === 0) throw invalid("featureIds", "a feature_unlock product unlocks at least one feature");
+  const next: store.ProductRow = {
+    ...row,
+    title: patch.title === undefined ? row.title : checkText(patch.title, "title", true),
+    description: patch.description === undefined ? row.description : checkText(patch.description, "description", false),
+    price: patch.price === undefined && patch.currency === undefined ? row.price : checkPrice(patch.price ?? formatAmount(BigInt(row.price), token.decimals), token),
+    token: token.key,
+    featureIds,
+    payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo),
+    accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
+    redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
+    updatedAt: deps.clock.now(),
+  };
+  await store.updateProduct(deps.db, next);
+  return productView(deps, next);
+}
+
+/** Archived products cannot be bought; access already sold stays. Archiving twice is harmless. */
+export async function archiveProduct(deps: Deps, owner: string, productId: string): Promise<Product> {
+  const row = await ownedProduct(deps, owner, productId);
+  const next = { ...row, status: "archived" as const, updatedAt: row.status === "archived" ? row.updatedAt : deps.clock.now() };
+  if (row.status !== "archived") await store.updateProduct(deps.db, next);
+  return productView(deps, next);
+}

@@ -1,0 +1,96 @@
+// Per-owner limits of /public/* (paygate.md): a sliding minute (two fixed windows, the previous weighted)
+// and a fixed UTC day, counted in memory on one instance behind an interface a shared store can replace.
+import type { Tier } from "./store.ts";
+
+export const TIER_LIMITS: Readonly<Record<Tier, { minute: number; day: number } | null>> = {
+  free: { minute: 60, day: 10_000 },
+  pro: { minute: 300, day: 100_000 },
+  unlimited: null,
+};
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+/** What the X-RateLimit-* headers say: the most restrictive window. */
+export type RateDecision = { allowed: boolean; limit: number; remaining: number; resetS: number; retryAfterS: number };
+
+export type OwnerRateLimiter = {
+  /** Counts one request of `owner` at `now` if allowed; null for unlimited owners (no headers). */
+  hit(owner: string, tier: Tier, now: number): RateDecision | null;
+  /** Current use without counting (GET /dashboard/api/me). */
+  usage(owner: string, tier: Tier, now: number): { minute: number; day: number; limits: { minute: number; day: number } | null };
+  /** Forgets windows that no longer matter. */
+  purge(now: number): number;
+};
+
+type Counts = { minuteStart: number; minute: number; previousMinute: number; dayStart: number; day: number };
+
+export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
+  const counts = new Map<string, Counts>();
+
+  function current(owner: string, now: number): Counts {
+    const minuteStart = now - (now % MINUTE_MS);
+    const dayStart = now - (now % DAY_MS);
+    let c = counts.get(owner);
+    if (c === undefined) {
+      c = { minuteStart, minute: 0, previousMinute: 0, dayStart, day: 0 };
+      if (counts.size >= maxOwners) counts.delete(counts.keys().next().value!);
+      counts.set(owner, c);
+    }
+    if (c.minuteStart !== minuteStart) {
+      c.previousMinute = c.minuteStart === minuteStart - MINUTE_MS ? c.minute : 0;
+      c.minute = 0;
+      c.minuteStart = minuteStart;
+    }
+    if (c.dayStart !== dayStart) {
+      c.day = 0;
+      c.dayStart = dayStart;
+    }
+    return c;
+  }
+
+  /** Requests in the sliding minute ending now: this window plus the overlapping part of the previous. */
+  const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * (1 - (now - c.minuteStart) / MINUTE_MS);
+
+  return {
+    hit(owner, tier, now) {
+      const limits = TIER_LIMITS[tier];
+      if (limits === null) return null;
+      const c = current(owner, now);
+      const minuteUsed = slidingMinute(c, now);
+      const minuteReset = c.minuteStart + MINUTE_MS;
+      const dayReset = c.dayStart + DAY_MS;
+      const allowed = minuteUsed + 1 <= limits.minute && c.day + 1 <= limits.day;
+      if (allowed) {
+        c.minute++;
+        c.day++;
+      }
+      const minuteRemaining = Math.max(0, Math.floor(limits.minute - slidingMinute(c, now)));
+      const dayRemaining = Math.max(0, limits.day - c.day);
+      // The window that limits: the one with less left (the day when both are spent, as it frees later).
+      const dayLimits = dayRemaining < minuteRemaining || (dayRemaining === 0 && c.day >= limits.day);
+      const resetMs = dayLimits ? dayReset : minuteReset;
+      return {
+        allowed,
+        limit: dayLimits ? limits.day : limits.minute,
+        remaining: dayLimits ? dayRemaining : minuteRemaining,
+        resetS: Math.ceil(resetMs / 1000),
+        retryAfterS: Math.max(1, Math.ceil((resetMs - now) / 1000)),
+      };
+    },
+    usage(owner, tier, now) {
+      const c = current(owner, now);
+      return { minute: Math.ceil(slidingMinute(c, now)), day: c.day, limits: TIER_LIMITS[tier] };
+    },
+    purge(now) {
+      let removed = 0;
+      for (const [owner, c] of counts) {
+        if (c.minuteStart < now - 2 * MINUTE_MS && c.dayStart < now - (now % DAY_MS)) {
+          counts.delete(owner);
+          removed++;
+        }
+      }
+      return removed;
+    },
+  };
+}

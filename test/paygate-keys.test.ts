@@ -1,0 +1,189 @@
+// Owners, API keys, products and per-owner rate limits against the real server over sockets: the
+// Dashboard API (Bearer), /public/* with X-API-Key, the CLI beside the running server.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+let server: TestServer;
+let ownerA: { address: string; token: string };
+let ownerB: { address: string; token: string };
+
+async function owner(): Promise<{ address: string; token: string }> {
+  const wallet = newWallet();
+  return { address: wallet.address, token: (await signIn(server.url, wallet)).sessionToken };
+}
+
+const dash = (path: string, token: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+const pub = (path: string, key: string | null, init: { method?: string; body?: unknown } = {}) =>
+  call(server.url, `/public${path}`, { ...init, headers: key === null ? {} : { "x-api-key": key } });
+const cli = (...args: string[]) => runCli(args, { DATA_DIR: server.dataDir });
+
+async function newKey(token: string, label = "server"): Promise<string> {
+  const res = await dash("/keys", token, { body: { label } });
+  expect(res.status).toBe(201);
+  return res.body.key as string;
+}
+
+const product = { title: "Pro plan", description: "All the features", type: "feature_unlock", price: "9.99", featureIds: ["export", "api"] };
+
+beforeAll(async () => {
+  server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
+  ownerA = await owner();
+  ownerB = await owner();
+});
+afterAll(async () => {
+  await server?.dispose();
+});
+
+describe("Dashboard API: owners and products", () => {
+  test("needs the owner's session token; the owner is created on first use with the free tier", async () => {
+    expect(await dash("/me", "not-a-token")).toMatchObject({ status: 401, body: { code: "TOKEN_INVALID" } });
+    expect(await call(server.url, "/dashboard/api/me")).toMatchObject({ status: 401, body: { code: "UNAUTHENTICATED" } });
+    const me = await dash("/me", ownerA.token);
+    expect(me).toMatchObject({ status: 200, body: { walletAddress: ownerA.address, tier: "free", usage: { minute: 0, day: 0, limits: { minute: 60, day: 10000 } } } });
+  });
+
+  test("create, read, edit and archive a product; another owner's is 404", async () => {
+    const created = await dash("/products", ownerA.token, { body: { ...product, accessDays: 30, redirectOrigins: ["https://app.example.com"] } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      title: "Pro plan",
+      type: "feature_unlock",
+      price: "9.99",
+      currency: "USDC",
+      network: "localnet",
+      featureIds: ["export", "api"],
+      payTo: ownerA.address,
+      accessDays: 30,
+      redirectOrigins: ["https://app.example.com"],
+      status: "active",
+    });
+    const id = created.body.productId as string;
+    expect(id).toMatch(/^prod_[1-9A-HJ-NP-Za-km-z]+$/);
+    expect(created.body.paymentUrl).toBe(`${server.url}/pay/${id}`);
+    expect((await dash(`/products/${id}`, ownerA.token)).body).toEqual(created.body);
+    const edited = await dash(`/products/${id}`, ownerA.token, { method: "PATCH", body: { price: 12, title: "Pro" } });
+    expect(edited.body).toMatchObject({ price: "12", title: "Pro", featureIds: ["export", "api"] });
+    expect(await dash(`/products/${id}`, ownerA.token, { method: "PATCH", body: { type: "access" } })).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+    expect(await dash(`/products/${id}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(await dash(`/products/${id}/archive`, ownerB.token, { method: "POST" })).toMatchObject({ status: 404 });
+    expect((await dash(`/products/${id}/archive`, ownerA.token, { method: "POST" })).body.status).toBe("archived");
+    const list = await dash("/products", ownerA.token);
+    expect(list.body.products.map((p: Json) => p.productId)).toContain(id);
+    expect((await dash("/products", ownerB.token)).body.products).toEqual([]);
+  });
+
+  test("bad products are refused with the field named", async () => {
+    const bad = async (body: Json) => (await dash("/products", ownerA.token, { body })).body;
+    expect(await bad({ ...product, type: "subscription" })).toMatchObject({ code: "VALIDATION_ERROR" });
+    expect(await bad({ ...product, price: "0" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "price" }] } });
+    expect(await bad({ ...product, price: "1.0000001" })).toMatchObject({ code: "VALIDATION_ERROR" });
+    expect(await bad({ ...product, featureIds: [] })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "featureIds" }] } });
+    expect(await bad({ ...product, currency: "DOGE" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "currency" }] } });
+    expect(await bad({ ...product, payTo: "nope" })).toMatchObject({ code: "INVALID_ADDRESS" });
+    expect(await bad({ ...product, redirectOrigins: ["https://x.example/path"] })).toMatchObject({ code: "VALIDATION_ERROR" });
+    expect(await bad({ ...product, title: " " })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "title" }] } });
+    const access = await dash("/products", ownerA.token, { body: { title: "Day pass", description: "", type: "access", price: 1, currency: "wgt" } });
+    expect(access).toMatchObject({ status: 201, body: { currency: "WGT", featureIds: [], accessDays: null } });
+  });
+});
+
+describe("API keys and /public/*", () => {
+  test("a key is shown once, stored as a hash, listed by prefix, and revoked at once", async () => {
+    const created = await dash("/keys", ownerA.token, { body: { label: "prod server" } });
+    expect(created).toMatchObject({ status: 201, body: { label: "prod server" } });
+    const key = created.body.key as string;
+    expect(key).toMatch(/^pk_[0-9a-f]{64}$/);
+    expect(created.body.prefix).toBe(key.slice(0, 12));
+    const listed = await dash("/keys", ownerA.token);
+    expect(JSON.stringify(listed.body)).not.toContain(key);
+    expect(listed.body.keys.find((k: Json) => k.keyId === created.body.keyId)).toMatchObject({ prefix: key.slice(0, 12), lastUsedAt: null, revokedAt: null });
+
+    expect((await pub("/products", key)).status).toBe(200);
+    const used = (await dash("/keys", ownerA.token)).body.keys.find((k: Json) => k.keyId === created.body.keyId);
+    expect(used.lastUsedAt).not.toBeNull();
+
+    expect(await dash(`/keys/${created.body.keyId}`, ownerB.token, { method: "DELETE" })).toMatchObject({ status: 404 });
+    expect(await dash(`/keys/${created.body.keyId}`, ownerA.token, { method: "DELETE" })).toMatchObject({ status: 200, body: { revoked: true } });
+    expect(await pub("/products", key)).toMatchObject({ status: 401, body: { code: "INVALID_API_KEY", error: "Invalid or expired API key" } });
+  });
+
+  test("missing and invalid keys: the exact messages, no rate-limit headers", async () => {
+    const missing = await pub("/products", null);
+    expect(missing).toMatchObject({ status: 401, body: { error: "API key required", code: "MISSING_API_KEY" } });
+    expect(missing.headers.get("x-ratelimit-limit")).toBeNull();
+    for (const bad of ["pk_" + "0".repeat(64), "pk_short", "sk_" + "a".repeat(64), "PK_" + "a".repeat(64)]) {
+      const res = await pub("/products", bad);
+      expect(res).toMatchObject({ status: 401, body: { error: "Invalid or expired API key", code: "INVALID_API_KEY" } });
+      expect(res.headers.get("x-ratelimit-remaining")).toBeNull();
+    }
+  });
+
+  test("owner isolation: another owner's product is 404 through the public API", async () => {
+    const keyB = await newKey(ownerB.token);
+    const mine = await dash("/products", ownerA.token, { body: product });
+    expect(await pub(`/products/${mine.body.productId}`, keyB)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    const keyA = await newKey(ownerA.token);
+    expect(await pub(`/products/${mine.body.productId}`, keyA)).toMatchObject({ status: 200, body: { productId: mine.body.productId } });
+  });
+
+  test("the CLI creates, lists and revokes keys against the running server's database", async () => {
+    const created = await cli("keys", "create", "--owner", ownerB.address, "--label", "cron", "--json");
+    expect(created.code).toBe(0);
+    const { key, keyId } = JSON.parse(created.stdout) as { key: string; keyId: string };
+    expect((await pub("/products", key)).status).toBe(200);
+    const plain = await cli("keys", "create", "--owner", ownerB.address, "--label", "plain");
+    expect(plain.stdout.trim()).toMatch(/^pk_[0-9a-f]{64}$/);
+    const listed = JSON.parse((await cli("keys", "list", "--owner", ownerB.address, "--json")).stdout) as { keys: Json[] };
+    expect(listed.keys.map((k) => k.keyId)).toContain(keyId);
+    expect((await cli("keys", "revoke", keyId)).code).toBe(0);
+    expect((await pub("/products", key)).status).toBe(401); // the next request, no restart
+    expect((await cli("keys", "revoke", "key_nothing")).code).toBe(1);
+    expect((await cli("keys", "create", "--label", "x")).code).toBe(2);
+    expect((await cli("keys", "create", "--owner", "nope", "--label", "x")).code).toBe(2);
+  });
+});
+
+describe("rate limits per owner", () => {
+  test("a free owner: headers on every answer, the 61st request in a minute is 429 with Retry-After", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    const keyTwo = await newKey(o.token); // limits are per owner, across its keys
+    let last = await pub("/products", key);
+    expect(last.headers.get("x-ratelimit-limit")).toBe("60");
+    expect(last.headers.get("x-ratelimit-remaining")).toBe("59");
+    const reset = Number(last.headers.get("x-ratelimit-reset"));
+    expect(reset).toBeGreaterThan(Date.now() / 1000);
+    expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 60);
+    for (let i = 2; i <= 60; i++) last = await pub(i % 2 === 0 ? "/products" : "/products/prod_unknown", i % 3 === 0 ? keyTwo : key);
+    expect(last.headers.get("x-ratelimit-remaining")).toBe("0");
+    const refused = await pub("/products", key);
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ error: "Rate limit exceeded", code: "RATE_LIMITED" });
+    expect(refused.body.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get("retry-after")).toBe(String(refused.body.retryAfter));
+    expect(refused.headers.get("x-ratelimit-limit")).toBe("60");
+    // A 404 for a valid key carried the headers too (checked above through the mixed requests).
+    expect((await pub("/products", null)).status).toBe(401); // a missing key is not charged to anyone
+    const me = await dash("/me", o.token);
+    expect(me.body.usage).toMatchObject({ minute: 60, day: 60 });
+  });
+
+  test("pro allows 300 a minute; unlimited carries no headers (tiers set with the CLI)", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    expect((await cli("owners", "set-tier", o.address, "pro")).code).toBe(0);
+    expect((await pub("/products", key)).headers.get("x-ratelimit-limit")).toBe("300");
+    let status = 200;
+    for (let i = 2; i <= 300; i++) status = (await pub("/products", key)).status;
+    expect(status).toBe(200);
+    expect((await pub("/products", key)).status).toBe(429);
+    expect((await cli("owners", "set-tier", o.address, "unlimited")).code).toBe(0);
+    const free = await pub("/products", key);
+    expect(free.status).toBe(200);
+    expect(free.headers.get("x-ratelimit-limit")).toBeNull();
+    const listed = JSON.parse((await cli("owners", "list", "--json")).stdout) as { owners: Json[] };
+    expect(listed.owners.find((x) => x.walletAddress === o.address)).toMatchObject({ tier: "unlimited" });
+    expect((await cli("owners", "set-tier", o.address, "gold")).code).toBe(2);
+  });
+});
