@@ -40,6 +40,8 @@ export type Config = Readonly<{
   walletgateToken: string | null;
   /** Default fee payer of payment_create's x402 transactions. */
   x402FeePayer: string | null;
+  /** Webhooks and agent endpoints may target private, loopback and link-local addresses (tests, labs). */
+  allowPrivateNetworkTargets: boolean;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -59,6 +61,7 @@ export const CONFIG_VARIABLES = [
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
   "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
+  "ALLOW_PRIVATE_NETWORK_TARGETS",
 ] as const;
 
 const DEVNET_RPC_URL = "https://api.devnet.solana.com";
@@ -229,6 +232,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     mcpSessionTimeoutMs: int(vars, "MCP_SESSION_TIMEOUT_MS", 3600000, 100),
     walletgateToken: vars.WALLETGATE_TOKEN?.trim() || null,
     x402FeePayer,
+    allowPrivateNetworkTargets: onOff(vars, "ALLOW_PRIVATE_NETWORK_TARGETS", false),
   };
   return Object.freeze(config);
 }

@@ -10,6 +10,7 @@ import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint } from "./mcp/endpoint.ts";
+import { createDeliveryWorker } from "./webhooks/outbox.ts";
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
@@ -134,6 +135,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges
   );
+  // Webhook deliveries from the durable outbox (paygate.md), through the guarded client.
+  const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets });
+  webhooks.start();
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
   const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
   const sweep = startRepeating(
@@ -158,7 +162,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), webhooks.stop()]);
         await mcp.stop();
         await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();

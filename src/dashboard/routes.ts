@@ -7,7 +7,17 @@ import { bearerToken } from "../lib/bearer.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listEndpoints,
+  revealEndpointSecret,
+  rotateEndpointSecret,
+  updateEndpoint,
+} from "../webhooks/endpoints.ts";
+import { listDeliveries, resendDelivery, sendTestEvent } from "../webhooks/outbox.ts";
 
+const Id = t.Object({ id: t.String({ maxLength: 64 }) });
 const ErrorBody = t.Object({ error: t.String(), code: t.String(), details: t.Optional(t.Unknown()) });
 const Amount = t.Union([t.String({ maxLength: 40 }), t.Number()], { description: 'a decimal amount in whole tokens, e.g. "9.99"' });
 const ProductFields = {
@@ -77,6 +87,58 @@ export function dashboardApiRoutes(deps: Deps) {
         params: t.Object({ keyId: t.String({ maxLength: 64 }) }),
         detail: { summary: "Revoke an API key: refused from the next request on" },
         response: { 404: ErrorBody },
+      })
+      .get("/webhooks", ({ request }) => listEndpoints(deps, ownerOf(request).walletAddress), { detail: { summary: "The owner's webhook endpoints" } })
+      .post(
+        "/webhooks",
+        async ({ request, body, set }) => {
+          set.status = 201;
+          return createEndpoint(deps, ownerOf(request).walletAddress, body);
+        },
+        {
+          body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
+          detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later)" },
+          response: { 400: ErrorBody },
+        },
+      )
+      .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {
+        params: Id,
+        body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
+        response: { 400: ErrorBody, 404: ErrorBody },
+      })
+      .delete("/webhooks/:id", ({ request, params }) => deleteEndpoint(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        response: { 404: ErrorBody },
+      })
+      .post("/webhooks/:id/rotate-secret", ({ request, params }) => rotateEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        detail: { summary: "A new secret; the old one keeps signing alongside it for 24 hours" },
+        response: { 404: ErrorBody },
+      })
+      .get("/webhooks/:id/secret", ({ request, params }) => revealEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        detail: { summary: "Reveal the endpoint's signing secret" },
+        response: { 404: ErrorBody },
+      })
+      .post("/webhooks/:id/test", ({ request, params }) => sendTestEvent(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        detail: { summary: "Send a webhook.test event to this endpoint" },
+        response: { 404: ErrorBody, 409: ErrorBody },
+      })
+      .get(
+        "/webhooks/:id/deliveries",
+        ({ request, params, query }) => listDeliveries(deps, ownerOf(request).walletAddress, params.id, { limit: query.limit, offset: query.offset }),
+        {
+          params: Id,
+          query: t.Object({ limit: t.Optional(t.Numeric({ minimum: 1, maximum: 100 })), offset: t.Optional(t.Numeric({ minimum: 0 })) }),
+          detail: { summary: "The endpoint's delivery log" },
+          response: { 404: ErrorBody },
+        },
+      )
+      .post("/deliveries/:id/resend", ({ request, params }) => resendDelivery(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        detail: { summary: "Deliver the same event again (same webhook-id)" },
+        response: { 404: ErrorBody, 409: ErrorBody },
       })
   );
 }

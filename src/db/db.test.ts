@@ -31,6 +31,17 @@ describe("migrate", () => {
     db.close();
   });
 
+  test("a migration numbered below the newest applied one is still applied (side-by-side work landing late)", () => {
+    const db = openDatabase(":memory:");
+    const a = { version: 1, name: "a", sql: "CREATE TABLE a (x INTEGER) STRICT" };
+    const c = { version: 3, name: "c", sql: "CREATE TABLE c (x INTEGER) STRICT" };
+    const b = { version: 2, name: "b", sql: "CREATE TABLE b (x INTEGER) STRICT" };
+    expect(migrate(db.sqlite, 1, [a, c]).applied).toEqual([1, 3]);
+    expect(migrate(db.sqlite, 2, [a, b, c])).toEqual({ applied: [2], version: 3 });
+    expect(migrate(db.sqlite, 3, [a, b, c]).applied).toEqual([]);
+    db.close();
+  });
+
   test("tables are STRICT: a text in an integer column is refused", () => {
     const db = openDatabase(":memory:");
     migrate(db.sqlite, 1);

@@ -20,9 +20,12 @@ export function migrate(sqlite: Database, now: number, migrations: readonly Migr
         `the database schema is version ${row.version} but this program knows only up to ${latest}; run a newer walletgate`,
       );
     }
+    // Every version not yet recorded is applied, in order — also one numbered below the newest applied
+    // (migrations written side by side can land in either order).
+    const done = new Set((sqlite.query("SELECT version FROM schema_migrations").all() as { version: number }[]).map((r) => r.version));
     const applied: number[] = [];
-    for (const m of migrations) {
-      if (m.version <= row.version) continue;
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (done.has(m.version)) continue;
       sqlite.run(m.sql);
       sqlite.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, now);
       applied.push(m.version);

@@ -7,6 +7,7 @@ import { toIso } from "../lib/clock.ts";
 import { decodeAddress } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
+import { enqueueEventInWrite } from "../webhooks/outbox.ts";
 import * as store from "./store.ts";
 
 export type Product = {
@@ -58,6 +59,25 @@ export async function currencyToken(deps: Deps, currency: string): Promise<Token
   if (token === undefined) throw invalid("currency", `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
   if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${currency} has no mint on this network (SERVICE_TOKEN_MINT)`);
   return token;
+}
+
+type ProductEvent = "product.created" | "product.updated" | "product.archived";
+
+/** The outbox event of a product change, written in the same database write as the change. */
+function productEvent(deps: Deps, type: ProductEvent, owner: string, view: Product): () => void {
+  return () => {
+    const payload = {
+      productId: view.productId,
+      productTitle: view.title,
+      productType: view.type,
+      price: view.price,
+      currency: view.currency,
+      status: view.status,
+      timestamp: view.updatedAt,
+      network: view.network,
+    };
+    enqueueEventInWrite(deps.db, { targetKind: "owner", targetId: owner, type, payload }, deps.clock.now(), deps.random);
+  };
 }
 
 export async function productView(deps: Deps, row: store.ProductRow): Promise<Product> {
@@ -154,8 +174,9 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
     createdAt: now,
     updatedAt: now,
   };
-  await store.insertProduct(deps.db, row);
-  return productView(deps, row);
+  const view = await productView(deps, row);
+  await store.insertProduct(deps.db, row, productEvent(deps, "product.created", owner, view));
+  return view;
 }
 
 /** The owner's product; another owner's or an unknown id is NOT_FOUND (a stranger never learns it exists). */
@@ -191,14 +212,16 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
     updatedAt: deps.clock.now(),
   };
-  await store.updateProduct(deps.db, next);
-  return productView(deps, next);
+  const view = await productView(deps, next);
+  await store.updateProduct(deps.db, next, productEvent(deps, "product.updated", owner, view));
+  return view;
 }
 
 /** Archived products cannot be bought; access already sold stays. Archiving twice is harmless. */
 export async function archiveProduct(deps: Deps, owner: string, productId: string): Promise<Product> {
   const row = await ownedProduct(deps, owner, productId);
   const next = { ...row, status: "archived" as const, updatedAt: row.status === "archived" ? row.updatedAt : deps.clock.now() };
-  if (row.status !== "archived") await store.updateProduct(deps.db, next);
-  return productView(deps, next);
+  const view = await productView(deps, next);
+  if (row.status !== "archived") await store.updateProduct(deps.db, next, productEvent(deps, "product.archived", owner, view));
+  return view;
 }

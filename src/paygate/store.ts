@@ -112,8 +112,10 @@ function toProduct(raw: RawProduct): ProductRow {
   return { ...raw, featureIds: JSON.parse(raw.featureIds) as string[], redirectOrigins: JSON.parse(raw.redirectOrigins) as string[] };
 }
 
-export function insertProduct(db: Db, row: ProductRow): Promise<void> {
+/** `alsoInWrite` runs inside the same write (the product's outbox event commits with it). */
+export function insertProduct(db: Db, row: ProductRow, alsoInWrite?: () => void): Promise<void> {
   return db.write(() => {
+    alsoInWrite?.();
     db.sqlite
       .query(
         `INSERT INTO products (id, owner, title, description, type, price, token, feature_ids, pay_to, access_days, redirect_origins, status, created_at, updated_at)
@@ -150,8 +152,9 @@ export async function listProducts(db: Db, owner: string): Promise<ProductRow[]>
   );
 }
 
-export function updateProduct(db: Db, row: ProductRow): Promise<void> {
+export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void): Promise<void> {
   return db.write(() => {
+    alsoInWrite?.();
     db.sqlite
       .query(
         `UPDATE products SET title = ?, description = ?, price = ?, token = ?, feature_ids = ?, pay_to = ?, access_days = ?,

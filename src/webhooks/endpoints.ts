@@ -1,0 +1,187 @@
+// Owners' webhook endpoints: create, list, update, delete, and the sealed secret (reveal, rotate).
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
+import { toIso } from "../lib/clock.ts";
+import { newId } from "../lib/ids.ts";
+import { formatWebhookSecret, WEBHOOK_SECRET_BYTES } from "./signing.ts";
+import * as store from "./store.ts";
+
+/** The event types of paygate.md an endpoint can subscribe to. */
+export const WEBHOOK_EVENT_TYPES = [
+  "payment.completed",
+  "feature.unlocked",
+  "feature.revoked",
+  "product.created",
+  "product.updated",
+  "product.archived",
+  "webhook.test",
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+export const MAX_URL_LENGTH = 2048;
+export const MAX_ENDPOINTS_PER_OWNER = 20;
+/** After a rotation the old secret keeps signing alongside the new one this long. */
+export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
+
+export type WebhookEndpoint = { endpointId: string; url: string; events: WebhookEventType[]; enabled: boolean; createdAt: string };
+
+function invalid(field: string, problem: string): AppError {
+  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
+}
+
+const notFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
+
+// The endpoint id is the additional authenticated data: a sealed secret copied into another endpoint's
+// row does not open there.
+const aadOf = (endpointId: string) => new TextEncoder().encode(endpointId);
+
+/** https always; plain http only off mainnet. No credentials or fragment; at most MAX_URL_LENGTH. */
+export function checkEndpointUrl(deps: Deps, raw: string): string {
+  const text = raw.trim();
+  if (text.length === 0 || text.length > MAX_URL_LENGTH) throw invalid("url", `must be 1 to ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw invalid("url", "must be an absolute URL");
+  }
+  const httpAllowed = deps.config.network !== "mainnet";
+  if (url.protocol !== "https:" && !(httpAllowed && url.protocol === "http:")) {
+    throw invalid("url", httpAllowed ? "must be an http or https URL" : "must be an https URL on mainnet");
+  }
+  if (url.username !== "" || url.password !== "") throw invalid("url", "must not carry credentials");
+  if (url.hash !== "") throw invalid("url", "must not have a fragment");
+  if (url.hostname === "") throw invalid("url", "must name a host");
+  if (url.href.length > MAX_URL_LENGTH) throw invalid("url", `must be at most ${MAX_URL_LENGTH} characters`);
+  // Private and loopback hosts are refused when sending (after DNS), not here: a name's addresses can change.
+  return url.href;
+}
+
+/** A non-empty subset of WEBHOOK_EVENT_TYPES, deduplicated, in catalogue order. */
+export function checkEventTypes(events: readonly string[]): WebhookEventType[] {
+  if (events.length === 0) throw invalid("events", "name at least one event type");
+  const unknown = events.filter((e) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(e));
+  if (unknown.length > 0) throw invalid("events", `unknown event type ${JSON.stringify(unknown[0]!.slice(0, 60))}; one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+  return WEBHOOK_EVENT_TYPES.filter((t) => events.includes(t));
+}
+
+function view(row: store.EndpointRow): WebhookEndpoint {
+  return {
+    endpointId: row.id,
+    url: row.url,
+    events: JSON.parse(row.events) as WebhookEventType[],
+    enabled: row.enabled === 1,
+    createdAt: toIso(row.createdAt),
+  };
+}
+
+function sealSecret(deps: Deps, endpointId: string, secret: Uint8Array): { secretIv: Uint8Array; secretCiphertext: Uint8Array } {
+  const sealed = encryptAesGcm(deps.wallets.encryptionKey, secret, aadOf(endpointId), deps.random);
+  return { secretIv: sealed.iv, secretCiphertext: sealed.ciphertext };
+}
+
+function openSecret(deps: Deps, endpointId: string, iv: Uint8Array, ciphertext: Uint8Array): string {
+  const bytes = decryptAesGcm(deps.wallets.encryptionKey, iv, ciphertext, aadOf(endpointId));
+  if (bytes === null) throw new AppError("INTERNAL_ERROR", "webhook secret cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)");
+  try {
+    return formatWebhookSecret(bytes);
+  } finally {
+    bytes.fill(0);
+  }
+}
+
+/**
+ * The secrets an attempt is signed with: the current one, and the previous one while its 24 hours after
+ * a rotation last. Null when a secret cannot be decrypted (the key changed); never throws.
+ */
+export function endpointSigningSecrets(deps: Deps, row: store.EndpointRow, now: number): string[] | null {
+  try {
+    const secrets = [openSecret(deps, row.id, row.secretIv, row.secretCiphertext)];
+    if (row.previousSecretIv !== null && row.previousSecretCiphertext !== null && row.previousSecretUntil !== null && row.previousSecretUntil > now) {
+      secrets.push(openSecret(deps, row.id, row.previousSecretIv, row.previousSecretCiphertext));
+    }
+    return secrets;
+  } catch {
+    return null;
+  }
+}
+
+/** POST /webhooks: a new enabled endpoint; its secret comes back here (and on reveal). */
+export async function createEndpoint(
+  deps: Deps,
+  owner: string,
+  input: { url: string; events: readonly string[] },
+): Promise<WebhookEndpoint & { secret: string }> {
+  const url = checkEndpointUrl(deps, input.url);
+  const events = checkEventTypes(input.events);
+  const id = newId("whe", deps.random);
+  const now = deps.clock.now();
+  const secretBytes = deps.random(WEBHOOK_SECRET_BYTES);
+  try {
+    const row = { id, owner, url, events: JSON.stringify(events), enabled: 1, ...sealSecret(deps, id, secretBytes), createdAt: now, updatedAt: now };
+    if (!(await store.insertEndpoint(deps.db, row, MAX_ENDPOINTS_PER_OWNER))) {
+      throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_ENDPOINTS_PER_OWNER} webhook endpoints`);
+    }
+    deps.log.info("webhook endpoint created", { owner, endpointId: id });
+    return { endpointId: id, url, events, enabled: true, secret: formatWebhookSecret(secretBytes), createdAt: toIso(now) };
+  } finally {
+    secretBytes.fill(0);
+  }
+}
+
+export async function listEndpoints(deps: Deps, owner: string): Promise<{ endpoints: WebhookEndpoint[] }> {
+  return { endpoints: (await store.listEndpoints(deps.db, owner)).map(view) };
+}
+
+export async function getEndpoint(deps: Deps, owner: string, endpointId: string): Promise<WebhookEndpoint> {
+  const row = await store.findOwnerEndpoint(deps.db, owner, endpointId);
+  if (row === null) throw notFound();
+  return view(row);
+}
+
+/** PATCH /webhooks/:id: any of url, events, enabled (enabling again after a 410 included). */
+export async function updateEndpoint(
+  deps: Deps,
+  owner: string,
+  endpointId: string,
+  patch: { url?: string | undefined; events?: readonly string[] | undefined; enabled?: boolean | undefined },
+): Promise<WebhookEndpoint> {
+  const fields: store.EndpointPatch = {};
+  if (patch.url !== undefined) fields.url = checkEndpointUrl(deps, patch.url);
+  if (patch.events !== undefined) fields.events = JSON.stringify(checkEventTypes(patch.events));
+  if (patch.enabled !== undefined) fields.enabled = patch.enabled ? 1 : 0;
+  const row = await store.updateEndpoint(deps.db, owner, endpointId, fields, deps.clock.now());
+  if (row === null) throw notFound();
+  deps.log.info("webhook endpoint updated", { owner, endpointId, fields: Object.keys(fields) });
+  return view(row);
+}
+
+/** DELETE /webhooks/:id: the endpoint and its delivery log; pending deliveries to it are dropped. */
+export async function deleteEndpoint(deps: Deps, owner: string, endpointId: string): Promise<{ deleted: true }> {
+  if (!(await store.deleteEndpoint(deps.db, owner, endpointId))) throw notFound();
+  deps.log.info("webhook endpoint deleted", { owner, endpointId });
+  return { deleted: true };
+}
+
+/** POST /webhooks/:id/rotate-secret: a new secret; the old one keeps signing alongside for 24 hours. */
+export async function rotateEndpointSecret(deps: Deps, owner: string, endpointId: string): Promise<{ secret: string }> {
+  const now = deps.clock.now();
+  const secretBytes = deps.random(WEBHOOK_SECRET_BYTES);
+  try {
+    const sealed = sealSecret(deps, endpointId, secretBytes);
+    const rotated = await store.rotateEndpointSecret(deps.db, owner, endpointId, { ...sealed, previousUntil: now + PREVIOUS_SECRET_TTL_MS }, now);
+    if (!rotated) throw notFound();
+    deps.log.info("webhook secret rotated", { owner, endpointId });
+    return { secret: formatWebhookSecret(secretBytes) };
+  } finally {
+    secretBytes.fill(0);
+  }
+}
+
+/** The current secret, for the dashboard's "reveal". */
+export async function revealEndpointSecret(deps: Deps, owner: string, endpointId: string): Promise<{ secret: string }> {
+  const row = await store.findOwnerEndpoint(deps.db, owner, endpointId);
+  if (row === null) throw notFound();
+  return { secret: openSecret(deps, row.id, row.secretIv, row.secretCiphertext) };
+}

@@ -1,0 +1,255 @@
+// The one guarded outbound HTTP client: every request to an owner's or agent's URL goes through it.
+//
+// How it stops server-side request forgery (paygate.md "Webhooks"):
+// - only http(s) URLs without credentials;
+// - the host is resolved once (all addresses) and refused if ANY address is not public unicast, unless
+//   allowPrivate (ALLOW_PRIVATE_NETWORK_TARGETS=true) — a mixed answer would otherwise be a coin toss;
+// - the connection goes to the very address that was checked: the URL handed to fetch carries the IP,
+//   the original host travels in the `Host` header, and for https Bun's `tls.serverName` sends it as SNI
+//   and verifies the certificate against it (checked again explicitly below). No second DNS lookup
+//   happens, so DNS rebinding between check and connect cannot slip through;
+// - no proxy from the environment (a proxy would resolve the name itself), redirects are never
+//   followed, one timeout covers DNS, connect and body, and the body is read only up to a cap.
+import { lookup as dnsLookup } from "node:dns/promises";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
+import ipaddr from "ipaddr.js";
+
+export type GuardedFetchReason =
+  /** not an http(s) URL, credentials in it, or no host */
+  | "bad_url"
+  /** the host is or resolves to a non-public address (private, loopback, link-local, metadata, …) */
+  | "private_address"
+  /** the name did not resolve */
+  | "dns"
+  | "timeout"
+  /** connection refused or reset, TLS failure, malformed answer */
+  | "network"
+  /** the caller's signal aborted the request (shutdown) */
+  | "aborted";
+
+/** A request that was refused or got no HTTP answer. The message never holds the URL's path or query. */
+export class GuardedFetchError extends Error {
+  override name = "GuardedFetchError";
+  readonly reason: GuardedFetchReason;
+  constructor(reason: GuardedFetchReason, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+export type ResolvedAddress = { address: string; family: number };
+
+export type GuardedFetchOptions = {
+  /** ALLOW_PRIVATE_NETWORK_TARGETS: skip the address check (tests, private deployments). */
+  allowPrivate: boolean;
+  /** Whole request: DNS, connect, send, and reading the body. Default 15 s. */
+  timeoutMs?: number;
+  /** Bytes of the response body kept and returned; reading stops there. Default 1 KiB. */
+  maxResponseBytes?: number;
+  /** Name resolution; the system resolver (getaddrinfo) unless a test hands in its own. */
+  lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
+  /** Extra certificate authorities for https targets (tests with a self-signed receiver, private CAs). */
+  ca?: string | string[];
+};
+
+export type GuardedRequest = {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Aborts the request from outside (e.g. shutdown); reported as reason "aborted". */
+  signal?: AbortSignal;
+};
+
+export type GuardedResponse = { status: number; body: string; durationMs: number };
+
+export const DEFAULT_TIMEOUT_MS = 15_000;
+export const DEFAULT_MAX_RESPONSE_BYTES = 1024;
+
+const systemLookup = async (hostname: string): Promise<ResolvedAddress[]> => dnsLookup(hostname, { all: true, verbatim: true });
+
+/** The IPv4 address embedded in an IPv6 one that routes to it (mapped, NAT64 well-known, 6to4), if any. */
+function embeddedIpv4(ip: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const p = ip.parts;
+  const fromWords = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+  switch (ip.range()) {
+    case "ipv4Mapped":
+      return ip.toIPv4Address();
+    case "rfc6052":
+      // 64:ff9b::/96 carries the address in its last 32 bits; the local-use 64:ff9b:1::/48 is refused outright.
+      return p[0] === 0x64 && p[1] === 0xff9b && p[2] === 0 && p[3] === 0 && p[4] === 0 && p[5] === 0 ? fromWords(p[6]!, p[7]!) : null;
+    case "6to4":
+      return fromWords(p[1]!, p[2]!);
+    default:
+      return null;
+  }
+}
+
+/**
+ * True only for public unicast addresses. Everything ipaddr.js names otherwise is refused: private,
+ * loopback, link-local (169.254.169.254, the cloud metadata address, is one), unique-local (fd00:ec2::254
+ * is AWS's IPv6 metadata), CGNAT (100.100.100.200 is Alibaba's), multicast, broadcast, unspecified,
+ * reserved (192.0.0.192 is Oracle's). IPv6 forms that carry an IPv4 address are judged by that address.
+ */
+export function isPublicAddress(address: string): boolean {
+  let ip: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    ip = ipaddr.parse(address);
+  } catch {
+    return false;
+  }
+  if (ip.kind() === "ipv4") return ip.range() === "unicast";
+  const v6 = ip as ipaddr.IPv6;
+  const range = v6.range();
+  if (range === "unicast") return true;
+  const v4 = embeddedIpv4(v6);
+  return v4 !== null && v4.range() === "unicast";
+}
+
+/** The first `maxBytes` of a UTF-8 byte string, never ending inside a character. */
+export function utf8Prefix(bytes: Uint8Array, maxBytes: number): string {
+  let end = Math.min(bytes.length, maxBytes);
+  if (end < bytes.length) {
+    // Step back over continuation bytes (10xxxxxx) to the lead byte of a cut character, and drop it.
+    let i = end;
+    while (i > 0 && (bytes[i]! & 0xc0) === 0x80) i--;
+    end = i;
+  }
+  return new TextDecoder().decode(bytes.subarray(0, end));
+}
+
+function parseTarget(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new GuardedFetchError("bad_url", "not an absolute URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new GuardedFetchError("bad_url", "only http and https URLs are allowed");
+  if (url.username !== "" || url.password !== "") throw new GuardedFetchError("bad_url", "credentials in a URL are not allowed");
+  if (url.hostname === "") throw new GuardedFetchError("bad_url", "the URL has no host");
+  return url;
+}
+
+/** The literal IP of a URL host (`[::1]` → `::1`), or null when it is a name. */
+function ipLiteral(hostname: string): string | null {
+  const bare = hostname.startsWith("[") && hostname.endsWith("]") ? hostname.slice(1, -1) : hostname;
+  return ipaddr.isValid(bare) && (bare.includes(":") || ipaddr.IPv4.isValidFourPartDecimal(bare)) ? bare : null;
+}
+
+/** Resolves the host (or takes its literal), checks every address, and returns the one to connect to. */
+async function resolveChecked(url: URL, options: GuardedFetchOptions, signal: AbortSignal): Promise<string> {
+  const literal = ipLiteral(url.hostname);
+  let addresses: string[];
+  if (literal !== null) {
+    addresses = [literal];
+  } else {
+    const lookup = options.lookup ?? systemLookup;
+    let answers: ResolvedAddress[];
+    try {
+      answers = await Promise.race([
+        lookup(url.hostname),
+        new Promise<never>((_, reject) => {
+          if (signal.aborted) reject(signal.reason);
+          signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+        }),
+      ]);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new GuardedFetchError("dns", `${url.hostname} does not resolve`);
+    }
+    addresses = answers.map((a) => a.address);
+    if (addresses.length === 0) throw new GuardedFetchError("dns", `${url.hostname} does not resolve`);
+    // IPv4 first: a host with an AAAA record is often unreachable over IPv6 from a server.
+    addresses.sort((a, b) => Number(a.includes(":")) - Number(b.includes(":")));
+  }
+  if (!options.allowPrivate) {
+    for (const address of addresses) {
+      if (!isPublicAddress(address)) throw new GuardedFetchError("private_address", `${url.hostname} is or resolves to a non-public address`);
+    }
+  }
+  return addresses[0]!;
+}
+
+async function readCapped(response: Response, maxBytes: number): Promise<string> {
+  if (response.body === null || maxBytes <= 0) {
+    await response.body?.cancel();
+    return "";
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    while (total < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      total += value.length;
+    }
+  } finally {
+    // Whatever is left is not read: the connection is not reused, so nothing needs draining.
+    await reader.cancel().catch(() => undefined);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.length;
+  }
+  return utf8Prefix(bytes, maxBytes);
+}
+
+/** A short name of a network failure, from its code; the runtime's message may quote the URL. */
+function failureCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^[A-Za-z0-9_]{1,64}$/.test(code) ? code : "unknown";
+}
+
+/**
+ * Sends one request through the guard. Resolves with any HTTP answer (3xx included: redirects are not
+ * followed); rejects with GuardedFetchError when the URL is refused or no answer came.
+ */
+export async function guardedFetch(rawUrl: string, init: GuardedRequest, options: GuardedFetchOptions): Promise<GuardedResponse> {
+  const started = performance.now();
+  const url = parseTarget(rawUrl);
+  const timeout = AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const signal = init.signal === undefined ? timeout : AbortSignal.any([timeout, init.signal]);
+  const failed = (err: unknown): GuardedFetchError => {
+    if (err instanceof GuardedFetchError) return err;
+    if (timeout.aborted) return new GuardedFetchError("timeout", "no answer within the timeout");
+    if (init.signal?.aborted) return new GuardedFetchError("aborted", "the request was aborted");
+    return new GuardedFetchError("network", `network error (${failureCode(err)})`);
+  };
+
+  try {
+    const address = await resolveChecked(url, options, signal);
+    const https = url.protocol === "https:";
+    const port = url.port !== "" ? url.port : https ? "443" : "80";
+    const pinned = `${url.protocol}//${address.includes(":") ? `[${address}]` : address}:${port}${url.pathname}${url.search}`;
+    const literal = ipLiteral(url.hostname);
+    // The name the certificate must be valid for: the URL's host, not the address we connect to.
+    const certName = literal ?? url.hostname;
+    const response = await fetch(pinned, {
+      method: init.method ?? "GET",
+      headers: { ...init.headers, host: url.host, "accept-encoding": "identity" },
+      body: init.body,
+      redirect: "manual",
+      signal,
+      proxy: false,
+      // Never share a connection between hosts that resolve to the same address: each was vetted alone.
+      keepalive: false,
+      tls: https
+        ? {
+            ...(literal === null ? { serverName: url.hostname } : {}),
+            ...(options.ca !== undefined ? { ca: options.ca } : {}),
+            // Bun already checks against serverName; checking here too keeps that true if it ever changes,
+            // and a request with its own check gets a connection of its own.
+            checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(certName, cert),
+          }
+        : undefined,
+    });
+    const body = await readCapped(response, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
+    return { status: response.status, body, durationMs: Math.round(performance.now() - started) };
+  } catch (err) {
+    throw failed(err);
+  }
+}

@@ -1,0 +1,562 @@
+// The outbox and its delivery worker end to end, against a real local receiver that verifies every
+// request with the npm `standardwebhooks` package; retries on the manual clock, leases, restarts.
+import { afterEach, describe, expect, setSystemTime, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Webhook } from "standardwebhooks";
+import { loadConfig } from "../config.ts";
+import { migrate } from "../db/migrate.ts";
+import { MIGRATIONS } from "../db/migrations.ts";
+import { openDatabase, type Db } from "../db/open.ts";
+import { createDeps, type Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { manualClock } from "../lib/clock.ts";
+import { encodeBase58 } from "../lib/encoding.ts";
+import { cryptoRandom } from "../lib/ids.ts";
+import { createLogger } from "../log.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { createEndpoint, rotateEndpointSecret, updateEndpoint, deleteEndpoint, getEndpoint } from "./endpoints.ts";
+import {
+  createDeliveryWorker,
+  enqueueEventInWrite,
+  listDeliveries,
+  listDeliveryAttempts,
+  resendDelivery,
+  RETRY_SCHEDULE_MS,
+  sendTestEvent,
+  type DeliveryWorker,
+} from "./outbox.ts";
+import { newWebhookSecret } from "./signing.ts";
+import * as store from "./store.ts";
+
+type Clock = ReturnType<typeof manualClock>;
+
+async function setup() {
+  const t = await testDeps();
+  migrate(t.db.sqlite, t.clock.now(), MIGRATIONS);
+  return t;
+}
+
+const wallet = () => encodeBase58(cryptoRandom(32));
+
+type Received = {
+  path: string;
+  id: string;
+  timestamp: number;
+  signatures: string[];
+  body: string;
+  contentType: string | null;
+  /** per secret given to the receiver: did standardwebhooks accept the request with it */
+  verified: boolean[];
+};
+
+const cleanups: (() => void | Promise<void>)[] = [];
+afterEach(async () => {
+  setSystemTime();
+  for (const f of cleanups.splice(0).reverse()) await f();
+});
+
+/**
+ * A receiver on 127.0.0.1:0. Each request is checked with standardwebhooks against every secret the
+ * test names, at the worker's (manual) time, and answered by `respond` (200 by default).
+ */
+function startReceiver(clock: Clock, secrets: () => string[], respond: (n: number, r: Received) => Response | Promise<Response> = () => new Response("ok")) {
+  const received: Received[] = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      const body = await req.text();
+      const headers = Object.fromEntries(req.headers);
+      // standardwebhooks compares the timestamp with Date.now(): let "now" be the worker's clock.
+      setSystemTime(new Date(clock.now()));
+      const verified = secrets().map((secret) => {
+        try {
+          new Webhook(secret).verify(body, headers);
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      setSystemTime();
+      const r: Received = {
+        path: new URL(req.url).pathname,
+        id: headers["webhook-id"] ?? "",
+        timestamp: Number(headers["webhook-timestamp"]),
+        signatures: (headers["webhook-signature"] ?? "").split(" "),
+        body,
+        contentType: headers["content-type"] ?? null,
+        verified,
+      };
+      received.push(r);
+      return respond(received.length, r);
+    },
+  });
+  cleanups.push(() => server.stop(true));
+  return { received, url: (path = "/hook") => `http://127.0.0.1:${server.port}${path}` };
+}
+
+function worker(deps: Deps, options: Partial<Parameters<typeof createDeliveryWorker>[1]> = {}): DeliveryWorker {
+  const w = createDeliveryWorker(deps, { allowPrivate: true, ...options });
+  cleanups.push(() => w.stop());
+  return w;
+}
+
+function enqueue(db: Db, clock: Clock, owner: string, type = "payment.completed", payload: Record<string, unknown> = { productId: "prod_1", amount: "9.99", network: "localnet" }): Promise<string> {
+  return db.write(() => enqueueEventInWrite(db, { targetKind: "owner", targetId: owner, type, payload }, clock.now()));
+}
+
+async function deliveriesOf(deps: Deps, owner: string, endpointId: string) {
+  return (await listDeliveries(deps, owner, endpointId, { limit: 100 })).deliveries;
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return "resolved";
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    return err.code;
+  }
+}
+
+describe("delivery", () => {
+  test("the first attempt goes at once, signed per Standard Webhooks, with the stored body byte for byte", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret]);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    secret = ep.secret;
+    const eventId = await enqueue(db, clock, owner);
+
+    expect(await worker(deps).runOnce()).toBe(1);
+    expect(rx.received).toHaveLength(1);
+    const r = rx.received[0]!;
+    expect(r).toMatchObject({ path: "/hook", id: eventId, timestamp: Math.floor(clock.now() / 1000), contentType: "application/json", verified: [true] });
+    expect(JSON.parse(r.body)).toEqual({ id: eventId, type: "payment.completed", productId: "prod_1", amount: "9.99", network: "localnet" });
+    expect(r.body).toBe((await store.findEvent(db, eventId))!.payload);
+
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toEqual({
+      deliveryId: expect.stringMatching(/^whd_/),
+      eventId,
+      type: "payment.completed",
+      status: "succeeded",
+      attempts: 1,
+      lastStatusCode: 200,
+      nextAttemptAt: null,
+      createdAt: "2026-11-22T00:00:00.000Z",
+    });
+    expect((await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts).toEqual([
+      { attempt: 1, at: "2026-11-22T00:00:00.000Z", statusCode: 200, durationMs: expect.any(Number), response: "ok", error: null },
+    ]);
+    expect(await worker(deps).runOnce()).toBe(0);
+  });
+
+  test("fan-out: only the owner's enabled endpoints subscribed to the type receive it", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const paid = await createEndpoint(deps, owner, { url: rx.url("/paid"), events: ["payment.completed"] });
+    const products = await createEndpoint(deps, owner, { url: rx.url("/products"), events: ["product.created"] });
+    const off = await createEndpoint(deps, owner, { url: rx.url("/off"), events: ["payment.completed"] });
+    await updateEndpoint(deps, owner, off.endpointId, { enabled: false });
+    const stranger = wallet();
+    await createEndpoint(deps, stranger, { url: rx.url("/stranger"), events: ["payment.completed"] });
+
+    await enqueue(db, clock, owner);
+    await worker(deps).runOnce();
+    expect(rx.received.map((r) => r.path)).toEqual(["/paid"]);
+    expect(await deliveriesOf(deps, owner, products.endpointId)).toEqual([]);
+    expect(await deliveriesOf(deps, owner, off.endpointId)).toEqual([]);
+    expect(await deliveriesOf(deps, owner, paid.endpointId)).toHaveLength(1);
+  });
+
+  test("a failed first attempt (500) is retried 5 s later with the same webhook-id and a new timestamp", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    secret = ep.secret;
+    const eventId = await enqueue(db, clock, owner);
+    const w = worker(deps);
+
+    expect(await w.runOnce()).toBe(1);
+    let [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toMatchObject({ status: "pending", attempts: 1, lastStatusCode: 500, nextAttemptAt: new Date(clock.now() + 5000).toISOString() });
+
+    clock.advance(4999);
+    expect(await w.runOnce()).toBe(0);
+    clock.advance(1);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received.map((r) => r.id)).toEqual([eventId, eventId]);
+    expect(rx.received[1]!.timestamp - rx.received[0]!.timestamp).toBe(5);
+    expect(rx.received.every((r) => r.verified[0])).toBe(true);
+    [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toMatchObject({ status: "succeeded", attempts: 2, lastStatusCode: 200, nextAttemptAt: null });
+  });
+
+  test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret], () => new Response("unavailable", { status: 503 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    secret = ep.secret;
+    await enqueue(db, clock, owner);
+    const w = worker(deps);
+    const start = clock.now();
+
+    expect(await w.runOnce()).toBe(1);
+    for (const delay of RETRY_SCHEDULE_MS) {
+      clock.advance(delay - 1);
+      expect(await w.runOnce()).toBe(0);
+      clock.advance(1);
+      expect(await w.runOnce()).toBe(1);
+    }
+    expect(rx.received).toHaveLength(8);
+    // Each attempt verifies at its own time: receivers would refuse a 5-minute-old timestamp.
+    expect(rx.received.every((r) => r.verified[0])).toBe(true);
+    const offsetsS = rx.received.map((r) => r.timestamp - Math.floor(start / 1000));
+    expect(offsetsS).toEqual([0, 5, 305, 2105, 9305, 27305, 63305, 99305]);
+    expect(offsetsS.at(-1)! / 3600).toBeCloseTo(27.6, 1);
+
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toMatchObject({ status: "failed", attempts: 8, lastStatusCode: 503, nextAttemptAt: null });
+    const { attempts } = await listDeliveryAttempts(deps, owner, d!.deliveryId);
+    expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(attempts.every((a) => a.statusCode === 503 && a.response === "unavailable")).toBe(true);
+    clock.advance(100 * 3600e3);
+    expect(await w.runOnce()).toBe(0);
+  });
+
+  test("410 Gone fails the delivery and disables the endpoint, which then receives nothing", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => [], () => new Response("gone", { status: 410 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(1);
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "failed", attempts: 1, lastStatusCode: 410 });
+    expect((await getEndpoint(deps, owner, ep.endpointId)).enabled).toBe(false);
+
+    await enqueue(db, clock, owner);
+    clock.advance(24 * 3600e3);
+    expect(await w.runOnce()).toBe(0);
+    expect(rx.received).toHaveLength(1);
+    expect(await codeOf(sendTestEvent(deps, owner, ep.endpointId))).toBe("INVALID_STATE");
+  });
+
+  test("an endpoint disabled (or deleted) after the event was queued receives nothing", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const disabled = await createEndpoint(deps, owner, { url: rx.url("/disabled"), events: ["payment.completed"] });
+    const deleted = await createEndpoint(deps, owner, { url: rx.url("/deleted"), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    await updateEndpoint(deps, owner, disabled.endpointId, { enabled: false });
+    await deleteEndpoint(deps, owner, deleted.endpointId);
+
+    expect(await worker(deps).runOnce()).toBe(1);
+    expect(rx.received).toEqual([]);
+    expect((await deliveriesOf(deps, owner, disabled.endpointId))[0]).toMatchObject({ status: "failed", attempts: 0, lastStatusCode: null });
+    expect(await codeOf(resendDelivery(deps, owner, (await deliveriesOf(deps, owner, disabled.endpointId))[0]!.deliveryId))).toBe("INVALID_STATE");
+  });
+
+  test("a retry goes to the endpoint's current URL and is signed with both secrets during a rotation", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secrets: string[] = [];
+    const rx = startReceiver(clock, () => secrets, (n) => new Response(null, { status: n === 1 ? 500 : 204 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url("/old"), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    const w = worker(deps);
+    await w.runOnce();
+    await updateEndpoint(deps, owner, ep.endpointId, { url: rx.url("/new") });
+    const { secret: rotated } = await rotateEndpointSecret(deps, owner, ep.endpointId);
+    secrets = [ep.secret, rotated];
+    clock.advance(5000);
+    await w.runOnce();
+    expect(rx.received.map((r) => r.path)).toEqual(["/old", "/new"]);
+    expect(rx.received[1]!.signatures).toHaveLength(2);
+    expect(rx.received[1]!.verified).toEqual([true, true]); // a receiver with either secret accepts
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "succeeded", lastStatusCode: 204 });
+  });
+
+  test("each attempt records at most 1 KiB of the response, cut on a character boundary", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => [], () => new Response("é".repeat(5000), { status: 500 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    await worker(deps).runOnce();
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    const [a] = (await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts;
+    expect(a!.statusCode).toBe(500);
+    expect(a!.response).toBe("é".repeat(512));
+    expect(Buffer.byteLength(a!.response!)).toBeLessThanOrEqual(1024);
+  });
+
+  test("an unreachable endpoint records the failure with no status code and is retried", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const ep = await createEndpoint(deps, owner, { url: "http://127.0.0.1:1/hook", events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    await worker(deps).runOnce();
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toMatchObject({ status: "pending", attempts: 1, lastStatusCode: null });
+    const [a] = (await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts;
+    expect(a).toMatchObject({ statusCode: null, response: null, error: expect.stringMatching(/^network: /) });
+  });
+
+  test("without allowPrivate a loopback endpoint is refused by the guard and nothing is sent", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    await worker(deps, { allowPrivate: false }).runOnce();
+    expect(rx.received).toEqual([]);
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect((await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/^private_address: /) });
+  });
+});
+
+describe("test events and resend", () => {
+  test("a test event reaches its one endpoint whatever it subscribes to, and no other", async () => {
+    const { deps, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret]);
+    const ep = await createEndpoint(deps, owner, { url: rx.url("/tested"), events: ["product.archived"] });
+    secret = ep.secret;
+    await createEndpoint(deps, owner, { url: rx.url("/other"), events: ["webhook.test"] });
+    const { deliveryId } = await sendTestEvent(deps, owner, ep.endpointId);
+    expect(deliveryId).toMatch(/^whd_/);
+    await worker(deps).runOnce();
+    expect(rx.received.map((r) => r.path)).toEqual(["/tested"]);
+    expect(rx.received[0]!.verified).toEqual([true]);
+    expect(JSON.parse(rx.received[0]!.body)).toMatchObject({ type: "webhook.test", endpointId: ep.endpointId, network: "localnet", id: expect.stringMatching(/^evt_/) });
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ deliveryId, type: "webhook.test", status: "succeeded" });
+  });
+
+  test("resend makes a new delivery of the same event (same webhook-id); only the owner can", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret]);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    secret = ep.secret;
+    const eventId = await enqueue(db, clock, owner);
+    const w = worker(deps);
+    await w.runOnce();
+    const [first] = await deliveriesOf(deps, owner, ep.endpointId);
+
+    expect(await codeOf(resendDelivery(deps, wallet(), first!.deliveryId))).toBe("NOT_FOUND");
+    expect(await codeOf(resendDelivery(deps, owner, "whd_unknown"))).toBe("NOT_FOUND");
+    clock.advance(60_000);
+    const { deliveryId } = await resendDelivery(deps, owner, first!.deliveryId);
+    expect(deliveryId).not.toBe(first!.deliveryId);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received.map((r) => r.id)).toEqual([eventId, eventId]);
+    expect(rx.received[1]!.body).toBe(rx.received[0]!.body);
+    expect(rx.received[1]!.timestamp - rx.received[0]!.timestamp).toBe(60);
+    expect(rx.received.every((r) => r.verified[0])).toBe(true);
+    const list = await listDeliveries(deps, owner, ep.endpointId, { limit: 1, offset: 0 });
+    expect(list).toMatchObject({ total: 2, deliveries: [{ deliveryId, status: "succeeded" }] });
+  });
+
+  test("delivery list paging limits are checked", async () => {
+    const { deps } = await setup();
+    const owner = wallet();
+    const ep = await createEndpoint(deps, owner, { url: "https://hooks.example.com/", events: ["payment.completed"] });
+    expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { limit: 0 }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { limit: 101 }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { offset: -1 }))).toBe("VALIDATION_ERROR");
+    expect(await listDeliveries(deps, owner, ep.endpointId)).toEqual({ deliveries: [], total: 0 });
+  });
+});
+
+describe("leases", () => {
+  test("two workers racing never deliver the same attempt twice", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    // A slow receiver, so the two workers' batches overlap in time.
+    const rx = startReceiver(clock, () => [], async () => {
+      await Bun.sleep(5);
+      return new Response("ok");
+    });
+    await createEndpoint(deps, owner, { url: rx.url("/a"), events: ["payment.completed"] });
+    await createEndpoint(deps, owner, { url: rx.url("/b"), events: ["payment.completed"] });
+    const events = await Promise.all(Array.from({ length: 30 }, () => enqueue(db, clock, owner)));
+    const w1 = worker(deps, { batchSize: 7 });
+    const w2 = worker(deps, { batchSize: 7 });
+    let handled = 0;
+    for (let round = 0; round < 20; round++) {
+      const [a, b] = await Promise.all([w1.runOnce(), w2.runOnce()]);
+      expect(a + b).toBeLessThanOrEqual(14);
+      handled += a + b;
+      if (a + b === 0) break;
+    }
+    expect(handled).toBe(60);
+    const seen = rx.received.map((r) => `${r.path} ${r.id}`);
+    expect(new Set(seen).size).toBe(60);
+    expect(seen).toHaveLength(60);
+    expect(new Set(rx.received.map((r) => r.id))).toEqual(new Set(events));
+  });
+
+  test("a delivery leased by a worker that died is sent by another only once the lease runs out", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    // The dead worker: it claimed, then never sent nor recorded.
+    const claimed = await store.claimDueDeliveries(db, { now: clock.now(), leaseUntil: clock.now() + 75_000, token: "claim_dead", limit: 10, kinds: ["owner_endpoint"] });
+    expect(claimed).toHaveLength(1);
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(0);
+    clock.advance(74_999);
+    expect(await w.runOnce()).toBe(0);
+    clock.advance(1);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received).toHaveLength(1);
+    // The dead worker's late record is refused: its lease is gone.
+    const late = await db.write(() =>
+      store.recordAttemptInWrite(db, claimed[0]!.id, "claim_dead", { attempt: 1, at: 0, statusCode: 500, durationMs: 1, response: "", error: null }, { status: "pending", nextAttemptAt: 1 }, 0),
+    );
+    expect(late).toBe(false);
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "succeeded", attempts: 1 });
+  });
+
+  test("stop() aborts a request in flight, records nothing and gives the lease back", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let release: () => void = () => undefined;
+    const hang = new Promise<void>((resolve) => (release = resolve));
+    cleanups.push(() => release());
+    const rx = startReceiver(clock, () => [], async () => {
+      await hang;
+      return new Response("late");
+    });
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    const w = createDeliveryWorker(deps, { allowPrivate: true, pollIntervalMs: 10 });
+    w.start();
+    for (let i = 0; i < 200 && rx.received.length === 0; i++) await Bun.sleep(5);
+    expect(rx.received).toHaveLength(1);
+    const started = performance.now();
+    await w.stop();
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "pending", attempts: 0 });
+    expect(db.sqlite.query("SELECT claimed_until FROM webhook_deliveries").get()).toEqual({ claimed_until: null });
+    expect(await w.runOnce()).toBe(0); // stopped for good
+  });
+});
+
+describe("the started loop", () => {
+  test("delivers what is enqueued while it runs, and stops", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    const w = worker(deps, { pollIntervalMs: 10 });
+    w.start();
+    w.start(); // a second start is a no-op
+    await enqueue(db, clock, owner);
+    await enqueue(db, clock, owner);
+    for (let i = 0; i < 200 && rx.received.length < 2; i++) await Bun.sleep(5);
+    await w.stop();
+    expect(rx.received).toHaveLength(2);
+  });
+});
+
+describe("agent targets (marketplace notifications)", () => {
+  test("agent events wait for a worker that knows agents; it signs with the agent's secret and hands back the answer", async () => {
+    const { deps, db, clock } = await setup();
+    const agentSecret = newWebhookSecret(cryptoRandom);
+    const rx = startReceiver(clock, () => [agentSecret], (n) =>
+      n === 1 ? Response.json({ reply: "hello from the agent" }) : new Response(null, { status: 410 }),
+    );
+    const enqueueAgent = (type: string) =>
+      db.write(() => enqueueEventInWrite(db, { targetKind: "agent", targetId: "agt_1", type, payload: { conversationId: "conv_1" } }, clock.now()));
+    const eventId = await enqueueAgent("conversation.started");
+    expect(await worker(deps).runOnce()).toBe(0);
+
+    const answers: { type: string; body: string }[] = [];
+    const gone: string[] = [];
+    const w = worker(deps, {
+      agents: {
+        resolve: async (agentId) => (agentId === "agt_1" ? { url: rx.url("/agent"), secrets: [agentSecret], enabled: true } : null),
+        maxResponseBytes: 16 * 1024,
+        onDelivered: async (d, response) => void answers.push({ type: d.type, body: response.body }),
+        onGone: async (agentId) => void gone.push(agentId),
+      },
+    });
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received[0]).toMatchObject({ path: "/agent", id: eventId, verified: [true] });
+    expect(answers).toEqual([{ type: "conversation.started", body: '{"reply":"hello from the agent"}' }]);
+
+    await enqueueAgent("message.received");
+    expect(await w.runOnce()).toBe(1);
+    expect(gone).toEqual(["agt_1"]);
+  });
+});
+
+describe("durability", () => {
+  const KEY = new Uint8Array(32).fill(9);
+
+  async function fileDeps(path: string, clock: Clock): Promise<{ deps: Deps; db: Db }> {
+    const db = openDatabase(path);
+    migrate(db.sqlite, clock.now(), MIGRATIONS);
+    const deps = await createDeps({
+      config: loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off" }),
+      secrets: { jwtSecret: new TextEncoder().encode("unit-test-secret-unit-test-secret-0001"), jwtSecretPrevious: null, walletEncryptionKey: KEY },
+      baseUrl: "http://walletgate.test",
+      db,
+      clock,
+      random: cryptoRandom,
+      log: createLogger("silent", "json"),
+    });
+    return { deps, db };
+  }
+
+  test("events committed before a restart are delivered by a new worker on the re-opened database", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "walletgate-outbox-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, "walletgate.db");
+    const clock = manualClock();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret]);
+
+    const first = await fileDeps(path, clock);
+    const ep = await createEndpoint(first.deps, owner, { url: rx.url(), events: ["payment.completed", "feature.unlocked"] });
+    secret = ep.secret;
+    // The event commits with the change that caused it — and a rolled-back change leaves no event.
+    const committed = await first.db.write(() => enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "payment.completed", payload: { amount: "1" } }, clock.now()));
+    const failed = first.db.write(() => {
+      enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: {} }, clock.now());
+      throw new Error("the purchase failed");
+    });
+    expect(await failed.catch((err: Error) => err.message)).toBe("the purchase failed");
+    // A worker that claimed the second event and died with the process.
+    const inFlight = await first.db.write(() => enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: { accessToken: "ft_x" } }, clock.now()));
+    await store.claimDueDeliveries(first.db, { now: clock.now(), leaseUntil: clock.now() + 75_000, token: "claim_dead", limit: 1, kinds: ["owner_endpoint"] });
+    first.db.close();
+
+    const second = await fileDeps(path, clock);
+    cleanups.push(() => second.db.close());
+    const w = worker(second.deps);
+    expect(await w.runOnce()).toBe(1);
+    clock.advance(75_000);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received.map((r) => r.id).sort()).toEqual([committed, inFlight].sort());
+    expect(rx.received.every((r) => r.verified[0])).toBe(true);
+    expect(second.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get()).toEqual({ n: 2 });
+  });
+});

@@ -1,0 +1,384 @@
+// The durable outbox: events written with the change that caused them, fanned out to deliveries, and
+// the worker that sends each attempt (signed anew) on the retry schedule until success or failure.
+import type { Db } from "../db/open.ts";
+import type { Deps } from "../deps.ts";
+import { AppError, errorText } from "../errors.ts";
+import { toIso } from "../lib/clock.ts";
+import { cryptoRandom, newId, type Random } from "../lib/ids.ts";
+import { endpointSigningSecrets } from "./endpoints.ts";
+import { DEFAULT_TIMEOUT_MS, GuardedFetchError, guardedFetch, utf8Prefix } from "./guarded-fetch.ts";
+import { signWebhook } from "./signing.ts";
+import * as store from "./store.ts";
+
+/**
+ * Delay before attempt n+1 after attempt n failed: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h — eight
+ * attempts in all, the last about 28 h after the event (paygate.md).
+ */
+export const RETRY_SCHEDULE_MS: readonly number[] = [5e3, 5 * 60e3, 30 * 60e3, 2 * 3600e3, 5 * 3600e3, 10 * 3600e3, 10 * 3600e3];
+
+/** Bytes of each response kept in the attempt log. */
+export const RECORDED_RESPONSE_BYTES = 1024;
+
+const USER_AGENT = "walletgate-webhooks/1";
+
+export type OutboxEvent = {
+  /** `evt_…`; a new one when absent. */
+  id?: string;
+  /** "owner": the owner's subscribed endpoints; "agent": the agent's own endpoint. */
+  targetKind: store.TargetKind;
+  /** the owner's wallet, or the agent id */
+  targetId: string;
+  type: string;
+  /** The event's fields; the body sent is `{ id, type, ...payload }` (so no `id` or `type` here). */
+  payload: Record<string, unknown>;
+  /** Owner events only: deliver to this one endpoint whatever it subscribes to (webhook.test). */
+  endpointId?: string;
+};
+
+function enqueueInWrite(db: Db, event: OutboxEvent, now: number, random: Random): { eventId: string; deliveryIds: string[] } {
+  if ("id" in event.payload || "type" in event.payload) throw new Error("an outbox payload must not carry id or type: the outbox sets them");
+  const eventId = event.id ?? newId("evt", random);
+  const body = JSON.stringify({ id: eventId, type: event.type, ...event.payload });
+  store.insertEventInWrite(db, { id: eventId, targetKind: event.targetKind, targetId: event.targetId, type: event.type, payload: body, createdAt: now });
+  const targets: { kind: store.EndpointKind; id: string }[] =
+    event.targetKind === "agent"
+      ? [{ kind: "agent", id: event.targetId }]
+      : store.fanOutTargetsInWrite(db, event.targetId, event.type, event.endpointId ?? null).map((id) => ({ kind: "owner_endpoint", id }));
+  const deliveryIds = targets.map((target) => {
+    const id = newId("whd", random);
+    store.insertDeliveryInWrite(db, { id, eventId, endpointKind: target.kind, endpointId: target.id, now });
+    return id;
+  });
+  return { eventId, deliveryIds };
+}
+
+/**
+ * Writes an event and its deliveries. SYNCHRONOUS, and to be called inside the caller's
+ * `db.write(() => …)`, so the event commits (or not) with the change that caused it. Owner events go to
+ * the owner's enabled endpoints subscribed to the type; agent events to the agent. Returns the event id.
+ */
+export function enqueueEventInWrite(db: Db, event: OutboxEvent, now: number, random: Random = cryptoRandom): string {
+  return enqueueInWrite(db, event, now, random).eventId;
+}
+
+/** Solana cluster names, as webhook bodies carry them (spec/README.md "Network names"). */
+function clusterName(network: Deps["config"]["network"]): string {
+  return network === "mainnet" ? "mainnet-beta" : network;
+}
+
+const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
+const endpointDisabled = () => new AppError("INVALID_STATE", "the webhook endpoint is disabled; enable it first");
+
+/** POST /webhooks/:id/test: a `webhook.test` event to this one endpoint, whatever it subscribes to. */
+export async function sendTestEvent(deps: Deps, owner: string, endpointId: string): Promise<{ deliveryId: string }> {
+  const endpoint = await store.findOwnerEndpoint(deps.db, owner, endpointId);
+  if (endpoint === null) throw endpointNotFound();
+  if (endpoint.enabled !== 1) throw endpointDisabled();
+  const now = deps.clock.now();
+  const { deliveryIds } = await deps.db.write(() =>
+    enqueueInWrite(
+      deps.db,
+      {
+        targetKind: "owner",
+        targetId: owner,
+        type: "webhook.test",
+        endpointId,
+        payload: { endpointId, message: "This is a test event from walletgate.", timestamp: toIso(now), network: clusterName(deps.config.network) },
+      },
+      now,
+      deps.random,
+    ),
+  );
+  // Disabled or deleted between the check and the write.
+  if (deliveryIds.length === 0) throw endpointDisabled();
+  deps.log.info("webhook test event queued", { owner, endpointId, deliveryId: deliveryIds[0] });
+  return { deliveryId: deliveryIds[0]! };
+}
+
+/** POST /deliveries/:id/resend: a new delivery of the same event to the same endpoint. */
+export async function resendDelivery(deps: Deps, owner: string, deliveryId: string): Promise<{ deliveryId: string }> {
+  const delivery = await store.findDelivery(deps.db, deliveryId);
+  const endpoint = delivery?.endpointKind === "owner_endpoint" ? await store.findOwnerEndpoint(deps.db, owner, delivery.endpointId) : null;
+  if (delivery === null || endpoint === null) throw new AppError("NOT_FOUND", "no such delivery");
+  if (endpoint.enabled !== 1) throw endpointDisabled();
+  const id = newId("whd", deps.random);
+  const now = deps.clock.now();
+  await deps.db.write(() => store.insertDeliveryInWrite(deps.db, { id, eventId: delivery.eventId, endpointKind: "owner_endpoint", endpointId: endpoint.id, now }));
+  deps.log.info("webhook delivery resent", { owner, endpointId: endpoint.id, deliveryId: id, of: deliveryId });
+  return { deliveryId: id };
+}
+
+export type DeliveryView = {
+  deliveryId: string;
+  eventId: string;
+  type: string;
+  status: store.DeliveryStatus;
+  attempts: number;
+  lastStatusCode: number | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+};
+
+export const DELIVERY_LIST_LIMIT = { default: 20, max: 100 };
+
+/** GET /webhooks/:id/deliveries: newest first. limit 1–100 (default 20), offset ≥ 0. */
+export async function listDeliveries(
+  deps: Deps,
+  owner: string,
+  endpointId: string,
+  page: { limit?: number | undefined; offset?: number | undefined } = {},
+): Promise<{ deliveries: DeliveryView[]; total: number }> {
+  const limit = page.limit ?? DELIVERY_LIST_LIMIT.default;
+  const offset = page.offset ?? 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > DELIVERY_LIST_LIMIT.max) {
+    throw new AppError("VALIDATION_ERROR", `limit: must be 1 to ${DELIVERY_LIST_LIMIT.max}`, { details: { fields: [{ field: "limit" }] } });
+  }
+  if (!Number.isInteger(offset) || offset < 0) {
+    throw new AppError("VALIDATION_ERROR", "offset: must be a whole number ≥ 0", { details: { fields: [{ field: "offset" }] } });
+  }
+  if ((await store.findOwnerEndpoint(deps.db, owner, endpointId)) === null) throw endpointNotFound();
+  const { rows, total } = await store.listDeliveries(deps.db, "owner_endpoint", endpointId, limit, offset);
+  return {
+    deliveries: rows.map((r) => ({
+      deliveryId: r.id,
+      eventId: r.eventId,
+      type: r.type,
+      status: r.status,
+      attempts: r.attempts,
+      lastStatusCode: r.lastStatusCode,
+      nextAttemptAt: r.nextAttemptAt === null ? null : toIso(r.nextAttemptAt),
+      createdAt: toIso(r.createdAt),
+    })),
+    total,
+  };
+}
+
+export type AttemptView = { attempt: number; at: string; statusCode: number | null; durationMs: number; response: string | null; error: string | null };
+
+/** The attempts of one of the owner's deliveries (the dashboard's delivery detail). */
+export async function listDeliveryAttempts(deps: Deps, owner: string, deliveryId: string): Promise<{ attempts: AttemptView[] }> {
+  const delivery = await store.findDelivery(deps.db, deliveryId);
+  const endpoint = delivery?.endpointKind === "owner_endpoint" ? await store.findOwnerEndpoint(deps.db, owner, delivery.endpointId) : null;
+  if (delivery === null || endpoint === null) throw new AppError("NOT_FOUND", "no such delivery");
+  const rows = await store.listAttempts(deps.db, deliveryId);
+  return {
+    attempts: rows.map((r) => ({ attempt: r.attempt, at: toIso(r.at), statusCode: r.statusCode, durationMs: r.durationMs, response: r.response, error: r.error })),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The delivery worker
+
+/** Where an agent's notifications go; the marketplace supplies it (marketplace.md "Provider notifications"). */
+export type AgentTargets = {
+  /** The agent's endpoint and signing secret(s); null when the agent is gone. Disabled or gone: the delivery fails unsent. */
+  resolve(agentId: string): Promise<{ url: string; secrets: string[]; enabled: boolean } | null>;
+  /** Bytes of an agent's answer kept for onDelivered (a `{"reply": …}` body). Default 1 KiB. */
+  maxResponseBytes?: number;
+  /** After a 2xx was recorded: the answer, e.g. to record a synchronous reply. */
+  onDelivered?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<void>;
+  /** After a `410 Gone` was recorded. */
+  onGone?(agentId: string): Promise<void>;
+};
+
+export type DeliveryWorkerOptions = {
+  /** ALLOW_PRIVATE_NETWORK_TARGETS */
+  allowPrivate: boolean;
+  fetch?: typeof guardedFetch;
+  /** Delays between attempts; attempts in all = length + 1. Default RETRY_SCHEDULE_MS. */
+  schedule?: readonly number[];
+  /** Deliveries claimed (and sent concurrently) per run. Default 16. */
+  batchSize?: number;
+  /** Pause of the started loop when nothing was due. Default 1 s. */
+  pollIntervalMs?: number;
+  /** Per attempt. Default 15 s. */
+  timeoutMs?: number;
+  /** Present once the marketplace exists; without it agent deliveries wait for a worker that has it. */
+  agents?: AgentTargets;
+};
+
+export type DeliveryWorker = {
+  /** Claims and sends what is due now (one batch); resolves with how many deliveries it handled. */
+  runOnce(): Promise<number>;
+  /** Runs batches until stop(): at once while there is more due, else every pollIntervalMs. */
+  start(): void;
+  /** Stops the loop, aborts requests in flight (their leases are given back, nothing is recorded) and waits for it all. */
+  stop(): Promise<void>;
+};
+
+type Target = { url: string; secrets: string[] | null; maxResponseBytes: number };
+
+export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions): DeliveryWorker {
+  const send = options.fetch ?? guardedFetch;
+  const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
+  const maxAttempts = schedule.length + 1;
+  const batchSize = options.batchSize ?? 16;
+  const pollIntervalMs = options.pollIntervalMs ?? 1000;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  // Longer than any attempt can take, so a lease only runs out when its worker died mid-attempt.
+  const leaseMs = timeoutMs + 60_000;
+  const kinds: store.EndpointKind[] = options.agents === undefined ? ["owner_endpoint"] : ["owner_endpoint", "agent"];
+  const shutdown = new AbortController();
+  const running = new Set<Promise<number>>();
+  let loop: Promise<void> | null = null;
+  let wakeSleep: (() => void) | null = null;
+
+  /** The endpoint to send to now; null when it is disabled or gone (it then receives nothing). */
+  async function resolveTarget(d: store.ClaimedDelivery, now: number): Promise<Target | null> {
+    if (d.endpointKind === "owner_endpoint") {
+      const row = await store.findEndpoint(deps.db, d.endpointId);
+      if (row === null || row.enabled !== 1) return null;
+      return { url: row.url, secrets: endpointSigningSecrets(deps, row, now), maxResponseBytes: RECORDED_RESPONSE_BYTES };
+    }
+    const agent = await options.agents!.resolve(d.endpointId);
+    if (agent === null || !agent.enabled) return null;
+    return { url: agent.url, secrets: agent.secrets, maxResponseBytes: options.agents!.maxResponseBytes ?? RECORDED_RESPONSE_BYTES };
+  }
+
+  async function deliver(d: store.ClaimedDelivery, token: string): Promise<void> {
+    const ids = { deliveryId: d.id, eventId: d.eventId, endpointKind: d.endpointKind, endpointId: d.endpointId };
+    const startedAt = deps.clock.now();
+    const target = await resolveTarget(d, startedAt);
+    if (target === null) {
+      await store.failClaimedDelivery(deps.db, d.id, token, startedAt);
+      deps.log.info("webhook delivery dropped: endpoint disabled or gone", ids);
+      return;
+    }
+    const attempt = d.attempts + 1;
+    let statusCode: number | null = null;
+    let body = "";
+    let error: string | null = null;
+    let durationMs = 0;
+    if (target.secrets === null || target.secrets.length === 0) {
+      // Counted as a failed attempt, so the schedule still ends; fixing the key in time lets a retry through.
+      error = "signing secret cannot be decrypted";
+      deps.log.error("webhook secret cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)", ids);
+    } else {
+      // Signed anew for each attempt: receivers refuse a webhook-timestamp older than 5 minutes.
+      const headers = {
+        ...signWebhook(target.secrets, d.eventId, Math.floor(startedAt / 1000), d.payload),
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+      };
+      const t0 = performance.now();
+      try {
+        const answer = await send(
+          target.url,
+          { method: "POST", headers, body: d.payload, signal: shutdown.signal },
+          { allowPrivate: options.allowPrivate, timeoutMs, maxResponseBytes: target.maxResponseBytes },
+        );
+        statusCode = answer.status;
+        body = answer.body;
+        durationMs = answer.durationMs;
+      } catch (err) {
+        if (shutdown.signal.aborted) {
+          // Not an attempt: a restarted worker sends it again at once (receivers dedupe on webhook-id).
+          await store.releaseClaim(deps.db, d.id, token);
+          return;
+        }
+        durationMs = Math.round(performance.now() - t0);
+        error = err instanceof GuardedFetchError ? `${err.reason}: ${err.message}` : "unexpected error";
+        if (!(err instanceof GuardedFetchError)) deps.log.error("webhook attempt failed unexpectedly", { ...ids, error: errorText(err) });
+      }
+    }
+
+    const now = deps.clock.now();
+    const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
+    const gone = statusCode === 410;
+    const next: { status: store.DeliveryStatus; nextAttemptAt: number | null } = succeeded
+      ? { status: "succeeded", nextAttemptAt: null }
+      : gone || attempt >= maxAttempts
+        ? { status: "failed", nextAttemptAt: null }
+        : { status: "pending", nextAttemptAt: now + schedule[attempt - 1]! };
+    const record: store.AttemptRecord = {
+      attempt,
+      at: startedAt,
+      statusCode,
+      durationMs,
+      response: statusCode === null ? null : utf8Prefix(new TextEncoder().encode(body), RECORDED_RESPONSE_BYTES),
+      error,
+    };
+    const recorded = await deps.db.write(() => {
+      const ok = store.recordAttemptInWrite(deps.db, d.id, token, record, next, now);
+      if (ok && gone && d.endpointKind === "owner_endpoint") store.disableEndpointInWrite(deps.db, d.endpointId, now);
+      return ok;
+    });
+    if (!recorded) {
+      deps.log.warn("webhook attempt not recorded: the delivery was deleted or its lease lost", ids);
+      return;
+    }
+    deps.log.info("webhook attempt", { ...ids, attempt, statusCode, durationMs, status: next.status, ...(error === null ? {} : { error }) });
+    if (gone && d.endpointKind === "owner_endpoint") deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
+
+    if (d.endpointKind === "agent") {
+      try {
+        if (gone) await options.agents?.onGone?.(d.endpointId);
+        if (succeeded) await options.agents?.onDelivered?.({ deliveryId: d.id, eventId: d.eventId, type: d.type, agentId: d.endpointId }, { status: statusCode!, body });
+      } catch (err) {
+        deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
+      }
+    }
+  }
+
+  async function runBatch(): Promise<number> {
+    if (shutdown.signal.aborted) return 0;
+    const now = deps.clock.now();
+    const token = newId("claim", deps.random);
+    const claimed = await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit: batchSize, kinds });
+    await Promise.all(
+      claimed.map((d) =>
+        deliver(d, token).catch((err: unknown) => {
+          // The lease runs out and the delivery is tried again later.
+          deps.log.error("webhook delivery failed unexpectedly", { deliveryId: d.id, error: errorText(err) });
+        }),
+      ),
+    );
+    return claimed.length;
+  }
+
+  function runOnce(): Promise<number> {
+    const run = runBatch();
+    running.add(run);
+    void run.then(
+      () => running.delete(run),
+      () => running.delete(run),
+    );
+    return run;
+  }
+
+  function sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wakeSleep = null;
+        resolve();
+      }
+      wakeSleep = done;
+    });
+  }
+
+  return {
+    runOnce,
+    start() {
+      if (loop !== null || shutdown.signal.aborted) return;
+      loop = (async () => {
+        while (!shutdown.signal.aborted) {
+          let handled = 0;
+          try {
+            handled = await runOnce();
+          } catch (err) {
+            deps.log.error("webhook worker run failed", { error: errorText(err) });
+          }
+          if (handled < batchSize && !shutdown.signal.aborted) await sleep(pollIntervalMs);
+        }
+      })();
+    },
+    async stop() {
+      shutdown.abort();
+      wakeSleep?.();
+      await loop;
+      await Promise.allSettled([...running]);
+    },
+  };
+}

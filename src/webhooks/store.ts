@@ -1,0 +1,322 @@
+// SQL of webhooks: owners' endpoints, the outbox of events, deliveries with their claim lease, attempts.
+// Functions named …InWrite run inside a caller's db.write (they never open one themselves).
+import type { Db } from "../db/open.ts";
+
+// ---------------------------------------------------------------------------------------------------
+// Endpoints
+
+export type EndpointRow = {
+  id: string;
+  owner: string;
+  url: string;
+  /** JSON array text */
+  events: string;
+  enabled: number;
+  secretIv: Uint8Array;
+  secretCiphertext: Uint8Array;
+  previousSecretIv: Uint8Array | null;
+  previousSecretCiphertext: Uint8Array | null;
+  previousSecretUntil: number | null;
+  createdAt: number;
+  updatedAt: number;
+};
+
+const ENDPOINT_COLUMNS = `id, owner, url, events, enabled, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext,
+  previous_secret_iv AS previousSecretIv, previous_secret_ciphertext AS previousSecretCiphertext,
+  previous_secret_until AS previousSecretUntil, created_at AS createdAt, updated_at AS updatedAt`;
+
+/** Inserts the endpoint unless the owner already has `maxPerOwner`; false when over the limit. */
+export function insertEndpoint(db: Db, row: Omit<EndpointRow, "previousSecretIv" | "previousSecretCiphertext" | "previousSecretUntil">, maxPerOwner: number): Promise<boolean> {
+  return db.write(() => {
+    const { count } = db.sqlite.query("SELECT COUNT(*) AS count FROM webhook_endpoints WHERE owner = ?").get(row.owner) as { count: number };
+    if (count >= maxPerOwner) return false;
+    db.sqlite
+      .query(
+        `INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(row.id, row.owner, row.url, row.events, row.enabled, row.secretIv, row.secretCiphertext, row.createdAt, row.updatedAt);
+    return true;
+  });
+}
+
+/** Any owner's endpoint (the worker); domain code scoped to an owner uses findOwnerEndpoint. */
+export async function findEndpoint(db: Db, id: string): Promise<EndpointRow | null> {
+  return (db.sqlite.query(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?`).get(id) as EndpointRow | null) ?? null;
+}
+
+export async function findOwnerEndpoint(db: Db, owner: string, id: string): Promise<EndpointRow | null> {
+  return (db.sqlite.query(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ? AND owner = ?`).get(id, owner) as EndpointRow | null) ?? null;
+}
+
+export async function listEndpoints(db: Db, owner: string): Promise<EndpointRow[]> {
+  return db.sqlite.query(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE owner = ? ORDER BY created_at, id`).all(owner) as EndpointRow[];
+}
+
+export type EndpointPatch = { url?: string; events?: string; enabled?: number };
+
+/** Applies the given fields to the owner's endpoint; null when it is not theirs. */
+export function updateEndpoint(db: Db, owner: string, id: string, patch: EndpointPatch, now: number): Promise<EndpointRow | null> {
+  return db.write(() => {
+    return (
+      (db.sqlite
+        .query(
+          `UPDATE webhook_endpoints SET url = COALESCE(?, url), events = COALESCE(?, events), enabled = COALESCE(?, enabled), updated_at = ?
+           WHERE id = ? AND owner = ? RETURNING ${ENDPOINT_COLUMNS}`,
+        )
+        .get(patch.url ?? null, patch.events ?? null, patch.enabled ?? null, now, id, owner) as EndpointRow | null) ?? null
+    );
+  });
+}
+
+/**
+ * Makes the given sealed secret current and the current one previous until `previousUntil`, in one
+ * statement (SET reads the row as it was). False when the endpoint is not the owner's.
+ */
+export function rotateEndpointSecret(
+  db: Db,
+  owner: string,
+  id: string,
+  next: { secretIv: Uint8Array; secretCiphertext: Uint8Array; previousUntil: number },
+  now: number,
+): Promise<boolean> {
+  return db.write(() => {
+    const row = db.sqlite
+      .query(
+        `UPDATE webhook_endpoints SET
+           previous_secret_iv = secret_iv, previous_secret_ciphertext = secret_ciphertext, previous_secret_until = ?,
+           secret_iv = ?, secret_ciphertext = ?, updated_at = ?
+         WHERE id = ? AND owner = ? RETURNING id`,
+      )
+      .get(next.previousUntil, next.secretIv, next.secretCiphertext, now, id, owner);
+    return row !== null;
+  });
+}
+
+/** Deletes the owner's endpoint with its deliveries (and, by cascade, their attempts). */
+export function deleteEndpoint(db: Db, owner: string, id: string): Promise<boolean> {
+  return db.write(() => {
+    const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
+    if (row === null) return false;
+    db.sqlite.query("DELETE FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ?").run(id);
+    return true;
+  });
+}
+
+/** A `410 Gone` answer: the endpoint stops receiving until its owner enables it again. */
+export function disableEndpointInWrite(db: Db, id: string, now: number): void {
+  db.sqlite.query("UPDATE webhook_endpoints SET enabled = 0, updated_at = ? WHERE id = ?").run(now, id);
+}
+
+/**
+ * Ids of the owner's enabled endpoints that receive an event of `type`: subscribers of the type, or
+ * when `onlyEndpointId` is given just that endpoint whatever it subscribes to (webhook.test).
+ */
+export function fanOutTargetsInWrite(db: Db, owner: string, type: string, onlyEndpointId: string | null): string[] {
+  const rows =
+    onlyEndpointId === null
+      ? db.sqlite
+          .query(
+            `SELECT id FROM webhook_endpoints
+             WHERE owner = ? AND enabled = 1 AND EXISTS (SELECT 1 FROM json_each(events) WHERE value = ?)
+             ORDER BY created_at, id`,
+          )
+          .all(owner, type)
+      : db.sqlite.query("SELECT id FROM webhook_endpoints WHERE owner = ? AND enabled = 1 AND id = ?").all(owner, onlyEndpointId);
+  return (rows as { id: string }[]).map((r) => r.id);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Outbox events and deliveries
+
+export type TargetKind = "owner" | "agent";
+export type EndpointKind = "owner_endpoint" | "agent";
+export type DeliveryStatus = "pending" | "succeeded" | "failed";
+
+export type EventRow = { id: string; targetKind: TargetKind; targetId: string; type: string; payload: string; createdAt: number };
+
+export function insertEventInWrite(db: Db, row: EventRow): void {
+  db.sqlite
+    .query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+    .run(row.id, row.targetKind, row.targetId, row.type, row.payload, row.createdAt);
+}
+
+export async function findEvent(db: Db, id: string): Promise<EventRow | null> {
+  return (
+    (db.sqlite
+      .query("SELECT id, target_kind AS targetKind, target_id AS targetId, type, payload, created_at AS createdAt FROM outbox_events WHERE id = ?")
+      .get(id) as EventRow | null) ?? null
+  );
+}
+
+/** A new pending delivery, due at once. */
+export function insertDeliveryInWrite(db: Db, row: { id: string; eventId: string; endpointKind: EndpointKind; endpointId: string; now: number }): void {
+  db.sqlite
+    .query(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+       VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)`,
+    )
+    .run(row.id, row.eventId, row.endpointKind, row.endpointId, row.now, row.now, row.now);
+}
+
+export type DeliveryRow = {
+  id: string;
+  eventId: string;
+  type: string;
+  endpointKind: EndpointKind;
+  endpointId: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number | null;
+  lastStatusCode: number | null;
+  createdAt: number;
+  updatedAt: number;
+};
+
+const DELIVERY_COLUMNS = `d.id, d.event_id AS eventId, e.type, d.endpoint_kind AS endpointKind, d.endpoint_id AS endpointId, d.status,
+  d.attempts, d.next_attempt_at AS nextAttemptAt, d.last_status_code AS lastStatusCode, d.created_at AS createdAt, d.updated_at AS updatedAt`;
+
+export async function findDelivery(db: Db, id: string): Promise<DeliveryRow | null> {
+  return (
+    (db.sqlite.query(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id WHERE d.id = ?`).get(id) as DeliveryRow | null) ??
+    null
+  );
+}
+
+/** Deliveries to one endpoint, newest first, and how many there are in all. */
+export async function listDeliveries(
+  db: Db,
+  endpointKind: EndpointKind,
+  endpointId: string,
+  limit: number,
+  offset: number,
+): Promise<{ rows: DeliveryRow[]; total: number }> {
+  const rows = db.sqlite
+    .query(
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+       WHERE d.endpoint_kind = ? AND d.endpoint_id = ? ORDER BY d.created_at DESC, d.id DESC LIMIT ? OFFSET ?`,
+    )
+    .all(endpointKind, endpointId, limit, offset) as DeliveryRow[];
+  const { total } = db.sqlite
+    .query("SELECT COUNT(*) AS total FROM webhook_deliveries WHERE endpoint_kind = ? AND endpoint_id = ?")
+    .get(endpointKind, endpointId) as { total: number };
+  return { rows, total };
+}
+
+/** A delivery leased to one worker: what it needs to send the next attempt. */
+export type ClaimedDelivery = {
+  id: string;
+  eventId: string;
+  type: string;
+  payload: string;
+  endpointKind: EndpointKind;
+  endpointId: string;
+  /** attempts made so far; the one about to be made is attempts + 1 */
+  attempts: number;
+};
+
+/**
+ * Leases up to `limit` due pending deliveries of the given kinds to the caller (`token`) until
+ * `leaseUntil`, oldest due first. Rows under another unexpired lease are skipped, so two workers, in
+ * one process or several, never hold the same delivery. One atomic write.
+ */
+export function claimDueDeliveries(
+  db: Db,
+  claim: { now: number; leaseUntil: number; token: string; limit: number; kinds: EndpointKind[] },
+): Promise<ClaimedDelivery[]> {
+  if (claim.kinds.length === 0 || claim.limit <= 0) return Promise.resolve([]);
+  return db.write(() => {
+    const kinds = claim.kinds.map(() => "?").join(", ");
+    const claimed = db.sqlite
+      .query(
+        `UPDATE webhook_deliveries SET claimed_until = ?, claim_token = ?
+         WHERE id IN (
+           SELECT id FROM webhook_deliveries
+           WHERE status = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
+             AND endpoint_kind IN (${kinds})
+           ORDER BY next_attempt_at, id LIMIT ?)
+         RETURNING id`,
+      )
+      .all(claim.leaseUntil, claim.token, claim.now, claim.now, ...claim.kinds, claim.limit) as { id: string }[];
+    if (claimed.length === 0) return [];
+    return db.sqlite
+      .query(
+        `SELECT d.id, d.event_id AS eventId, e.type, e.payload, d.endpoint_kind AS endpointKind, d.endpoint_id AS endpointId, d.attempts
+         FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+         WHERE d.id IN (${claimed.map(() => "?").join(", ")}) ORDER BY d.next_attempt_at, d.id`,
+      )
+      .all(...claimed.map((c) => c.id)) as ClaimedDelivery[];
+  });
+}
+
+/** Gives a lease back without an attempt (shutdown mid-request), so the delivery is due again at once. */
+export function releaseClaim(db: Db, id: string, token: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE id = ? AND claim_token = ?").run(id, token);
+  });
+}
+
+export type AttemptRecord = {
+  attempt: number;
+  at: number;
+  statusCode: number | null;
+  durationMs: number;
+  /** at most 1 KiB of UTF-8 */
+  response: string | null;
+  error: string | null;
+};
+
+/**
+ * Records an attempt made under the lease `token` and moves the delivery on: still pending with its
+ * next time, or final. Ends the lease. False (nothing written) when the lease was lost meanwhile (the
+ * delivery was deleted with its endpoint, or the lease expired and another worker took it).
+ */
+export function recordAttemptInWrite(
+  db: Db,
+  deliveryId: string,
+  token: string,
+  attempt: AttemptRecord,
+  next: { status: DeliveryStatus; nextAttemptAt: number | null },
+  now: number,
+): boolean {
+  const updated = db.sqlite
+    .query(
+      `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, last_status_code = ?,
+         claimed_until = NULL, claim_token = NULL, updated_at = ?
+       WHERE id = ? AND claim_token = ? RETURNING id`,
+    )
+    .get(next.status, attempt.attempt, next.nextAttemptAt, attempt.statusCode, now, deliveryId, token);
+  if (updated === null) return false;
+  db.sqlite
+    .query(
+      `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, duration_ms, response, error) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (delivery_id, attempt) DO UPDATE SET at = excluded.at, status_code = excluded.status_code,
+         duration_ms = excluded.duration_ms, response = excluded.response, error = excluded.error`,
+    )
+    .run(deliveryId, attempt.attempt, attempt.at, attempt.statusCode, attempt.durationMs, attempt.response, attempt.error);
+  return true;
+}
+
+/** Ends a leased delivery as failed without an attempt (its endpoint was disabled or is gone). */
+export function failClaimedDelivery(db: Db, deliveryId: string, token: string, now: number): Promise<boolean> {
+  return db.write(() => {
+    const row = db.sqlite
+      .query(
+        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, claimed_until = NULL, claim_token = NULL, updated_at = ?
+         WHERE id = ? AND claim_token = ? RETURNING id`,
+      )
+      .get(now, deliveryId, token);
+    return row !== null;
+  });
+}
+
+export type AttemptRow = AttemptRecord & { deliveryId: string };
+
+export async function listAttempts(db: Db, deliveryId: string): Promise<AttemptRow[]> {
+  return db.sqlite
+    .query(
+      `SELECT delivery_id AS deliveryId, attempt, at, status_code AS statusCode, duration_ms AS durationMs, response, error
+       FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`,
+    )
+    .all(deliveryId) as AttemptRow[];
+}

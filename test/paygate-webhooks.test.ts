@@ -1,0 +1,143 @@
+// Webhooks against the real server: a receiver that verifies every delivery with the npm `standardwebhooks`
+// package, a failed first attempt retried under the same webhook-id, delivery after kill -9 and restart,
+// the delivery log, test events and resend, and the SSRF guard refusing loopback when not allowed.
+import { afterAll, describe, expect, test } from "bun:test";
+import { Webhook } from "standardwebhooks";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+type Received = { id: string; body: Json; verified: boolean };
+
+const servers: TestServer[] = [];
+const receivers: ReturnType<typeof Bun.serve>[] = [];
+afterAll(async () => {
+  for (const r of receivers) await r.stop(true);
+  for (const s of servers) await s.dispose();
+});
+
+/** A receiver on 127.0.0.1 that verifies each delivery with the endpoint's secret; `failFirst` answers 500 once. */
+function receiver(options: { failFirst?: number; port?: number } = {}) {
+  const received: Received[] = [];
+  let secret = "";
+  let failures = options.failFirst ?? 0;
+  const server = Bun.serve({
+    port: options.port ?? 0,
+    hostname: "127.0.0.1",
+    async fetch(request) {
+      const text = await request.text();
+      const headers = Object.fromEntries(request.headers);
+      let verified = false;
+      try {
+        new Webhook(secret).verify(text, headers);
+        verified = true;
+      } catch {
+        verified = false;
+      }
+      received.push({ id: headers["webhook-id"] ?? "", body: JSON.parse(text) as Json, verified });
+      if (failures > 0) {
+        failures--;
+        return new Response("try later", { status: 500 });
+      }
+      return new Response("ok");
+    },
+  });
+  receivers.push(server);
+  return { url: `http://127.0.0.1:${server.port}/hook`, port: server.port!, server, received, setSecret: (s: string) => (secret = s) };
+}
+
+async function until<T>(what: () => T | undefined, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = what();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function ownerOn(server: TestServer) {
+  const wallet = newWallet();
+  const token = (await signIn(server.url, wallet)).sessionToken;
+  const dash = (path: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+  return { wallet, token, dash };
+}
+
+const product = { title: "Pro", description: "", type: "feature_unlock", price: "5", featureIds: ["pro"] };
+
+describe("webhooks", () => {
+  test("product events reach a verifying receiver; a failed first attempt is retried with the same webhook-id", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    const hook = receiver({ failFirst: 1 });
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created", "product.archived"] } });
+    expect(endpoint).toMatchObject({ status: 201, body: { url: hook.url, events: ["product.created", "product.archived"], enabled: true } });
+    expect(endpoint.body.secret).toMatch(/^whsec_/);
+    hook.setSecret(endpoint.body.secret);
+
+    const created = await dash("/products", { body: product });
+    const attempts = await until(() => (hook.received.length >= 2 ? hook.received : undefined), 12_000);
+    expect(attempts.map((a) => a.verified)).toEqual([true, true]);
+    expect(attempts[0]!.id).toBe(attempts[1]!.id); // the same webhook-id on the retry
+    expect(attempts[0]!.id).toMatch(/^evt_/);
+    expect(attempts[1]!.body).toMatchObject({ id: attempts[0]!.id, type: "product.created", productId: created.body.productId, network: "localnet" });
+
+    const deliveries = await dash(`/webhooks/${endpoint.body.endpointId}/deliveries`);
+    expect(deliveries.body.deliveries[0]).toMatchObject({ eventId: attempts[0]!.id, type: "product.created", status: "succeeded", attempts: 2, lastStatusCode: 200 });
+
+    // A test event goes to the endpoint whatever it subscribes to; resend repeats an event's id.
+    const sent = await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" });
+    const test = await until(() => hook.received.find((r) => r.body.type === "webhook.test"), 5_000);
+    expect(test.verified).toBe(true);
+    const resent = await dash(`/deliveries/${sent.body.deliveryId}/resend`, { method: "POST" });
+    expect(resent.status).toBe(200);
+    await until(() => (hook.received.filter((r) => r.id === test.id).length === 2 ? true : undefined), 5_000);
+
+    // Rotation: both signatures while the old secret lasts, so a receiver still on the old one verifies.
+    const rotated = await dash(`/webhooks/${endpoint.body.endpointId}/rotate-secret`, { method: "POST" });
+    expect(rotated.body.secret).not.toBe(endpoint.body.secret);
+    await dash(`/products/${created.body.productId}/archive`, { method: "POST" });
+    const archived = await until(() => hook.received.find((r) => r.body.type === "product.archived"), 5_000);
+    expect(archived.verified).toBe(true); // verified with the old secret
+  }, 30_000);
+
+  test("an event committed before kill -9 is delivered after the restart", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    const first = receiver();
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: first.url, events: ["product.created"] } });
+    await first.server.stop(true); // the receiver is down when the event is made
+    const created = await dash("/products", { body: product });
+    expect(created.status).toBe(201);
+    await server.kill9();
+    const back = receiver({ port: first.port }); // the same URL answers again
+    back.setSecret(endpoint.body.secret);
+    servers.push(await server.restart());
+    const delivered = await until(() => back.received.find((r) => r.body.type === "product.created"), 15_000);
+    expect(delivered).toMatchObject({ verified: true, body: { productId: created.body.productId } });
+    expect(delivered.id).toMatch(/^evt_/);
+  }, 30_000);
+
+  test("the guard refuses loopback targets unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {
+    const server = await startTestServer({ NETWORK: "localnet" });
+    servers.push(server);
+    const hook = receiver();
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    expect(endpoint.status).toBe(201);
+    await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" });
+    const deadline = Date.now() + 5_000;
+    let delivery: Json | undefined;
+    while (Date.now() < deadline) {
+      delivery = (await dash(`/webhooks/${endpoint.body.endpointId}/deliveries`)).body.deliveries[0];
+      if (delivery?.attempts >= 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(delivery).toMatchObject({ status: "pending", attempts: 1 });
+    expect(delivery!.lastStatusCode ?? null).toBeNull(); // never sent: refused before connecting
+    expect(hook.received).toEqual([]);
+    const other = await ownerOn(server);
+    expect((await other.dash(`/webhooks/${endpoint.body.endpointId}/deliveries`)).status).toBe(404);
+  }, 20_000);
+});
