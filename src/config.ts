@@ -36,6 +36,8 @@ export type Config = Readonly<{
   serviceToken: Readonly<{ symbol: string; decimals: number; mint: string | null }>;
   /** An MCP session idle this long is dropped from memory (and rebuilt from its record when it comes back). */
   mcpSessionTimeoutMs: number;
+  /** MCP sessions held in memory at most; past it the least recently active leaves memory (it can be rebuilt). */
+  mcpMaxSessions: number;
   /** `walletgate mcp` (stdio): the session token every call runs with, if given. */
   walletgateToken: string | null;
   /** Default fee payer of payment_create's x402 transactions. */
@@ -60,7 +62,7 @@ export const CONFIG_VARIABLES = [
   "WALLET_ENCRYPTION_KEY", "SESSION_TTL_S", "SESSION_MAX_AGE_S", "REFRESH_THRESHOLD_S", "CHALLENGE_TTL_MS",
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
-  "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
+  "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "MCP_MAX_SESSIONS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
   "ALLOW_PRIVATE_NETWORK_TARGETS",
 ] as const;
 
@@ -230,6 +232,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     solanaRpcUrl,
     serviceToken,
     mcpSessionTimeoutMs: int(vars, "MCP_SESSION_TIMEOUT_MS", 3600000, 100),
+    mcpMaxSessions: int(vars, "MCP_MAX_SESSIONS", 10000, 1),
     walletgateToken: vars.WALLETGATE_TOKEN?.trim() || null,
     x402FeePayer,
     allowPrivateNetworkTargets: onOff(vars, "ALLOW_PRIVATE_NETWORK_TARGETS", false),

@@ -10,6 +10,8 @@ export const AUTH_LIMITS = {
   challengePerClientWallet: { name: "challenge-ip-wallet", max: 10, windowMs: 60_000 },
   // Not in the spec's table: bounds the challenge rows one network can make by cycling wallets.
   challengePerNetwork: { name: "challenge-ip", max: 600, windowMs: 60_000 },
+  // Not in the spec's table either: each MCP initialize holds a session in memory and a record.
+  mcpSessionsPerNetwork: { name: "mcp-initialize-ip", max: 120, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /** How many keys the limiter holds at most; past it the least recently hit key is forgotten. */
@@ -93,4 +95,9 @@ export function challengeHits(clientIp: string, wallet: string): [Limit, string]
     [AUTH_LIMITS.challengePerClientWallet, `${clientIp}|${wallet}`],
     [AUTH_LIMITS.challengePerNetwork, networkKey(clientIp)],
   ];
+}
+
+/** An MCP initialize from this client's network (IPv6 by /64). */
+export function mcpInitializeHits(clientIp: string): [Limit, string][] {
+  return [[AUTH_LIMITS.mcpSessionsPerNetwork, networkKey(clientIp)]];
 }

@@ -202,6 +202,16 @@ export async function revokeTokenId(deps: Deps, jti: string): Promise<void> {
   await store.revokeToken(deps.db, jti, deps.clock.now());
 }
 
+/**
+ * wallet_disconnect: this client's fingerprint forgets the wallet, even when the link names a newer token
+ * of it (a later sign-in from the same client), so no new session from here is restored to it.
+ */
+export async function forgetClientLink(deps: Deps, client: ClientInfo, walletAddress: string): Promise<void> {
+  const fingerprint = storedFingerprint(deps, client);
+  const link = await store.findFingerprintLink(deps.db, fingerprint);
+  if (link !== null && link.wallet === walletAddress) await store.deleteFingerprintLink(deps.db, fingerprint);
+}
+
 export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };
 
 /**

@@ -5,7 +5,7 @@ import { toIso } from "../lib/clock.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { isCustodial } from "../wallets/custody.ts";
 import { issueChallenge } from "./challenge.ts";
-import { restoreSession, revokeSessionToken, revokeTokenId } from "./sessions.ts";
+import { forgetClientLink, restoreSession, revokeSessionToken, revokeTokenId } from "./sessions.ts";
 import { signIn } from "./sign-in.ts";
 
 const walletAddress = z.string().describe("Solana wallet address: base58 of a 32-byte Ed25519 public key");
@@ -84,11 +84,12 @@ export const walletDisconnect = defineTool({
   description: "Sign out: the session token is revoked at once, and this MCP session and its fingerprint forget the wallet.",
   input: {},
   needsWallet: true,
-  run: async ({ deps, caller, session }) => {
+  run: async ({ deps, caller, session, client }) => {
     const wallet = requireWallet(caller);
     // The header's token, or the bound one; revoking also drops the fingerprint link to it.
     if (wallet.token !== null) await revokeSessionToken(deps, wallet.token);
     else await revokeTokenId(deps, wallet.jti);
+    await forgetClientLink(deps, client, wallet.walletAddress);
     await session.unbind();
     return { disconnected: true };
   },

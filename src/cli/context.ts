@@ -8,7 +8,7 @@ import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
 
 /** Runs `use` with Deps over DATA_DIR's database (the same one a running server uses, thanks to WAL). */
-export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Promise<T>): Promise<T> {
+export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Promise<T>, options: { logToStderr?: boolean } = {}): Promise<T> {
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     migrate(db.sqlite, systemClock.now());
@@ -19,7 +19,10 @@ export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Pr
       db,
       clock: systemClock,
       random: cryptoRandom,
-      log: createLogger("silent", "json", () => {}), // stdout is the command's output alone
+      // stdout is the command's output alone; a long-running command (mcp) logs warnings and errors to stderr.
+      log: options.logToStderr
+        ? createLogger(config.logLevel === "debug" || config.logLevel === "info" ? "warn" : config.logLevel, "json", (line) => process.stderr.write(line))
+        : createLogger("silent", "json", () => {}),
     });
     try {
       return await use(deps);

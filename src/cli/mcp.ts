@@ -8,8 +8,12 @@ import { withCommandDeps } from "./context.ts";
 
 export async function mcpCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
-  return withCommandDeps(config, async (deps) => {
-    await serveStdio(deps, createToolRegistry(deps), config.walletgateToken);
-    return 0;
-  });
+  return withCommandDeps(
+    config,
+    async (deps) => {
+      await serveStdio(deps, createToolRegistry(deps), config.walletgateToken);
+      return 0;
+    },
+    { logToStderr: true },
+  );
 }

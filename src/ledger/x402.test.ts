@@ -405,7 +405,7 @@ describe("errors", () => {
     expect(await pay({ ...usdcParams(), to: "not-an-address" })).toEqual({ code: "INVALID_ADDRESS", fields: ["to"] });
   });
 
-  test("a connected wallet's signedTransaction must be the same payment (VALIDATION_ERROR) and carry its valid signature (INVALID_SIGNATURE)", async () => {
+  test("a connected wallet's signedTransaction must be the same payment (PAYMENT_MISMATCH) and carry its valid signature (INVALID_SIGNATURE)", async () => {
     const user = world.user.publicKey.toBase58();
     const params: PaymentParams = { to: world.recipient, amount: PRICE, token: "usdc", feePayer };
     const sign = async (p: PaymentParams) => {
@@ -418,24 +418,24 @@ describe("errors", () => {
 
     const signedFor = async (p: PaymentParams) => b64((await sign(p)).serialize());
     expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, amount: PRICE + 1n }) }, user)).toEqual({
-      code: "VALIDATION_ERROR",
+      code: "PAYMENT_MISMATCH",
       fields: ["signedTransaction"],
       reason: "amount",
     });
     const elsewhere = Keypair.generate().publicKey.toBase58();
     await world.deps.ledger.airdrop(elsewhere, { usdc: USDC });
     expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, to: elsewhere }) }, user)).toEqual({
-      code: "VALIDATION_ERROR",
+      code: "PAYMENT_MISMATCH",
       fields: ["signedTransaction"],
       reason: "to",
     });
     expect(await pay({ ...params, signedTransaction: await signedFor({ ...params, feePayer: elsewhere }) }, user)).toEqual({
-      code: "VALIDATION_ERROR",
+      code: "PAYMENT_MISMATCH",
       fields: ["signedTransaction"],
       reason: "feePayer",
     });
     expect(await pay({ ...params, memo: "asked", signedTransaction: await signedFor({ ...params, memo: "other" }) }, user)).toEqual({
-      code: "VALIDATION_ERROR",
+      code: "PAYMENT_MISMATCH",
       fields: ["signedTransaction"],
       reason: "memo",
     });

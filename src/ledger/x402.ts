@@ -372,8 +372,8 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 /**
  * The connected wallet's signed transaction must be this very payment: the same message this tool builds
  * (only the blockhash and, when none was asked for, the memo may differ), signed by the payer.
- * A different payment is VALIDATION_ERROR with `details.reason` naming what differs; a missing or
- * non-verifying signature is INVALID_SIGNATURE.
+ * A different payment is PAYMENT_MISMATCH (the catalogue's code for exactly this) with `details.reason`
+ * naming what differs; a missing or non-verifying signature is INVALID_SIGNATURE.
  */
 async function checkSignedPayment(deps: Deps, payment: Payment, signedTransaction: string): Promise<{ wire: Uint8Array; memo: string }> {
   const field = "signedTransaction";
@@ -386,14 +386,14 @@ async function checkSignedPayment(deps: Deps, payment: Payment, signedTransactio
     if (!(err instanceof AppError)) throw err;
     throw invalid(field, `signedTransaction is not a transaction this tool builds: ${err.message}`, { reason: "malformed" });
   }
+  const mismatch = (reason: string) =>
+    new AppError("PAYMENT_MISMATCH", `signedTransaction is not the payment asked for: its ${reason} differs`, { details: { reason, fields: [field] } });
   const reason = paymentMismatch(tx, payment);
-  if (reason !== null) throw invalid(field, `signedTransaction is not the payment asked for: its ${reason} differs`, { reason });
+  if (reason !== null) throw mismatch(reason);
   const memo = memoOf(tx)!;
   // Byte-for-byte: account order, writability and programs too, not just the decoded fields above.
   const expected = parseTransaction(compileTransaction(paymentInstructions(payment, memo), payment.feePayer, tx.recentBlockhash, 0));
-  if (!sameBytes(expected.messageBytes, tx.messageBytes)) {
-    throw invalid(field, "signedTransaction is not the payment asked for: its message differs", { reason: "message" });
-  }
+  if (!sameBytes(expected.messageBytes, tx.messageBytes)) throw mismatch("message");
   const slot = tx.accountKeys.indexOf(payment.payer);
   const signature = tx.signatures[slot]!;
   if (signature.every((byte) => byte === 0)) throw new AppError("INVALID_SIGNATURE", `signedTransaction is not signed by ${payment.payer}`);

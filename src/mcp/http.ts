@@ -9,6 +9,9 @@ import type { Deps } from "../deps.ts";
 import { AppError, ERROR_STATUS, errorText } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
 import { newUuid } from "../lib/ids.ts";
+import { sha256Hex } from "../lib/hash.ts";
+import { mcpInitializeHits } from "../auth/rate-limit.ts";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
 import { createToolServer, type SessionState } from "./server.ts";
@@ -16,9 +19,13 @@ import * as store from "./store.ts";
 
 type LiveSession = SessionState & {
   id: string;
+  /** The record's key: SHA-256 of the id (an id works like a password; it is never stored or logged). */
+  recordKey: string;
   transport: WebStandardStreamableHTTPServerTransport;
   server: McpServer;
   lastActivity: number;
+  /** Requests being answered: a session with work in flight is never swept or evicted. */
+  inFlight: number;
 };
 
 export type McpHttp = {
@@ -43,43 +50,73 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const rebuilding = new Map<string, Promise<LiveSession | null>>();
   const url = new URL("/mcp", deps.baseUrl).href;
 
-  function toolSession(live: { id: string; binding: Binding | null }): ToolSession {
+  function toolSession(live: { id: string; recordKey: string; binding: Binding | null }): ToolSession {
     return {
       id: live.id,
       bind: async (b) => {
         live.binding = { ...b, source: "binding" };
-        await store.setBinding(deps.db, live.id, { wallet: b.walletAddress, sessionId: b.sessionId, jti: b.jti, boundBy: "binding" }, deps.clock.now());
+        await store.setBinding(deps.db, live.recordKey, { wallet: b.walletAddress, sessionId: b.sessionId, jti: b.jti, boundBy: "binding" }, deps.clock.now());
       },
       unbind: async () => {
         live.binding = null;
-        await store.setBinding(deps.db, live.id, null, deps.clock.now());
+        await store.setBinding(deps.db, live.recordKey, null, deps.clock.now());
       },
     };
   }
 
+  /** Makes room under MCP_MAX_SESSIONS: the least recently active idle session leaves memory (its record stays). */
+  async function makeRoom(): Promise<void> {
+    while (sessions.size >= deps.config.mcpMaxSessions) {
+      let oldest: LiveSession | null = null;
+      for (const live of sessions.values()) if (live.inFlight === 0 && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
+      if (oldest === null) return; // everything is busy: let it grow for now, the sweep catches up
+      sessions.delete(oldest.id);
+      await store.touchSessions(deps.db, new Map([[oldest.recordKey, oldest.lastActivity]]));
+      await oldest.server.close();
+    }
+  }
+
   /** A transport and server for `id`; `record` is false while replaying a rebuilt session's handshake. */
   async function open(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
-    const live = { id, binding, client, lastActivity: deps.clock.now() } as LiveSession;
-    (live as { handle: ToolSession }).handle = toolSession(live);
+    await makeRoom();
+    const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
-    live.transport = new WebStandardStreamableHTTPServerTransport({
+    const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
       enableJsonResponse: true,
+      // DNS rebinding: a browser page on another origin that reaches this port is refused (clients
+      // outside browsers send no Origin).
+      enableDnsRebindingProtection: true,
+      allowedOrigins: [new URL(deps.baseUrl).origin],
       onsessioninitialized: async () => {
         sessions.set(id, live);
         await onInitialized(protocolVersion);
       },
       onsessionclosed: async () => {
         sessions.delete(id);
-        await store.endSession(deps.db, id, deps.clock.now());
+        await store.endSession(deps.db, recordKey, deps.clock.now());
       },
     });
+    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 0, transport };
+    const handle = toolSession(state);
+    const live: LiveSession = Object.assign(state, { handle, server: null as unknown as McpServer });
     live.server = createToolServer(deps, registry, live);
-    await live.server.connect(live.transport);
+    await live.server.connect(transport);
     return { live, setProtocolVersion: (v: string) => (protocolVersion = v) };
   }
 
-  async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: { token: string } | undefined): Promise<Response> {
+  async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo | undefined): Promise<Response> {
+    if (deps.config.authRateLimit) {
+      try {
+        deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        return Response.json(
+          { jsonrpc: "2.0", error: { code: -32000, message: err.message }, id: null },
+          { status: 429, headers: { "retry-after": String(err.extra.retryAfter ?? 1) } },
+        );
+      }
+    }
     const id = newUuid(deps.random);
     const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;
     // Fingerprint restore: the wallet last authenticated from this client, while its token is good.
@@ -88,7 +125,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     const { live, setProtocolVersion } = await open(id, client, binding, async (protocolVersion) => {
       const now = deps.clock.now();
       await store.insertSession(deps.db, {
-        id,
+        id: sha256Hex(id),
         createdAt: now,
         lastActivityAt: now,
         protocolVersion,
@@ -101,14 +138,14 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     });
     const requested = (body as { params?: { protocolVersion?: string } }).params?.protocolVersion;
     setProtocolVersion(requested !== undefined && SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION);
-    const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo: authInfo as never });
+    const response = await live.transport.handleRequest(request, authInfo === undefined ? { parsedBody: body } : { parsedBody: body, authInfo });
     if (!sessions.has(id)) await live.server.close(); // the initialize was refused
     return response;
   }
 
   /** A session swept from memory, rebuilt under its id by replaying initialize / initialized. */
   async function rebuild(id: string, client: ClientInfo): Promise<LiveSession | null> {
-    const row = await store.findSession(deps.db, id);
+    const row = await store.findSession(deps.db, sha256Hex(id));
     if (row === null || row.endedAt !== null) return null;
     const binding: Binding | null =
       row.wallet === null || row.jti === null || row.sessionId === null
@@ -128,7 +165,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       new Request(url, { method: "POST", headers: { ...headers, "mcp-session-id": id, "mcp-protocol-version": row.protocolVersion }, body: "" }),
       { parsedBody: initialized },
     );
-    deps.log.debug("mcp session rebuilt", { mcpSessionId: id });
+    deps.log.debug("mcp session rebuilt", { mcpSessionKey: sha256Hex(id).slice(0, 12) });
     return sessions.get(id) ?? null;
   }
 
@@ -159,7 +196,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   return {
     async handle(request, client) {
       const bearer = bearerToken(request.headers.get("authorization") ?? undefined);
-      const authInfo = bearer === null ? undefined : { token: bearer, clientId: "bearer", scopes: [] };
+      const authInfo: AuthInfo | undefined = bearer === null ? undefined : { token: bearer, clientId: "bearer", scopes: [] };
       let body: unknown;
       if (request.method === "POST") {
         const text = await request.text();
@@ -168,7 +205,16 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         } catch {
           return jsonRpcError(400, -32700, "Parse error: the body is not JSON");
         }
-        if (isEnvelopeCall(body)) return envelopeCall(body, bearer, client);
+        if (isEnvelopeCall(body)) {
+          // As the MCP transport does: a browser page of another origin may not call tools (DNS rebinding),
+          // and a JSON body must say so (a cross-site form or text/plain POST needs no preflight).
+          const origin = request.headers.get("origin");
+          if (origin !== null && origin !== new URL(deps.baseUrl).origin) return jsonRpcError(403, -32000, "Invalid Origin header");
+          if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
+            return Response.json(failure(new AppError("VALIDATION_ERROR", "send the body as content-type: application/json")), { status: 400 });
+          }
+          return envelopeCall(body, bearer, client);
+        }
       }
       const id = request.headers.get("mcp-session-id");
       if (id === null) {
@@ -178,23 +224,32 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const live = await liveSession(id, client);
       if (live === null) return jsonRpcError(404, -32001, "Session not found");
       live.lastActivity = deps.clock.now();
+      live.inFlight++;
       try {
-        return await live.transport.handleRequest(request, { parsedBody: body, authInfo: authInfo as never });
+        const options = authInfo === undefined ? { parsedBody: body } : { parsedBody: body, authInfo };
+        const response = await live.transport.handleRequest(request, options);
+        // DELETE ends the session for good, whatever the transport made of a race with the sweep.
+        if (request.method === "DELETE" && response.status < 300) {
+          sessions.delete(id);
+          await store.endSession(deps.db, live.recordKey, deps.clock.now());
+        }
+        return response;
       } catch (err) {
-        deps.log.error("mcp request failed", { mcpSessionId: id, error: errorText(err) });
+        deps.log.error("mcp request failed", { mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
         return jsonRpcError(500, -32603, "Internal error");
+      } finally {
+        live.inFlight--;
+        live.lastActivity = deps.clock.now();
       }
     },
 
     async sweep() {
       const now = deps.clock.now();
       const activity = new Map<string, number>();
-      const idle: LiveSession[] = [];
-      for (const live of sessions.values()) {
-        activity.set(live.id, live.lastActivity);
-        if (now - live.lastActivity > deps.config.mcpSessionTimeoutMs) idle.push(live);
-      }
+      for (const live of sessions.values()) activity.set(live.recordKey, live.lastActivity);
       if (activity.size > 0) await store.touchSessions(deps.db, activity);
+      // Decided after the write: a request that arrived meanwhile keeps its session.
+      const idle = [...sessions.values()].filter((live) => live.inFlight === 0 && now - live.lastActivity > deps.config.mcpSessionTimeoutMs);
       for (const live of idle) {
         sessions.delete(live.id);
         await live.server.close();
@@ -205,7 +260,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     liveSessions: () => sessions.size,
 
     async stop() {
-      const activity = new Map([...sessions.values()].map((s) => [s.id, s.lastActivity]));
+      const activity = new Map([...sessions.values()].map((s) => [s.recordKey, s.lastActivity]));
       if (activity.size > 0) await store.touchSessions(deps.db, activity);
       const all = [...sessions.values()];
       sessions.clear();

@@ -1,4 +1,5 @@
-// SQL of MCP session records: what a session bound, so it can be rebuilt after an idle sweep.
+// SQL of MCP session records: what a session bound, so it can be rebuilt after an idle sweep. Records are
+// keyed by the SHA-256 of the session id: an id works like a password and is never stored.
 import type { Db } from "../db/open.ts";
 
 export type McpSessionRow = {
@@ -68,10 +69,14 @@ export function endSession(db: Db, id: string, now: number): Promise<void> {
  * Forgets MCP session records that can no longer come back: ended ones, and ones idle since `idleBefore`
  * (longer than any session token lives, so whatever they bound is dead anyway). Returns how many.
  */
-export function purgeSessions(db: Db, endedBefore: number, idleBefore: number): Promise<number> {
+export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unboundIdleBefore: number): Promise<number> {
   return db.write(
     () =>
-      db.sqlite.query("DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?").run(endedBefore, idleBefore)
-        .changes,
+      db.sqlite
+        .query(
+          `DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?
+             OR (wallet IS NULL AND last_activity_at < ?)`,
+        )
+        .run(endedBefore, idleBefore, unboundIdleBefore).changes,
   );
 }

@@ -23,8 +23,14 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((byte, i) => byte === b[i]);
 }
 
-/** Creates a wallet whose key is held here. Only the address comes back; the secret never leaves. */
-export async function createCustodialWallet(deps: Deps, label: string | null = null): Promise<{ address: string }> {
+/**
+ * A new wallet whose key is sealed but not yet stored: it can sign (wallet_create's sign-in) before
+ * anything is written, so a refused sign-in (a rate limit) leaves no orphan wallet behind. `save()` stores
+ * it; nothing is stored if it is never called. The seed is wiped as soon as the key is sealed.
+ */
+export type PreparedWallet = Readonly<{ address: string; signMessage(message: Uint8Array): Uint8Array; save(): Promise<void> }>;
+
+export function prepareCustodialWallet(deps: Deps, label: string | null = null): PreparedWallet {
   const seed = deps.random(SEED_BYTES);
   const secretKey = new Uint8Array(SECRET_KEY_BYTES);
   try {
@@ -33,22 +39,45 @@ export async function createCustodialWallet(deps: Deps, label: string | null = n
     secretKey.set(publicKey, SEED_BYTES);
     const address = encodeBase58(publicKey);
     const sealed = encryptAesGcm(deps.wallets.encryptionKey, secretKey, aadOf(address), deps.random);
-    await store.insertCustodialWallet(deps.db, {
+    const open = () => {
+      const secret = decryptAesGcm(deps.wallets.encryptionKey, sealed.iv, sealed.ciphertext, aadOf(address));
+      if (secret === null) throw undecryptable();
+      return secret;
+    };
+    return {
       address,
-      secretIv: sealed.iv,
-      secretCiphertext: sealed.ciphertext,
-      createdAt: deps.clock.now(),
-      label,
-    });
-    deps.log.info("custodial wallet created", { address });
-    return { address };
+      signMessage(message) {
+        const secret = open();
+        try {
+          return ed25519Sign(secret.subarray(0, SEED_BYTES), message);
+        } finally {
+          secret.fill(0);
+        }
+      },
+      async save() {
+        await store.insertCustodialWallet(deps.db, {
+          address,
+          secretIv: sealed.iv,
+          secretCiphertext: sealed.ciphertext,
+          createdAt: deps.clock.now(),
+          label,
+        });
+        deps.log.info("custodial wallet created", { address });
+      },
+    };
   } finally {
     seed.fill(0);
     secretKey.fill(0);
   }
 }
 
-/** True when this service holds the key of `address`. */
+/** Creates a wallet whose key is held here. Only the address comes back; the secret never leaves. */
+export async function createCustodialWallet(deps: Deps, label: string | null = null): Promise<{ address: string }> {
+  const wallet = prepareCustodialWallet(deps, label);
+  await wallet.save();
+  return { address: wallet.address };
+}
+
 export function isCustodial(deps: Deps, address: string): Promise<boolean> {
   return store.hasCustodialWallet(deps.db, address);
 }

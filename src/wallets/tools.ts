@@ -12,7 +12,7 @@ import type { LedgerTransaction, ParsedTransfer, SubmitResult, TokenInfo } from 
 import { parseTransaction } from "../ledger/transactions.ts";
 import { createPayment } from "../ledger/x402.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
-import { createCustodialWallet, signMessageAsCustodian } from "./custody.ts";
+import { prepareCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 
 const SOL_DECIMALS = 9;
@@ -84,11 +84,14 @@ export const walletCreate = defineTool({
       });
     }
 
-    const { address: walletAddress } = await createCustodialWallet(deps, input.label ?? null);
-    // The same path as wallet_connect: a challenge, signed here with the new key, verified.
+    // The same path as wallet_connect: a challenge, signed with the new key, verified. The wallet is stored
+    // only once the sign-in went through, so a refused one (rate limits) leaves nothing behind.
+    const wallet = prepareCustodialWallet(deps, input.label ?? null);
+    const walletAddress = wallet.address;
     const challenge = await issueChallenge(deps, walletAddress, client);
-    const signature = await signMessageAsCustodian(deps, walletAddress, new TextEncoder().encode(challenge.message));
+    const signature = wallet.signMessage(new TextEncoder().encode(challenge.message));
     const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client);
+    await wallet.save();
     await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
 
     let airdrop: { airdropSignature?: string; airdropSignatures?: string[]; airdropError?: string } = {};

@@ -1,0 +1,64 @@
+// The /mcp adapter's own limits, in-process: sessions in memory are capped (and come back by rebuild),
+// initialize is rate limited per network, other browser origins and non-JSON envelope posts are refused.
+import { describe, expect, test } from "bun:test";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { createMcpHttp } from "./http.ts";
+import { createToolRegistry } from "./tools.ts";
+
+const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+const client = { ip: "198.51.100.7", userAgent: "http-test" };
+
+async function setup(env: Record<string, string>) {
+  const { deps } = await testDeps(env);
+  return { deps, mcp: createMcpHttp(deps, createToolRegistry(deps)) };
+}
+
+const initialize = (extra: Record<string, string> = {}) =>
+  new Request("http://walletgate.test/mcp", {
+    method: "POST",
+    headers: { ...HEADERS, ...extra },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } }),
+  });
+
+const listTools = (id: string) =>
+  new Request("http://walletgate.test/mcp", {
+    method: "POST",
+    headers: { ...HEADERS, "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+  });
+
+describe("/mcp limits", () => {
+  test("at most MCP_MAX_SESSIONS in memory; an evicted session is rebuilt under its id when it comes back", async () => {
+    const { mcp } = await setup({ MCP_MAX_SESSIONS: "3" });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await mcp.handle(initialize(), client)).headers.get("mcp-session-id")!);
+    expect(mcp.liveSessions()).toBe(3);
+    for (const id of ids) expect((await mcp.handle(listTools(id), client)).status).toBe(200);
+    expect(mcp.liveSessions()).toBe(3);
+    await mcp.stop();
+  });
+
+  test("initialize is limited per network while AUTH_RATE_LIMIT is on", async () => {
+    const { mcp } = await setup({ AUTH_RATE_LIMIT: "on" });
+    const statuses: number[] = [];
+    for (let i = 0; i < 121; i++) statuses.push((await mcp.handle(initialize(), client)).status);
+    expect(statuses.slice(0, 120).every((s) => s === 200)).toBe(true);
+    const refused = await mcp.handle(initialize(), client);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect((await mcp.handle(initialize(), { ...client, ip: "192.0.2.50" })).status).toBe(200); // another network
+    await mcp.stop();
+  });
+
+  test("a browser page of another origin is refused; the envelope wants application/json", async () => {
+    const { mcp } = await setup({});
+    expect((await mcp.handle(initialize({ origin: "http://evil.example" }), client)).status).toBe(403);
+    expect((await mcp.handle(initialize({ origin: "http://walletgate.test" }), client)).status).toBe(200);
+    const envelope = (headers: Record<string, string>) =>
+      mcp.handle(new Request("http://walletgate.test/mcp", { method: "POST", headers, body: JSON.stringify({ tool: "session_info" }) }), client);
+    expect((await envelope({ "content-type": "text/plain" })).status).toBe(400);
+    expect((await envelope({ "content-type": "application/json", origin: "http://evil.example" })).status).toBe(403);
+    expect((await envelope({ "content-type": "application/json" })).status).toBe(200);
+    await mcp.stop();
+  });
+});
