@@ -128,7 +128,10 @@ export type SessionStatus = {
   refreshRecommended: boolean;
 };
 
-export function sessionStatus(deps: Deps, session: AuthenticatedSession): SessionStatus {
+export function sessionStatus(
+  deps: Deps,
+  session: Pick<AuthenticatedSession, "walletAddress" | "sessionId" | "issuedAtS" | "expiresAtS">,
+): SessionStatus {
   const expiresInSeconds = Math.max(0, session.expiresAtS - Math.floor(deps.clock.now() / 1000));
   return {
     authenticated: true,

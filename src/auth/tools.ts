@@ -1,11 +1,10 @@
 // Tool edge of wallet sign-in (mcp.md "Session and wallet"): session_auth, wallet_connect, session_info,
 // session_restore, wallet_disconnect.
 import { z } from "zod";
-import { toIso } from "../lib/clock.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { isCustodial } from "../wallets/custody.ts";
 import { issueChallenge } from "./challenge.ts";
-import { forgetClientLink, restoreSession, revokeSessionToken, revokeTokenId } from "./sessions.ts";
+import { forgetClientLink, restoreSession, revokeSessionToken, revokeTokenId, sessionStatus } from "./sessions.ts";
 import { signIn } from "./sign-in.ts";
 
 const walletAddress = z.string().describe("Solana wallet address: base58 of a 32-byte Ed25519 public key");
@@ -49,16 +48,9 @@ export const sessionInfo = defineTool({
       if (caller.tokenError !== null) throw caller.tokenError;
       return { authenticated: false, network: deps.config.network };
     }
-    const expiresInSeconds = Math.max(0, caller.expiresAtS - Math.floor(deps.clock.now() / 1000));
     return {
-      authenticated: true,
-      walletAddress: caller.walletAddress,
-      sessionId: caller.sessionId,
-      network: deps.config.network,
+      ...sessionStatus(deps, caller),
       custodial: await isCustodial(deps, caller.walletAddress),
-      expiresAt: toIso(caller.expiresAtS * 1000),
-      expiresInSeconds,
-      refreshRecommended: expiresInSeconds < deps.config.refreshThresholdS,
       restoredBy: caller.source,
       mcpSessionId: session.id,
     };
