@@ -4,7 +4,7 @@ import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
-import { publicRoutes } from "./paygate/routes.ts";
+import { payRoutes, publicRoutes } from "./paygate/routes.ts";
 import { dashboardApiRoutes } from "./dashboard/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
@@ -80,6 +80,7 @@ export function createApp(deps: Deps, options: AppOptions) {
     )
     .use(authRoutes(deps, clientOf))
     .use(publicRoutes(deps))
+    .use(payRoutes(deps))
     .use(dashboardApiRoutes(deps))
     // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
     .all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {

@@ -11,6 +11,10 @@ import { resolveClientIp } from "./lib/ip.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint } from "./mcp/endpoint.ts";
 import { createDeliveryWorker } from "./webhooks/outbox.ts";
+import { importQuietly } from "./lib/quiet-import.ts";
+
+/** How often open checkouts are looked for on the ledger. */
+const CHECKOUT_WATCH_MS = 5_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
@@ -138,6 +142,16 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   // Webhook deliveries from the durable outbox (paygate.md), through the guarded client.
   const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets });
   webhooks.start();
+  // Open checkouts are confirmed (or expired) in the background too, not only when the buyer asks.
+  let checkouts: { runOnce(): Promise<number> } | null = null; // loaded on the first tick: it needs web3.js
+  const checkoutWatch = startRepeating(
+    async () => {
+      checkouts ??= (await importQuietly(() => import("./paygate/checkout.ts"))).createCheckoutWatcher(deps);
+      return checkouts.runOnce();
+    },
+    CHECKOUT_WATCH_MS,
+    onTimerError("checkout watcher"),
+  );
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
   const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
   const sweep = startRepeating(
@@ -162,7 +176,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), webhooks.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), webhooks.stop()]);
         await mcp.stop();
         await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();

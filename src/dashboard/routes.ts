@@ -1,5 +1,5 @@
-// HTTP edge of the Dashboard API (dashboard.md), Bearer-first: the owner's profile and limits, products
-// and API keys. The session cookie of the pages comes with the pages.
+// HTTP edge of the Dashboard API (dashboard.md), Bearer-first: the owner's profile and limits, products,
+// API keys, webhooks, feature tokens, purchases and statistics. The session cookie of the pages comes with the pages.
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -7,6 +7,9 @@ import { bearerToken } from "../lib/bearer.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
+import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
+import { revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
+import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -139,6 +142,29 @@ export function dashboardApiRoutes(deps: Deps) {
         params: Id,
         detail: { summary: "Deliver the same event again (same webhook-id)" },
         response: { 404: ErrorBody, 409: ErrorBody },
+      })
+      .get("/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request).walletAddress, query), {
+        query: TokenListQuery,
+        detail: { summary: "The owner's feature access tokens, newest first (as /public/feature/tokens)" },
+        response: { 400: ErrorBody },
+      })
+      .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
+        body: t.Object({ accessToken: t.String({ maxLength: 100 }) }),
+        detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
+      })
+      .get("/purchases", ({ request, query }) => listPurchases(deps, ownerOf(request).walletAddress, query), {
+        query: t.Object({
+          productId: t.Optional(t.String({ maxLength: 64 })),
+          limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000, description: "1 to 1000, default 100" })),
+          offset: t.Optional(t.Numeric({ minimum: 0 })),
+        }),
+        detail: { summary: "The owner's purchases, newest first" },
+        response: { 400: ErrorBody },
+      })
+      .get("/stats", ({ request, query }) => ownerStatsWithDaily(deps, ownerOf(request).walletAddress, query.days), {
+        query: t.Object({ days: t.Optional(t.Numeric({ minimum: 1, maximum: 365, description: "UTC days back, today included; default 30" })) }),
+        detail: { summary: "The /public/stats numbers and revenue (USDC) and purchases per UTC day" },
+        response: { 400: ErrorBody },
       })
   );
 }

@@ -5,6 +5,7 @@ import m0003 from "./migrations/0003_wallets.sql" with { type: "text" };
 import m0004 from "./migrations/0004_ledger_audit.sql" with { type: "text" };
 import m0005 from "./migrations/0005_mcp_sessions.sql" with { type: "text" };
 import m0006 from "./migrations/0006_paygate.sql" with { type: "text" };
+import m0007 from "./migrations/0007_purchases.sql" with { type: "text" };
 import m0008 from "./migrations/0008_webhooks.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
@@ -16,5 +17,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, name: "ledger_audit", sql: m0004 },
   { version: 5, name: "mcp_sessions", sql: m0005 },
   { version: 6, name: "paygate", sql: m0006 },
+  { version: 7, name: "purchases", sql: m0007 },
   { version: 8, name: "webhooks", sql: m0008 },
 ];

@@ -1,18 +1,47 @@
-// HTTP edge of the public API (paygate.md "Public API"): X-API-Key, per-owner rate limits with their
-// headers on every answer to a valid key, and the owner's products.
+// HTTP edges of payment gating: the public API (paygate.md "Public API": X-API-Key, per-owner rate limits
+// with their headers on every answer to a valid key) and the buyer's checkout under /pay (no key).
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
+import { importQuietly } from "../lib/quiet-import.ts";
 import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
 import { getProduct, listProducts } from "./products.ts";
+import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
+import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
 
 const ErrorBody = t.Object({ error: t.String(), code: t.String(), retryAfter: t.Optional(t.Integer()), details: t.Optional(t.Unknown()) });
+const Id = t.String({ maxLength: 64 });
+const Address = t.String({ maxLength: 64, description: "a Solana address (base58 of 32 bytes)" });
+const AccessToken = t.String({ maxLength: 100, description: "an ft_ feature access token" });
+
+/** The query of GET /public/feature/tokens and GET /dashboard/api/tokens. */
+export const TokenListQuery = t.Object({
+  productId: t.Optional(Id),
+  walletAddress: t.Optional(Address),
+  status: t.Optional(t.Union([t.Literal("active"), t.Literal("revoked"), t.Literal("expired")])),
+  limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000, description: "1 to 1000, default 100" })),
+  offset: t.Optional(t.Numeric({ minimum: 0 })),
+});
+
+/**
+ * A revoke answered as the source document shows it: `{success: true, message}`, or for an unknown or
+ * another owner's token `404 {success: false, error, code: "NOT_FOUND"}` (not the plain error body).
+ */
+export async function revokeAnswer(deps: Deps, owner: string, accessToken: string, set: { status?: number | string }) {
+  try {
+    return await revokeFeatureToken(deps, owner, accessToken);
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== "NOT_FOUND") throw err;
+    set.status = 404;
+    return { success: false as const, error: err.message, code: err.code };
+  }
+}
 
 export function publicRoutes(deps: Deps) {
   const limiter = deps.paygate.rateLimiter;
   const authenticate = createKeyAuthenticator(deps);
   const callers = new WeakMap<Request, KeyCaller>();
-  const callerOf = (request: Request): KeyCaller => callers.get(request)!;
+  const ownerOf = (request: Request): string => callers.get(request)!.owner;
 
   return (
     new Elysia({ name: "public-routes", prefix: "/public", detail: { tags: ["public"], security: [{ apiKey: [] }] } })
@@ -28,14 +57,75 @@ export function publicRoutes(deps: Deps) {
         set.headers["x-ratelimit-reset"] = String(decision.resetS);
         if (!decision.allowed) throw new AppError("RATE_LIMITED", "Rate limit exceeded", { retryAfter: decision.retryAfterS });
       })
-      .get("/products", async ({ request }) => ({ products: await listProducts(deps, callerOf(request).owner) }), {
+      .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request)) }), {
         detail: { summary: "The owner's products, newest first (archived ones with their status)" },
         response: { 401: ErrorBody, 429: ErrorBody },
       })
-      .get("/products/:id", async ({ request, params }) => getProduct(deps, callerOf(request).owner, params.id), {
-        params: t.Object({ id: t.String({ maxLength: 64 }) }),
+      .get("/products/:id", async ({ request, params }) => getProduct(deps, ownerOf(request), params.id), {
+        params: t.Object({ id: Id }),
         detail: { summary: "One of the owner's products; another owner's is 404" },
         response: { 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
       })
+      .get("/stats", ({ request }) => ownerStats(deps, ownerOf(request)), {
+        detail: { summary: "Revenue (totalRevenue in USDC, every currency in revenueByCurrency), purchases and products" },
+        response: { 401: ErrorBody, 429: ErrorBody },
+      })
+      .post("/access/check", ({ request, body }) => checkAccess(deps, ownerOf(request), body.productId, body.walletAddress), {
+        body: t.Object({ productId: Id, walletAddress: Address }),
+        detail: { summary: "Whether a wallet has access to a product now; without it, the paymentUrl to buy it" },
+        response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
+      })
+      .get("/verify/:txHash", ({ request, params }) => verifyTransaction(deps, ownerOf(request), params.txHash), {
+        params: t.Object({ txHash: t.String({ maxLength: 100 }) }),
+        detail: { summary: "Whether a transaction is a purchase of one of the owner's products (valid: false otherwise)" },
+        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+      })
+      .post("/feature/verify", ({ request, body }) => verifyFeatureToken(deps, ownerOf(request), body.accessToken), {
+        body: t.Object({ accessToken: AccessToken }),
+        detail: { summary: "Whether a feature access token is valid now, and the features it unlocks" },
+        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+      })
+      .get("/feature/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request), query), {
+        query: TokenListQuery,
+        detail: { summary: "The owner's feature access tokens, newest first" },
+        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+      })
+      .post("/feature/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request), body.accessToken, set), {
+        body: t.Object({ accessToken: AccessToken }),
+        detail: { summary: "Revoke a feature access token, permanently" },
+        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+      })
   );
+}
+
+const CheckoutId = t.String({ maxLength: 64 });
+
+/** The buyer's side (paygate.md "Checkout"): no API key; the checkout id is the buyer's handle. */
+/** Checkout builds and reads Solana transactions: @solana/web3.js loads with the first checkout, not at start. */
+const checkout = () => importQuietly(() => import("./checkout.ts"));
+
+export function payRoutes(deps: Deps) {
+  return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
+    .post("/:productId/checkout", async ({ params, body }) => (await checkout()).startCheckout(deps, params.productId, body.walletAddress, body.checkoutId), {
+      params: t.Object({ productId: Id }),
+      body: t.Object({ walletAddress: Address, checkoutId: t.Optional(CheckoutId) }),
+      detail: {
+        summary: "Open a checkout (15 minutes): an unsigned transaction for the buyer to sign",
+        description: "With the checkoutId of an open checkout, the same reference on a fresh blockhash.",
+      },
+      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+    })
+    .post("/:productId/submit", async ({ params, body }) => (await checkout()).submitCheckout(deps, params.productId, body.checkoutId, body.transaction), {
+      params: t.Object({ productId: Id }),
+      // 1,232 bytes at most, so at most 1,644 base64 characters.
+      body: t.Object({ checkoutId: CheckoutId, transaction: t.String({ maxLength: 1700, description: "the signed transaction, standard base64" }) }),
+      detail: { summary: "Submit the signed checkout transaction, wait for it, and confirm the purchase" },
+      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 503: ErrorBody },
+    })
+    .post("/:productId/confirm", async ({ params, body }) => (await checkout()).confirmCheckout(deps, params.productId, body.checkoutId), {
+      params: t.Object({ productId: Id }),
+      body: t.Object({ checkoutId: CheckoutId }),
+      detail: { summary: "Find the checkout's payment by its reference: pending, or the completed purchase" },
+      response: { 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 503: ErrorBody },
+    });
 }

@@ -1,4 +1,4 @@
-// SQL of payment gating: owners, API keys and products.
+// SQL of payment gating: owners, API keys, products, checkouts, purchases and feature tokens.
 import type { Db } from "../db/open.ts";
 
 export type Tier = "free" | "pro" | "unlimited";
@@ -174,5 +174,342 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void)
         row.id,
         row.owner,
       );
+  });
+}
+
+// ---- checkouts ----
+
+export type CheckoutStatus = "open" | "completed" | "expired";
+
+export type CheckoutRow = {
+  id: string;
+  productId: string;
+  owner: string;
+  wallet: string;
+  reference: string;
+  payTo: string;
+  amount: bigint;
+  token: string;
+  createdAt: number;
+  expiresAt: number;
+  status: CheckoutStatus;
+  purchaseId: string | null;
+};
+
+// Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
+const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
+  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId`;
+
+const toCheckout = (raw: Omit<CheckoutRow, "amount"> & { amount: string }): CheckoutRow => ({ ...raw, amount: BigInt(raw.amount) });
+
+export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<void> {
+  return db.write(() => {
+    db.sqlite
+      .query(
+        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open')`,
+      )
+      .run(row.id, row.productId, row.owner, row.wallet, row.reference, row.payTo, row.amount, row.token, row.createdAt, row.expiresAt);
+  });
+}
+
+export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | null> {
+  const raw = db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE id = ?`).get(id) as (Omit<CheckoutRow, "amount"> & { amount: string }) | null;
+  return raw === null ? null : toCheckout(raw);
+}
+
+/** Open checkouts with ids after `afterId`, in id order (the watcher's round). */
+export async function listOpenCheckouts(db: Db, afterId: string, limit: number): Promise<CheckoutRow[]> {
+  return (
+    db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND id > ? ORDER BY id LIMIT ?`).all(afterId, limit) as (Omit<
+      CheckoutRow,
+      "amount"
+    > & { amount: string })[]
+  ).map(toCheckout);
+}
+
+/** Marks an open checkout expired; false when it is no longer open. */
+export function expireCheckout(db: Db, id: string): Promise<boolean> {
+  return db.write(() => db.sqlite.query("UPDATE checkouts SET status = 'expired' WHERE id = ? AND status = 'open'").run(id).changes > 0);
+}
+
+// ---- purchases ----
+
+export type PurchaseRow = {
+  id: string;
+  owner: string;
+  productId: string;
+  productTitle: string;
+  checkoutId: string;
+  wallet: string;
+  txHash: string;
+  amount: bigint;
+  token: string;
+  network: string;
+  purchasedAt: number;
+  expiresAt: number | null;
+};
+
+type RawPurchase = Omit<PurchaseRow, "amount"> & { amount: string };
+
+const PURCHASE_COLUMNS = `p.id, p.owner, p.product_id AS productId, pr.title AS productTitle, p.checkout_id AS checkoutId, p.wallet,
+  p.tx_hash AS txHash, CAST(p.amount AS TEXT) AS amount, p.token, p.network, p.purchased_at AS purchasedAt, p.expires_at AS expiresAt`;
+const PURCHASE_FROM = "purchases p JOIN products pr ON pr.id = p.product_id";
+
+const toPurchase = (raw: RawPurchase): PurchaseRow => ({ ...raw, amount: BigInt(raw.amount) });
+
+function purchaseWhere(db: Db, where: string, ...params: (string | number)[]): PurchaseRow | null {
+  const raw = db.sqlite.query(`SELECT ${PURCHASE_COLUMNS} FROM ${PURCHASE_FROM} WHERE ${where}`).get(...params) as RawPurchase | null;
+  return raw === null ? null : toPurchase(raw);
+}
+
+export async function findPurchase(db: Db, id: string): Promise<PurchaseRow | null> {
+  return purchaseWhere(db, "p.id = ?", id);
+}
+
+export async function findPurchaseByTxHash(db: Db, txHash: string): Promise<PurchaseRow | null> {
+  return purchaseWhere(db, "p.tx_hash = ?", txHash);
+}
+
+/** The sealed feature token to issue with a purchase. */
+export type NewFeatureToken = { tokenHash: string; iv: Uint8Array; ciphertext: Uint8Array; features: string[] };
+
+export type CompleteCheckout = {
+  checkout: CheckoutRow;
+  productType: "feature_unlock" | "access";
+  /** null: access does not expire. */
+  accessMs: number | null;
+  purchase: { id: string; txHash: string; amount: bigint; network: string; purchasedAt: number };
+  /** feature_unlock only. */
+  token: NewFeatureToken | null;
+};
+
+export type CompleteOutcome =
+  | { kind: "created"; purchase: PurchaseRow }
+  | { kind: "existing"; purchase: PurchaseRow }
+  | { kind: "signature_used"; purchase: PurchaseRow };
+
+/**
+ * Completes a checkout in one write: the purchase, the checkout marked completed, the feature token,
+ * and `alsoInWrite` (the outbox events) — or nothing, when the checkout was already completed (the
+ * same purchase, idempotent) or the signature already bought something else. Decided inside the write,
+ * so concurrent confirms make one purchase. Access runs `accessMs` from the later of now and the
+ * wallet's current expiry for this product (buying again while access lasts extends it).
+ */
+export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: () => void): Promise<CompleteOutcome> {
+  return db.write((): CompleteOutcome => {
+    const { checkout, purchase } = input;
+    const current = db.sqlite.query("SELECT purchase_id AS purchaseId FROM checkouts WHERE id = ?").get(checkout.id) as { purchaseId: string | null } | null;
+    if (current?.purchaseId) return { kind: "existing", purchase: purchaseWhere(db, "p.id = ?", current.purchaseId)! };
+    const used = purchaseWhere(db, "p.tx_hash = ?", purchase.txHash);
+    if (used !== null) return { kind: "signature_used", purchase: used };
+
+    let expiresAt: number | null = null;
+    if (input.accessMs !== null) {
+      const now = purchase.purchasedAt;
+      // For a feature unlock, access is the live token's; for an access pass, the purchase's.
+      const latest = (
+        input.productType === "feature_unlock"
+          ? db.sqlite
+              .query(
+                `SELECT MAX(expires_at) AS until FROM feature_tokens
+                 WHERE product_id = ? AND wallet = ? AND revoked_at IS NULL AND expires_at > ?`,
+              )
+              .get(checkout.productId, checkout.wallet, now)
+          : db.sqlite.query("SELECT MAX(expires_at) AS until FROM purchases WHERE product_id = ? AND wallet = ? AND expires_at > ?").get(checkout.productId, checkout.wallet, now)
+      ) as { until: number | null };
+      expiresAt = Math.max(now, latest.until ?? now) + input.accessMs;
+    }
+
+    db.sqlite
+      .query(
+        `INSERT INTO purchases (id, owner, product_id, checkout_id, wallet, tx_hash, amount, token, network, purchased_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        purchase.id,
+        checkout.owner,
+        checkout.productId,
+        checkout.id,
+        checkout.wallet,
+        purchase.txHash,
+        purchase.amount,
+        checkout.token,
+        purchase.network,
+        purchase.purchasedAt,
+        expiresAt,
+      );
+    db.sqlite.query("UPDATE checkouts SET status = 'completed', purchase_id = ? WHERE id = ?").run(purchase.id, checkout.id);
+    if (input.token !== null) {
+      db.sqlite
+        .query(
+          `INSERT INTO feature_tokens (token_hash, token_iv, token_ciphertext, owner, product_id, purchase_id, wallet, features, created_at, expires_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(
+          input.token.tokenHash,
+          input.token.iv,
+          input.token.ciphertext,
+          checkout.owner,
+          checkout.productId,
+          purchase.id,
+          checkout.wallet,
+          JSON.stringify(input.token.features),
+          purchase.purchasedAt,
+          expiresAt,
+        );
+    }
+    alsoInWrite?.();
+    return { kind: "created", purchase: purchaseWhere(db, "p.id = ?", purchase.id)! };
+  });
+}
+
+/** The purchase granting `wallet` access to an access product now: the one lasting longest, newest first. */
+export async function findAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
+  return purchaseWhere(
+    db,
+    `p.product_id = ? AND p.wallet = ? AND (p.expires_at IS NULL OR p.expires_at > ?)
+     ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
+    productId,
+    wallet,
+    now,
+  );
+}
+
+/** The purchase behind `wallet`'s live (neither revoked nor expired) token for a feature unlock. */
+export async function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
+  return purchaseWhere(
+    db,
+    `p.id IN (SELECT purchase_id FROM feature_tokens WHERE product_id = ? AND wallet = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?))
+     ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
+    productId,
+    wallet,
+    now,
+  );
+}
+
+export async function listPurchases(db: Db, owner: string, query: { productId?: string | undefined; limit: number; offset: number }): Promise<{ rows: PurchaseRow[]; total: number }> {
+  const where = query.productId === undefined ? "p.owner = ?" : "p.owner = ? AND p.product_id = ?";
+  const params = query.productId === undefined ? [owner] : [owner, query.productId];
+  const { total } = db.sqlite.query(`SELECT COUNT(*) AS total FROM purchases p WHERE ${where}`).get(...params) as { total: number };
+  const rows = db.sqlite
+    .query(`SELECT ${PURCHASE_COLUMNS} FROM ${PURCHASE_FROM} WHERE ${where} ORDER BY p.purchased_at DESC, p.id LIMIT ? OFFSET ?`)
+    .all(...params, query.limit, query.offset) as RawPurchase[];
+  return { rows: rows.map(toPurchase), total };
+}
+
+/** Revenue (base units) and purchase count per token key, of purchases at or after `since`. */
+export async function revenueByToken(db: Db, owner: string, since = 0): Promise<{ token: string; revenue: bigint; count: number }[]> {
+  const rows = db.sqlite
+    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS revenue, COUNT(*) AS count FROM purchases WHERE owner = ? AND purchased_at >= ? GROUP BY token")
+    .all(owner, since) as { token: string; revenue: string; count: number }[];
+  return rows.map((r) => ({ ...r, revenue: BigInt(r.revenue) }));
+}
+
+/** The same per UTC day (day = Unix ms / 86,400,000), from `since`. */
+export async function dailyRevenue(db: Db, owner: string, since: number): Promise<{ day: number; token: string; revenue: bigint; count: number }[]> {
+  const rows = db.sqlite
+    .query(
+      `SELECT purchased_at / 86400000 AS day, token, CAST(SUM(amount) AS TEXT) AS revenue, COUNT(*) AS count
+       FROM purchases WHERE owner = ? AND purchased_at >= ? GROUP BY day, token`,
+    )
+    .all(owner, since) as { day: number; token: string; revenue: string; count: number }[];
+  return rows.map((r) => ({ ...r, revenue: BigInt(r.revenue) }));
+}
+
+export async function countProducts(db: Db, owner: string): Promise<number> {
+  return (db.sqlite.query("SELECT COUNT(*) AS n FROM products WHERE owner = ?").get(owner) as { n: number }).n;
+}
+
+// ---- feature tokens ----
+
+export type FeatureTokenRow = {
+  tokenHash: string;
+  iv: Uint8Array;
+  ciphertext: Uint8Array;
+  owner: string;
+  productId: string;
+  productTitle: string;
+  purchaseId: string;
+  txHash: string;
+  wallet: string;
+  features: string[];
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+};
+
+type RawToken = Omit<FeatureTokenRow, "features"> & { features: string };
+
+const TOKEN_COLUMNS = `t.token_hash AS tokenHash, t.token_iv AS iv, t.token_ciphertext AS ciphertext, t.owner, t.product_id AS productId,
+  pr.title AS productTitle, t.purchase_id AS purchaseId, p.tx_hash AS txHash, t.wallet, t.features, t.created_at AS createdAt,
+  t.expires_at AS expiresAt, t.revoked_at AS revokedAt`;
+const TOKEN_FROM = "feature_tokens t JOIN purchases p ON p.id = t.purchase_id JOIN products pr ON pr.id = t.product_id";
+
+const toToken = (raw: RawToken): FeatureTokenRow => ({ ...raw, features: JSON.parse(raw.features) as string[] });
+
+export async function findFeatureToken(db: Db, tokenHash: string): Promise<FeatureTokenRow | null> {
+  const raw = db.sqlite.query(`SELECT ${TOKEN_COLUMNS} FROM ${TOKEN_FROM} WHERE t.token_hash = ?`).get(tokenHash) as RawToken | null;
+  return raw === null ? null : toToken(raw);
+}
+
+export async function findFeatureTokenOfPurchase(db: Db, purchaseId: string): Promise<FeatureTokenRow | null> {
+  const raw = db.sqlite.query(`SELECT ${TOKEN_COLUMNS} FROM ${TOKEN_FROM} WHERE t.purchase_id = ?`).get(purchaseId) as RawToken | null;
+  return raw === null ? null : toToken(raw);
+}
+
+export type TokenStatus = "active" | "revoked" | "expired";
+
+export type TokenFilter = {
+  productId?: string | undefined;
+  wallet?: string | undefined;
+  status?: TokenStatus | undefined;
+  limit: number;
+  offset: number;
+};
+
+/** The owner's tokens, newest first, with the total the filter matches; status is judged at `now`. */
+export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilter, now: number): Promise<{ rows: FeatureTokenRow[]; total: number }> {
+  const clauses = ["t.owner = ?"];
+  const params: (string | number)[] = [owner];
+  if (filter.productId !== undefined) {
+    clauses.push("t.product_id = ?");
+    params.push(filter.productId);
+  }
+  if (filter.wallet !== undefined) {
+    clauses.push("t.wallet = ?");
+    params.push(filter.wallet);
+  }
+  if (filter.status === "revoked") clauses.push("t.revoked_at IS NOT NULL");
+  if (filter.status === "active") {
+    clauses.push("t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?)");
+    params.push(now);
+  }
+  if (filter.status === "expired") {
+    clauses.push("t.revoked_at IS NULL AND t.expires_at <= ?");
+    params.push(now);
+  }
+  const where = clauses.join(" AND ");
+  const { total } = db.sqlite.query(`SELECT COUNT(*) AS total FROM feature_tokens t WHERE ${where}`).get(...params) as { total: number };
+  const rows = db.sqlite
+    .query(`SELECT ${TOKEN_COLUMNS} FROM ${TOKEN_FROM} WHERE ${where} ORDER BY t.created_at DESC, t.token_hash LIMIT ? OFFSET ?`)
+    .all(...params, filter.limit, filter.offset) as RawToken[];
+  return { rows: rows.map(toToken), total };
+}
+
+/**
+ * Revokes the owner's token (permanent); `alsoInWrite` (the feature.revoked event) runs only when this
+ * call revoked it. "not_found" for an unknown token or another owner's.
+ */
+export function revokeFeatureToken(db: Db, owner: string, tokenHash: string, now: number, alsoInWrite?: () => void): Promise<"revoked" | "already_revoked" | "not_found"> {
+  return db.write(() => {
+    const row = db.sqlite.query("SELECT revoked_at AS revokedAt FROM feature_tokens WHERE token_hash = ? AND owner = ?").get(tokenHash, owner) as {
+      revokedAt: number | null;
+    } | null;
+    if (row === null) return "not_found";
+    if (row.revokedAt !== null) return "already_revoked";
+    db.sqlite.query("UPDATE feature_tokens SET revoked_at = ? WHERE token_hash = ?").run(now, tokenHash);
+    alsoInWrite?.();
+    return "revoked";
   });
 }

@@ -10,8 +10,7 @@
 //   happens, so DNS rebinding between check and connect cannot slip through;
 // - no proxy from the environment (a proxy would resolve the name itself), redirects are never
 //   followed, one timeout covers DNS, connect and body, and the body is read only up to a cap.
-import { lookup as dnsLookup } from "node:dns/promises";
-import { checkServerIdentity, type PeerCertificate } from "node:tls";
+import type { PeerCertificate } from "node:tls";
 import ipaddr from "ipaddr.js";
 
 export type GuardedFetchReason =
@@ -65,7 +64,9 @@ export type GuardedResponse = { status: number; body: string; durationMs: number
 export const DEFAULT_TIMEOUT_MS = 15_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024;
 
-const systemLookup = async (hostname: string): Promise<ResolvedAddress[]> => dnsLookup(hostname, { all: true, verbatim: true });
+// node:dns and node:tls load with the first delivery, not with the server (start-up time).
+const systemLookup = async (hostname: string): Promise<ResolvedAddress[]> =>
+  (await import("node:dns/promises")).lookup(hostname, { all: true, verbatim: true });
 
 /** The IPv4 address embedded in an IPv6 one that routes to it (mapped, NAT64 well-known, 6to4), if any. */
 function embeddedIpv4(ip: ipaddr.IPv6): ipaddr.IPv4 | null {
@@ -228,6 +229,7 @@ export async function guardedFetch(rawUrl: string, init: GuardedRequest, options
     const literal = ipLiteral(url.hostname);
     // The name the certificate must be valid for: the URL's host, not the address we connect to.
     const certName = literal ?? url.hostname;
+    const { checkServerIdentity } = https ? await import("node:tls") : { checkServerIdentity: null };
     const response = await fetch(pinned, {
       method: init.method ?? "GET",
       headers: { ...init.headers, host: url.host, "accept-encoding": "identity" },
@@ -243,7 +245,7 @@ export async function guardedFetch(rawUrl: string, init: GuardedRequest, options
             ...(options.ca !== undefined ? { ca: options.ca } : {}),
             // Bun already checks against serverName; checking here too keeps that true if it ever changes,
             // and a request with its own check gets a connection of its own.
-            checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(certName, cert),
+            checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity!(certName, cert),
           }
         : undefined,
     });

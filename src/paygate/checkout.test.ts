@@ -1,0 +1,214 @@
+// Checkout, purchases and feature tokens in-process on the embedded ledger, with the manual clock for what
+// only time shows: expiry, late confirmation, the watcher, access extension, token expiry and daily stats.
+import { describe, expect, test } from "bun:test";
+import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { AppError } from "../errors.ts";
+import type { Deps } from "../deps.ts";
+import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout, submitCheckout } from "./checkout.ts";
+import { archiveProduct, createProduct, type ProductInput } from "./products.ts";
+import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
+import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+const DAY_MS = 86_400_000;
+
+async function setup(product: ProductInput = { title: "Pro", type: "feature_unlock", price: "2", featureIds: ["export"], accessDays: 30 }) {
+  const { deps, clock } = await testDeps();
+  const owner = Keypair.generate().publicKey.toBase58();
+  const created = await createProduct(deps, owner, product);
+  const buyer = Keypair.generate();
+  await deps.ledger.airdrop(buyer.publicKey.toBase58(), { sol: SOL, usdc: 50n * USDC });
+  return { deps, clock, owner, productId: created.productId, buyer, wallet: buyer.publicKey.toBase58() };
+}
+
+async function pay(deps: Deps, productId: string, buyer: Keypair) {
+  const checkout = await startCheckout(deps, productId, buyer.publicKey.toBase58());
+  const signed = signCheckout(checkout.transaction, buyer);
+  await deps.ledger.submit(Buffer.from(signed, "base64"));
+  return { checkout, signed, txHash: signatureOf(signed) };
+}
+
+async function reasonOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "OK";
+  } catch (e) {
+    if (!(e instanceof AppError)) throw e;
+    return `${e.code}:${(e.extra.details as { reason?: string } | undefined)?.reason ?? ""}`;
+  }
+}
+
+describe("checkout", () => {
+  test("the transaction: buyer pays fee and rent, creates payTo's token account once, carries the reference", async () => {
+    const { deps, productId, buyer, owner } = await setup();
+    const first = await pay(deps, productId, buyer);
+    expect(first.checkout).toMatchObject({ amount: "2", currency: "USDC", payTo: owner });
+    const result = await confirmCheckout(deps, productId, first.checkout.checkoutId);
+    expect(result).toMatchObject({ status: "completed", txHash: first.txHash });
+    expect((await deps.ledger.getBalances(owner)).usdc).toBe(2n * USDC);
+    expect((await deps.ledger.getBalances(buyer.publicKey.toBase58())).sol).toBe(SOL - 5000n - 2_039_280n); // fee and the new account's rent
+    const tx = VersionedTransaction.deserialize(Buffer.from(first.checkout.transaction, "base64"));
+    const keys = tx.message.staticAccountKeys.map((k) => k.toBase58());
+    expect(keys[0]).toBe(buyer.publicKey.toBase58());
+    expect(tx.message.header.numRequiredSignatures).toBe(1);
+    const reference = keys.indexOf(first.checkout.reference);
+    const transfer = tx.message.compiledInstructions.at(-1)!;
+    expect(transfer.accountKeyIndexes.slice(4)).toEqual([reference]);
+    expect([tx.message.isAccountSigner(reference), tx.message.isAccountWritable(reference)]).toEqual([false, false]);
+    // payTo's token account now exists: the next transaction has no create instruction and is smaller.
+    const second = await startCheckout(deps, productId, buyer.publicKey.toBase58());
+    expect(Buffer.from(second.transaction, "base64").length).toBeLessThan(Buffer.from(first.checkout.transaction, "base64").length);
+    expect(second.reference).not.toBe(first.checkout.reference);
+  });
+
+  test("an expired checkout: no refresh, no submit, and confirm is INVALID_STATE", async () => {
+    const { deps, clock, productId, buyer, wallet } = await setup();
+    const checkout = await startCheckout(deps, productId, wallet);
+    const signed = signCheckout(checkout.transaction, buyer);
+    clock.advance(CHECKOUT_TTL_MS + 1);
+    expect(await codeOf(startCheckout(deps, productId, wallet, checkout.checkoutId))).toBe("INVALID_STATE");
+    expect(await codeOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("INVALID_STATE");
+    expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE");
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // nothing was sent
+  });
+
+  test("a payment that landed in time is honoured however late it is confirmed; one that landed late is not", async () => {
+    const { deps, clock, productId, buyer, wallet } = await setup();
+    const inTime = await pay(deps, productId, buyer);
+    const late = await startCheckout(deps, productId, wallet);
+    clock.advance(CHECKOUT_TTL_MS + 10 * 60_000);
+    expect(await confirmCheckout(deps, productId, inTime.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: inTime.txHash });
+    const { blockhash } = await deps.ledger.latestBlockhash();
+    await deps.ledger.submit(Buffer.from(paymentVariant(late.transaction, { payer: buyer, blockhash }), "base64"));
+    expect(await codeOf(confirmCheckout(deps, productId, late.checkoutId))).toBe("INVALID_STATE");
+  });
+
+  test("refusals found on chain: a failed payment, a stranger paying, too little", async () => {
+    const { deps, productId, buyer, wallet } = await setup();
+    const stranger = Keypair.generate();
+    await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL, usdc: 50n * USDC });
+
+    const failed = await startCheckout(deps, productId, wallet);
+    const overdraw = paymentVariant(failed.transaction, { payer: buyer, amount: 500n * USDC });
+    expect(await reasonOf(deps.ledger.submit(Buffer.from(overdraw, "base64")))).toBe("TRANSACTION_REJECTED:execution_failed");
+    expect(await reasonOf(confirmCheckout(deps, productId, failed.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
+    expect(await verifyTransaction(deps, Keypair.generate().publicKey.toBase58(), signatureOf(overdraw))).toMatchObject({ valid: false, error: "transaction failed" });
+    // The checkout stays open: a good payment after a failed one completes it.
+    const retry = signCheckout((await startCheckout(deps, productId, wallet, failed.checkoutId)).transaction, buyer);
+    await deps.ledger.submit(Buffer.from(retry, "base64"));
+    expect(await confirmCheckout(deps, productId, failed.checkoutId)).toMatchObject({ status: "completed", txHash: signatureOf(retry) });
+
+    const byStranger = await startCheckout(deps, productId, wallet);
+    await deps.ledger.submit(Buffer.from(paymentVariant(byStranger.transaction, { payer: stranger }), "base64"));
+    expect(await reasonOf(confirmCheckout(deps, productId, byStranger.checkoutId))).toBe("PAYMENT_MISMATCH:payer");
+
+    const tooLittle = await startCheckout(deps, productId, wallet);
+    const short = paymentVariant(tooLittle.transaction, { payer: buyer, amount: 2n * USDC - 1n });
+    expect(await reasonOf(submitCheckout(deps, productId, tooLittle.checkoutId, short))).toBe("PAYMENT_MISMATCH:amount");
+    await deps.ledger.submit(Buffer.from(short, "base64"));
+    expect(await reasonOf(confirmCheckout(deps, productId, tooLittle.checkoutId))).toBe("PAYMENT_MISMATCH:amount");
+  });
+
+  test("concurrent confirms make one purchase; an archived product sells no more but keeps its access", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const paid = await pay(deps, productId, buyer);
+    const results = await Promise.all(Array.from({ length: 5 }, () => confirmCheckout(deps, productId, paid.checkout.checkoutId)));
+    expect(new Set(results.map((r) => (r.status === "completed" ? `${r.purchaseId} ${r.accessToken}` : "pending"))).size).toBe(1);
+    expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    expect((await listFeatureTokens(deps, owner, {})).total).toBe(1);
+    // The outbox events were written with the purchase, once: payment.completed and feature.unlocked.
+    const events = deps.db.sqlite
+      .query("SELECT type, payload FROM outbox_events WHERE target_id = ? AND type IN ('payment.completed', 'feature.unlocked') ORDER BY type")
+      .all(owner) as { type: string; payload: string }[];
+    expect(events.map((e) => e.type)).toEqual(["feature.unlocked", "payment.completed"]);
+    const completedEvent = JSON.parse(events[1]!.payload);
+    expect(completedEvent).toMatchObject({ type: "payment.completed", productId, walletAddress: wallet, txHash: paid.txHash, network: "localnet" });
+    expect(JSON.parse(events[0]!.payload)).toMatchObject({ type: "feature.unlocked", accessToken: results[0]!.status === "completed" ? results[0]!.accessToken : "" });
+
+    const open = await startCheckout(deps, productId, wallet);
+    await archiveProduct(deps, owner, productId);
+    expect(await codeOf(startCheckout(deps, productId, wallet))).toBe("INVALID_STATE");
+    expect(await codeOf(confirmCheckout(deps, productId, open.checkoutId))).toBe("INVALID_STATE");
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed" });
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, txHash: paid.txHash });
+  });
+});
+
+describe("access and tokens over time", () => {
+  test("buying again while access lasts extends it from the current expiry; then it runs out", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Day pass", type: "access", price: "1", accessDays: 1 });
+    const start = deps.clock.now();
+    const first = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, first.checkout.checkoutId);
+    clock.advance(3_600_000);
+    const second = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, second.checkout.checkoutId);
+    expect(await checkAccess(deps, owner, productId, wallet)).toEqual({
+      hasAccess: true,
+      txHash: second.txHash,
+      purchasedAt: new Date(start + 3_600_000).toISOString(),
+      expiresAt: new Date(start + 2 * DAY_MS).toISOString(),
+    });
+    clock.advance(2 * DAY_MS);
+    expect(await checkAccess(deps, owner, productId, wallet)).toEqual({ hasAccess: false, paymentUrl: `http://walletgate.test/pay/${productId}?wallet=${wallet}` });
+  });
+
+  test("a feature token expires with its access; revoking ends access at once", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a", "b"], accessDays: 1 });
+    const first = await pay(deps, productId, buyer);
+    const done = await confirmCheckout(deps, productId, first.checkout.checkoutId);
+    if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    expect(done.accessToken).toMatch(/^ft_[1-9A-HJ-NP-Za-km-z]{40,44}$/);
+    expect(await verifyFeatureToken(deps, owner, done.accessToken)).toMatchObject({ valid: true, features: ["a", "b"], walletAddress: wallet });
+    expect(await verifyFeatureToken(deps, Keypair.generate().publicKey.toBase58(), done.accessToken)).toEqual({ valid: false, error: "token not found" });
+    clock.advance(DAY_MS);
+    expect(await verifyFeatureToken(deps, owner, done.accessToken)).toEqual({ valid: false, error: "token expired" });
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(false);
+    expect((await listFeatureTokens(deps, owner, { status: "expired" })).tokens.map((t) => t.accessToken)).toEqual([done.accessToken]);
+
+    const again = await pay(deps, productId, buyer);
+    const renewed = await confirmCheckout(deps, productId, again.checkout.checkoutId);
+    if (renewed.status !== "completed") throw new Error("paid");
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(true);
+    expect(await revokeFeatureToken(deps, owner, renewed.accessToken!)).toEqual({ success: true, message: "Token revoked" });
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(false);
+    expect(await verifyFeatureToken(deps, owner, renewed.accessToken!)).toEqual({ valid: false, error: "token revoked" });
+    expect(await codeOf(revokeFeatureToken(deps, Keypair.generate().publicKey.toBase58(), renewed.accessToken!))).toBe("NOT_FOUND");
+  });
+
+  test("the watcher completes paid checkouts, closes unpaid ones after the grace period, in bounded rounds", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup();
+    const paid = await pay(deps, productId, buyer);
+    const paid2 = await pay(deps, productId, buyer);
+    const unpaid = await startCheckout(deps, productId, wallet);
+    const watcher = createCheckoutWatcher(deps, { batchSize: 2 });
+    let changed = 0;
+    for (let round = 0; round < 3; round++) changed += await watcher.runOnce();
+    expect(changed).toBe(2);
+    expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.txHash).sort()).toEqual([paid.txHash, paid2.txHash].sort());
+    clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS - 1);
+    expect((await watcher.runOnce()) + (await watcher.runOnce())).toBe(0); // within the grace period
+    clock.advance(2);
+    expect((await watcher.runOnce()) + (await watcher.runOnce())).toBe(1);
+    expect(await codeOf(confirmCheckout(deps, productId, unpaid.checkoutId))).toBe("INVALID_STATE");
+    expect(await watcher.runOnce()).toBe(0);
+  });
+
+  test("daily statistics: one entry per UTC day, today last", async () => {
+    const { deps, clock, owner, productId, buyer } = await setup();
+    const a = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, a.checkout.checkoutId);
+    clock.advance(DAY_MS);
+    const b = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, b.checkout.checkoutId);
+    const stats = await ownerStatsWithDaily(deps, owner, 3);
+    expect(stats).toMatchObject({ totalRevenue: 4, totalTransactions: 2, productCount: 1, revenueByCurrency: { USDC: "4", WGT: "0" } });
+    expect(stats.daily.map((d) => [d.revenue, d.transactions])).toEqual([[0, 0], [2, 1], [2, 1]]);
+    expect(stats.daily[2]!.date).toBe(new Date(deps.clock.now()).toISOString().slice(0, 10));
+    expect(await codeOf(ownerStatsWithDaily(deps, owner, 0))).toBe("VALIDATION_ERROR");
+  });
+});

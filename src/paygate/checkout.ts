@@ -1,0 +1,310 @@
+// Checkout (paygate.md "Checkout"): the buyer's transaction built around a fresh reference key, found on
+// chain by that reference, validated, and turned into a purchase (and token) in one database write.
+import { PublicKey, VersionedTransaction } from "@solana/web3.js";
+import type { Deps } from "../deps.ts";
+import { AppError, errorText } from "../errors.ts";
+import { formatAmount } from "../lib/amounts.ts";
+import { toIso } from "../lib/clock.ts";
+import { decodeAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
+import { newId } from "../lib/ids.ts";
+import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
+import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
+import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
+import { clusterName, currencyToken } from "./products.ts";
+import { currencyOf } from "./purchases.ts";
+import * as store from "./store.ts";
+import { mintFeatureToken, revealFeatureToken } from "./tokens.ts";
+
+export const CHECKOUT_TTL_MS = 15 * 60_000;
+/**
+ * The watcher gives an unpaid checkout this long past its expiry before closing it: a transaction signed
+ * just before expiry can take its blockhash's life (about a minute) to land.
+ */
+export const EXPIRY_GRACE_MS = 2 * 60_000;
+/** Transactions read per reference: a checkout is paid once, so a handful covers retries and strays. */
+export const REFERENCE_HISTORY_LIMIT = 10;
+export const WATCH_BATCH = 50;
+const DAY_MS = 86_400_000;
+
+export type CheckoutView = {
+  checkoutId: string;
+  reference: string;
+  /** Standard base64 of the unsigned wire transaction; the buyer is fee payer and sole signer. */
+  transaction: string;
+  amount: string;
+  currency: string;
+  payTo: string;
+  expiresAt: string;
+};
+
+export type ConfirmResult = { status: "pending" } | { status: "completed"; txHash: string; purchaseId: string; accessToken?: string };
+
+type SplToken = TokenInfo & { mint: string };
+
+const mismatch = (reason: string, message: string) => new AppError("PAYMENT_MISMATCH", message, { details: { reason } });
+const noCheckout = () => new AppError("NOT_FOUND", "no such checkout for this product");
+const expired = () => new AppError("INVALID_STATE", "this checkout expired before it was paid; start a new one");
+
+async function splToken(deps: Deps, key: string): Promise<SplToken> {
+  return (await currencyToken(deps, key)) as SplToken; // currencyToken refuses a token without a mint
+}
+
+async function productForSale(deps: Deps, productId: string): Promise<store.ProductRow> {
+  const product = await store.findProduct(deps.db, productId);
+  if (product === null) throw new AppError("NOT_FOUND", "no such product");
+  if (product.status === "archived") throw new AppError("INVALID_STATE", "this product is archived and can no longer be bought");
+  return product;
+}
+
+async function checkoutOf(deps: Deps, productId: string, checkoutId: string): Promise<store.CheckoutRow> {
+  const checkout = await store.findCheckout(deps.db, checkoutId);
+  if (checkout === null || checkout.productId !== productId) throw noCheckout();
+  return checkout;
+}
+
+const isClosed = (deps: Deps, checkout: store.CheckoutRow) => checkout.status === "expired" || deps.clock.now() >= checkout.expiresAt;
+
+/**
+ * The unsigned payment: CreateAssociatedTokenAccountIdempotent for payTo when its token account is
+ * missing (paid by the buyer), then TransferChecked of the price carrying the reference, on a fresh blockhash.
+ */
+async function paymentTransaction(deps: Deps, checkout: store.CheckoutRow, token: SplToken): Promise<string> {
+  const createRecipientAccount = !(await deps.ledger.accountExists(associatedTokenAddress(checkout.payTo, token.mint)));
+  const instructions = transferInstructions({
+    from: checkout.wallet,
+    to: checkout.payTo,
+    feePayer: checkout.wallet,
+    amount: checkout.amount,
+    spl: { mint: token.mint, decimals: token.decimals },
+    createRecipientAccount,
+    memo: null,
+  });
+  // As Solana Pay does: the reference rides on the transfer as a read-only non-signer, so the payment can be
+  // found by asking for the reference's transactions.
+  instructions.at(-1)!.keys.push({ pubkey: new PublicKey(checkout.reference), isSigner: false, isWritable: false });
+  return encodeBase64(compileTransaction(instructions, checkout.wallet, (await deps.ledger.latestBlockhash()).blockhash));
+}
+
+/**
+ * POST /pay/:productId/checkout. Without `checkoutId`, opens a checkout for 15 minutes at today's price;
+ * with the id of an open one (same product and wallet), a fresh transaction with the same reference.
+ */
+export async function startCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId?: string): Promise<CheckoutView> {
+  if (decodeAddress(walletAddress) === null) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  const product = await productForSale(deps, productId);
+  let checkout: store.CheckoutRow;
+  if (checkoutId !== undefined) {
+    checkout = await checkoutOf(deps, productId, checkoutId);
+    if (checkout.wallet !== walletAddress) throw noCheckout();
+    if (checkout.status === "completed") throw new AppError("INVALID_STATE", "this checkout is already paid");
+    if (isClosed(deps, checkout)) throw expired();
+  } else {
+    const token = await splToken(deps, product.token);
+    const now = deps.clock.now();
+    checkout = {
+      id: newId("chk", deps.random),
+      productId: product.id,
+      owner: product.owner,
+      wallet: walletAddress,
+      reference: encodeBase58(deps.random(32)),
+      payTo: product.payTo,
+      amount: BigInt(product.price),
+      token: token.key,
+      createdAt: now,
+      expiresAt: now + CHECKOUT_TTL_MS,
+      status: "open",
+      purchaseId: null,
+    };
+    await store.insertCheckout(deps.db, checkout);
+  }
+  const token = await splToken(deps, checkout.token);
+  return {
+    checkoutId: checkout.id,
+    reference: checkout.reference,
+    transaction: await paymentTransaction(deps, checkout, token),
+    amount: formatAmount(checkout.amount, token.decimals),
+    currency: token.key.toUpperCase(),
+    payTo: checkout.payTo,
+    expiresAt: toIso(checkout.expiresAt),
+  };
+}
+
+/**
+ * The rules of paygate.md step 3 on the signed bytes, before anything is sent: fee payer = the checkout's
+ * wallet; exactly one token transfer to payTo's token account, a TransferChecked of the checkout's mint
+ * and at least its amount, from the wallet's own token account under the wallet's authority, carrying the
+ * reference as a read-only non-signer account of that instruction.
+ */
+function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: ParsedTransaction, wire: Uint8Array): void {
+  const key = (i: number) => tx.accountKeys[i]!;
+  if (key(0) !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
+  const toPayTo = tx.instructions.flatMap((ix, index) =>
+    ix.program === "token" && key(ix.destination) === associatedTokenAddress(checkout.payTo, ix.type === "transferChecked" ? key(ix.mint) : mint)
+      ? [{ ix, index }]
+      : [],
+  );
+  if (toPayTo.length !== 1) throw mismatch("recipient", `exactly one transfer to payTo's token account is expected, found ${toPayTo.length}`);
+  const { ix, index } = toPayTo[0]!;
+  if (ix.type !== "transferChecked") throw mismatch("recipient", "the payment must be a TransferChecked instruction");
+  if (key(ix.mint) !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
+  if (ix.amount < checkout.amount) throw mismatch("amount", `the payment is ${ix.amount} base units; ${checkout.amount} are asked`);
+  if (key(ix.owner) !== checkout.wallet || key(ix.source) !== associatedTokenAddress(checkout.wallet, mint)) {
+    throw mismatch("payer", "the tokens must come from the checkout wallet's own token account, under its authority");
+  }
+  // parseTransaction keeps a TransferChecked's four named accounts; the reference is among the extra ones.
+  const accounts = VersionedTransaction.deserialize(wire).message.compiledInstructions[index]!.accountKeyIndexes;
+  const reference = tx.accountKeys.indexOf(checkout.reference);
+  if (reference < 0 || !accounts.includes(reference) || tx.isSigner(reference) || tx.isWritable(reference)) {
+    throw mismatch("reference", "the transfer must carry the checkout's reference as a read-only, non-signer account");
+  }
+}
+
+/**
+ * The rules of step 3 on a transaction as the ledger recorded it (owners of token accounts resolved):
+ * confirmed, fee payer = wallet, exactly one token transfer to payTo, of the mint, of at least the amount,
+ * from the wallet, landed before the checkout expired. Returns that transfer.
+ */
+function checkLandedPayment(checkout: store.CheckoutRow, mint: string, tx: LedgerTransaction): ParsedTransfer {
+  if (tx.status === "failed") throw mismatch("failed", `the payment transaction failed${tx.error === null ? "" : `: ${tx.error}`}`);
+  if (tx.feePayer !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
+  const toPayTo = tx.transfers.filter((t) => t.to === checkout.payTo && t.mint !== null);
+  if (toPayTo.length !== 1) throw mismatch("recipient", `exactly one token transfer to payTo is expected, found ${toPayTo.length}`);
+  const transfer = toPayTo[0]!;
+  if (transfer.mint !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
+  if (transfer.amount < checkout.amount) throw mismatch("amount", `the payment is ${transfer.amount} base units; ${checkout.amount} are asked`);
+  if (transfer.from !== checkout.wallet) throw mismatch("payer", "the tokens must come from the checkout's wallet");
+  if (tx.timestamp > checkout.expiresAt) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
+  return transfer;
+}
+
+async function completedResult(deps: Deps, purchase: store.PurchaseRow, accessToken?: string): Promise<ConfirmResult> {
+  const token = accessToken === undefined ? await store.findFeatureTokenOfPurchase(deps.db, purchase.id) : null;
+  const clear = accessToken ?? (token === null ? undefined : revealFeatureToken(deps, token));
+  // The token is answered to every confirm of this checkout: the watcher may have completed it first.
+  return { status: "completed", txHash: purchase.txHash, purchaseId: purchase.id, ...(clear === undefined ? {} : { accessToken: clear }) };
+}
+
+/** Step 4: the purchase, the checkout completed, the token and the outbox events, in one write. */
+async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction, paid: bigint): Promise<ConfirmResult> {
+  const now = deps.clock.now();
+  const network = clusterName(deps.config.network);
+  const minted = product.type === "feature_unlock" ? mintFeatureToken(deps, product.featureIds) : null;
+  const { currency, decimals } = currencyOf([token], token.key);
+  const facts: PaymentFacts = {
+    owner: checkout.owner,
+    productId: product.id,
+    productTitle: product.title,
+    walletAddress: checkout.wallet,
+    txHash: tx.signature,
+    amount: formatAmount(paid, decimals),
+    currency,
+    timestamp: toIso(now),
+    network,
+    feature: minted === null ? null : { accessToken: minted.accessToken, featureIds: product.featureIds },
+  };
+  const outcome = await store.completeCheckout(
+    deps.db,
+    {
+      checkout,
+      productType: product.type,
+      accessMs: product.accessDays === null ? null : product.accessDays * DAY_MS,
+      purchase: { id: newId("pur", deps.random), txHash: tx.signature, amount: paid, network, purchasedAt: now },
+      token: minted?.sealed ?? null,
+    },
+    () => recordPaymentEvents(deps, facts),
+  );
+  if (outcome.kind === "signature_used") throw new AppError("CONFLICT", "this transaction already paid for another purchase");
+  if (outcome.kind === "existing") return completedResult(deps, outcome.purchase);
+  deps.log.info("purchase completed", { purchaseId: outcome.purchase.id, productId: product.id, owner: checkout.owner, checkoutId: checkout.id });
+  return completedResult(deps, outcome.purchase, minted?.accessToken);
+}
+
+/** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
+async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<ConfirmResult> {
+  if (checkout.purchaseId !== null) return completedResult(deps, (await store.findPurchase(deps.db, checkout.purchaseId))!);
+  const product = await productForSale(deps, checkout.productId);
+  const token = await splToken(deps, checkout.token);
+  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT });
+  let refusal: AppError | null = null;
+  // Oldest first: if the buyer paid twice, the first payment is the purchase.
+  for (const tx of [...found].reverse()) {
+    try {
+      const transfer = checkLandedPayment(checkout, token.mint, tx);
+      return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      refusal = err; // the newest refusal is the one reported
+    }
+  }
+  if (refusal !== null) throw refusal;
+  // Expiry counts when the payment landed, not when it is confirmed: only an unpaid checkout expires.
+  if (isClosed(deps, checkout)) throw expired();
+  return { status: "pending" };
+}
+
+/** POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. */
+export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string): Promise<ConfirmResult> {
+  return settleCheckout(deps, await checkoutOf(deps, productId, checkoutId));
+}
+
+/**
+ * POST /pay/:productId/submit: checks the signed transaction against the checkout before sending it (a
+ * mismatch costs the buyer nothing), submits it and waits for confirmation (finalized on mainnet), then
+ * confirms. A transaction the buyer already sent itself is confirmed, not refused.
+ */
+export async function submitCheckout(deps: Deps, productId: string, checkoutId: string, signedBase64: string): Promise<ConfirmResult> {
+  const checkout = await checkoutOf(deps, productId, checkoutId);
+  if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
+  await productForSale(deps, productId);
+  if (isClosed(deps, checkout)) throw expired();
+  const wire = decodeBase64Strict(signedBase64);
+  if (wire === null) throw new AppError("VALIDATION_ERROR", "transaction must be standard base64", { details: { fields: [{ field: "transaction" }] } });
+  const tx = parseTransaction(wire);
+  const token = await splToken(deps, checkout.token);
+  checkSignedPayment(checkout, token.mint, tx, wire);
+  const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
+  if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
+  try {
+    await deps.ledger.submit(wire, { finalized: deps.config.network === "mainnet" });
+  } catch (err) {
+    // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
+    if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
+  }
+  return settleCheckout(deps, checkout);
+}
+
+export type CheckoutWatcher = {
+  /** One bounded round: returns how many checkouts it completed or expired. */
+  runOnce(): Promise<number>;
+};
+
+/**
+ * Settles open checkouts in rounds of at most `batchSize`, walking them by id so every open checkout gets
+ * its turn; one still unpaid `EXPIRY_GRACE_MS` after its expiry is closed. A chain outage expires nothing.
+ */
+export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number } = {}): CheckoutWatcher {
+  const batchSize = options.batchSize ?? WATCH_BATCH;
+  let after = "";
+  return {
+    async runOnce() {
+      const batch = await store.listOpenCheckouts(deps.db, after, batchSize);
+      after = batch.length < batchSize ? "" : batch.at(-1)!.id;
+      let changed = 0;
+      for (const checkout of batch) {
+        try {
+          if ((await settleCheckout(deps, checkout)).status === "completed") {
+            changed++;
+            continue;
+          }
+        } catch (err) {
+          if (!(err instanceof AppError) || err.code === "CHAIN_UNAVAILABLE" || err.code === "INTERNAL_ERROR") {
+            deps.log.warn("checkout not settled", { checkoutId: checkout.id, error: errorText(err) });
+            continue;
+          }
+        }
+        if (deps.clock.now() > checkout.expiresAt + EXPIRY_GRACE_MS && (await store.expireCheckout(deps.db, checkout.id))) changed++;
+      }
+      return changed;
+    },
+  };
+}

@@ -1,0 +1,167 @@
+// What buyers bought, as owners see it (paygate.md "Public API"): access checks, transaction
+// verification, the purchase list and revenue statistics.
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { amountToNumber, formatAmount } from "../lib/amounts.ts";
+import { toIso } from "../lib/clock.ts";
+import { decodeAddress, decodeBase58 } from "../lib/encoding.ts";
+import type { TokenInfo } from "../ledger/ledger.ts";
+import { ownedProduct } from "./products.ts";
+import * as store from "./store.ts";
+import { requirePage } from "./tokens.ts";
+
+const DAY_MS = 86_400_000;
+export const PURCHASE_LIST_LIMIT = { default: 100, max: 1000 };
+export const STATS_DAYS = { default: 30, max: 365 };
+
+/** How a token key is shown and counted: its currency name and decimals. */
+export function currencyOf(tokens: readonly TokenInfo[], key: string): { currency: string; decimals: number } {
+  return { currency: key.toUpperCase(), decimals: tokens.find((t) => t.key === key)?.decimals ?? 6 };
+}
+
+export type PurchaseView = {
+  purchaseId: string;
+  productId: string;
+  productTitle: string;
+  walletAddress: string;
+  txHash: string;
+  amount: string;
+  currency: string;
+  network: string;
+  purchasedAt: string;
+  expiresAt?: string;
+};
+
+export async function purchaseView(deps: Deps, row: store.PurchaseRow): Promise<PurchaseView> {
+  const { currency, decimals } = currencyOf(await deps.ledger.tokens(), row.token);
+  return {
+    purchaseId: row.id,
+    productId: row.productId,
+    productTitle: row.productTitle,
+    walletAddress: row.wallet,
+    txHash: row.txHash,
+    amount: formatAmount(row.amount, decimals),
+    currency,
+    network: row.network,
+    purchasedAt: toIso(row.purchasedAt),
+    ...(row.expiresAt === null ? {} : { expiresAt: toIso(row.expiresAt) }),
+  };
+}
+
+export type AccessAnswer = { hasAccess: true; txHash: string; purchasedAt: string; expiresAt?: string } | { hasAccess: false; paymentUrl: string };
+
+/**
+ * POST /public/access/check. An access pass grants access until its purchase expires; a feature unlock
+ * until its token is revoked or expires. Archived products keep the access already sold.
+ */
+export async function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): Promise<AccessAnswer> {
+  if (decodeAddress(walletAddress) === null) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  const product = await ownedProduct(deps, owner, productId);
+  const now = deps.clock.now();
+  const purchase =
+    product.type === "feature_unlock"
+      ? await store.findTokenAccessPurchase(deps.db, product.id, walletAddress, now)
+      : await store.findAccessPurchase(deps.db, product.id, walletAddress, now);
+  if (purchase === null) return { hasAccess: false, paymentUrl: `${deps.baseUrl}/pay/${product.id}?wallet=${encodeURIComponent(walletAddress)}` };
+  return {
+    hasAccess: true,
+    txHash: purchase.txHash,
+    purchasedAt: toIso(purchase.purchasedAt),
+    ...(purchase.expiresAt === null ? {} : { expiresAt: toIso(purchase.expiresAt) }),
+  };
+}
+
+/** A transaction signature: base58 of 64 bytes. */
+export function isTxHash(text: string): boolean {
+  if (text.length < 64 || text.length > 88) return false;
+  return decodeBase58(text)?.length === 64;
+}
+
+export type Verification =
+  | ({ valid: true; txHash: string } & Omit<PurchaseView, "purchaseId" | "txHash" | "expiresAt">)
+  | { valid: false; txHash: string; error: string };
+
+/** GET /public/verify/:txHash: a purchase of this owner's, or why not (another owner's looks like any non-payment). */
+export async function verifyTransaction(deps: Deps, owner: string, txHash: string): Promise<Verification> {
+  if (!isTxHash(txHash)) {
+    throw new AppError("VALIDATION_ERROR", "txHash must be a transaction signature (base58 of 64 bytes)", { details: { fields: [{ field: "txHash" }] } });
+  }
+  const purchase = await store.findPurchaseByTxHash(deps.db, txHash);
+  if (purchase !== null && purchase.owner === owner) {
+    const view = await purchaseView(deps, purchase);
+    return {
+      valid: true,
+      txHash,
+      productId: view.productId,
+      productTitle: view.productTitle,
+      walletAddress: view.walletAddress,
+      amount: view.amount,
+      currency: view.currency,
+      network: view.network,
+      purchasedAt: view.purchasedAt,
+    };
+  }
+  const tx = await deps.ledger.getTransaction(txHash);
+  if (tx === null) return { valid: false, txHash, error: "transaction not found" };
+  if (tx.status === "failed") return { valid: false, txHash, error: "transaction failed" };
+  return { valid: false, txHash, error: "not a payment for your products" };
+}
+
+export async function listPurchases(
+  deps: Deps,
+  owner: string,
+  query: { productId?: string | undefined; limit?: number | undefined; offset?: number | undefined },
+): Promise<{ purchases: PurchaseView[]; total: number }> {
+  const page = requirePage(query.limit, query.offset, PURCHASE_LIST_LIMIT);
+  const { rows, total } = await store.listPurchases(deps.db, owner, { productId: query.productId, ...page });
+  return { purchases: await Promise.all(rows.map((row) => purchaseView(deps, row))), total };
+}
+
+export type Stats = { totalRevenue: number; totalTransactions: number; productCount: number; revenueByCurrency: Record<string, string> };
+
+/**
+ * GET /public/stats. totalRevenue is USDC only, as a number of whole USDC (the source document's shape);
+ * revenueByCurrency has every currency products can be priced in, as decimal strings.
+ */
+export async function ownerStats(deps: Deps, owner: string): Promise<Stats> {
+  const tokens = (await deps.ledger.tokens()).filter((t) => t.kind === "spl");
+  const byToken = await store.revenueByToken(deps.db, owner);
+  const revenueByCurrency: Record<string, string> = {};
+  for (const token of tokens) {
+    const { currency, decimals } = currencyOf(tokens, token.key);
+    revenueByCurrency[currency] = formatAmount(byToken.find((r) => r.token === token.key)?.revenue ?? 0n, decimals);
+  }
+  const usdc = byToken.find((r) => r.token === "usdc")?.revenue ?? 0n;
+  return {
+    totalRevenue: amountToNumber(usdc, currencyOf(tokens, "usdc").decimals),
+    totalTransactions: byToken.reduce((n, r) => n + r.count, 0),
+    productCount: await store.countProducts(deps.db, owner),
+    revenueByCurrency,
+  };
+}
+
+/** GET /dashboard/api/stats: the /public/stats numbers and one entry per UTC day, oldest first, today included. */
+export async function ownerStatsWithDaily(
+  deps: Deps,
+  owner: string,
+  days: number = STATS_DAYS.default,
+): Promise<Stats & { daily: { date: string; revenue: number; transactions: number }[] }> {
+  if (!Number.isInteger(days) || days < 1 || days > STATS_DAYS.max) {
+    throw new AppError("VALIDATION_ERROR", `days must be a whole number from 1 to ${STATS_DAYS.max}`, { details: { fields: [{ field: "days" }] } });
+  }
+  const today = Math.floor(deps.clock.now() / DAY_MS);
+  const first = today - days + 1;
+  const rows = await store.dailyRevenue(deps.db, owner, first * DAY_MS);
+  const usdcDecimals = currencyOf(await deps.ledger.tokens(), "usdc").decimals;
+  const daily = Array.from({ length: days }, (_, i) => {
+    const day = first + i;
+    const ofDay = rows.filter((r) => r.day === day);
+    const usdc = ofDay.find((r) => r.token === "usdc")?.revenue ?? 0n;
+    return {
+      date: toIso(day * DAY_MS).slice(0, 10),
+      revenue: amountToNumber(usdc, usdcDecimals),
+      transactions: ofDay.reduce((n, r) => n + r.count, 0),
+    };
+  });
+  return { ...(await ownerStats(deps, owner)), daily };
+}

@@ -1,0 +1,278 @@
+// Buying products against the real server over sockets: checkout by external wallets signing with
+// @solana/web3.js, submitted through /pay or by the buyer itself (MCP), then what the owner sees through
+// /public/* (access, verification, tokens, stats) and the Dashboard API; refusals and isolation.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Keypair } from "@solana/web3.js";
+import { base58 } from "@scure/base";
+import { newBuyer, paymentVariant, signCheckout, signatureOf } from "./helpers/checkout.ts";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
+
+let server: TestServer;
+type Owner = { address: string; token: string; key: string };
+let ownerA: Owner;
+let ownerB: Owner;
+let feature: string; // ownerA's feature_unlock product, 2.5 USDC, 30 days
+let pass: string; // ownerA's access product, 1 USDC, no expiry
+type Buyer = { wallet: TestWallet; keypair: Keypair; address: string; session: string };
+let alice: Buyer; // pays through /pay/:id/submit
+let bob: Buyer; // submits himself through MCP, then confirms
+let mallory: Buyer; // pays for other people's checkouts
+
+const dash = (path: string, token: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+const pub = (path: string, key: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/public${path}`, { ...init, headers: { "x-api-key": key } });
+const payApi = (productId: string, step: "checkout" | "submit" | "confirm", body: Json) => call(server.url, `/pay/${productId}/${step}`, { body });
+
+async function newOwner(): Promise<Owner> {
+  const wallet = newWallet();
+  const token = (await signIn(server.url, wallet)).sessionToken;
+  const key = await dash("/keys", token, { body: { label: "server" } });
+  return { address: wallet.address, token, key: key.body.key as string };
+}
+
+async function newProduct(owner: Owner, body: Json): Promise<string> {
+  const res = await dash("/products", owner.token, { body: { description: "", ...body } });
+  expect(res.status).toBe(201);
+  return res.body.productId as string;
+}
+
+async function fundedBuyer(): Promise<Buyer> {
+  const { wallet, keypair } = newBuyer();
+  const [airdrop, session] = await Promise.all([
+    runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "50"], { DATA_DIR: server.dataDir }),
+    signIn(server.url, wallet),
+  ]);
+  expect({ code: airdrop.code, stderr: airdrop.stderr }).toEqual({ code: 0, stderr: "" });
+  return { wallet, keypair, address: wallet.address, session: session.sessionToken };
+}
+
+async function checkout(productId: string, buyer: Buyer, checkoutId?: string): Promise<Json> {
+  const res = await payApi(productId, "checkout", { walletAddress: buyer.address, ...(checkoutId === undefined ? {} : { checkoutId }) });
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+/** The buyer sends the signed transaction itself, with its own session (MCP plain envelope). */
+async function submitOwn(buyer: Buyer, signed: string) {
+  const res = await call(server.url, "/mcp", { body: { tool: "wallet_submit_transaction", params: { transaction: signed } }, token: buyer.session });
+  expect(res.body).toMatchObject({ success: true, data: { status: "confirmed", signature: signatureOf(signed) } });
+}
+
+const randomTxHash = () => base58.encode(crypto.getRandomValues(new Uint8Array(64)));
+
+beforeAll(async () => {
+  server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
+  [ownerA, ownerB] = await Promise.all([newOwner(), newOwner()]);
+  [feature, pass] = await Promise.all([
+    newProduct(ownerA, { title: "Pro", type: "feature_unlock", price: "2.5", featureIds: ["export", "api"], accessDays: 30 }),
+    newProduct(ownerA, { title: "Pass", type: "access", price: 1 }),
+  ]);
+  [alice, bob, mallory] = await Promise.all([fundedBuyer(), fundedBuyer(), fundedBuyer()]);
+}, 20_000);
+afterAll(async () => {
+  await server?.dispose();
+});
+
+describe("a purchase through /pay/:id/submit (feature unlock)", () => {
+  let txHash: string;
+  let accessToken: string;
+
+  test("checkout → pending → sign outside → submit → completed, with the token; confirming again is the same purchase", async () => {
+    const started = Date.now();
+    const open = await checkout(feature, alice);
+    expect(open).toMatchObject({ amount: "2.5", currency: "USDC", payTo: ownerA.address });
+    expect(open.checkoutId).toMatch(/^chk_[1-9A-HJ-NP-Za-km-z]+$/);
+    expect(base58.decode(open.reference)).toHaveLength(32);
+    expect(Date.parse(open.expiresAt) - started).toBeGreaterThan(14 * 60_000);
+    expect(Date.parse(open.expiresAt) - started).toBeLessThanOrEqual(15 * 60_000 + 1000);
+    expect((await payApi(feature, "confirm", { checkoutId: open.checkoutId })).body).toEqual({ status: "pending" });
+    expect(await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: alice.address } })).toMatchObject({
+      status: 200,
+      body: { hasAccess: false, paymentUrl: `${server.url}/pay/${feature}?wallet=${alice.address}` },
+    });
+
+    const again = await checkout(feature, alice, open.checkoutId);
+    expect(again).toMatchObject({ checkoutId: open.checkoutId, reference: open.reference, amount: "2.5", expiresAt: open.expiresAt });
+    const signed = signCheckout(again.transaction, alice.keypair);
+    const done = await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: signed });
+    expect(done).toMatchObject({ status: 200, body: { status: "completed", txHash: signatureOf(signed) } });
+    expect(done.body.purchaseId).toMatch(/^pur_/);
+    expect(done.body.accessToken).toMatch(/^ft_[1-9A-HJ-NP-Za-km-z]{40,44}$/);
+    txHash = done.body.txHash;
+    accessToken = done.body.accessToken;
+
+    expect((await payApi(feature, "confirm", { checkoutId: open.checkoutId })).body).toEqual(done.body);
+    expect((await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: signed })).body).toEqual(done.body);
+    expect(await payApi(feature, "checkout", { walletAddress: alice.address, checkoutId: open.checkoutId })).toMatchObject({ status: 409, body: { code: "INVALID_STATE" } });
+  });
+
+  test("the owner sees it: access check, verify by txHash, feature verify, token list, purchases", async () => {
+    const access = await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: alice.address } });
+    expect(access.body).toMatchObject({ hasAccess: true, txHash });
+    expect(Date.parse(access.body.expiresAt) - Date.parse(access.body.purchasedAt)).toBe(30 * 86_400_000);
+
+    expect((await pub(`/verify/${txHash}`, ownerA.key)).body).toEqual({
+      valid: true,
+      txHash,
+      productId: feature,
+      productTitle: "Pro",
+      walletAddress: alice.address,
+      amount: "2.5",
+      currency: "USDC",
+      network: "localnet",
+      purchasedAt: access.body.purchasedAt,
+    });
+    expect((await pub(`/verify/${txHash}`, ownerB.key)).body).toEqual({ valid: false, txHash, error: "not a payment for your products" });
+    const unknown = randomTxHash();
+    expect((await pub(`/verify/${unknown}`, ownerA.key)).body).toEqual({ valid: false, txHash: unknown, error: "transaction not found" });
+    for (const bad of ["abc", alice.address, `${txHash}0`]) {
+      expect(await pub(`/verify/${bad}`, ownerA.key)).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+    }
+
+    const verified = await pub("/feature/verify", ownerA.key, { body: { accessToken } });
+    expect(verified.body).toMatchObject({ valid: true, features: ["export", "api"], productId: feature, productTitle: "Pro", walletAddress: alice.address, expiresAt: access.body.expiresAt });
+    expect((await pub("/feature/verify", ownerB.key, { body: { accessToken } })).body).toEqual({ valid: false, error: "token not found" });
+    expect((await pub("/feature/verify", ownerA.key, { body: { accessToken: "ft_nope" } })).body).toEqual({ valid: false, error: "token not found" });
+
+    const listed = await pub(`/feature/tokens?productId=${feature}&walletAddress=${alice.address}`, ownerA.key);
+    expect(listed.body).toMatchObject({ total: 1, limit: 100, offset: 0 });
+    expect(listed.body.tokens[0]).toEqual({
+      accessToken,
+      productId: feature,
+      productTitle: "Pro",
+      features: ["export", "api"],
+      walletAddress: alice.address,
+      txHash,
+      status: "active",
+      createdAt: verified.body.createdAt,
+      expiresAt: access.body.expiresAt,
+    });
+    expect((await dash(`/tokens?walletAddress=${alice.address}`, ownerA.token)).body).toEqual(listed.body);
+    expect((await pub("/feature/tokens?status=revoked", ownerA.key)).body).toMatchObject({ tokens: [], total: 0 });
+    expect((await pub("/feature/tokens", ownerB.key)).body).toMatchObject({ tokens: [], total: 0 });
+    for (const query of ["limit=0", "limit=1001", "offset=-1", "status=gone", "walletAddress=nope"]) {
+      expect((await pub(`/feature/tokens?${query}`, ownerA.key)).status).toBe(400);
+    }
+    const purchases = await dash(`/purchases?productId=${feature}`, ownerA.token);
+    expect(purchases.body).toMatchObject({ total: 1, purchases: [{ txHash, walletAddress: alice.address, amount: "2.5", currency: "USDC", network: "localnet" }] });
+    expect((await dash("/purchases", ownerB.token)).body).toEqual({ purchases: [], total: 0 });
+  });
+
+  test("revoke: another owner's is 404; the owner's is permanent and ends access", async () => {
+    expect(await pub("/feature/revoke", ownerB.key, { body: { accessToken } })).toMatchObject({ status: 404, body: { success: false, code: "NOT_FOUND" } });
+    expect(await dash("/tokens/revoke", ownerB.token, { body: { accessToken } })).toMatchObject({ status: 404, body: { success: false, code: "NOT_FOUND" } });
+    expect(await pub("/feature/revoke", ownerA.key, { body: { accessToken } })).toMatchObject({ status: 200, body: { success: true } });
+    expect((await pub("/feature/verify", ownerA.key, { body: { accessToken } })).body).toEqual({ valid: false, error: "token revoked" });
+    expect((await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: alice.address } })).body.hasAccess).toBe(false);
+    const revoked = (await pub("/feature/tokens?status=revoked", ownerA.key)).body;
+    expect(revoked.tokens.map((t: Json) => [t.accessToken, t.status])).toEqual([[accessToken, "revoked"]]);
+    expect(typeof revoked.tokens[0].revokedAt).toBe("string");
+    expect((await dash("/tokens/revoke", ownerA.token, { body: { accessToken } })).body.success).toBe(true); // still revoked
+    expect((await pub(`/verify/${txHash}`, ownerA.key)).body.valid).toBe(true); // the payment itself stays valid
+  });
+});
+
+describe("a purchase the buyer submits itself (access pass)", () => {
+  test("signed outside, sent through MCP wallet_submit_transaction, then /confirm", async () => {
+    const open = await checkout(pass, bob);
+    const signed = signCheckout(open.transaction, bob.keypair);
+    await submitOwn(bob, signed);
+    const done = await payApi(pass, "confirm", { checkoutId: open.checkoutId });
+    expect(done).toEqual(expect.objectContaining({ status: 200 }));
+    expect(done.body).toEqual({ status: "completed", txHash: signatureOf(signed), purchaseId: expect.stringMatching(/^pur_/) });
+    const access = await pub("/access/check", ownerA.key, { body: { productId: pass, walletAddress: bob.address } });
+    expect(access.body).toEqual({ hasAccess: true, txHash: signatureOf(signed), purchasedAt: expect.any(String) });
+    // Posting the same signed bytes afterwards is no second purchase.
+    expect((await payApi(pass, "submit", { checkoutId: open.checkoutId, transaction: signed })).body).toEqual(done.body);
+  });
+
+  test("two concurrent confirms make one purchase", async () => {
+    const product = await newProduct(ownerA, { title: "Race", type: "feature_unlock", price: "0.5", featureIds: ["x"] });
+    const open = await checkout(product, bob);
+    await submitOwn(bob, signCheckout(open.transaction, bob.keypair));
+    const answers = await Promise.all([1, 2, 3].map(() => payApi(product, "confirm", { checkoutId: open.checkoutId })));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(new Set(answers.map((a) => JSON.stringify(a.body))).size).toBe(1);
+    expect((await dash(`/purchases?productId=${product}`, ownerA.token)).body.total).toBe(1);
+    expect((await pub(`/feature/tokens?productId=${product}`, ownerA.key)).body.total).toBe(1);
+  });
+});
+
+describe("refusals", () => {
+  test("a transaction from the wrong payer: refused before sending, and when found on chain", async () => {
+    const open = await checkout(feature, alice);
+    const byMallory = paymentVariant(open.transaction, { payer: mallory.keypair });
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: byMallory })).toMatchObject({
+      status: 422,
+      body: { code: "PAYMENT_MISMATCH", details: { reason: "payer" } },
+    });
+    await submitOwn(mallory, byMallory);
+    expect(await payApi(feature, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 422, body: { code: "PAYMENT_MISMATCH", details: { reason: "payer" } } });
+  });
+
+  test("too little, and a transaction that is not one", async () => {
+    const open = await checkout(feature, alice);
+    const short = paymentVariant(open.transaction, { payer: alice.keypair, amount: 2_499_999n });
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: short })).toMatchObject({
+      status: 422,
+      body: { code: "PAYMENT_MISMATCH", details: { reason: "amount" } },
+    });
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: "bm90IGEgdHJhbnNhY3Rpb24=" })).toMatchObject({ status: 422, body: { code: "TRANSACTION_REJECTED" } });
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: "not base64!" })).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+    // Unsigned: the ledger refuses it, and the refusal passes through.
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: open.transaction })).toMatchObject({ status: 422, body: { code: "TRANSACTION_REJECTED" } });
+    expect((await payApi(feature, "confirm", { checkoutId: open.checkoutId })).body).toEqual({ status: "pending" });
+  });
+
+  test("one signature never buys twice: a payment carrying two checkouts' references is CONFLICT for the second", async () => {
+    const first = await checkout(pass, alice);
+    const second = await checkout(pass, alice);
+    const both = paymentVariant(first.transaction, { payer: alice.keypair, extraReferences: [second.reference] });
+    expect((await payApi(pass, "submit", { checkoutId: first.checkoutId, transaction: both })).body).toMatchObject({ status: "completed", txHash: signatureOf(both) });
+    expect(await payApi(pass, "confirm", { checkoutId: second.checkoutId })).toMatchObject({ status: 409, body: { code: "CONFLICT" } });
+    expect(await payApi(pass, "submit", { checkoutId: second.checkoutId, transaction: both })).toMatchObject({ status: 409, body: { code: "CONFLICT" } });
+  });
+
+  test("archived products, unknown ids, other products' checkouts, bad wallets", async () => {
+    const product = await newProduct(ownerB, { title: "Old", type: "access", price: "1" });
+    const open = await checkout(product, alice);
+    expect((await dash(`/products/${product}/archive`, ownerB.token, { method: "POST" })).status).toBe(200);
+    expect(await payApi(product, "checkout", { walletAddress: alice.address })).toMatchObject({ status: 409, body: { code: "INVALID_STATE" } });
+    expect(await payApi(product, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 409, body: { code: "INVALID_STATE" } });
+    expect(await payApi(product, "submit", { checkoutId: open.checkoutId, transaction: signCheckout(open.transaction, alice.keypair) })).toMatchObject({
+      status: 409,
+      body: { code: "INVALID_STATE" },
+    });
+
+    expect(await payApi("prod_nothing", "checkout", { walletAddress: alice.address })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(await payApi(feature, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(await payApi(feature, "confirm", { checkoutId: "chk_nothing" })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    const mine = await checkout(feature, alice);
+    expect(await payApi(feature, "checkout", { walletAddress: bob.address, checkoutId: mine.checkoutId })).toMatchObject({ status: 404 });
+    expect(await payApi(feature, "checkout", { walletAddress: "not-a-wallet" })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
+    expect(await payApi(feature, "checkout", {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+  });
+
+  test("another owner's product is 404 through /public/*; /public needs a key", async () => {
+    expect(await pub("/access/check", ownerB.key, { body: { productId: feature, walletAddress: alice.address } })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: "nope" } })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
+    expect(await call(server.url, "/public/stats")).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
+    expect(await call(server.url, `/public/verify/${randomTxHash()}`)).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
+  });
+});
+
+describe("statistics", () => {
+  test("/public/stats and the dashboard's daily view count what was bought", async () => {
+    // ownerA sold: Pro 2.5 (alice), Pass 1 (bob), Race 0.5 (bob), Pass 1 (alice, two references).
+    const stats = await pub("/stats", ownerA.key);
+    expect(stats.body).toEqual({ totalRevenue: 5, totalTransactions: 4, productCount: 3, revenueByCurrency: { USDC: "5", WGT: "0" } });
+    expect((await pub("/stats", ownerB.key)).body).toEqual({ totalRevenue: 0, totalTransactions: 0, productCount: 1, revenueByCurrency: { USDC: "0", WGT: "0" } });
+    const daily = await dash("/stats?days=7", ownerA.token);
+    expect(daily.body).toMatchObject(stats.body);
+    expect(daily.body.daily).toHaveLength(7);
+    expect(daily.body.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), revenue: 5, transactions: 4 });
+    expect((await dash("/stats", ownerA.token)).body.daily).toHaveLength(30);
+    expect((await dash("/stats?days=0", ownerA.token)).status).toBe(400);
+    expect((await dash("/purchases", ownerA.token)).body.total).toBe(4);
+  });
+});
