@@ -80,7 +80,7 @@ export function createApp(deps: Deps, options: AppOptions) {
     )
     .use(authRoutes(deps, clientOf))
     .use(publicRoutes(deps))
-    .use(payRoutes(deps))
+    .use(payRoutes(deps, clientOf))
     .use(dashboardApiRoutes(deps))
     // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
     .all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {

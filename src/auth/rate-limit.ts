@@ -12,6 +12,8 @@ export const AUTH_LIMITS = {
   challengePerNetwork: { name: "challenge-ip", max: 600, windowMs: 60_000 },
   // Not in the spec's table either: each MCP initialize holds a session in memory and a record.
   mcpSessionsPerNetwork: { name: "mcp-initialize-ip", max: 120, windowMs: 60_000 },
+  // Nor this: each checkout opened is a row the watcher will look after for 15 minutes.
+  checkoutsPerNetwork: { name: "checkout-ip", max: 60, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /** How many keys the limiter holds at most; past it the least recently hit key is forgotten. */
@@ -100,4 +102,9 @@ export function challengeHits(clientIp: string, wallet: string): [Limit, string]
 /** An MCP initialize from this client's network (IPv6 by /64). */
 export function mcpInitializeHits(clientIp: string): [Limit, string][] {
   return [[AUTH_LIMITS.mcpSessionsPerNetwork, networkKey(clientIp)]];
+}
+
+/** A checkout opened from this client's network (IPv6 by /64). */
+export function checkoutHits(clientIp: string): [Limit, string][] {
+  return [[AUTH_LIMITS.checkoutsPerNetwork, networkKey(clientIp)]];
 }

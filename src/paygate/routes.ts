@@ -4,6 +4,8 @@ import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
+import type { ClientInfo } from "../auth/fingerprint.ts";
+import { checkoutHits } from "../auth/rate-limit.ts";
 import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
 import { getProduct, listProducts } from "./products.ts";
 import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
@@ -104,17 +106,25 @@ const CheckoutId = t.String({ maxLength: 64 });
 /** Checkout builds and reads Solana transactions: @solana/web3.js loads with the first checkout, not at start. */
 const checkout = () => importQuietly(() => import("./checkout.ts"));
 
-export function payRoutes(deps: Deps) {
+export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
-    .post("/:productId/checkout", async ({ params, body }) => (await checkout()).startCheckout(deps, params.productId, body.walletAddress, body.checkoutId), {
+    .post(
+      "/:productId/checkout",
+      async ({ params, body, request }) => {
+        // Every checkout opened is a row kept for 15 minutes: bounded per client network.
+        if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(checkoutHits(clientOf(request).ip), deps.clock.now());
+        return (await checkout()).startCheckout(deps, params.productId, body.walletAddress, body.checkoutId);
+      },
+      {
       params: t.Object({ productId: Id }),
       body: t.Object({ walletAddress: Address, checkoutId: t.Optional(CheckoutId) }),
       detail: {
         summary: "Open a checkout (15 minutes): an unsigned transaction for the buyer to sign",
         description: "With the checkoutId of an open checkout, the same reference on a fresh blockhash.",
       },
-      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
-    })
+      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
+      },
+    )
     .post("/:productId/submit", async ({ params, body }) => (await checkout()).submitCheckout(deps, params.productId, body.checkoutId, body.transaction), {
       params: t.Object({ productId: Id }),
       // 1,232 bytes at most, so at most 1,644 base64 characters.

@@ -1,0 +1,31 @@
+// Checkout rows are bounded per client network: the 61st checkout in a minute from one address is 429.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Keypair } from "@solana/web3.js";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn } from "./helpers/wallet.ts";
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer(); // AUTH_RATE_LIMIT on, as in production
+});
+afterAll(async () => {
+  await server?.dispose();
+});
+
+test("opening checkouts is rate limited per client network", async () => {
+  const owner = newWallet();
+  const token = (await signIn(server.url, owner)).sessionToken;
+  const product = await call(server.url, "/dashboard/api/products", {
+    token,
+    body: { title: "Pass", description: "", type: "access", price: "1" },
+  });
+  const buyer = Keypair.generate().publicKey.toBase58();
+  const statuses: number[] = [];
+  for (let i = 0; i < 61; i++) {
+    statuses.push((await call(server.url, `/pay/${product.body.productId}/checkout`, { body: { walletAddress: buyer } })).status);
+  }
+  expect(statuses.slice(0, 60).every((s) => s === 200)).toBe(true);
+  const refused = await call(server.url, `/pay/${product.body.productId}/checkout`, { body: { walletAddress: buyer } });
+  expect(refused).toMatchObject({ status: 429, body: { code: "RATE_LIMITED" } });
+  expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+}, 30_000);
