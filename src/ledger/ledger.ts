@@ -78,6 +78,8 @@ export type LedgerTransaction = Readonly<{
   feePayer: string;
   transfers: readonly ParsedTransfer[];
   memo: string | null;
+  /** The transaction's wire bytes as recorded, for checks the parsed view does not carry. */
+  wire: Uint8Array;
 }>;
 
 export type Blockhash = Readonly<{ blockhash: string; lastValidBlockHeight: number }>;

@@ -1,7 +1,9 @@
 // Checkout, purchases and feature tokens in-process on the embedded ledger, with the manual clock for what
 // only time shows: expiry, late confirmation, the watcher, access extension, token expiry and daily stats.
 import { describe, expect, test } from "bun:test";
-import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { createAssociatedTokenAccountIdempotentInstruction, createTransferInstruction } from "@solana/spl-token";
+import { associatedTokenAddress, compileTransaction } from "../ledger/transactions.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
@@ -43,6 +45,27 @@ async function reasonOf(p: Promise<unknown>): Promise<string> {
 }
 
 describe("checkout", () => {
+  test("a payment the buyer sent itself is held to the byte-level rules too: a plain Transfer is not a checkout payment", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const checkout = await startCheckout(deps, productId, wallet);
+    const { mint } = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
+    // Right amount, right recipient account, the reference on the instruction — but Transfer, not TransferChecked.
+    const transfer = createTransferInstruction(
+      new PublicKey(associatedTokenAddress(wallet, mint!)),
+      new PublicKey(associatedTokenAddress(owner, mint!)),
+      buyer.publicKey,
+      2n * USDC,
+    );
+    transfer.keys.push({ pubkey: new PublicKey(checkout.reference), isSigner: false, isWritable: false });
+    const create = createAssociatedTokenAccountIdempotentInstruction(buyer.publicKey, new PublicKey(associatedTokenAddress(owner, mint!)), new PublicKey(owner), new PublicKey(mint!));
+    const wire = compileTransaction([create, transfer], wallet, (await deps.ledger.latestBlockhash()).blockhash);
+    const tx = VersionedTransaction.deserialize(wire);
+    tx.sign([buyer]);
+    await deps.ledger.submit(tx.serialize());
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:recipient");
+    expect((await listPurchases(deps, owner, {})).total).toBe(0);
+  });
+
   test("the transaction: buyer pays fee and rent, creates payTo's token account once, carries the reference", async () => {
     const { deps, productId, buyer, owner } = await setup();
     const first = await pay(deps, productId, buyer);

@@ -159,6 +159,16 @@ function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: Parse
   }
 }
 
+/** A recorded transaction read as the service reads its own; one it cannot read is not a payment. */
+function parsedOrMismatch(wire: Uint8Array): ParsedTransaction {
+  try {
+    return parseTransaction(wire);
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    throw mismatch("instructions", `the transaction is not a checkout payment: ${err.message}`);
+  }
+}
+
 /**
  * The rules of step 3 on a transaction as the ledger recorded it (owners of token accounts resolved):
  * confirmed, fee payer = wallet, exactly one token transfer to payTo, of the mint, of at least the amount,
@@ -230,6 +240,9 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
   for (const tx of [...found].reverse()) {
     try {
       const transfer = checkLandedPayment(checkout, token.mint, tx);
+      // And the byte-level rules, whoever submitted it: a TransferChecked into payTo's associated token
+      // account from the wallet's own, carrying the reference on that very instruction.
+      checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
       return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;

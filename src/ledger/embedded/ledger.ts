@@ -220,6 +220,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       feePayer: row.feePayer,
       transfers,
       memo: row.memo,
+      wire: row.wire,
     };
   }
 

@@ -530,6 +530,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const failed = meta !== null && meta.err !== null && meta.err !== undefined;
     const common = {
       signature,
+      wire: bytes,
       slot: raw.slot,
       timestamp: typeof raw.blockTime === "number" ? raw.blockTime * 1000 : 0,
       status: failed ? ("failed" as const) : ("confirmed" as const),
