@@ -1,7 +1,7 @@
 // `npm run bench`: builds dist/walletgate if missing, measures rows of operations.md "Performance" against
 // their baselines in the same run, prints a table and writes bench/results.json.
 //
-// Options: --only signin|startup|mcp   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
+// Options: --only signin|startup|mcp|access   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
 //          --baseline-seconds 2    --rebuild
 //          --server "/abs/cmd serve"  (default: dist/walletgate serve; e.g. a scratch build, or bun --cpu-prof-md)
 // BENCH_LOAD_GENERATOR=autocannon forces the load generator used when wrk is not installed.
@@ -13,9 +13,10 @@ import { buildExecutable } from "../scripts/build.ts";
 import { measureSignIn, type SignInResult } from "./sign-in.ts";
 import { measureStartup, type StartupResult } from "./startup.ts";
 import { measureMcp, type McpResult } from "./mcp.ts";
+import { measureAccessCheck, type AccessResult } from "./access-check.ts";
 import { BINARY, REPO_ROOT, createResources } from "./support.ts";
 
-const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5, mcpRatioAtLeast: 0.8 };
+const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5, mcpRatioAtLeast: 0.8, accessRatioAtLeast: 0.8, accessP99RatioAtMost: 1.5 };
 
 type Row = { figure: string; measured: string; baseline: string; ratio: string; target: string; verdict: string };
 
@@ -23,8 +24,26 @@ function formatRate(perSecond: number): string {
   return `${Math.round(perSecond).toLocaleString("en-US")}/s`;
 }
 
-function rows(signIn: SignInResult | null, startup: StartupResult | null, mcp: McpResult | null): Row[] {
+function rows(signIn: SignInResult | null, startup: StartupResult | null, mcp: McpResult | null, access: AccessResult | null): Row[] {
   const out: Row[] = [];
+  if (access !== null) {
+    out.push({
+      figure: "POST /public/access/check req/s (50 conns)",
+      measured: formatRate(access.walletgate.requestsPerSecond),
+      baseline: `Elysia + 1 PK lookup ${formatRate(access.baseline.requestsPerSecond)}`,
+      ratio: `${access.throughputRatio.toFixed(2)}x`,
+      target: `>= ${TARGETS.accessRatioAtLeast}x`,
+      verdict: access.throughputRatio >= TARGETS.accessRatioAtLeast ? "met" : "MISSED",
+    });
+    out.push({
+      figure: "  its p99 latency",
+      measured: `${access.walletgate.latencyP99Ms} ms`,
+      baseline: `${access.baseline.latencyP99Ms} ms`,
+      ratio: `${access.p99Ratio.toFixed(2)}x`,
+      target: `<= ${TARGETS.accessP99RatioAtMost}x`,
+      verdict: access.p99Ratio <= TARGETS.accessP99RatioAtMost ? "met" : "MISSED",
+    });
+  }
   if (mcp !== null) {
     out.push({
       figure: "MCP tools/call wallet_get_balance, one open session",
@@ -113,8 +132,8 @@ async function main(): Promise<number> {
   const connections = Math.round(positive("connections", values.connections));
   const runs = Math.round(positive("runs", values.runs));
   const baselineSeconds = positive("baseline-seconds", values["baseline-seconds"]);
-  if (only !== undefined && only !== "signin" && only !== "startup" && only !== "mcp") {
-    throw new Error(`--only must be signin, startup or mcp, got ${only}`);
+  if (only !== undefined && !["signin", "startup", "mcp", "access"].includes(only)) {
+    throw new Error(`--only must be signin, startup, mcp or access, got ${only}`);
   }
 
   const resources = createResources();
@@ -152,6 +171,15 @@ async function main(): Promise<number> {
         process.stderr.write(`bench: WARNING failed MCP calls during the load: walletgate ${mcp.walletgate.failed}, baseline ${mcp.baseline.failed}\n`);
       }
     }
+    let access: AccessResult | null = null;
+    if (only === undefined || only === "access") {
+      if (loadGenerator !== "wrk") throw new Error("the access-check rows need wrk (apt-get install wrk)");
+      process.stdout.write(`access check: Elysia + one primary-key lookup, then walletgate, ${seconds} s each ...\n`);
+      access = await measureAccessCheck(resources, { serverCommand, seconds });
+      if (access.walletgate.non2xx > 0 || access.baseline.non2xx > 0) {
+        process.stderr.write(`bench: WARNING non-2xx answers: walletgate ${access.walletgate.non2xx}, baseline ${access.baseline.non2xx}\n`);
+      }
+    }
     let signIn: SignInResult | null = null;
     if (only === undefined || only === "signin") {
       process.stdout.write(`sign-in: native baseline ${baselineSeconds} s, ${loadGenerator} for ${seconds} s, native baseline again ...\n`);
@@ -163,7 +191,7 @@ async function main(): Promise<number> {
       }
     }
 
-    const table = rows(signIn, startup, mcp);
+    const table = rows(signIn, startup, mcp, access);
     printTable(table);
     const results = {
       date: new Date().toISOString(),
@@ -174,6 +202,7 @@ async function main(): Promise<number> {
       signIn,
       startup,
       mcp,
+      access,
       table,
       benchSeconds: Math.round((performance.now() - started) / 100) / 10,
     };

@@ -1,0 +1,109 @@
+// Rows "POST /public/access/check requests/s" and "its p99 at 50 connections" against an Elysia route doing
+// one SQLite primary-key lookup (bench/access-baseline.ts), measured in the same run (operations.md).
+import { generateKeyPairSync, sign } from "node:crypto";
+import { join } from "node:path";
+import { base58 } from "@scure/base";
+import { cleanEnv, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+
+export type AccessOptions = { serverCommand: string[]; seconds: number };
+type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
+export type AccessResult = { walletgate: Rate; baseline: Rate; throughputRatio: number; p99Ratio: number };
+
+const CONNECTIONS = 50;
+
+function parseWrk(out: string): Rate {
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+  const m = /99%\s+([\d.]+)(us|ms|s)/.exec(out);
+  const p99 = m === null ? Number.NaN : m[2] === "us" ? Number(m[1]) / 1000 : m[2] === "s" ? Number(m[1]) * 1000 : Number(m[1]);
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  return { requestsPerSecond: Math.round(rps), latencyP99Ms: round(p99, 2), non2xx };
+}
+
+async function wrkPost(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string): Promise<Rate> {
+  const script = join(dir, `post-${Math.random().toString(36).slice(2)}.lua`);
+  const lua = [
+    `wrk.method = "POST"`,
+    `wrk.body = ${JSON.stringify(body)}`,
+    `wrk.headers["Content-Type"] = "application/json"`,
+    ...Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`),
+  ].join("\n");
+  await Bun.write(script, lua);
+  const child = resources.track(
+    Bun.spawn(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${seconds}s`, "--latency", "-s", script, url], { env: cleanEnv({}), stdout: "pipe", stderr: "pipe" }),
+  );
+  const [code, out] = await Promise.all([child.exited, new Response(child.stdout).text()]);
+  if (code !== 0) throw new Error(`wrk failed (exit ${code}):\n${out}`);
+  return parseWrk(out);
+}
+
+async function json(url: string, path: string, init: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Record<string, any>> {
+  const response = await fetch(url + path, {
+    method: init.body === undefined ? "GET" : "POST",
+    headers: { "content-type": "application/json", ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await response.text();
+  if (response.status >= 300) throw new Error(`${path} answered ${response.status}: ${text}`);
+  return JSON.parse(text) as Record<string, any>;
+}
+
+/** An owner signed in with a fresh key, a product and an API key, the owner set to unlimited. */
+async function prepareOwner(url: string, serverCommand: string[], dataDir: string, dir: string): Promise<{ key: string; productId: string }> {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const wallet = base58.encode(publicKey.export({ format: "der", type: "spki" }).subarray(12));
+  const challenge = await json(url, `/auth/challenge?wallet=${wallet}`);
+  const signature = sign(null, Buffer.from(challenge.message as string, "utf8"), privateKey).toString("base64");
+  const { sessionToken } = await json(url, "/auth/verify", { body: { walletAddress: wallet, nonce: challenge.nonce, signature } });
+  const auth = { authorization: `Bearer ${sessionToken}` };
+  const product = await json(url, "/dashboard/api/products", { body: { title: "Bench", description: "", type: "access", price: "1" }, headers: auth });
+  const { key } = await json(url, "/dashboard/api/keys", { body: { label: "bench" }, headers: auth });
+  // The benchmark measures the check, not the limiter: the operator's tier for benchmarks.
+  const tier = Bun.spawnSync([...serverCommand.slice(0, -1), "owners", "set-tier", wallet, "unlimited"], { cwd: dir, env: cleanEnv({ DATA_DIR: dataDir }) });
+  if (tier.exitCode !== 0) throw new Error(`owners set-tier failed: ${tier.stderr}`);
+  return { key: key as string, productId: product.productId as string };
+}
+
+export async function measureAccessCheck(resources: Resources, options: AccessOptions): Promise<AccessResult> {
+  const dir = resources.tempDir("access");
+  const baselineLog = join(dir, "baseline.log");
+  const baseline = resources.track(
+    Bun.spawn([process.execPath, join(import.meta.dir, "access-baseline.ts"), dir], { cwd: dir, env: cleanEnv({}), stdout: Bun.file(baselineLog), stderr: "inherit" }),
+  );
+  let baselineRate: Rate;
+  try {
+    const url = await waitForListeningInFile(baselineLog, baseline, 10_000);
+    const body = JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" });
+    await wrkPost(resources, `${url}/check`, body, {}, 1, dir); // warm-up
+    baselineRate = await wrkPost(resources, `${url}/check`, body, {}, options.seconds, dir);
+  } finally {
+    await stopProcess(baseline, 5_000);
+  }
+
+  const dataDir = join(dir, "data");
+  const log = join(dir, "server.log");
+  const server = resources.track(
+    Bun.spawn(options.serverCommand, {
+      cwd: dir,
+      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
+      stdout: Bun.file(log),
+      stderr: "inherit",
+    }),
+  );
+  let walletgate: Rate;
+  try {
+    const url = await waitForListeningInFile(log, server, 10_000);
+    const { key, productId } = await prepareOwner(url, options.serverCommand, dataDir, dir);
+    const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
+    const body = JSON.stringify({ productId, walletAddress: buyer });
+    await wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, 1, dir); // warm-up
+    walletgate = await wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, options.seconds, dir);
+  } finally {
+    await stopProcess(server, 10_000);
+  }
+  return {
+    walletgate,
+    baseline: baselineRate,
+    throughputRatio: round(walletgate.requestsPerSecond / baselineRate.requestsPerSecond, 3),
+    p99Ratio: round(walletgate.latencyP99Ms / baselineRate.latencyP99Ms, 3),
+  };
+}
