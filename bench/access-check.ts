@@ -3,7 +3,7 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
-import { cleanEnv, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { cleanEnv, parseWrkSummary, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
 
 export type AccessOptions = { serverCommand: string[]; seconds: number };
 type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
@@ -12,11 +12,8 @@ export type AccessResult = { walletgate: Rate; baseline: Rate; throughputRatio: 
 const CONNECTIONS = 50;
 
 function parseWrk(out: string): Rate {
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
-  const m = /99%\s+([\d.]+)(us|ms|s)/.exec(out);
-  const p99 = m === null ? Number.NaN : m[2] === "us" ? Number(m[1]) / 1000 : m[2] === "s" ? Number(m[1]) * 1000 : Number(m[1]);
-  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-  return { requestsPerSecond: Math.round(rps), latencyP99Ms: round(p99, 2), non2xx };
+  const { requestsPerSecond, latencyP99Ms, non2xx } = parseWrkSummary(out);
+  return { requestsPerSecond, latencyP99Ms, non2xx };
 }
 
 async function wrkPost(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string): Promise<Rate> {

@@ -1,7 +1,7 @@
 // Row "MCP tools/call wallet_get_balance over an open session, calls/s" against a no-op tool on a bare
 // SDK server with the same transport (operations.md), and against the same binary's /healthz.
 import { join } from "node:path";
-import { cleanEnv, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { cleanEnv, parseWrkSummary, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
 
 export type McpOptions = { serverCommand: string[]; seconds: number; connections: number };
 
@@ -49,15 +49,8 @@ async function wrk(resources: Resources, url: string, options: McpOptions, mcp: 
   const [code, out] = await Promise.all([child.exited, new Response(child.stdout).text()]);
   if (code !== 0) throw new Error(`wrk failed (exit ${code}):\n${out}`);
   if (mcp === null) {
-    // Plain wrk output: "Requests/sec: N" and the latency distribution.
-    const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
-    const ms = (label: string) => {
-      const m = new RegExp(`${label}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
-      if (m === null) return Number.NaN;
-      const value = Number(m[1]);
-      return m[2] === "us" ? value / 1000 : m[2] === "s" ? value * 1000 : value;
-    };
-    return { callsPerSecond: Math.round(rps), latencyP50Ms: ms("50"), latencyP99Ms: ms("99"), failed: 0 };
+    const summary = parseWrkSummary(out);
+    return { callsPerSecond: summary.requestsPerSecond, latencyP50Ms: summary.latencyP50Ms, latencyP99Ms: summary.latencyP99Ms, failed: summary.non2xx };
   }
   const line = out.split("\n").find((l) => l.startsWith("WRK_RESULT "));
   if (line === undefined) throw new Error(`wrk printed no result:\n${out}`);

@@ -130,3 +130,19 @@ export function cleanEnv(extra: Record<string, string>): Record<string, string> 
   }
   return { ...env, ...extra };
 }
+
+/** Figures from wrk's own summary (run with --latency): requests/s, p50 and p99 in ms, non-2xx answers. */
+export function parseWrkSummary(out: string): { requestsPerSecond: number; latencyP50Ms: number; latencyP99Ms: number; non2xx: number } {
+  const ms = (label: string) => {
+    const m = new RegExp(`${label}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    if (m === null) return Number.NaN;
+    const value = Number(m[1]);
+    return m[2] === "us" ? value / 1000 : m[2] === "s" ? value * 1000 : value;
+  };
+  return {
+    requestsPerSecond: Math.round(Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1])),
+    latencyP50Ms: round(ms("50"), 2),
+    latencyP99Ms: round(ms("99"), 2),
+    non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0),
+  };
+}

@@ -3,6 +3,11 @@
 import type { Network } from "../config.ts";
 import { AppError } from "../errors.ts";
 
+/** Solana cluster names, as product, purchase, verification and webhook records carry them (spec/README.md). */
+export function clusterName(network: Network): string {
+  return network === "mainnet" ? "mainnet-beta" : network;
+}
+
 /** Amounts above 2^63-1 base units are refused everywhere (spec/README.md "Amounts"; SQLite's integers). */
 export const MAX_AMOUNT_BASE_UNITS = 2n ** 63n - 1n;
 export const MAX_HISTORY_LIMIT = 1000;

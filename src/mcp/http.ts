@@ -49,6 +49,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const sessions = new Map<string, LiveSession>();
   const rebuilding = new Map<string, Promise<LiveSession | null>>();
   const url = new URL("/mcp", deps.baseUrl).href;
+  /** The only browser origin allowed to call tools (DNS rebinding). */
+  const ownOrigin = new URL(deps.baseUrl).origin;
 
   function toolSession(live: { id: string; recordKey: string; binding: Binding | null }): ToolSession {
     return {
@@ -87,7 +89,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       // DNS rebinding: a browser page on another origin that reaches this port is refused (clients
       // outside browsers send no Origin).
       enableDnsRebindingProtection: true,
-      allowedOrigins: [new URL(deps.baseUrl).origin],
+      allowedOrigins: [ownOrigin],
       onsessioninitialized: async () => {
         sessions.set(id, live);
         await onInitialized(protocolVersion);
@@ -209,7 +211,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           // As the MCP transport does: a browser page of another origin may not call tools (DNS rebinding),
           // and a JSON body must say so (a cross-site form or text/plain POST needs no preflight).
           const origin = request.headers.get("origin");
-          if (origin !== null && origin !== new URL(deps.baseUrl).origin) return jsonRpcError(403, -32000, "Invalid Origin header");
+          if (origin !== null && origin !== ownOrigin) return jsonRpcError(403, -32000, "Invalid Origin header");
           if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
             return Response.json(failure(new AppError("VALIDATION_ERROR", "send the body as content-type: application/json")), { status: 400 });
           }

@@ -6,7 +6,7 @@ import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
-import type { TokenInfo } from "../ledger/ledger.ts";
+import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
 import { enqueueEventInWrite } from "../webhooks/outbox.ts";
 import * as store from "./store.ts";
 
@@ -42,11 +42,6 @@ export type ProductInput = {
 
 const LIMITS = { title: 200, description: 2000, featureIds: 50, featureIdChars: 64, redirectOrigins: 10, accessDays: 36_500 };
 const FEATURE_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
-
-/** Solana cluster names, as product, purchase and webhook records carry them (spec/README.md). */
-export function clusterName(network: Deps["config"]["network"]): string {
-  return network === "mainnet" ? "mainnet-beta" : network;
-}
 
 function invalid(field: string, problem: string): AppError {
   return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });

@@ -8,7 +8,7 @@ import { decodeAddress } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newSecretBase58 } from "../lib/ids.ts";
 import { recordRevocationEvent } from "./events.ts";
-import { clusterName } from "./products.ts";
+import { clusterName } from "../ledger/ledger.ts";
 import * as store from "./store.ts";
 
 const TOKEN_FORMAT = /^ft_[1-9A-HJ-NP-Za-km-z]{32,44}$/;

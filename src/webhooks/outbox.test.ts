@@ -10,11 +10,11 @@ import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { openDatabase, type Db } from "../db/open.ts";
 import { createDeps, type Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
 import { manualClock } from "../lib/clock.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { createEndpoint, rotateEndpointSecret, updateEndpoint, deleteEndpoint, getEndpoint } from "./endpoints.ts";
 import {
@@ -32,11 +32,7 @@ import * as store from "./store.ts";
 
 type Clock = ReturnType<typeof manualClock>;
 
-async function setup() {
-  const t = await testDeps();
-  migrate(t.db.sqlite, t.clock.now(), MIGRATIONS);
-  return t;
-}
+const setup = () => testDeps();
 
 const wallet = () => encodeBase58(cryptoRandom(32));
 
@@ -109,16 +105,6 @@ function enqueue(db: Db, clock: Clock, owner: string, type = "payment.completed"
 
 async function deliveriesOf(deps: Deps, owner: string, endpointId: string) {
   return (await listDeliveries(deps, owner, endpointId, { limit: 100 })).deliveries;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return "resolved";
-  } catch (err) {
-    if (!(err instanceof AppError)) throw err;
-    return err.code;
-  }
 }
 
 describe("delivery", () => {

@@ -4,6 +4,7 @@ import type { Db } from "../db/open.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, errorText } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
+import { clusterName } from "../ledger/ledger.ts";
 import { cryptoRandom, newId, type Random } from "../lib/ids.ts";
 import { endpointSigningSecrets } from "./endpoints.ts";
 import { DEFAULT_TIMEOUT_MS, GuardedFetchError, guardedFetch, utf8Prefix } from "./guarded-fetch.ts";
@@ -59,11 +60,6 @@ function enqueueInWrite(db: Db, event: OutboxEvent, now: number, random: Random)
  */
 export function enqueueEventInWrite(db: Db, event: OutboxEvent, now: number, random: Random = cryptoRandom): string {
   return enqueueInWrite(db, event, now, random).eventId;
-}
-
-/** Solana cluster names, as webhook bodies carry them (spec/README.md "Network names"). */
-function clusterName(network: Deps["config"]["network"]): string {
-  return network === "mainnet" ? "mainnet-beta" : network;
 }
 
 const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
