@@ -20,3 +20,20 @@ test("an unexpected failure is 500 INTERNAL_ERROR with no SQL or stack, logged w
   const logged = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "unhandled error");
   expect(logged.requestId).toBe("req-test-1");
 });
+
+test("route groups built on first use: concurrent first requests share one build and get the same answers", async () => {
+  const { deps } = await testDeps();
+  const app = createApp(deps, { metaOf: () => ({ requestId: "req-test-2", ip: "192.0.2.1", userAgent: "t" }), mcp: createMcpEndpoint(deps) });
+  const answers = await Promise.all(
+    ["/public/access/check", "/public/access/check", "/dashboard/api/me", "/pay/none/checkout"].map((path) =>
+      app.handle(new Request(`http://localhost${path}`, { method: path.startsWith("/dashboard") ? "GET" : "POST" })),
+    ),
+  );
+  const bodies = await Promise.all(answers.map((r) => r.json()));
+  expect(answers.map((r) => r.status)).toEqual([401, 401, 401, 400]);
+  expect(bodies[0]).toEqual(bodies[1]);
+  expect(bodies.map((b) => b.code)).toEqual(["MISSING_API_KEY", "MISSING_API_KEY", "UNAUTHENTICATED", "VALIDATION_ERROR"]);
+  // An unknown path under a lazy prefix is the same 404 as anywhere else.
+  const missing = await app.handle(new Request("http://localhost/public/nowhere"));
+  expect([missing.status, await missing.json()]).toEqual([404, { error: "no such route", code: "NOT_FOUND" }]);
+});

@@ -1,12 +1,12 @@
-// createApp(deps): the Elysia application — error mapping in one place, every feature's routes in one list.
+// createApp(deps): the HTTP application — error mapping in one place, every feature's routes in one list.
+// Health, sign-in and /mcp are built at start-up; the other route groups (and the OpenAPI document) are
+// imported and built on their first request, so that start-up does not pay for them (operations.md).
 import { Elysia, ValidationError } from "elysia";
-import { openapi } from "@elysiajs/openapi";
 import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
-import { payRoutes, publicRoutes } from "./paygate/routes.ts";
-import { dashboardApiRoutes } from "./dashboard/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
+import { pathOf } from "./lib/path.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -22,45 +22,33 @@ function validationDetails(err: ValidationError): { field: string; message: stri
   }
 }
 
-export function createApp(deps: Deps, options: AppOptions) {
-  const clientOf = (request: Request): ClientInfo => {
-    const meta = options.metaOf(request);
-    return { ip: meta.ip, userAgent: meta.userAgent };
-  };
-  return new Elysia()
-    .onError(({ code, error, request, set }) => {
-      // Headers a route already decided (e.g. X-RateLimit-* of /public/*) go out with its error too.
-      const decided = Object.fromEntries(Object.entries(set.headers).filter((e): e is [string, string] => typeof e[1] === "string"));
-      if (error instanceof AppError) return errorResponse(error, decided);
-      // A response that fails its own schema is our bug, not the client's: it falls through to 500.
-      if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
-        const details = validationDetails(error);
-        const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
-        return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }), decided);
-      }
-      if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
-      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
-      deps.log.error("unhandled error", {
-        requestId: options.metaOf(request).requestId,
-        error: errorText(error),
-      });
-      return errorResponse(internalError());
-    })
-    .use(
-      openapi({
-        path: "/docs",
-        specPath: "/openapi.json",
-        documentation: {
-          info: { title: "walletgate", version: pkg.version, description: "Wallet sign-in, sessions and payment gating." },
-          components: {
-            securitySchemes: {
-              bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
-              apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
-            },
-          },
-        },
-      }),
-    )
+type Client = (request: Request) => ClientInfo;
+type Routes = ReturnType<typeof authRoutes> | Elysia<any, any, any, any, any, any, any>;
+
+/** The error mapping every route group shares: AppError, validation, parse, not found, else a logged 500. */
+function withErrors(deps: Deps, options: AppOptions) {
+  return new Elysia().onError(({ code, error, request, set }) => {
+    // Headers a route already decided (e.g. X-RateLimit-* of /public/*) go out with its error too.
+    const decided = Object.fromEntries(Object.entries(set.headers).filter((e): e is [string, string] => typeof e[1] === "string"));
+    if (error instanceof AppError) return errorResponse(error, decided);
+    // A response that fails its own schema is our bug, not the client's: it falls through to 500.
+    if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
+      const details = validationDetails(error);
+      const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
+      return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }), decided);
+    }
+    if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
+    if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
+    deps.log.error("unhandled error", {
+      requestId: options.metaOf(request).requestId,
+      error: errorText(error),
+    });
+    return errorResponse(internalError());
+  });
+}
+
+function healthRoutes(deps: Deps) {
+  return new Elysia({ name: "health-routes" })
     .get("/healthz", () => ({ status: "ok" as const }), { detail: { summary: "The process is up", tags: ["health"] } })
     .get(
       "/readyz",
@@ -77,21 +65,107 @@ export function createApp(deps: Deps, options: AppOptions) {
         return { status: "ready" as const, checks };
       },
       { detail: { summary: "The database and the ledger (embedded, or the Solana RPC) answer", tags: ["health"] } },
-    )
-    .use(authRoutes(deps, clientOf))
-    .use(publicRoutes(deps))
-    .use(payRoutes(deps, clientOf))
-    .use(dashboardApiRoutes(deps))
-    // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
-    .all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {
-      parse: "none",
-      detail: {
-        summary: "MCP Streamable HTTP, or a plain JSON tool call",
-        description:
-          "Model Context Protocol (initialize, tools/list, tools/call; Mcp-Session-Id; DELETE ends a session). " +
-          'A POST body {"tool": "<name>", "params": {...}} without "jsonrpc" calls one tool and answers its envelope, ' +
-          "with the error table's HTTP status on failure. Authorization: Bearer <sessionToken> runs the call as that wallet.",
-        tags: ["mcp"],
+    );
+}
+
+function mcpRoute(options: AppOptions, clientOf: Client) {
+  // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
+  return new Elysia({ name: "mcp-route" }).all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {
+    parse: "none",
+    detail: {
+      summary: "MCP Streamable HTTP, or a plain JSON tool call",
+      description:
+        "Model Context Protocol (initialize, tools/list, tools/call; Mcp-Session-Id; DELETE ends a session). " +
+        'A POST body {"tool": "<name>", "params": {...}} without "jsonrpc" calls one tool and answers its envelope, ' +
+        "with the error table's HTTP status on failure. Authorization: Bearer <sessionToken> runs the call as that wallet.",
+      tags: ["mcp"],
+    },
+  });
+}
+
+/** The route groups built on first use, each with the path prefixes it answers. */
+const LAZY_GROUPS: { prefixes: string[]; load: (deps: Deps, clientOf: Client) => Promise<Routes[]> }[] = [
+  {
+    prefixes: ["/public/", "/pay/"],
+    load: async (deps, clientOf) => {
+      const { payRoutes, publicRoutes } = await import("./paygate/routes.ts");
+      return [publicRoutes(deps), payRoutes(deps, clientOf)];
+    },
+  },
+  {
+    prefixes: ["/dashboard/"],
+    load: async (deps) => [(await import("./dashboard/routes.ts")).dashboardApiRoutes(deps)],
+  },
+];
+
+/** `/docs` and `/openapi.json`: a documentation app holding every route group, built on first request. */
+async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager: Routes[]) {
+  const { openapi } = await import("@elysiajs/openapi");
+  let app = withErrors(deps, options).use(
+    openapi({
+      path: "/docs",
+      specPath: "/openapi.json",
+      documentation: {
+        info: { title: "walletgate", version: pkg.version, description: "Wallet sign-in, sessions and payment gating." },
+        components: {
+          securitySchemes: {
+            bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
+            apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
+          },
+        },
       },
-    });
+    }),
+  ) as Elysia<any, any, any, any, any, any, any>;
+  const groups = await Promise.all(LAZY_GROUPS.map((g) => g.load(deps, clientOf)));
+  for (const routes of [...eager, ...groups.flat()]) app = app.use(routes);
+  return app;
+}
+
+export type App = {
+  /** Answers one request: from the start-up app, or from the route group its path belongs to. */
+  handle(request: Request): Promise<Response>;
+};
+
+export function createApp(deps: Deps, options: AppOptions): App {
+  const clientOf: Client = (request) => {
+    const meta = options.metaOf(request);
+    return { ip: meta.ip, userAgent: meta.userAgent };
+  };
+  const eager = (): Routes[] => [healthRoutes(deps), authRoutes(deps, clientOf), mcpRoute(options, clientOf)];
+  let core = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
+  for (const routes of eager()) core = core.use(routes);
+
+  type Fetch = (request: Request) => Response | Promise<Response>;
+  const built = new Map<string, Promise<Fetch>>();
+  const lazily = (key: string, build: () => Promise<Elysia<any, any, any, any, any, any, any>>): Promise<Fetch> => {
+    let app = built.get(key);
+    if (app === undefined) {
+      app = build().then((a) => a.fetch);
+      // A failed build (it should not) is retried by the next request rather than kept.
+      app.catch(() => built.delete(key));
+      built.set(key, app);
+    }
+    return app;
+  };
+
+  const coreFetch = core.fetch;
+  return {
+    async handle(request) {
+      const path = pathOf(request.url);
+      if (path === "/openapi.json" || path === "/docs" || path.startsWith("/docs/")) {
+        return (await lazily("docs", () => docsApp(deps, options, clientOf, eager())))(request);
+      }
+      for (const group of LAZY_GROUPS) {
+        if (group.prefixes.some((prefix) => path.startsWith(prefix))) {
+          const key = group.prefixes[0]!;
+          return (await lazily(key, async () => {
+            let app = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
+            for (const routes of await group.load(deps, clientOf)) app = app.use(routes);
+            return app;
+          }))(request);
+        }
+      }
+      return coreFetch(request);
+    },
+  };
 }

@@ -8,6 +8,7 @@ import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
+import { pathOf } from "./lib/path.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint } from "./mcp/endpoint.ts";
 import { createDeliveryWorker } from "./webhooks/outbox.ts";
@@ -94,13 +95,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       response = errorResponse(internalError());
     }
     response.headers.set("x-request-id", requestId);
-    const url = incoming.url;
-    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
-    const queryStart = url.indexOf("?", pathStart);
     log.info("request", {
       requestId,
       method: incoming.method,
-      path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart), // never the query
+      path: pathOf(incoming.url), // never the query
       status: response.status,
       ms: Math.round((performance.now() - started) * 100) / 100,
     });
@@ -128,8 +126,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const mcp = createMcpEndpoint(deps);
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
-  appFetch = app.fetch;
-  appReady.resolve(app.fetch);
+  appFetch = app.handle;
+  appReady.resolve(app.handle);
 
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err) });

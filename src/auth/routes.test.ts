@@ -468,9 +468,12 @@ describe("health, docs, logs", () => {
     expect(ready.body.status).toBe("ready");
   });
 
-  test("/openapi.json documents every auth route; /docs serves a page", async () => {
+  test("/openapi.json documents every route group, also those built on first use; /docs serves a page", async () => {
     const spec = (await call(url, "/openapi.json")).body;
-    for (const path of ["/auth/challenge", "/auth/verify", "/auth/session", "/auth/revoke", "/auth/revoke-all", "/healthz", "/readyz"]) {
+    for (const path of [
+      "/auth/challenge", "/auth/verify", "/auth/session", "/auth/revoke", "/auth/revoke-all", "/healthz", "/readyz", "/mcp",
+      "/public/access/check", "/public/products/{id}", "/pay/{productId}/checkout", "/dashboard/api/me", "/dashboard/api/products",
+    ]) {
       expect(Object.keys(spec.paths)).toContain(path);
     }
     const docs = await fetch(url + "/docs");
