@@ -29,7 +29,7 @@ test("route groups built on first use: concurrent first requests share one build
       app.handle(new Request(`http://localhost${path}`, { method: path.startsWith("/dashboard") ? "GET" : "POST" })),
     ),
   );
-  const bodies = await Promise.all(answers.map((r) => r.json()));
+  const bodies = (await Promise.all(answers.map((r) => r.json()))) as { code: string }[];
   expect(answers.map((r) => r.status)).toEqual([401, 401, 401, 400]);
   expect(bodies[0]).toEqual(bodies[1]);
   expect(bodies.map((b) => b.code)).toEqual(["MISSING_API_KEY", "MISSING_API_KEY", "UNAUTHENTICATED", "VALIDATION_ERROR"]);

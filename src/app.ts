@@ -94,7 +94,10 @@ const LAZY_GROUPS: { prefixes: string[]; load: (deps: Deps, clientOf: Client) =>
   },
   {
     prefixes: ["/dashboard/"],
-    load: async (deps) => [(await import("./dashboard/routes.ts")).dashboardApiRoutes(deps)],
+    load: async (deps, clientOf) => {
+      const { dashboardApiRoutes, dashboardSessionRoutes } = await import("./dashboard/routes.ts");
+      return [dashboardSessionRoutes(deps, clientOf), dashboardApiRoutes(deps)];
+    },
   },
 ];
 

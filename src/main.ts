@@ -21,6 +21,8 @@ Commands:
              API keys of /public/* for headless servers (--json for scripts)
   wallets export <address> [--format base58|json]
              print a custodial wallet's secret key (operator only; warns on stderr)
+  dashboard-link --keypair <file> [--json]
+             print a one-time dashboard sign-in link for the keypair's wallet (headless servers)
 
 Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
   --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
@@ -40,6 +42,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   mcp: async () => (await import("./cli/mcp.ts")).mcpCommand,
   owners: async () => (await import("./cli/owners.ts")).ownersCommand,
   keys: async () => (await import("./cli/keys.ts")).keysCommand,
+  "dashboard-link": async () => (await import("./cli/dashboard-link.ts")).dashboardLinkCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

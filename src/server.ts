@@ -22,6 +22,9 @@ import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
+// The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
+import dashboardPage from "./web/dashboard.html";
+import payPage from "./web/pay.html";
 
 export type RunningServer = {
   url: string;
@@ -112,6 +115,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     development: false,
     // Bun's own cap is only a backstop; the limit with our error body is enforced in `handle`.
     maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 1024 * 1024),
+    // Pages are answered by Bun from the bundle; everything else goes through `handle`.
+    routes: {
+      "/dashboard": dashboardPage,
+      "/pay/:productId": payPage,
+    },
     fetch: handle,
   });
   const port = server.port ?? config.port;

@@ -1,12 +1,14 @@
-// The purge: expired challenges, long-expired token rows, dead links and cutoffs, stale rate windows.
+// The purge: expired challenges, long-expired token rows, dead links and cutoffs, stale rate windows,
+// and old one-time dashboard sign-in links (also sign-in material, so they go in the same hourly pass).
 import type { Deps } from "../deps.ts";
+import { purgeDashboardLinks } from "../dashboard/links.ts";
 import * as store from "./store.ts";
 
 const DAY_MS = 86_400_000;
 
-export async function purgeAuth(deps: Deps): Promise<store.PurgeCounts & { rateWindows: number }> {
+export async function purgeAuth(deps: Deps): Promise<store.PurgeCounts & { rateWindows: number; dashboardLinks: number }> {
   const now = deps.clock.now();
   const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
   const counts = await store.purgeExpired(deps.db, now, now - DAY_MS, now - longestTokenMs - DAY_MS);
-  return { ...counts, rateWindows: deps.auth.rateLimiter.purge(now) };
+  return { ...counts, ...(await purgeDashboardLinks(deps)), rateWindows: deps.auth.rateLimiter.purge(now) };
 }

@@ -1,9 +1,12 @@
-// HTTP edge of the Dashboard API (dashboard.md), Bearer-first: the owner's profile and limits, products,
-// API keys, webhooks, feature tokens, purchases and statistics. The session cookie of the pages comes with the pages.
+// HTTP edge of the Dashboard API (dashboard.md): the owner's profile and limits, products, API keys,
+// webhooks, feature tokens, purchases and statistics, for a Bearer token or the pages' session cookie.
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { bearerToken } from "../lib/bearer.ts";
+import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
+import { redeemDashboardLink } from "./links.ts";
+import type { ClientInfo } from "../auth/fingerprint.ts";
+import { clearedSessionCookie, cookieToken, dashboardToken, requireSameOrigin, sessionCookie } from "./session.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
@@ -34,15 +37,62 @@ const ProductFields = {
   redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
 };
 
+/** The pages' cookie: set from a session token the page got by signing in, and cleared (and revoked) on sign-out. */
+export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
+  return new Elysia({ name: "dashboard-session", prefix: "/dashboard/api", detail: { tags: ["dashboard"] } })
+    .post(
+      "/session",
+      async ({ request, body, set }) => {
+        requireSameOrigin(deps, request); // only this server's pages may set the cookie
+        const session = await authenticateToken(deps, body.sessionToken);
+        set.headers["set-cookie"] = sessionCookie(deps, body.sessionToken, session.expiresAtS);
+        return { walletAddress: session.walletAddress, expiresAt: new Date(session.expiresAtS * 1000).toISOString() };
+      },
+      {
+        body: t.Object({ sessionToken: t.String({ maxLength: 2048 }) }),
+        detail: { summary: "Keep a session token in the pages' HttpOnly, SameSite=Strict cookie (Origin must be this server)" },
+        response: { 401: ErrorBody, 403: ErrorBody },
+      },
+    )
+    .post(
+      "/session/link",
+      async ({ request, body, set }) => {
+        requireSameOrigin(deps, request);
+        const session = await redeemDashboardLink(deps, body.code, clientOf(request));
+        set.headers["set-cookie"] = sessionCookie(deps, session.token, session.expiresAtS);
+        return { walletAddress: session.walletAddress, expiresAt: session.expiresAt };
+      },
+      {
+        body: t.Object({ code: t.String({ maxLength: 100 }) }),
+        detail: { summary: "Redeem a one-time link of `walletgate dashboard-link` for the pages' session cookie" },
+        response: { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+      },
+    )
+    .delete(
+      "/session",
+      async ({ request, set }) => {
+        const token = cookieToken(request);
+        if (token !== null) {
+          requireSameOrigin(deps, request);
+          // Already revoked or expired: signing out still clears the cookie.
+          await revokeSessionToken(deps, token).catch((err) => {
+            if (!(err instanceof AppError)) throw err;
+          });
+        }
+        set.headers["set-cookie"] = clearedSessionCookie(deps);
+        return { signedOut: true };
+      },
+      { detail: { summary: "Sign out: revoke the cookie's session token and clear the cookie" }, response: { 403: ErrorBody } },
+    );
+}
+
 export function dashboardApiRoutes(deps: Deps) {
   const owners = new WeakMap<Request, Owner>();
   const ownerOf = (request: Request): Owner => owners.get(request)!;
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
       .onTransform(async ({ request }) => {
-        const token = bearerToken(request.headers.get("authorization") ?? undefined);
-        if (token === null) throw new AppError("UNAUTHENTICATED", "sign in: Authorization: Bearer <sessionToken> of the owner's wallet");
-        owners.set(request, await ownerOfSession(deps, token));
+        owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
       .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request).walletAddress) }), {

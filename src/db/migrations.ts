@@ -7,6 +7,7 @@ import m0005 from "./migrations/0005_mcp_sessions.sql" with { type: "text" };
 import m0006 from "./migrations/0006_paygate.sql" with { type: "text" };
 import m0007 from "./migrations/0007_purchases.sql" with { type: "text" };
 import m0008 from "./migrations/0008_webhooks.sql" with { type: "text" };
+import m0009 from "./migrations/0009_dashboard_links.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -19,4 +20,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 6, name: "paygate", sql: m0006 },
   { version: 7, name: "purchases", sql: m0007 },
   { version: 8, name: "webhooks", sql: m0008 },
+  { version: 9, name: "dashboard_links", sql: m0009 },
 ];

@@ -185,6 +185,17 @@ export async function getProduct(deps: Deps, owner: string, productId: string): 
   return productView(deps, await ownedProduct(deps, owner, productId));
 }
 
+/** What a buyer's checkout page shows of a product: no owner, feature list or payment address. */
+export type BuyerProduct = Pick<Product, "productId" | "title" | "description" | "type" | "price" | "currency" | "network" | "accessDays" | "redirectOrigins" | "status">;
+
+/** GET /pay/:productId/product: any product, active or archived (the page says which), without an API key. */
+export async function buyerProduct(deps: Deps, productId: string): Promise<BuyerProduct> {
+  const row = await store.findProduct(deps.db, productId);
+  if (row === null) throw new AppError("NOT_FOUND", "no such product");
+  const { productId: id, title, description, type, price, currency, network, accessDays, redirectOrigins, status } = await productView(deps, row);
+  return { productId: id, title, description, type, price, currency, network, accessDays, redirectOrigins, status };
+}
+
 export async function listProducts(deps: Deps, owner: string): Promise<Product[]> {
   return Promise.all((await store.listProducts(deps.db, owner)).map((row) => productView(deps, row)));
 }

@@ -7,7 +7,7 @@ import { importQuietly } from "../lib/quiet-import.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { checkoutHits } from "../auth/rate-limit.ts";
 import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
-import { getProduct, listProducts } from "./products.ts";
+import { buyerProduct, getProduct, listProducts } from "./products.ts";
 import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
 
@@ -108,6 +108,11 @@ const checkout = () => importQuietly(() => import("./checkout.ts"));
 
 export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
+    .get("/:productId/product", ({ params }) => buyerProduct(deps, params.productId), {
+      params: t.Object({ productId: Id }),
+      detail: { summary: "What the checkout page shows of a product (title, description, price, network, status)" },
+      response: { 404: ErrorBody },
+    })
     .post(
       "/:productId/checkout",
       async ({ params, body, request }) => {

@@ -1,0 +1,50 @@
+// The pages' one way to the server: JSON over fetch (same origin, so the session cookie and Origin go
+// along), and every error answer turned into a sentence a person can read.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Words for the codes a person meets on these pages; others show the server's own message. */
+const WORDS: Record<string, string> = {
+  UNAUTHENTICATED: "You are signed out. Connect your wallet to sign in again.",
+  TOKEN_EXPIRED: "Your session has expired. Connect your wallet to sign in again.",
+  TOKEN_REVOKED: "Your session was ended. Connect your wallet to sign in again.",
+  RATE_LIMITED: "Too many attempts. Wait a moment and try again.",
+  CHAIN_UNAVAILABLE: "The Solana network did not answer. Try again in a moment.",
+  INTERNAL_ERROR: "Something went wrong on the server. Try again.",
+};
+
+export function errorWords(err: unknown): string {
+  if (err instanceof ApiError) return WORDS[err.code] ?? err.message;
+  if (err instanceof TypeError) return "The server could not be reached. Check your connection and try again.";
+  return err instanceof Error ? err.message : String(err);
+}
+
+export async function api<T>(path: string, options: { method?: string; body?: unknown } = {}): Promise<T> {
+  const response = await fetch(path, {
+    method: options.method ?? (options.body === undefined ? "GET" : "POST"),
+    headers: options.body === undefined ? {} : { "content-type": "application/json" },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    credentials: "same-origin",
+  });
+  const text = await response.text();
+  const data = text === "" ? null : JSON.parse(text);
+  if (!response.ok) {
+    const message = typeof data?.error === "string" ? data.error : `request failed (${response.status})`;
+    const fields = Array.isArray(data?.details) ? data.details.map((d: { field?: string }) => d.field).filter(Boolean) : [];
+    throw new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message);
+  }
+  return data as T;
+}
+
+export function query(params: Record<string, string | number | undefined>): string {
+  const entries = Object.entries(params).filter((e): e is [string, string | number] => e[1] !== undefined && e[1] !== "");
+  return entries.length === 0 ? "" : `?${new URLSearchParams(entries.map(([k, v]) => [k, String(v)]))}`;
+}

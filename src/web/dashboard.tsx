@@ -1,0 +1,524 @@
+// The owner dashboard (dashboard.md "Pages (owner)"): sign-in with the browser wallet, then overview,
+// products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, query } from "./api.ts";
+import { connectWallet, toBase64 } from "./wallet.ts";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, when } from "./ui.tsx";
+
+type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
+type Product = {
+  productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string;
+  network: string; featureIds: string[]; payTo: string; accessDays: number | null; status: string; paymentUrl: string; createdAt: string;
+};
+type Key = { keyId: string; label: string; prefix: string; createdAt: string; lastUsedAt: string | null; revokedAt: string | null };
+type TokenRecord = { accessToken: string; productId: string; productTitle: string; walletAddress: string; txHash: string; status: string; createdAt: string };
+type Purchase = { purchaseId: string; productTitle: string; walletAddress: string; txHash: string; amount: string; currency: string; network: string; purchasedAt: string };
+type Endpoint = { endpointId: string; url: string; events: string[]; enabled: boolean; createdAt: string };
+type Delivery = { deliveryId: string; eventId: string; type: string; status: string; attempts: number; lastStatusCode: number | null; nextAttemptAt: string | null; createdAt: string };
+type Stats = { totalRevenue: number; totalTransactions: number; productCount: number; daily: { date: string; revenue: number; transactions: number }[] };
+
+const EVENTS = ["payment.completed", "feature.unlocked", "feature.revoked", "product.created", "product.updated", "product.archived"];
+const PAGES = [
+  ["overview", "Overview"], ["products", "Products"], ["keys", "API keys"], ["tokens", "Tokens"], ["purchases", "Purchases"], ["webhooks", "Webhooks"],
+] as const;
+type Page = (typeof PAGES)[number][0];
+
+/** Loads `load()` now and whenever `deps` change; `reload` runs it again. */
+function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setError(null);
+    load().then((d) => live && setData(d), (e) => live && setError(e));
+    return () => { live = false; };
+  }, [...deps, tick]);
+  return { data, error, reload: () => setTick((t) => t + 1) };
+}
+
+function pageOf(hash: string): Page {
+  const name = hash.replace(/^#\/?/, "");
+  return (PAGES.find(([p]) => p === name)?.[0] ?? "overview") as Page;
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState("");
+  const signIn = async () => {
+    setError(null);
+    try {
+      setBusy("Connecting your wallet…");
+      const wallet = await connectWallet("solana:mainnet");
+      const challenge = await api<{ nonce: string; message: string }>(`/auth/challenge${query({ wallet: wallet.address })}`);
+      setBusy("Sign the message in your wallet…");
+      const signature = await wallet.signMessage(new TextEncoder().encode(challenge.message));
+      const session = await api<{ sessionToken: string }>("/auth/verify", {
+        body: { walletAddress: wallet.address, nonce: challenge.nonce, signature: toBase64(signature) },
+      });
+      await api("/dashboard/api/session", { body: { sessionToken: session.sessionToken } });
+      onSignedIn();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy("");
+    }
+  };
+  return (
+    <main class="shell">
+      <div class="card narrow">
+        <h1>walletgate dashboard</h1>
+        <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
+        <button type="button" onClick={signIn} disabled={busy !== ""}>Connect wallet</button>
+        {busy && <p class="muted" role="status">{busy}</p>}
+        <ErrorText error={error} />
+      </div>
+    </main>
+  );
+}
+
+function Chart({ daily }: { daily: Stats["daily"] }) {
+  const max = Math.max(1, ...daily.map((d) => d.revenue));
+  const w = 600, h = 160, gap = 2, bw = w / daily.length - gap;
+  return (
+    <svg class="chart" viewBox={`0 0 ${w} ${h + 20}`} role="img" aria-label={`Revenue per day for the last ${daily.length} days, up to ${max} USDC`}>
+      {daily.map((d, i) => {
+        const bh = Math.round((d.revenue / max) * h);
+        return (
+          <rect class="bar" x={i * (bw + gap)} y={h - bh} width={bw} height={Math.max(bh, d.revenue > 0 ? 2 : 0)}>
+            <title>{`${d.date}: ${d.revenue} USDC, ${d.transactions} purchase(s)`}</title>
+          </rect>
+        );
+      })}
+      <text x="0" y={h + 14}>{daily[0]?.date}</text>
+      <text x={w} y={h + 14} text-anchor="end">{daily.at(-1)?.date}</text>
+    </svg>
+  );
+}
+
+function Overview({ me }: { me: Me }) {
+  const { data, error } = useData(() => api<Stats>("/dashboard/api/stats?days=30"));
+  const limits = me.usage.limits;
+  return (
+    <section>
+      <h1>Overview</h1>
+      <ErrorText error={error} />
+      {data && (
+        <>
+          <div class="stats">
+            <div class="card stat"><div class="value">{data.totalRevenue} USDC</div><div class="label">Revenue</div></div>
+            <div class="card stat"><div class="value">{data.totalTransactions}</div><div class="label">Purchases</div></div>
+            <div class="card stat"><div class="value">{data.productCount}</div><div class="label">Products</div></div>
+          </div>
+          <div class="card"><h2>Revenue, last 30 days</h2><Chart daily={data.daily} /></div>
+        </>
+      )}
+      <div class="card">
+        <h2>Plan and API use</h2>
+        <p>Tier <strong>{me.tier}</strong>{" · "}
+          {limits === null ? "no limits" : `${me.usage.minute} / ${limits.minute} requests this minute, ${me.usage.day} / ${limits.day} today`}
+        </p>
+      </div>
+    </section>
+  );
+}
+
+function ProductForm({ product, onSaved, onCancel }: { product: Product | null; onSaved: () => void; onCancel: () => void }) {
+  const [form, setForm] = useState({
+    title: product?.title ?? "", description: product?.description ?? "", type: product?.type ?? "feature_unlock",
+    price: product?.price ?? "", currency: product?.currency ?? "USDC", featureIds: product?.featureIds.join(", ") ?? "",
+    payTo: product?.payTo ?? "", accessDays: product?.accessDays?.toString() ?? "",
+  });
+  const [error, setError] = useState<unknown>(null);
+  const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    const body: Record<string, unknown> = {
+      title: form.title, description: form.description, price: form.price, currency: form.currency,
+      featureIds: form.featureIds.split(",").map((s) => s.trim()).filter(Boolean),
+      accessDays: form.accessDays.trim() === "" ? null : Number(form.accessDays),
+    };
+    if (form.payTo.trim() !== "") body.payTo = form.payTo.trim();
+    try {
+      if (product === null) await api("/dashboard/api/products", { body: { ...body, type: form.type } });
+      else await api(`/dashboard/api/products/${product.productId}`, { method: "PATCH", body });
+      onSaved();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <form class="card" onSubmit={save} aria-label={product ? "Edit product" : "New product"}>
+      <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
+      <div class="grid2">
+        <div><label for="p-title">Title</label><input id="p-title" required maxLength={200} value={form.title} onInput={set("title")} /></div>
+        <div>
+          <label for="p-type">Type</label>
+          <select id="p-type" value={form.type} onChange={set("type")} disabled={product !== null}>
+            <option value="feature_unlock">Feature unlock (access token)</option>
+            <option value="access">Access pass (wallet)</option>
+          </select>
+        </div>
+        <div><label for="p-price">Price</label><input id="p-price" required inputMode="decimal" placeholder="9.99" value={form.price} onInput={set("price")} /></div>
+        <div><label for="p-currency">Currency</label><input id="p-currency" value={form.currency} onInput={set("currency")} /></div>
+        <div><label for="p-features">Feature ids (comma-separated)</label><input id="p-features" value={form.featureIds} onInput={set("featureIds")} /></div>
+        <div><label for="p-days">Access days (empty: forever)</label><input id="p-days" inputMode="numeric" value={form.accessDays} onInput={set("accessDays")} /></div>
+        <div><label for="p-payto">Pay to (empty: your wallet)</label><input id="p-payto" value={form.payTo} onInput={set("payTo")} /></div>
+      </div>
+      <label for="p-description">Description</label>
+      <textarea id="p-description" rows={3} maxLength={2000} value={form.description} onInput={set("description")} />
+      <ErrorText error={error} />
+      <div class="row" style="margin-top:.75rem">
+        <button type="submit">{product ? "Save" : "Create product"}</button>
+        <button type="button" class="secondary" onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  );
+}
+
+function Products() {
+  const { data, error, reload } = useData(() => api<{ products: Product[] }>("/dashboard/api/products"));
+  const [editing, setEditing] = useState<Product | null | "new">(null);
+  return (
+    <section>
+      <div class="row" style="justify-content:space-between"><h1>Products</h1>
+        {editing === null && <button type="button" onClick={() => setEditing("new")}>New product</button>}
+      </div>
+      {editing !== null && (
+        <ProductForm product={editing === "new" ? null : editing} onCancel={() => setEditing(null)} onSaved={() => { setEditing(null); reload(); }} />
+      )}
+      <ErrorText error={error} />
+      {data && data.products.length === 0 && <p class="muted">No products yet.</p>}
+      {data && data.products.length > 0 && (
+        <div class="card table-wrap"><table>
+          <thead><tr><th>Title</th><th>Type</th><th>Price</th><th>Status</th><th>Payment link</th><th></th></tr></thead>
+          <tbody>
+            {data.products.map((p) => (
+              <tr key={p.productId}>
+                <td>{p.title}<div class="muted mono">{p.productId}</div></td>
+                <td>{p.type === "access" ? "Access pass" : "Feature unlock"}</td>
+                <td>{p.price} {p.currency}</td>
+                <td><span class={`badge ${p.status === "active" ? "ok" : "bad"}`}>{p.status}</span></td>
+                <td><CopyButton text={p.paymentUrl} label="Copy link" /></td>
+                <td class="row">
+                  {p.status === "active" && <button type="button" class="secondary" onClick={() => setEditing(p)}>Edit</button>}
+                  {p.status === "active" && (
+                    <ConfirmButton question="Archive? New purchases stop." action={async () => { await api(`/dashboard/api/products/${p.productId}/archive`, { method: "POST" }); reload(); }}>
+                      Archive
+                    </ConfirmButton>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table></div>
+      )}
+    </section>
+  );
+}
+
+function Keys() {
+  const { data, error, reload } = useData(() => api<{ keys: Key[] }>("/dashboard/api/keys"));
+  const [label, setLabel] = useState("");
+  const [created, setCreated] = useState<{ key: string; label: string } | null>(null);
+  const [createError, setCreateError] = useState<unknown>(null);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setCreateError(null);
+    try {
+      const answer = await api<{ key: string; label: string }>("/dashboard/api/keys", { body: { label } });
+      setCreated(answer);
+      setLabel("");
+      reload();
+    } catch (err) {
+      setCreateError(err);
+    }
+  };
+  return (
+    <section>
+      <h1>API keys</h1>
+      <form class="card row" onSubmit={create} aria-label="Create an API key">
+        <label for="k-label" style="margin:0">Label</label>
+        <input id="k-label" required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
+        <button type="submit">Create key</button>
+        <ErrorText error={createError} />
+      </form>
+      {created && (
+        <div class="card" role="status" data-testid="new-key">
+          <p class="notice">Copy this key now. It is shown only once and cannot be shown again.</p>
+          <div class="secret"><code data-testid="new-key-value">{created.key}</code><CopyButton text={created.key} /></div>
+          <button type="button" class="secondary" onClick={() => setCreated(null)}>Done, I have copied it</button>
+        </div>
+      )}
+      <ErrorText error={error} />
+      {data && (
+        <div class="card table-wrap"><table>
+          <thead><tr><th>Label</th><th>Key</th><th>Created</th><th>Last used</th><th>Status</th><th></th></tr></thead>
+          <tbody>
+            {data.keys.map((k) => (
+              <tr key={k.keyId}>
+                <td>{k.label}</td><td><code>{k.prefix}…</code></td><td>{when(k.createdAt)}</td><td>{when(k.lastUsedAt)}</td>
+                <td>{k.revokedAt ? <span class="badge bad">revoked</span> : <span class="badge ok">active</span>}</td>
+                <td>{!k.revokedAt && (
+                  <ConfirmButton question={`Revoke “${k.label}”? Requests with it fail at once.`} action={async () => { await api(`/dashboard/api/keys/${k.keyId}`, { method: "DELETE" }); reload(); }}>
+                    Revoke
+                  </ConfirmButton>
+                )}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>{data.keys.length === 0 && <p class="muted">No keys yet.</p>}</div>
+      )}
+    </section>
+  );
+}
+
+const PAGE_SIZE = 20;
+
+function Pager({ offset, total, onChange }: { offset: number; total: number; onChange: (offset: number) => void }) {
+  return (
+    <div class="row" style="margin-top:.5rem">
+      <button type="button" class="secondary" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - PAGE_SIZE))}>Previous</button>
+      <span class="muted">{total === 0 ? "none" : `${offset + 1}–${Math.min(offset + PAGE_SIZE, total)} of ${total}`}</span>
+      <button type="button" class="secondary" disabled={offset + PAGE_SIZE >= total} onClick={() => onChange(offset + PAGE_SIZE)}>Next</button>
+    </div>
+  );
+}
+
+function ProductSelect({ value, onChange }: { value: string; onChange: (v: string) => void }) {
+  const { data } = useData(() => api<{ products: Product[] }>("/dashboard/api/products"));
+  return (
+    <select aria-label="Product" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+      <option value="">All products</option>
+      {data?.products.map((p) => <option value={p.productId}>{p.title}</option>)}
+    </select>
+  );
+}
+
+function Tokens() {
+  const [filter, setFilter] = useState({ productId: "", walletAddress: "", status: "" });
+  const [offset, setOffset] = useState(0);
+  const { data, error, reload } = useData(
+    () => api<{ tokens: TokenRecord[]; total: number }>(`/dashboard/api/tokens${query({ ...filter, limit: PAGE_SIZE, offset })}`),
+    [filter.productId, filter.walletAddress, filter.status, offset],
+  );
+  const change = (k: keyof typeof filter) => (v: string) => { setOffset(0); setFilter({ ...filter, [k]: v }); };
+  return (
+    <section>
+      <h1>Access tokens</h1>
+      <div class="card grid2" role="search">
+        <div><label>Product</label><ProductSelect value={filter.productId} onChange={change("productId")} /></div>
+        <div><label for="t-wallet">Wallet</label><input id="t-wallet" value={filter.walletAddress} onChange={(e) => change("walletAddress")((e.target as HTMLInputElement).value.trim())} /></div>
+        <div><label for="t-status">Status</label>
+          <select id="t-status" value={filter.status} onChange={(e) => change("status")((e.target as HTMLSelectElement).value)}>
+            <option value="">Any</option><option value="active">Active</option><option value="revoked">Revoked</option><option value="expired">Expired</option>
+          </select>
+        </div>
+      </div>
+      <ErrorText error={error} />
+      {data && (
+        <div class="card table-wrap"><table>
+          <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th></th></tr></thead>
+          <tbody>{data.tokens.map((t) => (
+            <tr key={t.accessToken}>
+              <td><code title={t.accessToken}>{short(t.accessToken, 8)}</code></td><td>{t.productTitle}</td><td><code title={t.walletAddress}>{short(t.walletAddress)}</code></td>
+              <td><span class={`badge ${t.status === "active" ? "ok" : "bad"}`}>{t.status}</span></td><td>{when(t.createdAt)}</td>
+              <td>{t.status === "active" && (
+                <ConfirmButton question="Revoke this token for good?" action={async () => { await api("/dashboard/api/tokens/revoke", { body: { accessToken: t.accessToken } }); reload(); }}>
+                  Revoke
+                </ConfirmButton>
+              )}</td>
+            </tr>
+          ))}</tbody>
+        </table><Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+      )}
+    </section>
+  );
+}
+
+function Purchases() {
+  const [productId, setProductId] = useState("");
+  const [offset, setOffset] = useState(0);
+  const { data, error } = useData(
+    () => api<{ purchases: Purchase[]; total: number }>(`/dashboard/api/purchases${query({ productId, limit: PAGE_SIZE, offset })}`),
+    [productId, offset],
+  );
+  return (
+    <section>
+      <h1>Purchases</h1>
+      <div class="card" style="max-width:360px"><label>Product</label><ProductSelect value={productId} onChange={(v) => { setOffset(0); setProductId(v); }} /></div>
+      <ErrorText error={error} />
+      {data && (
+        <div class="card table-wrap"><table>
+          <thead><tr><th>Product</th><th>Wallet</th><th>Amount</th><th>Transaction</th><th>Time</th></tr></thead>
+          <tbody>{data.purchases.map((p) => (
+            <tr key={p.purchaseId}>
+              <td>{p.productTitle}</td><td><code title={p.walletAddress}>{short(p.walletAddress)}</code></td><td>{p.amount} {p.currency}</td>
+              <td><TxLink txHash={p.txHash} network={p.network} /></td><td>{when(p.purchasedAt)}</td>
+            </tr>
+          ))}</tbody>
+        </table><Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+      )}
+    </section>
+  );
+}
+
+function EventBoxes({ value, onChange }: { value: string[]; onChange: (v: string[]) => void }) {
+  return (
+    <fieldset class="row" style="border:0;padding:0;margin:.25rem 0">
+      <legend class="muted">Events</legend>
+      {EVENTS.map((ev) => (
+        <label style="font-weight:400;margin:0">
+          <input type="checkbox" style="width:auto" checked={value.includes(ev)}
+            onChange={(e) => onChange((e.target as HTMLInputElement).checked ? [...value, ev] : value.filter((x) => x !== ev))} /> {ev}
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
+function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: number }) {
+  const [offset, setOffset] = useState(0);
+  const { data, error, reload } = useData(
+    () => api<{ deliveries: Delivery[]; total: number }>(`/dashboard/api/webhooks/${endpointId}/deliveries${query({ limit: PAGE_SIZE, offset })}`),
+    [endpointId, offset, refresh],
+  );
+  return (
+    <div>
+      <div class="row"><h2 style="margin:.75rem 0 .25rem">Delivery log</h2><button type="button" class="secondary" onClick={reload}>Refresh</button></div>
+      <ErrorText error={error} />
+      {data && (
+        <div class="table-wrap"><table data-testid="deliveries">
+          <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th></th></tr></thead>
+          <tbody>{data.deliveries.map((d) => (
+            <tr key={d.deliveryId}>
+              <td>{d.type}<div class="muted mono">{d.eventId}</div></td>
+              <td><span class={`badge ${d.status === "succeeded" ? "ok" : d.status === "failed" ? "bad" : ""}`}>{d.status}</span></td>
+              <td>{d.attempts}</td><td>{d.lastStatusCode ?? "—"}</td><td>{when(d.nextAttemptAt)}</td><td>{when(d.createdAt)}</td>
+              <td><ActionButton class="secondary" action={async () => { await api(`/dashboard/api/deliveries/${d.deliveryId}/resend`, { method: "POST" }); reload(); }}>Resend</ActionButton></td>
+            </tr>
+          ))}</tbody>
+        </table>{data.total === 0 && <p class="muted">No deliveries yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+      )}
+    </div>
+  );
+}
+
+function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: () => void }) {
+  const [secret, setSecret] = useState<string | null>(null);
+  const [events, setEvents] = useState(endpoint.events);
+  const [refresh, setRefresh] = useState(0);
+  const path = `/dashboard/api/webhooks/${endpoint.endpointId}`;
+  return (
+    <div class="card" data-testid="endpoint">
+      <div class="row" style="justify-content:space-between">
+        <strong class="mono">{endpoint.url}</strong>
+        <span class={`badge ${endpoint.enabled ? "ok" : "bad"}`}>{endpoint.enabled ? "enabled" : "disabled"}</span>
+      </div>
+      <EventBoxes value={events} onChange={setEvents} />
+      <div class="row">
+        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { events } }); onChanged(); }}>Save events</ActionButton>
+        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
+          {endpoint.enabled ? "Disable" : "Enable"}
+        </ActionButton>
+        <ActionButton class="secondary" action={async () => setSecret((await api<{ secret: string }>(`${path}/secret`)).secret)}>Reveal secret</ActionButton>
+        <ConfirmButton question="Rotate? The old secret keeps signing for 24 hours." action={async () => setSecret((await api<{ secret: string }>(`${path}/rotate-secret`, { method: "POST" })).secret)}>
+          Rotate secret
+        </ConfirmButton>
+        <ActionButton class="secondary" action={async () => { await api(`${path}/test`, { method: "POST" }); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
+        <ConfirmButton question="Delete this endpoint?" action={async () => { await api(path, { method: "DELETE" }); onChanged(); }}>Delete</ConfirmButton>
+      </div>
+      {secret && <div class="secret"><code>{secret}</code><CopyButton text={secret} /><button type="button" class="secondary" onClick={() => setSecret(null)}>Hide</button></div>}
+      <Deliveries endpointId={endpoint.endpointId} refresh={refresh} />
+    </div>
+  );
+}
+
+function Webhooks() {
+  const { data, error, reload } = useData(() => api<{ endpoints: Endpoint[] }>("/dashboard/api/webhooks"));
+  const [url, setUrl] = useState("");
+  const [events, setEvents] = useState<string[]>(["payment.completed", "feature.unlocked"]);
+  const [created, setCreated] = useState<string | null>(null);
+  const [addError, setAddError] = useState<unknown>(null);
+  const add = async (e: Event) => {
+    e.preventDefault();
+    setAddError(null);
+    try {
+      setCreated((await api<{ secret: string }>("/dashboard/api/webhooks", { body: { url, events } })).secret);
+      setUrl("");
+      reload();
+    } catch (err) {
+      setAddError(err);
+    }
+  };
+  return (
+    <section>
+      <h1>Webhooks</h1>
+      <form class="card" onSubmit={add} aria-label="Add a webhook endpoint">
+        <label for="w-url">Endpoint URL</label>
+        <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
+        <EventBoxes value={events} onChange={setEvents} />
+        <button type="submit">Add endpoint</button>
+        <ErrorText error={addError} />
+        {created && <div class="secret"><span>Signing secret:</span><code>{created}</code><CopyButton text={created} /></div>}
+      </form>
+      <ErrorText error={error} />
+      {data?.endpoints.map((ep) => <EndpointCard key={ep.endpointId + String(ep.enabled)} endpoint={ep} onChanged={reload} />)}
+      {data && data.endpoints.length === 0 && <p class="muted">No endpoints yet.</p>}
+    </section>
+  );
+}
+
+function App() {
+  const [me, setMe] = useState<Me | null | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+  const [page, setPage] = useState<Page>(pageOf(location.hash));
+  const loadMe = async () => {
+    setError(null);
+    try {
+      const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
+      if (link !== undefined) {
+        history.replaceState(null, "", location.pathname); // the one-time code leaves the address bar at once
+        await api("/dashboard/api/session/link", { body: { code: decodeURIComponent(link) } });
+      }
+      setMe(await api<Me>("/dashboard/api/me"));
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 401)) setError(err);
+      setMe(null);
+    }
+  };
+  useEffect(() => {
+    loadMe();
+    const onHash = () => setPage(pageOf(location.hash));
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  if (me === undefined) return <p class="shell loading">Loading…</p>;
+  if (me === null) return <><SignIn onSignedIn={loadMe} />{error !== null && <div class="shell"><ErrorText error={error} /></div>}</>;
+  return (
+    <div class="shell">
+      <header class="top">
+        <span class="brand">walletgate</span>
+        <span class="row">
+          <code title={me.walletAddress}>{short(me.walletAddress)}</code>
+          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); setMe(null); }}>Sign out</ActionButton>
+        </span>
+      </header>
+      <nav class="tabs" aria-label="Dashboard">
+        {PAGES.map(([id, title]) => <a href={`#/${id}`} aria-current={page === id ? "page" : undefined}>{title}</a>)}
+      </nav>
+      <main>
+        {page === "overview" && <Overview me={me} />}
+        {page === "products" && <Products />}
+        {page === "keys" && <Keys />}
+        {page === "tokens" && <Tokens />}
+        {page === "purchases" && <Purchases />}
+        {page === "webhooks" && <Webhooks />}
+      </main>
+    </div>
+  );
+}
+
+render(<App />, document.getElementById("root")!);

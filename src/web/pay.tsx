@@ -1,0 +1,151 @@
+// The buyer's checkout page (dashboard.md "Checkout page"): connect the browser wallet, open a checkout,
+// sign its transaction, submit and confirm, then show the access token or "Access granted" and go back.
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, errorWords } from "./api.ts";
+import { connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
+import { CopyButton, ErrorText, TxLink } from "./ui.tsx";
+
+type Product = { productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string; network: string; accessDays: number | null; redirectOrigins: string[]; status: string };
+type Checkout = { checkoutId: string; transaction: string; amount: string; currency: string; expiresAt: string };
+type Result = { status: "completed" | "pending"; txHash?: string; purchaseId?: string; accessToken?: string };
+type Step = "idle" | "connecting" | "signing" | "confirming" | "done";
+
+const productId = decodeURIComponent(location.pathname.split("/")[2] ?? "");
+const params = new URLSearchParams(location.search);
+
+/** The `redirect` parameter when it is safe: this server's origin or one the product lists. */
+function safeRedirect(product: Product): URL | null {
+  const raw = params.get("redirect");
+  if (raw === null) return null;
+  try {
+    const url = new URL(raw, location.origin);
+    if (url.protocol !== "https:" && url.protocol !== "http:") return null;
+    return url.origin === location.origin || product.redirectOrigins.includes(url.origin) ? url : null;
+  } catch {
+    return null;
+  }
+}
+
+const WORDS: Record<string, string> = {
+  INSUFFICIENT_FUNDS: "Your wallet does not hold enough to pay this price plus the network fee.",
+  INVALID_STATE: "This checkout can no longer be paid (it expired, or the product was archived). Start again.",
+  PAYMENT_MISMATCH: "The signed payment does not match this checkout. Start again.",
+  CONFLICT: "This payment was already used for a purchase.",
+};
+
+function words(err: unknown): string {
+  if (err instanceof WalletRejected) return "You rejected the signature in your wallet. Nothing was paid.";
+  if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return WORDS.INSUFFICIENT_FUNDS!;
+  if (err instanceof ApiError && WORDS[err.code]) return WORDS[err.code]!;
+  return errorWords(err);
+}
+
+const STEPS: [Step, string][] = [["connecting", "Connect wallet"], ["signing", "Waiting for your signature"], ["confirming", "Confirming the payment"], ["done", "Done"]];
+
+function Steps({ step }: { step: Step }) {
+  const at = STEPS.findIndex(([s]) => s === step);
+  return (
+    <ol class="steps" aria-label="Progress">
+      {STEPS.map(([s, label], i) => (
+        <li data-state={i < at || step === "done" ? "done" : i === at ? "active" : "todo"} aria-current={i === at ? "step" : undefined}>
+          {i < at || step === "done" ? "✓ " : i === at ? "→ " : "· "}{label}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function Pay() {
+  const [product, setProduct] = useState<Product | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [step, setStep] = useState<Step>("idle");
+  const [error, setError] = useState<unknown>(null);
+  const [result, setResult] = useState<Result | null>(null);
+  const [checkoutId, setCheckoutId] = useState<string | undefined>(undefined);
+
+  useEffect(() => {
+    api<Product>(`/pay/${encodeURIComponent(productId)}/product`).then(setProduct, setLoadError);
+  }, []);
+
+  const base = `/pay/${encodeURIComponent(productId)}`;
+  const pay = async () => {
+    if (product === null) return;
+    setError(null);
+    try {
+      setStep("connecting");
+      const wallet = await connectWallet(`solana:${product.network}`);
+      const expected = params.get("wallet");
+      if (expected !== null && expected !== wallet.address) {
+        throw new Error(`This link is for wallet ${expected}; your wallet is ${wallet.address}. Switch accounts in your wallet and try again.`);
+      }
+      // Retrying reuses the open checkout (same reference, fresh blockhash) rather than opening another.
+      const checkout = await api<Checkout>(`${base}/checkout`, { body: { walletAddress: wallet.address, ...(checkoutId ? { checkoutId } : {}) } });
+      setCheckoutId(checkout.checkoutId);
+      setStep("signing");
+      const signed = await wallet.signTransaction(fromBase64(checkout.transaction));
+      setStep("confirming");
+      let answer = await api<Result>(`${base}/submit`, { body: { checkoutId: checkout.checkoutId, transaction: toBase64(signed) } });
+      for (let i = 0; answer.status === "pending" && i < 60; i++) {
+        await new Promise((r) => setTimeout(r, 2000));
+        answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
+      }
+      if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and try again in a minute.");
+      setResult(answer);
+      setStep("done");
+      const back = safeRedirect(product);
+      if (back !== null && answer.accessToken === undefined) {
+        back.searchParams.set("txHash", answer.txHash!);
+        setTimeout(() => location.assign(back.href), 2500);
+      }
+    } catch (err) {
+      if (err instanceof ApiError && err.code === "INVALID_STATE") setCheckoutId(undefined);
+      setError(err);
+      setStep("idle");
+    }
+  };
+
+  if (loadError !== null) {
+    return <main class="shell"><div class="card narrow"><h1>Checkout</h1><p class="error" role="alert">{loadError instanceof ApiError && loadError.status === 404 ? "This product does not exist." : words(loadError)}</p></div></main>;
+  }
+  if (product === null) return <p class="shell loading">Loading…</p>;
+  const back = safeRedirect(product);
+  if (back !== null && result?.txHash) back.searchParams.set("txHash", result.txHash);
+  return (
+    <main class="shell">
+      <div class="card narrow">
+        <p class="muted">{product.type === "access" ? "Access pass" : "Feature unlock"} · Solana {product.network}</p>
+        <h1>{product.title}</h1>
+        {product.description && <p>{product.description}</p>}
+        <div class="price">{product.price} {product.currency}</div>
+        {product.accessDays !== null && <p class="muted">Access for {product.accessDays} day(s).</p>}
+        {product.status !== "active" ? (
+          <p class="error" role="alert">This product is no longer sold.</p>
+        ) : step === "done" && result ? (
+          <div>
+            <Steps step="done" />
+            {result.accessToken ? (
+              <>
+                <p class="success" role="status">Payment complete. Your access token:</p>
+                <div class="secret"><code data-testid="access-token">{result.accessToken}</code><CopyButton text={result.accessToken} /></div>
+                <p class="notice">Keep this token: the app that sent you here asks for it.</p>
+              </>
+            ) : (
+              <p class="success" role="status">Access granted.</p>
+            )}
+            <p>Transaction: <TxLink txHash={result.txHash!} network={product.network} /></p>
+            {back && <a class="button" href={back.href}>Return to {back.host}</a>}
+          </div>
+        ) : (
+          <div>
+            {step !== "idle" && <Steps step={step} />}
+            {error !== null && <p class="error" role="alert">{words(error)}</p>}
+            <button type="button" onClick={pay} disabled={step !== "idle"}>{error !== null ? "Try again" : "Pay with wallet"}</button>
+          </div>
+        )}
+      </div>
+    </main>
+  );
+}
+
+render(<Pay />, document.getElementById("root")!);

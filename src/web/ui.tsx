@@ -1,0 +1,107 @@
+// Small pieces the pages share: error text, copy buttons, a confirm step, a busy button, dates.
+import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
+import { errorWords } from "./api.ts";
+
+export function ErrorText({ error }: { error: unknown }) {
+  if (error === null || error === undefined) return null;
+  return (
+    <p class="error" role="alert">
+      {errorWords(error)}
+    </p>
+  );
+}
+
+export function CopyButton({ text, label = "Copy" }: { text: string; label?: string }) {
+  const [done, setDone] = useState(false);
+  return (
+    <button
+      type="button"
+      class="secondary"
+      onClick={async () => {
+        try {
+          await navigator.clipboard.writeText(text);
+          setDone(true);
+          setTimeout(() => setDone(false), 1500);
+        } catch {
+          window.prompt("Copy this:", text);
+        }
+      }}
+    >
+      {done ? "Copied" : label}
+    </button>
+  );
+}
+
+/** A button that runs `action`, is disabled while it runs, and shows its failure in words. */
+export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <span>
+      <button
+        type="button"
+        class={props.class}
+        aria-label={props.label}
+        disabled={busy}
+        onClick={async () => {
+          setBusy(true);
+          setError(null);
+          try {
+            await props.action();
+          } catch (err) {
+            setError(err);
+          } finally {
+            setBusy(false);
+          }
+        }}
+      >
+        {props.children}
+      </button>
+      <ErrorText error={error} />
+    </span>
+  );
+}
+
+/** Two steps: the first click asks, the second does (keyboard-friendly, no browser dialog). */
+export function ConfirmButton(props: { action: () => Promise<unknown>; children: ComponentChildren; question: string }) {
+  const [asking, setAsking] = useState(false);
+  if (!asking) {
+    return (
+      <button type="button" class="secondary" onClick={() => setAsking(true)}>
+        {props.children}
+      </button>
+    );
+  }
+  return (
+    <span class="row" role="group" aria-label={props.question}>
+      <span>{props.question}</span>
+      <ActionButton class="danger" action={async () => { await props.action(); setAsking(false); }}>
+        Yes
+      </ActionButton>
+      <button type="button" class="secondary" onClick={() => setAsking(false)}>
+        Cancel
+      </button>
+    </span>
+  );
+}
+
+export function when(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  return new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function short(text: string, keep = 6): string {
+  return text.length <= keep * 2 + 1 ? text : `${text.slice(0, keep)}…${text.slice(-keep)}`;
+}
+
+/** An explorer link for a transaction, off localnet (whose transactions live in this server only). */
+export function TxLink({ txHash, network }: { txHash: string; network: string }) {
+  if (network !== "devnet" && network !== "mainnet" && network !== "mainnet-beta") return <code title={txHash}>{short(txHash)}</code>;
+  const cluster = network === "devnet" ? "?cluster=devnet" : "";
+  return (
+    <a href={`https://explorer.solana.com/tx/${txHash}${cluster}`} target="_blank" rel="noopener noreferrer" title={txHash}>
+      <code>{short(txHash)}</code>
+    </a>
+  );
+}

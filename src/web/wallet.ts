@@ -1,0 +1,117 @@
+// Browser wallets for the pages: wallets that announce themselves through the Wallet Standard, else the
+// injected `window.solana` provider (Phantom, Solflare, Backpack). Messages and transactions are bytes.
+
+export type BrowserWallet = {
+  name: string;
+  address: string;
+  signMessage(message: Uint8Array): Promise<Uint8Array>;
+  /** Signs a serialized transaction (legacy or v0) and returns it serialized, signed. */
+  signTransaction(transaction: Uint8Array): Promise<Uint8Array>;
+};
+
+type StandardAccount = { address: string; publicKey: Uint8Array };
+type StandardWallet = {
+  name: string;
+  chains: readonly string[];
+  accounts: readonly StandardAccount[];
+  features: Record<string, any>;
+};
+type InjectedKey = { toBase58(): string };
+type InjectedProvider = {
+  publicKey?: InjectedKey | null;
+  connect(): Promise<{ publicKey?: InjectedKey } | void>;
+  signMessage(message: Uint8Array, encoding?: string): Promise<{ signature: Uint8Array } | Uint8Array>;
+  signTransaction<T>(transaction: T): Promise<T>;
+};
+
+const standardWallets: StandardWallet[] = [];
+const register = (...wallets: StandardWallet[]) => {
+  standardWallets.push(...wallets.filter((w) => w.features["standard:connect"] && w.features["solana:signMessage"]));
+  return () => {};
+};
+window.addEventListener("wallet-standard:register-wallet", (event) => (event as CustomEvent).detail({ register }));
+window.dispatchEvent(new CustomEvent("wallet-standard:app-ready", { detail: { register } }));
+
+function injected(): InjectedProvider | null {
+  const w = window as unknown as Record<string, any>;
+  return w.phantom?.solana ?? w.solflare ?? w.backpack ?? w.solana ?? null;
+}
+
+export class WalletMissing extends Error {
+  constructor() {
+    super("No Solana wallet was found in this browser. Install Phantom, Solflare or Backpack, then reload the page.");
+  }
+}
+
+export class WalletRejected extends Error {
+  constructor() {
+    super("The request was rejected in your wallet.");
+  }
+}
+
+/** Code 4001 is the wallets' "user rejected the request". */
+function rejected(err: unknown): boolean {
+  const e = err as { code?: number; name?: string; message?: string } | null;
+  return e?.code === 4001 || e?.name === "WalletSignTransactionError" || /reject|denied|cancel/i.test(e?.message ?? "");
+}
+
+async function asked<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw rejected(err) ? new WalletRejected() : err;
+  }
+}
+
+/** Connects the first wallet found, `chain` being e.g. "solana:devnet". */
+export async function connectWallet(chain: string): Promise<BrowserWallet> {
+  const standard = standardWallets[0];
+  if (standard !== undefined) {
+    const { accounts } = await asked<{ accounts: StandardAccount[] }>(() => standard.features["standard:connect"].connect());
+    const account = accounts[0];
+    if (account === undefined) throw new WalletRejected();
+    return {
+      name: standard.name,
+      address: account.address,
+      async signMessage(message) {
+        const [out] = await asked<{ signature: Uint8Array }[]>(() => standard.features["solana:signMessage"].signMessage({ account, message }));
+        return out!.signature;
+      },
+      async signTransaction(transaction) {
+        const feature = standard.features["solana:signTransaction"];
+        if (feature === undefined) throw new Error(`${standard.name} cannot sign transactions`);
+        const [out] = await asked<{ signedTransaction: Uint8Array }[]>(() => feature.signTransaction({ account, transaction, chain }));
+        return out!.signedTransaction;
+      },
+    };
+  }
+  const provider = injected();
+  if (provider === null) throw new WalletMissing();
+  const connected = await asked(() => provider.connect());
+  const key = (connected && connected.publicKey) ?? provider.publicKey;
+  if (!key) throw new WalletRejected();
+  return {
+    name: "browser wallet",
+    address: key.toBase58(),
+    async signMessage(message) {
+      const out = await asked(() => provider.signMessage(message, "utf8"));
+      return out instanceof Uint8Array ? out : new Uint8Array(out.signature);
+    },
+    async signTransaction(bytes) {
+      // Injected providers take @solana/web3.js objects: loaded only for this, and only on this path.
+      const { VersionedTransaction } = await import("@solana/web3.js/lib/index.browser.esm.js");
+      const signed = await asked(() => provider.signTransaction(VersionedTransaction.deserialize(bytes)));
+      return signed.serialize();
+    },
+  };
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+export function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}

@@ -1,0 +1,184 @@
+// The pages end to end in real headless Chromium (dashboard.md "Testing"): an owner signs in with a
+// browser wallet, creates a product and an API key (shown once), revokes the key (the public API then
+// refuses it) and adds a webhook endpoint; a second wallet buys on the checkout page (a rejected
+// signature first, then a retry); the delivery log shows the verified delivery. Screenshots are saved.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { Webhook } from "standardwebhooks";
+import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { newWallet, type Json } from "./helpers/wallet.ts";
+
+const browser: Browser | null = await launchChromium();
+const e2e = browser === null ? describe.skip : describe;
+if (browser === null) console.warn("e2e: /usr/bin/chromium is not installed; skipping the browser tests (apt-get install chromium)");
+
+let server: TestServer;
+const owner = newWallet();
+const buyer = newWallet();
+const received: { id: string; type: string; verified: boolean }[] = [];
+let secret = "";
+const hook = Bun.serve({
+  port: 0,
+  hostname: "127.0.0.1",
+  async fetch(request) {
+    const text = await request.text();
+    let verified = true;
+    try {
+      new Webhook(secret).verify(text, Object.fromEntries(request.headers));
+    } catch {
+      verified = false;
+    }
+    received.push({ id: request.headers.get("webhook-id") ?? "", type: (JSON.parse(text) as Json).type, verified });
+    return new Response("ok");
+  },
+});
+
+let ownerPage: Page;
+const state: { productId?: string; paymentUrl?: string; key?: string } = {};
+
+beforeAll(async () => {
+  server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true", AUTH_RATE_LIMIT: "off" });
+  if (browser !== null) ownerPage = await (await walletContext(browser, owner)).newPage();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await hook.stop(true);
+  await server?.dispose();
+});
+
+const shot = (page: Page, name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+
+async function publicCheck(key: string) {
+  const res = await fetch(`${server.url}/public/access/check`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: JSON.stringify({ productId: state.productId, walletAddress: buyer.address }),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+e2e("dashboard and checkout pages in Chromium", () => {
+  test("sign-in: Connect wallet signs a challenge; the session lives in an HttpOnly cookie", async () => {
+    await ownerPage.goto(`${server.url}/dashboard`);
+    await ownerPage.getByRole("button", { name: "Connect wallet" }).click();
+    await ownerPage.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    await ownerPage.getByRole("heading", { name: "Overview" }).waitFor();
+    const cookie = (await ownerPage.context().cookies()).find((c) => c.name === "wg_session")!;
+    expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite }).toEqual({ httpOnly: true, sameSite: "Strict" });
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.cookie as string)).not.toContain("wg_session"); // not readable by scripts
+  }, 30_000);
+
+  test("creates a product and copies its payment link", async () => {
+    await ownerPage.getByRole("link", { name: "Products" }).click();
+    await ownerPage.getByRole("button", { name: "New product" }).click();
+    await ownerPage.getByLabel("Title").fill("Pro plan");
+    await ownerPage.getByLabel("Price").fill("2.5");
+    await ownerPage.getByLabel("Feature ids (comma-separated)").fill("pro, export");
+    await ownerPage.getByLabel("Description").fill("Unlocks export and the pro tools.");
+    await ownerPage.getByRole("button", { name: "Create product" }).click();
+    await ownerPage.getByRole("cell", { name: /Pro plan/ }).waitFor();
+    const products = (await ownerPage.evaluate(() => fetch("/dashboard/api/products").then((r) => r.json()))) as Json;
+    expect(products.products).toHaveLength(1);
+    state.productId = products.products[0].productId;
+    state.paymentUrl = products.products[0].paymentUrl;
+    expect(state.paymentUrl).toBe(`${server.url}/pay/${state.productId}`);
+    await shot(ownerPage, "products");
+  }, 30_000);
+
+  test("an API key is shown once, works, and is never shown again", async () => {
+    await ownerPage.getByRole("link", { name: "API keys" }).click();
+    await ownerPage.getByLabel("Label").fill("shop backend");
+    await ownerPage.getByRole("button", { name: "Create key" }).click();
+    const key = (await ownerPage.getByTestId("new-key-value").textContent())!;
+    expect(key).toMatch(/^pk_/);
+    state.key = key;
+    await ownerPage.getByText("It is shown only once").waitFor();
+    expect((await publicCheck(key)).status).toBe(200);
+    await ownerPage.getByRole("button", { name: "Done, I have copied it" }).click();
+    expect(await ownerPage.content()).not.toContain(key);
+    await ownerPage.reload();
+    await ownerPage.getByRole("cell", { name: "shop backend" }).waitFor();
+    expect(await ownerPage.content()).not.toContain(key);
+  }, 30_000);
+
+  test("revoking the key asks first; the public API then refuses it", async () => {
+    await ownerPage.getByRole("button", { name: "Revoke" }).click();
+    await ownerPage.getByRole("button", { name: "Yes" }).click();
+    await ownerPage.getByText("revoked", { exact: true }).waitFor();
+    expect(await publicCheck(state.key!)).toEqual({ status: 401, body: { error: "Invalid or expired API key", code: "INVALID_API_KEY" } });
+  }, 30_000);
+
+  test("adds a webhook endpoint and shows its secret", async () => {
+    await ownerPage.getByRole("link", { name: "Webhooks" }).click();
+    await ownerPage.getByLabel("Endpoint URL").fill(`http://127.0.0.1:${hook.port}/hook`);
+    await ownerPage.getByRole("button", { name: "Add endpoint" }).click();
+    await ownerPage.getByTestId("endpoint").waitFor();
+    secret = (await ownerPage.locator("form .secret code").textContent())!;
+    expect(secret).toMatch(/^whsec_/);
+  }, 30_000);
+
+  test("a second wallet buys on the checkout page: a rejected signature, a retry, the token", async () => {
+    const airdrop = await runCli(["ledger", "airdrop", "--to", buyer.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir });
+    expect(airdrop.code).toBe(0);
+    const context = await walletContext(browser!, buyer);
+    const page = await context.newPage();
+    await page.goto(`${state.paymentUrl}?wallet=${buyer.address}&redirect=${encodeURIComponent("/dashboard")}`);
+    await page.getByRole("heading", { name: "Pro plan" }).waitFor();
+    await page.getByText("2.5 USDC").waitFor();
+    context.setReject(true);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("You rejected the signature in your wallet").waitFor();
+    context.setReject(false);
+    await page.getByRole("button", { name: "Try again" }).click();
+    const token = (await page.getByTestId("access-token").textContent({ timeout: 20_000 }))!;
+    expect(token).toMatch(/^ft_/);
+    await page.getByRole("link", { name: /Return to/ }).waitFor();
+    expect(await page.getByRole("link", { name: /Return to/ }).getAttribute("href")).toMatch(/\/dashboard\?txHash=\w+/);
+    await shot(page, "checkout");
+    // The owner's dashboard lists the new token as active.
+    const tokens = (await ownerPage.evaluate(() => fetch("/dashboard/api/tokens").then((r) => r.json()))) as Json;
+    expect(tokens.tokens.map((t: Json) => [t.accessToken, t.status, t.walletAddress])).toEqual([[token, "active", buyer.address]]);
+    await context.close();
+  }, 60_000);
+
+  test("the delivery log shows the verified deliveries of the purchase", async () => {
+    const deadline = Date.now() + 20_000;
+    while (received.length < 2 && Date.now() < deadline) await Bun.sleep(100);
+    expect(received.map((r) => r.type).sort()).toEqual(["feature.unlocked", "payment.completed"]);
+    expect(received.every((r) => r.verified)).toBe(true);
+    await ownerPage.reload();
+    const log = ownerPage.getByTestId("deliveries");
+    await log.getByText("payment.completed").waitFor();
+    await log.getByText("feature.unlocked").waitFor();
+    expect(await log.getByText("succeeded").count()).toBe(2);
+    for (const { id } of received) await log.getByText(id).waitFor();
+    await shot(ownerPage, "webhooks");
+  }, 30_000);
+
+  test("the overview shows the revenue, the chart and the tier; sign out revokes the session", async () => {
+    await ownerPage.getByRole("link", { name: "Overview" }).click();
+    await ownerPage.getByText("2.5 USDC", { exact: true }).waitFor();
+    const bars = await ownerPage.locator("svg.chart rect.bar").evaluateAll((rects) => rects.map((r) => Number(r.getAttribute("height"))));
+    expect(bars).toHaveLength(30);
+    expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchase
+    await ownerPage.getByText(/^Tier free/).waitFor();
+    await shot(ownerPage, "overview");
+    await ownerPage.getByRole("button", { name: "Sign out" }).click();
+    await ownerPage.getByRole("button", { name: "Connect wallet" }).waitFor();
+    const me = await ownerPage.evaluate(() => fetch("/dashboard/api/me").then((r) => r.status));
+    expect(me).toBe(401);
+  }, 30_000);
+
+  test("at phone width the checkout page fits the screen", async () => {
+    const context = await walletContext(browser!, newWallet());
+    const page = await context.newPage();
+    await page.setViewportSize({ width: 375, height: 740 });
+    await page.goto(state.paymentUrl!);
+    await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
+    expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
+    await context.close();
+  }, 30_000);
+});
