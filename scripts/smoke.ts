@@ -36,6 +36,13 @@ try {
   if (url === "") fail("no listening line within 15 s");
   const health = await fetch(`${url}/healthz`);
   if (health.status !== 200) fail(`/healthz answered ${health.status}`);
+  // The pages are embedded: the dashboard's HTML, and the script it loads, come from the binary alone.
+  const page = await fetch(`${url}/dashboard`);
+  const html = await page.text();
+  const script = /<script[^>]+src="([^"]+)"/.exec(html)?.[1];
+  if (page.status !== 200 || script === undefined) fail(`/dashboard answered ${page.status} without its script`);
+  const bundle = await fetch(new URL(script!, url));
+  if (bundle.status !== 200 || !(await bundle.text()).includes("Connect wallet")) fail(`the dashboard's script ${script} is missing`);
   const startMs = performance.now() - started;
 
   const example = Bun.spawnSync([process.execPath, join(import.meta.dir, "../examples/sign-in.ts"), url]);

@@ -3,7 +3,9 @@
 // refuses it) and adds a webhook endpoint; a second wallet buys on the checkout page (a rejected
 // signature first, then a retry); the delivery log shows the verified delivery. Screenshots are saved.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Keypair } from "@solana/web3.js";
 import type { Browser, Page } from "playwright-core";
 import { Webhook } from "standardwebhooks";
 import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
@@ -170,6 +172,27 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Connect wallet" }).waitFor();
     const me = await ownerPage.evaluate(() => fetch("/dashboard/api/me").then((r) => r.status));
     expect(me).toBe(401);
+  }, 30_000);
+
+  test("a one-time link of walletgate dashboard-link signs a browser without a wallet in, once", async () => {
+    const keypair = Keypair.generate();
+    const file = join(server.dataDir, "operator.json");
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
+    const made = await runCli(["dashboard-link", "--keypair", file], { DATA_DIR: server.dataDir, BASE_URL: server.url });
+    expect(made.code).toBe(0);
+    const url = made.stdout.trim();
+    const context = await browser!.newContext(); // no wallet in this browser
+    const page = await context.newPage();
+    await page.goto(url);
+    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    await page.getByTitle(keypair.publicKey.toBase58()).waitFor();
+    expect(page.url()).not.toContain("link="); // the code left the address bar
+    const again = await (await browser!.newContext()).newPage();
+    await again.goto(url);
+    await again.getByText("This link was already used").waitFor();
+    await again.getByRole("button", { name: "Connect wallet" }).waitFor();
+    expect(await again.getByRole("navigation", { name: "Dashboard" }).count()).toBe(0);
+    await context.close();
   }, 30_000);
 
   test("at phone width the checkout page fits the screen", async () => {

@@ -476,14 +476,19 @@ function App() {
   const [error, setError] = useState<unknown>(null);
   const [page, setPage] = useState<Page>(pageOf(location.hash));
   const loadMe = async () => {
-    setError(null);
     try {
       const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
       if (link !== undefined) {
         history.replaceState(null, "", location.pathname); // the one-time code leaves the address bar at once
-        await api("/dashboard/api/session/link", { body: { code: decodeURIComponent(link) } });
+        try {
+          await api("/dashboard/api/session/link", { body: { code: decodeURIComponent(link) } });
+        } catch (err) {
+          if (!(err instanceof ApiError && err.status === 401)) throw err;
+          setError(new Error("This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet."));
+        }
       }
       setMe(await api<Me>("/dashboard/api/me"));
+      setError(null);
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 401)) setError(err);
       setMe(null);

@@ -1,0 +1,149 @@
+// The pages' session over HTTP against the real server: the cookie's attributes, the Origin rule for
+// cookie-carried changes (Bearer needs none), sign-out revoking the token, one-time links of
+// `walletgate dashboard-link` redeemed once, and what the checkout page may read without a key.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Keypair } from "@solana/web3.js";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
+});
+afterAll(async () => {
+  await server.dispose();
+});
+
+async function raw(path: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}) {
+  const res = await fetch(server.url + path, {
+    method: init.method ?? (init.body === undefined ? "GET" : "POST"),
+    headers: { ...(init.body === undefined ? {} : { "content-type": "application/json" }), ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : null) as Json, cookie: res.headers.get("set-cookie") };
+}
+
+const origin = () => new URL(server.url).origin;
+
+/** Signs a wallet in and trades its token for the cookie, as the page does. */
+async function cookieSession() {
+  const token = (await signIn(server.url, newWallet())).sessionToken as string;
+  const set = await raw("/dashboard/api/session", { body: { sessionToken: token }, headers: { origin: origin() } });
+  expect(set.status).toBe(200);
+  return { token, cookie: set.cookie!.split(";")[0]!, setCookie: set.cookie! };
+}
+
+describe("the dashboard session cookie", () => {
+  test("POST /dashboard/api/session sets an HttpOnly, SameSite=Strict cookie for the token's lifetime", async () => {
+    const { token, setCookie } = await cookieSession();
+    expect(setCookie).toStartWith(`wg_session=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=`);
+    expect(Number(/Max-Age=(\d+)/.exec(setCookie)![1])).toBeGreaterThan(604_000);
+    expect(setCookie).not.toContain("Secure"); // BASE_URL is http here; under https the cookie is Secure
+  });
+
+  test("setting the cookie needs this server's Origin and a valid token", async () => {
+    const token = (await signIn(server.url, newWallet())).sessionToken;
+    expect((await raw("/dashboard/api/session", { body: { sessionToken: token } })).body.code).toBe("FORBIDDEN");
+    const other = await raw("/dashboard/api/session", { body: { sessionToken: token }, headers: { origin: "https://evil.example" } });
+    expect([other.status, other.body.code, other.cookie]).toEqual([403, "FORBIDDEN", null]);
+    const bad = await raw("/dashboard/api/session", { body: { sessionToken: "not-a-token" }, headers: { origin: origin() } });
+    expect([bad.status, bad.body.code]).toEqual([401, "TOKEN_INVALID"]);
+  });
+
+  test("reads with the cookie need no Origin; changes with it need the right one; Bearer needs none", async () => {
+    const { token, cookie } = await cookieSession();
+    expect((await raw("/dashboard/api/me", { headers: { cookie } })).status).toBe(200);
+    const noOrigin = await raw("/dashboard/api/keys", { body: { label: "x" }, headers: { cookie } });
+    expect([noOrigin.status, noOrigin.body.code]).toEqual([403, "FORBIDDEN"]);
+    const cross = await raw("/dashboard/api/keys", { body: { label: "x" }, headers: { cookie, origin: "http://localhost:1" } });
+    expect([cross.status, cross.body.code]).toEqual([403, "FORBIDDEN"]);
+    expect((await raw("/dashboard/api/keys", { body: { label: "x" }, headers: { cookie, origin: origin() } })).status).toBe(201);
+    expect((await raw("/dashboard/api/keys", { body: { label: "y" }, headers: { authorization: `Bearer ${token}` } })).status).toBe(201);
+    const none = await raw("/dashboard/api/me");
+    expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+  });
+
+  test("sign-out revokes the token and clears the cookie; the cookie then fails", async () => {
+    const { token, cookie } = await cookieSession();
+    expect((await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie } })).body.code).toBe("FORBIDDEN");
+    const out = await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie, origin: origin() } });
+    expect([out.status, out.body]).toEqual([200, { signedOut: true }]);
+    expect(out.cookie).toContain("wg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    expect((await raw("/dashboard/api/me", { headers: { cookie } })).body.code).toBe("TOKEN_REVOKED");
+    expect((await call(server.url, "/auth/session", { token })).body.code).toBe("TOKEN_REVOKED");
+    // Signing out twice, or without a cookie, still answers and clears.
+    expect((await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie, origin: origin() } })).status).toBe(200);
+    expect((await raw("/dashboard/api/session", { method: "DELETE" })).status).toBe(200);
+  });
+});
+
+describe("one-time links of walletgate dashboard-link", () => {
+  async function link(): Promise<{ code: string; wallet: string }> {
+    const keypair = Keypair.generate();
+    const file = join(server.dataDir, `kp-${keypair.publicKey.toBase58()}.json`);
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
+    const r = await runCli(["dashboard-link", "--keypair", file, "--json"], { DATA_DIR: server.dataDir, BASE_URL: server.url });
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as { url: string; walletAddress: string };
+    expect(out.url).toStartWith(`${server.url}/dashboard#link=`);
+    return { code: out.url.split("#link=")[1]!, wallet: out.walletAddress };
+  }
+
+  test("a link signs its wallet in once: cookie set, the second use refused", async () => {
+    const { code, wallet } = await link();
+    const first = await raw("/dashboard/api/session/link", { body: { code }, headers: { origin: origin() } });
+    expect([first.status, first.body.walletAddress]).toEqual([200, wallet]);
+    const cookie = first.cookie!.split(";")[0]!;
+    expect((await raw("/dashboard/api/me", { headers: { cookie } })).body.walletAddress).toBe(wallet);
+    const again = await raw("/dashboard/api/session/link", { body: { code }, headers: { origin: origin() } });
+    expect([again.status, again.body.code, again.cookie]).toEqual([401, "NONCE_USED", null]);
+  });
+
+  test("a link needs the Origin; unknown and malformed codes are refused", async () => {
+    const { code } = await link();
+    expect((await raw("/dashboard/api/session/link", { body: { code } })).body.code).toBe("FORBIDDEN");
+    const unknown = await raw("/dashboard/api/session/link", { body: { code: "1".repeat(32) }, headers: { origin: origin() } });
+    expect([unknown.status, unknown.body.code]).toEqual([401, "NONCE_NOT_FOUND"]);
+    const malformed = await raw("/dashboard/api/session/link", { body: { code: "not base58!" }, headers: { origin: origin() } });
+    expect([malformed.status, malformed.body.code]).toEqual([400, "VALIDATION_ERROR"]);
+    // The refused attempts did not spend the real link.
+    expect((await raw("/dashboard/api/session/link", { body: { code }, headers: { origin: origin() } })).status).toBe(200);
+  });
+});
+
+describe("the checkout page's product read", () => {
+  test("GET /pay/:productId/product: what a buyer sees, no owner secrets; 404 for unknown; archived says so", async () => {
+    const owner = (await signIn(server.url, newWallet())).sessionToken;
+    const created = await call(server.url, "/dashboard/api/products", {
+      token: owner,
+      body: { title: "Pass", description: "A month", type: "access", price: "3", accessDays: 30 },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.productId;
+    const read = await raw(`/pay/${id}/product`);
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual({
+      productId: id, title: "Pass", description: "A month", type: "access", price: "3", currency: "USDC",
+      network: "localnet", accessDays: 30, redirectOrigins: [], status: "active",
+    });
+    expect((await raw("/pay/prod_nothing/product")).body.code).toBe("NOT_FOUND");
+    await call(server.url, `/dashboard/api/products/${id}/archive`, { token: owner, body: {} });
+    expect((await raw(`/pay/${id}/product`)).body.status).toBe("archived");
+  });
+
+  test("the pages are served: /dashboard and /pay/:productId are HTML that loads its bundle", async () => {
+    for (const path of ["/dashboard", "/pay/prod_x"]) {
+      const res = await fetch(server.url + path);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toContain("text/html");
+      const html = await res.text();
+      const script = /<script[^>]+src="([^"]+)"/.exec(html)![1]!;
+      const js = await fetch(new URL(script, server.url));
+      expect(js.status).toBe(200);
+      expect(html).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)/); // no CDN: nothing but this server
+    }
+  });
+});
