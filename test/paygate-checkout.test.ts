@@ -199,6 +199,22 @@ describe("a purchase the buyer submits itself (access pass)", () => {
 });
 
 describe("refusals", () => {
+  test("a buyer holding less than the price: INSUFFICIENT_FUNDS before sending, no fee charged", async () => {
+    const { wallet, keypair } = newBuyer();
+    const poor = { wallet, keypair, address: wallet.address, session: (await signIn(server.url, wallet)).sessionToken };
+    expect((await runCli(["ledger", "airdrop", "--to", poor.address, "--sol", "1", "--usdc", "1"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const balances = async () => (await call(server.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token: poor.session })).body.data.balances;
+    const before = await balances();
+    const open = await checkout(feature, poor);
+    const signed = signCheckout(open.transaction, poor.keypair);
+    expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: signed })).toMatchObject({
+      status: 422,
+      body: { code: "INSUFFICIENT_FUNDS", error: "the wallet holds 1 USDC; this purchase needs 2.5 USDC" },
+    });
+    expect(await balances()).toEqual(before);
+    expect(await payApi(feature, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 200, body: { status: "pending" } });
+  });
+
   test("a transaction from the wrong payer: refused before sending, and when found on chain", async () => {
     const open = await checkout(feature, alice);
     const byMallory = paymentVariant(open.transaction, { payer: mallory.keypair });

@@ -278,6 +278,15 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   checkSignedPayment(checkout, token.mint, tx, wire);
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
+  // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
+  const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
+  if (used === null && held < checkout.amount) {
+    const symbol = token.key.toUpperCase();
+    throw new AppError(
+      "INSUFFICIENT_FUNDS",
+      `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
+    );
+  }
   try {
     await deps.ledger.submit(wire, { finalized: deps.config.network === "mainnet" });
   } catch (err) {

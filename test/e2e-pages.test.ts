@@ -1,0 +1,232 @@
+// The rest of the pages in real headless Chromium: a Wallet Standard wallet and the keyboard alone for
+// sign-in; editing and archiving a product; an access pass bought ("Access granted", then back to the
+// redirect with ?txHash); a buyer without the money told so in words; tokens filtered and revoked;
+// purchases listed; a webhook secret revealed and rotated, a test event sent and resent; phone width.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sign } from "node:crypto";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, walletContext } from "./helpers/browser.ts";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
+
+const browser: Browser | null = await launchChromium();
+const e2e = browser === null ? describe.skip : describe;
+
+let server: TestServer;
+const hook = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
+beforeAll(async () => {
+  server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true", AUTH_RATE_LIMIT: "off" });
+});
+afterAll(async () => {
+  await browser?.close();
+  await hook.stop(true);
+  await server?.dispose();
+});
+
+/** A page whose browser has the test wallet injected, signed in to the dashboard. */
+async function ownerPage(wallet: TestWallet): Promise<Page> {
+  const page = await (await walletContext(browser!, wallet)).newPage();
+  await page.goto(`${server.url}/dashboard`);
+  await page.getByRole("button", { name: "Connect wallet" }).click();
+  await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+  return page;
+}
+
+/** Creates a product through the API (the first e2e suite creates one through the page). */
+async function product(token: string, body: Json): Promise<Json> {
+  const res = await call(server.url, "/dashboard/api/products", { token, body: { description: "", price: "1", ...body } });
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+/** A buyer buys `productId` through the checkout page; returns the page when done. */
+async function buy(buyer: TestWallet, url: string): Promise<Page> {
+  const page = await (await walletContext(browser!, buyer)).newPage();
+  await page.goto(url);
+  await page.getByRole("button", { name: "Pay with wallet" }).click();
+  return page;
+}
+
+async function fund(wallet: TestWallet, usdc: string) {
+  const r = await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", ...(usdc === "0" ? [] : ["--usdc", usdc])], { DATA_DIR: server.dataDir });
+  expect(r.code).toBe(0);
+}
+
+e2e("more of the pages in Chromium", () => {
+  test("a Wallet Standard wallet signs in, driven by the keyboard alone", async () => {
+    const wallet = newWallet();
+    const context = await browser!.newContext();
+    await context.exposeBinding("__wsSign", (_s, b64: string) => sign(null, Buffer.from(b64, "base64"), wallet.privateKey).toString("base64"));
+    await context.addInitScript((address: string) => {
+      const page = globalThis as any;
+      const wallet = {
+        version: "1.0.0", name: "Test Standard Wallet", icon: "data:image/svg+xml,<svg/>", chains: ["solana:localnet"],
+        accounts: [] as unknown[],
+        features: {
+          "standard:connect": { version: "1.0.0", connect: async () => ({ accounts: [{ address, publicKey: new Uint8Array(32) }] }) },
+          "solana:signMessage": {
+            version: "1.0.0",
+            signMessage: async ({ message }: { message: Uint8Array }) => {
+              const signature = await page.__wsSign(btoa(String.fromCharCode(...message)));
+              return [{ signedMessage: message, signature: Uint8Array.from(atob(signature), (c: string) => c.charCodeAt(0)) }];
+            },
+          },
+        },
+      };
+      page.addEventListener("wallet-standard:app-ready", (e: any) => e.detail.register(wallet));
+    }, wallet.address);
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).waitFor();
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Connect wallet");
+    await page.keyboard.press("Enter");
+    await page.getByTitle(wallet.address).waitFor();
+    await context.close();
+  }, 30_000);
+
+  test("edits and archives a product; the checkout page then says it is no longer sold", async () => {
+    const owner = newWallet();
+    const page = await ownerPage(owner);
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Old title", type: "feature_unlock", featureIds: ["a"] });
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("button", { name: "Edit" }).click();
+    await page.getByLabel("Title").fill("New title");
+    await page.getByLabel("Price").fill("4.25");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("cell", { name: /New title/ }).waitFor();
+    await page.getByText("4.25 USDC").waitFor();
+    await page.getByRole("button", { name: "Archive" }).click();
+    await page.getByRole("button", { name: "Yes" }).click();
+    await page.getByText("archived", { exact: true }).waitFor();
+    const buyerPage = await (await walletContext(browser!, newWallet())).newPage();
+    await buyerPage.goto(p.paymentUrl);
+    await buyerPage.getByText("This product is no longer sold.").waitFor();
+    expect(await buyerPage.getByRole("button", { name: "Pay with wallet" }).count()).toBe(0);
+  }, 30_000);
+
+  test("a product form error is shown in words, and nothing is created", async () => {
+    const owner = newWallet();
+    const page = await ownerPage(owner);
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.getByLabel("Title").fill("No features");
+    await page.getByLabel("Price").fill("1");
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").textContent()).toMatch(/feature/i);
+    const token = (await signIn(server.url, owner)).sessionToken;
+    expect((await call(server.url, "/dashboard/api/products", { token })).body.products).toEqual([]);
+  }, 30_000);
+
+  test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Day pass", type: "access", price: "0.5", accessDays: 1 });
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=checkout`)}`);
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    await page.waitForURL(/\/healthz\?from=checkout&txHash=\w{43,88}$/, { timeout: 10_000 });
+    const txHash = new URL(page.url()).searchParams.get("txHash")!;
+    const purchases = await call(server.url, "/dashboard/api/purchases", { token });
+    expect(purchases.body.purchases.map((x: Json) => [x.walletAddress, x.txHash])).toEqual([[buyer.address, txHash]]);
+  }, 45_000);
+
+  test("a redirect to another origin is not followed", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Pass", type: "access", price: "0.5" });
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent("https://evil.example/steal")}`);
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    await Bun.sleep(3_000); // longer than the page waits before going back
+    expect(page.url()).toStartWith(p.paymentUrl);
+    expect(await page.getByRole("link", { name: /Return to/ }).count()).toBe(0);
+  }, 45_000);
+
+  test("a buyer without the money is told so in words, and can try again after funding", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Costly", type: "feature_unlock", featureIds: ["x"], price: "3" });
+    const buyer = newWallet();
+    await fund(buyer, "1");
+    const page = await buy(buyer, p.paymentUrl);
+    await page.getByText("Your wallet does not hold enough").waitFor({ timeout: 20_000 });
+    await fund(buyer, "5");
+    await page.getByRole("button", { name: "Try again" }).click();
+    await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
+  }, 45_000);
+
+  test("tokens: filtered by status and wallet, revoked after a confirmation; purchases listed", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Tool", type: "feature_unlock", featureIds: ["t"], price: "0.25" });
+    const [a, b] = [newWallet(), newWallet()];
+    for (const buyer of [a, b]) {
+      await fund(buyer, "2");
+      await (await buy(buyer, p.paymentUrl)).getByTestId("access-token").waitFor({ timeout: 20_000 });
+    }
+    const page = await ownerPage(owner);
+    await page.getByRole("link", { name: "Tokens" }).click();
+    await page.getByText("1–2 of 2").waitFor();
+    await page.getByLabel("Wallet").fill(a.address);
+    await page.getByLabel("Wallet").press("Enter");
+    await page.getByText("1–1 of 1").waitFor();
+    await page.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("button", { name: "Yes" }).click();
+    await page.getByText("revoked", { exact: true }).waitFor();
+    await page.getByLabel("Wallet").fill("");
+    await page.getByLabel("Wallet").press("Enter");
+    await page.getByLabel("Status").selectOption("active");
+    await page.getByText("1–1 of 1").waitFor();
+    expect(await page.getByTitle(b.address).count()).toBe(1);
+    await page.getByRole("link", { name: "Purchases" }).click();
+    await page.getByText("1–2 of 2").waitFor();
+    expect(await page.getByText("0.25 USDC").count()).toBe(2);
+  }, 60_000);
+
+  test("webhooks: reveal and rotate the secret, send a test event, resend it; disable", async () => {
+    const owner = newWallet();
+    const page = await ownerPage(owner);
+    await page.getByRole("link", { name: "Webhooks" }).click();
+    await page.getByLabel("Endpoint URL").fill(`http://127.0.0.1:${hook.port}/hook`);
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    const endpoint = page.getByTestId("endpoint");
+    await endpoint.waitFor();
+    const first = (await page.locator("form .secret code").textContent())!;
+    await endpoint.getByRole("button", { name: "Reveal secret" }).click();
+    expect(await endpoint.locator(".secret code").textContent()).toBe(first);
+    await endpoint.getByRole("button", { name: "Rotate secret" }).click();
+    await endpoint.getByRole("button", { name: "Yes" }).click();
+    await endpoint.locator(".secret code").filter({ hasNotText: first }).waitFor();
+    expect(await endpoint.locator(".secret code").textContent()).toMatch(/^whsec_/);
+    await endpoint.getByRole("button", { name: "Send test event" }).click();
+    const log = endpoint.getByTestId("deliveries");
+    for (let i = 0; i < 40 && (await log.getByText("succeeded").count()) === 0; i++) {
+      await Bun.sleep(250);
+      await endpoint.getByRole("button", { name: "Refresh" }).click();
+    }
+    await log.getByText("webhook.test").waitFor();
+    await log.getByRole("button", { name: "Resend" }).click();
+    for (let i = 0; i < 40 && (await log.getByText("webhook.test").count()) < 2; i++) {
+      await Bun.sleep(250);
+      await endpoint.getByRole("button", { name: "Refresh" }).click();
+    }
+    expect(await log.getByText("webhook.test").count()).toBe(2);
+    await endpoint.getByRole("button", { name: "Disable" }).click();
+    await page.getByText("disabled", { exact: true }).waitFor();
+  }, 45_000);
+
+  test("at phone width the dashboard fits the screen and its tables scroll inside their cards", async () => {
+    const page = await ownerPage(newWallet());
+    await page.setViewportSize({ width: 375, height: 740 });
+    for (const name of ["Overview", "Products", "API keys", "Tokens", "Purchases", "Webhooks"]) {
+      await page.getByRole("link", { name }).click();
+      await page.getByRole("heading", { level: 1 }).waitFor();
+      expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
+    }
+  }, 30_000);
+});
