@@ -23,8 +23,8 @@ import { purgeMcpSessions } from "./mcp/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
-import dashboardPage from "./web/dashboard.html";
-import payPage from "./web/pay.html";
+import dashboardPage from "./dashboard/web/dashboard.html";
+import payPage from "./dashboard/web/pay.html";
 
 export type RunningServer = {
   url: string;
