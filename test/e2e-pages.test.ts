@@ -160,6 +160,49 @@ e2e("more of the pages in Chromium", () => {
     await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
   }, 45_000);
 
+  test("an answer lost on the way back: the retry finds the payment made, and nothing is paid twice", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Once", type: "feature_unlock", featureIds: ["o"], price: "2" });
+    const buyer = newWallet();
+    await fund(buyer, "10");
+    const page = await (await walletContext(browser!, buyer)).newPage();
+    let lost = false;
+    await page.route("**/submit", async (route) => {
+      if (lost) return route.continue();
+      lost = true;
+      await route.fetch(); // the server takes the payment...
+      await route.abort("connectionreset"); // ...and the answer never reaches the page
+    });
+    await page.goto(p.paymentUrl);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByRole("button", { name: "Try again" }).click({ timeout: 20_000 });
+    await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
+    const purchases = await call(server.url, "/dashboard/api/purchases", { token });
+    expect(purchases.body.total).toBe(1);
+    const buyerSession = (await signIn(server.url, buyer)).sessionToken;
+    const balances = await call(server.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token: buyerSession });
+    expect(balances.body.data.balances.usdc).toBe(8); // 10 airdropped, 2 paid once
+  }, 45_000);
+
+  test("switching from editing one product to another edits the other one", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    await product(token, { title: "Alpha", type: "feature_unlock", featureIds: ["a"] });
+    await product(token, { title: "Beta", type: "feature_unlock", featureIds: ["b"] });
+    const page = await ownerPage(owner);
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("row", { name: /Alpha/ }).getByRole("button", { name: "Edit" }).click();
+    expect(await page.getByLabel("Title").inputValue()).toBe("Alpha");
+    expect(await page.getByRole("button", { name: "Edit" }).count()).toBe(0); // one form at a time
+    await page.getByRole("button", { name: "Cancel" }).click();
+    await page.getByRole("row", { name: /Beta/ }).getByRole("button", { name: "Edit" }).click();
+    expect(await page.getByLabel("Title").inputValue()).toBe("Beta");
+    await page.getByLabel("Access days (empty: forever)").fill("two");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("Access days must be a whole number").waitFor();
+  }, 30_000);
+
   test("tokens: filtered by status and wallet, revoked after a confirmation; purchases listed", async () => {
     const owner = newWallet();
     const token = (await signIn(server.url, owner)).sessionToken;

@@ -279,8 +279,9 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
   // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
+  // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)
   const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
-  if (used === null && held < checkout.amount) {
+  if (used === null && held < checkout.amount && (await deps.ledger.getTransaction(tx.signature)) === null) {
     const symbol = token.key.toUpperCase();
     throw new AppError(
       "INSUFFICIENT_FUNDS",

@@ -27,6 +27,10 @@ export function errorWords(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** Fired when the server says the page's session is gone (expired, revoked, missing). */
+export const SIGNED_OUT_EVENT = "walletgate:signed-out";
+const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
+
 export async function api<T>(path: string, options: { method?: string; body?: unknown } = {}): Promise<T> {
   const response = await fetch(path, {
     method: options.method ?? (options.body === undefined ? "GET" : "POST"),
@@ -35,9 +39,15 @@ export async function api<T>(path: string, options: { method?: string; body?: un
     credentials: "same-origin",
   });
   const text = await response.text();
-  const data = text === "" ? null : JSON.parse(text);
+  let data: any = null;
+  try {
+    data = text === "" ? null : JSON.parse(text);
+  } catch {
+    if (response.ok) throw new ApiError(response.status, "INTERNAL_ERROR", "The server answered something this page cannot read. Try again.");
+  }
   if (!response.ok) {
-    const message = typeof data?.error === "string" ? data.error : `request failed (${response.status})`;
+    if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT));
+    const message = typeof data?.error === "string" ? data.error : `The server answered ${response.status}. Try again in a moment.`;
     const fields = Array.isArray(data?.details) ? data.details.map((d: { field?: string }) => d.field).filter(Boolean) : [];
     throw new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message);
   }

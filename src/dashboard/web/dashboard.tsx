@@ -2,8 +2,8 @@
 // products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, query } from "./api.ts";
-import { connectWallet, toBase64 } from "./wallet.ts";
+import { api, ApiError, query, SIGNED_OUT_EVENT } from "./api.ts";
+import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
 import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
@@ -50,7 +50,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
     setError(null);
     try {
       setBusy("Connecting your wallet…");
-      const wallet = await connectWallet("solana:mainnet");
+      const wallet = await connectWallet(chainOf("mainnet")); // signs a message only: the chain does not matter
       const challenge = await api<{ nonce: string; message: string }>(`/auth/challenge${query({ wallet: wallet.address })}`);
       setBusy("Sign the message in your wallet…");
       const signature = await wallet.signMessage(new TextEncoder().encode(challenge.message));
@@ -140,6 +140,10 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
       featureIds: form.featureIds.split(",").map((s) => s.trim()).filter(Boolean),
       accessDays: form.accessDays.trim() === "" ? null : Number(form.accessDays),
     };
+    if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
+      setError(new Error("Access days must be a whole number of days, or empty for access that never ends."));
+      return;
+    }
     if (form.payTo.trim() !== "") body.payTo = form.payTo.trim();
     try {
       if (product === null) await api("/dashboard/api/products", { body: { ...body, type: form.type } });
@@ -187,7 +191,7 @@ function Products() {
         {editing === null && <button type="button" onClick={() => setEditing("new")}>New product</button>}
       </div>
       {editing !== null && (
-        <ProductForm product={editing === "new" ? null : editing} onCancel={() => setEditing(null)} onSaved={() => { setEditing(null); reload(); }} />
+        <ProductForm key={editing === "new" ? "new" : editing.productId} product={editing === "new" ? null : editing} onCancel={() => setEditing(null)} onSaved={() => { setEditing(null); reload(); }} />
       )}
       <ErrorText error={error} />
       {data && data.products.length === 0 && <p class="muted">No products yet.</p>}
@@ -203,7 +207,7 @@ function Products() {
                 <td><span class={`badge ${p.status === "active" ? "ok" : "bad"}`}>{p.status}</span></td>
                 <td><CopyButton text={p.paymentUrl} label="Copy link" /></td>
                 <td class="row">
-                  {p.status === "active" && <button type="button" class="secondary" onClick={() => setEditing(p)}>Edit</button>}
+                  {p.status === "active" && editing === null && <button type="button" class="secondary" onClick={() => setEditing(p)}>Edit</button>}
                   {p.status === "active" && (
                     <ConfirmButton question="Archive? New purchases stop." action={async () => { await api(`/dashboard/api/products/${p.productId}/archive`, { method: "POST" }); reload(); }}>
                       Archive
@@ -278,6 +282,10 @@ function Keys() {
 const PAGE_SIZE = 20;
 
 function Pager({ offset, total, onChange }: { offset: number; total: number; onChange: (offset: number) => void }) {
+  // A page emptied by revoking its last rows steps back to the last page that has any.
+  useEffect(() => {
+    if (offset > 0 && offset >= total) onChange(Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE));
+  }, [offset, total]);
   return (
     <div class="row" style="margin-top:.5rem">
       <button type="button" class="secondary" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - PAGE_SIZE))}>Previous</button>
@@ -497,8 +505,13 @@ function App() {
   useEffect(() => {
     loadMe();
     const onHash = () => setPage(pageOf(location.hash));
+    const onSignedOut = () => setMe(null);
     window.addEventListener("hashchange", onHash);
-    return () => window.removeEventListener("hashchange", onHash);
+    window.addEventListener(SIGNED_OUT_EVENT, onSignedOut);
+    return () => {
+      window.removeEventListener("hashchange", onHash);
+      window.removeEventListener(SIGNED_OUT_EVENT, onSignedOut);
+    };
   }, []);
   if (me === undefined) return <p class="shell loading">Loading…</p>;
   if (me === null) return <><SignIn onSignedIn={loadMe} />{error !== null && <div class="shell"><ErrorText error={error} /></div>}</>;

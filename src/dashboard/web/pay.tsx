@@ -3,7 +3,8 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, errorWords } from "./api.ts";
-import { connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
+import { chainOf, connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
+import { signWithProvider } from "./provider-sign.ts";
 import { CopyButton, ErrorText, TxLink } from "./ui.tsx";
 
 type Product = { productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string; network: string; accessDays: number | null; redirectOrigins: string[]; status: string };
@@ -11,7 +12,13 @@ type Checkout = { checkoutId: string; transaction: string; amount: string; curre
 type Result = { status: "completed" | "pending"; txHash?: string; purchaseId?: string; accessToken?: string };
 type Step = "idle" | "connecting" | "signing" | "confirming" | "done";
 
-const productId = decodeURIComponent(location.pathname.split("/")[2] ?? "");
+const productId = (() => {
+  try {
+    return decodeURIComponent(location.pathname.split("/")[2] ?? "");
+  } catch {
+    return "";
+  }
+})();
 const params = new URLSearchParams(location.search);
 
 /** The `redirect` parameter when it is safe: this server's origin or one the product lists. */
@@ -69,12 +76,28 @@ function Pay() {
   }, []);
 
   const base = `/pay/${encodeURIComponent(productId)}`;
+  const finish = (answer: Result) => {
+    setResult(answer);
+    setStep("done");
+    const back = product === null ? null : safeRedirect(product);
+    if (back !== null && answer.accessToken === undefined) {
+      back.searchParams.set("txHash", answer.txHash!);
+      setTimeout(() => location.assign(back.href), 2500);
+    }
+  };
   const pay = async () => {
     if (product === null) return;
     setError(null);
     try {
+      // A retry first asks about the checkout already signed: it may have been paid meanwhile, and paying
+      // again would move money twice.
+      if (checkoutId !== undefined) {
+        setStep("confirming");
+        const earlier = await api<Result>(`${base}/confirm`, { body: { checkoutId } });
+        if (earlier.status === "completed") return finish(earlier);
+      }
       setStep("connecting");
-      const wallet = await connectWallet(`solana:${product.network}`);
+      const wallet = await connectWallet(chainOf(product.network), { signWithProvider });
       const expected = params.get("wallet");
       if (expected !== null && expected !== wallet.address) {
         throw new Error(`This link is for wallet ${expected}; your wallet is ${wallet.address}. Switch accounts in your wallet and try again.`);
@@ -90,14 +113,8 @@ function Pay() {
         await new Promise((r) => setTimeout(r, 2000));
         answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
       }
-      if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and try again in a minute.");
-      setResult(answer);
-      setStep("done");
-      const back = safeRedirect(product);
-      if (back !== null && answer.accessToken === undefined) {
-        back.searchParams.set("txHash", answer.txHash!);
-        setTimeout(() => location.assign(back.href), 2500);
-      }
+      if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and press Try again in a minute.");
+      finish(answer);
     } catch (err) {
       if (err instanceof ApiError && err.code === "INVALID_STATE") setCheckoutId(undefined);
       setError(err);

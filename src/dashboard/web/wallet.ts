@@ -17,7 +17,7 @@ type StandardWallet = {
   features: Record<string, any>;
 };
 type InjectedKey = { toBase58(): string };
-type InjectedProvider = {
+export type InjectedProvider = {
   publicKey?: InjectedKey | null;
   connect(): Promise<{ publicKey?: InjectedKey } | void>;
   signMessage(message: Uint8Array, encoding?: string): Promise<{ signature: Uint8Array } | Uint8Array>;
@@ -63,8 +63,16 @@ async function asked<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Connects the first wallet found, `chain` being e.g. "solana:devnet". */
-export async function connectWallet(chain: string): Promise<BrowserWallet> {
+/** How an injected provider signs serialized bytes (it takes @solana/web3.js objects): given by pages that pay. */
+export type ProviderSigner = (provider: InjectedProvider, transaction: Uint8Array) => Promise<Uint8Array>;
+
+/** The Wallet Standard chain of a network name ("mainnet-beta" is "solana:mainnet"). */
+export function chainOf(network: string): string {
+  return network === "mainnet" || network === "mainnet-beta" ? "solana:mainnet" : `solana:${network}`;
+}
+
+/** Connects the first wallet found, on `chain` (e.g. "solana:devnet"). */
+export async function connectWallet(chain: string, options: { signWithProvider?: ProviderSigner } = {}): Promise<BrowserWallet> {
   const standard = standardWallets[0];
   if (standard !== undefined) {
     const { accounts } = await asked<{ accounts: StandardAccount[] }>(() => standard.features["standard:connect"].connect());
@@ -98,10 +106,8 @@ export async function connectWallet(chain: string): Promise<BrowserWallet> {
       return out instanceof Uint8Array ? out : new Uint8Array(out.signature);
     },
     async signTransaction(bytes) {
-      // Injected providers take @solana/web3.js objects: loaded only for this, and only on this path.
-      const { VersionedTransaction } = await import("@solana/web3.js/lib/index.browser.esm.js");
-      const signed = await asked(() => provider.signTransaction(VersionedTransaction.deserialize(bytes)));
-      return signed.serialize();
+      if (options.signWithProvider === undefined) throw new Error("this page does not sign transactions");
+      return asked(() => options.signWithProvider!(provider, bytes));
     },
   };
 }
