@@ -44,6 +44,8 @@ export type Config = Readonly<{
   x402FeePayer: string | null;
   /** Webhooks and agent endpoints may target private, loopback and link-local addresses (tests, labs). */
   allowPrivateNetworkTargets: boolean;
+  /** The marketplace's cut of a released order, in basis points (0–10000), paid to `feeWallet`. */
+  marketplace: Readonly<{ feeBps: number; feeWallet: string | null }>;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -63,7 +65,7 @@ export const CONFIG_VARIABLES = [
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
   "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "MCP_MAX_SESSIONS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
-  "ALLOW_PRIVATE_NETWORK_TARGETS",
+  "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET",
 ] as const;
 
 const DEVNET_RPC_URL = "https://api.devnet.solana.com";
@@ -193,6 +195,13 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   }
   const serviceToken = Object.freeze({ symbol, decimals: int(vars, "SERVICE_TOKEN_DECIMALS", 6, 0, 9), mint: serviceMint });
 
+  const feeBps = int(vars, "MARKETPLACE_FEE_BPS", 0, 0, 10_000);
+  const feeWallet = vars.MARKETPLACE_FEE_WALLET?.trim() || null;
+  if (feeWallet !== null && decodeAddress(feeWallet) === null) {
+    throw new ConfigError(`MARKETPLACE_FEE_WALLET must be a base58 address of 32 bytes, got "${feeWallet}"`);
+  }
+  if (feeBps > 0 && feeWallet === null) throw new ConfigError("MARKETPLACE_FEE_BPS is set: MARKETPLACE_FEE_WALLET must name the wallet that receives the fee");
+
   const x402FeePayer = vars.X402_FEE_PAYER?.trim() || null;
   if (x402FeePayer !== null && decodeAddress(x402FeePayer) === null) {
     throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes, got "${x402FeePayer}"`);
@@ -236,6 +245,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     walletgateToken: vars.WALLETGATE_TOKEN?.trim() || null,
     x402FeePayer,
     allowPrivateNetworkTargets: onOff(vars, "ALLOW_PRIVATE_NETWORK_TARGETS", false),
+    marketplace: Object.freeze({ feeBps, feeWallet }),
   };
   return Object.freeze(config);
 }

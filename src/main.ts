@@ -21,6 +21,8 @@ Commands:
              API keys of /public/* for headless servers (--json for scripts)
   wallets export <address> [--format base58|json]
              print a custodial wallet's secret key (operator only; warns on stderr)
+  orders resolve <orderId> --release|--refund [--json]
+             end a marketplace dispute: pay the provider or refund the consumer
   dashboard-link --keypair <file> [--json]
              print a one-time dashboard sign-in link for the keypair's wallet (headless servers)
 
@@ -42,6 +44,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   mcp: async () => (await import("./cli/mcp.ts")).mcpCommand,
   owners: async () => (await import("./cli/owners.ts")).ownersCommand,
   keys: async () => (await import("./cli/keys.ts")).keysCommand,
+  orders: async () => (await import("./cli/orders.ts")).ordersCommand,
   "dashboard-link": async () => (await import("./cli/dashboard-link.ts")).dashboardLinkCommand,
 };
 

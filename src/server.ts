@@ -16,6 +16,8 @@ import { importQuietly } from "./lib/quiet-import.ts";
 
 /** How often open checkouts are looked for on the ledger. */
 const CHECKOUT_WATCH_MS = 5_000;
+/** How often orders whose state ends by itself (expiry, deadline, auto-release) are looked for. */
+const ORDER_TIMERS_MS = 30_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
@@ -146,7 +148,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     true, // at start-up too: a server restarted more often than the interval still purges
   );
   // Webhook deliveries from the durable outbox (paygate.md), through the guarded client.
-  const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets });
+  const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets, agents: (await import("./marketplace/notify.ts")).agentTargets(deps) });
   webhooks.start();
   // Open checkouts are confirmed (or expired) in the background too, not only when the buyer asks.
   let checkouts: { runOnce(): Promise<number> } | null = null; // loaded on the first tick: it needs web3.js
@@ -157,6 +159,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     },
     CHECKOUT_WATCH_MS,
     onTimerError("checkout watcher"),
+  );
+  // marketplace.md: proposals expire after 24 h, missed deadlines are refunded, deliveries auto-release
+  // after 72 h. The due times are stored, so this only has to look; loaded on the first tick (web3.js).
+  const orderTimers = startRepeating(
+    async () => (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps),
+    ORDER_TIMERS_MS,
+    onTimerError("order timers"),
   );
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
   const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
@@ -182,7 +191,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), webhooks.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), webhooks.stop()]);
         await mcp.stop();
         await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();

@@ -8,6 +8,8 @@ import m0006 from "./migrations/0006_paygate.sql" with { type: "text" };
 import m0007 from "./migrations/0007_purchases.sql" with { type: "text" };
 import m0008 from "./migrations/0008_webhooks.sql" with { type: "text" };
 import m0009 from "./migrations/0009_dashboard_links.sql" with { type: "text" };
+import m0010 from "./migrations/0010_marketplace.sql" with { type: "text" };
+import m0011 from "./migrations/0011_marketplace_orders.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -21,4 +23,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 7, name: "purchases", sql: m0007 },
   { version: 8, name: "webhooks", sql: m0008 },
   { version: 9, name: "dashboard_links", sql: m0009 },
+  { version: 10, name: "marketplace", sql: m0010 },
+  { version: 11, name: "marketplace_orders", sql: m0011 },
 ];

@@ -40,6 +40,11 @@ export type TransferIntent = Readonly<{
   /** Pays the fee (and any recipient token account); defaults to `from`. */
   feePayer?: string | undefined;
   memo?: string | undefined;
+  /**
+   * A second recipient of the same token from the same sender, in the same transaction (the
+   * marketplace's fee on a release). Embedded ledger only; the RPC ledger refuses it (NOT_SUPPORTED).
+   */
+  split?: Readonly<{ to: string; amount: bigint }> | undefined;
 }>;
 
 export type SubmitOptions = Readonly<{
@@ -50,6 +55,13 @@ export type SubmitOptions = Readonly<{
   ownTransfer?: boolean;
   /** Wait for `finalized` rather than `confirmed` (RPC ledger; mainnet purchases). */
   finalized?: boolean;
+  /**
+   * Embedded ledger only: the caller's own SQL (its store's synchronous `…InWrite` functions), run in the
+   * same database write as the transaction once it succeeded, told what moved. Throwing rolls both back, so a state change
+   * and the transfer it causes commit together or not at all. The RPC ledger refuses it (NOT_SUPPORTED):
+   * a chain transaction cannot sit inside a database transaction.
+   */
+  alongside?: (applied: Readonly<{ signature: string; transfers: readonly ParsedTransfer[] }>) => void;
 }>;
 
 export type SubmitResult = Readonly<{

@@ -58,6 +58,8 @@ export type TransferPlan = Readonly<{
   /** SPL only: add CreateAssociatedTokenAccountIdempotent for the recipient (paid by the fee payer). */
   createRecipientAccount: boolean;
   memo: string | null;
+  /** A second transfer of the same token from the same sender (SPL: with its recipient account when missing). */
+  split?: Readonly<{ to: string; amount: bigint; createRecipientAccount: boolean }> | null;
   /**
    * An explicit SetComputeUnitLimit first (free at the default price of 0). The service's own transfers
    * pass a slightly different limit each time, so two identical requests within one blockhash are two
@@ -88,16 +90,20 @@ export function transferInstructions(plan: TransferPlan): TransactionInstruction
   if (plan.computeUnitLimit !== undefined && plan.computeUnitLimit !== null) {
     instructions.push(ComputeBudgetProgram.setComputeUnitLimit({ units: plan.computeUnitLimit }));
   }
-  if (plan.spl === null) {
-    instructions.push(SystemProgram.transfer({ fromPubkey: from, toPubkey: to, lamports: plan.amount }));
-  } else {
+  const legs = [{ to, amount: plan.amount, createRecipientAccount: plan.createRecipientAccount }];
+  if (plan.split) legs.push({ ...plan.split, to: new PublicKey(plan.split.to) });
+  for (const leg of legs) {
+    if (plan.spl === null) {
+      instructions.push(SystemProgram.transfer({ fromPubkey: from, toPubkey: leg.to, lamports: leg.amount }));
+      continue;
+    }
     const mint = new PublicKey(plan.spl.mint);
     const source = getAssociatedTokenAddressSync(mint, from, true);
-    const destination = getAssociatedTokenAddressSync(mint, to, true);
-    if (plan.createRecipientAccount) {
-      instructions.push(createAssociatedTokenAccountIdempotentInstruction(new PublicKey(plan.feePayer), destination, to, mint));
+    const destination = getAssociatedTokenAddressSync(mint, leg.to, true);
+    if (leg.createRecipientAccount) {
+      instructions.push(createAssociatedTokenAccountIdempotentInstruction(new PublicKey(plan.feePayer), destination, leg.to, mint));
     }
-    instructions.push(createTransferCheckedInstruction(source, mint, destination, from, plan.amount, plan.spl.decimals));
+    instructions.push(createTransferCheckedInstruction(source, mint, destination, from, leg.amount, plan.spl.decimals));
   }
   if (plan.memo !== null) instructions.push(memoInstruction(plan.memo));
   return instructions;

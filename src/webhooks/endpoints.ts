@@ -32,28 +32,31 @@ function invalid(field: string, problem: string): AppError {
 
 const notFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
 
-// The endpoint id is the additional authenticated data: a sealed secret copied into another endpoint's
-// row does not open there.
-const aadOf = (endpointId: string) => new TextEncoder().encode(endpointId);
+// The id of the row holding the secret (an endpoint's, or a marketplace agent's) is the additional
+// authenticated data: a sealed secret copied into another row does not open there.
+const aadOf = (ownerId: string) => new TextEncoder().encode(ownerId);
 
-/** https always; plain http only off mainnet. No credentials or fragment; at most MAX_URL_LENGTH. */
-export function checkEndpointUrl(deps: Deps, raw: string): string {
+/**
+ * https always; plain http only off mainnet. No credentials or fragment; at most MAX_URL_LENGTH.
+ * `field` names the parameter in a VALIDATION_ERROR (marketplace agents call theirs `endpoint`).
+ */
+export function checkEndpointUrl(deps: Deps, raw: string, field = "url"): string {
   const text = raw.trim();
-  if (text.length === 0 || text.length > MAX_URL_LENGTH) throw invalid("url", `must be 1 to ${MAX_URL_LENGTH} characters`);
+  if (text.length === 0 || text.length > MAX_URL_LENGTH) throw invalid(field, `must be 1 to ${MAX_URL_LENGTH} characters`);
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw invalid("url", "must be an absolute URL");
+    throw invalid(field, "must be an absolute URL");
   }
   const httpAllowed = deps.config.network !== "mainnet";
   if (url.protocol !== "https:" && !(httpAllowed && url.protocol === "http:")) {
-    throw invalid("url", httpAllowed ? "must be an http or https URL" : "must be an https URL on mainnet");
+    throw invalid(field, httpAllowed ? "must be an http or https URL" : "must be an https URL on mainnet");
   }
-  if (url.username !== "" || url.password !== "") throw invalid("url", "must not carry credentials");
-  if (url.hash !== "") throw invalid("url", "must not have a fragment");
-  if (url.hostname === "") throw invalid("url", "must name a host");
-  if (url.href.length > MAX_URL_LENGTH) throw invalid("url", `must be at most ${MAX_URL_LENGTH} characters`);
+  if (url.username !== "" || url.password !== "") throw invalid(field, "must not carry credentials");
+  if (url.hash !== "") throw invalid(field, "must not have a fragment");
+  if (url.hostname === "") throw invalid(field, "must name a host");
+  if (url.href.length > MAX_URL_LENGTH) throw invalid(field, `must be at most ${MAX_URL_LENGTH} characters`);
   // Private and loopback hosts are refused when sending (after DNS), not here: a name's addresses can change.
   return url.href;
 }
@@ -76,13 +79,15 @@ function view(row: store.EndpointRow): WebhookEndpoint {
   };
 }
 
-function sealSecret(deps: Deps, endpointId: string, secret: Uint8Array): { secretIv: Uint8Array; secretCiphertext: Uint8Array } {
-  const sealed = encryptAesGcm(deps.wallets.encryptionKey, secret, aadOf(endpointId), deps.random);
+/** Seals a signing secret's bytes for the row `ownerId` (a `whe_` endpoint or an `agt_` agent) under WALLET_ENCRYPTION_KEY. */
+export function sealWebhookSecret(deps: Deps, ownerId: string, secret: Uint8Array): { secretIv: Uint8Array; secretCiphertext: Uint8Array } {
+  const sealed = encryptAesGcm(deps.wallets.encryptionKey, secret, aadOf(ownerId), deps.random);
   return { secretIv: sealed.iv, secretCiphertext: sealed.ciphertext };
 }
 
-function openSecret(deps: Deps, endpointId: string, iv: Uint8Array, ciphertext: Uint8Array): string {
-  const bytes = decryptAesGcm(deps.wallets.encryptionKey, iv, ciphertext, aadOf(endpointId));
+/** The `whsec_` secret sealed by sealWebhookSecret for `ownerId`; INTERNAL_ERROR when it does not open. */
+export function openWebhookSecret(deps: Deps, ownerId: string, iv: Uint8Array, ciphertext: Uint8Array): string {
+  const bytes = decryptAesGcm(deps.wallets.encryptionKey, iv, ciphertext, aadOf(ownerId));
   if (bytes === null) throw new AppError("INTERNAL_ERROR", "webhook secret cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)");
   try {
     return formatWebhookSecret(bytes);
@@ -97,9 +102,9 @@ function openSecret(deps: Deps, endpointId: string, iv: Uint8Array, ciphertext: 
  */
 export function endpointSigningSecrets(deps: Deps, row: store.EndpointRow, now: number): string[] | null {
   try {
-    const secrets = [openSecret(deps, row.id, row.secretIv, row.secretCiphertext)];
+    const secrets = [openWebhookSecret(deps, row.id, row.secretIv, row.secretCiphertext)];
     if (row.previousSecretIv !== null && row.previousSecretCiphertext !== null && row.previousSecretUntil !== null && row.previousSecretUntil > now) {
-      secrets.push(openSecret(deps, row.id, row.previousSecretIv, row.previousSecretCiphertext));
+      secrets.push(openWebhookSecret(deps, row.id, row.previousSecretIv, row.previousSecretCiphertext));
     }
     return secrets;
   } catch {
@@ -119,7 +124,7 @@ export async function createEndpoint(
   const now = deps.clock.now();
   const secretBytes = deps.random(WEBHOOK_SECRET_BYTES);
   try {
-    const row = { id, owner, url, events: JSON.stringify(events), enabled: 1, ...sealSecret(deps, id, secretBytes), createdAt: now, updatedAt: now };
+    const row = { id, owner, url, events: JSON.stringify(events), enabled: 1, ...sealWebhookSecret(deps, id, secretBytes), createdAt: now, updatedAt: now };
     if (!(await store.insertEndpoint(deps.db, row, MAX_ENDPOINTS_PER_OWNER))) {
       throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_ENDPOINTS_PER_OWNER} webhook endpoints`);
     }
@@ -169,7 +174,7 @@ export async function rotateEndpointSecret(deps: Deps, owner: string, endpointId
   const now = deps.clock.now();
   const secretBytes = deps.random(WEBHOOK_SECRET_BYTES);
   try {
-    const sealed = sealSecret(deps, endpointId, secretBytes);
+    const sealed = sealWebhookSecret(deps, endpointId, secretBytes);
     const rotated = await store.rotateEndpointSecret(deps.db, owner, endpointId, { ...sealed, previousUntil: now + PREVIOUS_SECRET_TTL_MS }, now);
     if (!rotated) throw notFound();
     deps.log.info("webhook secret rotated", { owner, endpointId });
@@ -183,5 +188,5 @@ export async function rotateEndpointSecret(deps: Deps, owner: string, endpointId
 export async function revealEndpointSecret(deps: Deps, owner: string, endpointId: string): Promise<{ secret: string }> {
   const row = await store.findOwnerEndpoint(deps.db, owner, endpointId);
   if (row === null) throw notFound();
-  return { secret: openSecret(deps, row.id, row.secretIv, row.secretCiphertext) };
+  return { secret: openWebhookSecret(deps, row.id, row.secretIv, row.secretCiphertext) };
 }

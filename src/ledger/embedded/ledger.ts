@@ -197,7 +197,12 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
         transfers: JSON.stringify(transfers, (_, v) => (typeof v === "bigint" ? v.toString() : v)),
         memo: memoOf(tx),
       };
-      const write = { accounts: outcome.accounts, record, addresses: [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])] };
+      const write = {
+        accounts: outcome.accounts,
+        record,
+        addresses: [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])],
+        alongside: failure === null && options.alongside !== undefined ? () => options.alongside!({ signature: tx.signature, transfers }) : undefined,
+      };
       return { write, result: { result: { signature: tx.signature, slot, confirmedAt: now, fee }, failure } satisfies Recorded };
     });
     if (recorded.failure !== null) {
@@ -293,8 +298,12 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       requireAddress(feePayer, "feePayer");
       const token = tokenOf(intent.token);
       requireTransferAmount(intent.amount);
-      const createRecipientAccount =
-        token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(intent.to, token.mint))) === null;
+      const missing = async (owner: string) => token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(owner, token.mint))) === null;
+      const createRecipientAccount = await missing(intent.to);
+      if (intent.split !== undefined) {
+        requireAddress(intent.split.to, "split.to");
+        requireTransferAmount(intent.split.amount);
+      }
       const instructions = transferInstructions({
         from: intent.from,
         to: intent.to,
@@ -303,6 +312,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
         spl: token.mint === null ? null : { mint: token.mint, decimals: token.decimals },
         createRecipientAccount,
         memo: intent.memo ?? null,
+        split: intent.split === undefined ? null : { ...intent.split, createRecipientAccount: await missing(intent.split.to) },
         computeUnitLimit: distinctComputeUnitLimit(deps.random),
       });
       return compileTransaction(instructions, feePayer, (await ledger.latestBlockhash()).blockhash);

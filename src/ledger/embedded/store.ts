@@ -182,6 +182,8 @@ export type TransactionWrite = Readonly<{
   accounts: ReadonlyMap<string, AccountRow>;
   record: TransactionRow;
   addresses: readonly string[];
+  /** The caller's SQL for the same write (SubmitOptions.alongside), after the transaction's own. */
+  alongside?: (() => void) | undefined;
 }>;
 
 /**
@@ -196,6 +198,7 @@ export function applyTransaction<T>(db: Db, decide: (reader: LedgerReader) => { 
     });
     writeAccounts(db, write.accounts);
     insertTransaction(db, write.record, write.addresses);
+    write.alongside?.();
     return result;
   });
 }

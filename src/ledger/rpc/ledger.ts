@@ -444,6 +444,9 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   }
 
   async function submit(wire: Uint8Array, submitOptions: SubmitOptions = {}): Promise<SubmitResult> {
+    if (submitOptions.alongside !== undefined) {
+      throw new AppError("NOT_SUPPORTED", "a transfer that commits with a database change needs the embedded ledger (localnet)");
+    }
     const tx = parseTransaction(wire);
     // An empty slot would only come back as "signature verification failure"; say which signature is missing.
     const missing = tx.signatures.findIndex((s) => s.every((b) => b === 0));
@@ -479,6 +482,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   }
 
   async function buildTransfer(intent: TransferIntent): Promise<Uint8Array> {
+    if (intent.split !== undefined) throw new AppError("NOT_SUPPORTED", "split transfers are built by the embedded ledger only");
     address(intent.from, "from");
     address(intent.to, "to");
     const feePayer = intent.feePayer ?? intent.from;

@@ -1,0 +1,216 @@
+// Agents in-process: registration and its checks, the sealed webhook secret, updates with kept and removed
+// services, and search (category, maxPrice, words through FTS5, ordering, paging, hostile queries).
+import { describe, expect, test } from "bun:test";
+import { encodeBase58 } from "../lib/encoding.ts";
+import { cryptoRandom } from "../lib/ids.ts";
+import { openWebhookSecret } from "../webhooks/endpoints.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import type { Deps } from "../deps.ts";
+import { ftsQueryOf, getAgent, ratingOf, registerAgent, searchAgents, updateAgent, type ProfileInput, type ServiceInput } from "./agents.ts";
+import * as store from "./store.ts";
+
+const wallet = () => encodeBase58(cryptoRandom(32));
+
+function register(deps: Deps, owner: string, profile: Partial<ProfileInput> = {}, services: ServiceInput[] = [], endpoint = "https://agent.example/hook") {
+  return registerAgent(deps, owner, { endpoint, profile: { name: "Agent", basePrice: "10", ...profile }, services });
+}
+
+async function complete(deps: Deps, agentId: string, ratings: (number | null)[]) {
+  await deps.db.write(() => {
+    for (const r of ratings) store.recordOrderCompletedInWrite(deps.db, agentId, r);
+  });
+}
+
+describe("registerAgent", () => {
+  test("an active agent with services, and a whsec_ secret of 32 bytes that is stored sealed and opens to the same", async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    const agent = await register(deps, owner, { name: "  Lingua  ", tagline: "Translations", categories: ["Translation", "translation", " Legal "] }, [
+      { title: "Page", description: "one page", price: 2.5, deliveryTime: 60 },
+    ]);
+    expect(agent.agentId).toMatch(/^agt_/);
+    expect(agent.services[0]!.serviceId).toMatch(/^svc_/);
+    expect(agent).toMatchObject({
+      ownerWallet: owner,
+      endpoint: "https://agent.example/hook",
+      endpointGone: false,
+      name: "Lingua",
+      categories: ["Translation", "Legal"],
+      basePrice: "10",
+      currency: "USDC",
+      services: [{ title: "Page", description: "one page", price: "2.5", deliveryTime: 60 }],
+      status: "active",
+      rating: null,
+      ratingCount: 0,
+      completedOrders: 0,
+    });
+    expect(agent.webhookSecret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(Buffer.from(agent.webhookSecret.slice(6), "base64")).toHaveLength(32);
+    const row = (await store.findAgent(deps.db, agent.agentId))!;
+    expect(Buffer.from(row.secretCiphertext).includes(Buffer.from(agent.webhookSecret.slice(6), "base64"))).toBe(false);
+    expect(openWebhookSecret(deps, row.id, row.secretIv, row.secretCiphertext)).toBe(agent.webhookSecret);
+    // Never shown again, not even to the owner.
+    const again = await getAgent(deps, agent.agentId, owner);
+    expect(JSON.stringify(again)).not.toContain("whsec_");
+    // A stranger sees neither the endpoint nor the secret.
+    expect(await getAgent(deps, agent.agentId, wallet())).not.toHaveProperty("endpoint");
+  });
+
+  test("bad endpoints, profiles and services are VALIDATION_ERROR naming the field", async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    const field = async (p: Promise<unknown>) => {
+      try {
+        await p;
+        return "OK";
+      } catch (e) {
+        return `${(e as { code: string }).code} ${((e as { extra: { details?: { fields: { field: string }[] } } }).extra.details?.fields ?? [])[0]?.field}`;
+      }
+    };
+    for (const endpoint of ["ftp://agent.example/x", "not a url", "https://user:pw@agent.example/", "https://agent.example/#x", ""]) {
+      expect(await field(register(deps, owner, {}, [], endpoint))).toBe("VALIDATION_ERROR endpoint");
+    }
+    expect(await field(register(deps, owner, {}, [], "http://agent.example/hook"))).toBe("OK"); // http off mainnet
+    expect(await field(register(deps, owner, { name: "   " }))).toBe("VALIDATION_ERROR profile.name");
+    expect(await field(register(deps, owner, { basePrice: "0" }))).toBe("VALIDATION_ERROR profile.basePrice");
+    expect(await field(register(deps, owner, { basePrice: "1.0000001" }))).toBe("VALIDATION_ERROR profile.basePrice");
+    expect(await field(register(deps, owner, { basePrice: -1 }))).toBe("VALIDATION_ERROR profile.basePrice");
+    expect(await field(register(deps, owner, { categories: Array.from({ length: 11 }, (_, i) => `c${i}`) }))).toBe("VALIDATION_ERROR profile.categories");
+    expect(await field(register(deps, owner, { categories: [" "] }))).toBe("VALIDATION_ERROR profile.categories");
+    expect(await field(register(deps, owner, {}, [{ title: "x", price: 1, deliveryTime: 0 }]))).toBe("VALIDATION_ERROR services.0.deliveryTime");
+    expect(await field(register(deps, owner, {}, [{ title: "x", price: 1, deliveryTime: 1 }, { title: "", price: 1, deliveryTime: 1 }]))).toBe(
+      "VALIDATION_ERROR services.1.title",
+    );
+    expect(await field(register(deps, owner, {}, [{ serviceId: "svc_x", title: "x", price: 1, deliveryTime: 1 }]))).toBe("VALIDATION_ERROR services.0.serviceId");
+  });
+
+  test("https only on mainnet", async () => {
+    const { deps } = await testDeps();
+    const mainnet = { ...deps, config: { ...deps.config, network: "mainnet" as const } };
+    expect(await codeOf(register(mainnet, wallet(), {}, [], "http://agent.example/hook"))).toBe("VALIDATION_ERROR");
+  });
+});
+
+describe("updateAgent", () => {
+  test("profile fields, services kept by id or removed (still found for old orders), status; only by the owner", async () => {
+    const { deps, clock } = await testDeps();
+    const owner = wallet();
+    const agent = await register(deps, owner, { name: "Old name" }, [
+      { title: "A", price: 1, deliveryTime: 10 },
+      { title: "B", price: 2, deliveryTime: 20 },
+    ]);
+    const [a, b] = agent.services;
+    clock.advance(1000);
+    const updated = await updateAgent(deps, owner, agent.agentId, {
+      profile: { name: "New name", basePrice: "3.25" },
+      services: [
+        { serviceId: b!.serviceId, title: "B2", price: "2.5", deliveryTime: 25 },
+        { title: "C", price: 3, deliveryTime: 30 },
+      ],
+      status: "paused",
+    });
+    expect(updated).toMatchObject({ name: "New name", basePrice: "3.25", status: "paused", tagline: "" });
+    expect(updated.services.map((s) => [s.serviceId === b!.serviceId, s.title, s.price])).toEqual([
+      [true, "B2", "2.5"],
+      [false, "C", "3"],
+    ]);
+    expect(updated.updatedAt > updated.createdAt).toBe(true);
+    expect(await store.findService(deps.db, agent.agentId, a!.serviceId)).toMatchObject({ title: "A", removedAt: clock.now() });
+    expect(await codeOf(updateAgent(deps, wallet(), agent.agentId, { status: "active" }))).toBe("NOT_FOUND");
+    expect(await codeOf(updateAgent(deps, owner, "agt_nope", { status: "active" }))).toBe("NOT_FOUND");
+    // A service id of another agent cannot be taken over.
+    const other = await register(deps, owner, {}, [{ title: "X", price: 1, deliveryTime: 1 }]);
+    expect(await codeOf(updateAgent(deps, owner, agent.agentId, { services: [{ serviceId: other.services[0]!.serviceId, title: "X", price: 1, deliveryTime: 1 }] }))).toBe(
+      "VALIDATION_ERROR",
+    );
+  });
+
+  test("the search index follows a change of name", async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    const agent = await register(deps, owner, { name: "Zebra helper" });
+    expect((await searchAgents(deps, { query: "zebra" })).total).toBe(1);
+    await updateAgent(deps, owner, agent.agentId, { profile: { name: "Giraffe helper" } });
+    expect((await searchAgents(deps, { query: "zebra" })).total).toBe(0);
+    expect((await searchAgents(deps, { query: "giraffe" })).agents.map((x) => x.agentId)).toEqual([agent.agentId]);
+  });
+});
+
+describe("ratings", () => {
+  test("average to one decimal, rounded half up, as the database orders by it", async () => {
+    expect(ratingOf(0, 0)).toBeNull();
+    expect(ratingOf(9, 2)).toBe(4.5);
+    expect(ratingOf(13, 3)).toBe(4.3);
+    expect(ratingOf(17, 4)).toBe(4.3); // 4.25 → 4.3
+    expect(ratingOf(14, 3)).toBe(4.7);
+    const { deps } = await testDeps();
+    const agent = await register(deps, wallet());
+    await complete(deps, agent.agentId, [5, 4, null, 4, 4]);
+    expect(await getAgent(deps, agent.agentId)).toMatchObject({ rating: 4.3, ratingCount: 4, completedOrders: 5 });
+    await expect(deps.db.write(() => store.recordOrderCompletedInWrite(deps.db, agent.agentId, 6))).rejects.toThrow(RangeError);
+    await expect(deps.db.write(() => store.recordOrderCompletedInWrite(deps.db, "agt_nope", 5))).rejects.toThrow();
+  });
+});
+
+describe("searchAgents", () => {
+  test("filters, ordering by rating then completed orders, paging with total", async () => {
+    const { deps, clock } = await testDeps();
+    const owner = wallet();
+    const make = async (name: string, profile: Partial<ProfileInput>) => {
+      clock.advance(1);
+      return (await register(deps, owner, { name, ...profile })).agentId;
+    };
+    const lingua = await make("Lingua", { tagline: "German legal translation", categories: ["Translation"], basePrice: "20" });
+    const cheap = await make("Cheap words", { description: "Fast translation of short texts", categories: ["translation", "Writing"], basePrice: "5" });
+    const coder = await make("Coder", { description: "TypeScript reviews", categories: ["Code"], basePrice: "50" });
+    const unrated = await make("Newcomer", { description: "translations too", categories: ["Translation"], basePrice: "1" });
+    const paused = await make("Paused translator", { categories: ["Translation"], basePrice: "1" });
+    await updateAgent(deps, owner, paused, { status: "paused" });
+    await complete(deps, lingua, [5, 4]); // 4.5, 2 orders
+    await complete(deps, cheap, [5, 4, null, null]); // 4.5, 4 orders
+    await complete(deps, coder, [5]); // 5.0, 1 order
+
+    const ids = async (input: Parameters<typeof searchAgents>[1]) => (await searchAgents(deps, input)).agents.map((a) => a.agentId);
+    expect(await ids({})).toEqual([coder, cheap, lingua, unrated]);
+    expect(await ids({ category: "TRANSLATION" })).toEqual([cheap, lingua, unrated]);
+    expect(await ids({ category: "transl" })).toEqual([]); // exact
+    expect(await ids({ category: "writing" })).toEqual([cheap]);
+    expect(await ids({ maxPrice: "20" })).toEqual([cheap, lingua, unrated]);
+    expect(await ids({ maxPrice: 4.99 })).toEqual([unrated]);
+    expect(await ids({ query: "Translation" })).toEqual([cheap, lingua, unrated]); // word beginnings: "translations" too
+    expect(await ids({ query: "fast" })).toEqual([cheap]);
+    expect(await ids({ query: "typescript REVIEW" })).toEqual([coder]);
+    expect(await ids({ query: "german translation" })).toEqual([lingua]); // every word
+    expect(await ids({ query: "german code" })).toEqual([]);
+    expect(await ids({ query: "translation", category: "translation", maxPrice: "10" })).toEqual([cheap, unrated]);
+    expect(await ids({ query: "short", category: "writing", maxPrice: "5" })).toEqual([cheap]);
+
+    const page = await searchAgents(deps, { limit: 2, offset: 1 });
+    expect(page).toMatchObject({ total: 4, limit: 2, offset: 1 });
+    expect(page.agents.map((a) => a.agentId)).toEqual([cheap, lingua]);
+    expect((await searchAgents(deps, { offset: 10 })).agents).toEqual([]);
+    expect(page.agents[0]).not.toHaveProperty("endpoint");
+    expect(page.agents[0]).toMatchObject({ rating: 4.5, ratingCount: 2, completedOrders: 4 });
+
+    for (const bad of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { maxPrice: "0" }, { maxPrice: "abc" }]) {
+      expect(await codeOf(searchAgents(deps, bad))).toBe("VALIDATION_ERROR");
+    }
+  });
+
+  test("FTS syntax in a query is text, never an operator or an error", async () => {
+    const { deps } = await testDeps();
+    const agent = await register(deps, wallet(), { name: 'The "quoted" AND NEAR agent', description: "col:umn * ^caret" });
+    expect(ftsQueryOf('a"b  OR c')).toBe('"a""b"* "OR"* "c"*');
+    expect(ftsQueryOf("  -- * ( ) ")).toBeNull();
+    for (const query of ['"', '""', "AND", "OR NOT", "NEAR(a b)", "name:agent", "*", "^caret", "col:umn", "(", "a)", "'", "quoted\"", "-", "\u0000"]) {
+      const result = await searchAgents(deps, { query });
+      expect(result.total).toBeGreaterThanOrEqual(0);
+    }
+    expect((await searchAgents(deps, { query: '"quoted"' })).agents.map((a) => a.agentId)).toEqual([agent.agentId]);
+    expect((await searchAgents(deps, { query: "near and" })).agents.map((a) => a.agentId)).toEqual([agent.agentId]);
+    expect((await searchAgents(deps, { query: "col:umn" })).agents.map((a) => a.agentId)).toEqual([agent.agentId]);
+    // Only punctuation: no word to look for, so the query does not filter.
+    expect((await searchAgents(deps, { query: "--" })).total).toBe(1);
+  });
+});

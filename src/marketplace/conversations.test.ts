@@ -1,0 +1,185 @@
+// Conversations in-process: start and send with their notifications in the same write, who may do what
+// (stranger NOT_FOUND, wrong side FORBIDDEN), reading with `since`, the provider's list, system messages.
+import { describe, expect, test } from "bun:test";
+import { encodeBase58 } from "../lib/encoding.ts";
+import { cryptoRandom } from "../lib/ids.ts";
+import * as webhooksStore from "../webhooks/store.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import type { Deps } from "../deps.ts";
+import { registerAgent, updateAgent } from "./agents.ts";
+import {
+  addSystemMessageInWrite,
+  capMessageText,
+  getConversation,
+  listProviderConversations,
+  sendMessage,
+  startConversation,
+} from "./conversations.ts";
+
+const wallet = () => encodeBase58(cryptoRandom(32));
+
+async function setup() {
+  const { deps, clock, db } = await testDeps();
+  const provider = wallet();
+  const consumer = wallet();
+  const agent = await registerAgent(deps, provider, { endpoint: "https://agent.example/hook", profile: { name: "Agent", basePrice: "1" } });
+  return { deps, clock, db, provider, consumer, agent };
+}
+
+/** The outbox events of the agent, oldest first, with their bodies parsed. */
+async function agentEvents(deps: Deps, agentId: string) {
+  const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", agentId, 100, 0);
+  const events = await Promise.all(rows.reverse().map((d) => webhooksStore.findEvent(deps.db, d.eventId)));
+  return events.map((e) => ({ id: e!.id, type: e!.type, body: JSON.parse(e!.payload) as Record<string, unknown> }));
+}
+
+describe("start and send", () => {
+  test("a conversation starts with the consumer's message and the agent hears conversation.started, then message.received", async () => {
+    const { deps, clock, provider, consumer, agent } = await setup();
+    const started = await startConversation(deps, consumer, agent.agentId, "  Hello there  ");
+    expect(started.conversation).toEqual({
+      conversationId: started.conversation.conversationId,
+      agentId: agent.agentId,
+      consumerWallet: consumer,
+      status: "active",
+      createdAt: new Date(clock.now()).toISOString(),
+      lastMessageAt: new Date(clock.now()).toISOString(),
+    });
+    expect(started.conversation.conversationId).toMatch(/^conv_/);
+    expect(started.message).toMatchObject({ from: "consumer", text: "Hello there", conversationId: started.conversation.conversationId });
+    expect(started.message.messageId).toMatch(/^msg_/);
+    expect(started.message).not.toHaveProperty("orderId");
+    const conversationId = started.conversation.conversationId;
+
+    clock.advance(1000);
+    const sent = await sendMessage(deps, consumer, "consumer", conversationId, "Second");
+    clock.advance(1000);
+    const answer = await sendMessage(deps, provider, "provider", conversationId, "Answer");
+
+    const events = await agentEvents(deps, agent.agentId);
+    expect(events.map((e) => e.type)).toEqual(["conversation.started", "message.received"]); // not the provider's own message
+    expect(events[0]!.body).toEqual({
+      id: events[0]!.id,
+      type: "conversation.started",
+      conversationId,
+      agentId: agent.agentId,
+      consumerWallet: consumer,
+      messageId: started.message.messageId,
+      from: "consumer",
+      text: "Hello there",
+      createdAt: started.message.createdAt,
+    });
+    expect(events[1]!.body).toMatchObject({ messageId: sent.message.messageId, text: "Second" });
+
+    const read = await getConversation(deps, consumer, conversationId);
+    expect(read.messages.map((m) => [m.from, m.text])).toEqual([
+      ["consumer", "Hello there"],
+      ["consumer", "Second"],
+      ["provider", "Answer"],
+    ]);
+    expect(read.conversation.lastMessageAt).toBe(answer.message.createdAt);
+    expect(read).toMatchObject({ hasMore: false, side: "consumer" });
+    expect((await getConversation(deps, provider, conversationId)).side).toBe("provider");
+  });
+
+  test("a stranger gets NOT_FOUND; the wrong side FORBIDDEN; own, paused and unknown agents are refused", async () => {
+    const { deps, provider, consumer, agent } = await setup();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
+    const id = conversation.conversationId;
+    const stranger = wallet();
+    expect(await codeOf(sendMessage(deps, stranger, "consumer", id, "x"))).toBe("NOT_FOUND");
+    expect(await codeOf(sendMessage(deps, stranger, "provider", id, "x"))).toBe("NOT_FOUND");
+    expect(await codeOf(getConversation(deps, stranger, id))).toBe("NOT_FOUND");
+    expect(await codeOf(getConversation(deps, consumer, "conv_nope"))).toBe("NOT_FOUND");
+    expect(await codeOf(sendMessage(deps, provider, "consumer", id, "x"))).toBe("FORBIDDEN");
+    expect(await codeOf(sendMessage(deps, consumer, "provider", id, "x"))).toBe("FORBIDDEN");
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "   "))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "x".repeat(4001)))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "x".repeat(4000)))).toBe("OK");
+
+    expect(await codeOf(startConversation(deps, provider, agent.agentId, "me"))).toBe("FORBIDDEN");
+    expect(await codeOf(startConversation(deps, consumer, "agt_nope", "hi"))).toBe("NOT_FOUND");
+    await updateAgent(deps, provider, agent.agentId, { status: "paused" });
+    expect(await codeOf(startConversation(deps, consumer, agent.agentId, "hi"))).toBe("INVALID_STATE");
+    // A paused agent keeps its conversations.
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "still there?"))).toBe("OK");
+  });
+});
+
+describe("reading", () => {
+  test("since pages exactly by the order of writing, also when times tie; limit and hasMore", async () => {
+    const { deps, provider, consumer, agent } = await setup();
+    const { conversation, message } = await startConversation(deps, consumer, agent.agentId, "m0");
+    const id = conversation.conversationId;
+    const ids = [message.messageId];
+    for (let i = 1; i < 7; i++) ids.push((await sendMessage(deps, i % 2 ? provider : consumer, i % 2 ? "provider" : "consumer", id, `m${i}`)).message.messageId);
+
+    const texts = (r: { messages: { text: string }[] }) => r.messages.map((m) => m.text);
+    expect(texts(await getConversation(deps, consumer, id, { since: ids[2] }))).toEqual(["m3", "m4", "m5", "m6"]);
+    expect(texts(await getConversation(deps, provider, id, { since: ids[6] }))).toEqual([]);
+    const first = await getConversation(deps, consumer, id, { limit: 3 });
+    expect([texts(first), first.hasMore]).toEqual([["m0", "m1", "m2"], true]);
+    const next = await getConversation(deps, consumer, id, { limit: 3, since: first.messages.at(-1)!.messageId });
+    expect([texts(next), next.hasMore]).toEqual([["m3", "m4", "m5"], true]);
+    const last = await getConversation(deps, consumer, id, { limit: 3, since: next.messages.at(-1)!.messageId });
+    expect([texts(last), last.hasMore]).toEqual([["m6"], false]);
+
+    const other = await startConversation(deps, consumer, agent.agentId, "elsewhere");
+    expect(await codeOf(getConversation(deps, consumer, id, { since: other.message.messageId }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(getConversation(deps, consumer, id, { since: "msg_nope" }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(getConversation(deps, consumer, id, { limit: 201 }))).toBe("VALIDATION_ERROR");
+  });
+
+  test("the provider's list: its agents' conversations, latest activity first, with the last message", async () => {
+    const { deps, clock, provider, consumer, agent } = await setup();
+    const second = await registerAgent(deps, provider, { endpoint: "https://agent.example/2", profile: { name: "Second", basePrice: "1" } });
+    const a = await startConversation(deps, consumer, agent.agentId, "to the first");
+    clock.advance(10);
+    const b = await startConversation(deps, wallet(), second.agentId, "to the second");
+    clock.advance(10);
+    await sendMessage(deps, provider, "provider", a.conversation.conversationId, "reply on a");
+    // Someone else's agent's conversation is not listed.
+    const foreign = await registerAgent(deps, wallet(), { endpoint: "https://other.example/", profile: { name: "Other", basePrice: "1" } });
+    await startConversation(deps, consumer, foreign.agentId, "not yours");
+
+    const all = await listProviderConversations(deps, provider, {});
+    expect(all).toMatchObject({ total: 2, limit: 20, offset: 0 });
+    expect(all.conversations.map((c) => c.conversationId)).toEqual([a.conversation.conversationId, b.conversation.conversationId]);
+    expect(all.conversations[0]).toMatchObject({ messageCount: 2, lastMessage: { from: "provider", text: "reply on a" } });
+    const one = await listProviderConversations(deps, provider, { agentId: second.agentId });
+    expect(one.conversations.map((c) => c.conversationId)).toEqual([b.conversation.conversationId]);
+    expect((await listProviderConversations(deps, provider, { limit: 1, offset: 1 })).conversations.map((c) => c.conversationId)).toEqual([
+      b.conversation.conversationId,
+    ]);
+    expect(await codeOf(listProviderConversations(deps, provider, { agentId: foreign.agentId }))).toBe("NOT_FOUND");
+    expect(await codeOf(listProviderConversations(deps, provider, { limit: 0 }))).toBe("VALIDATION_ERROR");
+    expect((await listProviderConversations(deps, consumer, {})).total).toBe(0);
+  });
+});
+
+describe("system messages", () => {
+  test("are written inside the caller's write with their order id, and roll back with it", async () => {
+    const { deps, consumer, agent } = await setup();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
+    const id = conversation.conversationId;
+    const written = await deps.db.write(() => addSystemMessageInWrite(deps, { conversationId: id, text: "Order proposed", orderId: "ord_1" }));
+    expect(written).toMatchObject({ from: "system", text: "Order proposed", orderId: "ord_1" });
+    await expect(
+      deps.db.write(() => {
+        addSystemMessageInWrite(deps, { conversationId: id, text: "lost" });
+        throw new Error("the order's change failed");
+      }),
+    ).rejects.toThrow("the order's change failed");
+    const read = await getConversation(deps, consumer, id);
+    expect(read.messages.map((m) => m.text)).toEqual(["hi", "Order proposed"]);
+    expect(read.messages[1]).toMatchObject({ orderId: "ord_1" });
+  });
+
+  test("text is cut to 4000 characters without splitting a surrogate pair", () => {
+    expect(capMessageText("a".repeat(4001))).toHaveLength(4000);
+    const emoji = "a".repeat(3999) + "😀";
+    expect(capMessageText(emoji)).toBe("a".repeat(3999));
+    expect(capMessageText("short")).toBe("short");
+  });
+});

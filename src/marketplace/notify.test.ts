@@ -1,0 +1,143 @@
+// Provider notifications in-process: the delivery worker with agentTargets against a local endpoint that
+// verifies each request with the npm `standardwebhooks` package; synchronous replies; 410 Gone.
+import { afterEach, describe, expect, setSystemTime, test } from "bun:test";
+import { Webhook } from "standardwebhooks";
+import { encodeBase58 } from "../lib/encoding.ts";
+import { cryptoRandom } from "../lib/ids.ts";
+import { createDeliveryWorker, type DeliveryWorker } from "../webhooks/outbox.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import type { Deps } from "../deps.ts";
+import { getAgent, registerAgent, updateAgent } from "./agents.ts";
+import { getConversation, sendMessage, startConversation } from "./conversations.ts";
+import { agentTargets, replyText } from "./notify.ts";
+
+const wallet = () => encodeBase58(cryptoRandom(32));
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  setSystemTime();
+  for (const f of cleanups.splice(0).reverse()) await f();
+});
+
+type Seen = { type: string; verified: boolean; body: Record<string, unknown> };
+
+/** An agent endpoint on 127.0.0.1:0 that verifies with `secret` at the deps' clock and answers with `respond`. */
+function endpoint(deps: Deps, secret: () => string, respond: (body: Record<string, unknown>) => Response) {
+  const seen: Seen[] = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      const text = await req.text();
+      setSystemTime(new Date(deps.clock.now())); // standardwebhooks checks the timestamp against Date.now()
+      let verified = false;
+      try {
+        new Webhook(secret()).verify(text, Object.fromEntries(req.headers));
+        verified = true;
+      } catch {
+        verified = false;
+      }
+      setSystemTime();
+      const body = JSON.parse(text) as Record<string, unknown>;
+      seen.push({ type: String(body.type), verified, body });
+      return respond(body);
+    },
+  });
+  cleanups.push(() => server.stop(true));
+  return { url: `http://127.0.0.1:${server.port}/agent`, seen };
+}
+
+function worker(deps: Deps): DeliveryWorker {
+  const w = createDeliveryWorker(deps, { allowPrivate: true, agents: agentTargets(deps) });
+  cleanups.push(() => w.stop());
+  return w;
+}
+
+const json = (value: unknown) => new Response(JSON.stringify(value), { headers: { "content-type": "application/json" } });
+
+describe("agent notifications", () => {
+  test("signed with the agent's secret; a 200 {reply} becomes the provider's message, once", async () => {
+    const { deps } = await testDeps();
+    let secret = "";
+    const ep = endpoint(deps, () => secret, (body) => json({ reply: `echo: ${String(body.text)}` }));
+    const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Echo", basePrice: "1" } });
+    secret = agent.webhookSecret;
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hello");
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(1);
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "again");
+    expect(await w.runOnce()).toBe(1);
+
+    expect(ep.seen.map((s) => [s.type, s.verified])).toEqual([
+      ["conversation.started", true],
+      ["message.received", true],
+    ]);
+    const read = await getConversation(deps, consumer, conversation.conversationId);
+    expect(read.messages.map((m) => [m.from, m.text])).toEqual([
+      ["consumer", "hello"],
+      ["provider", "echo: hello"],
+      ["consumer", "again"],
+      ["provider", "echo: again"],
+    ]);
+
+    // The same answer to the same event again (a duplicate delivery) records nothing more.
+    const targets = agentTargets(deps);
+    const eventId = String(ep.seen[0]!.body.id);
+    await targets.onDelivered!({ deliveryId: "whd_x", eventId, type: "conversation.started", agentId: agent.agentId }, { status: 200, body: '{"reply":"twice"}' });
+    expect((await getConversation(deps, consumer, conversation.conversationId)).messages).toHaveLength(4);
+  });
+
+  test("answers that are not a reply are ignored; a long reply is cut to 4000 characters", async () => {
+    const { deps } = await testDeps();
+    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', JSON.stringify({ reply: "y".repeat(5000) })];
+    let n = 0;
+    const ep = endpoint(deps, () => "", () => new Response(answers[n++] ?? "ok"));
+    const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Odd", basePrice: "1" } });
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "m0");
+    const w = worker(deps);
+    await w.runOnce();
+    for (let i = 1; i < answers.length; i++) {
+      await sendMessage(deps, consumer, "consumer", conversation.conversationId, `m${i}`);
+      await w.runOnce();
+    }
+    expect(ep.seen).toHaveLength(answers.length);
+    const provider = (await getConversation(deps, consumer, conversation.conversationId)).messages.filter((m) => m.from === "provider");
+    expect(provider.map((m) => m.text)).toEqual(["y".repeat(4000)]);
+    expect(replyText('{"reply":"hi"}')).toBe("hi");
+    expect(replyText("not json")).toBeNull();
+  });
+
+  test("a paused agent still hears about its conversations; 410 Gone pauses it and stops notifications until its owner changes the endpoint", async () => {
+    const { deps } = await testDeps();
+    let gone = false;
+    const ep = endpoint(deps, () => "", () => (gone ? new Response("gone", { status: 410 }) : new Response("ok")));
+    const owner = wallet();
+    const agent = await registerAgent(deps, owner, { endpoint: ep.url, profile: { name: "Flaky", basePrice: "1" } });
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
+    const w = worker(deps);
+    await w.runOnce();
+    await updateAgent(deps, owner, agent.agentId, { status: "paused" });
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "while paused");
+    await w.runOnce();
+    expect(ep.seen.map((s) => s.body.text)).toEqual(["hi", "while paused"]);
+
+    await updateAgent(deps, owner, agent.agentId, { status: "active" });
+    gone = true;
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "anyone?");
+    await w.runOnce();
+    expect(await getAgent(deps, agent.agentId, owner)).toMatchObject({ status: "paused", endpointGone: true });
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "not sent");
+    await w.runOnce();
+    expect(ep.seen).toHaveLength(3);
+
+    gone = false;
+    await updateAgent(deps, owner, agent.agentId, { endpoint: ep.url });
+    expect(await getAgent(deps, agent.agentId, owner)).toMatchObject({ status: "paused", endpointGone: false });
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "back");
+    await w.runOnce();
+    expect(ep.seen.map((s) => s.body.text)).toEqual(["hi", "while paused", "anyone?", "back"]);
+  });
+});

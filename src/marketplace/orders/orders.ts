@@ -1,0 +1,350 @@
+// Marketplace orders (marketplace.md "Order states"): the state machine, each transition one conditional
+// UPDATE in one database write together with the escrow transfer it causes, and the timers that end
+// proposals, missed deadlines and unanswered deliveries.
+import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { formatAmount, parseAmount } from "../../lib/amounts.ts";
+import { toIso } from "../../lib/clock.ts";
+import { newId } from "../../lib/ids.ts";
+import { payIntoEscrow, payOutOfEscrow } from "./escrow.ts";
+import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
+import type { AgentEventType } from "../events.ts";
+import * as store from "./store.ts";
+
+export const PROPOSAL_TTL_MS = 24 * 3600_000;
+export const AUTO_RELEASE_MS = 72 * 3600_000;
+const MAX_DELIVERY_MIN = 365 * 24 * 60;
+const MAX_TEXT = 4000;
+
+export type OrderView = {
+  orderId: string;
+  conversationId: string;
+  agentId: string;
+  consumerWallet: string;
+  providerWallet: string;
+  serviceId: string | null;
+  description: string;
+  price: string;
+  token: string;
+  deliveryTime: number;
+  status: store.OrderStatus;
+  deadline: string | null;
+  escrowTx: string | null;
+  releaseTx: string | null;
+  refundTx: string | null;
+  result: string | null;
+  rating: number | null;
+  review: string | null;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export function orderView(row: store.OrderRow): OrderView {
+  return {
+    orderId: row.id,
+    conversationId: row.conversationId,
+    agentId: row.agentId,
+    consumerWallet: row.consumerWallet,
+    providerWallet: row.providerWallet,
+    serviceId: row.serviceId,
+    description: row.description,
+    price: row.price,
+    token: row.token,
+    deliveryTime: row.deliveryTimeMin,
+    status: row.status,
+    deadline: row.deadline === null ? null : toIso(row.deadline),
+    escrowTx: row.escrowTx,
+    releaseTx: row.releaseTx,
+    refundTx: row.refundTx,
+    result: row.result,
+    rating: row.rating,
+    review: row.review,
+    createdAt: toIso(row.createdAt),
+    updatedAt: toIso(row.updatedAt),
+  };
+}
+
+type Side = "consumer" | "provider";
+
+const invalid = (field: string, message: string) => new AppError("VALIDATION_ERROR", `${field}: ${message}`, { details: { fields: [{ field }] } });
+const notFound = () => new AppError("NOT_FOUND", "no such order");
+const wrongState = (row: store.OrderRow, action: string) => new AppError("INVALID_STATE", `cannot ${action} an order that is ${row.status}`);
+
+function checkText(value: string | undefined, field: string, max: number, required: boolean): string | null {
+  if (value === undefined || value.trim() === "") {
+    if (required) throw invalid(field, "required");
+    return null;
+  }
+  if (value.length > max) throw invalid(field, `at most ${max} characters`);
+  return value;
+}
+
+/** The order as `wallet` may see it, acting as `side`: a stranger hears NOT_FOUND, the other side FORBIDDEN. */
+async function orderFor(deps: Deps, orderId: string, wallet: string, side: Side): Promise<store.OrderRow> {
+  const row = await store.findOrder(deps.db, orderId);
+  if (row === null) throw notFound();
+  const isConsumer = row.consumerWallet === wallet;
+  const isProvider = row.providerWallet === wallet;
+  if (!isConsumer && !isProvider) throw notFound();
+  if ((side === "consumer" && !isConsumer) || (side === "provider" && !isProvider)) {
+    throw new AppError("FORBIDDEN", side === "consumer" ? "only the order's consumer can do this" : "only the order's provider can do this");
+  }
+  return row;
+}
+
+async function tokenInfo(deps: Deps, key: string) {
+  const token = (await deps.ledger.tokens()).find((t) => t.key === key.toLowerCase() && t.mint !== null);
+  if (token === undefined) {
+    const keys = (await deps.ledger.tokens()).filter((t) => t.mint !== null).map((t) => t.key);
+    throw invalid("paymentMethod", `one of ${keys.join(", ")}`);
+  }
+  return token;
+}
+
+/** Runs one transition in its own write (no money moves); INVALID_STATE when a racing change came first. */
+async function transition(
+  deps: Deps,
+  row: store.OrderRow,
+  action: string,
+  change: store.OrderChange | ((now: number) => store.OrderChange),
+  also?: () => void,
+): Promise<store.OrderRow> {
+  const now = deps.clock.now();
+  return deps.db.write(() => {
+    if (!store.transitionInWrite(deps.db, row.id, row.status, typeof change === "function" ? change(now) : change, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
+    also?.();
+    return store.findOrderInWrite(deps.db, row.id)!;
+  });
+}
+
+export type CreateOrderInput = { conversationId: string; serviceId?: string | undefined; description: string; price: string | number; deliveryTime: number };
+
+/** provider_create_order: a proposal in the conversation, open for 24 hours. */
+export async function createOrder(deps: Deps, wallet: string, input: CreateOrderInput): Promise<OrderView> {
+  const parties = await conversationParties(deps, input.conversationId);
+  if (parties === null || (parties.consumerWallet !== wallet && parties.providerWallet !== wallet)) {
+    throw new AppError("NOT_FOUND", "no such conversation");
+  }
+  if (parties.providerWallet !== wallet) throw new AppError("FORBIDDEN", "only the agent's provider can propose an order");
+  if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalid("serviceId", "not a service of this agent");
+  const description = checkText(input.description, "description", MAX_TEXT, true)!;
+  const usdc = await tokenInfo(deps, "usdc");
+  const parsed = parseAmount(input.price, usdc.decimals);
+  if ("error" in parsed) throw invalid("price", parsed.error);
+  if (!Number.isInteger(input.deliveryTime) || input.deliveryTime < 1 || input.deliveryTime > MAX_DELIVERY_MIN) {
+    throw invalid("deliveryTime", `whole minutes from 1 to ${MAX_DELIVERY_MIN}`);
+  }
+  const now = deps.clock.now();
+  const row: store.OrderRow = {
+    id: newId("ord", deps.random),
+    conversationId: input.conversationId,
+    agentId: parties.agentId,
+    consumerWallet: parties.consumerWallet,
+    providerWallet: parties.providerWallet,
+    serviceId: input.serviceId ?? null,
+    description,
+    price: formatAmount(parsed.value, usdc.decimals),
+    amount: parsed.value,
+    token: "usdc",
+    deliveryTimeMin: input.deliveryTime,
+    status: "proposed",
+    dueAt: now + PROPOSAL_TTL_MS,
+    deadline: null,
+    escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null,
+    result: null, rating: null, review: null, reason: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  await deps.db.write(() => {
+    store.insertOrderInWrite(deps.db, row);
+    systemMessageInWrite(deps, row, `Order proposed: ${description} — ${row.price} USDC, delivery within ${row.deliveryTimeMin} minutes.`);
+  });
+  return orderView(row);
+}
+
+export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
+  const row = await orderFor(deps, orderId, wallet, "provider");
+  if (row.status !== "proposed") throw wrongState(row, "withdraw");
+  return orderView(await transition(deps, row, "withdraw", { status: "withdrawn", dueAt: null }, () => systemMessageInWrite(deps, row, "The provider withdrew the order.")));
+}
+
+export async function declineOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
+  const row = await orderFor(deps, orderId, wallet, "consumer");
+  if (row.status !== "proposed") throw wrongState(row, "decline");
+  const why = checkText(reason, "reason", 1000, false);
+  return orderView(
+    await transition(deps, row, "decline", { status: "declined", dueAt: null, reason: why }, () => {
+      systemMessageInWrite(deps, row, why === null ? "The consumer declined the order." : `The consumer declined the order: ${why}`);
+      orderEventInWrite(deps, row, "order.declined", { reason: why });
+    }),
+  );
+}
+
+export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string };
+
+/**
+ * consumer_accept_order: pays the price into escrow. A custodial consumer's wallet signs here; a
+ * connected one gets the transfer unsigned and calls again with `signedTransaction`. The payment and the
+ * move to `paid` are one write: of two racing accepts one pays, the other hears INVALID_STATE and pays nothing.
+ */
+export async function acceptOrder(
+  deps: Deps,
+  wallet: string,
+  input: { orderId: string; conversationId: string; paymentMethod: string; signedTransaction?: string | undefined },
+): Promise<AcceptResult> {
+  const row = await orderFor(deps, input.orderId, wallet, "consumer");
+  if (row.conversationId !== input.conversationId) throw notFound();
+  if (row.status !== "proposed") throw wrongState(row, "accept");
+  if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the proposal has expired");
+  const token = await tokenInfo(deps, input.paymentMethod);
+  // The price is written in USDC; paid in the service token it is the same number of whole tokens.
+  const parsed = parseAmount(row.price, token.decimals);
+  if ("error" in parsed) throw invalid("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
+  const paid = await payIntoEscrow(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction }, ({ signature }) => {
+    const now = deps.clock.now();
+    const deadline = now + row.deliveryTimeMin * 60_000;
+    const change: store.OrderChange = { status: "paid", token: token.key, amount: parsed.value, escrowTx: signature, deadline, dueAt: deadline };
+    if (!store.transitionInWrite(deps.db, row.id, "proposed", change, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
+    systemMessageInWrite(deps, row, `The consumer paid ${row.price} ${token.key.toUpperCase()} into escrow. Deadline: ${toIso(deadline)}.`);
+    orderEventInWrite(deps, row, "order.accepted", { escrowTx: signature, deadline: toIso(deadline), price: row.price, token: token.key });
+  });
+  if (paid.kind === "unsigned") return { order: orderView(row), unsignedTransaction: paid.transaction };
+  return { order: orderView((await store.findOrder(deps.db, row.id))!) };
+}
+
+export async function deliverOrder(deps: Deps, wallet: string, input: { orderId: string; result: string; message?: string | undefined }): Promise<OrderView> {
+  const row = await orderFor(deps, input.orderId, wallet, "provider");
+  if (row.status !== "paid") throw wrongState(row, "deliver");
+  const result = checkText(input.result, "result", MAX_TEXT, true)!;
+  const message = checkText(input.message, "message", MAX_TEXT, false);
+  return orderView(
+    await transition(deps, row, "deliver", (now) => ({ status: "delivered", result, dueAt: now + AUTO_RELEASE_MS }), () => {
+      systemMessageInWrite(deps, row, `The provider delivered the order.${message === null ? "" : ` ${message}`}`);
+    }),
+  );
+}
+
+/** Escrow back to the consumer, and the order to `to`, in one write. */
+async function refund(
+  deps: Deps,
+  row: store.OrderRow,
+  from: store.OrderStatus,
+  to: store.OrderStatus,
+  action: string,
+  change: store.OrderChange,
+  note: string,
+  event?: AgentEventType,
+) {
+  await payOutOfEscrow(deps, { to: row.consumerWallet, token: row.token, amount: row.amount }, ({ signature }) => {
+    const now = deps.clock.now();
+    if (!store.transitionInWrite(deps.db, row.id, from, { ...change, status: to, refundTx: signature, dueAt: null }, now)) {
+      throw wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
+    }
+    systemMessageInWrite(deps, row, note);
+    if (event !== undefined) orderEventInWrite(deps, row, event, { refundTx: signature });
+  });
+  return (await store.findOrder(deps.db, row.id))!;
+}
+
+/** Escrow to the provider (less the marketplace fee, to the fee wallet), and the order to `completed`. */
+async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus, change: store.OrderChange, note: string) {
+  const { feeBps, feeWallet } = deps.config.marketplace;
+  const fee = feeWallet === null ? 0n : (row.amount * BigInt(feeBps)) / 10_000n;
+  const split = fee > 0n && fee < row.amount ? { to: feeWallet!, amount: fee } : undefined;
+  const toProvider = split === undefined ? row.amount : row.amount - fee;
+  await payOutOfEscrow(deps, { to: row.providerWallet, token: row.token, amount: toProvider, split }, ({ signature }) => {
+    const now = deps.clock.now();
+    const full = { ...change, status: "completed" as const, releaseTx: signature, feeAmount: split === undefined ? 0n : fee, dueAt: null };
+    if (!store.transitionInWrite(deps.db, row.id, from, full, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "complete");
+    orderCompletedInWrite(deps, row.agentId, change.rating ?? null);
+    systemMessageInWrite(deps, row, note);
+    orderEventInWrite(deps, row, "order.completed", { releaseTx: signature, rating: change.rating ?? null, review: change.review ?? null });
+  });
+  return (await store.findOrder(deps.db, row.id))!;
+}
+
+export async function cancelOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
+  const row = await orderFor(deps, orderId, wallet, "provider");
+  if (row.status !== "paid") throw wrongState(row, "cancel");
+  const why = checkText(reason, "reason", 1000, false);
+  const note = `The provider cancelled the order${why === null ? "" : `: ${why}`}. The payment went back to the consumer.`;
+  return orderView(await refund(deps, row, "paid", "cancelled", "cancel", { reason: why }, note));
+}
+
+export async function completeOrder(deps: Deps, wallet: string, input: { orderId: string; rating?: number | undefined; review?: string | undefined }): Promise<OrderView> {
+  const row = await orderFor(deps, input.orderId, wallet, "consumer");
+  if (row.status !== "delivered") throw wrongState(row, "complete");
+  if (input.rating !== undefined && (!Number.isInteger(input.rating) || input.rating < 1 || input.rating > 5)) throw invalid("rating", "a whole number from 1 to 5");
+  const review = checkText(input.review, "review", 1000, false);
+  return orderView(await release(deps, row, "delivered", { rating: input.rating ?? null, review }, "The consumer accepted the delivery; the payment went to the provider."));
+}
+
+export async function disputeOrder(deps: Deps, wallet: string, orderId: string, reason: string): Promise<OrderView> {
+  const row = await orderFor(deps, orderId, wallet, "consumer");
+  if (row.status !== "delivered") throw wrongState(row, "dispute");
+  const why = checkText(reason, "reason", 1000, true)!;
+  return orderView(
+    await transition(deps, row, "dispute", { status: "disputed", reason: why, dueAt: null }, () => {
+      systemMessageInWrite(deps, row, `The consumer disputed the delivery: ${why}. The payment stays in escrow until the operator decides.`);
+      orderEventInWrite(deps, row, "order.disputed", { reason: why });
+    }),
+  );
+}
+
+/** `walletgate orders resolve`: the operator ends a dispute by releasing to the provider or refunding the consumer. */
+export async function resolveDispute(deps: Deps, orderId: string, outcome: "release" | "refund"): Promise<OrderView> {
+  const row = await store.findOrder(deps.db, orderId);
+  if (row === null) throw notFound();
+  if (row.status !== "disputed") throw wrongState(row, "resolve");
+  if (outcome === "release") return orderView(await release(deps, row, "disputed", {}, "The operator resolved the dispute for the provider; the payment went to the provider."));
+  return orderView(await refund(deps, row, "disputed", "refunded", "resolve", {}, "The operator resolved the dispute for the consumer; the payment went back to the consumer."));
+}
+
+export const ORDER_LIST_LIMIT = { default: 20, max: 100 };
+
+export async function listOrders(deps: Deps, wallet: string, side: Side, q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
+  const statuses: store.OrderStatus[] = ["proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded"];
+  if (q.status !== undefined && !statuses.includes(q.status as store.OrderStatus)) throw invalid("status", `one of ${statuses.join(", ")}`);
+  const limit = q.limit ?? ORDER_LIST_LIMIT.default;
+  if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalid("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
+  const offset = q.offset ?? 0;
+  if (!Number.isInteger(offset) || offset < 0) throw invalid("offset", "0 or more");
+  const { rows, total } = await store.listOrders(deps.db, { wallet, side, status: (q.status as store.OrderStatus) ?? null, limit, offset });
+  return { orders: rows.map(orderView), total, limit, offset };
+}
+
+export async function ordersOfConversation(deps: Deps, conversationId: string): Promise<OrderView[]> {
+  return (await store.ordersOfConversation(deps.db, conversationId)).map(orderView);
+}
+
+/**
+ * One round of the timers: proposals unanswered for 24 hours expire; paid orders past their deadline
+ * expire with a full refund; deliveries unanswered for 72 hours are completed and released. Due times
+ * are stored, so a restart loses nothing. Returns how many orders moved.
+ */
+export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
+  let moved = 0;
+  for (const row of await store.dueOrders(deps.db, deps.clock.now(), batch)) {
+    try {
+      if (row.status === "proposed") {
+        await transition(deps, row, "expire", { status: "expired", dueAt: null }, () => systemMessageInWrite(deps, row, "The proposal expired unanswered."));
+      } else if (row.status === "paid") {
+        await refund(deps, row, "paid", "expired", "expire", {}, "The deadline passed without a delivery; the payment went back to the consumer.", "order.expired");
+      } else if (row.status === "delivered") {
+        await release(deps, row, "delivered", {}, "No answer for 72 hours after delivery: the order completed and the payment went to the provider.");
+      } else {
+        continue;
+      }
+      moved++;
+    } catch (err) {
+      // A racing transition got there first (INVALID_STATE): nothing to do. Anything else is retried next round.
+      if (!(err instanceof AppError && err.code === "INVALID_STATE")) deps.log.warn("order timer failed", { orderId: row.id, error: String(err) });
+    }
+  }
+  return moved;
+}
+
+/** The escrow invariant: what the escrow holds per token for orders in paid, delivered or disputed. */
+export function escrowedTotals(deps: Deps): Promise<Record<string, bigint>> {
+  return store.escrowedTotals(deps.db);
+}

@@ -1,0 +1,132 @@
+// SQL of marketplace orders and the escrow wallet of each network.
+import type { Db } from "../../db/open.ts";
+
+export type OrderStatus =
+  | "proposed" | "declined" | "withdrawn" | "paid" | "delivered" | "completed" | "cancelled" | "expired" | "disputed" | "refunded";
+
+export type OrderRow = {
+  id: string;
+  conversationId: string;
+  agentId: string;
+  consumerWallet: string;
+  providerWallet: string;
+  serviceId: string | null;
+  description: string;
+  price: string;
+  amount: bigint;
+  token: string;
+  deliveryTimeMin: number;
+  status: OrderStatus;
+  dueAt: number | null;
+  deadline: number | null;
+  escrowTx: string | null;
+  releaseTx: string | null;
+  refundTx: string | null;
+  feeAmount: bigint | null;
+  result: string | null;
+  rating: number | null;
+  review: string | null;
+  reason: string | null;
+  createdAt: number;
+  updatedAt: number;
+};
+
+const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, consumer_wallet AS consumerWallet,
+  provider_wallet AS providerWallet, service_id AS serviceId, description, price, CAST(amount AS TEXT) AS amount, token,
+  delivery_time_min AS deliveryTimeMin, status, due_at AS dueAt, deadline, escrow_tx AS escrowTx, release_tx AS releaseTx,
+  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, created_at AS createdAt,
+  updated_at AS updatedAt`;
+
+type RawOrder = Omit<OrderRow, "amount" | "feeAmount"> & { amount: string; feeAmount: string | null };
+const toRow = (raw: RawOrder): OrderRow => ({ ...raw, amount: BigInt(raw.amount), feeAmount: raw.feeAmount === null ? null : BigInt(raw.feeAmount) });
+
+export function insertOrderInWrite(db: Db, row: OrderRow): void {
+  db.sqlite
+    .query(
+      `INSERT INTO market_orders (id, conversation_id, agent_id, consumer_wallet, provider_wallet, service_id, description, price,
+         amount, token, delivery_time_min, status, due_at, deadline, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(
+      row.id, row.conversationId, row.agentId, row.consumerWallet, row.providerWallet, row.serviceId, row.description, row.price,
+      row.amount.toString(), row.token, row.deliveryTimeMin, row.status, row.dueAt, row.deadline, row.createdAt, row.updatedAt,
+    );
+}
+
+export function findOrderInWrite(db: Db, id: string): OrderRow | null {
+  const raw = db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE id = ?`).get(id) as RawOrder | null;
+  return raw === null ? null : toRow(raw);
+}
+
+export async function findOrder(db: Db, id: string): Promise<OrderRow | null> {
+  return findOrderInWrite(db, id);
+}
+
+/** The fields a transition may change. */
+export type OrderChange = Partial<
+  Pick<OrderRow, "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "result" | "rating" | "review" | "reason" | "token" | "amount">
+>;
+
+const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
+  status: "status", dueAt: "due_at", deadline: "deadline", escrowTx: "escrow_tx", releaseTx: "release_tx", refundTx: "refund_tx",
+  feeAmount: "fee_amount", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
+};
+
+/**
+ * Moves an order from `from` to its next state inside the caller's write: one conditional UPDATE, so of
+ * two racing transitions exactly one applies. False when the order was no longer in `from`.
+ */
+export function transitionInWrite(db: Db, id: string, from: OrderStatus, change: OrderChange, now: number): boolean {
+  const keys = Object.keys(change) as (keyof OrderChange)[];
+  const sets = keys.map((k) => `${CHANGE_COLUMNS[k]} = ?`);
+  const values = keys.map((k) => {
+    const v = change[k];
+    return typeof v === "bigint" ? v.toString() : (v ?? null);
+  });
+  const result = db.sqlite
+    .query(`UPDATE market_orders SET ${[...sets, "updated_at = ?"].join(", ")} WHERE id = ? AND status = ?`)
+    .run(...values, now, id, from);
+  return result.changes === 1;
+}
+
+export type OrderQuery = { wallet: string; side: "consumer" | "provider"; status: OrderStatus | null; limit: number; offset: number };
+
+export async function listOrders(db: Db, q: OrderQuery): Promise<{ rows: OrderRow[]; total: number }> {
+  const column = q.side === "consumer" ? "consumer_wallet" : "provider_wallet";
+  const where = `${column} = ?${q.status === null ? "" : " AND status = ?"}`;
+  const args = q.status === null ? [q.wallet] : [q.wallet, q.status];
+  const rows = (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`)
+    .all(...args, q.limit, q.offset) as RawOrder[]).map(toRow);
+  const { n } = db.sqlite.query(`SELECT COUNT(*) AS n FROM market_orders WHERE ${where}`).get(...args) as { n: number };
+  return { rows, total: n };
+}
+
+export async function ordersOfConversation(db: Db, conversationId: string): Promise<OrderRow[]> {
+  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE conversation_id = ? ORDER BY created_at, id`).all(conversationId) as RawOrder[]).map(toRow);
+}
+
+/** Orders whose current state ends by itself at or before `now`, oldest first. */
+export async function dueOrders(db: Db, now: number, limit: number): Promise<OrderRow[]> {
+  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`)
+    .all(now, limit) as RawOrder[]).map(toRow);
+}
+
+/** Sum of base units per token held for orders in escrow (paid, delivered, disputed). */
+export async function escrowedTotals(db: Db): Promise<Record<string, bigint>> {
+  const rows = db.sqlite
+    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS total FROM market_orders WHERE status IN ('paid', 'delivered', 'disputed') GROUP BY token")
+    .all() as { token: string; total: string }[];
+  return Object.fromEntries(rows.map((r) => [r.token, BigInt(r.total)]));
+}
+
+export async function findEscrow(db: Db, network: string): Promise<string | null> {
+  return (db.sqlite.query("SELECT address FROM market_escrow WHERE network = ?").get(network) as { address: string } | null)?.address ?? null;
+}
+
+/** Records the network's escrow address unless one exists; returns the one that stands. */
+export function saveEscrow(db: Db, network: string, address: string, now: number): Promise<string> {
+  return db.write(() => {
+    db.sqlite.query("INSERT INTO market_escrow (network, address, created_at) VALUES (?, ?, ?) ON CONFLICT (network) DO NOTHING").run(network, address, now);
+    return (db.sqlite.query("SELECT address FROM market_escrow WHERE network = ?").get(network) as { address: string }).address;
+  });
+}

@@ -1,0 +1,133 @@
+// Tool edge of marketplace orders (mcp.md "Marketplace"): the provider's and the consumer's actions on
+// orders. Provider tools act for the agents the session wallet owns; consumer tools for the session wallet.
+import { z } from "zod";
+import { defineTool, requireWallet, type Tool } from "../../mcp/registry.ts";
+import {
+  acceptOrder,
+  cancelOrder,
+  completeOrder,
+  createOrder,
+  declineOrder,
+  deliverOrder,
+  disputeOrder,
+  listOrders,
+  withdrawOrder,
+} from "./orders.ts";
+
+const OrderId = z.string().max(64).describe("the order's id, ord_…");
+const Price = z.union([z.string().max(40), z.number()]).describe('a decimal amount in USDC, e.g. "25" or "12.5"');
+const ListParams = {
+  status: z.string().max(20).optional().describe("proposed, paid, delivered, completed, disputed, …"),
+  limit: z.number().int().min(1).max(100).optional().describe("1 to 100, default 20"),
+  offset: z.number().int().min(0).optional(),
+};
+
+export const providerCreateOrder = defineTool({
+  name: "provider_create_order",
+  description:
+    "Propose an order in a conversation with a consumer: what you will deliver, the price (USDC) and the delivery time in minutes. " +
+    "The consumer accepts by paying into escrow; an unanswered proposal expires after 24 hours.",
+  input: {
+    conversationId: z.string().max(64),
+    serviceId: z.string().max(64).optional().describe("one of your agent's services, if the order is for one"),
+    description: z.string().max(4000),
+    price: Price,
+    deliveryTime: z.number().int().describe("minutes from payment to the delivery deadline"),
+  },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await createOrder(deps, requireWallet(caller).walletAddress, input) }),
+});
+
+export const providerWithdrawOrder = defineTool({
+  name: "provider_withdraw_order",
+  description: "Withdraw a proposal the consumer has not accepted yet.",
+  input: { orderId: OrderId },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await withdrawOrder(deps, requireWallet(caller).walletAddress, input.orderId) }),
+});
+
+export const providerDeliverOrder = defineTool({
+  name: "provider_deliver_order",
+  description:
+    "Deliver a paid order: the result (text or a URL) and an optional message. The consumer then completes it (releasing the " +
+    "escrow to you) or disputes it; after 72 hours without either it completes by itself.",
+  input: { orderId: OrderId, result: z.string().max(4000), message: z.string().max(4000).optional() },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await deliverOrder(deps, requireWallet(caller).walletAddress, input) }),
+});
+
+export const providerCancelOrder = defineTool({
+  name: "provider_cancel_order",
+  description: "Cancel a paid order you cannot deliver: the full price goes back from escrow to the consumer.",
+  input: { orderId: OrderId, reason: z.string().max(1000).optional() },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await cancelOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
+});
+
+export const providerListOrders = defineTool({
+  name: "provider_list_orders",
+  description: "Orders of the agents your wallet owns, newest first.",
+  input: ListParams,
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => listOrders(deps, requireWallet(caller).walletAddress, "provider", input),
+});
+
+export const consumerAcceptOrder = defineTool({
+  name: "consumer_accept_order",
+  description:
+    "Accept a proposed order by paying its price into escrow (usdc or the service token). A custodial session wallet pays at once; " +
+    "a connected wallet gets data.unsignedTransaction, signs it and calls again with the same params plus signedTransaction.",
+  input: {
+    orderId: OrderId,
+    conversationId: z.string().max(64),
+    paymentMethod: z.string().max(20).describe('"usdc" or the service token\'s symbol'),
+    signedTransaction: z.string().max(1700).optional().describe("connected wallets: the signed escrow transfer, base64"),
+  },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => acceptOrder(deps, requireWallet(caller).walletAddress, input),
+});
+
+export const consumerDeclineOrder = defineTool({
+  name: "consumer_decline_order",
+  description: "Decline a proposed order.",
+  input: { orderId: OrderId, reason: z.string().max(1000).optional() },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await declineOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
+});
+
+export const consumerCompleteOrder = defineTool({
+  name: "consumer_complete_order",
+  description: "Accept a delivery: the escrow goes to the provider (less the marketplace fee, if any). Rate it 1–5 and review it if you like.",
+  input: { orderId: OrderId, rating: z.number().int().min(1).max(5).optional(), review: z.string().max(1000).optional() },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await completeOrder(deps, requireWallet(caller).walletAddress, input) }),
+});
+
+export const consumerDisputeOrder = defineTool({
+  name: "consumer_dispute_order",
+  description: "Dispute a delivery: the payment stays in escrow until the operator resolves it (release or refund).",
+  input: { orderId: OrderId, reason: z.string().max(1000) },
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => ({ order: await disputeOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
+});
+
+export const consumerListOrders = defineTool({
+  name: "consumer_list_orders",
+  description: "Your orders as a consumer, newest first.",
+  input: ListParams,
+  needsWallet: true,
+  run: async ({ deps, caller }, input) => listOrders(deps, requireWallet(caller).walletAddress, "consumer", input),
+});
+
+export const ORDER_TOOLS: readonly Tool[] = [
+  providerCreateOrder,
+  providerWithdrawOrder,
+  providerDeliverOrder,
+  providerCancelOrder,
+  providerListOrders,
+  consumerAcceptOrder,
+  consumerDeclineOrder,
+  consumerCompleteOrder,
+  consumerDisputeOrder,
+  consumerListOrders,
+];

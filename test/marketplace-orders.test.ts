@@ -1,0 +1,248 @@
+// Marketplace orders through the MCP SDK Client against the running server (marketplace.md "Order
+// states"): the happy path with exact balances of consumer, escrow, provider and fee wallet; decline,
+// withdraw, cancel with refund, dispute and `walletgate orders resolve`; every invalid transition; a
+// stranger and the wrong side; two racing accepts; too little money; a connected (non-custodial) consumer.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Keypair } from "@solana/web3.js";
+import { loadConfig } from "../src/config.ts";
+import { withCommandDeps } from "../src/cli/context.ts";
+import { escrowWallet } from "../src/marketplace/orders/escrow.ts";
+import { signCheckout } from "./helpers/checkout.ts";
+import { connectMcp, type McpTestClient } from "./helpers/mcp.ts";
+import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+const FEE_WALLET = Keypair.generate().publicKey.toBase58();
+let server: TestServer;
+const hook = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
+let agentId: string;
+let provider: McpTestClient;
+let providerAddress: string;
+
+beforeAll(async () => {
+  server = await startTestServer({
+    AUTH_RATE_LIMIT: "off",
+    ALLOW_PRIVATE_NETWORK_TARGETS: "true",
+    MARKETPLACE_FEE_BPS: "250",
+    MARKETPLACE_FEE_WALLET: FEE_WALLET,
+  });
+  provider = await connectMcp(server.url, "provider-agent");
+  providerAddress = (await provider.ok("wallet_create", {})).address;
+  const registered = await provider.ok("provider_register", {
+    endpoint: `http://127.0.0.1:${hook.port}/agent`,
+    profile: { name: "Translator", tagline: "EN⇄FR", description: "Translates documents", categories: ["translation"], basePrice: "10" },
+    services: [{ title: "Page", description: "One page", price: "10", deliveryTime: 60 }],
+  });
+  agentId = registered.agent.agentId;
+}, 30_000);
+afterAll(async () => {
+  await hook.stop(true);
+  await server?.dispose();
+});
+
+/** USDC and SOL of any address, read from the server's database as the CLI would. */
+async function balances(address: string): Promise<{ usdc: bigint; sol: bigint }> {
+  return withCommandDeps(loadConfig({ DATA_DIR: server.dataDir, LOG_LEVEL: "silent" }), async (deps) => {
+    const b = await deps.ledger.getBalances(address);
+    return { usdc: b.usdc ?? 0n, sol: b.sol ?? 0n };
+  });
+}
+const escrow = () => withCommandDeps(loadConfig({ DATA_DIR: server.dataDir, LOG_LEVEL: "silent" }), (deps) => escrowWallet(deps));
+const USDC = 1_000_000n;
+
+/** A custodial consumer with `usdc` whole USDC, in a conversation with the agent. */
+async function consumer(usdc: number) {
+  const client = await connectMcp(server.url, `consumer-${crypto.randomUUID()}`);
+  const address = (await client.ok("wallet_create", { airdropSol: 1, airdropUsdc: usdc })).address as string;
+  const started = await client.ok("consumer_start_conversation", { agentId, message: "Hello, can you translate a page?" });
+  return { client, address, conversationId: started.conversation.conversationId as string };
+}
+
+async function propose(conversationId: string, price = "40", deliveryTime = 60): Promise<string> {
+  return (await provider.ok("provider_create_order", { conversationId, description: "Translate one page", price, deliveryTime })).order.orderId;
+}
+
+const accept = (c: { client: McpTestClient; conversationId: string }, orderId: string) =>
+  c.client.call("consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "usdc" });
+
+describe("orders", () => {
+  test("proposed → paid → delivered → completed: exact balances of consumer, escrow, provider and fee wallet", async () => {
+    const c = await consumer(100);
+    const orderId = await propose(c.conversationId, "40");
+    const before = { provider: await balances(providerAddress), fee: await balances(FEE_WALLET) };
+    const paid = await accept(c, orderId);
+    expect(paid).toMatchObject({ success: true, data: { order: { status: "paid", price: "40", token: "usdc" } } });
+    expect(paid.data!.order.escrowTx).toBeString();
+    expect(paid.data!.order.deadline).toBeString();
+    const escrowAddress = await escrow();
+    expect((await balances(c.address)).usdc).toBe(60n * USDC);
+    const escrowBefore = (await balances(escrowAddress)).usdc;
+    expect(escrowBefore).toBeGreaterThanOrEqual(40n * USDC);
+    const delivered = await provider.ok("provider_deliver_order", { orderId, result: "https://example.com/page.fr.pdf", message: "Voilà" });
+    expect(delivered.order).toMatchObject({ status: "delivered", result: "https://example.com/page.fr.pdf" });
+    const done = await c.client.ok("consumer_complete_order", { orderId, rating: 5, review: "Great" });
+    expect(done.order).toMatchObject({ status: "completed", rating: 5, review: "Great" });
+    expect(done.order.releaseTx).toBeString();
+    // 2.5 % of 40 = 1 USDC to the fee wallet, 39 to the provider, nothing left in escrow for this order.
+    expect((await balances(providerAddress)).usdc - before.provider.usdc).toBe(39n * USDC);
+    expect((await balances(FEE_WALLET)).usdc - before.fee.usdc).toBe(1n * USDC);
+    expect(escrowBefore - (await balances(escrowAddress)).usdc).toBe(40n * USDC);
+    expect((await balances(c.address)).usdc).toBe(60n * USDC);
+    const agent = await c.client.ok("consumer_get_agent", { agentId });
+    expect(agent.agent).toMatchObject({ completedOrders: 1, ratingCount: 1, rating: 5 });
+    const conversation = await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId });
+    expect(conversation.orders.map((o: Json) => [o.orderId, o.status])).toEqual([[orderId, "completed"]]);
+    expect(conversation.messages.filter((m: Json) => m.from === "system").length).toBeGreaterThanOrEqual(4);
+  }, 30_000);
+
+  test("decline and withdraw end a proposal; nothing moves", async () => {
+    const c = await consumer(10);
+    const a = await propose(c.conversationId, "5");
+    expect((await c.client.ok("consumer_decline_order", { orderId: a, reason: "too slow" })).order.status).toBe("declined");
+    const b = await propose(c.conversationId, "5");
+    expect((await provider.ok("provider_withdraw_order", { orderId: b })).order.status).toBe("withdrawn");
+    expect((await balances(c.address)).usdc).toBe(10n * USDC);
+    expect(await accept(c, a)).toMatchObject({ success: false, code: "INVALID_STATE" });
+    expect(await accept(c, b)).toMatchObject({ success: false, code: "INVALID_STATE" });
+  }, 30_000);
+
+  test("a paid order cancelled by the provider is refunded in full", async () => {
+    const c = await consumer(20);
+    const orderId = await propose(c.conversationId, "12.5");
+    expect((await accept(c, orderId)).success).toBe(true);
+    expect((await balances(c.address)).usdc).toBe(7_500_000n);
+    const cancelled = await provider.ok("provider_cancel_order", { orderId, reason: "sick" });
+    expect(cancelled.order).toMatchObject({ status: "cancelled" });
+    expect(cancelled.order.refundTx).toBeString();
+    expect((await balances(c.address)).usdc).toBe(20n * USDC);
+  }, 30_000);
+
+  test("a disputed order waits in escrow until the operator resolves it, either way", async () => {
+    for (const outcome of ["--refund", "--release"] as const) {
+      const c = await consumer(10);
+      const orderId = await propose(c.conversationId, "4");
+      await accept(c, orderId);
+      await provider.ok("provider_deliver_order", { orderId, result: "done" });
+      expect((await c.client.ok("consumer_dispute_order", { orderId, reason: "wrong language" })).order.status).toBe("disputed");
+      expect(await c.client.call("consumer_complete_order", { orderId })).toMatchObject({ success: false, code: "INVALID_STATE" });
+      const providerBefore = (await balances(providerAddress)).usdc;
+      const r = await runCli(["orders", "resolve", orderId, outcome, "--json"], { DATA_DIR: server.dataDir, MARKETPLACE_FEE_BPS: "250", MARKETPLACE_FEE_WALLET: FEE_WALLET });
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+      const order = JSON.parse(r.stdout).order;
+      if (outcome === "--refund") {
+        expect(order.status).toBe("refunded");
+        expect((await balances(c.address)).usdc).toBe(10n * USDC);
+      } else {
+        expect(order.status).toBe("completed");
+        expect((await balances(providerAddress)).usdc - providerBefore).toBe(3_900_000n); // 4 less 2.5 %
+      }
+      const again = await runCli(["orders", "resolve", orderId, "--refund"], { DATA_DIR: server.dataDir });
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain(`cannot resolve an order that is ${order.status}`);
+    }
+    expect((await runCli(["orders", "resolve", "ord_x"], { DATA_DIR: server.dataDir })).code).toBe(2);
+  }, 60_000);
+
+  test("every invalid transition is INVALID_STATE", async () => {
+    const c = await consumer(10);
+    const orderId = await propose(c.conversationId, "1");
+    const wrong = async (client: McpTestClient, tool: string, args: Json = {}) =>
+      expect(await client.call(tool, { orderId, ...args })).toMatchObject({ success: false, code: "INVALID_STATE" });
+    // proposed
+    await wrong(provider, "provider_deliver_order", { result: "x" });
+    await wrong(provider, "provider_cancel_order");
+    await wrong(c.client, "consumer_complete_order");
+    await wrong(c.client, "consumer_dispute_order", { reason: "x" });
+    await accept(c, orderId);
+    // paid
+    await wrong(provider, "provider_withdraw_order");
+    await wrong(c.client, "consumer_decline_order");
+    await wrong(c.client, "consumer_complete_order");
+    await wrong(c.client, "consumer_dispute_order", { reason: "x" });
+    expect(await accept(c, orderId)).toMatchObject({ success: false, code: "INVALID_STATE" });
+    await provider.ok("provider_deliver_order", { orderId, result: "r" });
+    // delivered
+    await wrong(provider, "provider_deliver_order", { result: "again" });
+    await wrong(provider, "provider_cancel_order");
+    await wrong(provider, "provider_withdraw_order");
+    await wrong(c.client, "consumer_decline_order");
+    await c.client.ok("consumer_complete_order", { orderId });
+    // completed
+    await wrong(c.client, "consumer_dispute_order", { reason: "late" });
+    await wrong(c.client, "consumer_complete_order");
+    await wrong(provider, "provider_cancel_order");
+  }, 30_000);
+
+  test("a stranger hears NOT_FOUND; the other side's action is FORBIDDEN", async () => {
+    const c = await consumer(10);
+    const orderId = await propose(c.conversationId, "1");
+    const stranger = await consumer(1);
+    for (const tool of ["consumer_decline_order", "provider_withdraw_order"]) {
+      expect(await stranger.client.call(tool, { orderId })).toMatchObject({ success: false, code: "NOT_FOUND" });
+    }
+    expect(await stranger.client.call("consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "usdc" })).toMatchObject({
+      success: false,
+      code: "NOT_FOUND",
+    });
+    expect(await stranger.client.call("provider_create_order", { conversationId: c.conversationId, description: "x", price: "1", deliveryTime: 5 })).toMatchObject({
+      success: false,
+      code: "NOT_FOUND",
+    });
+    expect(await c.client.call("provider_withdraw_order", { orderId })).toMatchObject({ success: false, code: "FORBIDDEN" });
+    expect(await c.client.call("provider_create_order", { conversationId: c.conversationId, description: "x", price: "1", deliveryTime: 5 })).toMatchObject({
+      success: false,
+      code: "FORBIDDEN",
+    });
+    expect(await provider.call("consumer_decline_order", { orderId })).toMatchObject({ success: false, code: "FORBIDDEN" });
+    expect(await provider.call("consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "usdc" })).toMatchObject({
+      success: false,
+      code: "FORBIDDEN",
+    });
+  }, 30_000);
+
+  test("two racing accepts: one payment, one INVALID_STATE", async () => {
+    const c = await consumer(100);
+    const orderId = await propose(c.conversationId, "30");
+    // Two calls in flight at once from the consumer's session (two HTTP requests racing into the server).
+    const results = await Promise.all([accept(c, orderId), accept(c, orderId)]);
+    expect(results.map((r) => r.success).sort()).toEqual([false, true]);
+    expect(results.find((r) => !r.success)).toMatchObject({ code: "INVALID_STATE" });
+    expect((await balances(c.address)).usdc).toBe(70n * USDC);
+  }, 30_000);
+
+  test("too little money: INSUFFICIENT_FUNDS and the order stays proposed", async () => {
+    const c = await consumer(5);
+    const orderId = await propose(c.conversationId, "6");
+    expect(await accept(c, orderId)).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
+    const orders = await c.client.ok("consumer_list_orders", {});
+    expect(orders.orders.find((o: Json) => o.orderId === orderId).status).toBe("proposed");
+    expect((await balances(c.address)).usdc).toBe(5n * USDC);
+  }, 30_000);
+
+  test("a connected consumer gets the escrow transfer unsigned, signs it, and pays with signedTransaction", async () => {
+    const wallet = newWallet();
+    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
+    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const token = (await signIn(server.url, wallet)).sessionToken as string;
+    const client = await connectMcp(server.url, "connected-consumer", token);
+    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const orderId = await propose(conversationId, "3");
+    const first = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
+    expect(first.order.status).toBe("proposed");
+    expect(first.unsignedTransaction).toBeString();
+    // A signed transfer of a different amount is refused, and nothing moves.
+    const wrongAmount = signCheckout(
+      (await client.ok("wallet_transfer", { to: await escrow(), amount: 2, token: "usdc" })).unsignedTransaction,
+      keypair,
+    );
+    expect(await client.call("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: wrongAmount })).toMatchObject({
+      success: false,
+      code: "PAYMENT_MISMATCH",
+    });
+    expect((await balances(wallet.address)).usdc).toBe(10n * USDC);
+    const signed = signCheckout(first.unsignedTransaction, keypair);
+    const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signed });
+    expect(paid.order.status).toBe("paid");
+    expect((await balances(wallet.address)).usdc).toBe(7n * USDC);
+  }, 30_000);
+});
