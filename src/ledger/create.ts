@@ -88,6 +88,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
     accountExists: async (address) => (await ledger()).accountExists(address),
     airdrop: async (address, amounts) => (await ledger()).airdrop(address, amounts),
     latestBlockhash: async () => (await ledger()).latestBlockhash(),
+    blockHeight: async () => (await ledger()).blockHeight(),
     buildTransfer: async (intent) => (await ledger()).buildTransfer(intent),
     submit: async (wire, options) => {
       if (deps.config.network !== "mainnet") return (await ledger()).submit(wire, options);

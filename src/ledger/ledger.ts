@@ -42,7 +42,7 @@ export type TransferIntent = Readonly<{
   memo?: string | undefined;
   /**
    * A second recipient of the same token from the same sender, in the same transaction (the
-   * marketplace's fee on a release). Embedded ledger only; the RPC ledger refuses it (NOT_SUPPORTED).
+   * marketplace's fee on a release).
    */
   split?: Readonly<{ to: string; amount: bigint }> | undefined;
 }>;
@@ -112,6 +112,8 @@ export type Ledger = Readonly<{
   /** localnet and devnet (SOL only on devnet); mainnet is NOT_SUPPORTED. Returns one signature per token sent. */
   airdrop(address: string, amounts: AirdropAmounts): Promise<string[]>;
   latestBlockhash(): Promise<Blockhash>;
+  /** The current block height: a transaction whose blockhash's lastValidBlockHeight is below it can no longer land. */
+  blockHeight(): Promise<number>;
   /** Serialized wire bytes of an unsigned transfer transaction (legacy message) on a recent blockhash. */
   buildTransfer(intent: TransferIntent): Promise<Uint8Array>;
   /** Submits signed wire bytes and waits for confirmation. Errors: TRANSACTION_REJECTED, CONFLICT, INSUFFICIENT_FUNDS, CHAIN_UNAVAILABLE. */

@@ -286,6 +286,10 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return signatures;
     },
 
+    async blockHeight() {
+      return hashes.currentSlot();
+    },
+
     async latestBlockhash() {
       const slot = hashes.currentSlot();
       return { blockhash: hashes.hashOf(slot), lastValidBlockHeight: slot + BLOCKHASH_VALID_SLOTS };

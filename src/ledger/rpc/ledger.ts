@@ -482,7 +482,6 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   }
 
   async function buildTransfer(intent: TransferIntent): Promise<Uint8Array> {
-    if (intent.split !== undefined) throw new AppError("NOT_SUPPORTED", "split transfers are built by the embedded ledger only");
     address(intent.from, "from");
     address(intent.to, "to");
     const feePayer = intent.feePayer ?? intent.from;
@@ -490,7 +489,11 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const token = tokenByKey(intent.token);
     requireTransferAmount(intent.amount);
     const spl = token.kind === "spl" ? { mint: splMint(token), decimals: token.decimals } : null;
-    const plan = (createRecipientAccount: boolean) =>
+    if (intent.split !== undefined) {
+      address(intent.split.to, "split.to");
+      requireTransferAmount(intent.split.amount);
+    }
+    const plan = (createRecipientAccount: boolean, createSplitAccount: boolean) =>
       transferInstructions({
         from: intent.from,
         to: intent.to,
@@ -499,13 +502,16 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         spl,
         createRecipientAccount,
         memo: intent.memo ?? null,
+        split: intent.split === undefined ? null : { ...intent.split, createRecipientAccount: createSplitAccount },
         computeUnitLimit: distinctComputeUnitLimit((n) => crypto.getRandomValues(new Uint8Array(n))),
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
-    compileTransaction(plan(spl !== null), feePayer, PublicKey.default.toBase58());
-    const createRecipientAccount = spl !== null && !(await accountExists(associatedTokenAddress(intent.to, spl.mint)));
+    compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
+    const missing = async (owner: string) => spl !== null && !(await accountExists(associatedTokenAddress(owner, spl.mint)));
+    const createRecipientAccount = await missing(intent.to);
+    const createSplitAccount = intent.split === undefined ? false : await missing(intent.split.to);
     const { blockhash } = await latestBlockhash();
-    return compileTransaction(plan(createRecipientAccount), feePayer, blockhash);
+    return compileTransaction(plan(createRecipientAccount, createSplitAccount), feePayer, blockhash);
   }
 
   async function getBalances(text: string): Promise<Balances> {
@@ -622,6 +628,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     accountExists,
     airdrop,
     latestBlockhash,
+    blockHeight: () => call(() => connection.getBlockHeight("confirmed")),
     buildTransfer,
     submit,
     getTransaction,

@@ -1,9 +1,11 @@
-// The marketplace's escrow: one custodial service wallet per network, and the transfers in and out of it.
-// Each transfer commits in the same database write as the order change it belongs to (embedded ledger).
+// The marketplace's escrow: one custodial service wallet per network, and the signed transactions that
+// move money into and out of it (orders.ts decides when and how they are sent).
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
-import type { ParsedTransfer, SubmitResult } from "../../ledger/ledger.ts";
+import { sha256Hex } from "../../lib/hash.ts";
+import type { ParsedTransfer, TransferIntent } from "../../ledger/ledger.ts";
+import { parseTransaction } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
 import * as store from "./store.ts";
@@ -31,54 +33,53 @@ export async function escrowWallet(deps: Deps): Promise<string> {
   return pending;
 }
 
-function requireEmbedded(deps: Deps): void {
-  if (deps.config.network !== "localnet") {
-    throw new AppError("NOT_SUPPORTED", "marketplace escrow needs the embedded ledger (NETWORK=localnet) in this release");
-  }
-}
-
-/** Keeps enough SOL in the escrow for the fees of its transfers (localnet faucet). */
+/** Keeps enough SOL in the escrow for the fees of its transfers (localnet faucet; elsewhere the operator funds it). */
 async function fuelEscrow(deps: Deps, escrow: string): Promise<void> {
+  if (deps.config.network !== "localnet") return;
   if ((await deps.ledger.getBalances(escrow)).sol! < ESCROW_SOL_FLOOR) await deps.ledger.airdrop(escrow, { sol: ESCROW_SOL_TOP_UP });
 }
 
+const messageHash = (wire: Uint8Array) => sha256Hex(parseTransaction(wire).messageBytes);
+
+export type EscrowPayment =
+  | { kind: "signed"; wire: Uint8Array; intent: TransferIntent }
+  /** For a connected consumer to sign; `offerHash` names the message it must sign, exactly. */
+  | { kind: "unsigned"; transaction: string; offerHash: string };
+
 /**
- * Consumer → escrow, signed by the consumer's custodial key; `alongside` is the order change, in the same
- * write. A connected consumer gets `unsigned` back (nothing moves) unless it passes `signed`: its own
- * signature over exactly that transfer.
+ * Consumer → escrow: signed here for a custodial consumer; for a connected one, unsigned (nothing moves)
+ * unless it passes `signed`, which must sign exactly the message offered to it last (`offerHash`).
  */
-export async function payIntoEscrow(
+export async function escrowPayment(
   deps: Deps,
-  payment: { from: string; token: string; amount: bigint; signed?: string | undefined },
-  alongside: (result: { signature: string }) => void,
-): Promise<{ kind: "paid"; result: SubmitResult } | { kind: "unsigned"; transaction: string }> {
-  requireEmbedded(deps);
+  payment: { from: string; token: string; amount: bigint; signed?: string | undefined; offerHash: string | null },
+): Promise<EscrowPayment> {
   const escrow = await escrowWallet(deps);
-  const intent = { from: payment.from, to: escrow, token: payment.token, amount: payment.amount };
+  const intent: TransferIntent = { from: payment.from, to: escrow, token: payment.token, amount: payment.amount };
   const signer = await signerFor(deps, payment.from);
-  let wire: Uint8Array;
-  if (signer.kind === "custodial") {
-    wire = await signer.sign(await deps.ledger.buildTransfer(intent));
-  } else if (payment.signed === undefined) {
-    return { kind: "unsigned", transaction: encodeBase64(await deps.ledger.buildTransfer(intent)) };
-  } else {
-    const bytes = decodeBase64Strict(payment.signed);
-    if (bytes === null) throw new AppError("VALIDATION_ERROR", "signedTransaction must be standard base64");
-    wire = bytes;
+  if (signer.kind === "custodial") return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
+  if (payment.signed === undefined) {
+    const wire = await deps.ledger.buildTransfer(intent);
+    return { kind: "unsigned", transaction: encodeBase64(wire), offerHash: messageHash(wire) };
   }
-  // Checked inside the write that applies it: a transaction that moves anything else is rolled back whole.
-  const result = await deps.ledger.submit(wire, {
-    ownTransfer: true,
-    alongside: (applied) => {
-      requireExactTransfer(applied.transfers, intent);
-      alongside({ signature: applied.signature });
-    },
-  });
-  return { kind: "paid", result };
+  const wire = decodeBase64Strict(payment.signed);
+  if (wire === null) throw new AppError("VALIDATION_ERROR", "signedTransaction must be standard base64");
+  let hash: string;
+  try {
+    hash = messageHash(wire);
+  } catch {
+    throw new AppError("VALIDATION_ERROR", "signedTransaction is not a serialized Solana transaction");
+  }
+  if (payment.offerHash === null || hash !== payment.offerHash) {
+    throw new AppError("PAYMENT_MISMATCH", "sign the escrow transfer this tool returned last (call it without signedTransaction for a fresh one)", {
+      details: { reason: "transaction" },
+    });
+  }
+  return { kind: "signed", wire, intent };
 }
 
-/** A consumer-signed escrow payment must be exactly the transfer asked for: no more, no less, no other. */
-function requireExactTransfer(transfers: readonly ParsedTransfer[], intent: { from: string; to: string; token: string; amount: bigint }): void {
+/** What moved must be exactly the payment asked for: one transfer, from the consumer, to the escrow, of the price. */
+export function requireExactTransfer(transfers: readonly ParsedTransfer[], intent: TransferIntent): void {
   const mismatch = (reason: string, message: string) => new AppError("PAYMENT_MISMATCH", message, { details: { reason } });
   if (transfers.length !== 1) throw mismatch("transfers", "the escrow payment must be one transfer");
   const [t] = transfers;
@@ -88,20 +89,11 @@ function requireExactTransfer(transfers: readonly ParsedTransfer[], intent: { fr
   if (t!.amount !== intent.amount) throw mismatch("amount", "the escrow payment must be exactly the order's price");
 }
 
-/**
- * Escrow → `to` (and `split` to the fee wallet, same transaction), signed by the escrow's key;
- * `alongside` is the order change, in the same write.
- */
-export async function payOutOfEscrow(
-  deps: Deps,
-  payout: { to: string; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined },
-  alongside: (result: { signature: string }) => void,
-): Promise<SubmitResult> {
-  requireEmbedded(deps);
+/** Escrow → `to` (and `split` to the fee wallet, same transaction), signed with the escrow's key. */
+export async function escrowPayout(deps: Deps, payout: { to: string; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined }): Promise<Uint8Array> {
   const escrow = await escrowWallet(deps);
   await fuelEscrow(deps, escrow);
   const signer = await signerFor(deps, escrow);
   if (signer.kind !== "custodial") throw new Error("the escrow wallet must be custodial");
-  const wire = await signer.sign(await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split }));
-  return deps.ledger.submit(wire, { ownTransfer: true, alongside: (applied) => alongside({ signature: applied.signature }) });
+  return signer.sign(await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split }));
 }

@@ -18,6 +18,7 @@ import { createLogger } from "../../log.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
+import * as webhooksStore from "../../webhooks/store.ts";
 import { escrowWallet } from "./escrow.ts";
 import {
   acceptOrder, AUTO_RELEASE_MS, cancelOrder, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
@@ -76,6 +77,9 @@ describe("timers", () => {
     expect(await runOrderTimers(deps)).toBe(1); // the deadline of `a`; `b` waits for its 72 hours
     expect(await statusOf(deps, a.orderId, late!.address)).toBe("expired");
     expect(await usdcOf(deps, late!.address)).toBe(100n * USDC);
+    const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", a.agentId, 100, 0);
+    const events = await Promise.all(rows.map(async (d) => JSON.parse((await webhooksStore.findEvent(deps.db, d.eventId))!.payload)));
+    expect(events.filter((e) => e.orderId === a.orderId).map((e) => e.type).sort()).toEqual(["order.accepted", "order.expired"]);
     clock.advance(AUTO_RELEASE_MS);
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, b.orderId, quiet!.address)).toBe("completed");

@@ -6,7 +6,9 @@ import { AppError } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
-import { payIntoEscrow, payOutOfEscrow } from "./escrow.ts";
+import type { ParsedTransfer } from "../../ledger/ledger.ts";
+import { parseTransaction } from "../../ledger/transactions.ts";
+import { escrowPayment, escrowPayout, requireExactTransfer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
 import type { AgentEventType } from "../events.ts";
 import * as store from "./store.ts";
@@ -151,7 +153,8 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     dueAt: now + PROPOSAL_TTL_MS,
     deadline: null,
     escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null,
-    result: null, rating: null, review: null, reason: null,
+    result: null, rating: null, review: null, reason: null, offerHash: null,
+    pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null,
     createdAt: now,
     updatedAt: now,
   };
@@ -185,7 +188,7 @@ export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTr
 /**
  * consumer_accept_order: pays the price into escrow. A custodial consumer's wallet signs here; a
  * connected one gets the transfer unsigned and calls again with `signedTransaction`. The payment and the
- * move to `paid` are one write: of two racing accepts one pays, the other hears INVALID_STATE and pays nothing.
+ * move to `paid` commit together: of two racing accepts one pays, the other hears INVALID_STATE and pays nothing.
  */
 export async function acceptOrder(
   deps: Deps,
@@ -200,16 +203,14 @@ export async function acceptOrder(
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
   if ("error" in parsed) throw invalid("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
-  const paid = await payIntoEscrow(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction }, ({ signature }) => {
-    const now = deps.clock.now();
-    const deadline = now + row.deliveryTimeMin * 60_000;
-    const change: store.OrderChange = { status: "paid", token: token.key, amount: parsed.value, escrowTx: signature, deadline, dueAt: deadline };
-    if (!store.transitionInWrite(deps.db, row.id, "proposed", change, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
-    systemMessageInWrite(deps, row, `The consumer paid ${row.price} ${token.key.toUpperCase()} into escrow. Deadline: ${toIso(deadline)}.`);
-    orderEventInWrite(deps, row, "order.accepted", { escrowTx: signature, deadline: toIso(deadline), price: row.price, token: token.key });
-  });
-  if (paid.kind === "unsigned") return { order: orderView(row), unsignedTransaction: paid.transaction };
-  return { order: orderView((await store.findOrder(deps.db, row.id))!) };
+  const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
+  if (payment.kind === "unsigned") {
+    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash }, deps.clock.now()));
+    return { order: orderView(row), unsignedTransaction: payment.transaction };
+  }
+  const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
+  const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent));
+  return { order: orderView(done) };
 }
 
 export async function deliverOrder(deps: Deps, wallet: string, input: { orderId: string; result: string; message?: string | undefined }): Promise<OrderView> {
@@ -224,43 +225,137 @@ export async function deliverOrder(deps: Deps, wallet: string, input: { orderId:
   );
 }
 
-/** Escrow back to the consumer, and the order to `to`, in one write. */
-async function refund(
+/**
+ * A transition that moves money through the escrow, as data: whoever sees its transaction confirmed (the
+ * caller now, or the reconciler after a lost answer or a restart) finishes it the same way.
+ */
+type Move =
+  | { kind: "accept"; token: string; amount: string }
+  | { kind: "refund"; to: "cancelled" | "expired" | "refunded"; reason: string | null; note: string; event: AgentEventType | null }
+  | { kind: "release"; rating: number | null; review: string | null; note: string; fee: string };
+
+/** The state an order waits in while its escrow transaction is in flight on an RPC network. */
+const PENDING: Record<Move["kind"], store.OrderStatus> = { accept: "paying", refund: "refunding", release: "releasing" };
+const NOT_PENDING = { pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null } as const;
+/** Answers after which the transaction certainly did not land. */
+const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
+
+/** The move's final change, message, event and agent counters. SYNCHRONOUS, in the write that finishes it; false when the order was not in `from`. */
+function finishInWrite(deps: Deps, row: store.OrderRow, from: store.OrderStatus, move: Move, signature: string): boolean {
+  const now = deps.clock.now();
+  if (move.kind === "accept") {
+    const deadline = now + row.deliveryTimeMin * 60_000;
+    const change: store.OrderChange = { ...NOT_PENDING, status: "paid", token: move.token, amount: BigInt(move.amount), escrowTx: signature, deadline, dueAt: deadline };
+    if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
+    systemMessageInWrite(deps, row, `The consumer paid ${row.price} ${move.token.toUpperCase()} into escrow. Deadline: ${toIso(deadline)}.`);
+    orderEventInWrite(deps, row, "order.accepted", { escrowTx: signature, deadline: toIso(deadline), price: row.price, token: move.token });
+    return true;
+  }
+  if (move.kind === "refund") {
+    const change: store.OrderChange = { ...NOT_PENDING, status: move.to, refundTx: signature, dueAt: null, ...(move.reason === null ? {} : { reason: move.reason }) };
+    if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
+    systemMessageInWrite(deps, row, move.note);
+    if (move.event !== null) orderEventInWrite(deps, row, move.event, { refundTx: signature });
+    return true;
+  }
+  const change: store.OrderChange = {
+    ...NOT_PENDING, status: "completed", releaseTx: signature, feeAmount: BigInt(move.fee), dueAt: null, rating: move.rating, review: move.review,
+  };
+  if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
+  orderCompletedInWrite(deps, row.agentId, move.rating);
+  systemMessageInWrite(deps, row, move.note);
+  orderEventInWrite(deps, row, "order.completed", { releaseTx: signature, rating: move.rating, review: move.review });
+  return true;
+}
+
+/**
+ * Sends a move's transaction. On the embedded ledger the order change commits in the same write as the
+ * transfer (`check` sees what moved first). On an RPC network a chain transaction cannot sit inside a
+ * database transaction: the order waits in paying/releasing/refunding with the signed transaction
+ * recorded, is finished when the chain confirms it, goes back when the chain refuses it, and is left to
+ * the reconciler (runOrderTimers) when the answer is unknown.
+ */
+async function runMove(
   deps: Deps,
   row: store.OrderRow,
   from: store.OrderStatus,
-  to: store.OrderStatus,
   action: string,
-  change: store.OrderChange,
-  note: string,
-  event?: AgentEventType,
-) {
-  await payOutOfEscrow(deps, { to: row.consumerWallet, token: row.token, amount: row.amount }, ({ signature }) => {
-    const now = deps.clock.now();
-    if (!store.transitionInWrite(deps.db, row.id, from, { ...change, status: to, refundTx: signature, dueAt: null }, now)) {
-      throw wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
-    }
-    systemMessageInWrite(deps, row, note);
-    if (event !== undefined) orderEventInWrite(deps, row, event, { refundTx: signature });
+  move: Move,
+  wire: Uint8Array,
+  check?: (transfers: readonly ParsedTransfer[]) => void,
+): Promise<store.OrderRow> {
+  const stale = () => wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
+  if (deps.config.network === "localnet") {
+    await deps.ledger.submit(wire, {
+      ownTransfer: true,
+      alongside: (applied) => {
+        check?.(applied.transfers);
+        if (!finishInWrite(deps, row, from, move, applied.signature)) throw stale();
+      },
+    });
+    return (await store.findOrder(deps.db, row.id))!;
+  }
+  const signature = parseTransaction(wire).signature;
+  // An upper bound of the height until which this transaction can land (its blockhash is no newer).
+  const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight;
+  const pending = PENDING[move.kind];
+  await deps.db.write(() => {
+    const recorded: store.OrderChange = { status: pending, pendingMove: JSON.stringify(move), pendingFrom: from, pendingTx: signature, pendingWire: wire, pendingValidHeight: validHeight };
+    if (!store.transitionInWrite(deps.db, row.id, from, recorded, deps.clock.now())) throw stale();
+  });
+  try {
+    await deps.ledger.submit(wire, { ownTransfer: true, finalized: deps.config.network === "mainnet" });
+  } catch (err) {
+    if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
+    throw err;
+  }
+  await deps.db.write(() => {
+    if (!finishInWrite(deps, row, pending, move, signature)) throw stale();
   });
   return (await store.findOrder(deps.db, row.id))!;
 }
 
-/** Escrow to the provider (less the marketplace fee, to the fee wallet), and the order to `completed`. */
-async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus, change: store.OrderChange, note: string) {
+async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatus, from: store.OrderStatus): Promise<void> {
+  await deps.db.write(() => store.transitionInWrite(deps.db, orderId, pending, { ...NOT_PENDING, status: from }, deps.clock.now()));
+}
+
+/** Settles one order whose escrow transaction is in flight: finish, go back, or send it again. */
+async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
+  const move = JSON.parse(row.pendingMove!) as Move;
+  const from = row.pendingFrom!;
+  const landed = await deps.ledger.getTransaction(row.pendingTx!);
+  if (landed?.status === "confirmed") {
+    return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
+  }
+  if (landed?.status === "failed" || (await deps.ledger.blockHeight()) > row.pendingValidHeight!) {
+    await revertMove(deps, row.id, row.status, from);
+    return true;
+  }
+  try {
+    await deps.ledger.submit(row.pendingWire!, { ownTransfer: true });
+  } catch (err) {
+    if (err instanceof AppError && REFUSED.has(err.code)) {
+      await revertMove(deps, row.id, row.status, from);
+      return true;
+    }
+    return false; // still unknown (or already sent): asked again next round
+  }
+  return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
+}
+
+/** Escrow back to the consumer in full, and the order to `to`. */
+async function refund(deps: Deps, row: store.OrderRow, from: store.OrderStatus, to: "cancelled" | "expired" | "refunded", action: string, reason: string | null, note: string, event: AgentEventType | null) {
+  const wire = await escrowPayout(deps, { to: row.consumerWallet, token: row.token, amount: row.amount });
+  return runMove(deps, row, from, action, { kind: "refund", to, reason, note, event }, wire);
+}
+
+/** Escrow to the provider (less the marketplace fee, to the fee wallet, in the same transaction), and the order to `completed`. */
+async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus, rating: number | null, review: string | null, note: string) {
   const { feeBps, feeWallet } = deps.config.marketplace;
   const fee = feeWallet === null ? 0n : (row.amount * BigInt(feeBps)) / 10_000n;
   const split = fee > 0n && fee < row.amount ? { to: feeWallet!, amount: fee } : undefined;
-  const toProvider = split === undefined ? row.amount : row.amount - fee;
-  await payOutOfEscrow(deps, { to: row.providerWallet, token: row.token, amount: toProvider, split }, ({ signature }) => {
-    const now = deps.clock.now();
-    const full = { ...change, status: "completed" as const, releaseTx: signature, feeAmount: split === undefined ? 0n : fee, dueAt: null };
-    if (!store.transitionInWrite(deps.db, row.id, from, full, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "complete");
-    orderCompletedInWrite(deps, row.agentId, change.rating ?? null);
-    systemMessageInWrite(deps, row, note);
-    orderEventInWrite(deps, row, "order.completed", { releaseTx: signature, rating: change.rating ?? null, review: change.review ?? null });
-  });
-  return (await store.findOrder(deps.db, row.id))!;
+  const wire = await escrowPayout(deps, { to: row.providerWallet, token: row.token, amount: split === undefined ? row.amount : row.amount - fee, split });
+  return runMove(deps, row, from, "complete", { kind: "release", rating, review, note, fee: (split === undefined ? 0n : fee).toString() }, wire);
 }
 
 export async function cancelOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
@@ -268,7 +363,7 @@ export async function cancelOrder(deps: Deps, wallet: string, orderId: string, r
   if (row.status !== "paid") throw wrongState(row, "cancel");
   const why = checkText(reason, "reason", 1000, false);
   const note = `The provider cancelled the order${why === null ? "" : `: ${why}`}. The payment went back to the consumer.`;
-  return orderView(await refund(deps, row, "paid", "cancelled", "cancel", { reason: why }, note));
+  return orderView(await refund(deps, row, "paid", "cancelled", "cancel", why, note, null));
 }
 
 export async function completeOrder(deps: Deps, wallet: string, input: { orderId: string; rating?: number | undefined; review?: string | undefined }): Promise<OrderView> {
@@ -276,7 +371,7 @@ export async function completeOrder(deps: Deps, wallet: string, input: { orderId
   if (row.status !== "delivered") throw wrongState(row, "complete");
   if (input.rating !== undefined && (!Number.isInteger(input.rating) || input.rating < 1 || input.rating > 5)) throw invalid("rating", "a whole number from 1 to 5");
   const review = checkText(input.review, "review", 1000, false);
-  return orderView(await release(deps, row, "delivered", { rating: input.rating ?? null, review }, "The consumer accepted the delivery; the payment went to the provider."));
+  return orderView(await release(deps, row, "delivered", input.rating ?? null, review, "The consumer accepted the delivery; the payment went to the provider."));
 }
 
 export async function disputeOrder(deps: Deps, wallet: string, orderId: string, reason: string): Promise<OrderView> {
@@ -296,14 +391,14 @@ export async function resolveDispute(deps: Deps, orderId: string, outcome: "rele
   const row = await store.findOrder(deps.db, orderId);
   if (row === null) throw notFound();
   if (row.status !== "disputed") throw wrongState(row, "resolve");
-  if (outcome === "release") return orderView(await release(deps, row, "disputed", {}, "The operator resolved the dispute for the provider; the payment went to the provider."));
-  return orderView(await refund(deps, row, "disputed", "refunded", "resolve", {}, "The operator resolved the dispute for the consumer; the payment went back to the consumer."));
+  if (outcome === "release") return orderView(await release(deps, row, "disputed", null, null, "The operator resolved the dispute for the provider; the payment went to the provider."));
+  return orderView(await refund(deps, row, "disputed", "refunded", "resolve", null, "The operator resolved the dispute for the consumer; the payment went back to the consumer.", null));
 }
 
 export const ORDER_LIST_LIMIT = { default: 20, max: 100 };
 
 export async function listOrders(deps: Deps, wallet: string, side: Side, q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
-  const statuses: store.OrderStatus[] = ["proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded"];
+  const statuses: store.OrderStatus[] = ["proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded", "paying", "releasing", "refunding"];
   if (q.status !== undefined && !statuses.includes(q.status as store.OrderStatus)) throw invalid("status", `one of ${statuses.join(", ")}`);
   const limit = q.limit ?? ORDER_LIST_LIMIT.default;
   if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalid("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
@@ -319,19 +414,30 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
 
 /**
  * One round of the timers: proposals unanswered for 24 hours expire; paid orders past their deadline
- * expire with a full refund; deliveries unanswered for 72 hours are completed and released. Due times
- * are stored, so a restart loses nothing. Returns how many orders moved.
+ * expire with a full refund; deliveries unanswered for 72 hours are completed and released; escrow
+ * transactions in flight on an RPC network are settled. Due times and transactions are stored, so a
+ * restart loses nothing. Returns how many orders moved.
  */
 export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
   let moved = 0;
+  for (const row of await store.pendingOrders(deps.db, batch)) {
+    try {
+      if (await reconcile(deps, row)) moved++;
+    } catch (err) {
+      deps.log.warn("escrow transaction not settled yet", { orderId: row.id, error: String(err) });
+    }
+  }
   for (const row of await store.dueOrders(deps.db, deps.clock.now(), batch)) {
     try {
       if (row.status === "proposed") {
-        await transition(deps, row, "expire", { status: "expired", dueAt: null }, () => systemMessageInWrite(deps, row, "The proposal expired unanswered."));
+        await transition(deps, row, "expire", { status: "expired", dueAt: null }, () => {
+          systemMessageInWrite(deps, row, "The proposal expired unanswered.");
+          orderEventInWrite(deps, row, "order.expired", { reason: "proposal_expired" });
+        });
       } else if (row.status === "paid") {
-        await refund(deps, row, "paid", "expired", "expire", {}, "The deadline passed without a delivery; the payment went back to the consumer.", "order.expired");
+        await refund(deps, row, "paid", "expired", "expire", "deadline_passed", "The deadline passed without a delivery; the payment went back to the consumer.", "order.expired");
       } else if (row.status === "delivered") {
-        await release(deps, row, "delivered", {}, "No answer for 72 hours after delivery: the order completed and the payment went to the provider.");
+        await release(deps, row, "delivered", null, null, "No answer for 72 hours after delivery: the order completed and the payment went to the provider.");
       } else {
         continue;
       }

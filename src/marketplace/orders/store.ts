@@ -2,7 +2,8 @@
 import type { Db } from "../../db/open.ts";
 
 export type OrderStatus =
-  | "proposed" | "declined" | "withdrawn" | "paid" | "delivered" | "completed" | "cancelled" | "expired" | "disputed" | "refunded";
+  | "proposed" | "declined" | "withdrawn" | "paid" | "delivered" | "completed" | "cancelled" | "expired" | "disputed" | "refunded"
+  | "paying" | "releasing" | "refunding";
 
 export type OrderRow = {
   id: string;
@@ -27,6 +28,12 @@ export type OrderRow = {
   rating: number | null;
   review: string | null;
   reason: string | null;
+  offerHash: string | null;
+  pendingMove: string | null;
+  pendingFrom: OrderStatus | null;
+  pendingTx: string | null;
+  pendingWire: Uint8Array | null;
+  pendingValidHeight: number | null;
   createdAt: number;
   updatedAt: number;
 };
@@ -34,8 +41,9 @@ export type OrderRow = {
 const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, consumer_wallet AS consumerWallet,
   provider_wallet AS providerWallet, service_id AS serviceId, description, price, CAST(amount AS TEXT) AS amount, token,
   delivery_time_min AS deliveryTimeMin, status, due_at AS dueAt, deadline, escrow_tx AS escrowTx, release_tx AS releaseTx,
-  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, created_at AS createdAt,
-  updated_at AS updatedAt`;
+  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, offer_hash AS offerHash,
+  pending_move AS pendingMove, pending_from AS pendingFrom, pending_tx AS pendingTx, pending_wire AS pendingWire,
+  pending_valid_height AS pendingValidHeight, created_at AS createdAt, updated_at AS updatedAt`;
 
 type RawOrder = Omit<OrderRow, "amount" | "feeAmount"> & { amount: string; feeAmount: string | null };
 const toRow = (raw: RawOrder): OrderRow => ({ ...raw, amount: BigInt(raw.amount), feeAmount: raw.feeAmount === null ? null : BigInt(raw.feeAmount) });
@@ -64,12 +72,18 @@ export async function findOrder(db: Db, id: string): Promise<OrderRow | null> {
 
 /** The fields a transition may change. */
 export type OrderChange = Partial<
-  Pick<OrderRow, "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "result" | "rating" | "review" | "reason" | "token" | "amount">
+  Pick<
+    OrderRow,
+    | "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "result" | "rating" | "review" | "reason"
+    | "token" | "amount" | "offerHash" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
+  >
 >;
 
 const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
   status: "status", dueAt: "due_at", deadline: "deadline", escrowTx: "escrow_tx", releaseTx: "release_tx", refundTx: "refund_tx",
   feeAmount: "fee_amount", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
+  offerHash: "offer_hash", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
+  pendingValidHeight: "pending_valid_height",
 };
 
 /**
@@ -111,10 +125,15 @@ export async function dueOrders(db: Db, now: number, limit: number): Promise<Ord
     .all(now, limit) as RawOrder[]).map(toRow);
 }
 
-/** Sum of base units per token held for orders in escrow (paid, delivered, disputed). */
+/** Orders with an escrow transaction in flight (RPC networks), oldest change first. */
+export async function pendingOrders(db: Db, limit: number): Promise<OrderRow[]> {
+  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE pending_tx IS NOT NULL ORDER BY updated_at LIMIT ?`).all(limit) as RawOrder[]).map(toRow);
+}
+
+/** Sum of base units per token held for orders in escrow (paid, delivered, disputed, and leaving it: releasing, refunding). */
 export async function escrowedTotals(db: Db): Promise<Record<string, bigint>> {
   const rows = db.sqlite
-    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS total FROM market_orders WHERE status IN ('paid', 'delivered', 'disputed') GROUP BY token")
+    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS total FROM market_orders WHERE status IN ('paid', 'delivered', 'disputed', 'releasing', 'refunding') GROUP BY token")
     .all() as { token: string; total: string }[];
   return Object.fromEntries(rows.map((r) => [r.token, BigInt(r.total)]));
 }

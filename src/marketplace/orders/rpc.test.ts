@@ -1,0 +1,126 @@
+// Orders on an RPC network (devnet, against a LiteSVM-backed JSON-RPC server): the escrow transaction is
+// recorded with the order in paying/releasing/refunding before it is sent, finished when the chain
+// confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
+// never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Keypair } from "@solana/web3.js";
+import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
+import { testDeps } from "../../../test/helpers/deps.ts";
+import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { createCustodialWallet } from "../../wallets/custody.ts";
+import { registerAgent } from "../agents.ts";
+import { startConversation } from "../conversations.ts";
+import { escrowWallet } from "./escrow.ts";
+import { acceptOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, runOrderTimers } from "./orders.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+const FEE_WALLET = Keypair.generate().publicKey.toBase58();
+let rpc: LiteSvmRpc;
+beforeAll(async () => {
+  rpc = await startLiteSvmRpc();
+});
+afterAll(async () => {
+  await rpc.stop();
+});
+
+async function setup() {
+  const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url, MARKETPLACE_FEE_BPS: "250", MARKETPLACE_FEE_WALLET: FEE_WALLET });
+  const provider = (await createCustodialWallet(deps)).address;
+  const consumer = (await createCustodialWallet(deps)).address;
+  rpc.setLamports(consumer, SOL);
+  rpc.mintUsdc(consumer, 100n * USDC);
+  rpc.setLamports(await escrowWallet(deps), SOL); // on RPC networks the operator funds the escrow's fees
+  const agent = await registerAgent(deps, provider, { endpoint: "https://agent.example/hook", profile: { name: "Agent", basePrice: "1" } });
+  const { conversation } = await startConversation(deps, consumer, agent.agentId, "hello");
+  const propose = async (price: string) =>
+    (await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "work", price, deliveryTime: 60 })).orderId;
+  const accept = (d: Deps, orderId: string) => acceptOrder(d, consumer, { orderId, conversationId: conversation.conversationId, paymentMethod: "usdc" });
+  const status = async (orderId: string) => (await listOrders(deps, consumer, "consumer", { limit: 100 })).orders.find((o) => o.orderId === orderId)!.status;
+  const usdc = async (address: string) => (await deps.ledger.getBalances(address)).usdc ?? 0n;
+  return { deps, provider, consumer, propose, accept, status, usdc };
+}
+
+/** The same deps whose ledger loses the answer of `submit`: `sent` says whether the transaction went out first. */
+function losingAnswers(deps: Deps, sent: boolean): Deps {
+  return {
+    ...deps,
+    ledger: {
+      ...deps.ledger,
+      submit: async (wire, options) => {
+        if (sent) await deps.ledger.submit(wire, options);
+        throw new AppError("CHAIN_UNAVAILABLE", "the RPC did not answer");
+      },
+    },
+  };
+}
+
+describe("orders on an RPC network", () => {
+  test("paid → delivered → completed: exact balances, fee in the same transaction, escrow invariant", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const feeBefore = await m.usdc(FEE_WALLET);
+    const orderId = await m.propose("40");
+    const paid = await m.accept(m.deps, orderId);
+    expect(paid.order.status).toBe("paid");
+    expect([await m.usdc(m.consumer), await m.usdc(escrow)]).toEqual([60n * USDC, 40n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 40n * USDC });
+    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    const done = await completeOrder(m.deps, m.consumer, { orderId, rating: 4 });
+    expect(done.status).toBe("completed");
+    expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore, await m.usdc(escrow)]).toEqual([39n * USDC, 1n * USDC, 0n]);
+  }, 30_000);
+
+  test("an answer lost after the payment landed: the order waits in paying, and the reconciler finishes it", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await expect(m.accept(losingAnswers(m.deps, true), orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect(await m.status(orderId)).toBe("paying");
+    expect(await m.accept(m.deps, orderId).catch((e: AppError) => e.code)).toBe("INVALID_STATE"); // no second payment
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect(await m.status(orderId)).toBe("paid");
+    expect(await m.usdc(m.consumer)).toBe(90n * USDC);
+  }, 30_000);
+
+  test("a payment that never left is sent again by the reconciler", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await expect(m.accept(losingAnswers(m.deps, false), orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["paying", 100n * USDC]);
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["paid", 90n * USDC]);
+  }, 30_000);
+
+  test("a payment whose blockhash expired unsent: the order goes back to proposed and nothing moved", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await expect(m.accept(losingAnswers(m.deps, false), orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    rpc.expireBlockhash();
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["proposed", 100n * USDC]);
+    expect((await m.accept(m.deps, orderId)).order.status).toBe("paid"); // and it can be paid again
+  }, 30_000);
+
+  test("a release whose answer was lost: releasing, then completed by the reconciler, paid once", async () => {
+    const m = await setup();
+    const orderId = await m.propose("20");
+    await m.accept(m.deps, orderId);
+    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    const feeBefore = await m.usdc(FEE_WALLET); // the fee wallet is shared by the tests of this file
+    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect(await m.status(orderId)).toBe("releasing");
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 20n * USDC }); // until confirmed it counts as held
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect(await m.status(orderId)).toBe("completed");
+    expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore]).toEqual([19_500_000n, 500_000n]);
+    expect(await runOrderTimers(m.deps)).toBe(0);
+  }, 30_000);
+
+  test("too little money on chain: INSUFFICIENT_FUNDS, the order stays proposed", async () => {
+    const m = await setup();
+    const orderId = await m.propose("500");
+    await expect(m.accept(m.deps, orderId)).rejects.toMatchObject({ code: "INSUFFICIENT_FUNDS" });
+    expect(await m.status(orderId)).toBe("proposed");
+  }, 30_000);
+});
