@@ -201,6 +201,12 @@ e2e("more of the pages in Chromium", () => {
     await page.getByLabel("Access days (empty: forever)").fill("two");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByText("Access days must be a whole number").waitFor();
+    await page.getByLabel("Access days (empty: forever)").fill("30");
+    await page.getByLabel("Sites the checkout may return to (origins, comma-separated)").fill("https://shop.example, https://app.example");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("button", { name: "New product" }).waitFor(); // the form closed
+    const beta = (await call(server.url, "/dashboard/api/products", { token })).body.products.find((p: Json) => p.title === "Beta");
+    expect([beta.accessDays, beta.redirectOrigins]).toEqual([30, ["https://shop.example", "https://app.example"]]);
   }, 30_000);
 
   test("tokens: filtered by status and wallet, revoked after a confirmation; purchases listed", async () => {

@@ -49,7 +49,12 @@ export function dashboardToken(deps: Deps, request: Request): string {
 
 export function requireSameOrigin(deps: Deps, request: Request): void {
   const origin = request.headers.get("origin");
-  if (origin !== new URL(deps.baseUrl).origin) {
-    throw new AppError("FORBIDDEN", "a change made with the session cookie must come from this server's pages (Origin)");
+  const expected = new URL(deps.baseUrl).origin;
+  if (origin !== expected) {
+    throw new AppError(
+      "FORBIDDEN",
+      `a change made with the session cookie must come from this server's pages at ${expected} (Origin); ` +
+        "if you open the dashboard at another address, set BASE_URL to it",
+    );
   }
 }

@@ -9,7 +9,7 @@ import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, when
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
   productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string;
-  network: string; featureIds: string[]; payTo: string; accessDays: number | null; status: string; paymentUrl: string; createdAt: string;
+  network: string; featureIds: string[]; payTo: string; accessDays: number | null; redirectOrigins: string[]; status: string; paymentUrl: string; createdAt: string;
 };
 type Key = { keyId: string; label: string; prefix: string; createdAt: string; lastUsedAt: string | null; revokedAt: string | null };
 type TokenRecord = { accessToken: string; productId: string; productTitle: string; walletAddress: string; txHash: string; status: string; createdAt: string };
@@ -129,6 +129,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
     title: product?.title ?? "", description: product?.description ?? "", type: product?.type ?? "feature_unlock",
     price: product?.price ?? "", currency: product?.currency ?? "USDC", featureIds: product?.featureIds.join(", ") ?? "",
     payTo: product?.payTo ?? "", accessDays: product?.accessDays?.toString() ?? "",
+    redirectOrigins: product?.redirectOrigins.join(", ") ?? "",
   });
   const [error, setError] = useState<unknown>(null);
   const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
@@ -139,6 +140,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
       title: form.title, description: form.description, price: form.price, currency: form.currency,
       featureIds: form.featureIds.split(",").map((s) => s.trim()).filter(Boolean),
       accessDays: form.accessDays.trim() === "" ? null : Number(form.accessDays),
+      redirectOrigins: form.redirectOrigins.split(",").map((s) => s.trim()).filter(Boolean),
     };
     if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
       setError(new Error("Access days must be a whole number of days, or empty for access that never ends."));
@@ -170,6 +172,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
         <div><label for="p-features">Feature ids (comma-separated)</label><input id="p-features" value={form.featureIds} onInput={set("featureIds")} /></div>
         <div><label for="p-days">Access days (empty: forever)</label><input id="p-days" inputMode="numeric" value={form.accessDays} onInput={set("accessDays")} /></div>
         <div><label for="p-payto">Pay to (empty: your wallet)</label><input id="p-payto" value={form.payTo} onInput={set("payTo")} /></div>
+        <div><label for="p-origins">Sites the checkout may return to (origins, comma-separated)</label><input id="p-origins" placeholder="https://shop.example" value={form.redirectOrigins} onInput={set("redirectOrigins")} /></div>
       </div>
       <label for="p-description">Description</label>
       <textarea id="p-description" rows={3} maxLength={2000} value={form.description} onInput={set("description")} />
