@@ -241,8 +241,28 @@ describe("orders", () => {
     });
     expect((await balances(wallet.address)).usdc).toBe(10n * USDC);
     const signed = signCheckout(first.unsignedTransaction, keypair);
+    // The offer was for USDC: the same signed transfer presented as a payment in another token is refused.
+    expect(await client.call("consumer_accept_order", { orderId, conversationId, paymentMethod: "wgt", signedTransaction: signed })).toMatchObject({
+      success: false,
+      code: "PAYMENT_MISMATCH",
+    });
     const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signed });
     expect(paid.order.status).toBe("paid");
     expect((await balances(wallet.address)).usdc).toBe(7n * USDC);
+  }, 30_000);
+
+  test("a connected consumer that sent the escrow transfer itself: the accept with it finishes the order, paid once", async () => {
+    const wallet = newWallet();
+    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
+    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const client = await connectMcp(server.url, "self-sending-consumer", (await signIn(server.url, wallet)).sessionToken as string);
+    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const orderId = await propose(conversationId, "4");
+    const offer = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
+    const signed = signCheckout(offer.unsignedTransaction, keypair);
+    await client.ok("wallet_submit_transaction", { transaction: signed });
+    const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signed });
+    expect(paid.order).toMatchObject({ status: "paid" });
+    expect((await balances(wallet.address)).usdc).toBe(6n * USDC);
   }, 30_000);
 });

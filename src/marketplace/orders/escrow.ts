@@ -14,23 +14,16 @@ import * as store from "./store.ts";
 const ESCROW_SOL_FLOOR = 50_000_000n; // 0.05 SOL
 const ESCROW_SOL_TOP_UP = 1_000_000_000n; // 1 SOL
 
-/** Creations in flight, per database, so that concurrent first uses create one wallet. */
-const creating = new WeakMap<object, Promise<string>>();
-
-/** The network's escrow wallet, created (custodial) on first use. */
+/**
+ * The network's escrow wallet, created (custodial) on first use. Two first uses at once may each create a
+ * wallet; the first one recorded stands and the other is never used (it holds nothing).
+ */
 export async function escrowWallet(deps: Deps): Promise<string> {
   const network = deps.config.network;
   const known = await store.findEscrow(deps.db, network);
   if (known !== null) return known;
-  let pending = creating.get(deps.db);
-  if (pending === undefined) {
-    pending = (async () => {
-      const { address } = await createCustodialWallet(deps, `marketplace escrow (${network})`);
-      return store.saveEscrow(deps.db, network, address, deps.clock.now());
-    })().finally(() => creating.delete(deps.db));
-    creating.set(deps.db, pending);
-  }
-  return pending;
+  const { address } = await createCustodialWallet(deps, `marketplace escrow (${network})`);
+  return store.saveEscrow(deps.db, network, address, deps.clock.now());
 }
 
 /** Keeps enough SOL in the escrow for the fees of its transfers (localnet faucet; elsewhere the operator funds it). */
@@ -40,10 +33,12 @@ async function fuelEscrow(deps: Deps, escrow: string): Promise<void> {
 }
 
 const messageHash = (wire: Uint8Array) => sha256Hex(parseTransaction(wire).messageBytes);
+/** What an offer to a connected consumer binds: the message to sign, and the payment it makes. */
+const offerOf = (hash: string, intent: TransferIntent) => `${hash}:${intent.token}:${intent.amount}:${intent.to}`;
 
 export type EscrowPayment =
   | { kind: "signed"; wire: Uint8Array; intent: TransferIntent }
-  /** For a connected consumer to sign; `offerHash` names the message it must sign, exactly. */
+  /** For a connected consumer to sign; `offerHash` names the message it must sign and the payment it makes. */
   | { kind: "unsigned"; transaction: string; offerHash: string };
 
 /**
@@ -60,7 +55,7 @@ export async function escrowPayment(
   if (signer.kind === "custodial") return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
   if (payment.signed === undefined) {
     const wire = await deps.ledger.buildTransfer(intent);
-    return { kind: "unsigned", transaction: encodeBase64(wire), offerHash: messageHash(wire) };
+    return { kind: "unsigned", transaction: encodeBase64(wire), offerHash: offerOf(messageHash(wire), intent) };
   }
   const wire = decodeBase64Strict(payment.signed);
   if (wire === null) throw new AppError("VALIDATION_ERROR", "signedTransaction must be standard base64");
@@ -70,7 +65,8 @@ export async function escrowPayment(
   } catch {
     throw new AppError("VALIDATION_ERROR", "signedTransaction is not a serialized Solana transaction");
   }
-  if (payment.offerHash === null || hash !== payment.offerHash) {
+  // The offer names its message and what it pays: a transaction offered for another token or amount is refused.
+  if (payment.offerHash === null || offerOf(hash, intent) !== payment.offerHash) {
     throw new AppError("PAYMENT_MISMATCH", "sign the escrow transfer this tool returned last (call it without signedTransaction for a fresh one)", {
       details: { reason: "transaction" },
     });

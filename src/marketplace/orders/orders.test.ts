@@ -47,6 +47,37 @@ const usdcOf = async (deps: Deps, address: string) => (await deps.ledger.getBala
 const statusOf = async (deps: Deps, orderId: string, wallet: string) =>
   (await (await import("./orders.ts")).listOrders(deps, wallet, "consumer", { limit: 100 })).orders.find((o) => o.orderId === orderId)!.status;
 
+describe("late actions and the fee", () => {
+  test("a delivery after the deadline and a dispute after 72 hours are refused, even before the timer runs", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, buyers } = await market(deps, 2);
+    const [a, b] = buyers;
+    const late = await createOrder(deps, provider, { conversationId: a!.conversationId, description: "x", price: "5", deliveryTime: 10 });
+    await acceptOrder(deps, a!.address, { orderId: late.orderId, conversationId: a!.conversationId, paymentMethod: "usdc" });
+    const done = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "y", price: "5", deliveryTime: 10 });
+    await acceptOrder(deps, b!.address, { orderId: done.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+    await deliverOrder(deps, provider, { orderId: done.orderId, result: "r" });
+    clock.advance(10 * 60_000);
+    await expect(deliverOrder(deps, provider, { orderId: late.orderId, result: "too late" })).rejects.toMatchObject({ code: "INVALID_STATE" });
+    clock.advance(AUTO_RELEASE_MS);
+    await expect(disputeOrder(deps, b!.address, done.orderId, "no")).rejects.toMatchObject({ code: "INVALID_STATE" });
+  });
+
+  test("a fee of 100 % pays everything to the fee wallet; a fee that rounds to nothing pays everything to the provider", async () => {
+    for (const [bps, price, toProvider, toFee] of [["10000", "3", 0n, 3n * USDC], ["1", "0.0099", 9_900n, 0n]] as const) {
+      const feeWallet = (await import("@solana/web3.js")).Keypair.generate().publicKey.toBase58();
+      const { deps } = await testDeps({ MARKETPLACE_FEE_BPS: bps, MARKETPLACE_FEE_WALLET: feeWallet });
+      const { provider, buyers } = await market(deps);
+      const [b] = buyers;
+      const o = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "x", price, deliveryTime: 10 });
+      await acceptOrder(deps, b!.address, { orderId: o.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+      await deliverOrder(deps, provider, { orderId: o.orderId, result: "r" });
+      await completeOrder(deps, b!.address, { orderId: o.orderId });
+      expect([await usdcOf(deps, provider), await usdcOf(deps, feeWallet)]).toEqual([toProvider, toFee]);
+    }
+  });
+});
+
 describe("timers", () => {
   test("an unanswered proposal expires after 24 hours; accepting it then is INVALID_STATE", async () => {
     const { deps, clock } = await testDeps();

@@ -216,6 +216,7 @@ export async function acceptOrder(
 export async function deliverOrder(deps: Deps, wallet: string, input: { orderId: string; result: string; message?: string | undefined }): Promise<OrderView> {
   const row = await orderFor(deps, input.orderId, wallet, "provider");
   if (row.status !== "paid") throw wrongState(row, "deliver");
+  if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the delivery deadline has passed; the order is refunded");
   const result = checkText(input.result, "result", MAX_TEXT, true)!;
   const message = checkText(input.message, "message", MAX_TEXT, false);
   return orderView(
@@ -237,6 +238,10 @@ type Move =
 /** The state an order waits in while its escrow transaction is in flight on an RPC network. */
 const PENDING: Record<Move["kind"], store.OrderStatus> = { accept: "paying", refund: "refunding", release: "releasing" };
 const NOT_PENDING = { pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null } as const;
+/** Blocks added to a recorded transaction's last valid height before the reconciler may give it up. */
+const VALID_HEIGHT_MARGIN = 150;
+/** A recorded transaction is left to the request that sent it for this long before the reconciler looks. */
+export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
 const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
 
@@ -286,18 +291,30 @@ async function runMove(
 ): Promise<store.OrderRow> {
   const stale = () => wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
   if (deps.config.network === "localnet") {
-    await deps.ledger.submit(wire, {
-      ownTransfer: true,
-      alongside: (applied) => {
-        check?.(applied.transfers);
-        if (!finishInWrite(deps, row, from, move, applied.signature)) throw stale();
-      },
-    });
+    try {
+      await deps.ledger.submit(wire, {
+        ownTransfer: true,
+        alongside: (applied) => {
+          check?.(applied.transfers);
+          if (!finishInWrite(deps, row, from, move, applied.signature)) throw stale();
+        },
+      });
+    } catch (err) {
+      // The very transaction is already on the ledger (the consumer sent it itself): finish from what it moved.
+      if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
+      const landed = await deps.ledger.getTransaction(parseTransaction(wire).signature);
+      if (landed === null || landed.status !== "confirmed") throw err;
+      check?.(landed.transfers);
+      await deps.db.write(() => {
+        if (!finishInWrite(deps, row, from, move, landed.signature)) throw stale();
+      });
+    }
     return (await store.findOrder(deps.db, row.id))!;
   }
   const signature = parseTransaction(wire).signature;
-  // An upper bound of the height until which this transaction can land (its blockhash is no newer).
-  const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight;
+  // An upper bound of the height until which this transaction can land: its blockhash is no newer than
+  // the latest, and the margin covers an RPC node behind another.
+  const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + VALID_HEIGHT_MARGIN;
   const pending = PENDING[move.kind];
   await deps.db.write(() => {
     const recorded: store.OrderChange = { status: pending, pendingMove: JSON.stringify(move), pendingFrom: from, pendingTx: signature, pendingWire: wire, pendingValidHeight: validHeight };
@@ -307,7 +324,9 @@ async function runMove(
     await deps.ledger.submit(wire, { ownTransfer: true, finalized: deps.config.network === "mainnet" });
   } catch (err) {
     if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
-    throw err;
+    // Already on chain (the consumer broadcast it itself): finished below; anything else is the reconciler's.
+    const landed = err instanceof AppError && err.code === "CONFLICT" ? await deps.ledger.getTransaction(signature) : null;
+    if (landed?.status !== "confirmed") throw err;
   }
   await deps.db.write(() => {
     if (!finishInWrite(deps, row, pending, move, signature)) throw stale();
@@ -323,22 +342,20 @@ async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatu
 async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   const move = JSON.parse(row.pendingMove!) as Move;
   const from = row.pendingFrom!;
+  // The height first: a transaction not found after it was read cannot land later once that height is past its limit.
+  const height = await deps.ledger.blockHeight();
   const landed = await deps.ledger.getTransaction(row.pendingTx!);
-  if (landed?.status === "confirmed") {
-    return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
-  }
-  if (landed?.status === "failed" || (await deps.ledger.blockHeight()) > row.pendingValidHeight!) {
+  if (landed?.status === "confirmed") return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
+  if (landed?.status === "failed" || height > row.pendingValidHeight!) {
     await revertMove(deps, row.id, row.status, from);
     return true;
   }
   try {
-    await deps.ledger.submit(row.pendingWire!, { ownTransfer: true });
-  } catch (err) {
-    if (err instanceof AppError && REFUSED.has(err.code)) {
-      await revertMove(deps, row.id, row.status, from);
-      return true;
-    }
-    return false; // still unknown (or already sent): asked again next round
+    await deps.ledger.submit(row.pendingWire!, { ownTransfer: true, finalized: deps.config.network === "mainnet" });
+  } catch {
+    // Refused on the way (a lagging node, a simulation) or still unknown: the bytes sent before stay valid
+    // until their height, so nothing goes back before then. Asked again next round.
+    return false;
   }
   return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
 }
@@ -353,9 +370,14 @@ async function refund(deps: Deps, row: store.OrderRow, from: store.OrderStatus, 
 async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus, rating: number | null, review: string | null, note: string) {
   const { feeBps, feeWallet } = deps.config.marketplace;
   const fee = feeWallet === null ? 0n : (row.amount * BigInt(feeBps)) / 10_000n;
-  const split = fee > 0n && fee < row.amount ? { to: feeWallet!, amount: fee } : undefined;
-  const wire = await escrowPayout(deps, { to: row.providerWallet, token: row.token, amount: split === undefined ? row.amount : row.amount - fee, split });
-  return runMove(deps, row, from, "complete", { kind: "release", rating, review, note, fee: (split === undefined ? 0n : fee).toString() }, wire);
+  const payout =
+    fee === 0n
+      ? { to: row.providerWallet, token: row.token, amount: row.amount }
+      : fee >= row.amount
+        ? { to: feeWallet!, token: row.token, amount: row.amount } // a fee of 100 %
+        : { to: row.providerWallet, token: row.token, amount: row.amount - fee, split: { to: feeWallet!, amount: fee } };
+  const wire = await escrowPayout(deps, payout);
+  return runMove(deps, row, from, "complete", { kind: "release", rating, review, note, fee: (fee >= row.amount ? row.amount : fee).toString() }, wire);
 }
 
 export async function cancelOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
@@ -377,6 +399,7 @@ export async function completeOrder(deps: Deps, wallet: string, input: { orderId
 export async function disputeOrder(deps: Deps, wallet: string, orderId: string, reason: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "consumer");
   if (row.status !== "delivered") throw wrongState(row, "dispute");
+  if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "72 hours have passed since delivery: the order completes");
   const why = checkText(reason, "reason", 1000, true)!;
   return orderView(
     await transition(deps, row, "dispute", { status: "disputed", reason: why, dueAt: null }, () => {
@@ -420,7 +443,7 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
  */
 export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
   let moved = 0;
-  for (const row of await store.pendingOrders(deps.db, batch)) {
+  for (const row of await store.pendingOrders(deps.db, deps.clock.now() - RECONCILE_AFTER_MS, batch)) {
     try {
       if (await reconcile(deps, row)) moved++;
     } catch (err) {

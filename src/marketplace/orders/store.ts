@@ -121,13 +121,15 @@ export async function ordersOfConversation(db: Db, conversationId: string): Prom
 
 /** Orders whose current state ends by itself at or before `now`, oldest first. */
 export async function dueOrders(db: Db, now: number, limit: number): Promise<OrderRow[]> {
-  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`)
+  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders
+    WHERE due_at IS NOT NULL AND due_at <= ? AND status IN ('proposed', 'paid', 'delivered') ORDER BY due_at LIMIT ?`)
     .all(now, limit) as RawOrder[]).map(toRow);
 }
 
-/** Orders with an escrow transaction in flight (RPC networks), oldest change first. */
-export async function pendingOrders(db: Db, limit: number): Promise<OrderRow[]> {
-  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE pending_tx IS NOT NULL ORDER BY updated_at LIMIT ?`).all(limit) as RawOrder[]).map(toRow);
+/** Orders with an escrow transaction in flight (RPC networks) recorded at or before `recordedBefore`, oldest first. */
+export async function pendingOrders(db: Db, recordedBefore: number, limit: number): Promise<OrderRow[]> {
+  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE pending_tx IS NOT NULL AND updated_at <= ? ORDER BY updated_at LIMIT ?`)
+    .all(recordedBefore, limit) as RawOrder[]).map(toRow);
 }
 
 /** Sum of base units per token held for orders in escrow (paid, delivered, disputed, and leaving it: releasing, refunding). */
