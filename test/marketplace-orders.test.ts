@@ -4,6 +4,7 @@
 // stranger and the wrong side; two racing accepts; too little money; a connected (non-custodial) consumer.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
+import { Webhook } from "standardwebhooks";
 import { loadConfig } from "../src/config.ts";
 import { withCommandDeps } from "../src/cli/context.ts";
 import { escrowWallet } from "../src/marketplace/orders/escrow.ts";
@@ -14,7 +15,25 @@ import { newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
 const FEE_WALLET = Keypair.generate().publicKey.toBase58();
 let server: TestServer;
-const hook = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
+/** The agent's endpoint: every notification is verified with the agent's secret (npm standardwebhooks). */
+const received: { type: string; orderId?: string; verified: boolean }[] = [];
+let webhookSecret = "";
+const hook = Bun.serve({
+  port: 0,
+  hostname: "127.0.0.1",
+  async fetch(request) {
+    const text = await request.text();
+    let verified = true;
+    try {
+      new Webhook(webhookSecret).verify(text, Object.fromEntries(request.headers));
+    } catch {
+      verified = false;
+    }
+    const body = JSON.parse(text) as Json;
+    received.push({ type: body.type, orderId: body.orderId, verified });
+    return new Response("ok");
+  },
+});
 let agentId: string;
 let provider: McpTestClient;
 let providerAddress: string;
@@ -34,6 +53,7 @@ beforeAll(async () => {
     services: [{ title: "Page", description: "One page", price: "10", deliveryTime: 60 }],
   });
   agentId = registered.agent.agentId;
+  webhookSecret = registered.webhookSecret;
 }, 30_000);
 afterAll(async () => {
   await hook.stop(true);
@@ -90,6 +110,11 @@ describe("orders", () => {
     expect((await balances(c.address)).usdc).toBe(60n * USDC);
     const agent = await c.client.ok("consumer_get_agent", { agentId });
     expect(agent.agent).toMatchObject({ completedOrders: 1, ratingCount: 1, rating: 5 });
+    // The agent heard of the payment and the completion, signed under its secret.
+    const deadline = Date.now() + 15_000;
+    const ofOrder = () => received.filter((r) => r.orderId === orderId);
+    while (ofOrder().length < 2 && Date.now() < deadline) await Bun.sleep(100);
+    expect(ofOrder().map((r) => [r.type, r.verified])).toEqual([["order.accepted", true], ["order.completed", true]]);
     const conversation = await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId });
     expect(conversation.orders.map((o: Json) => [o.orderId, o.status])).toEqual([[orderId, "completed"]]);
     expect(conversation.messages.filter((m: Json) => m.from === "system").length).toBeGreaterThanOrEqual(4);

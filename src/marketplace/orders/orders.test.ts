@@ -14,6 +14,7 @@ import { openDatabase } from "../../db/open.ts";
 import { AppError } from "../../errors.ts";
 import { manualClock } from "../../lib/clock.ts";
 import { cryptoRandom } from "../../lib/ids.ts";
+import { encodeBase58 } from "../../lib/encoding.ts";
 import { createLogger } from "../../log.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
@@ -161,10 +162,12 @@ function prng(seed: number) {
 }
 
 describe("property: escrow = sum of paid, delivered and disputed orders", () => {
-  test("after every step of random operation sequences (5 seeds × 60 steps)", async () => {
+  test("after every step of random operation sequences (5 seeds × 60 steps; USDC or the service token; a 3 % fee)", async () => {
     for (const seed of [1, 2, 3, 4, 5]) {
-      const { deps, clock } = await testDeps();
+      const feeWallet = encodeBase58(cryptoRandom(32));
+      const { deps, clock } = await testDeps({ MARKETPLACE_FEE_BPS: "300", MARKETPLACE_FEE_WALLET: feeWallet });
       const { provider, buyers } = await market(deps, 3);
+      for (const b of buyers) await deps.ledger.airdrop(b.address, { token: 100n * USDC });
       const escrow = await escrowWallet(deps);
       const orders: { orderId: string; buyer: (typeof buyers)[number] }[] = [];
       const random = prng(seed);
@@ -182,7 +185,9 @@ describe("property: escrow = sum of paid, delivered and disputed orders", () => 
             orders.push({ orderId: o.orderId, buyer });
           } else {
             const { orderId, buyer } = target;
-            if (op === "accept") await acceptOrder(deps, buyer.address, { orderId, conversationId: buyer.conversationId, paymentMethod: "usdc" });
+            if (op === "accept") {
+              await acceptOrder(deps, buyer.address, { orderId, conversationId: buyer.conversationId, paymentMethod: random() < 0.7 ? "usdc" : "wgt" });
+            }
             if (op === "decline") await declineOrder(deps, buyer.address, orderId);
             if (op === "withdraw") await withdrawOrder(deps, provider, orderId);
             if (op === "deliver") await deliverOrder(deps, provider, { orderId, result: "r" });
@@ -198,15 +203,20 @@ describe("property: escrow = sum of paid, delivered and disputed orders", () => 
         } catch (err) {
           if (!(err instanceof AppError && tolerated.has(err.code))) throw new Error(`seed ${seed}, step ${step} (${op}): ${String(err)}`);
         }
-        const held = await usdcOf(deps, escrow);
-        const owed = (await escrowedTotals(deps)).usdc ?? 0n;
-        expect({ seed, step, op, held }).toEqual({ seed, step, op, held: owed });
+        const balances = await deps.ledger.getBalances(escrow);
+        const owed = await escrowedTotals(deps);
+        const held = { usdc: balances.usdc ?? 0n, wgt: balances.wgt ?? 0n };
+        expect({ seed, step, op, held }).toEqual({ seed, step, op, held: { usdc: owed.usdc ?? 0n, wgt: owed.wgt ?? 0n } });
       }
-      // No money appears or vanishes: what the buyers lost is what the provider and the escrow hold.
-      let lost = 0n;
-      for (const b of buyers) lost += start.get(b.address)! - (await usdcOf(deps, b.address));
-      const gained = (await usdcOf(deps, provider)) - start.get(provider)!;
-      expect(lost).toBe(gained + (await usdcOf(deps, escrow)));
+      // No money appears or vanishes, per token: what the buyers lost is what the provider, the fee wallet
+      // and the escrow hold.
+      for (const token of ["usdc", "wgt"]) {
+        const of = async (address: string) => (await deps.ledger.getBalances(address))[token] ?? 0n;
+        let lost = 0n;
+        for (const b of buyers) lost += (token === "usdc" ? start.get(b.address)! : 100n * USDC) - (await of(b.address));
+        const gained = (await of(provider)) - (token === "usdc" ? start.get(provider)! : 0n) + (await of(feeWallet));
+        expect({ seed, token, lost }).toEqual({ seed, token, lost: gained + (await of(escrow)) });
+      }
     }
   }, 60_000);
 });
