@@ -229,7 +229,9 @@ e2e("more of the pages in Chromium", () => {
     await page.getByText("revoked", { exact: true }).waitFor();
     await page.getByLabel("Wallet").fill("");
     await page.getByLabel("Wallet").press("Enter");
+    await page.getByText("1–2 of 2").waitFor(); // both again, before the next filter
     await page.getByLabel("Status").selectOption("active");
+    await page.getByTitle(a.address).waitFor({ state: "detached" }); // a's token is revoked: filtered out
     await page.getByText("1–1 of 1").waitFor();
     expect(await page.getByTitle(b.address).count()).toBe(1);
     await page.getByRole("link", { name: "Purchases" }).click();
