@@ -27,6 +27,7 @@ import type { RequestMeta } from "./app.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
 import dashboardPage from "./dashboard/web/dashboard.html";
 import payPage from "./dashboard/web/pay.html";
+import { createPageCache, pageOf, PAGE_SOURCES, type PageCache } from "./dashboard/pages.ts";
 
 export type RunningServer = {
   url: string;
@@ -72,6 +73,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const appReady = Promise.withResolvers<Fetch>(); // requests that arrive while the app is loading wait
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
 
+  let pages: PageCache; // set once the server listens (it reads the pages' HTML from itself)
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
     const started = performance.now();
     const requestId = crypto.randomUUID();
@@ -79,7 +81,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     let response: Response;
     try {
       const length = incoming.headers.get("content-length");
-      if (length !== null && Number(length) > config.maxBodyBytes) {
+      const page = pageOf(incoming.method, pathOf(incoming.url));
+      if (page !== null) {
+        response = await pages.respond(page, incoming.method);
+      } else if (length !== null && Number(length) > config.maxBodyBytes) {
         response = errorResponse(tooLarge());
       } else if (length === null && incoming.body !== null) {
         const body = await readCapped(incoming, config.maxBodyBytes);
@@ -117,14 +122,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     development: false,
     // Bun's own cap is only a backstop; the limit with our error body is enforced in `handle`.
     maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 1024 * 1024),
-    // Pages are answered by Bun from the bundle; everything else goes through `handle`.
+    // Bun serves the pages' bundles (HTML at internal paths, hashed assets); the pages themselves are
+    // answered by `handle` from that HTML, with their security headers (dashboard/pages.ts).
     routes: {
-      "/dashboard": dashboardPage,
-      "/pay/:productId": payPage,
+      [PAGE_SOURCES.dashboard]: dashboardPage,
+      [PAGE_SOURCES.pay]: payPage,
     },
     fetch: handle,
   });
   const port = server.port ?? config.port;
+  const loopback = config.host === "0.0.0.0" ? "127.0.0.1" : config.host === "::" ? "[::1]" : config.host.includes(":") ? `[${config.host}]` : config.host;
+  pages = createPageCache(`http://${loopback}:${port}`);
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
   // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
   // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).

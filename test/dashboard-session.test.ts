@@ -134,16 +134,26 @@ describe("the checkout page's product read", () => {
     expect((await raw(`/pay/${id}/product`)).body.status).toBe("archived");
   });
 
-  test("the pages are served: /dashboard and /pay/:productId are HTML that loads its bundle", async () => {
+  test("the pages are served with their security headers and a request id: HTML that loads its bundle", async () => {
     for (const path of ["/dashboard", "/pay/prod_x"]) {
       const res = await fetch(server.url + path);
       expect(res.status).toBe(200);
       expect(res.headers.get("content-type")).toContain("text/html");
+      expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+      expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
+      expect(res.headers.get("x-frame-options")).toBe("DENY");
+      expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
       const html = await res.text();
       const script = /<script[^>]+src="([^"]+)"/.exec(html)![1]!;
       const js = await fetch(new URL(script, server.url));
       expect(js.status).toBe(200);
       expect(html).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)/); // no CDN: nothing but this server
     }
+    // The checkout API under /pay is not a page.
+    const api = await fetch(`${server.url}/pay/prod_x/product`);
+    expect([api.status, ((await api.json()) as Json).code]).toEqual([404, "NOT_FOUND"]);
+    const log = server.output();
+    expect(log).toContain('"path":"/dashboard"');
   });
 });
