@@ -126,7 +126,7 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
 
 export type App = {
   /** Answers one request: from the start-up app, or from the route group its path belongs to. */
-  handle(request: Request): Promise<Response>;
+  handle(request: Request): Response | Promise<Response>;
 };
 
 export function createApp(deps: Deps, options: AppOptions): App {
@@ -139,34 +139,42 @@ export function createApp(deps: Deps, options: AppOptions): App {
   for (const routes of eager()) core = core.use(routes);
 
   type Fetch = (request: Request) => Response | Promise<Response>;
-  const built = new Map<string, Promise<Fetch>>();
-  const lazily = (key: string, build: () => Promise<Elysia<any, any, any, any, any, any, any>>): Promise<Fetch> => {
-    let app = built.get(key);
-    if (app === undefined) {
-      app = build().then((a) => a.fetch);
+  const building = new Map<string, Promise<Fetch>>();
+  /** Built groups, called directly: no promise in the way of every request once a group exists. */
+  const ready = new Map<string, Fetch>();
+  const lazily = (key: string, build: () => Promise<Elysia<any, any, any, any, any, any, any>>, request: Request): Response | Promise<Response> => {
+    const fetch = ready.get(key);
+    if (fetch !== undefined) return fetch(request);
+    let pending = building.get(key);
+    if (pending === undefined) {
+      pending = build().then((a) => {
+        ready.set(key, a.fetch);
+        return a.fetch;
+      });
       // A failed build (it should not) is retried by the next request rather than kept.
-      app.catch(() => built.delete(key));
-      built.set(key, app);
+      pending.catch(() => building.delete(key));
+      building.set(key, pending);
     }
-    return app;
+    return pending.then((f) => f(request));
   };
 
   const coreFetch = core.fetch;
+  const groups = LAZY_GROUPS.map((group) => ({
+    prefixes: group.prefixes,
+    key: group.prefixes[0]!,
+    build: async () => {
+      let app = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
+      for (const routes of await group.load(deps, clientOf)) app = app.use(routes);
+      return app;
+    },
+  }));
+  const buildDocs = () => docsApp(deps, options, clientOf, eager());
   return {
-    async handle(request) {
+    handle(request) {
       const path = pathOf(request.url);
-      if (path === "/openapi.json" || path === "/docs" || path.startsWith("/docs/")) {
-        return (await lazily("docs", () => docsApp(deps, options, clientOf, eager())))(request);
-      }
-      for (const group of LAZY_GROUPS) {
-        if (group.prefixes.some((prefix) => path.startsWith(prefix))) {
-          const key = group.prefixes[0]!;
-          return (await lazily(key, async () => {
-            let app = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
-            for (const routes of await group.load(deps, clientOf)) app = app.use(routes);
-            return app;
-          }))(request);
-        }
+      if (path === "/openapi.json" || path === "/docs" || path.startsWith("/docs/")) return lazily("docs", buildDocs, request);
+      for (const group of groups) {
+        if (group.prefixes.some((prefix) => path.startsWith(prefix))) return lazily(group.key, group.build, request);
       }
       return coreFetch(request);
     },
