@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
 import type { Browser, Page } from "playwright-core";
-import { Webhook } from "standardwebhooks";
+import { verifyingReceiver } from "./helpers/receiver.ts";
 import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { newWallet, type Json } from "./helpers/wallet.ts";
@@ -19,23 +19,8 @@ if (browser === null) console.warn("e2e: /usr/bin/chromium is not installed; ski
 let server: TestServer;
 const owner = newWallet();
 const buyer = newWallet();
-const received: { id: string; type: string; verified: boolean }[] = [];
-let secret = "";
-const hook = Bun.serve({
-  port: 0,
-  hostname: "127.0.0.1",
-  async fetch(request) {
-    const text = await request.text();
-    let verified = true;
-    try {
-      new Webhook(secret).verify(text, Object.fromEntries(request.headers));
-    } catch {
-      verified = false;
-    }
-    received.push({ id: request.headers.get("webhook-id") ?? "", type: (JSON.parse(text) as Json).type, verified });
-    return new Response("ok");
-  },
-});
+const hook = verifyingReceiver();
+const received = hook.received;
 
 let ownerPage: Page;
 const state: { productId?: string; paymentUrl?: string; key?: string } = {};
@@ -47,7 +32,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await hook.stop(true);
+  await hook.stop();
   await server?.dispose();
 });
 
@@ -115,11 +100,12 @@ e2e("dashboard and checkout pages in Chromium", () => {
 
   test("adds a webhook endpoint and shows its secret", async () => {
     await ownerPage.getByRole("link", { name: "Webhooks" }).click();
-    await ownerPage.getByLabel("Endpoint URL").fill(`http://127.0.0.1:${hook.port}/hook`);
+    await ownerPage.getByLabel("Endpoint URL").fill(hook.url);
     await ownerPage.getByRole("button", { name: "Add endpoint" }).click();
     await ownerPage.getByTestId("endpoint").waitFor();
-    secret = (await ownerPage.locator("form .secret code").textContent())!;
+    const secret = (await ownerPage.locator("form .secret code").textContent())!;
     expect(secret).toMatch(/^whsec_/);
+    hook.setSecret(secret);
   }, 30_000);
 
   test("a second wallet buys on the checkout page: a rejected signature, a retry, the token", async () => {

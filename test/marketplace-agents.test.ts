@@ -2,7 +2,7 @@
 // (secret shown once), update, search, get; a conversation with a provider endpoint that verifies every
 // notification with the npm `standardwebhooks` package and replies synchronously; who may do what.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Webhook } from "standardwebhooks";
+import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import type { Json } from "./helpers/wallet.ts";
@@ -16,7 +16,7 @@ type Party = McpTestClient & { address: string; token: string };
 
 let server: TestServer;
 const clients: McpTestClient[] = [];
-const receivers: ReturnType<typeof Bun.serve>[] = [];
+const receivers: Receiver[] = [];
 let uaCount = 0;
 
 beforeAll(async () => {
@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.client.close()));
-  for (const r of receivers) await r.stop(true);
+  for (const r of receivers) await r.stop();
   await server?.dispose();
 });
 
@@ -67,28 +67,13 @@ type Notification = { verified: boolean; body: Json };
 
 /** A provider's endpoint on 127.0.0.1 that verifies every notification with its secret and replies to chat events. */
 function providerEndpoint(reply: (body: Json) => string | null) {
-  const received: Notification[] = [];
-  let secret = "";
-  const srv = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
-    async fetch(request) {
-      const text = await request.text();
-      let verified = false;
-      try {
-        new Webhook(secret).verify(text, Object.fromEntries(request.headers));
-        verified = true;
-      } catch {
-        verified = false;
-      }
-      const body = JSON.parse(text) as Json;
-      received.push({ verified, body });
-      const answer = verified ? reply(body) : null;
-      return answer === null ? new Response(null, { status: 204 }) : Response.json({ reply: answer });
-    },
+  const endpoint = verifyingReceiver("/agent", (delivery) => {
+    const answer = reply(delivery.body);
+    return answer === null ? new Response(null, { status: 204 }) : Response.json({ reply: answer });
   });
-  receivers.push(srv);
-  return { url: `http://127.0.0.1:${srv.port}/agent`, received, setSecret: (s: string) => (secret = s) };
+  receivers.push(endpoint);
+  const received = endpoint.received as unknown as Notification[];
+  return { url: endpoint.url, received, setSecret: endpoint.setSecret };
 }
 
 describe("tools/list", () => {

@@ -4,7 +4,7 @@
 // stranger and the wrong side; two racing accepts; too little money; a connected (non-custodial) consumer.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
-import { Webhook } from "standardwebhooks";
+import { verifyingReceiver } from "./helpers/receiver.ts";
 import { loadConfig } from "../src/config.ts";
 import { withCommandDeps } from "../src/cli/context.ts";
 import { escrowWallet } from "../src/marketplace/orders/escrow.ts";
@@ -16,24 +16,8 @@ import { newWallet, signIn, type Json } from "./helpers/wallet.ts";
 const FEE_WALLET = Keypair.generate().publicKey.toBase58();
 let server: TestServer;
 /** The agent's endpoint: every notification is verified with the agent's secret (npm standardwebhooks). */
-const received: { type: string; orderId?: string; verified: boolean }[] = [];
-let webhookSecret = "";
-const hook = Bun.serve({
-  port: 0,
-  hostname: "127.0.0.1",
-  async fetch(request) {
-    const text = await request.text();
-    let verified = true;
-    try {
-      new Webhook(webhookSecret).verify(text, Object.fromEntries(request.headers));
-    } catch {
-      verified = false;
-    }
-    const body = JSON.parse(text) as Json;
-    received.push({ type: body.type, orderId: body.orderId, verified });
-    return new Response("ok");
-  },
-});
+const hook = verifyingReceiver("/agent");
+const received = hook.received;
 let agentId: string;
 let provider: McpTestClient;
 let providerAddress: string;
@@ -48,15 +32,15 @@ beforeAll(async () => {
   provider = await connectMcp(server.url, "provider-agent");
   providerAddress = (await provider.ok("wallet_create", {})).address;
   const registered = await provider.ok("provider_register", {
-    endpoint: `http://127.0.0.1:${hook.port}/agent`,
+    endpoint: hook.url,
     profile: { name: "Translator", tagline: "EN⇄FR", description: "Translates documents", categories: ["translation"], basePrice: "10" },
     services: [{ title: "Page", description: "One page", price: "10", deliveryTime: 60 }],
   });
   agentId = registered.agent.agentId;
-  webhookSecret = registered.webhookSecret;
+  hook.setSecret(registered.webhookSecret);
 }, 30_000);
 afterAll(async () => {
-  await hook.stop(true);
+  await hook.stop();
   await server?.dispose();
 });
 
@@ -112,7 +96,7 @@ describe("orders", () => {
     expect(agent.agent).toMatchObject({ completedOrders: 1, ratingCount: 1, rating: 5 });
     // The agent heard of the payment and the completion, signed under its secret.
     const deadline = Date.now() + 15_000;
-    const ofOrder = () => received.filter((r) => r.orderId === orderId);
+    const ofOrder = () => received.filter((r) => r.body.orderId === orderId);
     while (ofOrder().length < 2 && Date.now() < deadline) await Bun.sleep(100);
     expect(ofOrder().map((r) => [r.type, r.verified])).toEqual([["order.accepted", true], ["order.completed", true]]);
     const conversation = await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId });
