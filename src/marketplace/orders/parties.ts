@@ -36,6 +36,7 @@ export function orderEventInWrite(deps: Deps, order: OrderRow, type: AgentEventT
     consumerWallet: order.consumerWallet,
     description: order.description,
     price: order.price,
+    token: order.token,
     ...extra,
     timestamp: new Date(deps.clock.now()).toISOString(),
   });
