@@ -3,7 +3,7 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
-import { cleanEnv, parseWrkSummary, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
 
 export type AccessOptions = { serverCommand: string[]; seconds: number };
 type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
@@ -76,19 +76,9 @@ export async function measureAccessCheck(resources: Resources, options: AccessOp
     await stopProcess(baseline, 5_000);
   }
 
-  const dataDir = join(dir, "data");
-  const log = join(dir, "server.log");
-  const server = resources.track(
-    Bun.spawn(options.serverCommand, {
-      cwd: dir,
-      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
-      stdout: Bun.file(log),
-      stderr: "inherit",
-    }),
-  );
+  const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
   let walletgate: Rate;
   try {
-    const url = await waitForListeningInFile(log, server, 10_000);
     const { key, productId } = await prepareOwner(url, options.serverCommand, dataDir, dir);
     const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
     const body = JSON.stringify({ productId, walletAddress: buyer });

@@ -1,7 +1,7 @@
 // Row "MCP tools/call wallet_get_balance over an open session, calls/s" against a no-op tool on a bare
 // SDK server with the same transport (operations.md), and against the same binary's /healthz.
 import { join } from "node:path";
-import { cleanEnv, parseWrkSummary, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
 
 export type McpOptions = { serverCommand: string[]; seconds: number; connections: number };
 
@@ -80,19 +80,10 @@ async function measureBaseline(resources: Resources, options: McpOptions): Promi
 export async function measureMcp(resources: Resources, options: McpOptions): Promise<McpResult> {
   const before = await measureBaseline(resources, options);
   const dir = resources.tempDir("mcp");
-  const log = join(dir, "server.log");
-  const server = resources.track(
-    Bun.spawn(options.serverCommand, {
-      cwd: dir,
-      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: join(dir, "data"), AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
-      stdout: Bun.file(log),
-      stderr: "inherit",
-    }),
-  );
+  const { server, url } = await startLoadServer(resources, options.serverCommand, dir);
   let walletgate: Rate;
   let healthz: Rate;
   try {
-    const url = await waitForListeningInFile(log, server, 10_000);
     const session = await openSession(url, true);
     await wrk(resources, url, { ...options, seconds: 1 }, { session, tool: "wallet_get_balance" }); // warm-up
     walletgate = await wrk(resources, url, options, { session, tool: "wallet_get_balance" });

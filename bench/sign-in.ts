@@ -5,7 +5,7 @@ import { generateKeyPairSync, sign } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
-import { cleanEnv, round, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { cleanEnv, round, startLoadServer, stopProcess, type Resources } from "./support.ts";
 
 export type SignInOptions = {
   /** walletgate's argv up to and including `serve` (absolute paths: it runs in a temp dir). */
@@ -197,19 +197,8 @@ export async function measureSignIn(resources: Resources, options: SignInOptions
   const before = await nativeBaseline(resources, options.baselineSeconds);
 
   const dir = resources.tempDir("sign-in");
-  const dataDir = join(dir, "data");
-  const logPath = join(dir, "server.log");
-  const server = resources.track(
-    Bun.spawn(options.serverCommand, {
-      cwd: dir,
-      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
-      stdin: "ignore",
-      stdout: Bun.file(logPath),
-      stderr: "inherit",
-    }),
-  );
+  const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
   try {
-    const url = await waitForListeningInFile(logPath, server, 10_000);
     const needed = Math.ceil(before.verifiesPerSecond * options.seconds * BODY_MARGIN);
     const issueStarted = performance.now();
     const { bodies, messageBytes } = await issueSignedBodies(url, WARMUP_SIGN_INS + needed);

@@ -146,3 +146,28 @@ export function parseWrkSummary(out: string): { requestsPerSecond: number; laten
     non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0),
   };
 }
+
+/**
+ * The server under load: `serverCommand` in `dir` on 127.0.0.1 port 0 with a fresh `dir/data`, rate limits
+ * off and the JSON access log to `dir/server.log` (as in production). Resolves once it listens; the
+ * caller stops it (`stopProcess`).
+ */
+export async function startLoadServer(resources: Resources, serverCommand: string[], dir: string): Promise<{ server: Subprocess; url: string; dataDir: string }> {
+  const dataDir = join(dir, "data");
+  const log = join(dir, "server.log");
+  const server = resources.track(
+    Bun.spawn(serverCommand, {
+      cwd: dir,
+      env: cleanEnv({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, AUTH_RATE_LIMIT: "off", LOG_FORMAT: "json", LOG_LEVEL: "info" }),
+      stdin: "ignore",
+      stdout: Bun.file(log),
+      stderr: "inherit",
+    }),
+  );
+  try {
+    return { server, url: await waitForListeningInFile(log, server, 10_000), dataDir };
+  } catch (err) {
+    await stopProcess(server, 10_000);
+    throw err;
+  }
+}
