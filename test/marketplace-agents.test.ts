@@ -67,10 +67,10 @@ type Notification = { verified: boolean; body: Json };
 
 /** A provider's endpoint on 127.0.0.1 that verifies every notification with its secret and replies to chat events. */
 function providerEndpoint(reply: (body: Json) => string | null) {
-  const endpoint = verifyingReceiver("/agent", (delivery) => {
+  const endpoint = verifyingReceiver({ path: "/agent", answer: (delivery) => {
     const answer = reply(delivery.body);
     return answer === null ? new Response(null, { status: 204 }) : Response.json({ reply: answer });
-  });
+  } });
   receivers.push(endpoint);
   const received = endpoint.received as unknown as Notification[];
   return { url: endpoint.url, received, setSecret: endpoint.setSecret };

@@ -16,7 +16,7 @@ import { newWallet, signIn, type Json } from "./helpers/wallet.ts";
 const FEE_WALLET = Keypair.generate().publicKey.toBase58();
 let server: TestServer;
 /** The agent's endpoint: every notification is verified with the agent's secret (npm standardwebhooks). */
-const hook = verifyingReceiver("/agent");
+const hook = verifyingReceiver({ path: "/agent" });
 const received = hook.received;
 let agentId: string;
 let provider: McpTestClient;

@@ -2,47 +2,26 @@
 // package, a failed first attempt retried under the same webhook-id, delivery after kill -9 and restart,
 // the delivery log, test events and resend, and the SSRF guard refusing loopback when not allowed.
 import { afterAll, describe, expect, test } from "bun:test";
-import { Webhook } from "standardwebhooks";
+import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
-type Received = { id: string; body: Json; verified: boolean };
-
 const servers: TestServer[] = [];
-const receivers: ReturnType<typeof Bun.serve>[] = [];
+const receivers: Receiver[] = [];
 afterAll(async () => {
-  for (const r of receivers) await r.stop(true);
+  for (const r of receivers) await r.stop();
   for (const s of servers) await s.dispose();
 });
 
-/** A receiver on 127.0.0.1 that verifies each delivery with the endpoint's secret; `failFirst` answers 500 once. */
+/** A verifying receiver (test/helpers/receiver.ts); `failFirst` answers 500 that many times first. */
 function receiver(options: { failFirst?: number; port?: number } = {}) {
-  const received: Received[] = [];
-  let secret = "";
   let failures = options.failFirst ?? 0;
-  const server = Bun.serve({
-    port: options.port ?? 0,
-    hostname: "127.0.0.1",
-    async fetch(request) {
-      const text = await request.text();
-      const headers = Object.fromEntries(request.headers);
-      let verified = false;
-      try {
-        new Webhook(secret).verify(text, headers);
-        verified = true;
-      } catch {
-        verified = false;
-      }
-      received.push({ id: headers["webhook-id"] ?? "", body: JSON.parse(text) as Json, verified });
-      if (failures > 0) {
-        failures--;
-        return new Response("try later", { status: 500 });
-      }
-      return new Response("ok");
-    },
+  const hook = verifyingReceiver({
+    port: options.port,
+    answer: () => (failures-- > 0 ? new Response("try later", { status: 500 }) : new Response("ok")),
   });
-  receivers.push(server);
-  return { url: `http://127.0.0.1:${server.port}/hook`, port: server.port!, server, received, setSecret: (s: string) => (secret = s) };
+  receivers.push(hook);
+  return hook;
 }
 
 async function until<T>(what: () => T | undefined, timeoutMs: number): Promise<T> {
@@ -107,7 +86,7 @@ describe("webhooks", () => {
     const first = receiver();
     const { dash } = await ownerOn(server);
     const endpoint = await dash("/webhooks", { body: { url: first.url, events: ["product.created"] } });
-    await first.server.stop(true); // the receiver is down when the event is made
+    await first.stop(); // the receiver is down when the event is made
     const created = await dash("/products", { body: product });
     expect(created.status).toBe(201);
     await server.kill9();

@@ -13,12 +13,22 @@ export type Receiver = {
   stop(): Promise<void>;
 };
 
-/** `answer` decides the response to a verified delivery (default 200 "ok"); unverified ones get 401. */
-export function verifyingReceiver(path = "/hook", answer: (delivery: Delivery) => Response = () => new Response("ok")): Receiver {
+export type ReceiverOptions = {
+  /** Default "/hook". */
+  path?: string;
+  /** Default 0 (any); a stopped receiver's port brings "the same URL" back. */
+  port?: number;
+  /** The response to a verified delivery; default 200 "ok". Unverified ones get 401. */
+  answer?: (delivery: Delivery) => Response;
+};
+
+export function verifyingReceiver(options: ReceiverOptions = {}): Receiver {
+  const path = options.path ?? "/hook";
+  const answer = options.answer ?? (() => new Response("ok"));
   const received: Delivery[] = [];
   let secret = "";
   const server = Bun.serve({
-    port: 0,
+    port: options.port ?? 0,
     hostname: "127.0.0.1",
     async fetch(request) {
       const text = await request.text();
