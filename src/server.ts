@@ -78,10 +78,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const started = performance.now();
     const requestId = crypto.randomUUID();
     let request = incoming;
+    const path = pathOf(incoming.url); // never the query: the access log shows it too
     let response: Response;
     try {
       const length = incoming.headers.get("content-length");
-      const page = pageOf(incoming.method, pathOf(incoming.url));
+      const page = pageOf(incoming.method, path);
       if (page !== null) {
         response = await pages.respond(page, incoming.method);
       } else if (length !== null && Number(length) > config.maxBodyBytes) {
@@ -108,7 +109,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     log.info("request", {
       requestId,
       method: incoming.method,
-      path: pathOf(incoming.url), // never the query
+      path,
       status: response.status,
       ms: Math.round((performance.now() - started) * 100) / 100,
     });

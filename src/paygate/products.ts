@@ -47,11 +47,14 @@ function invalid(field: string, problem: string): AppError {
   return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
 }
 
-/** The SPL token a currency names: `USDC`, or the service token's symbol upper-cased. */
-export async function currencyToken(deps: Deps, currency: string): Promise<TokenInfo> {
+/**
+ * The SPL token a currency names: `USDC`, or the service token's symbol, in any case. `field` names the
+ * parameter in a VALIDATION_ERROR (the marketplace calls its `paymentMethod`).
+ */
+export async function currencyToken(deps: Deps, currency: string, field = "currency"): Promise<TokenInfo> {
   const tokens = (await deps.ledger.tokens()).filter((t) => t.kind === "spl");
   const token = tokens.find((t) => t.key.toUpperCase() === currency.toUpperCase());
-  if (token === undefined) throw invalid("currency", `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
+  if (token === undefined) throw invalid(field, `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
   if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${currency} has no mint on this network (SERVICE_TOKEN_MINT)`);
   return token;
 }

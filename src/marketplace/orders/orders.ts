@@ -10,6 +10,8 @@ import type { ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { escrowPayment, escrowPayout, requireExactTransfer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
+import { currencyToken } from "../../paygate/products.ts";
+import { usdcToken } from "../agents.ts";
 import type { AgentEventType } from "../events.ts";
 import * as store from "./store.ts";
 
@@ -94,15 +96,6 @@ async function orderFor(deps: Deps, orderId: string, wallet: string, side: Side)
   return row;
 }
 
-async function tokenInfo(deps: Deps, key: string) {
-  const token = (await deps.ledger.tokens()).find((t) => t.key === key.toLowerCase() && t.mint !== null);
-  if (token === undefined) {
-    const keys = (await deps.ledger.tokens()).filter((t) => t.mint !== null).map((t) => t.key);
-    throw invalid("paymentMethod", `one of ${keys.join(", ")}`);
-  }
-  return token;
-}
-
 /** Runs one transition in its own write (no money moves); INVALID_STATE when a racing change came first. */
 async function transition(
   deps: Deps,
@@ -130,7 +123,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
   if (parties.providerWallet !== wallet) throw new AppError("FORBIDDEN", "only the agent's provider can propose an order");
   if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalid("serviceId", "not a service of this agent");
   const description = checkText(input.description, "description", MAX_TEXT, true)!;
-  const usdc = await tokenInfo(deps, "usdc");
+  const usdc = await usdcToken(deps);
   const parsed = parseAmount(input.price, usdc.decimals);
   if ("error" in parsed) throw invalid("price", parsed.error);
   if (!Number.isInteger(input.deliveryTime) || input.deliveryTime < 1 || input.deliveryTime > MAX_DELIVERY_MIN) {
@@ -199,7 +192,7 @@ export async function acceptOrder(
   if (row.conversationId !== input.conversationId) throw notFound();
   if (row.status !== "proposed") throw wrongState(row, "accept");
   if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the proposal has expired");
-  const token = await tokenInfo(deps, input.paymentMethod);
+  const token = await currencyToken(deps, input.paymentMethod, "paymentMethod");
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
   if ("error" in parsed) throw invalid("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
@@ -421,8 +414,8 @@ export async function resolveDispute(deps: Deps, orderId: string, outcome: "rele
 export const ORDER_LIST_LIMIT = { default: 20, max: 100 };
 
 export async function listOrders(deps: Deps, wallet: string, side: Side, q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
-  const statuses: store.OrderStatus[] = ["proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded", "paying", "releasing", "refunding"];
-  if (q.status !== undefined && !statuses.includes(q.status as store.OrderStatus)) throw invalid("status", `one of ${statuses.join(", ")}`);
+  const statuses: readonly string[] = store.ORDER_STATUSES;
+  if (q.status !== undefined && !statuses.includes(q.status)) throw invalid("status", `one of ${statuses.join(", ")}`);
   const limit = q.limit ?? ORDER_LIST_LIMIT.default;
   if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalid("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
   const offset = q.offset ?? 0;

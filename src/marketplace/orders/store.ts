@@ -1,9 +1,11 @@
 // SQL of marketplace orders and the escrow wallet of each network.
 import type { Db } from "../../db/open.ts";
 
-export type OrderStatus =
-  | "proposed" | "declined" | "withdrawn" | "paid" | "delivered" | "completed" | "cancelled" | "expired" | "disputed" | "refunded"
-  | "paying" | "releasing" | "refunding";
+export const ORDER_STATUSES = [
+  "proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded",
+  "paying", "releasing", "refunding",
+] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export type OrderRow = {
   id: string;
