@@ -7,28 +7,43 @@ export type Logger = {
   info(msg: string, fields?: LogFields): void;
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
+  /**
+   * The one line per request (info level, message "request"). Written out within ACCESS_FLUSH_MS
+   * together with the other requests of that time, not on its own turn: under load a write per request
+   * cost more than the request. Every other line still goes out at the end of its turn.
+   */
+  request(fields: LogFields): void;
   /** Writes out buffered lines; resolves when they are handed to the OS (await it before exit). */
   flush(): Promise<void>;
 };
 
-export type LogSink = { write(line: string): void; flush(): Promise<void> };
+/** `deferred` lines may wait up to ACCESS_FLUSH_MS before they are written out. */
+export type LogSink = { write(line: string, deferred?: boolean): void; flush(): Promise<void> };
+
+/** How long a request line may wait in memory before it is written out. */
+export const ACCESS_FLUSH_MS = 50;
 
 /**
- * Standard output, written once per event-loop turn rather than once per line (a write per request
- * line cost more than the line itself). Avoids `process.stdout`, which is slow to create.
+ * Standard output, written once per event-loop turn rather than once per line, and request lines at
+ * most every ACCESS_FLUSH_MS. Avoids `process.stdout`, which is slow to create.
  */
 export function stdoutSink(): LogSink {
   const sink = Bun.stdout.writer();
-  let scheduled = false;
+  let soon = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
   const flush = async () => {
-    scheduled = false;
+    soon = false;
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
     await sink.flush(); // a Promise when the reader is slow
   };
   return {
-    write(line) {
+    write(line, deferred = false) {
       sink.write(line);
-      if (!scheduled) {
-        scheduled = true;
+      if (deferred) {
+        if (!soon && timer === null) timer = setTimeout(() => void flush(), ACCESS_FLUSH_MS);
+      } else if (!soon) {
+        soon = true;
         setImmediate(() => void flush());
       }
     },
@@ -44,16 +59,16 @@ export function createLogger(
   sink: LogSink | ((line: string) => void) = stdoutSink(),
   now: () => number = Date.now,
 ): Logger {
-  const write = typeof sink === "function" ? sink : (line: string) => sink.write(line);
+  const write = typeof sink === "function" ? sink : (line: string, deferred?: boolean) => sink.write(line, deferred);
   const min = RANK[level];
-  const emit = (lvl: Exclude<LogLevel, "silent">, msg: string, fields?: LogFields) => {
+  const emit = (lvl: Exclude<LogLevel, "silent">, msg: string, fields?: LogFields, deferred = false) => {
     if (RANK[lvl] < min) return;
     const time = new Date(now()).toISOString();
     if (format === "json") {
-      write(JSON.stringify({ time, level: lvl, msg, ...fields }) + "\n");
+      write(JSON.stringify({ time, level: lvl, msg, ...fields }) + "\n", deferred);
     } else {
       const extra = fields ? Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`) : [];
-      write(`${time} ${lvl.toUpperCase().padEnd(5)} ${msg}${extra.length ? " " + extra.join(" ") : ""}\n`);
+      write(`${time} ${lvl.toUpperCase().padEnd(5)} ${msg}${extra.length ? " " + extra.join(" ") : ""}\n`, deferred);
     }
   };
   return {
@@ -61,6 +76,7 @@ export function createLogger(
     info: (m, f) => emit("info", m, f),
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
+    request: (f) => emit("info", "request", f, true),
     flush: async () => {
       if (typeof sink !== "function") await sink.flush();
     },

@@ -41,6 +41,27 @@ export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
+/**
+ * A request's id and client. The address is worked out when a route first asks for it (sign-in rate
+ * limits, fingerprints): most routes never do, and asking the socket is a system call.
+ */
+class ClientOfRequest implements RequestMeta {
+  #ip: string | null = null;
+  constructor(
+    readonly requestId: string,
+    private readonly request: Request,
+    private readonly server: Server<unknown>,
+    private readonly trustProxy: Config["trustProxy"],
+  ) {}
+  get ip(): string {
+    this.#ip ??= resolveClientIp(this.server.requestIP(this.request)?.address ?? "0.0.0.0", this.request.headers.get("x-forwarded-for"), this.trustProxy);
+    return this.#ip;
+  }
+  get userAgent(): string {
+    return this.request.headers.get("user-agent") ?? "";
+  }
+}
+
 /** Reads a body without Content-Length up to `max` bytes; null when it is larger. */
 async function readCapped(request: Request, max: number): Promise<Uint8Array | null> {
   const reader = request.body!.getReader();
@@ -93,12 +114,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         else request = new Request(incoming, { body });
       }
       response ??= await (() => {
-        const socketIp = server.requestIP(incoming)?.address ?? "0.0.0.0";
-        meta.set(request, {
-          requestId,
-          ip: resolveClientIp(socketIp, incoming.headers.get("x-forwarded-for"), config.trustProxy),
-          userAgent: incoming.headers.get("user-agent") ?? "",
-        });
+        meta.set(request, new ClientOfRequest(requestId, incoming, server, config.trustProxy));
         return appFetch !== null ? appFetch(request) : appReady.promise.then((f) => f(request));
       })();
     } catch (err) {
@@ -106,7 +122,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       response = errorResponse(internalError());
     }
     response.headers.set("x-request-id", requestId);
-    log.info("request", {
+    log.request({
       requestId,
       method: incoming.method,
       path,

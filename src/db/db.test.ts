@@ -1,4 +1,5 @@
-// The database layer: durable settings, migrations and their version check, group-committed writes.
+// The database layer: durable settings, migrations and their version check, group-committed writes,
+// reads sharing one transaction per event-loop turn.
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -101,6 +102,54 @@ describe("group commit", () => {
     db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
     expect(await db.write(() => db.sqlite.query("INSERT INTO t VALUES (7) RETURNING k").get())).toEqual({ k: 7 });
     db.close();
+  });
+});
+
+describe("reads of a turn", () => {
+  const nextTurn = () => new Promise((r) => setImmediate(r));
+
+  test("share one snapshot; another connection's commit shows from the next turn on", async () => {
+    const path = join(dir, "r.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const other = openDatabase(path);
+    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
+    expect(count()).toBe(0);
+    expect(db.sqlite.inTransaction).toBe(true);
+    other.sqlite.run("INSERT INTO t VALUES (1)"); // commits at once (no batch)
+    expect(count()).toBe(0); // same turn, same snapshot
+    await nextTurn();
+    expect(db.sqlite.inTransaction).toBe(false); // the snapshot and its lock are dropped at the end of the turn
+    expect(count()).toBe(1);
+    other.close();
+    db.close();
+  });
+
+  test("a write in a turn that read takes a fresh write transaction and commits; later reads see it", async () => {
+    const path = join(dir, "rw.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const other = openDatabase(path);
+    expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 0 });
+    other.sqlite.run("INSERT INTO t VALUES (1)"); // after our snapshot: a write must not be based on it
+    const written = db.write(() => db.sqlite.query("INSERT INTO t SELECT MAX(k) + 1 FROM t RETURNING k").get());
+    expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 2 });
+    expect(await written).toEqual({ k: 2 });
+    expect(other.sqlite.query("SELECT k FROM t ORDER BY k").all()).toEqual([{ k: 1 }, { k: 2 }]);
+    other.close();
+    db.close();
+  });
+
+  test("a read never blocks another process's writes, and closing ends it", async () => {
+    const path = join(dir, "rc.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const other = openDatabase(path, { busyTimeoutMs: 50 });
+    db.read(() => db.sqlite.query("SELECT COUNT(*) FROM t").get());
+    await other.write(() => other.sqlite.query("INSERT INTO t VALUES (5)").run());
+    db.close();
+    expect(other.sqlite.query("SELECT k FROM t").all()).toEqual([{ k: 5 }]);
+    other.close();
   });
 });
 
