@@ -61,9 +61,16 @@ export function createLogger(
 ): Logger {
   const write = typeof sink === "function" ? sink : (line: string, deferred?: boolean) => sink.write(line, deferred);
   const min = RANK[level];
+  let lastMs = Number.NaN;
+  let lastTime = "";
   const emit = (lvl: Exclude<LogLevel, "silent">, msg: string, fields?: LogFields, deferred = false) => {
     if (RANK[lvl] < min) return;
-    const time = new Date(now()).toISOString();
+    const ms = now();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      lastTime = new Date(ms).toISOString(); // lines of the same millisecond share it (request lines under load)
+    }
+    const time = lastTime;
     if (format === "json") {
       write(JSON.stringify({ time, level: lvl, msg, ...fields }) + "\n", deferred);
     } else {

@@ -177,11 +177,20 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
   return view;
 }
 
-/** The owner's product; another owner's or an unknown id is NOT_FOUND (a stranger never learns it exists). */
-export async function ownedProduct(deps: Deps, owner: string, productId: string): Promise<store.ProductRow> {
-  const row = await store.findProduct(deps.db, productId);
+/** A row of the owner's; another owner's or an unknown id is NOT_FOUND (a stranger never learns it exists). */
+function mine<T extends { owner: string }>(row: T | null, owner: string): T {
   if (row === null || row.owner !== owner) throw new AppError("NOT_FOUND", "no such product");
   return row;
+}
+
+/** The owner's product (see `mine`). */
+export async function ownedProduct(deps: Deps, owner: string, productId: string): Promise<store.ProductRow> {
+  return mine(await store.findProduct(deps.db, productId), owner);
+}
+
+/** The owner's product's id and type only: what an access check needs, read without the rest. */
+export async function ownedProductKind(deps: Deps, owner: string, productId: string): Promise<Pick<store.ProductRow, "id" | "owner" | "type">> {
+  return mine(await store.findProductKind(deps.db, productId), owner);
 }
 
 export async function getProduct(deps: Deps, owner: string, productId: string): Promise<Product> {

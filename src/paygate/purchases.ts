@@ -6,7 +6,7 @@ import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress, decodeBase58 } from "../lib/encoding.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
-import { ownedProduct } from "./products.ts";
+import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
 import { requirePage } from "./tokens.ts";
 
@@ -56,7 +56,7 @@ export type AccessAnswer = { hasAccess: true; txHash: string; purchasedAt: strin
  */
 export async function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): Promise<AccessAnswer> {
   if (decodeAddress(walletAddress) === null) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
-  const product = await ownedProduct(deps, owner, productId);
+  const product = await ownedProductKind(deps, owner, productId);
   const now = deps.clock.now();
   const purchase =
     product.type === "feature_unlock"

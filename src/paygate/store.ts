@@ -49,11 +49,16 @@ export function insertApiKey(db: Db, row: Omit<ApiKeyRow, "lastUsedAt" | "revoke
   });
 }
 
-/** The key with this hash and its owner's tier; revoked keys too (the caller decides). */
-export async function findApiKeyByHash(db: Db, keyHash: string): Promise<(ApiKeyRow & { tier: Tier }) | null> {
+/** What the X-API-Key check needs of a key: its owner's tier too; revoked keys as well (the caller decides). */
+export type KeyAuthRow = Pick<ApiKeyRow, "id" | "owner" | "lastUsedAt" | "revokedAt"> & { tier: Tier };
+
+/** The key with this hash, for the check of every /public request: only the columns it needs. */
+export async function findApiKeyByHash(db: Db, keyHash: string): Promise<KeyAuthRow | null> {
   // Two primary-key reads: measured ~9 us against ~25 us for the same as one JOIN (every /public request).
   return db.read(() => {
-    const key = db.sqlite.query(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ?`).get(keyHash) as ApiKeyRow | null;
+    const key = db.sqlite
+      .query("SELECT id, owner, last_used_at AS lastUsedAt, revoked_at AS revokedAt FROM api_keys WHERE key_hash = ?")
+      .get(keyHash) as Omit<KeyAuthRow, "tier"> | null;
     if (key === null) return null;
     const owner = db.sqlite.query("SELECT tier FROM owners WHERE wallet = ?").get(key.owner) as { tier: Tier } | null;
     return owner === null ? null : { ...key, tier: owner.tier };
@@ -108,6 +113,11 @@ const PRODUCT_COLUMNS = `id, owner, title, description, type, price, token, feat
 
 function toProduct(raw: RawProduct): ProductRow {
   return { ...raw, featureIds: JSON.parse(raw.featureIds) as string[], redirectOrigins: JSON.parse(raw.redirectOrigins) as string[] };
+}
+
+/** A product's owner and type only (the access check of every /public/access/check); null when unknown. */
+export async function findProductKind(db: Db, id: string): Promise<Pick<ProductRow, "id" | "owner" | "type"> | null> {
+  return db.read(() => db.sqlite.query("SELECT id, owner, type FROM products WHERE id = ?").get(id) as Pick<ProductRow, "id" | "owner" | "type"> | null);
 }
 
 /** `alsoInWrite` runs inside the same write (the product's outbox event commits with it). */
