@@ -12,12 +12,95 @@ const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("openDatabase", () => {
-  test("WAL, synchronous=FULL, foreign keys on", () => {
+  test("WAL and foreign keys on; FULL flushes the log itself (SQLite commits with NORMAL), EXTRA and NORMAL are SQLite's", () => {
     const db = openDatabase(join(dir, "a.db"));
     expect(db.sqlite.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });
-    expect(db.sqlite.query("PRAGMA synchronous").get()).toEqual({ synchronous: 2 });
+    expect(db.sqlite.query("PRAGMA synchronous").get()).toEqual({ synchronous: 1 });
     expect(db.sqlite.query("PRAGMA foreign_keys").get()).toEqual({ foreign_keys: 1 });
     db.close();
+    const extra = openDatabase(join(dir, "a.db"), { synchronous: "EXTRA" });
+    expect(extra.sqlite.query("PRAGMA synchronous").get()).toEqual({ synchronous: 3 });
+    extra.close();
+  });
+});
+
+describe("durable commits (FULL)", () => {
+  /** A stand-in for fsync that finishes only when the test says so. */
+  function manualSync() {
+    const pending: { fd: number; done: (err: Error | null) => void }[] = [];
+    return {
+      pending,
+      syncFile: (fd: number, done: (err: Error | null) => void) => void pending.push({ fd, done }),
+      finish(err: Error | null = null) {
+        pending.shift()!.done(err);
+      },
+    };
+  }
+  const settled = (p: Promise<unknown>) => {
+    let state = "pending";
+    p.then(
+      () => (state = "resolved"),
+      () => (state = "rejected"),
+    );
+    return () => state;
+  };
+  const nextTurn = () => new Promise((r) => setImmediate(r));
+
+  test("a write is answered only after a flush of the log that began after its commit; commits during a flush share the next", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "d.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const first = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run()));
+    await nextTurn(); // committed (another connection sees it), not yet flushed
+    const reader = openDatabase(join(dir, "d.db"));
+    expect(reader.sqlite.query("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 1 });
+    expect(sync.pending.length).toBe(1);
+    expect(first()).toBe("pending");
+    const second = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run()));
+    await nextTurn();
+    const third = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (3)").run()));
+    await nextTurn();
+    expect(sync.pending.length).toBe(1); // one flush at a time
+    sync.finish();
+    await nextTurn();
+    expect(first()).toBe("resolved");
+    expect([second(), third()]).toEqual(["pending", "pending"]); // committed while that flush ran
+    expect(sync.pending.length).toBe(1); // both share the next one
+    sync.finish();
+    await nextTurn();
+    expect([second(), third()]).toEqual(["resolved", "resolved"]);
+    reader.close();
+    db.close();
+  });
+
+  test("a failed flush tells the batch's writers; later writes flush again", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "e.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const lost = db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
+    await nextTurn();
+    sync.finish(new Error("EIO: i/o error, fsync"));
+    await expect(lost).rejects.toThrow("EIO");
+    const next = db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run());
+    await nextTurn();
+    sync.finish();
+    await next;
+    db.close();
+  });
+
+  test("closing flushes on the spot and answers everyone still waiting", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "f.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const running = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run()));
+    await nextTurn();
+    const waiting = db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run());
+    db.close(); // commits the open batch, flushes with fsync on this thread
+    await waiting;
+    expect(running()).toBe("pending"); // its own flush is still out; the file stays open for it
+    sync.finish();
+    await nextTurn();
+    expect(running()).toBe("resolved");
   });
 });
 

@@ -1,6 +1,6 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
+import { closeSync, fsync, fsyncSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 
 export type Db = {
@@ -25,15 +25,31 @@ export type Db = {
   close(): void;
 };
 
-export type OpenOptions = { synchronous?: "FULL" | "NORMAL" | "EXTRA"; busyTimeoutMs?: number };
+export type OpenOptions = {
+  synchronous?: "FULL" | "NORMAL" | "EXTRA";
+  busyTimeoutMs?: number;
+  /** How the WAL file is flushed to disk after a commit (tests replace it); node:fs `fsync` by default. */
+  syncFile?: (fd: number, done: (err: Error | null) => void) => void;
+};
 
+/**
+ * Durability. `FULL` is kept as SQLite's FULL keeps it — a commit is reported only once the write-ahead
+ * log holding it is flushed to disk — but the flush runs on a thread of the runtime's pool instead of
+ * blocking the one JS thread: SQLite commits with `synchronous = NORMAL` (frames written, not flushed),
+ * then the WAL file is fsync'ed off-thread and only then are the batch's writers answered. A crash or
+ * power loss can lose only writes nobody was told about, as with FULL. Commits that land while a flush
+ * runs share the next one. `EXTRA` and `NORMAL` are SQLite's own.
+ */
 export function openDatabase(path: string, options: OpenOptions = {}): Db {
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const sqlite = new Database(path, { create: true, strict: true });
   sqlite.run(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   sqlite.run("PRAGMA journal_mode = WAL");
-  sqlite.run(`PRAGMA synchronous = ${options.synchronous ?? "FULL"}`);
+  const synchronous = options.synchronous ?? "FULL";
+  const flushOffThread = synchronous === "FULL" && path !== ":memory:";
+  sqlite.run(`PRAGMA synchronous = ${flushOffThread ? "NORMAL" : synchronous}`);
   sqlite.run("PRAGMA foreign_keys = ON");
+  const walFile = flushOffThread ? walFlusher(`${path}-wal`, options.syncFile ?? fsync) : null;
 
   type Waiter = { resolve: () => void; reject: (err: unknown) => void };
   let waiters: Waiter[] = [];
@@ -50,11 +66,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
   const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
 
-  /** Settles the current batch: committed → resolve, else reject with `failure`. */
+  /** Settles the current batch: committed → resolve (once durable), else reject with `failure`. */
   function settle(failure: unknown | null): void {
     const batch = waiters;
     waiters = [];
     inBatch = false;
+    if (failure === null && walFile !== null) return walFile.afterFlush(batch);
     for (const w of batch) {
       if (failure === null) w.resolve();
       else w.reject(failure);
@@ -146,7 +163,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
-    flush: commit,
+    flush() {
+      commit();
+      walFile?.flushNow();
+    },
     ping() {
       try {
         return sqlite.query("SELECT 1 AS ok").get() !== null;
@@ -156,8 +176,75 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     close() {
       commit();
+      walFile?.close();
       for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
       sqlite.close();
+    },
+  };
+}
+
+type Settle = { resolve: () => void; reject: (err: unknown) => void };
+
+/**
+ * Flushes the WAL file after commits, off the JS thread, and answers each commit's writers once a flush
+ * that started after the commit has finished. At most one flush runs; commits meanwhile share the next.
+ */
+function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | null) => void) => void) {
+  let fd: number | null = null; // opened at the first flush: SQLite creates the file with the first write
+  let running = false;
+  let closing = false;
+  let queued: Settle[] = [];
+  const answer = (batch: Settle[], err: Error | null) => {
+    for (const w of batch) {
+      if (err === null) w.resolve();
+      else w.reject(err);
+    }
+  };
+  const closeFile = () => {
+    if (fd !== null) closeSync(fd);
+    fd = null;
+  };
+  function start(): void {
+    if (running || closing || queued.length === 0) return;
+    const batch = queued;
+    queued = [];
+    try {
+      fd ??= openSync(walPath, "r");
+    } catch (err) {
+      return answer(batch, err as Error);
+    }
+    running = true;
+    syncFile(fd, (err) => {
+      running = false;
+      answer(batch, err);
+      if (closing) closeFile(); // not while the pool thread still used it
+      else start();
+    });
+  }
+  /** Shutdown: flushes on this thread and answers everyone waiting. */
+  function flushNow(): void {
+    if (fd === null && queued.length === 0) return; // nothing was ever committed
+    const batch = queued;
+    queued = [];
+    let failure: Error | null = null;
+    try {
+      fd ??= openSync(walPath, "r");
+      fsyncSync(fd);
+    } catch (err) {
+      failure = err as Error;
+    }
+    answer(batch, failure);
+  }
+  return {
+    afterFlush(batch: Settle[]): void {
+      queued.push(...batch);
+      start();
+    },
+    flushNow,
+    close(): void {
+      flushNow();
+      closing = true;
+      if (!running) closeFile();
     },
   };
 }
