@@ -86,7 +86,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const secrets = resolveSecrets(config);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   const migrated = migrate(db.sqlite, clock.now());
-  if (migrated.applied.length > 0) log.info("database migrated", { version: migrated.version, applied: migrated.applied });
+  if (migrated.applied.length > 0) {
+    db.flush(); // migrations commit outside the batched writes: on disk before anything is served
+    log.info("database migrated", { version: migrated.version, applied: migrated.applied });
+  }
 
   const meta = new WeakMap<Request, RequestMeta>();
   type Fetch = (request: Request) => Response | Promise<Response>;

@@ -20,7 +20,7 @@ export type Db = {
   read<T>(fn: () => T): T;
   /** True when the database answers a trivial query (readiness). */
   ping(): boolean;
-  /** Commits whatever is pending now (shutdown). */
+  /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
   flush(): void;
   close(): void;
 };
@@ -223,7 +223,6 @@ function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | 
   }
   /** Shutdown: flushes on this thread and answers everyone waiting. */
   function flushNow(): void {
-    if (fd === null && queued.length === 0) return; // nothing was ever committed
     const batch = queued;
     queued = [];
     let failure: Error | null = null;
@@ -231,7 +230,8 @@ function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | 
       fd ??= openSync(walPath, "r");
       fsyncSync(fd);
     } catch (err) {
-      failure = err as Error;
+      // No log file yet: nothing was ever written, so nothing to flush.
+      if (!(batch.length === 0 && (err as NodeJS.ErrnoException).code === "ENOENT")) failure = err as Error;
     }
     answer(batch, failure);
   }
