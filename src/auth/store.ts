@@ -30,14 +30,16 @@ export function insertChallenge(db: Db, row: Omit<ChallengeRow, "consumedAt">): 
 }
 
 export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow | null> {
-  return (
-    (db.sqlite
-      .query(
-        `SELECT nonce, wallet, message, issued_at AS issuedAt, expires_at AS expiresAt, consumed_at AS consumedAt
-         FROM auth_challenges WHERE nonce = ?`,
-      )
-      .get(nonce) as ChallengeRow | null) ?? null
-  );
+  return db.read(() => {
+    return (
+      (db.sqlite
+        .query(
+          `SELECT nonce, wallet, message, issued_at AS issuedAt, expires_at AS expiresAt, consumed_at AS consumedAt
+           FROM auth_challenges WHERE nonce = ?`,
+        )
+        .get(nonce) as ChallengeRow | null) ?? null
+    );
+  });
 }
 
 /** A token row to record, with the time its fingerprint link is stamped and the token it refreshes. */
@@ -101,23 +103,27 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
 }
 
 export async function findToken(db: Db, jti: string): Promise<TokenRow | null> {
-  return (
-    (db.sqlite
-      .query(
-        `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
-                session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
-         FROM auth_tokens WHERE jti = ?`,
-      )
-      .get(jti) as TokenRow | null) ?? null
-  );
+  return db.read(() => {
+    return (
+      (db.sqlite
+        .query(
+          `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
+                  session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
+           FROM auth_tokens WHERE jti = ?`,
+        )
+        .get(jti) as TokenRow | null) ?? null
+    );
+  });
 }
 
 /** The wallet's revoke-all cutoff in Unix ms: tokens issued before it are dead. 0 when none. */
 export async function findWalletCutoff(db: Db, wallet: string): Promise<number> {
-  const row = db.sqlite.query("SELECT tokens_valid_after AS cutoff FROM auth_wallet_cutoffs WHERE wallet = ?").get(wallet) as {
-    cutoff: number;
-  } | null;
-  return row?.cutoff ?? 0;
+  return db.read(() => {
+    const row = db.sqlite.query("SELECT tokens_valid_after AS cutoff FROM auth_wallet_cutoffs WHERE wallet = ?").get(wallet) as {
+      cutoff: number;
+    } | null;
+    return row?.cutoff ?? 0;
+  });
 }
 
 /** Revokes one token and drops fingerprint links that point at it. True when it was live. */
@@ -152,14 +158,16 @@ export function revokeWallet(db: Db, wallet: string, cutoff: number, now: number
 export type FingerprintLink = { fingerprint: string; wallet: string; sessionId: string; jti: string; updatedAt: number };
 
 export async function findFingerprintLink(db: Db, fingerprint: string): Promise<FingerprintLink | null> {
-  return (
-    (db.sqlite
-      .query(
-        `SELECT fingerprint, wallet, session_id AS sessionId, jti, updated_at AS updatedAt
-         FROM fingerprint_wallet_links WHERE fingerprint = ?`,
-      )
-      .get(fingerprint) as FingerprintLink | null) ?? null
-  );
+  return db.read(() => {
+    return (
+      (db.sqlite
+        .query(
+          `SELECT fingerprint, wallet, session_id AS sessionId, jti, updated_at AS updatedAt
+           FROM fingerprint_wallet_links WHERE fingerprint = ?`,
+        )
+        .get(fingerprint) as FingerprintLink | null) ?? null
+    );
+  });
 }
 
 export function deleteFingerprintLink(db: Db, fingerprint: string): Promise<void> {

@@ -27,15 +27,17 @@ export function insertSession(db: Db, row: Omit<McpSessionRow, "endedAt">): Prom
 }
 
 export async function findSession(db: Db, id: string): Promise<McpSessionRow | null> {
-  return (
-    (db.sqlite
-      .query(
-        `SELECT id, created_at AS createdAt, last_activity_at AS lastActivityAt, protocol_version AS protocolVersion,
-                fingerprint, wallet, session_id AS sessionId, jti, bound_by AS boundBy, ended_at AS endedAt
-         FROM mcp_sessions WHERE id = ?`,
-      )
-      .get(id) as McpSessionRow | null) ?? null
-  );
+  return db.read(() => {
+    return (
+      (db.sqlite
+        .query(
+          `SELECT id, created_at AS createdAt, last_activity_at AS lastActivityAt, protocol_version AS protocolVersion,
+                  fingerprint, wallet, session_id AS sessionId, jti, bound_by AS boundBy, ended_at AS endedAt
+           FROM mcp_sessions WHERE id = ?`,
+        )
+        .get(id) as McpSessionRow | null) ?? null
+    );
+  });
 }
 
 /** Records what the session is bound to now (null: nothing). */

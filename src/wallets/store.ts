@@ -19,15 +19,19 @@ export function insertCustodialWallet(db: Db, row: CustodialWalletRow): Promise<
 }
 
 export async function findCustodialWallet(db: Db, address: string): Promise<CustodialWalletRow | null> {
-  const row = db.sqlite
-    .query(
-      `SELECT address, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext, created_at AS createdAt, label
-       FROM custodial_wallets WHERE address = ?`,
-    )
-    .get(address) as CustodialWalletRow | null;
-  return row ?? null;
+  return db.read(() => {
+    const row = db.sqlite
+      .query(
+        `SELECT address, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext, created_at AS createdAt, label
+         FROM custodial_wallets WHERE address = ?`,
+      )
+      .get(address) as CustodialWalletRow | null;
+    return row ?? null;
+  });
 }
 
 export async function hasCustodialWallet(db: Db, address: string): Promise<boolean> {
-  return db.sqlite.query("SELECT 1 AS found FROM custodial_wallets WHERE address = ?").get(address) !== null;
+  return db.read(() => {
+    return db.sqlite.query("SELECT 1 AS found FROM custodial_wallets WHERE address = ?").get(address) !== null;
+  });
 }

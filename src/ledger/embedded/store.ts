@@ -33,7 +33,9 @@ function readAccount(db: Db, address: string): AccountRow | null {
 
 /** One account as it is now; null when it does not exist. */
 export async function findAccount(db: Db, address: string): Promise<AccountRow | null> {
-  return readAccount(db, address);
+  return db.read(() => {
+    return readAccount(db, address);
+  });
 }
 
 const MAX_INTEGER = 2n ** 63n - 1n;
