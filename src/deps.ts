@@ -5,6 +5,7 @@ import type { Clock } from "./lib/clock.ts";
 import type { Random } from "./lib/ids.ts";
 import type { Logger } from "./log.ts";
 import { createJwtKeys, type JwtKeys } from "./auth/tokens.ts";
+import { inlineSessionSigner, type SessionSigner } from "./auth/signer.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
 import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
@@ -26,6 +27,8 @@ export type Deps = Readonly<{
   verifier: SignatureVerifier;
   auth: Readonly<{
     jwtKeys: JwtKeys;
+    /** Signs session JWTs with `jwtKeys`' current key (on a worker thread in the server). */
+    signer: SessionSigner;
     rateLimiter: RateLimiter;
     /** Key under which client fingerprints are stored (HMAC), never in clear. */
     fingerprintKey: Uint8Array;
@@ -51,6 +54,8 @@ export type DepsInput = {
   random: Random;
   log: Logger;
   verifier?: SignatureVerifier;
+  /** The session signer for the JWT keys made here; inline by default. */
+  sessionSigner?: (keys: JwtKeys) => SessionSigner;
   /** Tests may hand in a ledger; otherwise the one of NETWORK, loaded on first use. */
   ledger?: Ledger;
 };
@@ -58,6 +63,7 @@ export type DepsInput = {
 export async function createDeps(input: DepsInput): Promise<Deps> {
   const { secrets } = input;
   const verifier = input.verifier ?? inlineVerifier;
+  const jwtKeys = await createJwtKeys(input.baseUrl, secrets.jwtSecret, secrets.jwtSecretPrevious);
   return Object.freeze({
     config: input.config,
     baseUrl: input.baseUrl,
@@ -68,7 +74,8 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     log: input.log,
     verifier,
     auth: Object.freeze({
-      jwtKeys: await createJwtKeys(input.baseUrl, secrets.jwtSecret, secrets.jwtSecretPrevious),
+      jwtKeys,
+      signer: (input.sessionSigner ?? inlineSessionSigner)(jwtKeys),
       rateLimiter: createRateLimiter(),
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),

@@ -4,7 +4,7 @@ import { AppError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newUuid } from "../lib/ids.ts";
 import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
-import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
+import { verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
 
 /** One session token: whose, which session, and its lifetime in JWT seconds. */
@@ -60,7 +60,7 @@ export function prepareSession(
 /** Signs the JWT of a prepared (and recorded) session. */
 export async function signPreparedSession(deps: Deps, p: PreparedSession): Promise<IssuedSession> {
   const { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp } = p;
-  const token = await signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp });
+  const token = await deps.auth.signer.sign({ walletAddress, sessionId, jti, iat, exp });
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
 

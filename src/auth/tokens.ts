@@ -38,7 +38,10 @@ export async function createJwtKeys(issuer: string, secret: Uint8Array, previous
   };
 }
 
-export function signSessionJwt(keys: JwtKeys, claims: Omit<SessionClaims, "iss">): Promise<string> {
+/** A session's claims before signing (the issuer comes from the keys). */
+export type UnsignedClaims = Omit<SessionClaims, "iss">;
+
+export function signSessionJwt(keys: JwtKeys, claims: UnsignedClaims): Promise<string> {
   return new SignJWT({ walletAddress: claims.walletAddress, sessionId: claims.sessionId })
     .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: keys.current.kid })
     .setJti(claims.jti)

@@ -1,0 +1,137 @@
+// Work handed to a worker thread: the calls of one event-loop turn go as one message, and the calling
+// thread does the work itself whenever the worker cannot (it never started, crashed or fell silent), so
+// a broken worker costs speed, never a wrong or missing answer. The worker side is `serveBatches`.
+
+export type Batch<Req> = { id: number; items: Req[] };
+/** The results in order, or why the worker could not do the batch (it is then done inline). */
+export type BatchReply<Res> = { id: number; results: Res[] } | { id: number; error: string };
+/** Sent once before any batch (e.g. key material); the worker answers nothing to it. */
+export type BatchInit = { init: unknown };
+
+export type WorkerCalls<Req, Res> = {
+  call(request: Req): Promise<Res>;
+  /** Answers what is queued or in flight on this thread, ends the worker; later calls run inline. */
+  stop(): Promise<void>;
+};
+
+export type WorkerCallOptions<Req, Res> = {
+  /** The same work on the calling thread: the fallback. */
+  inline: (request: Req) => Res | Promise<Res>;
+  /** Told once, when the worker is given up. */
+  onWorkerError: (err: unknown) => void;
+  /** A worker that is alive but silent this long counts as failed. */
+  replyTimeoutMs?: number;
+  /** Posted to the worker when it starts, before the first batch. */
+  init?: unknown;
+};
+
+/** Calls to one worker thread (`workerUrl`), started on the first call. */
+export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOptions<Req, Res>): WorkerCalls<Req, Res> {
+  const replyTimeoutMs = options.replyTimeoutMs ?? 10_000;
+  type Waiting = { resolve: (r: Res) => void; reject: (err: unknown) => void };
+  let worker: Worker | null = null;
+  let broken = false;
+  let nextId = 1;
+  const inFlight = new Map<number, { items: Req[]; waiting: Waiting[]; timer: ReturnType<typeof setTimeout> }>();
+  let queue: Req[] = [];
+  let waiting: Waiting[] = [];
+
+  const runInline = (items: Req[], answer: Waiting[]) =>
+    items.forEach((item, i) => {
+      try {
+        Promise.resolve(options.inline(item)).then(answer[i]!.resolve, answer[i]!.reject);
+      } catch (err) {
+        answer[i]!.reject(err);
+      }
+    });
+
+  function fail(err: unknown): void {
+    if (broken) return;
+    broken = true;
+    options.onWorkerError(err);
+    answerInFlightInline();
+    worker?.terminate();
+  }
+
+  function answerInFlightInline(): void {
+    for (const entry of inFlight.values()) {
+      clearTimeout(entry.timer);
+      runInline(entry.items, entry.waiting);
+    }
+    inFlight.clear();
+  }
+
+  function start(): Worker {
+    const w = new Worker(workerUrl);
+    w.unref(); // never keeps the process alive
+    w.onmessage = (event: MessageEvent<BatchReply<Res>>) => {
+      const entry = inFlight.get(event.data.id);
+      if (entry === undefined) return;
+      clearTimeout(entry.timer);
+      inFlight.delete(event.data.id);
+      if ("error" in event.data) return runInline(entry.items, entry.waiting);
+      event.data.results.forEach((result, i) => entry.waiting[i]!.resolve(result));
+    };
+    w.onerror = (event) => fail(event.error ?? new Error(event.message));
+    w.addEventListener("close", () => fail(new Error("worker exited")));
+    if (options.init !== undefined) w.postMessage({ init: options.init } satisfies BatchInit);
+    return w;
+  }
+
+  function flush(): void {
+    const batch: Batch<Req> = { id: nextId++, items: queue };
+    const answer = waiting;
+    queue = [];
+    waiting = [];
+    if (broken) return runInline(batch.items, answer);
+    try {
+      worker ??= start();
+      const timer = setTimeout(() => fail(new Error(`worker gave no answer in ${replyTimeoutMs} ms`)), replyTimeoutMs);
+      timer.unref();
+      inFlight.set(batch.id, { items: batch.items, waiting: answer, timer });
+      worker.postMessage(batch);
+    } catch (err) {
+      inFlight.delete(batch.id);
+      fail(err);
+      runInline(batch.items, answer);
+    }
+  }
+
+  return {
+    call(request) {
+      if (broken) return Promise.resolve().then(() => options.inline(request));
+      if (queue.length === 0) setImmediate(flush);
+      queue.push(request);
+      return new Promise<Res>((resolve, reject) => waiting.push({ resolve, reject }));
+    },
+    async stop() {
+      broken = true; // what is queued, in flight or asked later runs inline
+      if (queue.length > 0) flush();
+      answerInFlightInline();
+      worker?.terminate();
+    },
+  };
+}
+
+/**
+ * The worker side: answers each batch with `handle` applied to every item, in order. `onInit` receives
+ * the `init` of `workerCalls` before any batch is handled.
+ */
+export function serveBatches<Req, Res>(handle: (request: Req) => Res | Promise<Res>, onInit?: (init: unknown) => void | Promise<void>): void {
+  const self = globalThis as unknown as Worker;
+  let ready: Promise<void> = Promise.resolve();
+  self.onmessage = (event: MessageEvent<Batch<Req> | BatchInit>) => {
+    const data = event.data;
+    if ("init" in data) {
+      ready = ready.then(() => onInit?.(data.init));
+      return;
+    }
+    void ready
+      .then(async () => {
+        const out = data.items.map(handle);
+        const results = out.some((r) => r instanceof Promise) ? await Promise.all(out) : (out as Res[]);
+        self.postMessage({ id: data.id, results } satisfies BatchReply<Res>);
+      })
+      .catch((err: unknown) => self.postMessage({ id: data.id, error: String(err) } satisfies BatchReply<Res>));
+  };
+}
