@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { openDatabase } from "./open.ts";
+import { openDatabase, type OpenOptions } from "./open.ts";
 import { migrate, SchemaTooNewError } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { tempDir } from "../../test/helpers/server.ts";
@@ -190,12 +190,16 @@ describe("group commit", () => {
 
 describe("reads of a turn", () => {
   const nextTurn = () => new Promise((r) => setImmediate(r));
-
-  test("share one snapshot; another connection's commit shows from the next turn on", async () => {
-    const path = join(dir, "r.db");
+  /** A database with a table `t`, and a second connection to it (another process, as far as locks go). */
+  function twoConnections(name: string, other: OpenOptions = {}) {
+    const path = join(dir, name);
     const db = openDatabase(path);
     db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
-    const other = openDatabase(path);
+    return { db, other: openDatabase(path, other) };
+  }
+
+  test("share one snapshot; another connection's commit shows from the next turn on", async () => {
+    const { db, other } = twoConnections("r.db");
     const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
     expect(count()).toBe(0);
     expect(db.sqlite.inTransaction).toBe(true);
@@ -209,10 +213,7 @@ describe("reads of a turn", () => {
   });
 
   test("a write in a turn that read takes a fresh write transaction and commits; later reads see it", async () => {
-    const path = join(dir, "rw.db");
-    const db = openDatabase(path);
-    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
-    const other = openDatabase(path);
+    const { db, other } = twoConnections("rw.db");
     expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 0 });
     other.sqlite.run("INSERT INTO t VALUES (1)"); // after our snapshot: a write must not be based on it
     const written = db.write(() => db.sqlite.query("INSERT INTO t SELECT MAX(k) + 1 FROM t RETURNING k").get());
@@ -224,10 +225,7 @@ describe("reads of a turn", () => {
   });
 
   test("a read never blocks another process's writes, and closing ends it", async () => {
-    const path = join(dir, "rc.db");
-    const db = openDatabase(path);
-    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
-    const other = openDatabase(path, { busyTimeoutMs: 50 });
+    const { db, other } = twoConnections("rc.db", { busyTimeoutMs: 50 });
     db.read(() => db.sqlite.query("SELECT COUNT(*) FROM t").get());
     await other.write(() => other.sqlite.query("INSERT INTO t VALUES (5)").run());
     db.close();
