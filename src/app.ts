@@ -3,7 +3,7 @@
 // imported and built on their first request, so that start-up does not pay for them (operations.md).
 import { Elysia, ValidationError } from "elysia";
 import type { Deps } from "./deps.ts";
-import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
+import { AppError, errorResponse, errorText, internalError, type FieldProblem } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
@@ -14,11 +14,16 @@ export type RequestMeta = ClientInfo & { requestId: string };
 
 export type AppOptions = { metaOf: (request: Request) => RequestMeta; mcp: McpEndpoint };
 
-function validationDetails(err: ValidationError): { field: string; message: string }[] {
+/** The schema's complaints as `details.fields`: `/a/0/b` becomes `a.0.b`; the whole input is its kind. */
+function validationDetails(err: ValidationError, where: string): { fields: FieldProblem[] } {
   try {
-    return err.all.map((e) => ({ field: "path" in e && e.path ? e.path : "/", message: e.summary ?? e.message }));
+    const fields = err.all.map((e) => {
+      const path = "path" in e && typeof e.path === "string" ? e.path.replace(/^\//, "").replaceAll("/", ".") : "";
+      return { field: path === "" ? where : path, message: e.summary ?? e.message };
+    });
+    return { fields };
   } catch {
-    return [];
+    return { fields: [] };
   }
 }
 
@@ -33,9 +38,8 @@ function withErrors(deps: Deps, options: AppOptions) {
     if (error instanceof AppError) return errorResponse(error, decided);
     // A response that fails its own schema is our bug, not the client's: it falls through to 500.
     if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
-      const details = validationDetails(error);
       const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
-      return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details }), decided);
+      return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details: validationDetails(error, where) }), decided);
     }
     if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
     if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));

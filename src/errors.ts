@@ -32,6 +32,9 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 
 export type ErrorExtra = { retryAfter?: number; details?: unknown };
 
+/** One field a refusal names: `details.fields` is a list of these wherever an error names fields. */
+export type FieldProblem = { field: string; message: string };
+
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly extra: ErrorExtra;
@@ -44,6 +47,14 @@ export class AppError extends Error {
   get status(): number {
     return ERROR_STATUS[this.code];
   }
+}
+
+/**
+ * A refusal naming one field (VALIDATION_ERROR unless `code` says otherwise): `message` is the error's
+ * text and the field's; `extra` joins `details` (e.g. `reason`).
+ */
+export function fieldError(field: string, message: string, extra: Record<string, unknown> = {}, code: ErrorCode = "VALIDATION_ERROR"): AppError {
+  return new AppError(code, message, { details: { fields: [{ field, message }] satisfies FieldProblem[], ...extra } });
 }
 
 /** The HTTP error body: `{error, code}` plus `retryAfter` / `details` when present. */
@@ -68,4 +79,9 @@ export function errorResponse(err: AppError, headers: Record<string, string> = {
 /** How an unexpected error is named in a log line (never sent to a client). */
 export function errorText(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/** VALIDATION_ERROR for one field, worded `<field>: <problem>`. */
+export function invalidField(field: string, problem: string): AppError {
+  return fieldError(field, `${field}: ${problem}`);
 }

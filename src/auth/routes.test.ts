@@ -77,7 +77,7 @@ describe("GET /auth/challenge", () => {
     const res = await call(url, "/auth/challenge");
     expect(res.status).toBe(400);
     expect(res.body.code).toBe("VALIDATION_ERROR");
-    expect(JSON.stringify(res.body.details)).toContain("wallet");
+    expect(res.body.details).toEqual({ fields: [{ field: "wallet", message: expect.any(String) }] });
   });
 });
 
@@ -250,7 +250,10 @@ describe("POST /auth/verify", () => {
     const missing = await call(url, "/auth/verify", { body: { walletAddress: newWallet().address } });
     expect(missing.status).toBe(400);
     expect(missing.body.code).toBe("VALIDATION_ERROR");
-    expect(JSON.stringify(missing.body.details)).toContain("nonce");
+    // One shape for every error that names fields (spec/README.md: details lists the fields).
+    const named = (missing.body.details as { fields: { field: string; message: string }[] }).fields;
+    expect(named.map((f) => f.field).sort()).toEqual(["nonce", "signature"]);
+    for (const f of named) expect(f.message.length).toBeGreaterThan(0);
     const wrongType = await call(url, "/auth/verify", { body: { walletAddress: 5, nonce: "x", signature: "y" } });
     expect(wrongType.body.code).toBe("VALIDATION_ERROR");
     const malformed = await call(url, "/auth/verify", { body: "{not json" });

@@ -1,7 +1,7 @@
 // The one ledger interface the domain talks to (ledger.md), implemented by the embedded ledger
 // (localnet) and the Solana RPC ledger (devnet, mainnet). Amounts are bigint base units.
 import type { Network } from "../config.ts";
-import { AppError } from "../errors.ts";
+import { fieldError } from "../errors.ts";
 
 /** Solana cluster names, as product, purchase, verification and webhook records carry them (spec/README.md). */
 export function clusterName(network: Network): string {
@@ -15,13 +15,13 @@ export const MAX_HISTORY_LIMIT = 1000;
 /** The checks both ledgers make on a transfer's amount and a history page's size. */
 export function requireTransferAmount(amount: bigint): void {
   if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) {
-    throw new AppError("VALIDATION_ERROR", "amount must be greater than zero and at most 2^63-1 base units", { details: { fields: ["amount"] } });
+    throw fieldError("amount", "amount must be greater than zero and at most 2^63-1 base units");
   }
 }
 
 export function requireHistoryLimit(limit: number): void {
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
-    throw new AppError("VALIDATION_ERROR", `limit must be an integer from 1 to ${MAX_HISTORY_LIMIT}`, { details: { fields: ["limit"] } });
+    throw fieldError("limit", `limit must be an integer from 1 to ${MAX_HISTORY_LIMIT}`);
   }
 }
 

@@ -17,7 +17,7 @@ import {
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 
 export const SYSTEM_PROGRAM = SystemProgram.programId.toBase58();
@@ -133,9 +133,7 @@ export function compileTransaction(
     wire = new Uint8Array(MAX_TRANSACTION_BYTES + 1); // web3.js throws a plain Error past the limit
   }
   if (wire.length > MAX_TRANSACTION_BYTES) {
-    throw new AppError("VALIDATION_ERROR", `the transaction would be larger than ${MAX_TRANSACTION_BYTES} bytes; shorten the memo`, {
-      details: { fields: ["memo"] },
-    });
+    throw fieldError("memo", `the transaction would be larger than ${MAX_TRANSACTION_BYTES} bytes; shorten the memo`);
   }
   return wire;
 }

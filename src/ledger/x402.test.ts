@@ -50,14 +50,16 @@ async function ledgerWorld(deps?: Deps): Promise<World> {
   return { deps, payer, user, recipient, mint };
 }
 
-/** Outcome of a call that should fail: its code and the details the catalogue promises. */
+/** Outcome of a call that should fail: its code, the fields it names and the reason the catalogue promises. */
 async function failure(p: Promise<unknown>): Promise<{ code: string; fields?: string[]; reason?: string }> {
   try {
     await p;
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
-    const details = (err.extra.details ?? {}) as { fields?: string[]; reason?: string };
-    return { code: err.code, ...(details.fields ? { fields: details.fields } : {}), ...(details.reason ? { reason: details.reason } : {}) };
+    const details = (err.extra.details ?? {}) as { fields?: { field: string; message: string }[]; reason?: string };
+    for (const f of details.fields ?? []) expect(f.message.length).toBeGreaterThan(0); // each named field says what is wrong
+    const fields = details.fields?.map((f) => f.field);
+    return { code: err.code, ...(fields ? { fields } : {}), ...(details.reason ? { reason: details.reason } : {}) };
   }
   return { code: "OK" };
 }

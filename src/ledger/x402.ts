@@ -4,7 +4,7 @@ import { ComputeBudgetProgram, PublicKey, type TransactionInstruction } from "@s
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import type { Network } from "../config.ts";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
@@ -93,8 +93,6 @@ export function x402Network(network: Network, version: X402Version): string {
   return (version === 1 ? V1_NETWORKS : V2_NETWORKS)[network];
 }
 
-const invalid = (field: string, message: string, extra: Record<string, unknown> = {}) =>
-  new AppError("VALIDATION_ERROR", message, { details: { fields: [field], ...extra } });
 
 type SplToken = TokenInfo & { mint: string };
 
@@ -131,44 +129,44 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function requiredString(entry: Record<string, unknown>, field: string): string {
   const value = entry[field];
-  if (typeof value !== "string" || value === "") throw invalid(`requirements.${field}`, `requirements.${field} must be a non-empty string`);
+  if (typeof value !== "string" || value === "") throw fieldError(`requirements.${field}`, `requirements.${field} must be a non-empty string`);
   return value;
 }
 
 /** x402 amounts are base-unit integer strings (`"10000"` is 0.01 USDC). */
 function baseUnitAmount(text: string, field: string): bigint {
-  if (!/^\d{1,19}$/.test(text)) throw invalid(field, `${field} must be an integer amount in base units, got "${text.slice(0, 40)}"`);
+  if (!/^\d{1,19}$/.test(text)) throw fieldError(field, `${field} must be an integer amount in base units, got "${text.slice(0, 40)}"`);
   const amount = BigInt(text);
-  if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) throw invalid(field, `${field} must be greater than zero and at most 2^63-1 base units`);
+  if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) throw fieldError(field, `${field} must be greater than zero and at most 2^63-1 base units`);
   return amount;
 }
 
 /** Reads one `accepts[i]` entry; v1 has `maxAmountRequired`, v2 has `amount`. */
 function readRequirements(value: unknown): Requirements {
-  if (!isRecord(value)) throw invalid("requirements", "requirements must be one entry of the 402 answer's accepts list");
-  if (Array.isArray(value.accepts)) throw invalid("requirements", "requirements must be one entry of accepts, not the whole 402 answer");
+  if (!isRecord(value)) throw fieldError("requirements", "requirements must be one entry of the 402 answer's accepts list");
+  if (Array.isArray(value.accepts)) throw fieldError("requirements", "requirements must be one entry of accepts, not the whole 402 answer");
   let raw: Record<string, unknown>;
   try {
     raw = JSON.parse(JSON.stringify(value)) as Record<string, unknown>;
   } catch {
-    throw invalid("requirements", "requirements must be plain JSON");
+    throw fieldError("requirements", "requirements must be plain JSON");
   }
   const version: X402Version | null = "maxAmountRequired" in raw ? 1 : "amount" in raw ? 2 : null;
-  if (version === null) throw invalid("requirements", "requirements carry neither maxAmountRequired (x402 v1) nor amount (x402 v2)");
+  if (version === null) throw fieldError("requirements", "requirements carry neither maxAmountRequired (x402 v1) nor amount (x402 v2)");
   const scheme = requiredString(raw, "scheme");
   if (scheme !== "exact") throw new AppError("NOT_SUPPORTED", `x402 scheme "${scheme.slice(0, 40)}" is not supported; only "exact" is`);
   const amountField = version === 1 ? "maxAmountRequired" : "amount";
   const amount = baseUnitAmount(requiredString(raw, amountField), `requirements.${amountField}`);
   if (version === 2 && !(typeof raw.maxTimeoutSeconds === "number" && raw.maxTimeoutSeconds > 0)) {
-    throw invalid("requirements.maxTimeoutSeconds", "requirements.maxTimeoutSeconds must be a positive number");
+    throw fieldError("requirements.maxTimeoutSeconds", "requirements.maxTimeoutSeconds must be a positive number");
   }
   const extra = raw.extra ?? null;
-  if (extra !== null && !isRecord(extra)) throw invalid("requirements.extra", "requirements.extra must be an object");
+  if (extra !== null && !isRecord(extra)) throw fieldError("requirements.extra", "requirements.extra must be an object");
   const feePayer = extra?.feePayer ?? null;
-  if (feePayer !== null && typeof feePayer !== "string") throw invalid("requirements.extra.feePayer", "requirements.extra.feePayer must be an address");
+  if (feePayer !== null && typeof feePayer !== "string") throw fieldError("requirements.extra.feePayer", "requirements.extra.feePayer must be an address");
   // x402 treats an empty memo as no memo.
   const memo = extra?.memo === undefined || extra.memo === null || extra.memo === "" ? null : extra.memo;
-  if (memo !== null && typeof memo !== "string") throw invalid("requirements.extra.memo", "requirements.extra.memo must be a string");
+  if (memo !== null && typeof memo !== "string") throw fieldError("requirements.extra.memo", "requirements.extra.memo must be a string");
   return {
     version,
     network: requiredString(raw, "network"),
@@ -182,12 +180,12 @@ function readRequirements(value: unknown): Requirements {
 }
 
 function requireAddress(address: string, field: string): void {
-  if (decodeAddress(address) === null) throw new AppError("INVALID_ADDRESS", `${field} ${address.slice(0, 60)} is not a Solana address`, { details: { fields: [field] } });
+  if (decodeAddress(address) === null) throw fieldError(field, `${field} ${address.slice(0, 60)} is not a Solana address`, {}, "INVALID_ADDRESS");
 }
 
 function splToken(tokens: readonly TokenInfo[], key: string): SplToken {
   const token = tokens.find((t) => t.key === key);
-  if (token === undefined) throw invalid("token", `unknown token "${key.slice(0, 40)}"; one of ${tokens.map((t) => t.key).join(", ")}`);
+  if (token === undefined) throw fieldError("token", `unknown token "${key.slice(0, 40)}"; one of ${tokens.map((t) => t.key).join(", ")}`);
   // The exact scheme moves SPL tokens with TransferChecked; it has no native SOL transfer.
   if (token.kind === "native") throw new AppError("NOT_SUPPORTED", "x402 exact payments move SPL tokens; sol cannot be paid this way");
   if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${token.key} has no mint on this network`);
@@ -197,7 +195,7 @@ function splToken(tokens: readonly TokenInfo[], key: string): SplToken {
 /** A param that is also in the requirements must say the same. */
 function agree<T>(field: string, given: T | undefined, required: T, shown: (value: T) => string = String): void {
   if (given !== undefined && given !== required) {
-    throw invalid(field, `${field} ${shown(given)} disagrees with the payment requirements (${shown(required)})`);
+    throw fieldError(field, `${field} ${shown(given)} disagrees with the payment requirements (${shown(required)})`);
   }
 }
 
@@ -210,7 +208,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     agree("x402Version", params.x402Version, req.version);
     const network = x402Network(deps.config.network, req.version);
     if (req.network !== network) {
-      throw invalid("requirements.network", `the requirements are for network "${req.network.slice(0, 60)}"; this service pays on "${network}"`);
+      throw fieldError("requirements.network", `the requirements are for network "${req.network.slice(0, 60)}"; this service pays on "${network}"`);
     }
     requireAddress(req.payTo, "requirements.payTo");
     requireAddress(req.asset, "requirements.asset");
@@ -218,7 +216,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     let token: SplToken;
     if (params.token !== undefined) {
       token = splToken(tokens, params.token);
-      if (token.mint !== req.asset) throw invalid("token", `token ${token.key} (mint ${token.mint}) disagrees with the payment requirements' asset ${req.asset}`);
+      if (token.mint !== req.asset) throw fieldError("token", `token ${token.key} (mint ${token.mint}) disagrees with the payment requirements' asset ${req.asset}`);
     } else {
       const known = tokens.find((t) => t.mint === req.asset);
       if (known === undefined) {
@@ -230,7 +228,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     if (req.feePayer !== null) agree("feePayer", params.feePayer, req.feePayer);
     if (req.memo !== null) agree("memo", params.memo, req.memo);
     const feePayer = req.feePayer ?? params.feePayer ?? configuredFeePayer;
-    if (feePayer === null) throw invalid("feePayer", "the requirements name no extra.feePayer; give feePayer (or configure X402_FEE_PAYER)");
+    if (feePayer === null) throw fieldError("feePayer", "the requirements name no extra.feePayer; give feePayer (or configure X402_FEE_PAYER)");
     payment = {
       version: req.version,
       network,
@@ -245,12 +243,12 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     };
   } else {
     const version = params.x402Version ?? 1; // the source document names the X-Payment header: v1
-    if (params.to === undefined) throw invalid("to", "to is required");
-    if (params.amount === undefined) throw invalid("amount", "amount is required");
-    if (params.token === undefined) throw invalid("token", "token is required");
+    if (params.to === undefined) throw fieldError("to", "to is required");
+    if (params.amount === undefined) throw fieldError("amount", "amount is required");
+    if (params.token === undefined) throw fieldError("token", "token is required");
     const token = splToken(tokens, params.token);
     const feePayer = params.feePayer ?? configuredFeePayer;
-    if (feePayer === null) throw invalid("feePayer", "feePayer is required (the facilitator's fee payer) unless X402_FEE_PAYER is configured");
+    if (feePayer === null) throw fieldError("feePayer", "feePayer is required (the facilitator's fee payer) unless X402_FEE_PAYER is configured");
     const network = x402Network(deps.config.network, version);
     const memo = params.memo ?? null;
     payment = {
@@ -280,13 +278,13 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
   requireAddress(payment.feePayer, "feePayer");
   requireTransferAmount(payment.amount);
   // The facilitator refuses a transfer signed by its own fee payer, and the fee payer's slot stays empty here.
-  if (payment.feePayer === payer) throw invalid("feePayer", "feePayer must be the facilitator's address, not the paying wallet");
+  if (payment.feePayer === payer) throw fieldError("feePayer", "feePayer must be the facilitator's address, not the paying wallet");
   if (payment.memo !== null && new TextEncoder().encode(payment.memo).length > X402_MAX_MEMO_BYTES) {
-    throw invalid("memo", `memo is at most ${X402_MAX_MEMO_BYTES} bytes`);
+    throw fieldError("memo", `memo is at most ${X402_MAX_MEMO_BYTES} bytes`);
   }
   // Checked now rather than left to the facilitator's simulation, whose failure says far less.
   if (!(await deps.ledger.accountExists(associatedTokenAddress(payment.to, payment.token.mint)))) {
-    throw invalid("to", `${payment.to} has no ${payment.token.key} token account, and an x402 payment does not create one`);
+    throw fieldError("to", `${payment.to} has no ${payment.token.key} token account, and an x402 payment does not create one`);
   }
   const balance = (await deps.ledger.getBalances(payer))[payment.token.key] ?? 0n;
   if (balance < payment.amount) {
@@ -378,16 +376,16 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 async function checkSignedPayment(deps: Deps, payment: Payment, signedTransaction: string): Promise<{ wire: Uint8Array; memo: string }> {
   const field = "signedTransaction";
   const wire = decodeBase64Strict(signedTransaction);
-  if (wire === null) throw invalid(field, "signedTransaction must be standard base64");
+  if (wire === null) throw fieldError(field, "signedTransaction must be standard base64");
   let tx: ParsedTransaction;
   try {
     tx = parseTransaction(wire);
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
-    throw invalid(field, `signedTransaction is not a transaction this tool builds: ${err.message}`, { reason: "malformed" });
+    throw fieldError(field, `signedTransaction is not a transaction this tool builds: ${err.message}`, { reason: "malformed" });
   }
   const mismatch = (reason: string) =>
-    new AppError("PAYMENT_MISMATCH", `signedTransaction is not the payment asked for: its ${reason} differs`, { details: { reason, fields: [field] } });
+    fieldError(field, `signedTransaction is not the payment asked for: its ${reason} differs`, { reason }, "PAYMENT_MISMATCH");
   const reason = paymentMismatch(tx, payment);
   if (reason !== null) throw mismatch(reason);
   const memo = memoOf(tx)!;

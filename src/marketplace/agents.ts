@@ -1,7 +1,7 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, invalidField } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -72,10 +72,6 @@ export type ServiceInput = {
   deliveryTime: number;
 };
 
-function invalid(field: string, problem: string): AppError {
-  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
-}
-
 const notFound = () => new AppError("NOT_FOUND", "no such agent");
 
 /** USDC as the ledger of this network knows it (its decimals price every agent and service). */
@@ -93,28 +89,28 @@ export function ratingOf(ratingSum: number, ratingCount: number): number | null 
 
 function checkText(value: string | undefined, field: string, max: number, required: boolean): string {
   const text = (value ?? "").trim();
-  if (required && text.length === 0) throw invalid(field, "required");
-  if (text.length > max) throw invalid(field, `at most ${max} characters`);
+  if (required && text.length === 0) throw invalidField(field, "required");
+  if (text.length > max) throw invalidField(field, `at most ${max} characters`);
   return text;
 }
 
 function checkPrice(value: string | number | undefined, field: string, usdc: TokenInfo): number {
-  if (value === undefined) throw invalid(field, "required");
+  if (value === undefined) throw invalidField(field, "required");
   const parsed = parseAmount(value, usdc.decimals);
-  if ("error" in parsed) throw invalid(field, parsed.error);
-  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalid(field, "too large");
+  if ("error" in parsed) throw invalidField(field, parsed.error);
+  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidField(field, "too large");
   return Number(parsed.value);
 }
 
 /** Trimmed, non-empty, deduplicated ignoring case (the first spelling is kept); and their lower-cased keys. */
 function checkCategories(categories: string[]): { display: string[]; keys: string[] } {
-  if (categories.length > AGENT_LIMITS.categories) throw invalid("profile.categories", `at most ${AGENT_LIMITS.categories}`);
+  if (categories.length > AGENT_LIMITS.categories) throw invalidField("profile.categories", `at most ${AGENT_LIMITS.categories}`);
   const display: string[] = [];
   const keys: string[] = [];
   for (const raw of categories) {
     const category = raw.trim();
     if (category.length === 0 || category.length > AGENT_LIMITS.categoryChars) {
-      throw invalid("profile.categories", `each category is 1 to ${AGENT_LIMITS.categoryChars} characters`);
+      throw invalidField("profile.categories", `each category is 1 to ${AGENT_LIMITS.categoryChars} characters`);
     }
     const key = category.toLowerCase();
     if (keys.includes(key)) continue;
@@ -130,14 +126,14 @@ function checkServices(
   usdc: TokenInfo,
   current: readonly store.ServiceRow[],
 ): store.ServiceWrite[] {
-  if (services.length > AGENT_LIMITS.services) throw invalid("services", `at most ${AGENT_LIMITS.services}`);
+  if (services.length > AGENT_LIMITS.services) throw invalidField("services", `at most ${AGENT_LIMITS.services}`);
   const seen = new Set<string>();
   return services.map((s, i) => {
     const field = `services.${i}`;
     let id: string;
     if (s.serviceId !== undefined) {
       if (!current.some((c) => c.id === s.serviceId) || seen.has(s.serviceId)) {
-        throw invalid(`${field}.serviceId`, "not one of this agent's services (leave it out to add a new one)");
+        throw invalidField(`${field}.serviceId`, "not one of this agent's services (leave it out to add a new one)");
       }
       id = s.serviceId;
     } else {
@@ -145,7 +141,7 @@ function checkServices(
     }
     seen.add(id);
     if (!Number.isInteger(s.deliveryTime) || s.deliveryTime < 1 || s.deliveryTime > AGENT_LIMITS.deliveryTime) {
-      throw invalid(`${field}.deliveryTime`, `whole minutes, 1 to ${AGENT_LIMITS.deliveryTime}`);
+      throw invalidField(`${field}.deliveryTime`, `whole minutes, 1 to ${AGENT_LIMITS.deliveryTime}`);
     }
     return {
       id,
@@ -306,8 +302,8 @@ export type SearchInput = {
 export async function searchAgents(deps: Deps, input: SearchInput): Promise<{ agents: Agent[]; total: number; limit: number; offset: number }> {
   const limit = input.limit ?? SEARCH_PAGE.default;
   const offset = input.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE.max) throw invalid("limit", `must be 1 to ${SEARCH_PAGE.max}`);
-  if (!Number.isInteger(offset) || offset < 0) throw invalid("offset", "must be a whole number ≥ 0");
+  if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE.max) throw invalidField("limit", `must be 1 to ${SEARCH_PAGE.max}`);
+  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
   const usdc = await usdcToken(deps);
   const category = input.category?.trim() ?? "";
   const { rows, total } = await store.searchAgents(deps.db, {

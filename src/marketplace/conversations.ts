@@ -1,7 +1,7 @@
 // Conversations between a consumer wallet and an agent, and their messages (marketplace.md "Records"):
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, invalidField } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";
@@ -39,10 +39,6 @@ export type ConversationSummary = Conversation & { messageCount: number; lastMes
 /** A conversation as seen by one of its two parties. */
 export type ConversationParty = { side: Side; conversation: store.ConversationRow; agent: store.AgentRow };
 
-function invalid(field: string, problem: string): AppError {
-  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
-}
-
 const notFound = () => new AppError("NOT_FOUND", "no such conversation");
 
 export function messageView(row: Pick<store.MessageRow, "id" | "conversationId" | "from" | "text" | "orderId" | "createdAt">): Message {
@@ -76,8 +72,8 @@ export function capMessageText(text: string): string {
 
 function checkMessage(text: string, field = "message"): string {
   const trimmed = text.trim();
-  if (trimmed.length === 0) throw invalid(field, "must not be empty");
-  if (trimmed.length > MESSAGE_MAX_CHARS) throw invalid(field, `at most ${MESSAGE_MAX_CHARS} characters`);
+  if (trimmed.length === 0) throw invalidField(field, "must not be empty");
+  if (trimmed.length > MESSAGE_MAX_CHARS) throw invalidField(field, `at most ${MESSAGE_MAX_CHARS} characters`);
   return trimmed;
 }
 
@@ -171,8 +167,8 @@ export async function sendMessage(deps: Deps, wallet: string, side: Side, conver
 function checkPage(page: { limit?: number | undefined; offset?: number | undefined }, limits: { default: number; max: number }): { limit: number; offset: number } {
   const limit = page.limit ?? limits.default;
   const offset = page.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > limits.max) throw invalid("limit", `must be 1 to ${limits.max}`);
-  if (!Number.isInteger(offset) || offset < 0) throw invalid("offset", "must be a whole number ≥ 0");
+  if (!Number.isInteger(limit) || limit < 1 || limit > limits.max) throw invalidField("limit", `must be 1 to ${limits.max}`);
+  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
   return { limit, offset };
 }
 
@@ -212,7 +208,7 @@ export async function getConversation(
   let afterSeq = 0;
   if (input.since !== undefined) {
     const seq = await store.findMessageSeq(deps.db, conversationId, input.since);
-    if (seq === null) throw invalid("since", "not a message of this conversation");
+    if (seq === null) throw invalidField("since", "not a message of this conversation");
     afterSeq = seq;
   }
   const rows = await store.listMessages(deps.db, conversationId, afterSeq, limit + 1);

@@ -6,7 +6,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, ERROR_STATUS, errorText } from "../errors.ts";
+import { AppError, ERROR_STATUS, errorText, fieldError } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
 import { newUuid } from "../lib/ids.ts";
 import { sha256Hex } from "../lib/hash.ts";
@@ -187,7 +187,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
     const envelope =
       typeof body.tool !== "string"
-        ? failure(new AppError("VALIDATION_ERROR", "tool must be the name of a tool (a string)", { details: { fields: [{ field: "tool" }] } }))
+        ? failure(fieldError("tool", "tool must be the name of a tool (a string)"))
         : await registry.call({ deps, caller, session: detached, client }, body.tool, body.params ?? {});
     const status = envelope.success ? 200 : ERROR_STATUS[envelope.code];
     const headers: Record<string, string> = {};

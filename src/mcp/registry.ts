@@ -3,7 +3,7 @@
 import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, type ErrorCode } from "../errors.ts";
+import { AppError, type ErrorCode, type FieldProblem } from "../errors.ts";
 
 /** How a tool call's wallet was established (session_info's `restoredBy`). */
 export type CallerSource = "token" | "binding" | "fingerprint";
@@ -81,8 +81,8 @@ export function requireWallet(caller: Caller): WalletCaller {
 }
 
 function validationError(error: z.ZodError): AppError {
-  const fields = error.issues.map((issue) => ({ field: issue.path.join(".") || "(params)", problem: issue.message }));
-  const summary = fields.map((f) => `${f.field}: ${f.problem}`).join("; ");
+  const fields: FieldProblem[] = error.issues.map((issue) => ({ field: issue.path.join(".") || "(params)", message: issue.message }));
+  const summary = fields.map((f) => `${f.field}: ${f.message}`).join("; ");
   return new AppError("VALIDATION_ERROR", `invalid params: ${summary}`, { details: { fields } });
 }
 

@@ -2,7 +2,7 @@
 // chain by that reference, validated, and turned into a purchase (and token) in one database write.
 import { PublicKey, VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
-import { AppError, errorText } from "../errors.ts";
+import { AppError, errorText, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
@@ -272,7 +272,7 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   await productForSale(deps, productId);
   if (isClosed(deps, checkout)) throw expired();
   const wire = decodeBase64Strict(signedBase64);
-  if (wire === null) throw new AppError("VALIDATION_ERROR", "transaction must be standard base64", { details: { fields: [{ field: "transaction" }] } });
+  if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
   const token = await splToken(deps, checkout.token);
   checkSignedPayment(checkout, token.mint, tx, wire);

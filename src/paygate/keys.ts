@@ -1,6 +1,6 @@
 // API keys of owners: `pk_` + 64 hex, shown once, SHA-256 at rest; the X-API-Key check of /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
@@ -27,7 +27,7 @@ function view(row: store.ApiKeyRow): ApiKeyView {
 export function requireLabel(label: string): string {
   const trimmed = label.trim();
   if (trimmed.length < 1 || trimmed.length > 100) {
-    throw new AppError("VALIDATION_ERROR", "label must be 1 to 100 characters", { details: { fields: [{ field: "label" }] } });
+    throw fieldError("label", "label must be 1 to 100 characters");
   }
   return trimmed;
 }

@@ -1,7 +1,7 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, invalidField } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress } from "../lib/encoding.ts";
@@ -43,10 +43,6 @@ export type ProductInput = {
 const LIMITS = { title: 200, description: 2000, featureIds: 50, featureIdChars: 64, redirectOrigins: 10, accessDays: 36_500 };
 const FEATURE_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
 
-function invalid(field: string, problem: string): AppError {
-  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
-}
-
 /**
  * The SPL token a currency names: `USDC`, or the service token's symbol, in any case. `field` names the
  * parameter in a VALIDATION_ERROR (the marketplace calls its `paymentMethod`).
@@ -54,7 +50,7 @@ function invalid(field: string, problem: string): AppError {
 export async function currencyToken(deps: Deps, currency: string, field = "currency"): Promise<TokenInfo> {
   const tokens = (await deps.ledger.tokens()).filter((t) => t.kind === "spl");
   const token = tokens.find((t) => t.key.toUpperCase() === currency.toUpperCase());
-  if (token === undefined) throw invalid(field, `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
+  if (token === undefined) throw invalidField(field, `one of ${tokens.map((t) => t.key.toUpperCase()).join(", ")}`);
   if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${currency} has no mint on this network (SERVICE_TOKEN_MINT)`);
   return token;
 }
@@ -101,30 +97,30 @@ export async function productView(deps: Deps, row: store.ProductRow): Promise<Pr
 
 function checkText(value: string, field: "title" | "description", required: boolean): string {
   const text = value.trim();
-  if (required && text.length === 0) throw invalid(field, "required");
-  if (text.length > LIMITS[field]) throw invalid(field, `at most ${LIMITS[field]} characters`);
+  if (required && text.length === 0) throw invalidField(field, "required");
+  if (text.length > LIMITS[field]) throw invalidField(field, `at most ${LIMITS[field]} characters`);
   return text;
 }
 
 function checkFeatureIds(ids: string[]): string[] {
-  if (ids.length > LIMITS.featureIds) throw invalid("featureIds", `at most ${LIMITS.featureIds}`);
+  if (ids.length > LIMITS.featureIds) throw invalidField("featureIds", `at most ${LIMITS.featureIds}`);
   for (const id of ids) {
-    if (id.length > LIMITS.featureIdChars || !FEATURE_ID.test(id)) throw invalid("featureIds", `"${id.slice(0, 70)}" is not a feature id (letters, digits, _ . : -)`);
+    if (id.length > LIMITS.featureIdChars || !FEATURE_ID.test(id)) throw invalidField("featureIds", `"${id.slice(0, 70)}" is not a feature id (letters, digits, _ . : -)`);
   }
   return [...new Set(ids)];
 }
 
 function checkOrigins(origins: string[]): string[] {
-  if (origins.length > LIMITS.redirectOrigins) throw invalid("redirectOrigins", `at most ${LIMITS.redirectOrigins}`);
+  if (origins.length > LIMITS.redirectOrigins) throw invalidField("redirectOrigins", `at most ${LIMITS.redirectOrigins}`);
   return origins.map((origin) => {
     let url: URL;
     try {
       url = new URL(origin);
     } catch {
-      throw invalid("redirectOrigins", `"${origin.slice(0, 100)}" is not an origin`);
+      throw invalidField("redirectOrigins", `"${origin.slice(0, 100)}" is not an origin`);
     }
     if ((url.protocol !== "https:" && url.protocol !== "http:") || url.origin !== origin.replace(/\/$/, "")) {
-      throw invalid("redirectOrigins", `"${origin.slice(0, 100)}" must be scheme://host[:port] only`);
+      throw invalidField("redirectOrigins", `"${origin.slice(0, 100)}" must be scheme://host[:port] only`);
     }
     return url.origin;
   });
@@ -132,7 +128,7 @@ function checkOrigins(origins: string[]): string[] {
 
 function checkAccessDays(days: number | null): number | null {
   if (days === null) return null;
-  if (!Number.isInteger(days) || days < 1 || days > LIMITS.accessDays) throw invalid("accessDays", `a whole number of days, 1 to ${LIMITS.accessDays}`);
+  if (!Number.isInteger(days) || days < 1 || days > LIMITS.accessDays) throw invalidField("accessDays", `a whole number of days, 1 to ${LIMITS.accessDays}`);
   return days;
 }
 
@@ -143,17 +139,17 @@ function checkPayTo(payTo: string): string {
 
 function checkPrice(price: string | number, token: TokenInfo): number {
   const parsed = parseAmount(price, token.decimals);
-  if ("error" in parsed) throw invalid("price", parsed.error);
-  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalid("price", "too large");
+  if ("error" in parsed) throw invalidField("price", parsed.error);
+  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidField("price", "too large");
   return Number(parsed.value);
 }
 
 export async function createProduct(deps: Deps, owner: string, input: ProductInput): Promise<Product> {
-  if (input.type !== "feature_unlock" && input.type !== "access") throw invalid("type", "feature_unlock or access");
-  if (input.price === undefined) throw invalid("price", "required");
+  if (input.type !== "feature_unlock" && input.type !== "access") throw invalidField("type", "feature_unlock or access");
+  if (input.price === undefined) throw invalidField("price", "required");
   const token = await currencyToken(deps, input.currency ?? "USDC");
   const featureIds = checkFeatureIds(input.featureIds ?? []);
-  if (input.type === "feature_unlock" && featureIds.length === 0) throw invalid("featureIds", "a feature_unlock product unlocks at least one feature");
+  if (input.type === "feature_unlock" && featureIds.length === 0) throw invalidField("featureIds", "a feature_unlock product unlocks at least one feature");
   const now = deps.clock.now();
   await store.ensureOwner(deps.db, owner, now);
   const row: store.ProductRow = {
@@ -214,10 +210,10 @@ export async function listProducts(deps: Deps, owner: string): Promise<Product[]
 
 export async function updateProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product> {
   const row = await ownedProduct(deps, owner, productId);
-  if (patch.type !== undefined && patch.type !== row.type) throw invalid("type", "cannot change; create another product");
+  if (patch.type !== undefined && patch.type !== row.type) throw invalidField("type", "cannot change; create another product");
   const token = patch.currency === undefined ? (await deps.ledger.tokens()).find((t) => t.key === row.token)! : await currencyToken(deps, patch.currency);
   const featureIds = patch.featureIds === undefined ? row.featureIds : checkFeatureIds(patch.featureIds);
-  if (row.type === "feature_unlock" && featureIds.length === 0) throw invalid("featureIds", "a feature_unlock product unlocks at least one feature");
+  if (row.type === "feature_unlock" && featureIds.length === 0) throw invalidField("featureIds", "a feature_unlock product unlocks at least one feature");
   const next: store.ProductRow = {
     ...row,
     title: patch.title === undefined ? row.title : checkText(patch.title, "title", true),

@@ -1,7 +1,7 @@
 // What buyers bought, as owners see it (paygate.md "Public API"): access checks, transaction
 // verification, the purchase list and revenue statistics.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress, decodeBase58 } from "../lib/encoding.ts";
@@ -84,7 +84,7 @@ export type Verification =
 /** GET /public/verify/:txHash: a purchase of this owner's, or why not (another owner's looks like any non-payment). */
 export async function verifyTransaction(deps: Deps, owner: string, txHash: string): Promise<Verification> {
   if (!isTxHash(txHash)) {
-    throw new AppError("VALIDATION_ERROR", "txHash must be a transaction signature (base58 of 64 bytes)", { details: { fields: [{ field: "txHash" }] } });
+    throw fieldError("txHash", "txHash must be a transaction signature (base58 of 64 bytes)");
   }
   const purchase = await store.findPurchaseByTxHash(deps.db, txHash);
   if (purchase !== null && purchase.owner === owner) {
@@ -147,7 +147,7 @@ export async function ownerStatsWithDaily(
   days: number = STATS_DAYS.default,
 ): Promise<Stats & { daily: { date: string; revenue: number; transactions: number }[] }> {
   if (!Number.isInteger(days) || days < 1 || days > STATS_DAYS.max) {
-    throw new AppError("VALIDATION_ERROR", `days must be a whole number from 1 to ${STATS_DAYS.max}`, { details: { fields: [{ field: "days" }] } });
+    throw fieldError("days", `days must be a whole number from 1 to ${STATS_DAYS.max}`);
   }
   const today = Math.floor(deps.clock.now() / DAY_MS);
   const first = today - days + 1;

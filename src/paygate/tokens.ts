@@ -1,7 +1,7 @@
 // Feature access tokens (paygate.md "Public API"): `ft_` + 32 random bytes base58, issued with a
 // feature_unlock purchase, looked up by SHA-256, kept sealed (AES-256-GCM) so the owner can list them.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeAddress } from "../lib/encoding.ts";
@@ -106,10 +106,10 @@ export type TokenQuery = {
 export function requirePage(limit: number | undefined, offset: number | undefined, range: { default: number; max: number }): { limit: number; offset: number } {
   const page = { limit: limit ?? range.default, offset: offset ?? 0 };
   if (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > range.max) {
-    throw new AppError("VALIDATION_ERROR", `limit must be a whole number from 1 to ${range.max}`, { details: { fields: [{ field: "limit" }] } });
+    throw fieldError("limit", `limit must be a whole number from 1 to ${range.max}`);
   }
   if (!Number.isInteger(page.offset) || page.offset < 0) {
-    throw new AppError("VALIDATION_ERROR", "offset must be a whole number, 0 or more", { details: { fields: [{ field: "offset" }] } });
+    throw fieldError("offset", "offset must be a whole number, 0 or more");
   }
   return page;
 }

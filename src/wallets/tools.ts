@@ -4,7 +4,7 @@ import { z } from "zod";
 import { issueChallenge } from "../auth/challenge.ts";
 import { signIn } from "../auth/sign-in.ts";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError, invalidField } from "../errors.ts";
 import { amountToNumber, formatAmount, parseAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
@@ -26,13 +26,13 @@ const amount = z
 async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
   const tokens = await deps.ledger.tokens();
   const token = tokens.find((t) => t.key === key);
-  if (token === undefined) throw new AppError("VALIDATION_ERROR", `token must be one of ${tokens.map((t) => t.key).join(", ")}`, { details: { fields: [{ field: "token" }] } });
+  if (token === undefined) throw fieldError("token", `token must be one of ${tokens.map((t) => t.key).join(", ")}`);
   return token;
 }
 
 function baseUnits(value: unknown, token: TokenInfo, field = "amount", allowZero = false): bigint {
   const parsed = parseAmount(value, token.decimals, { allowZero });
-  if ("error" in parsed) throw new AppError("VALIDATION_ERROR", `${field}: ${parsed.error}`, { details: { fields: [{ field, problem: parsed.error }] } });
+  if ("error" in parsed) throw invalidField(field, parsed.error);
   return parsed.value;
 }
 
@@ -79,9 +79,7 @@ export const walletCreate = defineTool({
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
     if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
-      throw new AppError("VALIDATION_ERROR", "airdropSol: a new account needs at least 0.00089088 SOL (the rent-exempt minimum), or 0", {
-        details: { fields: [{ field: "airdropSol" }] },
-      });
+      throw fieldError("airdropSol", "airdropSol: a new account needs at least 0.00089088 SOL (the rent-exempt minimum), or 0");
     }
 
     // The same path as wallet_connect: a challenge, signed with the new key, verified. The wallet is stored
@@ -179,7 +177,7 @@ export const walletSubmitTransaction = defineTool({
   run: async ({ deps, caller }, input) => {
     const wallet = requireWallet(caller);
     const wire = decodeBase64Strict(input.transaction);
-    if (wire === null) throw new AppError("VALIDATION_ERROR", "transaction must be standard base64", { details: { fields: [{ field: "transaction" }] } });
+    if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
     const parsed = parseTransaction(wire);
     if (!parsed.accountKeys.slice(0, parsed.numRequiredSignatures).includes(wallet.walletAddress)) {
       throw new AppError("FORBIDDEN", "this transaction is not signed by this session's wallet");
@@ -256,7 +254,7 @@ export const paymentCreate = defineTool({
     const wallet = requireWallet(caller);
     let amountBaseUnits: bigint | undefined;
     if (input.amount !== undefined) {
-      if (input.token === undefined) throw new AppError("VALIDATION_ERROR", "amount needs token (its decimals)", { details: { fields: [{ field: "token" }] } });
+      if (input.token === undefined) throw fieldError("token", "amount needs token (its decimals)");
       amountBaseUnits = baseUnits(input.amount, await tokenInfo(deps, input.token));
     }
     const { amount: _, ...rest } = input;

@@ -1,6 +1,6 @@
 // Owners' webhook endpoints: create, list, update, delete, and the sealed secret (reveal, rotate).
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, invalidField } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -26,10 +26,6 @@ export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
 
 export type WebhookEndpoint = { endpointId: string; url: string; events: WebhookEventType[]; enabled: boolean; createdAt: string };
 
-function invalid(field: string, problem: string): AppError {
-  return new AppError("VALIDATION_ERROR", `${field}: ${problem}`, { details: { fields: [{ field, problem }] } });
-}
-
 const notFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
 
 // The id of the row holding the secret (an endpoint's, or a marketplace agent's) is the additional
@@ -42,30 +38,30 @@ const aadOf = (ownerId: string) => new TextEncoder().encode(ownerId);
  */
 export function checkEndpointUrl(deps: Deps, raw: string, field = "url"): string {
   const text = raw.trim();
-  if (text.length === 0 || text.length > MAX_URL_LENGTH) throw invalid(field, `must be 1 to ${MAX_URL_LENGTH} characters`);
+  if (text.length === 0 || text.length > MAX_URL_LENGTH) throw invalidField(field, `must be 1 to ${MAX_URL_LENGTH} characters`);
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw invalid(field, "must be an absolute URL");
+    throw invalidField(field, "must be an absolute URL");
   }
   const httpAllowed = deps.config.network !== "mainnet";
   if (url.protocol !== "https:" && !(httpAllowed && url.protocol === "http:")) {
-    throw invalid(field, httpAllowed ? "must be an http or https URL" : "must be an https URL on mainnet");
+    throw invalidField(field, httpAllowed ? "must be an http or https URL" : "must be an https URL on mainnet");
   }
-  if (url.username !== "" || url.password !== "") throw invalid(field, "must not carry credentials");
-  if (url.hash !== "") throw invalid(field, "must not have a fragment");
-  if (url.hostname === "") throw invalid(field, "must name a host");
-  if (url.href.length > MAX_URL_LENGTH) throw invalid(field, `must be at most ${MAX_URL_LENGTH} characters`);
+  if (url.username !== "" || url.password !== "") throw invalidField(field, "must not carry credentials");
+  if (url.hash !== "") throw invalidField(field, "must not have a fragment");
+  if (url.hostname === "") throw invalidField(field, "must name a host");
+  if (url.href.length > MAX_URL_LENGTH) throw invalidField(field, `must be at most ${MAX_URL_LENGTH} characters`);
   // Private and loopback hosts are refused when sending (after DNS), not here: a name's addresses can change.
   return url.href;
 }
 
 /** A non-empty subset of WEBHOOK_EVENT_TYPES, deduplicated, in catalogue order. */
 export function checkEventTypes(events: readonly string[]): WebhookEventType[] {
-  if (events.length === 0) throw invalid("events", "name at least one event type");
+  if (events.length === 0) throw invalidField("events", "name at least one event type");
   const unknown = events.filter((e) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(e));
-  if (unknown.length > 0) throw invalid("events", `unknown event type ${JSON.stringify(unknown[0]!.slice(0, 60))}; one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+  if (unknown.length > 0) throw invalidField("events", `unknown event type ${JSON.stringify(unknown[0]!.slice(0, 60))}; one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
   return WEBHOOK_EVENT_TYPES.filter((t) => events.includes(t));
 }
 

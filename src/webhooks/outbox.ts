@@ -2,7 +2,7 @@
 // the worker that sends each attempt (signed anew) on the retry schedule until success or failure.
 import type { Db } from "../db/open.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, errorText } from "../errors.ts";
+import { AppError, errorText, fieldError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { clusterName } from "../ledger/ledger.ts";
 import { cryptoRandom, newId, type Random } from "../lib/ids.ts";
@@ -127,10 +127,10 @@ export async function listDeliveries(
   const limit = page.limit ?? DELIVERY_LIST_LIMIT.default;
   const offset = page.offset ?? 0;
   if (!Number.isInteger(limit) || limit < 1 || limit > DELIVERY_LIST_LIMIT.max) {
-    throw new AppError("VALIDATION_ERROR", `limit: must be 1 to ${DELIVERY_LIST_LIMIT.max}`, { details: { fields: [{ field: "limit" }] } });
+    throw fieldError("limit", `limit: must be 1 to ${DELIVERY_LIST_LIMIT.max}`);
   }
   if (!Number.isInteger(offset) || offset < 0) {
-    throw new AppError("VALIDATION_ERROR", "offset: must be a whole number ≥ 0", { details: { fields: [{ field: "offset" }] } });
+    throw fieldError("offset", "offset: must be a whole number ≥ 0");
   }
   if ((await store.findOwnerEndpoint(deps.db, owner, endpointId)) === null) throw endpointNotFound();
   const { rows, total } = await store.listDeliveries(deps.db, "owner_endpoint", endpointId, limit, offset);

@@ -48,7 +48,9 @@ export async function api<T>(path: string, options: { method?: string; body?: un
   if (!response.ok) {
     if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT));
     const message = typeof data?.error === "string" ? data.error : `The server answered ${response.status}. Try again in a moment.`;
-    const fields = Array.isArray(data?.details) ? data.details.map((d: { field?: string }) => d.field).filter(Boolean) : [];
+    // details.fields names what was wrong; the names are added when the text does not say them already.
+    const named: unknown = data?.details?.fields;
+    const fields = Array.isArray(named) ? named.map((d: { field?: string }) => d.field).filter((f): f is string => typeof f === "string" && !message.includes(f)) : [];
     throw new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message);
   }
   return data as T;

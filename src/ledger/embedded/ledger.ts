@@ -4,7 +4,7 @@
 import { Keypair, VersionedTransaction } from "@solana/web3.js";
 import type { Config } from "../../config.ts";
 import type { Db } from "../../db/open.ts";
-import { AppError } from "../../errors.ts";
+import { AppError, fieldError } from "../../errors.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Random } from "../../lib/ids.ts";
@@ -336,7 +336,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       if (before !== undefined) {
         const row = await store.findTransaction(deps.db, before);
         if (row === null) {
-          throw new AppError("VALIDATION_ERROR", "before: no transaction has this signature", { details: { fields: [{ field: "before" }] } });
+          throw fieldError("before", "before: no transaction has this signature");
         }
         beforeSeq = row.seq;
       }

@@ -2,7 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
+import { AppError, invalidField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
@@ -70,16 +70,15 @@ export function orderView(row: store.OrderRow): OrderView {
 
 type Side = "consumer" | "provider";
 
-const invalid = (field: string, message: string) => new AppError("VALIDATION_ERROR", `${field}: ${message}`, { details: { fields: [{ field }] } });
 const notFound = () => new AppError("NOT_FOUND", "no such order");
 const wrongState = (row: store.OrderRow, action: string) => new AppError("INVALID_STATE", `cannot ${action} an order that is ${row.status}`);
 
 function checkText(value: string | undefined, field: string, max: number, required: boolean): string | null {
   if (value === undefined || value.trim() === "") {
-    if (required) throw invalid(field, "required");
+    if (required) throw invalidField(field, "required");
     return null;
   }
-  if (value.length > max) throw invalid(field, `at most ${max} characters`);
+  if (value.length > max) throw invalidField(field, `at most ${max} characters`);
   return value;
 }
 
@@ -121,13 +120,13 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     throw new AppError("NOT_FOUND", "no such conversation");
   }
   if (parties.providerWallet !== wallet) throw new AppError("FORBIDDEN", "only the agent's provider can propose an order");
-  if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalid("serviceId", "not a service of this agent");
+  if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalidField("serviceId", "not a service of this agent");
   const description = checkText(input.description, "description", MAX_TEXT, true)!;
   const usdc = await usdcToken(deps);
   const parsed = parseAmount(input.price, usdc.decimals);
-  if ("error" in parsed) throw invalid("price", parsed.error);
+  if ("error" in parsed) throw invalidField("price", parsed.error);
   if (!Number.isInteger(input.deliveryTime) || input.deliveryTime < 1 || input.deliveryTime > MAX_DELIVERY_MIN) {
-    throw invalid("deliveryTime", `whole minutes from 1 to ${MAX_DELIVERY_MIN}`);
+    throw invalidField("deliveryTime", `whole minutes from 1 to ${MAX_DELIVERY_MIN}`);
   }
   const now = deps.clock.now();
   const row: store.OrderRow = {
@@ -195,7 +194,7 @@ export async function acceptOrder(
   const token = await currencyToken(deps, input.paymentMethod, "paymentMethod");
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
-  if ("error" in parsed) throw invalid("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
+  if ("error" in parsed) throw invalidField("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
     await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash }, deps.clock.now()));
@@ -384,7 +383,7 @@ export async function cancelOrder(deps: Deps, wallet: string, orderId: string, r
 export async function completeOrder(deps: Deps, wallet: string, input: { orderId: string; rating?: number | undefined; review?: string | undefined }): Promise<OrderView> {
   const row = await orderFor(deps, input.orderId, wallet, "consumer");
   if (row.status !== "delivered") throw wrongState(row, "complete");
-  if (input.rating !== undefined && (!Number.isInteger(input.rating) || input.rating < 1 || input.rating > 5)) throw invalid("rating", "a whole number from 1 to 5");
+  if (input.rating !== undefined && (!Number.isInteger(input.rating) || input.rating < 1 || input.rating > 5)) throw invalidField("rating", "a whole number from 1 to 5");
   const review = checkText(input.review, "review", 1000, false);
   return orderView(await release(deps, row, "delivered", input.rating ?? null, review, "The consumer accepted the delivery; the payment went to the provider."));
 }
@@ -415,11 +414,11 @@ export const ORDER_LIST_LIMIT = { default: 20, max: 100 };
 
 export async function listOrders(deps: Deps, wallet: string, side: Side, q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
   const statuses: readonly string[] = store.ORDER_STATUSES;
-  if (q.status !== undefined && !statuses.includes(q.status)) throw invalid("status", `one of ${statuses.join(", ")}`);
+  if (q.status !== undefined && !statuses.includes(q.status)) throw invalidField("status", `one of ${statuses.join(", ")}`);
   const limit = q.limit ?? ORDER_LIST_LIMIT.default;
-  if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalid("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalidField("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
   const offset = q.offset ?? 0;
-  if (!Number.isInteger(offset) || offset < 0) throw invalid("offset", "0 or more");
+  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "0 or more");
   const { rows, total } = await store.listOrders(deps.db, { wallet, side, status: (q.status as store.OrderStatus) ?? null, limit, offset });
   return { orders: rows.map(orderView), total, limit, offset };
 }
