@@ -44,25 +44,31 @@ export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
 const SHUTDOWN_GRACE_MS = 10_000;
 
 /**
- * A request's id and client. The address is worked out when a route first asks for it (sign-in rate
- * limits, fingerprints): most routes never do, and asking the socket is a system call.
+ * A request's id and client. The address is taken from the socket as the request arrives (a socket the
+ * client has since closed has none), except on /public/*, whose routes never ask for it: there it
+ * would be a system call (`getpeername`) per request for nothing.
  */
 class ClientOfRequest implements RequestMeta {
   #ip: string | null = null;
   constructor(
     readonly requestId: string,
     private readonly request: Request,
+    private readonly socketIp: string | null,
     private readonly server: Server<unknown>,
     private readonly trustProxy: Config["trustProxy"],
   ) {}
   get ip(): string {
-    this.#ip ??= resolveClientIp(this.server.requestIP(this.request)?.address ?? "0.0.0.0", this.request.headers.get("x-forwarded-for"), this.trustProxy);
+    const socketIp = this.socketIp ?? this.server.requestIP(this.request)?.address ?? "0.0.0.0";
+    this.#ip ??= resolveClientIp(socketIp, this.request.headers.get("x-forwarded-for"), this.trustProxy);
     return this.#ip;
   }
   get userAgent(): string {
     return this.request.headers.get("user-agent") ?? "";
   }
 }
+
+/** Paths whose routes never ask for the client's address (API-key routes: limits are per owner). */
+const NO_CLIENT_ADDRESS = "/public/";
 
 /** Reads a body without Content-Length up to `max` bytes; null when it is larger. */
 async function readCapped(request: Request, max: number): Promise<Uint8Array | null> {
@@ -105,6 +111,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const requestId = crypto.randomUUID();
     let request = incoming;
     const path = pathOf(incoming.url); // never the query: the access log shows it too
+    // No request reads a database state older than its arrival (another process's commits included).
+    db.endReads();
+    const socketIp = path.startsWith(NO_CLIENT_ADDRESS) ? null : (server.requestIP(incoming)?.address ?? "0.0.0.0");
     let response: Response;
     try {
       const length = incoming.headers.get("content-length");
@@ -119,7 +128,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         else request = new Request(incoming, { body });
       }
       response ??= await (() => {
-        meta.set(request, new ClientOfRequest(requestId, incoming, server, config.trustProxy));
+        meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy));
         return appFetch !== null ? appFetch(request) : appReady.promise.then((f) => f(request));
       })();
     } catch (err) {

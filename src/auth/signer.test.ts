@@ -43,7 +43,7 @@ test("a worker that cannot start is reported once and tokens are signed here, st
   await signer.stop();
 });
 
-test("a worker that fails a batch (no key yet: init never sent) has that batch signed here", async () => {
+test("a worker that fails a batch (no key: init never sent) is given up once, and that batch and later ones are signed here", async () => {
   const keys = await createJwtKeys(ISSUER, secret, null);
   const { workerCalls } = await import("../lib/worker-batch.ts");
   const { signSessionJwt } = await import("./tokens.ts");
@@ -51,6 +51,10 @@ test("a worker that fails a batch (no key yet: init never sent) has that batch s
   const calls = workerCalls<UnsignedClaims, string>(WORKER_URL, { inline: (c) => signSessionJwt(keys, c), onWorkerError: (e) => errors.push(e) });
   const c = claims(2);
   expect(await calls.call(c)).toBe(await signSessionJwt(keys, c));
-  expect(errors).toEqual([]); // the worker is alive; only that batch went inline
+  expect(errors.length).toBe(1);
+  expect(String(errors[0])).toContain("no key");
+  const later = claims(3);
+  expect(await calls.call(later)).toBe(await signSessionJwt(keys, later));
+  expect(errors.length).toBe(1);
   await calls.stop();
 });

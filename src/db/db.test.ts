@@ -73,18 +73,31 @@ describe("durable commits (FULL)", () => {
     db.close();
   });
 
-  test("a failed flush tells the batch's writers; later writes flush again", async () => {
+  test("a failed flush tells the batch's writers, and from then on writes are refused and readiness fails", async () => {
     const sync = manualSync();
     const db = openDatabase(join(dir, "e.db"), { syncFile: sync.syncFile });
     db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
     const lost = db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
     await nextTurn();
+    expect(db.ping()).toBe(true);
     sync.finish(new Error("EIO: i/o error, fsync"));
     await expect(lost).rejects.toThrow("EIO");
-    const next = db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run());
-    await nextTurn();
-    sync.finish();
-    await next;
+    // After a failed fsync nothing later can be promised durable: refused, not acknowledged.
+    await expect(db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run())).rejects.toThrow("refused until restart");
+    expect(db.ping()).toBe(false);
+    db.close();
+  });
+
+  test("a database reached through a symlink flushes the log SQLite writes (beside the real file)", async () => {
+    const { symlinkSync, mkdirSync } = await import("node:fs");
+    mkdirSync(join(dir, "real"), { recursive: true });
+    const real = openDatabase(join(dir, "real", "s.db"));
+    real.close();
+    symlinkSync(join(dir, "real", "s.db"), join(dir, "link.db"));
+    const db = openDatabase(join(dir, "link.db"));
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    await db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
+    expect(db.ping()).toBe(true);
     db.close();
   });
 
@@ -220,6 +233,18 @@ describe("reads of a turn", () => {
     expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 2 });
     expect(await written).toEqual({ k: 2 });
     expect(other.sqlite.query("SELECT k FROM t ORDER BY k").all()).toEqual([{ k: 1 }, { k: 2 }]);
+    other.close();
+    db.close();
+  });
+
+  test("endReads drops the snapshot at once: the next request sees another process's commit in the same turn", () => {
+    const { db, other } = twoConnections("re.db");
+    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
+    expect(count()).toBe(0);
+    other.sqlite.run("INSERT INTO t VALUES (1)");
+    expect(count()).toBe(0);
+    db.endReads(); // the server does this as each request arrives
+    expect(count()).toBe(1);
     other.close();
     db.close();
   });

@@ -1,6 +1,6 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { closeSync, fsync, fsyncSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, fsync, fsyncSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
 
 export type Db = {
@@ -18,6 +18,11 @@ export type Db = {
    * (two system calls per statement otherwise). Another process's commits show from the next turn on.
    */
   read<T>(fn: () => T): T;
+  /**
+   * Ends the shared read snapshot now. The server calls it as each request arrives, so that no request
+   * reads a state older than its own arrival (a key revoked by the CLI is refused from the next request).
+   */
+  endReads(): void;
   /** True when the database answers a trivial query (readiness). */
   ping(): boolean;
   /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
@@ -49,7 +54,18 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const flushOffThread = synchronous === "FULL" && path !== ":memory:";
   sqlite.run(`PRAGMA synchronous = ${flushOffThread ? "NORMAL" : synchronous}`);
   sqlite.run("PRAGMA foreign_keys = ON");
-  const walFile = flushOffThread ? walFlusher(`${path}-wal`, options.syncFile ?? fsync) : null;
+  /**
+   * Set when flushing the log failed: what was committed may not be on disk, and after a failed fsync the
+   * kernel may have dropped those pages, so no later write can be promised durable either. Writes are
+   * refused from then on and `ping` fails (readiness), until the process is restarted.
+   */
+  let broken: Error | null = null;
+  // SQLite names the log after the resolved path of the database (a symlinked DATA_DIR file included).
+  const walFile = flushOffThread
+    ? walFlusher(`${realpathSync(path)}-wal`, options.syncFile ?? fsync, (err) => {
+        broken ??= new Error(`the database log could not be flushed to disk; writes are refused until restart: ${err.message}`);
+      })
+    : null;
 
   type Waiter = { resolve: () => void; reject: (err: unknown) => void };
   let waiters: Waiter[] = [];
@@ -124,6 +140,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
   function write<T>(fn: () => T): Promise<T> {
     if (writing) return Promise.reject(new Error("db.write cannot nest: do all of a write's SQL in one fn"));
+    if (broken !== null) return Promise.reject(broken);
     // Some errors (disk full, I/O) make SQLite roll back the whole transaction, not just a savepoint:
     // the batch is then lost, its writers hear so, and later writes start a new batch.
     if (inBatch && !sqlite.inTransaction) settle(batchLost());
@@ -163,11 +180,13 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
+    endReads: endRead,
     flush() {
       commit();
       walFile?.flushNow();
     },
     ping() {
+      if (broken !== null) return false;
       try {
         return sqlite.query("SELECT 1 AS ok").get() !== null;
       } catch {
@@ -176,9 +195,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     close() {
       commit();
-      walFile?.close();
-      for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
-      sqlite.close();
+      try {
+        walFile?.close(); // throws if the last flush failed: the caller hears of it
+      } finally {
+        for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
+        sqlite.close();
+      }
     },
   };
 }
@@ -189,12 +211,13 @@ type Settle = { resolve: () => void; reject: (err: unknown) => void };
  * Flushes the WAL file after commits, off the JS thread, and answers each commit's writers once a flush
  * that started after the commit has finished. At most one flush runs; commits meanwhile share the next.
  */
-function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | null) => void) => void) {
+function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | null) => void) => void, onFailure: (err: Error) => void) {
   let fd: number | null = null; // opened at the first flush: SQLite creates the file with the first write
   let running = false;
   let closing = false;
   let queued: Settle[] = [];
   const answer = (batch: Settle[], err: Error | null) => {
+    if (err !== null) onFailure(err);
     for (const w of batch) {
       if (err === null) w.resolve();
       else w.reject(err);
@@ -234,6 +257,7 @@ function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | 
       if (!(batch.length === 0 && (err as NodeJS.ErrnoException).code === "ENOENT")) failure = err as Error;
     }
     answer(batch, failure);
+    if (failure !== null && batch.length === 0) throw failure; // nobody else would hear of it (migrations, shutdown)
   }
   return {
     afterFlush(batch: Settle[]): void {
@@ -242,9 +266,12 @@ function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | 
     },
     flushNow,
     close(): void {
-      flushNow();
-      closing = true;
-      if (!running) closeFile();
+      try {
+        flushNow();
+      } finally {
+        closing = true;
+        if (!running) closeFile();
+      }
     },
   };
 }

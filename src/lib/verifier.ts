@@ -26,5 +26,6 @@ export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) 
     onWorkerError,
     replyTimeoutMs,
   });
-  return { verify: (publicKey, message, signature) => calls.call([publicKey, message, signature]), stop: calls.stop };
+  // Only a literal `true` from the worker is a valid signature.
+  return { verify: async (publicKey, message, signature) => (await calls.call([publicKey, message, signature])) === true, stop: calls.stop };
 }

@@ -69,7 +69,11 @@ export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOpti
       if (entry === undefined) return;
       clearTimeout(entry.timer);
       inFlight.delete(event.data.id);
-      if ("error" in event.data) return runInline(entry.items, entry.waiting);
+      if ("error" in event.data || !Array.isArray(event.data.results) || event.data.results.length !== entry.items.length) {
+        // A worker that cannot do its work (no key, a bug) is given up once; this batch and later ones run here.
+        runInline(entry.items, entry.waiting);
+        return fail(new Error("error" in event.data ? `worker failed a batch: ${event.data.error}` : "worker answered a batch with the wrong number of results"));
+      }
       event.data.results.forEach((result, i) => entry.waiting[i]!.resolve(result));
     };
     w.onerror = (event) => fail(event.error ?? new Error(event.message));
