@@ -43,6 +43,11 @@ export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
+/** The peer address of a request's socket; "0.0.0.0" when the socket has none (closed). */
+function socketAddress(server: Server<unknown>, request: Request): string {
+  return server.requestIP(request)?.address ?? "0.0.0.0";
+}
+
 /**
  * A request's id and client. The address is taken from the socket as the request arrives (a socket the
  * client has since closed has none), except on /public/*, whose routes never ask for it: there it
@@ -58,7 +63,7 @@ class ClientOfRequest implements RequestMeta {
     private readonly trustProxy: Config["trustProxy"],
   ) {}
   get ip(): string {
-    const socketIp = this.socketIp ?? this.server.requestIP(this.request)?.address ?? "0.0.0.0";
+    const socketIp = this.socketIp ?? socketAddress(this.server, this.request);
     this.#ip ??= resolveClientIp(socketIp, this.request.headers.get("x-forwarded-for"), this.trustProxy);
     return this.#ip;
   }
@@ -113,7 +118,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const path = pathOf(incoming.url); // never the query: the access log shows it too
     // No request reads a database state older than its arrival (another process's commits included).
     db.endReads();
-    const socketIp = path.startsWith(NO_CLIENT_ADDRESS) ? null : (server.requestIP(incoming)?.address ?? "0.0.0.0");
+    const socketIp = path.startsWith(NO_CLIENT_ADDRESS) ? null : socketAddress(server, incoming);
     let response: Response;
     try {
       const length = incoming.headers.get("content-length");

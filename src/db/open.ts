@@ -30,11 +30,14 @@ export type Db = {
   close(): void;
 };
 
+/** Flushes a file to disk off the calling thread (node:fs `fsync`'s shape). */
+type SyncFile = (fd: number, done: (err: Error | null) => void) => void;
+
 export type OpenOptions = {
   synchronous?: "FULL" | "NORMAL" | "EXTRA";
   busyTimeoutMs?: number;
   /** How the WAL file is flushed to disk after a commit (tests replace it); node:fs `fsync` by default. */
-  syncFile?: (fd: number, done: (err: Error | null) => void) => void;
+  syncFile?: SyncFile;
 };
 
 /**
@@ -67,7 +70,6 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       })
     : null;
 
-  type Waiter = { resolve: () => void; reject: (err: unknown) => void };
   let waiters: Waiter[] = [];
   let inBatch = false;
   /** A read transaction of this turn is open (never at the same time as a write batch). */
@@ -88,10 +90,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     waiters = [];
     inBatch = false;
     if (failure === null && walFile !== null) return walFile.afterFlush(batch);
-    for (const w of batch) {
-      if (failure === null) w.resolve();
-      else w.reject(failure);
-    }
+    answerAll(batch, failure);
   }
 
   /** Ends this turn's read transaction, if one is open. */
@@ -205,23 +204,28 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   };
 }
 
-type Settle = { resolve: () => void; reject: (err: unknown) => void };
+/** A writer waiting for its batch: told once it is committed (and flushed), or why not. */
+type Waiter = { resolve: () => void; reject: (err: unknown) => void };
+
+function answerAll(batch: Waiter[], failure: unknown | null): void {
+  for (const w of batch) {
+    if (failure === null) w.resolve();
+    else w.reject(failure);
+  }
+}
 
 /**
  * Flushes the WAL file after commits, off the JS thread, and answers each commit's writers once a flush
  * that started after the commit has finished. At most one flush runs; commits meanwhile share the next.
  */
-function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | null) => void) => void, onFailure: (err: Error) => void) {
+function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error) => void) {
   let fd: number | null = null; // opened at the first flush: SQLite creates the file with the first write
   let running = false;
   let closing = false;
-  let queued: Settle[] = [];
-  const answer = (batch: Settle[], err: Error | null) => {
+  let queued: Waiter[] = [];
+  const answer = (batch: Waiter[], err: Error | null) => {
     if (err !== null) onFailure(err);
-    for (const w of batch) {
-      if (err === null) w.resolve();
-      else w.reject(err);
-    }
+    answerAll(batch, err);
   };
   const closeFile = () => {
     if (fd !== null) closeSync(fd);
@@ -260,7 +264,7 @@ function walFlusher(walPath: string, syncFile: (fd: number, done: (err: Error | 
     if (failure !== null && batch.length === 0) throw failure; // nobody else would hear of it (migrations, shutdown)
   }
   return {
-    afterFlush(batch: Settle[]): void {
+    afterFlush(batch: Waiter[]): void {
       queued.push(...batch);
       start();
     },
