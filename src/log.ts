@@ -23,29 +23,42 @@ export type LogSink = { write(line: string, deferred?: boolean): void; flush(): 
 /** How long a request line may wait in memory before it is written out. */
 export const ACCESS_FLUSH_MS = 50;
 
+/** Request lines held in memory beyond this many characters are written out at once. */
+const ACCESS_BUFFER_CHARS = 64 * 1024;
+
 /**
- * Standard output, written once per event-loop turn rather than once per line, and request lines at
- * most every ACCESS_FLUSH_MS. Avoids `process.stdout`, which is slow to create.
+ * Standard output: lines are collected here and handed to the OS once per event-loop turn, and request
+ * lines at most every ACCESS_FLUSH_MS (Bun's own writer would write at the end of every turn). Avoids
+ * `process.stdout`, which is slow to create.
  */
 export function stdoutSink(): LogSink {
   const sink = Bun.stdout.writer();
+  let pending: string[] = [];
+  let pendingChars = 0;
   let soon = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   const flush = async () => {
     soon = false;
     if (timer !== null) clearTimeout(timer);
     timer = null;
+    if (pending.length > 0) {
+      sink.write(pending.length === 1 ? pending[0]! : pending.join(""));
+      pending = [];
+      pendingChars = 0;
+    }
     await sink.flush(); // a Promise when the reader is slow
+  };
+  const soonFlush = () => {
+    if (soon) return;
+    soon = true;
+    setImmediate(() => void flush());
   };
   return {
     write(line, deferred = false) {
-      sink.write(line);
-      if (deferred) {
-        if (!soon && timer === null) timer = setTimeout(() => void flush(), ACCESS_FLUSH_MS);
-      } else if (!soon) {
-        soon = true;
-        setImmediate(() => void flush());
-      }
+      pending.push(line);
+      pendingChars += line.length;
+      if (!deferred || pendingChars > ACCESS_BUFFER_CHARS) soonFlush();
+      else if (timer === null) timer = setTimeout(() => void flush(), ACCESS_FLUSH_MS);
     },
     flush,
   };

@@ -1,0 +1,33 @@
+// The logger's standard-output sink: lines held in memory come out whole and in order.
+import { describe, expect, test } from "bun:test";
+
+/** Runs `body` in a child process with `sink = stdoutSink()` and returns what it printed. */
+async function printed(body: string): Promise<string> {
+  const script = `const { stdoutSink } = await import(${JSON.stringify(new URL("./log.ts", import.meta.url).pathname)}); const sink = stdoutSink(); ${body}`;
+  const child = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "pipe" });
+  const [code, out, err] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  if (code !== 0) throw new Error(err);
+  return out;
+}
+
+describe("stdoutSink", () => {
+  test("request lines wait in memory, yet every line comes out once and in order", async () => {
+    const out = await printed(`
+      sink.write("r1\\n", true); sink.write("r2\\n", true); sink.write("warn\\n");
+      await new Promise((r) => setImmediate(r));
+      sink.write("r3\\n", true);
+      await new Promise((r) => setTimeout(r, 120)); // longer than ACCESS_FLUSH_MS: written by the timer
+      sink.write("r4\\n", true);
+      await sink.flush();`);
+    expect(out).toBe("r1\nr2\nwarn\nr3\nr4\n");
+  });
+
+  test("a burst larger than the buffer is written without waiting, all of it", async () => {
+    const out = await printed(`
+      for (let i = 0; i < 2000; i++) sink.write("request line " + i + " " + "x".repeat(80) + "\\n", true);
+      await sink.flush();`);
+    const lines = out.trimEnd().split("\n");
+    expect(lines.length).toBe(2000);
+    expect(lines[1999]).toStartWith("request line 1999 ");
+  });
+});
