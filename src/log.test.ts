@@ -1,5 +1,6 @@
 // The logger's standard-output sink: lines held in memory come out whole and in order.
 import { describe, expect, test } from "bun:test";
+import { createLogger } from "./log.ts";
 
 /** Runs `body` in a child process with `sink = stdoutSink()` and returns what it printed. */
 async function printed(body: string): Promise<string> {
@@ -29,5 +30,19 @@ describe("stdoutSink", () => {
     const lines = out.trimEnd().split("\n");
     expect(lines.length).toBe(2000);
     expect(lines[1999]).toStartWith("request line 1999 ");
+  });
+});
+
+describe("request lines", () => {
+  test("the JSON request line is what the generic line would be, field for field", () => {
+    const lines: string[] = [];
+    const log = createLogger("info", "json", (line) => lines.push(line), () => Date.UTC(2026, 10, 22, 11, 0, 0, 5));
+    const fields = { requestId: "0f8e", method: "POST", path: '/odd "path"\\\u2028', status: 404, ms: 0.07 };
+    log.request(fields);
+    log.info("request", fields);
+    expect(lines[0]).toBe(lines[1]!);
+    expect(JSON.parse(lines[0]!)).toEqual({ time: "2026-11-22T11:00:00.005Z", level: "info", msg: "request", ...fields });
+    createLogger("warn", "json", (line) => lines.push(line)).request(fields);
+    expect(lines.length).toBe(2); // below the level: nothing
   });
 });
