@@ -7,7 +7,8 @@ import { cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitFor
 
 export type AccessOptions = { serverCommand: string[]; seconds: number };
 type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
-export type AccessResult = { walletgate: Rate; baseline: Rate; throughputRatio: number; p99Ratio: number };
+/** Each side's windows, in the order they ran: baseline, walletgate, walletgate, baseline. */
+export type AccessResult = { walletgate: Rate; baseline: Rate; windows: { walletgate: Rate[]; baseline: Rate[] }; throughputRatio: number; p99Ratio: number };
 
 const CONNECTIONS = 50;
 
@@ -60,37 +61,58 @@ async function prepareOwner(url: string, serverCommand: string[], dataDir: strin
   return { key: key as string, productId: product.productId as string };
 }
 
+/** Windows of one side put together: requests/s over all of them, the mean of their p99s. */
+function combined(windows: Rate[]): Rate {
+  const n = windows.length;
+  return {
+    requestsPerSecond: Math.round(windows.reduce((sum, w) => sum + w.requestsPerSecond, 0) / n),
+    latencyP99Ms: round(windows.reduce((sum, w) => sum + w.latencyP99Ms, 0) / n, 2),
+    non2xx: windows.reduce((sum, w) => sum + w.non2xx, 0),
+  };
+}
+
+/**
+ * Both servers run side by side (the idle one costs nothing) and are loaded in turn — baseline,
+ * walletgate, walletgate, baseline, `seconds / 2` each — so that a drift in the machine's speed (a shared
+ * VM's neighbours) falls on both sides alike instead of on whichever ran second.
+ */
 export async function measureAccessCheck(resources: Resources, options: AccessOptions): Promise<AccessResult> {
   const dir = resources.tempDir("access");
   const baselineLog = join(dir, "baseline.log");
-  const baseline = resources.track(
+  const baselineServer = resources.track(
     Bun.spawn([process.execPath, join(import.meta.dir, "access-baseline.ts"), dir], { cwd: dir, env: cleanEnv({}), stdout: Bun.file(baselineLog), stderr: "inherit" }),
   );
-  let baselineRate: Rate;
   try {
-    const url = await waitForListeningInFile(baselineLog, baseline, 10_000);
-    const body = JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" });
-    await wrkPost(resources, `${url}/check`, body, {}, 1, dir); // warm-up
-    baselineRate = await wrkPost(resources, `${url}/check`, body, {}, options.seconds, dir);
+    const baselineUrl = await waitForListeningInFile(baselineLog, baselineServer, 10_000);
+    const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
+    try {
+      const { key, productId } = await prepareOwner(url, options.serverCommand, dataDir, dir);
+      const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
+      const baseline = (seconds: number) =>
+        wrkPost(resources, `${baselineUrl}/check`, JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" }), {}, seconds, dir);
+      const walletgate = (seconds: number) =>
+        wrkPost(resources, `${url}/public/access/check`, JSON.stringify({ productId, walletAddress: buyer }), { "X-API-Key": key }, seconds, dir);
+      await baseline(1); // warm-up of both
+      await walletgate(1);
+      const half = Math.max(1, Math.round(options.seconds / 2));
+      const windows = { baseline: [] as Rate[], walletgate: [] as Rate[] };
+      windows.baseline.push(await baseline(half));
+      windows.walletgate.push(await walletgate(half));
+      windows.walletgate.push(await walletgate(half));
+      windows.baseline.push(await baseline(half));
+      const ours = combined(windows.walletgate);
+      const theirs = combined(windows.baseline);
+      return {
+        walletgate: ours,
+        baseline: theirs,
+        windows,
+        throughputRatio: round(ours.requestsPerSecond / theirs.requestsPerSecond, 3),
+        p99Ratio: round(ours.latencyP99Ms / theirs.latencyP99Ms, 3),
+      };
+    } finally {
+      await stopProcess(server, 10_000);
+    }
   } finally {
-    await stopProcess(baseline, 5_000);
+    await stopProcess(baselineServer, 5_000);
   }
-
-  const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
-  let walletgate: Rate;
-  try {
-    const { key, productId } = await prepareOwner(url, options.serverCommand, dataDir, dir);
-    const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
-    const body = JSON.stringify({ productId, walletAddress: buyer });
-    await wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, 1, dir); // warm-up
-    walletgate = await wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, options.seconds, dir);
-  } finally {
-    await stopProcess(server, 10_000);
-  }
-  return {
-    walletgate,
-    baseline: baselineRate,
-    throughputRatio: round(walletgate.requestsPerSecond / baselineRate.requestsPerSecond, 3),
-    p99Ratio: round(walletgate.latencyP99Ms / baselineRate.latencyP99Ms, 3),
-  };
 }

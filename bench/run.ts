@@ -174,7 +174,7 @@ async function main(): Promise<number> {
     let access: AccessResult | null = null;
     if (only === undefined || only === "access") {
       if (loadGenerator !== "wrk") throw new Error("the access-check rows need wrk (apt-get install wrk)");
-      process.stdout.write(`access check: Elysia + one primary-key lookup, then walletgate, ${seconds} s each ...\n`);
+      process.stdout.write(`access check: Elysia + one primary-key lookup and walletgate in turn, ${seconds} s each ...\n`);
       access = await measureAccessCheck(resources, { serverCommand, seconds });
       if (access.walletgate.non2xx > 0 || access.baseline.non2xx > 0) {
         process.stderr.write(`bench: WARNING non-2xx answers: walletgate ${access.walletgate.non2xx}, baseline ${access.baseline.non2xx}\n`);
