@@ -280,21 +280,17 @@ function changeWatcher(shmPath: string): { changed(): boolean } {
   } catch {
     header = null;
   }
-  // Of each copy: mxFrame (the last committed frame) and the header's own checksum, which covers every
-  // other field (salts, frame checksums, page count): a commit or a reset of the log changes them.
-  const WORDS = [4, 10, 11, 16, 22, 23];
-  const seen = new Uint32Array(WORDS.length);
+  const seen = new Uint32Array(24);
   let first = true;
   return {
     changed() {
       if (header === null) return true;
       let changed = first;
       first = false;
-      for (let i = 0; i < WORDS.length; i++) {
-        const now = header[WORDS[i]!]!;
-        if (now !== seen[i]) {
+      for (let i = 0; i < 24; i++) {
+        if (header[i] !== seen[i]) {
           changed = true;
-          seen[i] = now;
+          seen[i] = header[i]!;
         }
       }
       return changed;
