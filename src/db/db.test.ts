@@ -249,32 +249,6 @@ describe("reads of a turn", () => {
     db.close();
   });
 
-  test("endReads keeps the snapshot while nothing was committed, and drops it after any commit", async () => {
-    const { db, other } = twoConnections("rk.db");
-    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
-    expect(count()).toBe(0);
-    db.endReads();
-    expect(db.sqlite.inTransaction).toBe(true); // nothing changed: the snapshot is as new as a fresh one
-    await other.write(() => other.sqlite.run("INSERT INTO t VALUES (1)"));
-    db.endReads();
-    expect(db.sqlite.inTransaction).toBe(false);
-    expect(count()).toBe(1);
-    other.close();
-    db.close();
-  });
-
-  test("a commit by another process ends the snapshot at the next endReads", async () => {
-    const path = join(dir, "rp.db");
-    const db = openDatabase(path);
-    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
-    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
-    expect(count()).toBe(0);
-    await insertFromAnotherProcess(path, 7);
-    db.endReads();
-    expect(count()).toBe(1);
-    db.close();
-  });
-
   test("a read never blocks another process's writes, and closing ends it", async () => {
     const { db, other } = twoConnections("rc.db", { busyTimeoutMs: 50 });
     db.read(() => db.sqlite.query("SELECT COUNT(*) FROM t").get());
@@ -282,82 +256,6 @@ describe("reads of a turn", () => {
     db.close();
     expect(other.sqlite.query("SELECT k FROM t").all()).toEqual([{ k: 5 }]);
     other.close();
-  });
-});
-
-/** Inserts k into t from a separate process (its own SQLite, its own mapping of the WAL index). */
-async function insertFromAnotherProcess(path: string, k: number): Promise<void> {
-  const script = `const { Database } = require("bun:sqlite"); new Database(process.argv[1]).run("INSERT INTO t VALUES (${k})");`;
-  const child = Bun.spawn([process.execPath, "-e", script, path], { stderr: "pipe" });
-  if ((await child.exited) !== 0) throw new Error(await new Response(child.stderr).text());
-}
-
-describe("read caches", () => {
-  function table(name: string) {
-    const path = join(dir, name);
-    const db = openDatabase(path);
-    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
-    let loads = 0;
-    const count = () =>
-      db.cache<number>("count", 10).get("all", () => {
-        loads++;
-        return db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
-      });
-    return { db, path, count, loads: () => loads };
-  }
-
-  test("a value is kept until a commit of this process, then read again", async () => {
-    const { db, count, loads } = table("c1.db");
-    expect([count(), count(), loads()]).toEqual([0, 0, 1]);
-    expect(db.cache<number>("count", 10)).toBe(db.cache<number>("count", 10)); // one cache per name
-    await db.write(() => db.sqlite.run("INSERT INTO t VALUES (1)"));
-    expect([count(), count(), loads()]).toEqual([1, 1, 2]);
-    db.close();
-  });
-
-  test("a commit by another process is seen by the next lookup (a key revoked by the CLI)", async () => {
-    const { db, path, count, loads } = table("c2.db");
-    expect(count()).toBe(0);
-    await insertFromAnotherProcess(path, 1);
-    expect(count()).toBe(1);
-    await insertFromAnotherProcess(path, 2);
-    db.endReads(); // as a request arrives; the lookup alone would see it too
-    expect([count(), loads()]).toEqual([2, 3]);
-    db.close();
-  });
-
-  test("a value read inside a write batch is not kept (the batch may never commit)", async () => {
-    const { db, count, loads } = table("c3.db");
-    const inBatch = db.write(() => {
-      db.sqlite.run("INSERT INTO t VALUES (1)");
-      return count(); // sees its own uncommitted row
-    });
-    expect(await inBatch).toBe(1);
-    expect([count(), loads()]).toEqual([1, 2]); // committed now: read again, then kept
-    expect(loads()).toBe(2);
-    db.close();
-  });
-
-  test("at most maxEntries values, the oldest dropped first; null is a value", () => {
-    const path = join(dir, "c4.db");
-    const db = openDatabase(path);
-    let loads = 0;
-    const cache = db.cache<string | null>("bounded", 2);
-    const get = (k: string) => cache.get(k, () => (loads++, k === "none" ? null : k));
-    expect([get("a"), get("b"), get("none"), loads]).toEqual(["a", "b", null, 3]);
-    expect([get("none"), get("b"), loads]).toEqual([null, "b", 3]);
-    expect([get("a"), loads]).toEqual(["a", 4]); // "a" was dropped when "none" came in
-    db.close();
-  });
-
-  test("an in-memory database keeps nothing (no WAL index to watch)", () => {
-    const db = openDatabase(":memory:");
-    let loads = 0;
-    const cache = db.cache<number>("m", 10);
-    cache.get("x", () => ++loads);
-    cache.get("x", () => ++loads);
-    expect(loads).toBe(2);
-    db.close();
   });
 });
 

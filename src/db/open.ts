@@ -13,37 +13,21 @@ export type Db = {
    */
   write<T>(fn: () => T): Promise<T>;
   /**
-   * Runs `fn` (reads only) now, inside the shared read transaction: reads share one snapshot and one
-   * lock, instead of taking and dropping the file locks per statement (two system calls per statement
-   * otherwise). The snapshot ends at the end of the event-loop turn, before any write, and at `endReads`
-   * when the database has changed since it began.
+   * Runs `fn` (reads only) now, inside the read transaction of this event-loop turn: the reads of one
+   * turn share one snapshot and one lock, instead of taking and dropping the file locks per statement
+   * (two system calls per statement otherwise). Another process's commits show from the next turn on.
    */
   read<T>(fn: () => T): T;
   /**
-   * Called as each request arrives: if anything was committed (by this or another process) since the
-   * shared read snapshot began, the snapshot ends, so that no request reads a state older than its own
-   * arrival (a key revoked by the CLI is refused from the next request). Costs no system call.
+   * Ends the shared read snapshot now. The server calls it as each request arrives, so that no request
+   * reads a state older than its own arrival (a key revoked by the CLI is refused from the next request).
    */
   endReads(): void;
-  /**
-   * The cache named `name` (made on first use, at most `maxEntries` values, oldest dropped first):
-   * values read from the database, each kept only until the database next changes — a commit by this or
-   * any other process — and then read again. For the lookups of every API request (key, product).
-   */
-  cache<V>(name: string, maxEntries: number): ReadCache<V>;
   /** True when the database answers a trivial query (readiness). */
   ping(): boolean;
   /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
   flush(): void;
   close(): void;
-};
-
-export type ReadCache<V> = {
-  /**
-   * The value kept for `key` if the database has not changed since it was read, else `load()` (reads
-   * only, synchronous). A value loaded inside a write batch is not kept: that batch may never commit.
-   */
-  get(key: string, load: () => V): V;
 };
 
 /** Flushes a file to disk off the calling thread (node:fs `fsync`'s shape). */
@@ -86,13 +70,6 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       })
     : null;
 
-  // Whether anything was committed since we last looked, from the WAL-index header (see changeWatcher);
-  // the first read maps the header, so it exists from here on.
-  sqlite.query("SELECT 1 FROM sqlite_master LIMIT 1").get();
-  const watcher = path === ":memory:" ? null : changeWatcher(`${realpathSync(path)}-shm`);
-  /** Bumped whenever the database is seen to have changed: snapshots and cached values older than it are stale. */
-  let generation = 0;
-
   let waiters: Waiter[] = [];
   let inBatch = false;
   /** A read transaction of this turn is open (never at the same time as a write batch). */
@@ -132,16 +109,8 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     }
   }
 
-  /** Looks for a commit since the last look; if there was one, older snapshots and cached values are stale. */
-  function observe(): void {
-    if (watcher !== null && !watcher.changed()) return;
-    generation++;
-    endRead();
-  }
-
   function read<T>(fn: () => T): T {
     if (!inBatch && !reading && !sqlite.inTransaction) {
-      observe(); // before the snapshot begins: a commit after this look is seen by the next one
       beginRead.run();
       reading = true;
       setImmediate(endRead);
@@ -167,30 +136,6 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   }
 
   let writing = false;
-
-  const caches = new Map<string, ReadCache<unknown>>();
-  function makeCache<V>(maxEntries: number): ReadCache<V> {
-    let entries = new Map<string, V>();
-    let readAt = generation;
-    return {
-      get(key, load) {
-        observe();
-        if (readAt !== generation) {
-          entries = new Map();
-          readAt = generation;
-        }
-        const kept = entries.get(key);
-        if (kept !== undefined || entries.has(key)) return kept as V;
-        const keep = !inBatch; // read before observe() could see a later commit: the look came first
-        const value = load();
-        if (keep && readAt === generation) {
-          if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
-          entries.set(key, value);
-        }
-        return value;
-      },
-    };
-  }
 
   function write<T>(fn: () => T): Promise<T> {
     if (writing) return Promise.reject(new Error("db.write cannot nest: do all of a write's SQL in one fn"));
@@ -234,12 +179,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
-    endReads: observe,
-    cache<V>(name: string, maxEntries: number): ReadCache<V> {
-      let cache = caches.get(name);
-      if (cache === undefined) caches.set(name, (cache = makeCache<V>(maxEntries)));
-      return cache as ReadCache<V>;
-    },
+    endReads: endRead,
     flush() {
       commit();
       walFile?.flushNow();
@@ -260,40 +200,6 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
         for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
         sqlite.close();
       }
-    },
-  };
-}
-
-/**
- * Tells whether the database changed since the last call, from the WAL-index header: the first 96 bytes
- * of the `-shm` file that every connection to a WAL database maps and that SQLite rewrites on every commit
- * and every reset of the log, from any process (its two 48-byte copies: see "WAL-index format" in
- * SQLite's file-format documentation). Read through our own mapping: no lock, no system call. A header
- * being rewritten reads as a change. Without the file (or if it cannot be mapped) every call says
- * "changed": callers then read the database each time, as without a watcher.
- */
-function changeWatcher(shmPath: string): { changed(): boolean } {
-  let header: Uint32Array | null = null;
-  try {
-    const mapped = Bun.mmap(shmPath, { shared: true });
-    if (mapped.byteLength >= 96) header = new Uint32Array(mapped.buffer, mapped.byteOffset, 24);
-  } catch {
-    header = null;
-  }
-  const seen = new Uint32Array(24);
-  let first = true;
-  return {
-    changed() {
-      if (header === null) return true;
-      let changed = first;
-      first = false;
-      for (let i = 0; i < 24; i++) {
-        if (header[i] !== seen[i]) {
-          changed = true;
-          seen[i] = header[i]!;
-        }
-      }
-      return changed;
     },
   };
 }
