@@ -62,4 +62,18 @@ describe("formatAmount", () => {
     expect(amountToNumber(1_500_000_000n, 9)).toBe(1.5);
     expect(amountToNumber(0n, 6)).toBe(0);
   });
+
+  test("the fast division gives exactly the number the decimal string parses to", () => {
+    const cases: [bigint, number][] = [
+      [1n, 9], [3n, 1], [7n, 6], [100_000n, 6], [999_999_999n, 9], [-123_456_789n, 6],
+      [BigInt(Number.MAX_SAFE_INTEGER), 9], [BigInt(Number.MAX_SAFE_INTEGER) + 1n, 9], [2n ** 64n - 1n, 6],
+    ];
+    let seed = 42;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    for (let i = 0; i < 20_000; i++) {
+      const value = (BigInt(random()) << 22n) ^ BigInt(random());
+      cases.push([i % 2 === 0 ? value : -value, random() % 16]);
+    }
+    for (const [units, decimals] of cases) expect(amountToNumber(units, decimals)).toBe(Number(formatAmount(units, decimals)));
+  });
 });

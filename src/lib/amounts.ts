@@ -43,5 +43,10 @@ export function formatAmount(baseUnits: bigint, decimals: number): string {
 
 /** Base units → a JSON number in whole-token units (balances, as the source documents show them). */
 export function amountToNumber(baseUnits: bigint, decimals: number): number {
+  // Both operands exact in a double: the division is correctly rounded, as parsing the decimal string is,
+  // so the two give the same number (tested); the string is only needed beyond 2^53.
+  if (decimals <= 15 && baseUnits <= MAX_EXACT && baseUnits >= -MAX_EXACT) return Number(baseUnits) / 10 ** decimals;
   return Number(formatAmount(baseUnits, decimals));
 }
+
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
