@@ -23,6 +23,11 @@ describe("stdoutSink", () => {
     expect(out).toBe("r1\nr2\nwarn\nr3\nr4\n");
   });
 
+  test("lines still held when the process exits are written out (process.exit in the same turn)", async () => {
+    const out = await printed(`sink.write("r1\\n", true); sink.write("error\\n"); process.exit(0);`);
+    expect(out).toBe("r1\nerror\n");
+  });
+
   test("a burst larger than the buffer is written without waiting, all of it", async () => {
     const out = await printed(`
       for (let i = 0; i < 2000; i++) sink.write("request line " + i + " " + "x".repeat(80) + "\\n", true);

@@ -54,6 +54,11 @@ export function stdoutSink(): LogSink {
     }
     await sink.flush(); // a Promise when the reader is slow
   };
+  // Bun writes out what its writer holds when the process exits (`process.exit` included): hand it ours.
+  process.once("exit", () => {
+    if (pending.length > 0) sink.write(pending.join(""));
+    pending = [];
+  });
   const soonFlush = () => {
     if (soon) return;
     soon = true;
@@ -111,7 +116,7 @@ export function createLogger(
       // The same line as emit's, written out field by field: one per request, so it is worth it.
       const s = JSON.stringify;
       write(
-        `{"time":"${timeNow()}","level":"info","msg":"request","requestId":${s(f.requestId)},"method":${s(f.method)},"path":${s(f.path)},"status":${f.status},"ms":${s(f.ms)}}\n`,
+        `{"time":"${timeNow()}","level":"info","msg":"request","requestId":${s(f.requestId)},"method":${s(f.method)},"path":${s(f.path)},"status":${s(f.status)},"ms":${s(f.ms)}}\n`,
         true,
       );
     },

@@ -244,12 +244,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), webhooks.stop()]);
         await mcp.stop();
         await Promise.all([verifier.stop(), deps.auth.signer.stop(), deps.ledger.stop()]);
-        try {
-          db.close();
-          log.info("stopped");
-        } finally {
-          await log.flush(); // held lines go out even when closing the database fails (the caller exits next)
-        }
+        db.close();
+        log.info("stopped");
+        await log.flush();
       })();
       return stopping;
     },
