@@ -102,28 +102,35 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
   return true;
 }
 
+/** Tokens and cutoffs are read on every authenticated call: kept until the database next changes (Db.cache). */
+const TOKENS_KEPT = 10_000;
+
 export async function findToken(db: Db, jti: string): Promise<TokenRow | null> {
-  return db.read(() => {
-    return (
-      (db.sqlite
-        .query(
-          `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
-                  session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
-           FROM auth_tokens WHERE jti = ?`,
-        )
-        .get(jti) as TokenRow | null) ?? null
-    );
-  });
+  return db.cache<TokenRow | null>("auth_tokens.jti", TOKENS_KEPT).get(jti, () =>
+    db.read(() => {
+      return (
+        (db.sqlite
+          .query(
+            `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
+                    session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
+             FROM auth_tokens WHERE jti = ?`,
+          )
+          .get(jti) as TokenRow | null) ?? null
+      );
+    }),
+  );
 }
 
 /** The wallet's revoke-all cutoff in Unix ms: tokens issued before it are dead. 0 when none. */
 export async function findWalletCutoff(db: Db, wallet: string): Promise<number> {
-  return db.read(() => {
-    const row = db.sqlite.query("SELECT tokens_valid_after AS cutoff FROM auth_wallet_cutoffs WHERE wallet = ?").get(wallet) as {
-      cutoff: number;
-    } | null;
-    return row?.cutoff ?? 0;
-  });
+  return db.cache<number>("auth_wallet_cutoffs.wallet", TOKENS_KEPT).get(wallet, () =>
+    db.read(() => {
+      const row = db.sqlite.query("SELECT tokens_valid_after AS cutoff FROM auth_wallet_cutoffs WHERE wallet = ?").get(wallet) as {
+        cutoff: number;
+      } | null;
+      return row?.cutoff ?? 0;
+    }),
+  );
 }
 
 /** Revokes one token and drops fingerprint links that point at it. True when it was live. */

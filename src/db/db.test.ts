@@ -1,7 +1,7 @@
 // The database layer: durable settings, migrations and their version check, group-committed writes,
 // reads sharing one transaction per event-loop turn.
 import { afterAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase, type OpenOptions } from "./open.ts";
 import { migrate, SchemaTooNewError } from "./migrate.ts";
@@ -249,6 +249,33 @@ describe("reads of a turn", () => {
     db.close();
   });
 
+  test("endReads keeps the snapshot while nothing was committed, and drops it after any commit", async () => {
+    const { db, other } = twoConnections("rk.db");
+    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
+    db.endReads(); // the first request: the WAL index is mapped from here on
+    expect(count()).toBe(0);
+    db.endReads();
+    expect(db.sqlite.inTransaction).toBe(true); // nothing changed: the snapshot is as new as a fresh one
+    await other.write(() => other.sqlite.run("INSERT INTO t VALUES (1)"));
+    db.endReads();
+    expect(db.sqlite.inTransaction).toBe(false);
+    expect(count()).toBe(1);
+    other.close();
+    db.close();
+  });
+
+  test("a commit by another process ends the snapshot at the next endReads", async () => {
+    const path = join(dir, "rp.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
+    expect(count()).toBe(0);
+    await insertFromAnotherProcess(path, 7);
+    db.endReads();
+    expect(count()).toBe(1);
+    db.close();
+  });
+
   test("a read never blocks another process's writes, and closing ends it", async () => {
     const { db, other } = twoConnections("rc.db", { busyTimeoutMs: 50 });
     db.read(() => db.sqlite.query("SELECT COUNT(*) FROM t").get());
@@ -256,6 +283,143 @@ describe("reads of a turn", () => {
     db.close();
     expect(other.sqlite.query("SELECT k FROM t").all()).toEqual([{ k: 5 }]);
     other.close();
+  });
+});
+
+/** Inserts k into t from a separate process (its own SQLite, its own mapping of the WAL index). */
+async function insertFromAnotherProcess(path: string, k: number): Promise<void> {
+  const script = `const { Database } = require("bun:sqlite"); new Database(process.argv[1]).run("INSERT INTO t VALUES (${k})");`;
+  const child = Bun.spawn([process.execPath, "-e", script, path], { stderr: "pipe" });
+  if ((await child.exited) !== 0) throw new Error(await new Response(child.stderr).text());
+}
+
+describe("read caches", () => {
+  function table(name: string) {
+    const path = join(dir, name);
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    let loads = 0;
+    const count = () =>
+      db.cache<number>("count", 10).get("all", () => {
+        loads++;
+        return db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
+      });
+    return { db, path, count, loads: () => loads };
+  }
+
+  test("a value is kept until a commit of this process, then read again", async () => {
+    const { db, count, loads } = table("c1.db");
+    expect([count(), count(), loads()]).toEqual([0, 0, 1]);
+    expect(db.cache<number>("count", 10)).toBe(db.cache<number>("count", 10)); // one cache per name
+    await db.write(() => db.sqlite.run("INSERT INTO t VALUES (1)"));
+    expect([count(), count(), loads()]).toEqual([1, 1, 2]);
+    db.close();
+  });
+
+  test("a commit by another process is seen by the next lookup (a key revoked by the CLI)", async () => {
+    const { db, path, count, loads } = table("c2.db");
+    expect(count()).toBe(0);
+    await insertFromAnotherProcess(path, 1);
+    expect(count()).toBe(1);
+    await insertFromAnotherProcess(path, 2);
+    db.endReads(); // as a request arrives; the lookup alone would see it too
+    expect([count(), loads()]).toEqual([2, 3]);
+    db.close();
+  });
+
+  test("a value read inside a write batch is not kept (the batch may never commit)", async () => {
+    const { db, count, loads } = table("c3.db");
+    const inBatch = db.write(() => {
+      db.sqlite.run("INSERT INTO t VALUES (1)");
+      return count(); // sees its own uncommitted row
+    });
+    expect(await inBatch).toBe(1);
+    expect([count(), loads()]).toEqual([1, 2]); // committed now: read again, then kept
+    expect(loads()).toBe(2);
+    db.close();
+  });
+
+  test("at most maxEntries values, the oldest dropped first; null is a value", () => {
+    const path = join(dir, "c4.db");
+    const db = openDatabase(path);
+    let loads = 0;
+    const cache = db.cache<string | null>("bounded", 2);
+    const get = (k: string) => cache.get(k, () => (loads++, k === "none" ? null : k));
+    expect([get("a"), get("b"), get("none"), loads]).toEqual(["a", "b", null, 3]);
+    expect([get("none"), get("b"), loads]).toEqual([null, "b", 3]);
+    expect([get("a"), loads]).toEqual(["a", 4]); // "a" was dropped when "none" came in
+    db.close();
+  });
+
+  test("an in-memory database keeps nothing (no WAL index to watch)", () => {
+    const db = openDatabase(":memory:");
+    let loads = 0;
+    const cache = db.cache<number>("m", 10);
+    cache.get("x", () => ++loads);
+    cache.get("x", () => ++loads);
+    expect(loads).toBe(2);
+    db.close();
+  });
+});
+
+describe("watching the WAL index leaves SQLite's locks alone", () => {
+  /** The POSIX locks this process holds on `file` (Linux /proc/locks: "id: POSIX ADVISORY READ pid maj:min:inode start end"). */
+  function ownLocks(inode: number): string[] {
+    return readFileSync("/proc/locks", "utf8")
+      .split("\n")
+      .map((line) => line.split(/\s+/))
+      .filter((f) => f[1] === "POSIX" && f[4] === String(process.pid) && f[5]?.split(":")[2] === String(inode))
+      .map((f) => `${f[3]} ${f[6]}-${f[7]}`);
+  }
+  const linux = existsSync("/proc/locks");
+
+  test.if(linux)("mapping the index keeps SQLite's lock on it (the lock that tells other processes it is in use)", () => {
+    const path = join(dir, "lk.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const shm = statSync(`${path}-shm`).ino;
+    const before = ownLocks(shm);
+    expect(before).toContain("READ 128-128"); // SQLite's "in use" byte of the WAL index
+    db.endReads(); // maps the index
+    expect(ownLocks(shm)).toEqual(before);
+    const other = openDatabase(path); // a second database here shares the mapping
+    other.endReads();
+    other.close(); // and closing it keeps the mapping's descriptor (and so the lock) for the first one
+    expect(ownLocks(shm)).toEqual(before);
+    db.close(); // the last connection here: SQLite lets go, and so does the mapping
+    expect(ownLocks(shm)).toEqual([]);
+  });
+
+  test("another process writing the database while it is watched is seen at the next lookup; the index file stays the same", async () => {
+    const path = join(dir, "lk2.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const count = () =>
+      db.cache<number>("count", 1).get("n", () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n));
+    expect(count()).toBe(0);
+    const shm = statSync(`${path}-shm`);
+    for (let k = 1; k <= 3; k++) {
+      await insertFromAnotherProcess(path, k); // as a CLI command does: open, write, close
+      db.endReads();
+      expect(count()).toBe(k);
+    }
+    expect(statSync(`${path}-shm`)).toMatchObject({ ino: shm.ino, size: shm.size });
+    db.close();
+  });
+
+  test("closing every database here lets go of the index's descriptor", () => {
+    const path = join(dir, "lk3.db");
+    const openFds = () => readdirSync("/proc/self/fd").length;
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const before = openFds();
+    db.endReads();
+    expect(openFds()).toBe(before + 1);
+    db.close();
+    const again = openDatabase(path);
+    again.endReads();
+    again.close();
+    expect(openFds()).toBeLessThan(before);
   });
 });
 

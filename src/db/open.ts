@@ -2,6 +2,7 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsync, fsyncSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
+import { type ChangeWatcher, watchWalIndex } from "./wal-index.ts";
 
 export type Db = {
   readonly sqlite: Database;
@@ -13,21 +14,37 @@ export type Db = {
    */
   write<T>(fn: () => T): Promise<T>;
   /**
-   * Runs `fn` (reads only) now, inside the read transaction of this event-loop turn: the reads of one
-   * turn share one snapshot and one lock, instead of taking and dropping the file locks per statement
-   * (two system calls per statement otherwise). Another process's commits show from the next turn on.
+   * Runs `fn` (reads only) now, inside the shared read transaction: reads share one snapshot and one
+   * lock, instead of taking and dropping the file locks per statement (two system calls per statement
+   * otherwise). The snapshot ends at the end of the event-loop turn, before any write, and at `endReads`
+   * when the database has changed since it began.
    */
   read<T>(fn: () => T): T;
   /**
-   * Ends the shared read snapshot now. The server calls it as each request arrives, so that no request
-   * reads a state older than its own arrival (a key revoked by the CLI is refused from the next request).
+   * Called as each request arrives: if anything was committed (by this or another process) since the
+   * shared read snapshot began, the snapshot ends, so that no request reads a state older than its own
+   * arrival (a key revoked by the CLI is refused from the next request). Costs no system call.
    */
   endReads(): void;
+  /**
+   * The cache named `name` (made on first use, at most `maxEntries` values, oldest dropped first):
+   * values read from the database, each kept only until the database next changes — a commit by this or
+   * any other process — and then read again. For the lookups of every API request (key, product).
+   */
+  cache<V>(name: string, maxEntries: number): ReadCache<V>;
   /** True when the database answers a trivial query (readiness). */
   ping(): boolean;
   /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
   flush(): void;
   close(): void;
+};
+
+export type ReadCache<V> = {
+  /**
+   * The value kept for `key` if the database has not changed since it was read, else `load()` (reads
+   * only, synchronous). A value loaded inside a write batch is not kept: that batch may never commit.
+   */
+  get(key: string, load: () => V): V;
 };
 
 /** Flushes a file to disk off the calling thread (node:fs `fsync`'s shape). */
@@ -70,6 +87,21 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       })
     : null;
 
+  // Whether anything was committed since we last looked, from the WAL index (see watchWalIndex): mapped
+  // at the first endReads or cache (a request, not start-up); until then every look says "changed".
+  const shmPath = path === ":memory:" ? null : `${realpathSync(path)}-shm`;
+  let watcher: ChangeWatcher | null = null;
+  let watching = false;
+  function watch(): void {
+    if (watching || shmPath === null) return;
+    watching = true;
+    // A read makes SQLite open the index, which it then keeps open (and locked) until it is closed.
+    sqlite.query("SELECT 1 FROM sqlite_master LIMIT 1").get();
+    watcher = watchWalIndex(shmPath);
+  }
+  /** Bumped whenever the database is seen to have changed: snapshots and cached values older than it are stale. */
+  let generation = 0;
+
   let waiters: Waiter[] = [];
   let inBatch = false;
   /** A read transaction of this turn is open (never at the same time as a write batch). */
@@ -109,8 +141,16 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     }
   }
 
+  /** Looks for a commit since the last look; if there was one, older snapshots and cached values are stale. */
+  function observe(): void {
+    if (watcher !== null && !watcher.changed()) return;
+    generation++;
+    endRead();
+  }
+
   function read<T>(fn: () => T): T {
     if (!inBatch && !reading && !sqlite.inTransaction) {
+      observe(); // before the snapshot begins: a commit after this look is seen by the next one
       beginRead.run();
       reading = true;
       setImmediate(endRead);
@@ -136,6 +176,30 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   }
 
   let writing = false;
+
+  const caches = new Map<string, ReadCache<unknown>>();
+  function makeCache<V>(maxEntries: number): ReadCache<V> {
+    let entries = new Map<string, V>();
+    let readAt = generation;
+    return {
+      get(key, load) {
+        observe();
+        if (readAt !== generation) {
+          entries = new Map();
+          readAt = generation;
+        }
+        const kept = entries.get(key);
+        if (kept !== undefined || entries.has(key)) return kept as V;
+        const keep = !inBatch; // read before observe() could see a later commit: the look came first
+        const value = load();
+        if (keep && readAt === generation) {
+          if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+          entries.set(key, value);
+        }
+        return value;
+      },
+    };
+  }
 
   function write<T>(fn: () => T): Promise<T> {
     if (writing) return Promise.reject(new Error("db.write cannot nest: do all of a write's SQL in one fn"));
@@ -179,7 +243,16 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
-    endReads: endRead,
+    endReads() {
+      watch();
+      observe();
+    },
+    cache<V>(name: string, maxEntries: number): ReadCache<V> {
+      watch();
+      let cache = caches.get(name);
+      if (cache === undefined) caches.set(name, (cache = makeCache<V>(maxEntries)));
+      return cache as ReadCache<V>;
+    },
     flush() {
       commit();
       walFile?.flushNow();
@@ -199,6 +272,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       } finally {
         for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
         sqlite.close();
+        watcher?.release(); // only now: see watchWalIndex
       }
     },
   };

@@ -31,11 +31,12 @@ function readAccount(db: Db, address: string): AccountRow | null {
   return raw === null ? null : toAccount(raw);
 }
 
+/** Balances read accounts on every call: kept until the database next changes (Db.cache). */
+const ACCOUNTS_KEPT = 10_000;
+
 /** One account as it is now; null when it does not exist. */
 export async function findAccount(db: Db, address: string): Promise<AccountRow | null> {
-  return db.read(() => {
-    return readAccount(db, address);
-  });
+  return db.cache<AccountRow | null>("ledger_accounts.address", ACCOUNTS_KEPT).get(address, () => db.read(() => readAccount(db, address)));
 }
 
 const MAX_INTEGER = 2n ** 63n - 1n;
