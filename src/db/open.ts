@@ -41,10 +41,11 @@ export type Db = {
 
 export type ReadCache<V> = {
   /**
-   * The value kept for `key` if the database has not changed since it was read, else `load()` (reads
-   * only, synchronous). A value loaded inside a write batch is not kept: that batch may never commit.
+   * The value kept for `key` if the database has not changed since it was read (and `usable(value)`
+   * holds, when given: for values that also go stale with time), else `load()` (reads only, synchronous),
+   * kept in its place. A value loaded inside a write batch is not kept: that batch may never commit.
    */
-  get(key: string, load: () => V): V;
+  get(key: string, load: () => V, usable?: (value: V) => boolean): V;
 };
 
 /** Flushes a file to disk off the calling thread (node:fs `fsync`'s shape). */
@@ -182,14 +183,15 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     let entries = new Map<string, V>();
     let readAt = generation;
     return {
-      get(key, load) {
+      get(key, load, usable) {
         observe();
         if (readAt !== generation) {
           entries = new Map();
           readAt = generation;
         }
         const kept = entries.get(key);
-        if (kept !== undefined || entries.has(key)) return kept as V;
+        if ((kept !== undefined || entries.has(key)) && (usable === undefined || usable(kept as V))) return kept as V;
+        entries.delete(key); // kept again below, as the newest
         const keep = !inBatch; // read before observe() could see a later commit: the look came first
         const value = load();
         if (keep && readAt === generation) {

@@ -1,10 +1,13 @@
 // Checkout, purchases and feature tokens in-process on the embedded ledger, with the manual clock for what
 // only time shows: expiry, late confirmation, the watcher, access extension, token expiry and daily stats.
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
 import { createAssociatedTokenAccountIdempotentInstruction, createTransferInstruction } from "@solana/spl-token";
 import { associatedTokenAddress, compileTransaction } from "../ledger/transactions.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
+import { tempDir } from "../../test/helpers/server.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { AppError } from "../errors.ts";
@@ -18,8 +21,8 @@ const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
 const DAY_MS = 86_400_000;
 
-async function setup(product: ProductInput = { title: "Pro", type: "feature_unlock", price: "2", featureIds: ["export"], accessDays: 30 }) {
-  const { deps, clock } = await testDeps();
+async function setup(product: ProductInput = { title: "Pro", type: "feature_unlock", price: "2", featureIds: ["export"], accessDays: 30 }, dbPath?: string) {
+  const { deps, clock } = await testDeps({}, dbPath === undefined ? {} : { dbPath });
   const owner = Keypair.generate().publicKey.toBase58();
   const created = await createProduct(deps, owner, product);
   const buyer = Keypair.generate();
@@ -161,13 +164,29 @@ describe("checkout", () => {
   });
 });
 
-describe("access and tokens over time", () => {
+// On a file database the access checks are answered from memory between commits (Db.cache): expiries must
+// still end access with no commit in between.
+const onFile = tempDir();
+afterAll(() => rmSync(onFile, { recursive: true, force: true }));
+let files = 0;
+
+describe.each([
+  ["in memory", () => undefined],
+  ["on a file", () => join(onFile, `${++files}.db`)],
+] as const)("access and tokens over time (database %s)", (_, dbPath) => {
   test("buying again while access lasts extends it from the current expiry; then it runs out", async () => {
-    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Day pass", type: "access", price: "1", accessDays: 1 });
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Day pass", type: "access", price: "1", accessDays: 1 }, dbPath());
     const start = deps.clock.now();
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(false);
     const first = await pay(deps, productId, buyer);
     await confirmCheckout(deps, productId, first.checkout.checkoutId);
-    clock.advance(3_600_000);
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, txHash: first.txHash });
+    clock.advance(DAY_MS - 1);
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, txHash: first.txHash });
+    clock.advance(1);
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(false); // expired, nothing committed
+    clock.advance(-DAY_MS + 3_600_000); // (a clock set back: the answer is read again, not kept)
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(true);
     const second = await pay(deps, productId, buyer);
     await confirmCheckout(deps, productId, second.checkout.checkoutId);
     expect(await checkAccess(deps, owner, productId, wallet)).toEqual({
@@ -181,10 +200,13 @@ describe("access and tokens over time", () => {
   });
 
   test("a feature token expires with its access; revoking ends access at once", async () => {
-    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a", "b"], accessDays: 1 });
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a", "b"], accessDays: 1 }, dbPath());
     const first = await pay(deps, productId, buyer);
     const done = await confirmCheckout(deps, productId, first.checkout.checkoutId);
     if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    clock.advance(DAY_MS - 1);
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(true);
+    clock.advance(-(DAY_MS - 1));
     expect(done.accessToken).toMatch(/^ft_[1-9A-HJ-NP-Za-km-z]{40,44}$/);
     expect(await verifyFeatureToken(deps, owner, done.accessToken)).toMatchObject({ valid: true, features: ["a", "b"], walletAddress: wallet });
     expect(await verifyFeatureToken(deps, Keypair.generate().publicKey.toBase58(), done.accessToken)).toEqual({ valid: false, error: "token not found" });
@@ -204,7 +226,7 @@ describe("access and tokens over time", () => {
   });
 
   test("the watcher completes paid checkouts, closes unpaid ones after the grace period, in bounded rounds", async () => {
-    const { deps, clock, owner, productId, buyer, wallet } = await setup();
+    const { deps, clock, owner, productId, buyer, wallet } = await setup(undefined, dbPath());
     const paid = await pay(deps, productId, buyer);
     const paid2 = await pay(deps, productId, buyer);
     const unpaid = await startCheckout(deps, productId, wallet);
@@ -222,7 +244,7 @@ describe("access and tokens over time", () => {
   });
 
   test("daily statistics: one entry per UTC day, today last", async () => {
-    const { deps, clock, owner, productId, buyer } = await setup();
+    const { deps, clock, owner, productId, buyer } = await setup(undefined, dbPath());
     const a = await pay(deps, productId, buyer);
     await confirmCheckout(deps, productId, a.checkout.checkoutId);
     clock.advance(DAY_MS);

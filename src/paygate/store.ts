@@ -383,29 +383,66 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
 }
 
 /** The purchase granting `wallet` access to an access product now: the one lasting longest, newest first. */
+/**
+ * An access-check answer kept until the database next changes (Db.cache) or until `until`, the first time
+ * it could change with no commit at all (an expiry); `loadedAt` guards against a clock set back.
+ */
+type KeptAccess = { purchase: PurchaseRow | null; loadedAt: number; until: number };
+/** Access checks answered from memory between commits: one entry per product and wallet asked about. */
+const ACCESS_KEPT = 20_000;
+
+function keptAccess(db: Db, name: string, productId: string, wallet: string, now: number, load: () => KeptAccess): PurchaseRow | null {
+  return db.cache<KeptAccess>(name, ACCESS_KEPT).get(`${productId} ${wallet}`, load, (kept) => now >= kept.loadedAt && now < kept.until).purchase;
+}
+
+/**
+ * The access pass `wallet` holds for a product now: of its unexpired purchases, the one that lasts longest.
+ * Kept until that one expires — then all of them have — or no purchase at all, which only a commit changes.
+ */
 export async function findAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
-  // Most checks are for wallets that never bought: one index probe answers them without the ordered join.
-  if (db.read(() => db.sqlite.query("SELECT 1 FROM purchases WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet)) === null) return null;
-  return purchaseWhere(
-    db,
-    `p.product_id = ? AND p.wallet = ? AND (p.expires_at IS NULL OR p.expires_at > ?)
-     ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
-    productId,
-    wallet,
-    now,
+  return keptAccess(db, "purchases.access", productId, wallet, now, () =>
+    db.read(() => {
+      // Most checks are for wallets that never bought: one index probe answers them without the ordered join.
+      const purchase =
+        db.sqlite.query("SELECT 1 FROM purchases WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet) === null
+          ? null
+          : purchaseWhere(
+              db,
+              `p.product_id = ? AND p.wallet = ? AND (p.expires_at IS NULL OR p.expires_at > ?)
+               ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
+              productId,
+              wallet,
+              now,
+            );
+      return { purchase, loadedAt: now, until: purchase?.expiresAt ?? Infinity };
+    }),
   );
 }
 
-/** The purchase behind `wallet`'s live (neither revoked nor expired) token for a feature unlock. */
+/**
+ * The purchase behind `wallet`'s live (neither revoked nor expired) token for a feature unlock. Kept until
+ * the first of those tokens expires (the answer may change then), or while there is none, until a commit.
+ */
 export async function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
-  if (db.read(() => db.sqlite.query("SELECT 1 FROM feature_tokens WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet)) === null) return null;
-  return purchaseWhere(
-    db,
-    `p.id IN (SELECT purchase_id FROM feature_tokens WHERE product_id = ? AND wallet = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?))
-     ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
-    productId,
-    wallet,
-    now,
+  return keptAccess(db, "purchases.token_access", productId, wallet, now, () =>
+    db.read(() => {
+      if (db.sqlite.query("SELECT 1 FROM feature_tokens WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet) === null) {
+        return { purchase: null, loadedAt: now, until: Infinity };
+      }
+      const live = "product_id = ? AND wallet = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)";
+      const purchase = purchaseWhere(
+        db,
+        `p.id IN (SELECT purchase_id FROM feature_tokens WHERE ${live})
+         ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
+        productId,
+        wallet,
+        now,
+      );
+      const { until } = db.sqlite.query(`SELECT MIN(expires_at) AS until FROM feature_tokens WHERE ${live}`).get(productId, wallet, now) as {
+        until: number | null;
+      };
+      return { purchase, loadedAt: now, until: until ?? Infinity };
+    }),
   );
 }
 

@@ -1,4 +1,5 @@
-// In-process Deps for domain tests: an in-memory database, a manual clock, a silent logger.
+// In-process Deps for domain tests: an in-memory database (or a file, where caches between commits matter),
+// a manual clock, a silent logger.
 import { loadConfig, type Secrets } from "../../src/config.ts";
 import { openDatabase } from "../../src/db/open.ts";
 import { migrate } from "../../src/db/migrate.ts";
@@ -7,10 +8,10 @@ import { manualClock } from "../../src/lib/clock.ts";
 import { cryptoRandom, type Random } from "../../src/lib/ids.ts";
 import { createLogger } from "../../src/log.ts";
 
-export async function testDeps(env: Record<string, string> = {}, options: { random?: Random } = {}) {
+export async function testDeps(env: Record<string, string> = {}, options: { random?: Random; dbPath?: string } = {}) {
   const config = loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off", ...env });
   const clock = manualClock();
-  const db = openDatabase(":memory:");
+  const db = openDatabase(options.dbPath ?? ":memory:");
   migrate(db.sqlite, clock.now());
   const secrets: Secrets = {
     jwtSecret: new TextEncoder().encode("unit-test-secret-unit-test-secret-0001"),
