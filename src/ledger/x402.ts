@@ -6,7 +6,7 @@ import type { Network } from "../config.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
-import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
+import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
 import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction } from "./transactions.ts";
@@ -180,7 +180,7 @@ function readRequirements(value: unknown): Requirements {
 }
 
 function requireAddress(address: string, field: string): void {
-  if (decodeAddress(address) === null) throw fieldError(field, `${field} ${address.slice(0, 60)} is not a Solana address`, {}, "INVALID_ADDRESS");
+  if (!isAddress(address)) throw fieldError(field, `${field} ${address.slice(0, 60)} is not a Solana address`, {}, "INVALID_ADDRESS");
 }
 
 function splToken(tokens: readonly TokenInfo[], key: string): SplToken {

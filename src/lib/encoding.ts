@@ -14,6 +14,19 @@ export function decodeAddress(address: string): Uint8Array | null {
   }
 }
 
+/** Addresses recently found valid: the same few wallets are checked again and again (access checks). */
+const validAddresses = new Set<string>();
+const VALID_ADDRESSES_KEPT = 4096;
+
+/** Whether `address` is a Solana address (as decodeAddress), remembering the last few thousand valid ones. */
+export function isAddress(address: string): boolean {
+  if (validAddresses.has(address)) return true;
+  if (decodeAddress(address) === null) return false;
+  if (validAddresses.size >= VALID_ADDRESSES_KEPT) validAddresses.delete(validAddresses.values().next().value!);
+  validAddresses.add(address);
+  return true;
+}
+
 export function encodeBase58(bytes: Uint8Array): string {
   return base58.encode(bytes);
 }

@@ -170,10 +170,11 @@ const onFile = tempDir();
 afterAll(() => rmSync(onFile, { recursive: true, force: true }));
 let files = 0;
 
-describe.each([
+const databases: [string, () => string | undefined][] = [
   ["in memory", () => undefined],
   ["on a file", () => join(onFile, `${++files}.db`)],
-] as const)("access and tokens over time (database %s)", (_, dbPath) => {
+];
+describe.each(databases)("access and tokens over time (database %s)", (_, dbPath) => {
   test("buying again while access lasts extends it from the current expiry; then it runs out", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Day pass", type: "access", price: "1", accessDays: 1 }, dbPath());
     const start = deps.clock.now();

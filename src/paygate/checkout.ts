@@ -5,7 +5,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
-import { decodeAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
+import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
 import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
 import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
@@ -91,7 +91,7 @@ async function paymentTransaction(deps: Deps, checkout: store.CheckoutRow, token
  * with the id of an open one (same product and wallet), a fresh transaction with the same reference.
  */
 export async function startCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId?: string): Promise<CheckoutView> {
-  if (decodeAddress(walletAddress) === null) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   const product = await productForSale(deps, productId);
   let checkout: store.CheckoutRow;
   if (checkoutId !== undefined) {

@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, invalidField } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
-import { decodeAddress } from "../lib/encoding.ts";
+import { isAddress } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
 import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
 import { enqueueEventInWrite } from "../webhooks/outbox.ts";
@@ -133,7 +133,7 @@ function checkAccessDays(days: number | null): number | null {
 }
 
 function checkPayTo(payTo: string): string {
-  if (decodeAddress(payTo) === null) throw new AppError("INVALID_ADDRESS", "payTo must be a base58 address of 32 bytes");
+  if (!isAddress(payTo)) throw new AppError("INVALID_ADDRESS", "payTo must be a base58 address of 32 bytes");
   return payTo;
 }
 

@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
-import { decodeAddress, decodeBase58 } from "../lib/encoding.ts";
+import { isAddress, decodeBase58 } from "../lib/encoding.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
 import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
@@ -55,7 +55,7 @@ export type AccessAnswer = { hasAccess: true; txHash: string; purchasedAt: strin
  * until its token is revoked or expires. Archived products keep the access already sold.
  */
 export async function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): Promise<AccessAnswer> {
-  if (decodeAddress(walletAddress) === null) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   const product = await ownedProductKind(deps, owner, productId);
   const now = deps.clock.now();
   const purchase =

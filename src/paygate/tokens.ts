@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { toIso } from "../lib/clock.ts";
-import { decodeAddress } from "../lib/encoding.ts";
+import { isAddress } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newSecretBase58 } from "../lib/ids.ts";
 import { recordRevocationEvent } from "./events.ts";
@@ -117,7 +117,7 @@ export function requirePage(limit: number | undefined, offset: number | undefine
 /** GET /public/feature/tokens: the owner's tokens, newest first, each with the token in clear. */
 export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQuery): Promise<{ tokens: TokenRecord[]; total: number; limit: number; offset: number }> {
   const page = requirePage(query.limit, query.offset, TOKEN_LIST_LIMIT);
-  if (query.walletAddress !== undefined && decodeAddress(query.walletAddress) === null) {
+  if (query.walletAddress !== undefined && !isAddress(query.walletAddress)) {
     throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   }
   const now = deps.clock.now();

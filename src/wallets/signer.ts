@@ -2,7 +2,7 @@
 import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { decodeAddress } from "../lib/encoding.ts";
+import { isAddress } from "../lib/encoding.ts";
 import { isCustodial, signMessageAsCustodian } from "./custody.ts";
 
 /**
@@ -15,7 +15,7 @@ export type Signer =
   | { kind: "connected"; address: string };
 
 export async function signerFor(deps: Deps, address: string): Promise<Signer> {
-  if (decodeAddress(address) === null) throw new AppError("INVALID_ADDRESS", `${address} is not a Solana address`);
+  if (!isAddress(address)) throw new AppError("INVALID_ADDRESS", `${address} is not a Solana address`);
   if (!(await isCustodial(deps, address))) return { kind: "connected", address };
   return { kind: "custodial", address, sign: (wire) => signTransaction(deps, address, wire) };
 }

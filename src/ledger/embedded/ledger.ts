@@ -6,7 +6,7 @@ import type { Config } from "../../config.ts";
 import type { Db } from "../../db/open.ts";
 import { AppError, fieldError } from "../../errors.ts";
 import type { Clock } from "../../lib/clock.ts";
-import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
+import { decodeAddress, decodeBase58, encodeBase58, isAddress } from "../../lib/encoding.ts";
 import type { Random } from "../../lib/ids.ts";
 import type { SignatureVerifier } from "../../lib/verifier.ts";
 import {
@@ -65,7 +65,7 @@ function rejected(reason: string, message: string, extra: Record<string, unknown
 }
 
 function requireAddress(address: string, what: string): void {
-  if (decodeAddress(address) === null) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
+  if (!isAddress(address)) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
 }
 
 /** Creates the genesis state once (mints, the faucet and its token accounts); reads it afterwards. */

@@ -3,7 +3,7 @@
 import { Connection, PublicKey, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
 import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { AppError } from "../../errors.ts";
-import { decodeAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
+import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
 import {
   requireHistoryLimit,
@@ -296,7 +296,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   }
 
   function address(text: string, what: string): PublicKey {
-    if (decodeAddress(text) === null) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
+    if (!isAddress(text)) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
     return new PublicKey(text);
   }
 
