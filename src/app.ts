@@ -43,12 +43,17 @@ function withErrors(deps: Deps, options: AppOptions) {
     }
     if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
     if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
-    deps.log.error("unhandled error", {
-      requestId: options.metaOf(request).requestId,
-      error: errorText(error),
-    });
-    return errorResponse(internalError());
+    return unhandled(deps, options, request, error);
   });
+}
+
+/** An error no route expected: logged with the request id, answered 500. */
+function unhandled(deps: Deps, options: AppOptions, request: Request, error: unknown): Response {
+  deps.log.error("unhandled error", {
+    requestId: options.metaOf(request).requestId,
+    error: errorText(error),
+  });
+  return errorResponse(internalError());
 }
 
 function healthRoutes(deps: Deps) {
@@ -134,9 +139,17 @@ export type App = {
 };
 
 export function createApp(deps: Deps, options: AppOptions): App {
+  // Read when asked for: finding the address can be a system call (see server.ts).
   const clientOf: Client = (request) => {
     const meta = options.metaOf(request);
-    return { ip: meta.ip, userAgent: meta.userAgent };
+    return {
+      get ip() {
+        return meta.ip;
+      },
+      get userAgent() {
+        return meta.userAgent;
+      },
+    };
   };
   const eager = (): Routes[] => [healthRoutes(deps), authRoutes(deps, clientOf), mcpRoute(options, clientOf)];
   let core = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
@@ -173,9 +186,22 @@ export function createApp(deps: Deps, options: AppOptions): App {
     },
   }));
   const buildDocs = () => docsApp(deps, options, clientOf, eager());
+  /**
+   * /mcp answered without Elysia in the way (its route above is for the OpenAPI document): the transport
+   * reads the body and answers every method itself, so routing, hooks and response mapping would add
+   * nothing but time to each tool call.
+   */
+  const mcp = async (request: Request): Promise<Response> => {
+    try {
+      return await options.mcp.handle(request, clientOf(request));
+    } catch (error) {
+      return error instanceof AppError ? errorResponse(error) : unhandled(deps, options, request, error);
+    }
+  };
   return {
     handle(request) {
       const path = pathOf(request.url);
+      if (path === "/mcp") return mcp(request);
       if (path === "/openapi.json" || path === "/docs" || path.startsWith("/docs/")) return lazily("docs", buildDocs, request);
       for (const group of groups) {
         if (group.prefixes.some((prefix) => path.startsWith(prefix))) return lazily(group.key, group.build, request);

@@ -50,8 +50,8 @@ function socketAddress(server: Server<unknown>, request: Request): string {
 
 /**
  * A request's id and client. The address is taken from the socket as the request arrives (a socket the
- * client has since closed has none), except on /public/*, whose routes never ask for it: there it
- * would be a system call (`getpeername`) per request for nothing.
+ * client has since closed has none), except where it is asked for rarely or never (ADDRESS_ON_DEMAND):
+ * there it would be a system call (`getpeername`) per request for nothing.
  */
 class ClientOfRequest implements RequestMeta {
   #ip: string | null = null;
@@ -72,8 +72,12 @@ class ClientOfRequest implements RequestMeta {
   }
 }
 
-/** Paths whose routes never ask for the client's address (API-key routes: limits are per owner). */
-const NO_CLIENT_ADDRESS = "/public/";
+/**
+ * Paths whose routes ask for the client's address on demand: never on /public/* (API-key routes: limits
+ * are per owner); on /mcp only when a session is initialized (its rate limit and fingerprint), while the
+ * client is waiting for the answer, not on each tool call.
+ */
+const addressOnDemand = (path: string) => path.startsWith("/public/") || path === "/mcp";
 
 /** Reads a body without Content-Length up to `max` bytes; null when it is larger. */
 async function readCapped(request: Request, max: number): Promise<Uint8Array | null> {
@@ -118,7 +122,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const path = pathOf(incoming.url); // never the query: the access log shows it too
     // No request reads a database state older than its arrival (another process's commits included).
     db.endReads();
-    const socketIp = path.startsWith(NO_CLIENT_ADDRESS) ? null : socketAddress(server, incoming);
+    const socketIp = addressOnDemand(path) ? null : socketAddress(server, incoming);
     let response: Response;
     try {
       const length = incoming.headers.get("content-length");

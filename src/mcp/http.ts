@@ -79,7 +79,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   /** A transport and server for `id`; `record` is false while replaying a rebuilt session's handshake. */
-  async function open(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
+  async function open(id: string, request: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
+    // Read now, while the request that opens the session is in flight: its address is read on demand.
+    const client: ClientInfo = { ip: request.ip, userAgent: request.userAgent };
     await makeRoom();
     const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
