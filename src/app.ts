@@ -138,19 +138,19 @@ export type App = {
   handle(request: Request): Response | Promise<Response>;
 };
 
+/** A request's client, read when asked for: finding the address can be a system call (see server.ts). */
+class ClientOf implements ClientInfo {
+  constructor(private readonly meta: RequestMeta) {}
+  get ip(): string {
+    return this.meta.ip;
+  }
+  get userAgent(): string {
+    return this.meta.userAgent;
+  }
+}
+
 export function createApp(deps: Deps, options: AppOptions): App {
-  // Read when asked for: finding the address can be a system call (see server.ts).
-  const clientOf: Client = (request) => {
-    const meta = options.metaOf(request);
-    return {
-      get ip() {
-        return meta.ip;
-      },
-      get userAgent() {
-        return meta.userAgent;
-      },
-    };
-  };
+  const clientOf: Client = (request) => new ClientOf(options.metaOf(request));
   const eager = (): Routes[] => [healthRoutes(deps), authRoutes(deps, clientOf), mcpRoute(options, clientOf)];
   let core = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
   for (const routes of eager()) core = core.use(routes);

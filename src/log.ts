@@ -75,6 +75,9 @@ export function stdoutSink(): LogSink {
   };
 }
 
+/** A number as JSON.stringify writes it (null when not finite). */
+const number = (n: number): string => (Number.isFinite(n) ? String(n) : "null");
+
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
 
 export function createLogger(
@@ -116,7 +119,7 @@ export function createLogger(
       // The same line as emit's, written out field by field: one per request, so it is worth it.
       const s = JSON.stringify;
       write(
-        `{"time":"${timeNow()}","level":"info","msg":"request","requestId":${s(f.requestId)},"method":${s(f.method)},"path":${s(f.path)},"status":${s(f.status)},"ms":${s(f.ms)}}\n`,
+        `{"time":"${timeNow()}","level":"info","msg":"request","requestId":${s(f.requestId)},"method":${s(f.method)},"path":${s(f.path)},"status":${number(f.status)},"ms":${number(f.ms)}}\n`,
         true,
       );
     },

@@ -73,29 +73,43 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
 /** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */
 export function createLedger(deps: LedgerDeps): Ledger {
   let loading: Promise<Ledger> | null = null;
+  /** Once loaded, calls go straight to it (no promise to wait for on each call). */
+  let loaded: Ledger | null = null;
   let lastPing: { at: number; answer: Promise<boolean> } | null = null;
-  const ledger = () => {
-    loading ??= loadLedger(deps).catch((err: unknown) => {
-      loading = null; // a failed load (e.g. a locked database) is tried again on the next call
-      throw err;
-    });
+  const ledger = (): Promise<Ledger> => {
+    loading ??= loadLedger(deps).then(
+      (l) => (loaded = l),
+      (err: unknown) => {
+        loading = null; // a failed load (e.g. a locked database) is tried again on the next call
+        throw err;
+      },
+    );
     return loading;
+  };
+  /** Calls the ledger: at once when it is loaded; a throw becomes a rejection either way. */
+  const call = <T>(f: (l: Ledger) => Promise<T>): Promise<T> => {
+    if (loaded === null) return ledger().then(f);
+    try {
+      return f(loaded);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   };
   return {
     network: deps.config.network,
-    tokens: async () => (await ledger()).tokens(),
-    getBalances: async (address) => (await ledger()).getBalances(address),
-    accountExists: async (address) => (await ledger()).accountExists(address),
-    airdrop: async (address, amounts) => (await ledger()).airdrop(address, amounts),
-    latestBlockhash: async () => (await ledger()).latestBlockhash(),
-    blockHeight: async () => (await ledger()).blockHeight(),
-    buildTransfer: async (intent) => (await ledger()).buildTransfer(intent),
+    tokens: () => call((l) => l.tokens()),
+    getBalances: (address) => call((l) => l.getBalances(address)),
+    accountExists: (address) => call((l) => l.accountExists(address)),
+    airdrop: (address, amounts) => call((l) => l.airdrop(address, amounts)),
+    latestBlockhash: () => call((l) => l.latestBlockhash()),
+    blockHeight: () => call((l) => l.blockHeight()),
+    buildTransfer: (intent) => call((l) => l.buildTransfer(intent)),
     submit: async (wire, options) => {
       if (deps.config.network !== "mainnet") return (await ledger()).submit(wire, options);
       return auditedSubmit(deps, await ledger(), wire, options);
     },
-    getTransaction: async (signature) => (await ledger()).getTransaction(signature),
-    history: async (address, options) => (await ledger()).history(address, options),
+    getTransaction: (signature) => call((l) => l.getTransaction(signature)),
+    history: (address, options) => call((l) => l.history(address, options)),
     ping: () => {
       // Readiness probes come often and must answer fast: a slow RPC counts as down after 2 s, and
       // one answer serves every probe for a second, so probes never pile up on a public endpoint.
