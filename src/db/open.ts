@@ -89,12 +89,15 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     : null;
 
   // Whether anything was committed since we last looked, from the WAL index (see watchWalIndex): mapped
-  // at the first endReads or cache (a request, not start-up); until then every look says "changed".
+  // at the first cache lookup, or just after the first endReads (a request, not start-up: loading bun:ffi
+  // costs ~1 ms, which the first request does not wait for); until then every look says "changed".
   const shmPath = path === ":memory:" ? null : `${realpathSync(path)}-shm`;
   let watcher: ChangeWatcher | null = null;
   let watching = false;
+  let watchSoon = false;
+  let closed = false;
   function watch(): void {
-    if (watching || shmPath === null) return;
+    if (watching || closed || shmPath === null) return;
     watching = true;
     // A read makes SQLite open the index, which it then keeps open (and locked) until it is closed.
     sqlite.query("SELECT 1 FROM sqlite_master LIMIT 1").get();
@@ -246,7 +249,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     write,
     read,
     endReads() {
-      watch();
+      if (!watching && !watchSoon) {
+        watchSoon = true;
+        setTimeout(watch, 0);
+      }
       observe();
     },
     cache<V>(name: string, maxEntries: number): ReadCache<V> {
@@ -268,6 +274,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       }
     },
     close() {
+      closed = true;
       commit();
       try {
         walFile?.close(); // throws if the last flush failed: the caller hears of it
