@@ -391,6 +391,36 @@ describe("watching the WAL index leaves SQLite's locks alone", () => {
     expect(ownLocks(shm)).toEqual([]);
   });
 
+  test.if(linux)("a database that never watched keeps the lock when one that did is closed", async () => {
+    const path = join(dir, "lk5.db");
+    const a = openDatabase(path);
+    a.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const b = openDatabase(path); // open, never looks up anything
+    const shm = statSync(`${path}-shm`).ino;
+    const before = ownLocks(shm);
+    a.cache("probe", 1); // maps the index
+    a.close();
+    expect(ownLocks(shm)).toEqual(before); // b's connection still holds SQLite's lock
+    await insertFromAnotherProcess(path, 1);
+    expect(statSync(`${path}-shm`).ino).toBe(shm);
+    expect(b.sqlite.query("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 1 });
+    b.close();
+    expect(ownLocks(shm)).toEqual([]);
+  });
+
+  test.if(linux)("a close SQLite only defers (a statement still live) keeps the index's descriptor and SQLite's lock", () => {
+    const path = join(dir, "lk6.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const live = db.sqlite.prepare("SELECT k FROM t"); // not finalized: SQLite defers the close
+    const shm = statSync(`${path}-shm`).ino;
+    const before = ownLocks(shm);
+    db.cache("probe", 1);
+    db.close();
+    expect(ownLocks(shm)).toEqual(before);
+    live.finalize();
+  });
+
   test("another process writing the database while it is watched is seen at the next lookup; the index file stays the same", async () => {
     const path = join(dir, "lk2.db");
     const db = openDatabase(path);

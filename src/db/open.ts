@@ -2,7 +2,7 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsync, fsyncSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
-import { type ChangeWatcher, watchWalIndex } from "./wal-index.ts";
+import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 
 export type Db = {
   readonly sqlite: Database;
@@ -88,20 +88,25 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       })
     : null;
 
-  // Whether anything was committed since we last looked, from the WAL index (see watchWalIndex): mapped
+  // Whether anything was committed since we last looked, from the WAL index (see wal-index.ts): mapped
   // at the first cache lookup, or just after the first endReads (a request, not start-up: loading bun:ffi
   // costs ~1 ms, which the first request does not wait for); until then every look says "changed".
-  const shmPath = path === ":memory:" ? null : `${realpathSync(path)}-shm`;
+  // Counted from the open (not the first watch): its descriptor outlives every database open on the file.
+  const walIndex = path === ":memory:" ? null : walIndexOf(realpathSync(path));
   let watcher: ChangeWatcher | null = null;
   let watching = false;
   let watchSoon = false;
   let closed = false;
   function watch(): void {
-    if (watching || closed || shmPath === null) return;
+    if (watching || closed || walIndex === null) return;
     watching = true;
-    // A read makes SQLite open the index, which it then keeps open (and locked) until it is closed.
-    sqlite.query("SELECT 1 FROM sqlite_master LIMIT 1").get();
-    watcher = watchWalIndex(shmPath);
+    try {
+      // A read makes SQLite open the index, which it then keeps open (and locked) until it is closed.
+      sqlite.query("SELECT 1 FROM sqlite_master LIMIT 1").get();
+      watcher = walIndex.watch();
+    } catch {
+      watcher = null; // (a busy or broken database) then every lookup reads it, as without a watcher
+    }
   }
   /** Bumped whenever the database is seen to have changed: snapshots and cached values older than it are stale. */
   let generation = 0;
@@ -281,7 +286,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       } finally {
         for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
         sqlite.close();
-        watcher?.release(); // only now: see watchWalIndex
+        walIndex?.release(); // only now: see wal-index.ts
       }
     },
   };
