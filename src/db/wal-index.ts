@@ -24,7 +24,7 @@ const MAPPED_BYTES = 4096;
 
 /**
  * One descriptor and mapping of a `-shm` file per process, shared by every database opened here on that
- * file (keyed like SQLite keys its own sharing: by the database file's device and inode). The descriptor
+ * file (keyed by the database file's device, inode and path). The descriptor
  * stays open while any of those databases is open, whether or not it ever watched: closing *any*
  * descriptor of a file drops all of this process's POSIX locks on it, including the lock by which SQLite
  * tells other processes the index is in use. Without that lock the next process to open the database (a
@@ -122,8 +122,10 @@ function othersHold(path: string, ours: number): boolean {
 
 /** The WAL index of the database at `dbPath` (its resolved path), for one database opened here. */
 export function walIndexOf(dbPath: string): WalIndex {
+  // The path too: an inode number is reused once a deleted file is gone, and an entry left by a database
+  // never closed (tests) must not be taken for a new file's.
   const { dev, ino } = statSync(dbPath);
-  const key = `${dev}:${ino}`;
+  const key = `${dev}:${ino}:${dbPath}`;
   let entry = shared.get(key);
   if (entry === undefined) shared.set(key, (entry = { shmPath: `${dbPath}-shm`, open: 0, mapping: undefined }));
   const mine = entry;
