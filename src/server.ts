@@ -74,8 +74,10 @@ class ClientOfRequest implements RequestMeta {
 
 /**
  * Paths whose routes ask for the client's address on demand: never on /public/* (API-key routes: limits
- * are per owner); on /mcp only when a session is initialized (its rate limit and fingerprint), while the
- * client is waiting for the answer, not on each tool call.
+ * are per owner); on /mcp only while answering a session's initialization (its rate limit and
+ * fingerprint) or a plain-envelope call (the sign-in and logout tools), never for a tool call inside a
+ * session. It is read while the client waits for the answer; a client that has hung up by then counts as
+ * 0.0.0.0.
  */
 const addressOnDemand = (path: string) => path.startsWith("/public/") || path === "/mcp";
 

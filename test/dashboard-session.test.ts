@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
-import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { logged, runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
 let server: TestServer;
@@ -135,8 +135,10 @@ describe("the checkout page's product read", () => {
   });
 
   test("the pages are served with their security headers and a request id: HTML that loads its bundle", async () => {
+    const ids: string[] = [];
     for (const path of ["/dashboard", "/pay/prod_x"]) {
       const res = await fetch(server.url + path);
+      ids.push(res.headers.get("x-request-id") ?? "");
       expect(res.status).toBe(200);
       expect(res.headers.get("content-type")).toContain("text/html");
       expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
@@ -153,7 +155,11 @@ describe("the checkout page's product read", () => {
     // The checkout API under /pay is not a page.
     const api = await fetch(`${server.url}/pay/prod_x/product`);
     expect([api.status, ((await api.json()) as Json).code]).toEqual([404, "NOT_FOUND"]);
-    const log = server.output();
-    expect(log).toContain('"path":"/dashboard"');
+    // One log line per page request, under the id its response carried.
+    const lines = await logged(server, (ls) => ids.every((id) => ls.some((l) => l.requestId === id)));
+    expect(ids.map((id) => lines.filter((l) => l.requestId === id).map((l) => [l.msg, l.path, l.status]))).toEqual([
+      [["request", "/dashboard", 200]],
+      [["request", "/pay/prod_x", 200]],
+    ]);
   });
 });

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call as httpCall, decodeJwt, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
 type Mcp = McpTestClient;
@@ -15,20 +15,6 @@ const servers: TestServer[] = [];
 let uaCount = 0;
 const ua = (what: string) => `walletgate-test/${what}-${++uaCount}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The server's log reaches us through a pipe, a little after the response: poll for it. */
-async function logged(server: TestServer, predicate: (lines: Json[]) => boolean, timeoutMs = 2000): Promise<Json[]> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const lines = server
-      .output()
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as Json);
-    if (predicate(lines) || Date.now() > deadline) return lines;
-    await sleep(25);
-  }
-}
 
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.client.close()));

@@ -1,9 +1,10 @@
 // The database layer: durable settings, migrations and their version check, group-committed writes,
 // reads sharing one transaction per event-loop turn.
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase, type OpenOptions } from "./open.ts";
+import { walIndexOf } from "./wal-index.ts";
 import { migrate, SchemaTooNewError } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { tempDir } from "../../test/helpers/server.ts";
@@ -257,7 +258,8 @@ describe("reads of a turn", () => {
     expect(count()).toBe(0);
     db.endReads();
     expect(db.sqlite.inTransaction).toBe(true); // nothing changed: the snapshot is as new as a fresh one
-    await other.write(() => other.sqlite.run("INSERT INTO t VALUES (1)"));
+    other.sqlite.run("INSERT INTO t VALUES (1)"); // commits at once, in this turn (the turn's end would drop it too)
+    expect([count(), db.sqlite.inTransaction]).toEqual([0, true]);
     db.endReads();
     expect(db.sqlite.inTransaction).toBe(false);
     expect(count()).toBe(1);
@@ -265,14 +267,19 @@ describe("reads of a turn", () => {
     db.close();
   });
 
-  test("a commit by another process ends the snapshot at the next endReads", async () => {
+  test("a commit by another process ends the snapshot at the next endReads", () => {
     const path = join(dir, "rp.db");
     const db = openDatabase(path);
     db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    db.cache("probe", 1); // the WAL index is watched from here on
     const count = () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n);
     expect(count()).toBe(0);
-    await insertFromAnotherProcess(path, 7);
     db.endReads();
+    expect(db.sqlite.inTransaction).toBe(true); // nothing committed since: kept
+    insertFromAnotherProcessNow(path, 7); // all in this turn: only endReads can end the snapshot
+    expect(count()).toBe(0);
+    db.endReads();
+    expect(db.sqlite.inTransaction).toBe(false);
     expect(count()).toBe(1);
     db.close();
   });
@@ -288,10 +295,15 @@ describe("reads of a turn", () => {
 });
 
 /** Inserts k into t from a separate process (its own SQLite, its own mapping of the WAL index). */
+const insertScript = (k: number) => `const { Database } = require("bun:sqlite"); new Database(process.argv[1]).run("INSERT INTO t VALUES (${k})");`;
 async function insertFromAnotherProcess(path: string, k: number): Promise<void> {
-  const script = `const { Database } = require("bun:sqlite"); new Database(process.argv[1]).run("INSERT INTO t VALUES (${k})");`;
-  const child = Bun.spawn([process.execPath, "-e", script, path], { stderr: "pipe" });
+  const child = Bun.spawn([process.execPath, "-e", insertScript(k), path], { stderr: "pipe" });
   if ((await child.exited) !== 0) throw new Error(await new Response(child.stderr).text());
+}
+/** The same, waiting without leaving the current turn (so nothing that runs at a turn's end runs). */
+function insertFromAnotherProcessNow(path: string, k: number): void {
+  const child = Bun.spawnSync([process.execPath, "-e", insertScript(k), path], { stderr: "pipe" });
+  if (child.exitCode !== 0) throw new Error(child.stderr.toString());
 }
 
 describe("read caches", () => {
@@ -328,7 +340,7 @@ describe("read caches", () => {
     db.close();
   });
 
-  test("a value read inside a write batch is not kept (the batch may never commit)", async () => {
+  test("a value read inside a write batch that commits is read again after the commit", async () => {
     const { db, count, loads } = table("c3.db");
     const inBatch = db.write(() => {
       db.sqlite.run("INSERT INTO t VALUES (1)");
@@ -337,6 +349,19 @@ describe("read caches", () => {
     expect(await inBatch).toBe(1);
     expect([count(), loads()]).toEqual([1, 2]); // committed now: read again, then kept
     expect(loads()).toBe(2);
+    db.close();
+  });
+
+  test("a value read in a batch whose commit fails is not kept (nothing was committed to say it is stale)", async () => {
+    const { db, count, loads } = table("c5.db");
+    db.sqlite.run("CREATE TABLE c (id INTEGER PRIMARY KEY, p INTEGER NOT NULL REFERENCES t(k) DEFERRABLE INITIALLY DEFERRED) STRICT");
+    const lost = db.write(() => {
+      db.sqlite.run("INSERT INTO t VALUES (1)");
+      db.sqlite.run("INSERT INTO c VALUES (1, 99)"); // refused only at COMMIT
+      return count(); // sees its own row, which is never committed
+    });
+    expect(await lost.then(String, () => "rejected")).toBe("rejected");
+    expect([count(), count(), loads()]).toEqual([0, 0, 2]);
     db.close();
   });
 
@@ -406,6 +431,53 @@ describe("watching the WAL index leaves SQLite's locks alone", () => {
     expect(b.sqlite.query("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 1 });
     b.close();
     expect(ownLocks(shm)).toEqual([]);
+  });
+
+  test.if(linux)("closing a database that never watched leaves the one watching with its mapping and SQLite's lock", async () => {
+    const path = join(dir, "lk7.db");
+    const a = openDatabase(path);
+    a.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    let loads = 0;
+    const count = () => a.cache<number>("count", 1).get("n", () => (loads++, a.read(() => (a.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n)));
+    expect(count()).toBe(0); // maps the index
+    const b = openDatabase(path); // open, never looks up anything
+    b.sqlite.query("SELECT 1").get();
+    const shm = statSync(`${path}-shm`).ino;
+    const before = ownLocks(shm);
+    b.close();
+    expect(ownLocks(shm)).toEqual(before);
+    await Bun.sleep(1);
+    expect([count(), loads]).toEqual([0, 1]); // still watching: nothing committed, nothing read again
+    await insertFromAnotherProcess(path, 1);
+    expect([count(), loads]).toEqual([1, 2]);
+    a.close();
+    expect(ownLocks(shm)).toEqual([]);
+  });
+
+  test.if(linux)("a new database file that reuses a lost one's inode number is watched on its own", async () => {
+    // A database collected without close() leaves its entry behind (here: one taken and never released);
+    // ext4 hands the freed inode number to the next file created, which must not share that entry.
+    const old = join(dir, "gone.db");
+    const db0 = openDatabase(old);
+    db0.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    walIndexOf(realpathSync(old)).watch(); // never released
+    const { ino } = statSync(old);
+    db0.close();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(old + suffix, { force: true });
+    let path = "";
+    for (let i = 0; i < 20; i++) {
+      path = join(dir, `reuse-${i}.db`);
+      openDatabase(path).close();
+      if (statSync(path).ino === ino) break;
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    }
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY) STRICT");
+    const count = () => db.cache<number>("count", 1).get("n", () => db.read(() => (db.sqlite.query("SELECT COUNT(*) AS n FROM t").get() as { n: number }).n));
+    expect(count()).toBe(0);
+    await insertFromAnotherProcess(path, 1);
+    expect(count()).toBe(1);
+    db.close();
   });
 
   test.if(linux)("a close SQLite only defers (a statement still live) keeps the index's descriptor and SQLite's lock", () => {

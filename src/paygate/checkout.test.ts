@@ -21,8 +21,11 @@ const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
 const DAY_MS = 86_400_000;
 
+const opened: { close(): void }[] = [];
+
 async function setup(product: ProductInput = { title: "Pro", type: "feature_unlock", price: "2", featureIds: ["export"], accessDays: 30 }, dbPath?: string) {
-  const { deps, clock } = await testDeps({}, dbPath === undefined ? {} : { dbPath });
+  const { deps, clock, db } = await testDeps({}, dbPath === undefined ? {} : { dbPath });
+  opened.push(db);
   const owner = Keypair.generate().publicKey.toBase58();
   const created = await createProduct(deps, owner, product);
   const buyer = Keypair.generate();
@@ -167,7 +170,10 @@ describe("checkout", () => {
 // On a file database the access checks are answered from memory between commits (Db.cache): expiries must
 // still end access with no commit in between.
 const onFile = tempDir();
-afterAll(() => rmSync(onFile, { recursive: true, force: true }));
+afterAll(() => {
+  for (const db of opened) db.close();
+  rmSync(onFile, { recursive: true, force: true });
+});
 let files = 0;
 
 const databases: [string, () => string | undefined][] = [

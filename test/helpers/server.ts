@@ -27,6 +27,25 @@ process.on("exit", () => {
   for (const p of live) p.kill(9);
 });
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The server's JSON log lines once `predicate` holds for them (or `timeoutMs` passes): request lines reach
+ * the pipe a little after their responses (the log sink writes every 50 ms).
+ */
+export async function logged(server: TestServer, predicate: (lines: Record<string, unknown>[]) => boolean, timeoutMs = 2000): Promise<Record<string, unknown>[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const lines = server
+      .output()
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    if (predicate(lines) || Date.now() > deadline) return lines;
+    await sleep(25);
+  }
+}
+
 export function tempDir(prefix = "walletgate-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
