@@ -1,6 +1,7 @@
 // Who signs session JWTs: jose on the calling thread, or jose on a worker thread. Signing (async
 // WebCrypto HMAC, base64url, JSON) was a quarter of the main thread's work per sign-in; on a worker the
-// sign-ins of one turn go as one message, and a broken worker falls back to signing here.
+// sign-ins of one turn go in messages of up to 8 (worker-batch.ts), and a broken worker falls back to
+// signing here.
 import { workerCalls } from "../lib/worker-batch.ts";
 import type { JwtWorkerInit } from "./jwt-worker.ts";
 import { signSessionJwt, type JwtKeys, type UnsignedClaims } from "./tokens.ts";

@@ -17,8 +17,8 @@ export const inlineVerifier: SignatureVerifier = {
 
 /**
  * Verifies on one worker thread (`workerUrl`: ed25519-worker.ts), started on first use. Requests of one
- * event-loop turn go as one message. Should the worker fail, its pending requests and all later ones are
- * verified inline, so a broken worker costs speed, never a wrong answer.
+ * event-loop turn go in messages of up to 8 (worker-batch.ts). Should the worker fail, its pending
+ * requests and all later ones are verified inline, so a broken worker costs speed, never a wrong answer.
  */
 export function workerVerifier(workerUrl: string, onWorkerError: (err: unknown) => void, replyTimeoutMs = 10_000): SignatureVerifier {
   const calls = workerCalls<VerifyItem, boolean>(workerUrl, {
