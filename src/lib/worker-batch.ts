@@ -43,6 +43,8 @@ export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOpti
   const inFlight = new Map<number, { items: Req[]; waiting: Waiting[]; timer: ReturnType<typeof setTimeout> }>();
   let queue: Req[] = [];
   let waiting: Waiting[] = [];
+  /** One flush at the end of the turn sends what full batches left (it may be nothing). */
+  let endOfTurnFlush = false;
 
   const runInline = (items: Req[], answer: Waiting[]) =>
     items.forEach((item, i) => {
@@ -113,7 +115,13 @@ export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOpti
   return {
     call(request) {
       if (broken) return Promise.resolve().then(() => options.inline(request));
-      if (queue.length === 0) setImmediate(flush);
+      if (!endOfTurnFlush) {
+        endOfTurnFlush = true;
+        setImmediate(() => {
+          endOfTurnFlush = false;
+          flush();
+        });
+      }
       queue.push(request);
       const answer = new Promise<Res>((resolve, reject) => waiting.push({ resolve, reject }));
       if (queue.length >= maxBatch) flush();
