@@ -20,8 +20,8 @@ export type BuildResult = { outfile: string; bytes: number; sourcemapBytes: numb
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
   const result = await Bun.build({
-    // The verification and signing workers are further entrypoints: Bun embeds them and `new Worker(url)` finds them.
-    entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts"), join(ROOT, "src", "auth", "jwt-worker.ts")],
+    // The verification worker is a further entrypoint: Bun embeds it and `new Worker(url)` finds it.
+    entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts")],
     target: "bun",
     format: "esm",
     minify: true,

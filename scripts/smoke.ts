@@ -86,9 +86,8 @@ try {
     if (done) break;
     out += decoder.decode(value);
   }
-  // The embedded verification and signing workers must have run: a failure is logged (and the work falls back).
+  // The embedded verification worker must have run: a failure is logged (and the work falls back).
   if (out.includes("verification worker failed")) fail(`the verification worker did not run:\n${out}`);
-  if (out.includes("signing worker failed")) fail(`the signing worker did not run:\n${out}`);
   if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);

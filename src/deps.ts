@@ -5,7 +5,6 @@ import type { Clock } from "./lib/clock.ts";
 import type { Random } from "./lib/ids.ts";
 import type { Logger } from "./log.ts";
 import { createJwtKeys, type JwtKeys } from "./auth/tokens.ts";
-import { inlineSessionSigner, type SessionSigner } from "./auth/signer.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
 import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
@@ -27,8 +26,6 @@ export type Deps = Readonly<{
   verifier: SignatureVerifier;
   auth: Readonly<{
     jwtKeys: JwtKeys;
-    /** Signs session JWTs with `jwtKeys`' current key (on a worker thread in the server). */
-    signer: SessionSigner;
     rateLimiter: RateLimiter;
     /** Key under which client fingerprints are stored (HMAC), never in clear. */
     fingerprintKey: Uint8Array;
@@ -54,8 +51,6 @@ export type DepsInput = {
   random: Random;
   log: Logger;
   verifier?: SignatureVerifier;
-  /** The session signer for the JWT keys made here; inline by default. */
-  sessionSigner?: (keys: JwtKeys) => SessionSigner;
   /** Tests may hand in a ledger; otherwise the one of NETWORK, loaded on first use. */
   ledger?: Ledger;
 };
@@ -75,7 +70,6 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     verifier,
     auth: Object.freeze({
       jwtKeys,
-      signer: (input.sessionSigner ?? inlineSessionSigner)(jwtKeys),
       rateLimiter: createRateLimiter(),
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),

@@ -19,8 +19,6 @@ const CHECKOUT_WATCH_MS = 5_000;
 /** How often orders whose state ends by itself (expiry, deadline, auto-release) are looked for. */
 const ORDER_TIMERS_MS = 30_000;
 import { workerVerifier } from "./lib/verifier.ts";
-import { workerSessionSigner } from "./auth/signer.ts";
-import type { JwtKeys } from "./auth/tokens.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
@@ -182,13 +180,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const verifier = workerVerifier(workerUrl, (err) =>
     log.error("verification worker failed; verifying on the main thread", { error: errorText(err) }),
   );
-  // Session JWTs are signed with jose on a second worker (auth/jwt-worker.ts, also a build entrypoint).
-  const jwtWorkerUrl = new URL("./auth/jwt-worker.ts", import.meta.url).href;
-  const sessionSigner = (keys: JwtKeys) =>
-    workerSessionSigner(jwtWorkerUrl, { issuer: baseUrl, secret: secrets.jwtSecret }, keys, (err) =>
-      log.error("signing worker failed; signing on the main thread", { error: errorText(err) }),
-    );
-  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier, sessionSigner });
+  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier });
   const mcp = createMcpEndpoint(deps);
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
@@ -249,7 +241,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         }
         await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), webhooks.stop()]);
         await mcp.stop();
-        await Promise.all([verifier.stop(), deps.auth.signer.stop(), deps.ledger.stop()]);
+        await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();
         log.info("stopped");
         await log.flush();

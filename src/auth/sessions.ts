@@ -4,7 +4,7 @@ import { AppError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newUuid } from "../lib/ids.ts";
 import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
-import { verifySessionJwt } from "./tokens.ts";
+import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
 
 /** One session token: whose, which session, and its lifetime in JWT seconds. */
@@ -58,9 +58,9 @@ export function prepareSession(
 }
 
 /** Signs the JWT of a prepared (and recorded) session. */
-export async function signPreparedSession(deps: Deps, p: PreparedSession): Promise<IssuedSession> {
+export function signPreparedSession(deps: Deps, p: PreparedSession): IssuedSession {
   const { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp } = p;
-  const token = await deps.auth.signer.sign({ walletAddress, sessionId, jti, iat, exp });
+  const token = signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp });
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
 
@@ -72,9 +72,8 @@ export async function issueSession(
   continues?: { sessionId: string; sessionStartedAtMs: number; parentJti: string },
 ): Promise<IssuedSession> {
   const prepared = prepareSession(deps, walletAddress, client, continues);
-  const [issued, recorded] = await Promise.all([signPreparedSession(deps, prepared), store.insertToken(deps.db, prepared.record)]);
-  if (!recorded) throw revoked(); // the token being refreshed was revoked meanwhile
-  return issued;
+  if (!(await store.insertToken(deps.db, prepared.record))) throw revoked(); // the token being refreshed was revoked meanwhile
+  return signPreparedSession(deps, prepared);
 }
 
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */

@@ -17,6 +17,39 @@ const raw = (claims: Record<string, unknown>, secret = CURRENT, kid: string | nu
   new SignJWT(claims).setProtectedHeader(kid === null ? { alg, typ: "JWT" } : { alg, typ: "JWT", kid }).sign(secret);
 const full = { ...base, iat: NOW_S, exp: NOW_S + 600, iss: ISS };
 
+describe("signSessionJwt", () => {
+  /** What jose itself makes of the same claims: the reference the synchronous signer must equal. */
+  const byJose = (k: typeof keys, c: { walletAddress: string; sessionId: string; jti: string; iat: number; exp: number }, secret: Uint8Array) =>
+    new SignJWT({ walletAddress: c.walletAddress, sessionId: c.sessionId })
+      .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: k.current.kid })
+      .setJti(c.jti)
+      .setIssuedAt(c.iat)
+      .setExpirationTime(c.exp)
+      .setIssuer(k.issuer)
+      .sign(secret);
+
+  test("byte for byte the token jose's SignJWT makes, for many claims and issuers", async () => {
+    const odd = await createJwtKeys('https://wallet"gate.example:8443/é?x=1&y=\\', enc("another-secret-another-secret-0002"), null);
+    const cases = [
+      { ...base, iat: NOW_S, exp: NOW_S + 600 },
+      { walletAddress: "7nRqz4bYQ3kPp1X3E2B8hd9s3qvuAhsYd2u8tX1xvAeM", sessionId: crypto.randomUUID(), jti: crypto.randomUUID(), iat: 0, exp: 1 },
+      { walletAddress: 'quote" back\\ slash', sessionId: "ü € 😀 \u2028", jti: "\u0000\n", iat: 2 ** 31, exp: 2 ** 40 },
+    ];
+    for (const [k, secret] of [[keys, CURRENT], [odd, enc("another-secret-another-secret-0002")]] as const) {
+      for (const c of cases) expect(signSessionJwt(k, c)).toBe(await byJose(k, c, secret));
+    }
+  });
+
+  test("jose verifies what it signs, under the current kid", async () => {
+    const token = signSessionJwt(keys, { ...base, iat: NOW_S, exp: NOW_S + 600 });
+    const { jwtVerify, decodeProtectedHeader } = await import("jose");
+    expect(decodeProtectedHeader(token)).toEqual({ alg: "HS256", typ: "JWT", kid: keyIdOf(CURRENT) });
+    const { payload } = await jwtVerify(token, CURRENT, { algorithms: ["HS256"], issuer: ISS, currentDate: new Date(NOW_S * 1000) });
+    expect(payload).toEqual(full);
+    await expect(jwtVerify(token, PREVIOUS, { algorithms: ["HS256"] })).rejects.toThrow();
+  });
+});
+
 describe("verifySessionJwt", () => {
   test("round trip with the current key", async () => {
     const token = await signSessionJwt(keys, { ...base, iat: NOW_S, exp: NOW_S + 600 });
