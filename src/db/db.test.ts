@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { openDatabase, type OpenOptions } from "./open.ts";
+import { openDatabase, WAL_CHECKPOINT_PAGES, type OpenOptions } from "./open.ts";
 import { walIndexOf } from "./wal-index.ts";
 import { migrate, SchemaTooNewError } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations.ts";
@@ -22,6 +22,26 @@ describe("openDatabase", () => {
     const extra = openDatabase(join(dir, "a.db"), { synchronous: "EXTRA" });
     expect(extra.sqlite.query("PRAGMA synchronous").get()).toEqual({ synchronous: 3 });
     extra.close();
+  });
+
+  test("the log is checkpointed at WAL_CHECKPOINT_PAGES pages, not SQLite's 1,000: it grows past 1,000 and wraps near the limit", async () => {
+    const path = join(dir, "checkpoint.db");
+    const db = openDatabase(path);
+    db.sqlite.run("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL) STRICT");
+    const pageSize = (db.sqlite.query("PRAGMA page_size").get() as { page_size: number }).page_size;
+    const framesOf = () => Math.max(0, (statSync(`${path}-wal`).size - 32) / (pageSize + 24));
+    for (let commit = 0; commit < 200; commit++) {
+      // ~30 pages a commit, 6,000 in all: one and a half times the limit
+      await db.write(() => {
+        for (let i = 0; i < 30; i++) db.sqlite.query("INSERT INTO blobs (body) VALUES (?)").run(new Uint8Array(pageSize - 100));
+      });
+    }
+    // The file keeps its largest size when the log restarts from its beginning: with SQLite's default
+    // it would stay near 1,000 frames; without checkpoints it would hold all 6,000 pages.
+    expect(framesOf()).toBeGreaterThan(2 * 1_000);
+    expect(framesOf()).toBeLessThanOrEqual(WAL_CHECKPOINT_PAGES + 2 * 40);
+    expect((db.sqlite.query("SELECT COUNT(*) AS n FROM blobs").get() as { n: number }).n).toBe(6_000);
+    db.close();
   });
 });
 

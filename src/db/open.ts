@@ -59,6 +59,15 @@ export type OpenOptions = {
 };
 
 /**
+ * The log is copied into the database (and restarted) once it holds this many pages (SQLite's default is
+ * 1,000): a page written by many commits in between is copied once, not once per 1,000 pages. Sign-ins
+ * rewrite the same few pages (the file header, table tails, index interiors) in every commit; 4,000
+ * measured 8–11 % more sign-ins than 1,000 over HTTP, and 10,000 or 20,000 no more than 4,000
+ * (BENCHMARKS.md). The log then peaks near 16 MB.
+ */
+export const WAL_CHECKPOINT_PAGES = 4_000;
+
+/**
  * Durability. `FULL` is kept as SQLite's FULL keeps it — a commit is reported only once the write-ahead
  * log holding it is flushed to disk — but the flush runs on a thread of the runtime's pool instead of
  * blocking the one JS thread: SQLite commits with `synchronous = NORMAL` (frames written, not flushed),
@@ -75,6 +84,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const flushOffThread = synchronous === "FULL" && path !== ":memory:";
   sqlite.run(`PRAGMA synchronous = ${flushOffThread ? "NORMAL" : synchronous}`);
   sqlite.run("PRAGMA foreign_keys = ON");
+  sqlite.run(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
   /**
    * Set when flushing the log failed: what was committed may not be on disk, and after a failed fsync the
    * kernel may have dropped those pages, so no later write can be promised durable either. Writes are
