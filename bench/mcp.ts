@@ -21,7 +21,7 @@ const PROTOCOL_VERSION = "2025-06-18";
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 
 /** initialize + initialized, then (walletgate) wallet_create so the session is bound to a funded wallet. */
-async function openSession(url: string, bind: boolean): Promise<string> {
+export async function openSession(url: string, bind: boolean): Promise<string> {
   const init = await fetch(`${url}/mcp`, {
     method: "POST",
     headers: HEADERS,

@@ -1,7 +1,7 @@
 // `npm run bench`: builds dist/walletgate if missing, measures rows of operations.md "Performance" against
 // their baselines in the same run, prints a table and writes bench/results.json.
 //
-// Options: --only signin|startup|mcp|access   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
+// Options: --only signin|startup|mcp|access|memory   --seconds 5 (load)   --connections 48   --runs 10 (start-ups)
 //          --baseline-seconds 2    --rebuild
 //          --server "/abs/cmd serve"  (default: dist/walletgate serve; e.g. a scratch build, or bun --cpu-prof-md)
 // BENCH_LOAD_GENERATOR=autocannon forces the load generator used when wrk is not installed.
@@ -14,9 +14,10 @@ import { measureSignIn, type SignInResult } from "./sign-in.ts";
 import { measureStartup, type StartupResult } from "./startup.ts";
 import { measureMcp, type McpResult } from "./mcp.ts";
 import { measureAccessCheck, type AccessResult } from "./access-check.ts";
+import { measureMemory, type MemoryResult } from "./memory.ts";
 import { BINARY, REPO_ROOT, createResources } from "./support.ts";
 
-const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5, mcpRatioAtLeast: 0.8, accessRatioAtLeast: 0.8, accessP99RatioAtMost: 1.5 };
+const TARGETS = { signInRatioAtLeast: 0.5, startupRatioAtMost: 5, mcpRatioAtLeast: 0.8, accessRatioAtLeast: 0.8, accessP99RatioAtMost: 1.5, rssMbAtMost: 300 };
 
 type Row = { figure: string; measured: string; baseline: string; ratio: string; target: string; verdict: string };
 
@@ -24,7 +25,13 @@ function formatRate(perSecond: number): string {
   return `${Math.round(perSecond).toLocaleString("en-US")}/s`;
 }
 
-function rows(signIn: SignInResult | null, startup: StartupResult | null, mcp: McpResult | null, access: AccessResult | null): Row[] {
+function rows(
+  signIn: SignInResult | null,
+  startup: StartupResult | null,
+  mcp: McpResult | null,
+  access: AccessResult | null,
+  memory: MemoryResult | null,
+): Row[] {
   const out: Row[] = [];
   if (access !== null) {
     out.push({
@@ -70,6 +77,25 @@ function rows(signIn: SignInResult | null, startup: StartupResult | null, mcp: M
       ratio: `${signIn.ratio.toFixed(2)}x`,
       target: `>= ${TARGETS.signInRatioAtLeast}x`,
       verdict: signIn.ratio >= TARGETS.signInRatioAtLeast ? "met" : "MISSED",
+    });
+  }
+  if (memory !== null) {
+    const mb = memory.rssAfterSessionsKb / 1024;
+    out.push({
+      figure: `RSS after ${memory.signIns.toLocaleString("en-US")} sign-ins + ${memory.sessions.toLocaleString("en-US")} idle MCP sessions`,
+      measured: `${mb.toFixed(0)} MB`,
+      baseline: `at start ${(memory.rssAtStartKb / 1024).toFixed(0)} MB`,
+      ratio: "-",
+      target: `<= ${TARGETS.rssMbAtMost} MB`,
+      verdict: mb <= TARGETS.rssMbAtMost ? "met" : "MISSED",
+    });
+    out.push({
+      figure: "  per idle MCP session",
+      measured: `${memory.kbPerSession} KB`,
+      baseline: `after sign-ins ${(memory.rssAfterSignInsKb / 1024).toFixed(0)} MB`,
+      ratio: "-",
+      target: "-",
+      verdict: "",
     });
   }
   if (startup !== null) {
@@ -132,8 +158,8 @@ async function main(): Promise<number> {
   const connections = Math.round(positive("connections", values.connections));
   const runs = Math.round(positive("runs", values.runs));
   const baselineSeconds = positive("baseline-seconds", values["baseline-seconds"]);
-  if (only !== undefined && !["signin", "startup", "mcp", "access"].includes(only)) {
-    throw new Error(`--only must be signin, startup, mcp or access, got ${only}`);
+  if (only !== undefined && !["signin", "startup", "mcp", "access", "memory"].includes(only)) {
+    throw new Error(`--only must be signin, startup, mcp, access or memory, got ${only}`);
   }
 
   const resources = createResources();
@@ -191,7 +217,13 @@ async function main(): Promise<number> {
       }
     }
 
-    const table = rows(signIn, startup, mcp, access);
+    let memory: MemoryResult | null = null;
+    if (only === undefined || only === "memory") {
+      process.stdout.write("memory: 10,000 sign-ins, then 1,000 idle MCP sessions ...\n");
+      memory = await measureMemory(resources, { serverCommand, signIns: 10_000, sessions: 1_000 });
+    }
+
+    const table = rows(signIn, startup, mcp, access, memory);
     printTable(table);
     const results = {
       date: new Date().toISOString(),
@@ -203,6 +235,7 @@ async function main(): Promise<number> {
       startup,
       mcp,
       access,
+      memory,
       table,
       benchSeconds: Math.round((performance.now() - started) / 100) / 10,
     };

@@ -67,7 +67,7 @@ async function nativeBaseline(resources: Resources, seconds: number): Promise<{ 
 type SignedBody = string;
 
 /** Asks for `count` challenges, each for a fresh keypair, and signs them: JSON bodies for /auth/verify. */
-async function issueSignedBodies(url: string, count: number): Promise<{ bodies: SignedBody[]; messageBytes: number }> {
+export async function issueSignedBodies(url: string, count: number): Promise<{ bodies: SignedBody[]; messageBytes: number }> {
   const bodies: SignedBody[] = [];
   let messageBytes = 0;
   let next = 0;
