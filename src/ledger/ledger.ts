@@ -47,6 +47,8 @@ export type TransferIntent = Readonly<{
   split?: Readonly<{ to: string; amount: bigint }> | undefined;
 }>;
 
+export type HistoryOptions = { limit: number; before?: string | undefined; finalized?: boolean };
+
 export type SubmitOptions = Readonly<{
   /**
    * The service's own transfer (wallet_transfer, escrow, refunds): a shortfall of funds for amount, fee
@@ -119,8 +121,11 @@ export type Ledger = Readonly<{
   /** Submits signed wire bytes and waits for confirmation. Errors: TRANSACTION_REJECTED, CONFLICT, INSUFFICIENT_FUNDS, CHAIN_UNAVAILABLE. */
   submit(wire: Uint8Array, options?: SubmitOptions): Promise<SubmitResult>;
   getTransaction(signature: string): Promise<LedgerTransaction | null>;
-  /** Newest first; `before` is a signature to page from. */
-  history(address: string, options: { limit: number; before?: string | undefined }): Promise<LedgerTransaction[]>;
+  /**
+   * Newest first; `before` is a signature to page from. With `finalized`, only transactions the cluster
+   * has finalized (RPC ledger; what a mainnet purchase is judged on), not those merely confirmed.
+   */
+  history(address: string, options: HistoryOptions): Promise<LedgerTransaction[]>;
   /** Readiness: the ledger answers. */
   ping(): Promise<boolean>;
   stop(): Promise<void>;

@@ -235,7 +235,8 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
   if (checkout.purchaseId !== null) return completedResult(deps, (await store.findPurchase(deps.db, checkout.purchaseId))!);
   const product = await productForSale(deps, checkout.productId);
   const token = await splToken(deps, checkout.token);
-  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT });
+  // paygate.md step 3: confirmed, and on mainnet finalized.
+  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT, finalized: deps.config.network === "mainnet" });
   let refusal: AppError | null = null;
   // Oldest first: if the buyer paid twice, the first payment is the purchase.
   for (const tx of [...found].reverse()) {

@@ -355,10 +355,12 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
       return { context: context(), value: signatures.map((s) => (bySignature.has(String(s)) ? status(bySignature.get(String(s))!) : null)) };
     },
     getTransaction: ([signature, config]) => {
-      const opts = (config ?? {}) as { encoding?: string; maxSupportedTransactionVersion?: number };
+      const opts = (config ?? {}) as { encoding?: string; maxSupportedTransactionVersion?: number; commitment?: string };
       if (opts.encoding !== "base64") throw new RpcError(-32602, "Invalid params: this test server answers base64 only");
       const record = bySignature.get(String(signature));
       if (record === undefined) return null;
+      // As a real node: asked at `finalized`, a transaction not yet rooted is not there.
+      if (opts.commitment === "finalized" && status(record).confirmationStatus !== "finalized") return null;
       if (record.version === 0 && opts.maxSupportedTransactionVersion === undefined) {
         throw new RpcError(-32015, "Transaction version (0) is not supported by the requesting client.");
       }
@@ -385,7 +387,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     },
     getSignaturesForAddress: ([address, config]) => {
       const key = pubkeyParam(address).toBase58();
-      const opts = (config ?? {}) as { limit?: number; before?: string; until?: string };
+      const opts = (config ?? {}) as { limit?: number; before?: string; until?: string; commitment?: string };
       const limit = opts.limit ?? 1000;
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new RpcError(-32602, "Invalid limit; max 1000");
       // As Agave: `before` may be any known signature, not only one of this address's.
@@ -400,6 +402,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
         const r = records[i]!;
         if (r.signature === opts.until) break;
         if (!r.accountKeys.includes(key)) continue;
+        if (opts.commitment === "finalized" && status(r).confirmationStatus !== "finalized") continue;
         out.push({ signature: r.signature, slot: r.slot, err: r.err, memo: null, blockTime: r.blockTime, confirmationStatus: status(r).confirmationStatus });
       }
       return out;

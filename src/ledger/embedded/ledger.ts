@@ -329,6 +329,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return row === null ? null : toLedgerTransaction(row);
     },
 
+    // `finalized` asks nothing more here: an accepted transaction is final at once.
     async history(address, { limit, before }) {
       requireAddress(address, "address");
       requireHistoryLimit(limit);

@@ -241,6 +241,16 @@ describe("transfers", () => {
 });
 
 describe("history", () => {
+  test("with finalized, only transactions the cluster has finalized are listed", async () => {
+    const alice = wallet(SOL);
+    const bob = wallet();
+    const sent = await transfer(alice, addr(bob), "sol", SOL / 10n);
+    expect((await ledger.history(addr(bob), { limit: 10 })).map((t) => t.signature)).toEqual([sent.signature]);
+    expect(await ledger.history(addr(bob), { limit: 10, finalized: true })).toEqual([]);
+    rpc.advanceSlots(FINALITY_SLOTS);
+    expect((await ledger.history(addr(bob), { limit: 10, finalized: true })).map((t) => t.signature)).toEqual([sent.signature]);
+  });
+
   test("newest first across the wallet and its token accounts, with limit and before", async () => {
     const alice = wallet(2n * SOL);
     rpc.mintUsdc(addr(alice), 10n * USDC);

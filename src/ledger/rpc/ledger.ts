@@ -11,6 +11,7 @@ import {
   type AirdropAmounts,
   type Balances,
   type Blockhash,
+  type HistoryOptions,
   type Ledger,
   type LedgerTransaction,
   type SubmitOptions,
@@ -589,22 +590,23 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     };
   }
 
-  async function getTransaction(signature: string): Promise<LedgerTransaction | null> {
+  async function getTransaction(signature: string, commitment: Commitment = "confirmed"): Promise<LedgerTransaction | null> {
     if (!isSignature(signature)) return null;
-    const raw = await rawRpc("getTransaction", [signature, { encoding: "base64", commitment: "confirmed", maxSupportedTransactionVersion: 0 }]);
+    const raw = await rawRpc("getTransaction", [signature, { encoding: "base64", commitment, maxSupportedTransactionVersion: 0 }]);
     if (raw === null) return null;
     if (typeof raw !== "object") throw unavailable(new Error("malformed getTransaction result"));
     return toLedgerTransaction(signature, raw as RawTransaction);
   }
 
-  async function history(text: string, query: { limit: number; before?: string | undefined }): Promise<LedgerTransaction[]> {
+  async function history(text: string, query: HistoryOptions): Promise<LedgerTransaction[]> {
     const owner = address(text, "address");
     const { limit, before } = query;
+    const commitment: Commitment = query.finalized === true ? "finalized" : "confirmed";
     requireHistoryLimit(limit);
     if (before !== undefined && !isSignature(before)) throw new AppError("VALIDATION_ERROR", "before must be a transaction signature");
     // Incoming token transfers touch only the recipient's token account, so ask for those too.
     const keys = [owner, ...tokens.flatMap((t) => (t.mint === null ? [] : [new PublicKey(associatedTokenAddress(text, t.mint))]))];
-    const lists = await Promise.all(keys.map((key) => call(() => connection.getSignaturesForAddress(key, { limit, ...(before === undefined ? {} : { before }) }, "confirmed"))));
+    const lists = await Promise.all(keys.map((key) => call(() => connection.getSignaturesForAddress(key, { limit, ...(before === undefined ? {} : { before }) }, commitment))));
     const bySignature = new Map(lists.flat().map((info) => [info.signature, info] as const));
     const merged = [...bySignature.values()]
       .sort((a, b) => b.slot - a.slot) // stable: within a slot the RPC's own order is kept
@@ -614,7 +616,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const worker = async () => {
       while (next < merged.length) {
         const i = next++;
-        out[i] = await getTransaction(merged[i]!.signature);
+        out[i] = await getTransaction(merged[i]!.signature, commitment);
       }
     };
     await Promise.all(Array.from({ length: Math.min(HISTORY_FETCH_CONCURRENCY, merged.length) }, worker));
@@ -631,7 +633,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     blockHeight: () => call(() => connection.getBlockHeight("confirmed")),
     buildTransfer,
     submit,
-    getTransaction,
+    getTransaction: (signature) => getTransaction(signature),
     history,
     ping: async () => {
       try {

@@ -1,0 +1,87 @@
+// Checkout on the RPC ledger, against a LiteSVM-backed JSON-RPC server: a payment the buyer sent itself
+// counts once confirmed on devnet, and on mainnet only once finalized (paygate.md step 3: "confirmed
+// (mainnet: finalized)"), whether /confirm or the watcher looks for it.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Keypair } from "@solana/web3.js";
+import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
+import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
+import { confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
+import { createProduct } from "./products.ts";
+import { checkAccess } from "./purchases.ts";
+
+const SOL = 1_000_000_000n;
+const USDC = 1_000_000n;
+
+let rpc: LiteSvmRpc;
+const stops: (() => Promise<void>)[] = [];
+beforeAll(async () => {
+  rpc = await startLiteSvmRpc();
+  rpc.createMint(6, USDC_MINTS.mainnet); // the devnet mint is made by the server itself
+});
+afterAll(async () => {
+  for (const stop of stops) await stop();
+  await rpc.stop();
+});
+
+async function setup(network: "devnet" | "mainnet") {
+  const env: Record<string, string> = { NETWORK: network, SOLANA_RPC_URL: rpc.url };
+  if (network === "mainnet") {
+    Object.assign(env, { JWT_SECRET: "mainnet-test-secret-mainnet-test-secret-01", WALLET_ENCRYPTION_KEY: "11".repeat(32), AUTH_RATE_LIMIT: "on" });
+  }
+  const { deps, db, clock } = await testDeps(env);
+  clock.set(Date.now()); // the test cluster stamps blocks with the real time
+  stops.push(async () => {
+    await deps.ledger.stop();
+    db.close();
+  });
+  const owner = Keypair.generate().publicKey.toBase58();
+  const { productId } = await createProduct(deps, owner, { title: "Pass", type: "access", price: "2", accessDays: 30 });
+  const buyer = Keypair.generate();
+  const wallet = buyer.publicKey.toBase58();
+  rpc.setLamports(wallet, SOL);
+  rpc.mintTokens(USDC_MINTS[network], wallet, 10n * USDC);
+  /** The buyer signs the checkout's transaction and sends it itself (the ledger waits for `confirmed`). */
+  const payItself = async () => {
+    const checkout = await startCheckout(deps, productId, wallet);
+    const signed = signCheckout(checkout.transaction, buyer);
+    await deps.ledger.submit(Buffer.from(signed, "base64"));
+    return { checkoutId: checkout.checkoutId, txHash: signatureOf(signed) };
+  };
+  const hasAccess = async () => (await checkAccess(deps, owner, productId, wallet)).hasAccess;
+  return { deps, productId, payItself, hasAccess };
+}
+
+describe("checkout on RPC networks", () => {
+  test("devnet: a confirmed payment completes the checkout at once", async () => {
+    const s = await setup("devnet");
+    const { checkoutId, txHash } = await s.payItself();
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("mainnet: a confirmed payment stays pending until it is finalized, then completes", async () => {
+    const s = await setup("mainnet");
+    const { checkoutId, txHash } = await s.payItself();
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toEqual({ status: "pending" });
+    expect(await s.hasAccess()).toBe(false);
+    rpc.advanceSlots(FINALITY_SLOTS - 2);
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toEqual({ status: "pending" });
+    rpc.advanceSlots(2);
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("mainnet: the watcher, too, completes a checkout only once its payment is finalized", async () => {
+    const s = await setup("mainnet");
+    const { checkoutId } = await s.payItself();
+    const watcher = createCheckoutWatcher(s.deps);
+    await watcher.runOnce();
+    expect(await s.hasAccess()).toBe(false);
+    rpc.advanceSlots(FINALITY_SLOTS);
+    await watcher.runOnce();
+    expect(await s.hasAccess()).toBe(true);
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed" });
+  });
+});
