@@ -19,7 +19,8 @@ import { mintFeatureToken, revealFeatureToken } from "./tokens.ts";
 export const CHECKOUT_TTL_MS = 15 * 60_000;
 /**
  * The watcher gives an unpaid checkout this long past its expiry before closing it: a transaction signed
- * just before expiry can take its blockhash's life (about a minute) to land.
+ * just before expiry can take its blockhash's life (about a minute) to land, and on mainnet some 13 s more
+ * to be finalized (only then does the watcher see it).
  */
 export const EXPIRY_GRACE_MS = 2 * 60_000;
 /** Transactions read per reference: a checkout is paid once, so a handful covers retries and strays. */
