@@ -33,7 +33,10 @@ test("route groups built on first use: concurrent first requests share one build
   expect(answers.map((r) => r.status)).toEqual([401, 401, 401, 400]);
   expect(bodies[0]).toEqual(bodies[1]);
   expect(bodies.map((b) => b.code)).toEqual(["MISSING_API_KEY", "MISSING_API_KEY", "UNAUTHENTICATED", "VALIDATION_ERROR"]);
-  // An unknown path under a lazy prefix is the same 404 as anywhere else.
-  const missing = await app.handle(new Request("http://localhost/public/nowhere"));
+  // An unknown path under a lazy prefix is the same 404 as anywhere else (under /public/ only after the
+  // key check: every /public/* request needs its key, paygate.md).
+  const missing = await app.handle(new Request("http://localhost/pay/none/nowhere/else"));
   expect([missing.status, await missing.json()]).toEqual([404, { error: "no such route", code: "NOT_FOUND" }]);
+  const keyless = await app.handle(new Request("http://localhost/public/nowhere"));
+  expect([keyless.status, await keyless.json()]).toEqual([401, { error: "API key required", code: "MISSING_API_KEY" }]);
 });

@@ -119,6 +119,47 @@ describe("API keys and /public/*", () => {
     }
   });
 
+  test("the key comes first: a body that is not JSON, or a path that names nothing, is 401 without a valid key", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    for (const path of ["/access/check", "/feature/verify", "/feature/revoke"]) {
+      expect(await pub(path, null, { body: "{not json" })).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
+      expect(await pub(path, "pk_" + "0".repeat(64), { body: "{not json" })).toMatchObject({ status: 401, body: { code: "INVALID_API_KEY" } });
+      const bad = await pub(path, key, { body: "{not json" });
+      expect(bad).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR", error: "request body is not valid JSON" } });
+      expect(bad.headers.get("x-ratelimit-limit")).toBe("60"); // an answer to a valid key: counted, with its headers
+    }
+    expect(await pub("/no-such-endpoint", null)).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
+    expect(await pub("/products/x/y/z", "pk_" + "0".repeat(64), { method: "DELETE" })).toMatchObject({ status: 401, body: { code: "INVALID_API_KEY" } });
+    const unknown = await pub("/no-such-endpoint", key, { method: "PUT", body: { a: 1 } });
+    expect(unknown).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(unknown.headers.get("x-ratelimit-remaining")).toBe(String(60 - 3 - 1));
+    // The endpoints themselves still answer as before.
+    expect((await pub("/products", key)).status).toBe(200);
+  });
+
+  test("an address of any length that is not one is INVALID_ADDRESS; a token of any length that is unknown is not valid", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    const created = await dash("/products", o.token, { body: product });
+    const long = "A".repeat(200);
+    expect(await pub("/access/check", key, { body: { productId: created.body.productId, walletAddress: long } })).toMatchObject({
+      status: 400,
+      body: { code: "INVALID_ADDRESS" },
+    });
+    expect(await pub(`/feature/tokens?walletAddress=${long}`, key)).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
+    expect(await call(server.url, `/pay/${created.body.productId}/checkout`, { body: { walletAddress: long } })).toMatchObject({
+      status: 400,
+      body: { code: "INVALID_ADDRESS" },
+    });
+    const token = `ft_${"x".repeat(300)}`;
+    expect(await pub("/feature/verify", key, { body: { accessToken: token } })).toMatchObject({ status: 200, body: { valid: false } });
+    expect(await pub("/feature/revoke", key, { body: { accessToken: token } })).toMatchObject({
+      status: 404,
+      body: { success: false, code: "NOT_FOUND" },
+    });
+  });
+
   test("owner isolation: another owner's product is 404 through the public API", async () => {
     const keyB = await newKey(ownerB.token);
     const mine = await dash("/products", ownerA.token, { body: product });

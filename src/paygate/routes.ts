@@ -13,8 +13,10 @@ import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tok
 
 const ErrorBody = t.Object({ error: t.String(), code: t.String(), retryAfter: t.Optional(t.Integer()), details: t.Optional(t.Unknown()) });
 const Id = t.String({ maxLength: 64 });
-const Address = t.String({ maxLength: 64, description: "a Solana address (base58 of 32 bytes)" });
-const AccessToken = t.String({ maxLength: 100, description: "an ft_ feature access token" });
+// No length cap in these two schemas: a string of any length that is not an address is INVALID_ADDRESS, and
+// one that is not a token is an unknown token (paygate.md), not a schema failure. MAX_BODY_BYTES bounds both.
+const Address = t.String({ description: "a Solana address (base58 of 32 bytes)" });
+const AccessToken = t.String({ description: "an ft_ feature access token" });
 
 /** The query of GET /public/feature/tokens and GET /dashboard/api/tokens. */
 export const TokenListQuery = t.Object({
@@ -39,6 +41,15 @@ export async function revokeAnswer(deps: Deps, owner: string, accessToken: strin
   }
 }
 
+/** A /public/* body, parsed once the key is known good: what is not JSON is VALIDATION_ERROR, as elsewhere. */
+function jsonBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new AppError("VALIDATION_ERROR", "request body is not valid JSON");
+  }
+}
+
 export function publicRoutes(deps: Deps) {
   const limiter = deps.paygate.rateLimiter;
   const authenticate = createKeyAuthenticator(deps);
@@ -47,17 +58,22 @@ export function publicRoutes(deps: Deps) {
 
   return (
     new Elysia({ name: "public-routes", prefix: "/public", detail: { tags: ["public"], security: [{ apiKey: [] }] } })
-      // Before validation: a request without a valid key hears 401 whatever else is wrong with it, and
-      // does not count against anyone.
-      .onTransform(async ({ request, set }) => {
+      // Before the body is parsed or validated: a request without a valid key hears 401 whatever else is
+      // wrong with it (a body that is not JSON included), and does not count against anyone. Bodies are
+      // therefore read as text (`parse: "text"`) and parsed here, after the key and the limit.
+      .onTransform(async (context) => {
+        const { request, set } = context;
         const caller = await authenticate(request.headers.get("x-api-key"));
         callers.set(request, caller);
         const decision = limiter.hit(caller.owner, caller.tier, deps.clock.now());
-        if (decision === null) return; // unlimited: no headers
-        set.headers["x-ratelimit-limit"] = String(decision.limit);
-        set.headers["x-ratelimit-remaining"] = String(decision.remaining);
-        set.headers["x-ratelimit-reset"] = String(decision.resetS);
-        if (!decision.allowed) throw new AppError("RATE_LIMITED", "Rate limit exceeded", { retryAfter: decision.retryAfterS });
+        if (decision !== null) {
+          // unlimited: no headers
+          set.headers["x-ratelimit-limit"] = String(decision.limit);
+          set.headers["x-ratelimit-remaining"] = String(decision.remaining);
+          set.headers["x-ratelimit-reset"] = String(decision.resetS);
+          if (!decision.allowed) throw new AppError("RATE_LIMITED", "Rate limit exceeded", { retryAfter: decision.retryAfterS });
+        }
+        if (typeof context.body === "string") (context as { body: unknown }).body = jsonBody(context.body);
       })
       .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request)) }), {
         detail: { summary: "The owner's products, newest first (archived ones with their status)" },
@@ -73,6 +89,7 @@ export function publicRoutes(deps: Deps) {
         response: { 401: ErrorBody, 429: ErrorBody },
       })
       .post("/access/check", ({ request, body }) => checkAccess(deps, ownerOf(request), body.productId, body.walletAddress), {
+        parse: "text",
         body: t.Object({ productId: Id, walletAddress: Address }),
         detail: { summary: "Whether a wallet has access to a product now; without it, the paymentUrl to buy it" },
         response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
@@ -83,6 +100,7 @@ export function publicRoutes(deps: Deps) {
         response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
       })
       .post("/feature/verify", ({ request, body }) => verifyFeatureToken(deps, ownerOf(request), body.accessToken), {
+        parse: "text",
         body: t.Object({ accessToken: AccessToken }),
         detail: { summary: "Whether a feature access token is valid now, and the features it unlocks" },
         response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
@@ -93,10 +111,20 @@ export function publicRoutes(deps: Deps) {
         response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
       })
       .post("/feature/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request), body.accessToken, set), {
+        parse: "text",
         body: t.Object({ accessToken: AccessToken }),
         detail: { summary: "Revoke a feature access token, permanently" },
         response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
       })
+      // Every /public/* request needs its key (paygate.md), a path that names no endpoint too: 404 only
+      // after the key check, with the limit headers like any other answer to a valid key.
+      .all(
+        "/*",
+        () => {
+          throw new AppError("NOT_FOUND", "no such route");
+        },
+        { detail: { hide: true } },
+      )
   );
 }
 
