@@ -52,6 +52,19 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
   /** Requests in the sliding minute ending now: this window plus the overlapping part of the previous. */
   const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * (1 - (now - c.minuteStart) / MINUTE_MS);
 
+  /**
+   * When the sliding minute next has room for one more request (now, if it has): while the previous fixed
+   * minute's weight fades within this one, or else within the next, when this one's count becomes the
+   * fading part. Not the end of the fixed minute: right after it the previous minute still weighs fully.
+   */
+  function minuteFreesAt(c: Counts, limit: number, now: number): number {
+    if (slidingMinute(c, now) + 1 <= limit) return now;
+    const room = limit - 1 - c.minute; // what the fading previous minute may still weigh
+    if (room >= 0 && c.previousMinute > 0) return Math.max(now, c.minuteStart + MINUTE_MS * (1 - room / c.previousMinute));
+    const next = c.minuteStart + MINUTE_MS;
+    return c.minute <= limit - 1 ? next : next + MINUTE_MS * (1 - (limit - 1) / c.minute);
+  }
+
   return {
     hit(owner, tier, now) {
       const limits = TIER_LIMITS[tier];
@@ -69,13 +82,17 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       const dayRemaining = Math.max(0, limits.day - c.day);
       // The window that limits: the one with less left (the day when both are spent, as it frees later).
       const dayLimits = dayRemaining < minuteRemaining || (dayRemaining === 0 && c.day >= limits.day);
-      const resetMs = dayLimits ? dayReset : minuteReset;
+      // A spent minute resets when it has room again; one with room left, at the end of its fixed part.
+      const minuteResetMs = minuteRemaining === 0 ? minuteFreesAt(c, limits.minute, now) : minuteReset;
+      const resetMs = dayLimits ? dayReset : minuteResetMs;
+      const resetS = Math.ceil(resetMs / 1000);
       return {
         allowed,
         limit: dayLimits ? limits.day : limits.minute,
         remaining: dayLimits ? dayRemaining : minuteRemaining,
-        resetS: Math.ceil(resetMs / 1000),
-        retryAfterS: Math.max(1, Math.ceil((resetMs - now) / 1000)),
+        resetS,
+        // Counted to the whole second of the reset, so that waiting this long never arrives before it.
+        retryAfterS: Math.max(1, Math.ceil((resetS * 1000 - now) / 1000)),
       };
     },
     usage(owner, tier, now) {

@@ -1,0 +1,70 @@
+// The per-owner limiter in isolation: what X-RateLimit-Reset and Retry-After promise is kept — a request
+// at the reset time is allowed, one a second earlier is not — across the sliding minute's edges.
+import { describe, expect, test } from "bun:test";
+import { createOwnerRateLimiter, TIER_LIMITS } from "./rate-limit.ts";
+
+const MINUTE = 60_000;
+const T0 = Date.UTC(2026, 10, 25, 12, 0, 0); // the start of a fixed minute
+
+/** Spends the owner's minute: `count` allowed hits at `at`. */
+function spend(limiter: ReturnType<typeof createOwnerRateLimiter>, owner: string, count: number, at: number) {
+  for (let i = 0; i < count; i++) expect(limiter.hit(owner, "free", at)!.allowed).toBe(true);
+}
+
+describe("X-RateLimit-Reset of a spent minute", () => {
+  test("60 requests early in a minute: room comes back a second after the boundary, not at it", () => {
+    const limiter = createOwnerRateLimiter();
+    spend(limiter, "o", 60, T0 + 1_000);
+    const refused = limiter.hit("o", "free", T0 + 2_000)!;
+    expect(refused).toMatchObject({ allowed: false, limit: 60, remaining: 0 });
+    // At the boundary the previous minute still weighs 60 of 60; a second later, 59.
+    expect(refused.resetS).toBe((T0 + MINUTE + 1_000) / 1000);
+    expect(refused.retryAfterS).toBe(59);
+    expect(limiter.hit("o", "free", T0 + MINUTE)!.allowed).toBe(false);
+    expect(limiter.hit("o", "free", refused.resetS * 1000)!.allowed).toBe(true);
+  });
+
+  test("requests late in the previous minute: room comes back as that minute's weight fades", () => {
+    const limiter = createOwnerRateLimiter();
+    spend(limiter, "o", 60, T0 + 59_000); // all in the last second of the previous minute
+    const refused = limiter.hit("o", "free", T0 + MINUTE + 500)!;
+    expect(refused.allowed).toBe(false);
+    // 60 × (1 − elapsed/60 s) ≤ 59 once a second of the new minute has passed.
+    expect(refused.resetS).toBe((T0 + MINUTE + 1_000) / 1000);
+    expect(limiter.hit("o", "free", refused.resetS * 1000)!.allowed).toBe(true);
+  });
+
+  test("whatever the pattern, a request at the reset time is allowed and one a second before it is not", () => {
+    let seed = 7;
+    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    for (let round = 0; round < 300; round++) {
+      const limiter = createOwnerRateLimiter();
+      let now = T0 + Math.floor(random() * MINUTE);
+      let refused = null;
+      while (refused === null) {
+        const decision = limiter.hit("o", "free", now)!;
+        if (!decision.allowed) refused = decision;
+        else now += random() < 0.7 ? Math.floor(random() * 200) : Math.floor(random() * 5_000); // bursts and pauses
+      }
+      const resetMs = refused.resetS * 1000;
+      expect(refused.retryAfterS).toBe(Math.max(1, Math.ceil((resetMs - now) / 1000)));
+      expect(now + refused.retryAfterS * 1000).toBeGreaterThanOrEqual(resetMs); // waiting Retry-After is enough
+      // A second before the reset it is still refused (a refused request changes no count).
+      if (resetMs - 1000 > now) expect(limiter.hit("o", "free", resetMs - 1000)!.allowed).toBe(false);
+      expect(limiter.hit("o", "free", resetMs)!.allowed).toBe(true);
+    }
+  });
+
+  test("a spent day resets at the next UTC midnight, whatever the minute says", () => {
+    const limiter = createOwnerRateLimiter();
+    const day = TIER_LIMITS.free!.day;
+    let now = T0;
+    for (let i = 0; i < day; i++) {
+      if (!limiter.hit("o", "free", now)!.allowed) throw new Error(`refused at ${i}`);
+      if (i % 50 === 49) now += 2 * MINUTE; // stay under the minute's 60, the previous minute empty
+    }
+    const refused = limiter.hit("o", "free", now)!;
+    expect(refused).toMatchObject({ allowed: false, limit: day, remaining: 0, resetS: Date.UTC(2026, 10, 26) / 1000 });
+  });
+});
+
