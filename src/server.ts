@@ -160,8 +160,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     hostname: config.host,
     reusePort: false,
     development: false,
-    // Bun's own cap is only a backstop; the limit with our error body is enforced in `handle`.
-    maxRequestBodySize: Math.max(config.maxBodyBytes * 2, 1024 * 1024),
+    // The limit, with the catalogue's 413 body, a request id and a log line, is enforced in `handle`,
+    // which answers a declared length over MAX_BODY_BYTES without reading the body and stops reading an
+    // undeclared one at the limit. Bun's own cap must therefore never be the one that answers: above it,
+    // Bun replies with a bare 413 of its own (no body, no request id, no log line).
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     // Bun serves the pages' bundles (HTML at internal paths, hashed assets); the pages themselves are
     // answered by `handle` from that HTML, with their security headers (dashboard/pages.ts).
     routes: {

@@ -1,5 +1,6 @@
 // /auth/* against the real server over HTTP: happy paths, every error code, replay, races, forged tokens.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect } from "node:net";
 import { SignJWT } from "jose";
 import { base58 } from "@scure/base";
 import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
@@ -273,6 +274,29 @@ describe("POST /auth/verify", () => {
     const res = await fetch(url + "/auth/verify", { method: "POST", body: stream, headers: { "content-type": "application/json" } });
     expect(res.status).toBe(413);
     expect(((await res.json()) as { code: string }).code).toBe("PAYLOAD_TOO_LARGE");
+  });
+
+  test("a declared length of gigabytes is answered at once with the same 413 body and a request id", async () => {
+    const { port, hostname } = new URL(url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      let text = "";
+      const socket = connect({ host: hostname, port: Number(port) }, () => {
+        socket.write(`POST /auth/verify HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${4 * 1024 ** 3}\r\n\r\n{"a":`);
+      });
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => {
+        text += chunk;
+        if (text.includes("\r\n\r\n") && text.includes("}")) {
+          socket.destroy();
+          resolve(text);
+        }
+      });
+      socket.on("error", reject);
+      setTimeout(() => reject(new Error(`no answer: ${JSON.stringify(text)}`)), 5_000).unref();
+    });
+    expect(answer).toStartWith("HTTP/1.1 413");
+    expect(answer.toLowerCase()).toContain("x-request-id:");
+    expect(answer).toContain('"code":"PAYLOAD_TOO_LARGE"');
   });
 });
 
