@@ -60,6 +60,17 @@ function healthRoutes(deps: Deps) {
   return new Elysia({ name: "health-routes" })
     .get("/healthz", () => ({ status: "ok" as const }), { detail: { summary: "The process is up", tags: ["health"] } })
     .get(
+      "/metrics",
+      () => new Response(deps.metrics.registry.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } }),
+      {
+        detail: {
+          summary: "Prometheus metrics",
+          description: "Requests and latency by route, rate-limit refusals, sign-in outcomes, webhook attempts, live MCP sessions.",
+          tags: ["health"],
+        },
+      },
+    )
+    .get(
       "/readyz",
       async () => {
         const database = deps.db.ping() ? "ok" : "error";

@@ -9,6 +9,7 @@ import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { hmacSha256 } from "./lib/hash.ts";
 import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
 import { createLedger } from "./ledger/create.ts";
+import { createServiceMetrics, type ServiceMetrics } from "./metrics/metrics.ts";
 import { createOwnerRateLimiter, type OwnerRateLimiter } from "./paygate/rate-limit.ts";
 import type { Ledger } from "./ledger/ledger.ts";
 
@@ -22,6 +23,8 @@ export type Deps = Readonly<{
   clock: Clock;
   random: Random;
   log: Logger;
+  /** What GET /metrics reports. */
+  metrics: ServiceMetrics;
   /** Strict Ed25519 verification (on a worker thread in the server). */
   verifier: SignatureVerifier;
   auth: Readonly<{
@@ -51,6 +54,8 @@ export type DepsInput = {
   random: Random;
   log: Logger;
   verifier?: SignatureVerifier;
+  /** The server makes them before it listens (its first requests are counted); else made here. */
+  metrics?: ServiceMetrics;
   /** Tests may hand in a ledger; otherwise the one of NETWORK, loaded on first use. */
   ledger?: Ledger;
 };
@@ -67,6 +72,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     clock: input.clock,
     random: input.random,
     log: input.log,
+    metrics: input.metrics ?? createServiceMetrics(),
     verifier,
     auth: Object.freeze({
       jwtKeys,

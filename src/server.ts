@@ -20,6 +20,7 @@ const CHECKOUT_WATCH_MS = 5_000;
 const ORDER_TIMERS_MS = 30_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { createServiceMetrics } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
@@ -108,6 +109,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     log.info("database migrated", { version: migrated.version, applied: migrated.applied });
   }
 
+  const metrics = createServiceMetrics();
   const meta = new WeakMap<Request, RequestMeta>();
   type Fetch = (request: Request) => Response | Promise<Response>;
   let appFetch: Fetch | null = null;
@@ -145,13 +147,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       response = errorResponse(internalError());
     }
     response.headers.set("x-request-id", requestId);
-    log.request({
-      requestId,
-      method: incoming.method,
-      path,
-      status: response.status,
-      ms: Math.round((performance.now() - started) * 100) / 100,
-    });
+    const ms = Math.round((performance.now() - started) * 100) / 100;
+    log.request({ requestId, method: incoming.method, path, status: response.status, ms });
+    metrics.request(incoming.method, path, response.status, ms);
     return response;
   };
 
@@ -183,8 +181,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const verifier = workerVerifier(workerUrl, (err) =>
     log.error("verification worker failed; verifying on the main thread", { error: errorText(err) }),
   );
-  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier });
+  const deps = await createDeps({ config, secrets, baseUrl, db, clock, random: options.random ?? cryptoRandom, log, verifier, metrics });
   const mcp = createMcpEndpoint(deps);
+  metrics.registry.gauge("walletgate_mcp_sessions_live", "MCP sessions held in memory now.", () => mcp.liveSessions());
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
   appFetch = app.handle;

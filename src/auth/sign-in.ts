@@ -69,9 +69,16 @@ export async function proveWalletControl(
 
 /** POST /auth/verify and wallet_connect: prove control, then issue a session token (in the same write). */
 export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
-  const prepared = prepareSession(deps, input.walletAddress, client);
-  await proveWalletControl(deps, input, client, prepared.record);
-  return signPreparedSession(deps, prepared);
+  try {
+    const prepared = prepareSession(deps, input.walletAddress, client);
+    await proveWalletControl(deps, input, client, prepared.record);
+    const issued = signPreparedSession(deps, prepared);
+    deps.metrics.signIn("success");
+    return issued;
+  } catch (err) {
+    deps.metrics.signIn(err instanceof AppError ? err.code : "INTERNAL_ERROR");
+    throw err;
+  }
 }
 
 /**

@@ -183,6 +183,10 @@ describe("delivery", () => {
     expect(rx.received.every((r) => r.verified[0])).toBe(true);
     [d] = await deliveriesOf(deps, owner, ep.endpointId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2, lastStatusCode: 200, nextAttemptAt: null });
+    // GET /metrics counts the attempts by result.
+    const metrics = deps.metrics.registry.render();
+    expect(metrics).toContain('walletgate_webhook_attempts_total{result="failure"} 1\n');
+    expect(metrics).toContain('walletgate_webhook_attempts_total{result="success"} 1\n');
   });
 
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
@@ -229,6 +233,7 @@ describe("delivery", () => {
     expect(await w.runOnce()).toBe(1);
     expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "failed", attempts: 1, lastStatusCode: 410 });
     expect((await getEndpoint(deps, owner, ep.endpointId)).enabled).toBe(false);
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_attempts_total{result="gone"} 1\n');
 
     await enqueue(db, clock, owner);
     clock.advance(24 * 3600e3);

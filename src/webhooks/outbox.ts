@@ -304,6 +304,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       return;
     }
     deps.log.info("webhook attempt", { ...ids, attempt, statusCode, durationMs, status: next.status, ...(error === null ? {} : { error }) });
+    deps.metrics.webhookAttempt(succeeded ? "success" : gone ? "gone" : "failure");
     if (gone && d.endpointKind === "owner_endpoint") deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
 
     if (d.endpointKind === "agent") {

@@ -1,0 +1,56 @@
+// GET /metrics on the running server: Prometheus text that counts what happened over HTTP and MCP —
+// requests by route and status with their latency, a 429, sign-in outcomes, live MCP sessions.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
+import { connectMcp } from "./helpers/mcp.ts";
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer(); // rate limits on, as by default
+});
+afterAll(async () => {
+  await server?.dispose();
+});
+
+/** The value of the sample line that starts with `series` (name and labels), or null. */
+function valueOf(text: string, series: string): number | null {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? null : Number(line.slice(series.length + 1));
+}
+
+test("GET /metrics counts requests, latency, a rate-limit refusal, sign-in outcomes and live MCP sessions", async () => {
+  const wallet = newWallet();
+  await signIn(server.url, wallet);
+  const challenge = await getChallenge(server.url, wallet);
+  const forged = await call(server.url, "/auth/verify", {
+    body: { walletAddress: wallet.address, nonce: challenge.nonce, signature: newWallet().sign(challenge.message) },
+  });
+  expect(forged.body.code).toBe("INVALID_SIGNATURE");
+  // Challenges are limited to 10 a minute per client and wallet: the 11th of a fresh wallet is 429.
+  const limited = newWallet();
+  let last = 0;
+  for (let i = 0; i < 11; i++) last = (await call(server.url, `/auth/challenge?wallet=${limited.address}`)).status;
+  expect(last).toBe(429);
+  const mcp = await connectMcp(server.url, "metrics-test");
+
+  const res = await fetch(`${server.url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+  const text = await res.text();
+  expect(text).toContain("# TYPE walletgate_http_requests_total counter");
+  expect(text).toContain("# TYPE walletgate_http_request_duration_seconds histogram");
+  expect(valueOf(text, 'walletgate_http_requests_total{method="POST",route="/auth/verify",status="200"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_http_requests_total{method="POST",route="/auth/verify",status="401"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_http_requests_total{method="GET",route="/auth/challenge",status="429"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_http_request_duration_seconds_count{method="POST",route="/auth/verify"}')).toBe(2);
+  expect(valueOf(text, 'walletgate_http_request_duration_seconds_bucket{method="POST",route="/auth/verify",le="+Inf"}')).toBe(2);
+  expect(valueOf(text, 'walletgate_rate_limited_total{route="/auth/challenge"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_auth_sign_ins_total{outcome="success"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_auth_sign_ins_total{outcome="INVALID_SIGNATURE"}')).toBe(1);
+  expect(valueOf(text, "walletgate_mcp_sessions_live")).toBe(1);
+  // No address, nonce or token ever becomes a label.
+  expect(text).not.toContain(wallet.address);
+  expect(text).not.toContain(limited.address);
+  await mcp.client.close();
+});
