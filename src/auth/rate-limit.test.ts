@@ -55,7 +55,19 @@ describe("sliding window", () => {
     for (let i = 0; i < 1000; i++) expect(() => rl.consume([[tight, `wallet-${i}`], [net, "n"]], 1)).toThrow();
     expect(rl.size()).toBe(1);
     for (let i = 0; i < 1000; i++) rl.consume([[tight, `k-${i}`]], 2);
-    expect(rl.size()).toBe(100);
+    expect(rl.size()).toBe(101); // 100 of "tight", and "net"'s one, kept apart
+  });
+
+  test("a flood of one limit's keys cannot push out another limit's counters", () => {
+    const rl = createRateLimiter(100);
+    const verify = { name: "verify", max: 2, windowMs: 60_000 };
+    const challenge = { name: "challenge", max: 10, windowMs: 60_000 };
+    rl.consume([[verify, "client|wallet"]], 0);
+    rl.consume([[verify, "client|wallet"]], 1);
+    expect(() => rl.consume([[verify, "client|wallet"]], 2)).toThrow();
+    for (let i = 0; i < 10_000; i++) rl.consume([[challenge, `network-${i}|wallet`]], 3);
+    expect(() => rl.consume([[verify, "client|wallet"]], 4)).toThrow(); // still spent
+    expect(rl.size()).toBe(101);
   });
 
   test("purge drops windows whose hits have all left", () => {

@@ -16,8 +16,12 @@ export const AUTH_LIMITS = {
   checkoutsPerNetwork: { name: "checkout-ip", max: 60, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
-/** How many keys the limiter holds at most; past it the least recently hit key is forgotten. */
-export const MAX_RATE_LIMIT_KEYS = 200_000;
+/**
+ * How many keys the limiter holds at most per limit; past it the least recently hit key of that limit is
+ * forgotten. Per limit, so that a flood of cheap keys (challenges, MCP sessions) cannot push out the
+ * verification counters of a client that spent its attempts.
+ */
+export const MAX_RATE_LIMIT_KEYS = 100_000;
 
 /** How often stale windows are swept (independent of the database purge). */
 export const RATE_LIMIT_SWEEP_MS = 60_000;
@@ -38,7 +42,13 @@ type Window = { windowMs: number; hits: number[] };
  * requests cost no memory, and the number of keys is capped.
  */
 export function createRateLimiter(maxKeys = MAX_RATE_LIMIT_KEYS): RateLimiter {
-  const windows = new Map<string, Window>();
+  /** Per limit name: its keys' windows, least recently hit first. */
+  const limits = new Map<string, Map<string, Window>>();
+  const windowsOf = (name: string) => {
+    let windows = limits.get(name);
+    if (windows === undefined) limits.set(name, (windows = new Map()));
+    return windows;
+  };
 
   function liveHits(entry: Window | undefined, now: number): number[] {
     if (entry === undefined) return [];
@@ -53,34 +63,36 @@ export function createRateLimiter(maxKeys = MAX_RATE_LIMIT_KEYS): RateLimiter {
     consume(hits, now) {
       let retryAfterMs = 0;
       const ids = hits.map(([limit, key]) => {
-        const id = `${limit.name}|${key}`;
-        const live = liveHits(windows.get(id), now);
+        const windows = windowsOf(limit.name);
+        const live = liveHits(windows.get(key), now);
         if (live.length >= limit.max) retryAfterMs = Math.max(retryAfterMs, live[live.length - limit.max]! + limit.windowMs - now);
-        return { id, limit };
+        return { windows, key, limit };
       });
       if (retryAfterMs > 0) {
         const retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
         throw new AppError("RATE_LIMITED", `too many attempts; try again in ${retryAfter} s`, { retryAfter });
       }
-      for (const { id, limit } of ids) {
-        const entry = windows.get(id) ?? { windowMs: limit.windowMs, hits: [] };
+      for (const { windows, key, limit } of ids) {
+        const entry = windows.get(key) ?? { windowMs: limit.windowMs, hits: [] };
         entry.hits.push(now);
-        windows.delete(id); // re-insert: Map order is then least recently hit first
-        windows.set(id, entry);
+        windows.delete(key); // re-insert: Map order is then least recently hit first
+        windows.set(key, entry);
+        while (windows.size > maxKeys) windows.delete(windows.keys().next().value!);
       }
-      while (windows.size > maxKeys) windows.delete(windows.keys().next().value!);
     },
     purge(now) {
       let removed = 0;
-      for (const [id, entry] of windows) {
-        if (entry.hits.length === 0 || entry.hits[entry.hits.length - 1]! <= now - entry.windowMs) {
-          windows.delete(id);
-          removed++;
+      for (const windows of limits.values()) {
+        for (const [key, entry] of windows) {
+          if (entry.hits.length === 0 || entry.hits[entry.hits.length - 1]! <= now - entry.windowMs) {
+            windows.delete(key);
+            removed++;
+          }
         }
       }
       return removed;
     },
-    size: () => windows.size,
+    size: () => [...limits.values()].reduce((n, windows) => n + windows.size, 0),
   };
 }
 
