@@ -6,8 +6,6 @@
 export type Batch<Req> = { id: number; items: Req[] };
 /** The results in order, or why the worker could not do the batch (it is then done inline). */
 export type BatchReply<Res> = { id: number; results: Res[] } | { id: number; error: string };
-/** Sent once before any batch (e.g. key material); the worker answers nothing to it. */
-export type BatchInit = { init: unknown };
 
 export type WorkerCalls<Req, Res> = {
   call(request: Req): Promise<Res>;
@@ -22,8 +20,6 @@ export type WorkerCallOptions<Req, Res> = {
   onWorkerError: (err: unknown) => void;
   /** A worker that is alive but silent this long counts as failed. */
   replyTimeoutMs?: number;
-  /** Posted to the worker when it starts, before the first batch. */
-  init?: unknown;
   /**
    * The most calls per message (default 8). A turn's calls go as several messages, so the first answers
    * come back while the worker is still on the rest, and this thread carries on with them meanwhile: the
@@ -88,7 +84,6 @@ export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOpti
     };
     w.onerror = (event) => fail(event.error ?? new Error(event.message));
     w.addEventListener("close", () => fail(new Error("worker exited")));
-    if (options.init !== undefined) w.postMessage({ init: options.init } satisfies BatchInit);
     return w;
   }
 
@@ -136,25 +131,17 @@ export function workerCalls<Req, Res>(workerUrl: string, options: WorkerCallOpti
   };
 }
 
-/**
- * The worker side: answers each batch with `handle` applied to every item, in order. `onInit` receives
- * the `init` of `workerCalls` before any batch is handled.
- */
-export function serveBatches<Req, Res>(handle: (request: Req) => Res | Promise<Res>, onInit?: (init: unknown) => void | Promise<void>): void {
+/** The worker side: answers each batch with `handle` applied to every item, in order. */
+export function serveBatches<Req, Res>(handle: (request: Req) => Res): void {
   const self = globalThis as unknown as Worker;
-  let ready: Promise<void> = Promise.resolve();
-  self.onmessage = (event: MessageEvent<Batch<Req> | BatchInit>) => {
-    const data = event.data;
-    if ("init" in data) {
-      ready = ready.then(() => onInit?.(data.init));
-      return;
+  self.onmessage = (event: MessageEvent<Batch<Req>>) => {
+    const { id, items } = event.data;
+    let reply: BatchReply<Res>;
+    try {
+      reply = { id, results: items.map(handle) };
+    } catch (err) {
+      reply = { id, error: String(err) };
     }
-    void ready
-      .then(async () => {
-        const out = data.items.map(handle);
-        const results = out.some((r) => r instanceof Promise) ? await Promise.all(out) : (out as Res[]);
-        self.postMessage({ id: data.id, results } satisfies BatchReply<Res>);
-      })
-      .catch((err: unknown) => self.postMessage({ id: data.id, error: String(err) } satisfies BatchReply<Res>));
+    self.postMessage(reply);
   };
 }
