@@ -3,7 +3,7 @@
 // imported and built on their first request, so that start-up does not pay for them (operations.md).
 import { Elysia, ValidationError } from "elysia";
 import type { Deps } from "./deps.ts";
-import { AppError, errorResponse, errorText, internalError, type FieldProblem } from "./errors.ts";
+import { AppError, errorResponse, errorText, internalError, invalidJsonBody, type FieldProblem } from "./errors.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
@@ -41,7 +41,7 @@ function withErrors(deps: Deps, options: AppOptions) {
       const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
       return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details: validationDetails(error, where) }), decided);
     }
-    if (code === "PARSE") return errorResponse(new AppError("VALIDATION_ERROR", "request body is not valid JSON"));
+    if (code === "PARSE") return errorResponse(invalidJsonBody());
     if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
     return unhandled(deps, options, request, error);
   });

@@ -65,6 +65,11 @@ export function errorBody(err: AppError): Record<string, unknown> {
   return body;
 }
 
+/** A request body that does not parse as JSON (wherever bodies are parsed). */
+export function invalidJsonBody(): AppError {
+  return new AppError("VALIDATION_ERROR", "request body is not valid JSON");
+}
+
 export function internalError(): AppError {
   return new AppError("INTERNAL_ERROR", "internal error");
 }

@@ -2,7 +2,7 @@
 // with their headers on every answer to a valid key) and the buyer's checkout under /pay (no key).
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, invalidJsonBody } from "../errors.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { checkoutHits } from "../auth/rate-limit.ts";
@@ -46,7 +46,7 @@ function jsonBody(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new AppError("VALIDATION_ERROR", "request body is not valid JSON");
+    throw invalidJsonBody();
   }
 }
 
@@ -60,7 +60,9 @@ export function publicRoutes(deps: Deps) {
     new Elysia({ name: "public-routes", prefix: "/public", detail: { tags: ["public"], security: [{ apiKey: [] }] } })
       // Before the body is parsed or validated: a request without a valid key hears 401 whatever else is
       // wrong with it (a body that is not JSON included), and does not count against anyone. Bodies are
-      // therefore read as text (`parse: "text"`) and parsed here, after the key and the limit.
+      // therefore read as text (`parse: "text"` on every route with a body: a route-level parser costs
+      // nothing, where a parse hook here measured ~10 % off the access check) and parsed here, after the
+      // key and the limit.
       .onTransform(async (context) => {
         const { request, set } = context;
         const caller = await authenticate(request.headers.get("x-api-key"));
