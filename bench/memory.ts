@@ -3,7 +3,7 @@
 // one-second pause at each step.
 import { readFileSync } from "node:fs";
 import { openSession } from "./mcp.ts";
-import { issueSignedBodies } from "./sign-in.ts";
+import { issueSignedBodies, postSignIns } from "./sign-in.ts";
 import { startLoadServer, stopProcess, type Resources } from "./support.ts";
 
 export type MemoryOptions = { serverCommand: string[]; signIns: number; sessions: number };
@@ -31,15 +31,6 @@ const settled = async (pid: number) => {
   return rssKb(pid);
 };
 
-/** Runs `count` tasks, CONCURRENCY at a time. */
-async function inParallel(count: number, task: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < count) await task(next++);
-    }),
-  );
-}
 
 export async function measureMemory(resources: Resources, options: MemoryOptions): Promise<MemoryResult> {
   const dir = resources.tempDir("memory");
@@ -47,15 +38,17 @@ export async function measureMemory(resources: Resources, options: MemoryOptions
   try {
     const rssAtStartKb = await settled(server.pid);
     const { bodies } = await issueSignedBodies(url, options.signIns);
-    await inParallel(bodies.length, async (i) => {
-      const response = await fetch(`${url}/auth/verify`, { method: "POST", headers: { "content-type": "application/json" }, body: bodies[i]! });
-      if (response.status !== 200) throw new Error(`POST /auth/verify answered ${response.status}: ${await response.text()}`);
-      await response.arrayBuffer();
-    });
+    await postSignIns(url, bodies);
     const rssAfterSignInsKb = await settled(server.pid);
-    await inParallel(options.sessions, async () => {
-      await openSession(url, false);
-    });
+    let opened = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (opened < options.sessions) {
+          opened++;
+          await openSession(url, false);
+        }
+      }),
+    );
     const rssAfterSessionsKb = await settled(server.pid);
     return {
       signIns: options.signIns,

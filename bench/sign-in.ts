@@ -89,14 +89,17 @@ export async function issueSignedBodies(url: string, count: number): Promise<{ b
   return { bodies, messageBytes };
 }
 
-/** Sends bodies with fetch (JIT warm-up, and a check that the bodies are right before the timed run). */
-async function warmUp(url: string, bodies: SignedBody[]): Promise<void> {
+/**
+ * Posts each body to /auth/verify with fetch, 32 at a time, and requires a 200 for each: the warm-up here
+ * (JIT, and a check that the bodies are right before the timed run), and the memory row's sign-ins.
+ */
+export async function postSignIns(url: string, bodies: SignedBody[]): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < bodies.length) {
       const body = bodies[next++]!;
       const response = await fetch(`${url}/auth/verify`, { method: "POST", headers: { "content-type": "application/json" }, body });
-      if (response.status !== 200) throw new Error(`warm-up POST /auth/verify answered ${response.status}: ${await response.text()}`);
+      if (response.status !== 200) throw new Error(`POST /auth/verify answered ${response.status}: ${await response.text()}`);
       await response.arrayBuffer();
     }
   };
@@ -203,7 +206,7 @@ export async function measureSignIn(resources: Resources, options: SignInOptions
     const issueStarted = performance.now();
     const { bodies, messageBytes } = await issueSignedBodies(url, WARMUP_SIGN_INS + needed);
     process.stdout.write(`  ${bodies.length} challenges issued and signed in ${((performance.now() - issueStarted) / 1000).toFixed(1)} s\n`);
-    await warmUp(url, bodies.slice(0, WARMUP_SIGN_INS));
+    await postSignIns(url, bodies.slice(0, WARMUP_SIGN_INS));
     const timed = bodies.slice(WARMUP_SIGN_INS);
     const load =
       options.loadGenerator === "wrk" ? await runWrk(resources, url, timed, options, dir) : await runAutocannon(url, timed, options);
