@@ -90,7 +90,7 @@ function healthRoutes(deps: Deps) {
 
 function mcpRoute(options: AppOptions, clientOf: Client) {
   // The MCP transport reads the body itself (mcp.md: Elysia must not consume it first).
-  return new Elysia({ name: "mcp-route" }).all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request)), {
+  return new Elysia({ name: "mcp-route" }).all("/mcp", ({ request }) => options.mcp.handle(request, clientOf(request), options.metaOf(request).requestId), {
     parse: "none",
     detail: {
       summary: "MCP Streamable HTTP, or a plain JSON tool call",
@@ -204,7 +204,7 @@ export function createApp(deps: Deps, options: AppOptions): App {
    */
   const mcp = async (request: Request): Promise<Response> => {
     try {
-      return await options.mcp.handle(request, clientOf(request));
+      return await options.mcp.handle(request, clientOf(request), options.metaOf(request).requestId);
     } catch (error) {
       return error instanceof AppError ? errorResponse(error) : unhandled(deps, options, request, error);
     }

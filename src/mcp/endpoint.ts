@@ -17,7 +17,7 @@ export function createMcpEndpoint(deps: Deps): McpEndpoint {
       return loaded;
     })());
   return {
-    handle: async (request: Request, client: ClientInfo) => (await load()).handle(request, client),
+    handle: async (request: Request, client: ClientInfo, requestId: string) => (await load()).handle(request, client, requestId),
     sweep: async () => loaded?.sweep(),
     liveSessions: () => loaded?.liveSessions() ?? 0,
     stop: async () => loaded?.stop(),

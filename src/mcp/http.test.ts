@@ -1,9 +1,12 @@
 // The /mcp adapter's own limits, in-process: sessions in memory are capped (and come back by rebuild),
-// initialize is rate limited per network, other browser origins and non-JSON envelope posts are refused.
+// initialize is rate limited per network, other browser origins and non-JSON envelope posts are refused;
+// and an unexpected tool failure is reported under the request's id.
 import { describe, expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { createMcpHttp } from "./http.ts";
+import { createRegistry, defineTool } from "./registry.ts";
 import { createToolRegistry } from "./tools.ts";
+import { AUTH_TOOLS } from "../auth/tools.ts";
 
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 const client = { ip: "198.51.100.7", userAgent: "http-test" };
@@ -27,7 +30,7 @@ const listTools = (id: string) =>
     body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
   });
 
-describe("/mcp limits", () => {
+describe("/mcp adapter", () => {
   test("at most MCP_MAX_SESSIONS in memory; an evicted session is rebuilt under its id when it comes back", async () => {
     const { mcp } = await setup({ MCP_MAX_SESSIONS: "3" });
     const ids: string[] = [];
@@ -59,6 +62,47 @@ describe("/mcp limits", () => {
     expect((await envelope({ "content-type": "text/plain" })).status).toBe(400);
     expect((await envelope({ "content-type": "application/json", origin: "http://evil.example" })).status).toBe(403);
     expect((await envelope({ "content-type": "application/json" })).status).toBe(200);
+    await mcp.stop();
+  });
+
+  test("an unexpected tool failure is INTERNAL_ERROR, reported under the HTTP request's id (envelope and session)", async () => {
+    const { deps } = await testDeps({});
+    const reported: { tool: string; message: string; requestId: string }[] = [];
+    const boom = defineTool({
+      name: "boom",
+      description: "fails unexpectedly",
+      input: {},
+      needsWallet: false,
+      run: async () => {
+        throw new Error("disk on fire");
+      },
+    });
+    const registry = createRegistry([...AUTH_TOOLS, boom], (tool, err, requestId) => reported.push({ tool, message: String(err), requestId }));
+    const mcp = createMcpHttp(deps, registry);
+
+    const viaEnvelope = await mcp.handle(
+      new Request("http://walletgate.test/mcp", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ tool: "boom" }) }),
+      client,
+      "req-envelope",
+    );
+    expect(viaEnvelope.status).toBe(500);
+    expect(await viaEnvelope.json()).toEqual({ success: false, error: "internal error", code: "INTERNAL_ERROR" });
+
+    const id = (await mcp.handle(initialize(), client, "req-init")).headers.get("mcp-session-id")!;
+    const call = new Request("http://walletgate.test/mcp", {
+      method: "POST",
+      headers: { ...HEADERS, "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "boom", arguments: {} } }),
+    });
+    const viaSession = await mcp.handle(call, client, "req-session");
+    expect(viaSession.status).toBe(200);
+    expect(await viaSession.text()).toContain("INTERNAL_ERROR");
+
+    // The cause is logged (by the server's handler) under the request id; the caller sees no detail.
+    expect(reported).toEqual([
+      { tool: "boom", message: "Error: disk on fire", requestId: "req-envelope" },
+      { tool: "boom", message: "Error: disk on fire", requestId: "req-session" },
+    ]);
     await mcp.stop();
   });
 });

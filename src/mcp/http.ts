@@ -14,7 +14,7 @@ import { mcpInitializeHits } from "../auth/rate-limit.ts";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
-import { createToolServer, type SessionState } from "./server.ts";
+import { createToolServer, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
 
 type LiveSession = SessionState & {
@@ -29,7 +29,8 @@ type LiveSession = SessionState & {
 };
 
 export type McpHttp = {
-  handle(request: Request, client: ClientInfo): Promise<Response>;
+  /** `requestId`: the HTTP request's id, under which an unexpected tool failure is logged. */
+  handle(request: Request, client: ClientInfo, requestId?: string): Promise<Response>;
   /** Drops sessions idle longer than MCP_SESSION_TIMEOUT_MS from memory (their records stay). */
   sweep(): Promise<void>;
   liveSessions(): number;
@@ -109,7 +110,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     return { live, setProtocolVersion: (v: string) => (protocolVersion = v) };
   }
 
-  async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo | undefined): Promise<Response> {
+  async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo): Promise<Response> {
     if (deps.config.authRateLimit) {
       try {
         deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
@@ -142,7 +143,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     });
     const requested = (body as { params?: { protocolVersion?: string } }).params?.protocolVersion;
     setProtocolVersion(requested !== undefined && SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION);
-    const response = await live.transport.handleRequest(request, authInfo === undefined ? { parsedBody: body } : { parsedBody: body, authInfo });
+    const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo });
     if (!sessions.has(id)) await live.server.close(); // the initialize was refused
     return response;
   }
@@ -184,13 +185,13 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     return pending;
   }
 
-  async function envelopeCall(body: { tool: unknown; params?: unknown }, bearer: string | null, client: ClientInfo): Promise<Response> {
+  async function envelopeCall(body: { tool: unknown; params?: unknown }, bearer: string | null, client: ClientInfo, requestId: string | undefined): Promise<Response> {
     const caller = await resolveCaller(deps, bearer, null);
     const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
     const envelope =
       typeof body.tool !== "string"
         ? failure(fieldError("tool", "tool must be the name of a tool (a string)"))
-        : await registry.call({ deps, caller, session: detached, client }, body.tool, body.params ?? {});
+        : await registry.call({ deps, caller, session: detached, client, requestId }, body.tool, body.params ?? {});
     const status = envelope.success ? 200 : ERROR_STATUS[envelope.code];
     const headers: Record<string, string> = {};
     if (!envelope.success && envelope.retryAfter !== undefined) headers["retry-after"] = String(envelope.retryAfter);
@@ -198,9 +199,11 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   return {
-    async handle(request, client) {
+    async handle(request, client, requestId) {
       const bearer = bearerToken(request.headers.get("authorization") ?? undefined);
-      const authInfo: AuthInfo | undefined = bearer === null ? undefined : { token: bearer, clientId: "bearer", scopes: [] };
+      // How the tool handlers (server.ts) learn of the request: its bearer token and its id.
+      const call: HttpCallInfo = { bearer, requestId };
+      const authInfo: AuthInfo = { token: bearer ?? "", clientId: "bearer", scopes: [], extra: call };
       let body: unknown;
       if (request.method === "POST") {
         const text = await request.text();
@@ -217,7 +220,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
             return Response.json(failure(new AppError("VALIDATION_ERROR", "send the body as content-type: application/json")), { status: 400 });
           }
-          return envelopeCall(body, bearer, client);
+          return envelopeCall(body, bearer, client, requestId);
         }
       }
       const id = request.headers.get("mcp-session-id");
@@ -230,8 +233,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.lastActivity = deps.clock.now();
       live.inFlight++;
       try {
-        const options = authInfo === undefined ? { parsedBody: body } : { parsedBody: body, authInfo };
-        const response = await live.transport.handleRequest(request, options);
+        const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo });
         // DELETE ends the session for good, whatever the transport made of a race with the sweep.
         if (request.method === "DELETE" && response.status < 300) {
           sessions.delete(id);
@@ -239,7 +241,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         }
         return response;
       } catch (err) {
-        deps.log.error("mcp request failed", { mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
+        deps.log.error("mcp request failed", { requestId, mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
         return jsonRpcError(500, -32603, "Internal error");
       } finally {
         live.inFlight--;

@@ -34,7 +34,8 @@ export type ToolSession = {
   unbind(): Promise<void>;
 };
 
-export type ToolContext = Readonly<{ deps: Deps; caller: Caller; session: ToolSession; client: ClientInfo }>;
+/** `requestId`: the HTTP request the call came in (its X-Request-Id and access-log line); none over stdio. */
+export type ToolContext = Readonly<{ deps: Deps; caller: Caller; session: ToolSession; client: ClientInfo; requestId?: string | undefined }>;
 
 export type WalletCaller = Extract<Caller, { kind: "wallet" }>;
 
@@ -94,7 +95,11 @@ export type Registry = Readonly<{
   listing: readonly { name: string; description: string; inputSchema: Record<string, unknown> }[];
 }>;
 
-export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: string, err: unknown) => void): Registry {
+/**
+ * `onUnexpected` hears of a failure that is not an AppError (answered INTERNAL_ERROR), with the request id
+ * to log it under: the HTTP request's, or a fresh one for a call without (stdio).
+ */
+export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: string, err: unknown, requestId: string) => void): Registry {
   const byName = new Map(tools.map((t) => [t.name, t]));
   if (byName.size !== tools.length) throw new Error("two tools share a name");
   const listing = tools.map((t) => {
@@ -116,7 +121,7 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
         return { success: true, data: await tool.run(ctx, parsed.data) };
       } catch (err) {
         if (err instanceof AppError) return failure(err);
-        onUnexpected(name, err);
+        onUnexpected(name, err, ctx.requestId ?? crypto.randomUUID());
         return failure(new AppError("INTERNAL_ERROR", "internal error"));
       }
     },

@@ -9,5 +9,7 @@ import { ORDER_TOOLS } from "../marketplace/orders/tools.ts";
 import { createRegistry, type Registry } from "./registry.ts";
 
 export function createToolRegistry(deps: Deps): Registry {
-  return createRegistry([...AUTH_TOOLS, ...WALLET_TOOLS, ...PAYGATE_TOOLS, ...MARKETPLACE_TOOLS, ...ORDER_TOOLS], (tool, err) => deps.log.error("tool failed", { tool, error: errorText(err) }));
+  return createRegistry([...AUTH_TOOLS, ...WALLET_TOOLS, ...PAYGATE_TOOLS, ...MARKETPLACE_TOOLS, ...ORDER_TOOLS], (tool, err, requestId) =>
+    deps.log.error("tool failed", { requestId, tool, error: errorText(err) }),
+  );
 }
