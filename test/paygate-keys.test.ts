@@ -86,6 +86,28 @@ describe("Dashboard API: owners and products", () => {
     const access = await dash("/products", ownerA.token, { body: { title: "Day pass", description: "", type: "access", price: 1, currency: "wgt" } });
     expect(access).toMatchObject({ status: 201, body: { currency: "WGT", featureIds: [], accessDays: null } });
   });
+
+  test("a price of up to 2^63-1 base units is kept exactly (past 2^53 too); one unit more is VALIDATION_ERROR", async () => {
+    const most = "9223372036854.775807"; // 2^63-1 base units of USDC (6 decimals)
+    const created = await dash("/products", ownerA.token, { body: { ...product, price: most } });
+    expect(created).toMatchObject({ status: 201, body: { price: most } });
+    const id = (created.body as { productId: string }).productId;
+    expect((await dash(`/products/${id}`, ownerA.token)).body).toMatchObject({ price: most });
+    const buyerView = await fetch(`${server.url}/pay/${id}/product`);
+    expect(await buyerView.json()).toMatchObject({ price: most });
+    const buyer = newWallet();
+    const checkout = await fetch(`${server.url}/pay/${id}/checkout`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ walletAddress: buyer.address }),
+    });
+    expect(checkout.status).toBe(200);
+    expect(await checkout.json()).toMatchObject({ amount: most });
+    const edited = await dash(`/products/${id}`, ownerA.token, { method: "PATCH", body: { price: "9007199254.740993" } }); // 2^53+1
+    expect(edited.body).toMatchObject({ price: "9007199254.740993" });
+    const tooMuch = await dash("/products", ownerA.token, { body: { ...product, price: "9223372036854.775808" } });
+    expect(tooMuch.body).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "price" }] } });
+  });
 });
 
 describe("API keys and /public/*", () => {

@@ -92,6 +92,26 @@ describe("registerAgent", () => {
   });
 });
 
+describe("prices past 2^53 base units", () => {
+  test("base and service prices up to 2^63-1 base units are kept exactly and searched exactly; one unit more is refused", async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    const most = "9223372036854.775807"; // 2^63-1 base units of USDC
+    const big = await register(deps, owner, { name: "Big", basePrice: "9007199254.740993" }, [{ title: "All", description: "", price: most, deliveryTime: 60 }]); // 2^53+1
+    expect(big).toMatchObject({ basePrice: "9007199254.740993", services: [{ price: most }] });
+    const bigger = await register(deps, owner, { name: "Bigger", basePrice: "9007199254.740994" });
+    // As numbers, 2^53+1 and 2^53+2 base units compare as one price; here the filter tells them apart.
+    const ids = async (maxPrice: string) => (await searchAgents(deps, { maxPrice })).agents.map((a) => a.agentId).sort();
+    expect(await ids("9007199254.740993")).toEqual([big.agentId]);
+    expect(await ids(most)).toEqual([big.agentId, bigger.agentId].sort());
+    const updated = await updateAgent(deps, owner, bigger.agentId, { profile: { basePrice: most } });
+    expect(updated).toMatchObject({ basePrice: most });
+    expect((await getAgent(deps, big.agentId, owner)).services[0]).toMatchObject({ price: most });
+    expect(await codeOf(register(deps, owner, { basePrice: "9223372036854.775808" }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(searchAgents(deps, { maxPrice: "9223372036854.775808" }))).toBe("VALIDATION_ERROR");
+  });
+});
+
 describe("updateAgent", () => {
   test("profile fields, services kept by id or removed (still found for old orders), status; only by the owner", async () => {
     const { deps, clock } = await testDeps();

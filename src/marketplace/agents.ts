@@ -94,12 +94,12 @@ function checkText(value: string | undefined, field: string, max: number, requir
   return text;
 }
 
-function checkPrice(value: string | number | undefined, field: string, usdc: TokenInfo): number {
+/** USDC base units; parseAmount refuses zero, too many decimals and more than 2^63-1 (spec README). */
+function checkPrice(value: string | number | undefined, field: string, usdc: TokenInfo): bigint {
   if (value === undefined) throw invalidField(field, "required");
   const parsed = parseAmount(value, usdc.decimals);
   if ("error" in parsed) throw invalidField(field, parsed.error);
-  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidField(field, "too large");
-  return Number(parsed.value);
+  return parsed.value;
 }
 
 /** Trimmed, non-empty, deduplicated ignoring case (the first spelling is kept); and their lower-cased keys. */
@@ -154,7 +154,7 @@ function checkServices(
 }
 
 function serviceView(row: store.ServiceRow, usdc: TokenInfo): AgentService {
-  return { serviceId: row.id, title: row.title, description: row.description, price: formatAmount(BigInt(row.price), usdc.decimals), deliveryTime: row.deliveryTimeMin };
+  return { serviceId: row.id, title: row.title, description: row.description, price: formatAmount(row.price, usdc.decimals), deliveryTime: row.deliveryTimeMin };
 }
 
 function publicView(row: store.AgentRow, services: readonly store.ServiceRow[], usdc: TokenInfo): Agent {
@@ -165,7 +165,7 @@ function publicView(row: store.AgentRow, services: readonly store.ServiceRow[], 
     tagline: row.tagline,
     description: row.description,
     categories: row.categories,
-    basePrice: formatAmount(BigInt(row.basePrice), usdc.decimals),
+    basePrice: formatAmount(row.basePrice, usdc.decimals),
     currency: "USDC",
     services: services.filter((s) => s.agentId === row.id).map((s) => serviceView(s, usdc)),
     status: row.status,

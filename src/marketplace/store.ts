@@ -17,8 +17,8 @@ export type AgentRow = {
   description: string;
   /** as the provider wrote them */
   categories: string[];
-  /** USDC base units */
-  basePrice: number;
+  /** USDC base units, up to 2^63-1 (read as text: beyond 2^53 a JS number is not exact) */
+  basePrice: bigint;
   status: AgentStatus;
   secretIv: Uint8Array;
   secretCiphertext: Uint8Array;
@@ -31,15 +31,15 @@ export type AgentRow = {
   updatedAt: number;
 };
 
-type RawAgent = Omit<AgentRow, "categories"> & { categories: string };
+type RawAgent = Omit<AgentRow, "categories" | "basePrice"> & { categories: string; basePrice: string };
 
 const AGENT_COLUMNS = `a.id, a.owner_wallet AS ownerWallet, a.endpoint, a.name, a.tagline, a.description, a.categories,
-  a.base_price AS basePrice, a.status, a.secret_iv AS secretIv, a.secret_ciphertext AS secretCiphertext,
+  CAST(a.base_price AS TEXT) AS basePrice, a.status, a.secret_iv AS secretIv, a.secret_ciphertext AS secretCiphertext,
   a.rating_sum AS ratingSum, a.rating_count AS ratingCount, a.completed_orders AS completedOrders,
   a.endpoint_gone_at AS endpointGoneAt, a.created_at AS createdAt, a.updated_at AS updatedAt`;
 
 function toAgent(raw: RawAgent | null): AgentRow | null {
-  return raw === null ? null : { ...raw, categories: JSON.parse(raw.categories) as string[] };
+  return raw === null ? null : { ...raw, basePrice: BigInt(raw.basePrice), categories: JSON.parse(raw.categories) as string[] };
 }
 
 export type ServiceRow = {
@@ -48,19 +48,22 @@ export type ServiceRow = {
   position: number;
   title: string;
   description: string;
-  /** USDC base units */
-  price: number;
+  /** USDC base units, up to 2^63-1 */
+  price: bigint;
   deliveryTimeMin: number;
   removedAt: number | null;
   createdAt: number;
   updatedAt: number;
 };
 
-const SERVICE_COLUMNS = `id, agent_id AS agentId, position, title, description, price, delivery_time_min AS deliveryTimeMin,
+type RawService = Omit<ServiceRow, "price"> & { price: string };
+const toService = (raw: RawService): ServiceRow => ({ ...raw, price: BigInt(raw.price) });
+
+const SERVICE_COLUMNS = `id, agent_id AS agentId, position, title, description, CAST(price AS TEXT) AS price, delivery_time_min AS deliveryTimeMin,
   removed_at AS removedAt, created_at AS createdAt, updated_at AS updatedAt`;
 
 /** A service as an insert or update gives it: `id` is a new `svc_` id or one of the agent's current ones. */
-export type ServiceWrite = { id: string; title: string; description: string; price: number; deliveryTimeMin: number };
+export type ServiceWrite = { id: string; title: string; description: string; price: bigint; deliveryTimeMin: number };
 
 export type NewAgent = Omit<AgentRow, "ratingSum" | "ratingCount" | "completedOrders" | "endpointGoneAt" | "updatedAt">;
 
@@ -138,7 +141,7 @@ export type AgentPatch = {
   tagline?: string;
   description?: string;
   categories?: { display: string[]; keys: string[] };
-  basePrice?: number;
+  basePrice?: bigint;
   status?: AgentStatus;
   services?: readonly ServiceWrite[];
 };
@@ -202,24 +205,25 @@ export function recordOrderCompletedInWrite(db: Db, agentId: string, rating: num
 /** The current (not removed) services of these agents, in each agent's order. */
 export async function listServices(db: Db, agentIds: readonly string[]): Promise<ServiceRow[]> {
   if (agentIds.length === 0) return [];
-  return db.sqlite
+  return (db.sqlite
     .query(
       `SELECT ${SERVICE_COLUMNS} FROM market_agent_services
        WHERE agent_id IN (SELECT value FROM json_each(?)) AND removed_at IS NULL ORDER BY agent_id, position`,
     )
-    .all(JSON.stringify(agentIds)) as ServiceRow[];
+    .all(JSON.stringify(agentIds)) as RawService[]).map(toService);
 }
 
 /** One of the agent's services, removed ones included (removedAt says so): an order may name an old one. */
 export async function findService(db: Db, agentId: string, serviceId: string): Promise<ServiceRow | null> {
-  return (db.sqlite.query(`SELECT ${SERVICE_COLUMNS} FROM market_agent_services WHERE id = ? AND agent_id = ?`).get(serviceId, agentId) as ServiceRow | null) ?? null;
+  const raw = db.sqlite.query(`SELECT ${SERVICE_COLUMNS} FROM market_agent_services WHERE id = ? AND agent_id = ?`).get(serviceId, agentId) as RawService | null;
+  return raw === null ? null : toService(raw);
 }
 
 export type AgentSearch = {
   /** lower-cased */
   categoryKey: string | null;
   /** USDC base units */
-  maxBasePrice: number | null;
+  maxBasePrice: bigint | null;
   /** an FTS5 MATCH expression built from quoted words (never the user's raw text) */
   match: string | null;
   limit: number;
@@ -229,7 +233,7 @@ export type AgentSearch = {
 /** Active agents that pass every given filter, best rated first, then most completed orders; and how many there are. */
 export async function searchAgents(db: Db, search: AgentSearch): Promise<{ rows: AgentRow[]; total: number }> {
   const where = ["a.status = 'active'"];
-  const args: (string | number)[] = [];
+  const args: (string | number | bigint)[] = [];
   if (search.categoryKey !== null) {
     where.push("a.id IN (SELECT agent_id FROM market_agent_categories WHERE category_key = ?)");
     args.push(search.categoryKey);

@@ -110,7 +110,7 @@ export async function startCheckout(deps: Deps, productId: string, walletAddress
       wallet: walletAddress,
       reference: encodeBase58(deps.random(32)),
       payTo: product.payTo,
-      amount: BigInt(product.price),
+      amount: product.price,
       token: token.key,
       createdAt: now,
       expiresAt: now + CHECKOUT_TTL_MS,

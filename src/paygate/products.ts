@@ -81,7 +81,7 @@ export async function productView(deps: Deps, row: store.ProductRow): Promise<Pr
     title: row.title,
     description: row.description,
     type: row.type,
-    price: formatAmount(BigInt(row.price), token?.decimals ?? 6),
+    price: formatAmount(row.price, token?.decimals ?? 6),
     currency: row.token.toUpperCase(),
     network: clusterName(deps.config.network),
     featureIds: row.featureIds,
@@ -137,11 +137,11 @@ function checkPayTo(payTo: string): string {
   return payTo;
 }
 
-function checkPrice(price: string | number, token: TokenInfo): number {
+/** Base units of `token`; parseAmount refuses zero, too many decimals and more than 2^63-1 (spec README). */
+function checkPrice(price: string | number, token: TokenInfo): bigint {
   const parsed = parseAmount(price, token.decimals);
   if ("error" in parsed) throw invalidField("price", parsed.error);
-  if (parsed.value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidField("price", "too large");
-  return Number(parsed.value);
+  return parsed.value;
 }
 
 export async function createProduct(deps: Deps, owner: string, input: ProductInput): Promise<Product> {
@@ -218,7 +218,7 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     ...row,
     title: patch.title === undefined ? row.title : checkText(patch.title, "title", true),
     description: patch.description === undefined ? row.description : checkText(patch.description, "description", false),
-    price: patch.price === undefined && patch.currency === undefined ? row.price : checkPrice(patch.price ?? formatAmount(BigInt(row.price), token.decimals), token),
+    price: patch.price === undefined && patch.currency === undefined ? row.price : checkPrice(patch.price ?? formatAmount(row.price, token.decimals), token),
     token: token.key,
     featureIds,
     payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo),

@@ -100,7 +100,8 @@ export type ProductRow = {
   title: string;
   description: string;
   type: "feature_unlock" | "access";
-  price: number;
+  /** Base units of `token`, up to 2^63-1 (read as text: beyond 2^53 a JS number is not exact). */
+  price: bigint;
   token: string;
   featureIds: string[];
   payTo: string;
@@ -111,13 +112,18 @@ export type ProductRow = {
   updatedAt: number;
 };
 
-type RawProduct = Omit<ProductRow, "featureIds" | "redirectOrigins"> & { featureIds: string; redirectOrigins: string };
+type RawProduct = Omit<ProductRow, "price" | "featureIds" | "redirectOrigins"> & { price: string; featureIds: string; redirectOrigins: string };
 
-const PRODUCT_COLUMNS = `id, owner, title, description, type, price, token, feature_ids AS featureIds, pay_to AS payTo,
+const PRODUCT_COLUMNS = `id, owner, title, description, type, CAST(price AS TEXT) AS price, token, feature_ids AS featureIds, pay_to AS payTo,
   access_days AS accessDays, redirect_origins AS redirectOrigins, status, created_at AS createdAt, updated_at AS updatedAt`;
 
 function toProduct(raw: RawProduct): ProductRow {
-  return { ...raw, featureIds: JSON.parse(raw.featureIds) as string[], redirectOrigins: JSON.parse(raw.redirectOrigins) as string[] };
+  return {
+    ...raw,
+    price: BigInt(raw.price),
+    featureIds: JSON.parse(raw.featureIds) as string[],
+    redirectOrigins: JSON.parse(raw.redirectOrigins) as string[],
+  };
 }
 
 /** A product's owner and type only (the access check of every /public/access/check); null when unknown. */
