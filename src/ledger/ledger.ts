@@ -8,6 +8,14 @@ export function clusterName(network: Network): string {
   return network === "mainnet" ? "mainnet-beta" : network;
 }
 
+/**
+ * Whether money the service waits for (a checkout's payment, escrow moves) counts only once finalized:
+ * on mainnet (paygate.md step 3: "confirmed (mainnet: finalized)"); elsewhere once confirmed.
+ */
+export function waitsForFinality(network: Network): boolean {
+  return network === "mainnet";
+}
+
 /** Amounts above 2^63-1 base units are refused everywhere (spec/README.md "Amounts"; SQLite's integers). */
 export const MAX_AMOUNT_BASE_UNITS = 2n ** 63n - 1n;
 export const MAX_HISTORY_LIMIT = 1000;

@@ -11,7 +11,7 @@ import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/led
 import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
-import { clusterName } from "../ledger/ledger.ts";
+import { clusterName, waitsForFinality } from "../ledger/ledger.ts";
 import { currencyOf } from "./purchases.ts";
 import * as store from "./store.ts";
 import { mintFeatureToken, revealFeatureToken } from "./tokens.ts";
@@ -237,7 +237,7 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
   const product = await productForSale(deps, checkout.productId);
   const token = await splToken(deps, checkout.token);
   // paygate.md step 3: confirmed, and on mainnet finalized.
-  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT, finalized: deps.config.network === "mainnet" });
+  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT, finalized: waitsForFinality(deps.config.network) });
   let refusal: AppError | null = null;
   // Oldest first: if the buyer paid twice, the first payment is the purchase.
   for (const tx of [...found].reverse()) {
@@ -291,7 +291,7 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
     );
   }
   try {
-    await deps.ledger.submit(wire, { finalized: deps.config.network === "mainnet" });
+    await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
     if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;

@@ -6,7 +6,7 @@ import { AppError, invalidField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
-import type { ParsedTransfer } from "../../ledger/ledger.ts";
+import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { escrowPayment, escrowPayout, requireExactTransfer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
@@ -313,7 +313,7 @@ async function runMove(
     if (!store.transitionInWrite(deps.db, row.id, from, recorded, deps.clock.now())) throw stale();
   });
   try {
-    await deps.ledger.submit(wire, { ownTransfer: true, finalized: deps.config.network === "mainnet" });
+    await deps.ledger.submit(wire, { ownTransfer: true, finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
     // Already on chain (the consumer broadcast it itself): finished below; anything else is the reconciler's.
@@ -343,7 +343,7 @@ async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
     return true;
   }
   try {
-    await deps.ledger.submit(row.pendingWire!, { ownTransfer: true, finalized: deps.config.network === "mainnet" });
+    await deps.ledger.submit(row.pendingWire!, { ownTransfer: true, finalized: waitsForFinality(deps.config.network) });
   } catch {
     // Refused on the way (a lagging node, a simulation) or still unknown: the bytes sent before stay valid
     // until their height, so nothing goes back before then. Asked again next round.
