@@ -1,10 +1,12 @@
 // The database layer: durable settings, migrations and their version check, group-committed writes,
 // reads sharing one transaction per event-loop turn.
 import { afterAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase, WAL_CHECKPOINT_PAGES, type OpenOptions } from "./open.ts";
 import { walIndexOf } from "./wal-index.ts";
+import { joinSum, splitSum } from "./sum.ts";
 import { migrate, SchemaTooNewError } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { tempDir } from "../../test/helpers/server.ts";
@@ -625,5 +627,22 @@ describe("nested writes", () => {
     expect(await inner).toContain("cannot nest");
     expect(db.sqlite.query("SELECT k FROM t").all()).toEqual([{ k: 1 }]);
     db.close();
+  });
+});
+
+describe("exact sums (db/sum.ts)", () => {
+  test("totals past 2^63-1 come out exact where SUM overflows; negative and empty sums too", () => {
+    const sqlite = new Database(":memory:", { strict: true });
+    sqlite.run("CREATE TABLE t (k TEXT NOT NULL, amount INTEGER NOT NULL) STRICT");
+    const most = 2n ** 63n - 1n;
+    const amounts: Record<string, bigint[]> = { big: [most, most, most, 1n], mixed: [2n ** 40n + 5n, -(2n ** 35n) - 3n, 4294967295n, 4294967296n], none: [] };
+    for (const [k, list] of Object.entries(amounts)) for (const a of list) sqlite.query("INSERT INTO t VALUES (?, ?)").run(k, a);
+    expect(() => sqlite.query("SELECT SUM(amount) FROM t WHERE k = 'big'").get()).toThrow(/overflow/);
+    const sum = (k: string) => {
+      const row = sqlite.query(`SELECT ${splitSum("amount", "s")} FROM t WHERE k = ?`).get(k) as { sHigh: string | null; sLow: string | null };
+      return joinSum(row.sHigh, row.sLow);
+    };
+    for (const [k, list] of Object.entries(amounts)) expect({ k, sum: sum(k) }).toEqual({ k, sum: list.reduce((a, b) => a + b, 0n) });
+    sqlite.close();
   });
 });

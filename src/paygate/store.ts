@@ -1,5 +1,6 @@
 // SQL of payment gating: owners, API keys, products, checkouts, purchases and feature tokens.
 import type { Db } from "../db/open.ts";
+import { joinSum, splitSum } from "../db/sum.ts";
 
 export type Tier = "free" | "pro" | "unlimited";
 export type OwnerRow = { wallet: string; tier: Tier; createdAt: number };
@@ -462,23 +463,25 @@ export async function listPurchases(db: Db, owner: string, query: { productId?: 
   return { rows: rows.map(toPurchase), total };
 }
 
+type SplitRevenue = { revenueHigh: string; revenueLow: string };
+
 /** Revenue (base units) and purchase count per token key, of purchases at or after `since`. */
 export async function revenueByToken(db: Db, owner: string, since = 0): Promise<{ token: string; revenue: bigint; count: number }[]> {
   const rows = db.sqlite
-    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS revenue, COUNT(*) AS count FROM purchases WHERE owner = ? AND purchased_at >= ? GROUP BY token")
-    .all(owner, since) as { token: string; revenue: string; count: number }[];
-  return rows.map((r) => ({ ...r, revenue: BigInt(r.revenue) }));
+    .query(`SELECT token, ${splitSum("amount", "revenue")}, COUNT(*) AS count FROM purchases WHERE owner = ? AND purchased_at >= ? GROUP BY token`)
+    .all(owner, since) as ({ token: string; count: number } & SplitRevenue)[];
+  return rows.map((r) => ({ token: r.token, count: r.count, revenue: joinSum(r.revenueHigh, r.revenueLow) }));
 }
 
 /** The same per UTC day (day = Unix ms / 86,400,000), from `since`. */
 export async function dailyRevenue(db: Db, owner: string, since: number): Promise<{ day: number; token: string; revenue: bigint; count: number }[]> {
   const rows = db.sqlite
     .query(
-      `SELECT purchased_at / 86400000 AS day, token, CAST(SUM(amount) AS TEXT) AS revenue, COUNT(*) AS count
+      `SELECT purchased_at / 86400000 AS day, token, ${splitSum("amount", "revenue")}, COUNT(*) AS count
        FROM purchases WHERE owner = ? AND purchased_at >= ? GROUP BY day, token`,
     )
-    .all(owner, since) as { day: number; token: string; revenue: string; count: number }[];
-  return rows.map((r) => ({ ...r, revenue: BigInt(r.revenue) }));
+    .all(owner, since) as ({ day: number; token: string; count: number } & SplitRevenue)[];
+  return rows.map((r) => ({ day: r.day, token: r.token, count: r.count, revenue: joinSum(r.revenueHigh, r.revenueLow) }));
 }
 
 export async function countProducts(db: Db, owner: string): Promise<number> {

@@ -1,5 +1,6 @@
 // SQL of marketplace orders and the escrow wallet of each network.
 import type { Db } from "../../db/open.ts";
+import { joinSum, splitSum } from "../../db/sum.ts";
 
 export const ORDER_STATUSES = [
   "proposed", "declined", "withdrawn", "paid", "delivered", "completed", "cancelled", "expired", "disputed", "refunded",
@@ -137,9 +138,9 @@ export async function pendingOrders(db: Db, recordedBefore: number, limit: numbe
 /** Sum of base units per token held for orders in escrow (paid, delivered, disputed, and leaving it: releasing, refunding). */
 export async function escrowedTotals(db: Db): Promise<Record<string, bigint>> {
   const rows = db.sqlite
-    .query("SELECT token, CAST(SUM(amount) AS TEXT) AS total FROM market_orders WHERE status IN ('paid', 'delivered', 'disputed', 'releasing', 'refunding') GROUP BY token")
-    .all() as { token: string; total: string }[];
-  return Object.fromEntries(rows.map((r) => [r.token, BigInt(r.total)]));
+    .query(`SELECT token, ${splitSum("amount", "total")} FROM market_orders WHERE status IN ('paid', 'delivered', 'disputed', 'releasing', 'refunding') GROUP BY token`)
+    .all() as { token: string; totalHigh: string; totalLow: string }[];
+  return Object.fromEntries(rows.map((r) => [r.token, joinSum(r.totalHigh, r.totalLow)]));
 }
 
 export async function findEscrow(db: Db, network: string): Promise<string | null> {
