@@ -3,10 +3,11 @@
 import { generateKeyPairSync, sign } from "node:crypto";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
+import type { Subprocess } from "bun";
 import { cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
 
 export type AccessOptions = { serverCommand: string[]; seconds: number };
-type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
+export type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
 /** Each side's windows, in the order they ran: baseline, walletgate, walletgate, baseline. */
 export type AccessResult = { walletgate: Rate; baseline: Rate; windows: { walletgate: Rate[]; baseline: Rate[] }; throughputRatio: number; p99Ratio: number };
 
@@ -71,6 +72,42 @@ function combined(windows: Rate[]): Rate {
   };
 }
 
+/** A load run against one server: `seconds` of wrk at the row's 50 connections. */
+export type AccessLoad = (seconds: number) => Promise<Rate>;
+
+/** The baseline server (bench/access-baseline.ts) in `dir`, and its load. The caller stops `server`. */
+export async function startAccessBaseline(resources: Resources, dir: string): Promise<{ server: Subprocess; load: AccessLoad }> {
+  const log = join(dir, "baseline.log");
+  const server = resources.track(
+    Bun.spawn([process.execPath, join(import.meta.dir, "access-baseline.ts"), dir], { cwd: dir, env: cleanEnv({}), stdout: Bun.file(log), stderr: "inherit" }),
+  );
+  try {
+    const url = await waitForListeningInFile(log, server, 10_000);
+    const body = JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" });
+    return { server, load: (seconds) => wrkPost(resources, `${url}/check`, body, {}, seconds, dir) };
+  } catch (err) {
+    await stopProcess(server, 5_000);
+    throw err;
+  }
+}
+
+/**
+ * walletgate (`serverCommand`) in `dir` with an owner, a product and a key ready, and the load of the row:
+ * the access check of a wallet that never bought. The caller stops `server`.
+ */
+export async function startAccessServer(resources: Resources, serverCommand: string[], dir: string): Promise<{ server: Subprocess; load: AccessLoad }> {
+  const { server, url, dataDir } = await startLoadServer(resources, serverCommand, dir);
+  try {
+    const { key, productId } = await prepareOwner(url, serverCommand, dataDir, dir);
+    const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
+    const body = JSON.stringify({ productId, walletAddress: buyer });
+    return { server, load: (seconds) => wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, seconds, dir) };
+  } catch (err) {
+    await stopProcess(server, 10_000);
+    throw err;
+  }
+}
+
 /**
  * Both servers run side by side (the idle one costs nothing) and are loaded in turn — baseline,
  * walletgate, walletgate, baseline, `seconds / 2` each — so that a drift in the machine's speed (a shared
@@ -78,20 +115,10 @@ function combined(windows: Rate[]): Rate {
  */
 export async function measureAccessCheck(resources: Resources, options: AccessOptions): Promise<AccessResult> {
   const dir = resources.tempDir("access");
-  const baselineLog = join(dir, "baseline.log");
-  const baselineServer = resources.track(
-    Bun.spawn([process.execPath, join(import.meta.dir, "access-baseline.ts"), dir], { cwd: dir, env: cleanEnv({}), stdout: Bun.file(baselineLog), stderr: "inherit" }),
-  );
+  const { server: baselineServer, load: baseline } = await startAccessBaseline(resources, dir);
   try {
-    const baselineUrl = await waitForListeningInFile(baselineLog, baselineServer, 10_000);
-    const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
+    const { server, load: walletgate } = await startAccessServer(resources, options.serverCommand, dir);
     try {
-      const { key, productId } = await prepareOwner(url, options.serverCommand, dataDir, dir);
-      const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
-      const baseline = (seconds: number) =>
-        wrkPost(resources, `${baselineUrl}/check`, JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" }), {}, seconds, dir);
-      const walletgate = (seconds: number) =>
-        wrkPost(resources, `${url}/public/access/check`, JSON.stringify({ productId, walletAddress: buyer }), { "X-API-Key": key }, seconds, dir);
       await baseline(1); // warm-up of both
       await walletgate(1);
       const half = Math.max(1, Math.round(options.seconds / 2));
