@@ -15,6 +15,7 @@ describe("loadConfig", () => {
       refreshThresholdS: 3600,
       challengeTtlMs: 300000,
       purgeIntervalMs: 3600000,
+      webhookRetentionDays: 0,
       authRateLimit: true,
       fingerprintRestore: true,
       trustProxy: { kind: "none" },
@@ -50,6 +51,9 @@ describe("loadConfig", () => {
     ["WALLET_ENCRYPTION_KEY", "abcd"],
     ["MAX_BODY_BYTES", "10"],
     ["LOG_LEVEL", "loud"],
+    ["WEBHOOK_RETENTION_DAYS", "-1"],
+    ["WEBHOOK_RETENTION_DAYS", "7.5"],
+    ["WEBHOOK_RETENTION_DAYS", "36501"],
     ["DATABASE_URL", "postgres://localhost/x"],
   ])("%s=%s is refused with a message naming it", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);

@@ -24,6 +24,12 @@ export type Config = Readonly<{
   refreshThresholdS: number;
   challengeTtlMs: number;
   purgeIntervalMs: number;
+  /**
+   * Finished webhook deliveries (succeeded or failed) are deleted this many days after their last attempt,
+   * with their attempts and events left without deliveries; 0 keeps them all (paygate.md: any delivery can
+   * be resent).
+   */
+  webhookRetentionDays: number;
   authRateLimit: boolean;
   fingerprintRestore: boolean;
   trustProxy: TrustProxy;
@@ -65,7 +71,7 @@ export const CONFIG_VARIABLES = [
   "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
   "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "MCP_MAX_SESSIONS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
-  "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET",
+  "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET", "WEBHOOK_RETENTION_DAYS",
 ] as const;
 
 const DEVNET_RPC_URL = "https://api.devnet.solana.com";
@@ -231,6 +237,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     refreshThresholdS: int(vars, "REFRESH_THRESHOLD_S", 3600, 0),
     challengeTtlMs: int(vars, "CHALLENGE_TTL_MS", 300000, 1),
     purgeIntervalMs: int(vars, "PURGE_INTERVAL_MS", 3600000, 10),
+    webhookRetentionDays: int(vars, "WEBHOOK_RETENTION_DAYS", 0, 0, 36500),
     authRateLimit,
     fingerprintRestore: onOff(vars, "FINGERPRINT_RESTORE", !mainnet),
     trustProxy,

@@ -23,6 +23,7 @@ import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
+import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
@@ -192,7 +193,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err) });
   const purge = startRepeating(
-    async () => log.debug("purge", { ...(await purgeAuth(deps)), ...(await purgeMcpSessions(deps)) }),
+    async () => log.debug("purge", { ...(await purgeAuth(deps)), ...(await purgeMcpSessions(deps)), ...(await purgeWebhooks(deps)) }),
     config.purgeIntervalMs,
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges

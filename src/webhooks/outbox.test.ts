@@ -28,6 +28,7 @@ import {
   type DeliveryWorker,
 } from "./outbox.ts";
 import { newWebhookSecret } from "./signing.ts";
+import { purgeWebhooks } from "./purge.ts";
 import * as store from "./store.ts";
 
 type Clock = ReturnType<typeof manualClock>;
@@ -549,5 +550,51 @@ describe("durability", () => {
     expect(rx.received.map((r) => r.id).sort()).toEqual([committed, inFlight].sort());
     expect(rx.received.every((r) => r.verified[0])).toBe(true);
     expect(second.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get()).toEqual({ n: 2 });
+  });
+});
+
+describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
+  test("finished deliveries older than the retention go with their attempts and orphaned events; pending ones and their events stay", async () => {
+    const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30" });
+    const owner = wallet();
+    const rx = startReceiver(clock, () => [], (_n, r) => new Response(r.path, { status: r.path === "/ok" ? 200 : r.path === "/gone" ? 410 : 500 }));
+    const endpoints = await Promise.all(["/ok", "/gone", "/down"].map((path) => createEndpoint(deps, owner, { url: rx.url(path), events: ["payment.completed"] })));
+    const [ok, gone, down] = endpoints.map((e) => e.endpointId) as [string, string, string];
+    const oldEvent = await enqueue(db, clock, owner);
+    const nobodysEvent = await enqueue(db, clock, wallet()); // an owner without endpoints: no delivery at all
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(3);
+    const [oldOk] = await deliveriesOf(deps, owner, ok);
+    expect(oldOk).toMatchObject({ status: "succeeded" });
+    expect((await deliveriesOf(deps, owner, gone))[0]).toMatchObject({ status: "failed" });
+    expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
+
+    clock.advance(30 * 86_400_000 - 1); // not yet past the retention
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
+    clock.advance(2);
+    const newEvent = await enqueue(db, clock, owner);
+    // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
+    expect(await w.runOnce()).toBe(3);
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1 });
+
+    expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
+    expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
+    expect((await deliveriesOf(deps, owner, down)).map((d) => [d.eventId, d.status]).sort()).toEqual([[newEvent, "pending"], [oldEvent, "pending"]].sort());
+    expect(await store.findEvent(db, oldEvent)).not.toBeNull(); // a pending delivery still needs it
+    expect(await store.findEvent(db, nobodysEvent)).toBeNull();
+    expect(await codeOf(listDeliveryAttempts(deps, owner, oldOk!.deliveryId))).toBe("NOT_FOUND");
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?").get(oldOk!.deliveryId)).toEqual({ n: 0 });
+  });
+
+  test("off by default: nothing is purged however old", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(db, clock, owner);
+    expect(await worker(deps).runOnce()).toBe(1);
+    clock.advance(3650 * 86_400_000);
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
+    expect(await deliveriesOf(deps, owner, ep.endpointId)).toHaveLength(1);
   });
 });

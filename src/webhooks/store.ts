@@ -320,3 +320,21 @@ export async function listAttempts(db: Db, deliveryId: string): Promise<AttemptR
     )
     .all(deliveryId) as AttemptRow[];
 }
+
+/**
+ * The retention purge: finished deliveries (succeeded or failed) last changed before `before`, with their
+ * attempts (ON DELETE CASCADE), then events from before `before` that no delivery refers to any more.
+ * A pending delivery, and so its event, is never purged.
+ */
+export function purgeFinishedDeliveries(db: Db, before: number): Promise<{ deliveries: number; events: number }> {
+  return db.write(() => {
+    const deliveries = db.sqlite.query("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND updated_at < ?").run(before).changes;
+    const events = db.sqlite
+      .query(
+        `DELETE FROM outbox_events WHERE created_at < ?
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)`,
+      )
+      .run(before).changes;
+    return { deliveries, events };
+  });
+}

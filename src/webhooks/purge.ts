@@ -1,0 +1,13 @@
+// The purge's webhook part (WEBHOOK_RETENTION_DAYS): finished deliveries, their attempts and their
+// events, once older than the retention. Off (0) by default: paygate.md lets an owner resend any delivery.
+import type { Deps } from "../deps.ts";
+import * as store from "./store.ts";
+
+const DAY_MS = 86_400_000;
+
+export async function purgeWebhooks(deps: Deps): Promise<{ webhookDeliveries: number; webhookEvents: number }> {
+  const days = deps.config.webhookRetentionDays;
+  if (days === 0) return { webhookDeliveries: 0, webhookEvents: 0 };
+  const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS);
+  return { webhookDeliveries: deliveries, webhookEvents: events };
+}
