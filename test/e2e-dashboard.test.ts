@@ -146,6 +146,35 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await shot(ownerPage, "webhooks");
   }, 30_000);
 
+  test("the endpoint's URL is edited on its card: a bad one is refused with the reason, a good one gets the next event", async () => {
+    const moved = verifyingReceiver({ path: "/moved" });
+    try {
+      const card = ownerPage.getByTestId("endpoint");
+      const urlInput = card.getByLabel("URL of this endpoint");
+      expect(await urlInput.inputValue()).toBe(hook.url);
+      await urlInput.fill("ftp://example.com/hook");
+      await card.getByRole("button", { name: "Save URL and events" }).click();
+      await card.getByRole("alert").waitFor();
+      const endpoints = async () => ((await ownerPage.evaluate(() => fetch("/dashboard/api/webhooks").then((r) => r.json()))) as Json).endpoints as Json[];
+      expect((await endpoints()).map((e) => e.url)).toEqual([hook.url]); // nothing saved
+
+      moved.setSecret(await ownerPage.evaluate(async (id: string) => ((await (await fetch(`/dashboard/api/webhooks/${id}/secret`)).json()) as { secret: string }).secret, (await endpoints())[0]!.endpointId as string));
+      await urlInput.fill(moved.url);
+      await card.getByRole("button", { name: "Save URL and events" }).click();
+      await ownerPage.waitForFunction(async (url: string) => {
+        const body = (await (await fetch("/dashboard/api/webhooks")).json()) as { endpoints: { url: string }[] };
+        return body.endpoints[0]?.url === url;
+      }, moved.url);
+      expect(await ownerPage.getByTestId("endpoint").getByLabel("URL of this endpoint").inputValue()).toBe(moved.url);
+      await ownerPage.getByTestId("endpoint").getByRole("button", { name: "Send test event" }).click();
+      const deadline = Date.now() + 10_000;
+      while (moved.received.length === 0 && Date.now() < deadline) await Bun.sleep(100);
+      expect(moved.received.map((d) => [d.type, d.verified])).toEqual([["webhook.test", true]]);
+    } finally {
+      await moved.stop();
+    }
+  }, 30_000);
+
   test("the overview shows the revenue, the chart and the tier; sign out revokes the session", async () => {
     await ownerPage.getByRole("link", { name: "Overview" }).click();
     await ownerPage.getByText("2.5 USDC", { exact: true }).waitFor();

@@ -419,18 +419,20 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
 
 function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: () => void }) {
   const [secret, setSecret] = useState<string | null>(null);
+  const [url, setUrl] = useState(endpoint.url);
   const [events, setEvents] = useState(endpoint.events);
   const [refresh, setRefresh] = useState(0);
   const path = `/dashboard/api/webhooks/${endpoint.endpointId}`;
   return (
     <div class="card" data-testid="endpoint">
       <div class="row" style="justify-content:space-between">
-        <strong class="mono">{endpoint.url}</strong>
+        {/* Editable: a retry goes to the URL as it is at that attempt. */}
+        <input class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
         <span class={`badge ${endpoint.enabled ? "ok" : "bad"}`}>{endpoint.enabled ? "enabled" : "disabled"}</span>
       </div>
       <EventBoxes value={events} onChange={setEvents} />
       <div class="row">
-        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { events } }); onChanged(); }}>Save events</ActionButton>
+        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { url, events } }); onChanged(); }}>Save URL and events</ActionButton>
         <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
           {endpoint.enabled ? "Disable" : "Enable"}
         </ActionButton>
@@ -476,7 +478,7 @@ function Webhooks() {
         {created && <div class="secret"><span>Signing secret:</span><code>{created}</code><CopyButton text={created} /></div>}
       </form>
       <ErrorText error={error} />
-      {data?.endpoints.map((ep) => <EndpointCard key={ep.endpointId + String(ep.enabled)} endpoint={ep} onChanged={reload} />)}
+      {data?.endpoints.map((ep) => <EndpointCard key={`${ep.endpointId} ${ep.enabled} ${ep.url} ${ep.events.join()}`} endpoint={ep} onChanged={reload} />)}
       {data && data.endpoints.length === 0 && <p class="muted">No endpoints yet.</p>}
     </section>
   );
