@@ -104,6 +104,15 @@ function enqueue(db: Db, clock: Clock, owner: string, type = "payment.completed"
   return db.write(() => enqueueEventInWrite(db, { targetKind: "owner", targetId: owner, type, payload }, clock.now()));
 }
 
+/** An owner with one endpoint (a receiver answering 200) subscribed to payment.completed, and one such event queued. */
+async function queuedForOneEndpoint(deps: Deps, db: Db, clock: Clock) {
+  const owner = wallet();
+  const rx = startReceiver(clock, () => []);
+  const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+  await enqueue(db, clock, owner);
+  return { owner, rx, ep };
+}
+
 async function deliveriesOf(deps: Deps, owner: string, endpointId: string) {
   return (await listDeliveries(deps, owner, endpointId, { limit: 100 })).deliveries;
 }
@@ -307,10 +316,7 @@ describe("delivery", () => {
 
   test("without allowPrivate a loopback endpoint is refused by the guard and nothing is sent", async () => {
     const { deps, db, clock } = await setup();
-    const owner = wallet();
-    const rx = startReceiver(clock, () => []);
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    const { owner, rx, ep } = await queuedForOneEndpoint(deps, db, clock);
     await worker(deps, { allowPrivate: false }).runOnce();
     expect(rx.received).toEqual([]);
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
@@ -588,10 +594,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
 
   test("off by default: nothing is purged however old", async () => {
     const { deps, db, clock } = await setup();
-    const owner = wallet();
-    const rx = startReceiver(clock, () => []);
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    const { owner, ep } = await queuedForOneEndpoint(deps, db, clock);
     expect(await worker(deps).runOnce()).toBe(1);
     clock.advance(3650 * 86_400_000);
     expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
