@@ -3,8 +3,7 @@
 import type { Deps } from "../deps.ts";
 import { purgeDashboardLinks } from "../dashboard/links.ts";
 import * as store from "./store.ts";
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from "../lib/clock.ts";
 
 export async function purgeAuth(deps: Deps): Promise<store.PurgeCounts & { rateWindows: number; dashboardLinks: number }> {
   const now = deps.clock.now();

@@ -4,6 +4,9 @@ export interface Clock {
   now(): number;
 }
 
+/** One day in milliseconds (UTC days: no leap seconds in Unix time). */
+export const DAY_MS = 86_400_000;
+
 export const systemClock: Clock = { now: () => Date.now() };
 
 /** A clock that only moves when told to. */

@@ -2,8 +2,7 @@
 // never bound and idle for two session timeouts).
 import type { Deps } from "../deps.ts";
 import { purgeSessions } from "./store.ts";
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from "../lib/clock.ts";
 
 export async function purgeMcpSessions(deps: Deps): Promise<{ mcpSessions: number }> {
   const now = deps.clock.now();

@@ -4,7 +4,7 @@ import { PublicKey, VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
-import { toIso } from "../lib/clock.ts";
+import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
 import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
@@ -26,7 +26,6 @@ export const EXPIRY_GRACE_MS = 2 * 60_000;
 /** Transactions read per reference: a checkout is paid once, so a handful covers retries and strays. */
 export const REFERENCE_HISTORY_LIMIT = 10;
 export const WATCH_BATCH = 50;
-const DAY_MS = 86_400_000;
 
 export type CheckoutView = {
   checkoutId: string;

@@ -3,14 +3,13 @@
 import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
-import { toIso } from "../lib/clock.ts";
+import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase58 } from "../lib/encoding.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
 import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
 import { requirePage } from "./tokens.ts";
 
-const DAY_MS = 86_400_000;
 export const PURCHASE_LIST_LIMIT = { default: 100, max: 1000 };
 export const STATS_DAYS = { default: 30, max: 365 };
 

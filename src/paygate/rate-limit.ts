@@ -1,6 +1,7 @@
 // Per-owner limits of /public/* (paygate.md): a sliding minute (two fixed windows, the previous weighted)
 // and a fixed UTC day, counted in memory on one instance behind an interface a shared store can replace.
 import type { Tier } from "./store.ts";
+import { DAY_MS } from "../lib/clock.ts";
 
 export const TIER_LIMITS: Readonly<Record<Tier, { minute: number; day: number } | null>> = {
   free: { minute: 60, day: 10_000 },
@@ -9,7 +10,6 @@ export const TIER_LIMITS: Readonly<Record<Tier, { minute: number; day: number } 
 };
 
 const MINUTE_MS = 60_000;
-const DAY_MS = 86_400_000;
 
 /** What the X-RateLimit-* headers say: the most restrictive window. */
 export type RateDecision = { allowed: boolean; limit: number; remaining: number; resetS: number; retryAfterS: number };

@@ -68,8 +68,8 @@ export function publicRoutes(deps: Deps) {
         const caller = await authenticate(request.headers.get("x-api-key"));
         callers.set(request, caller);
         const decision = limiter.hit(caller.owner, caller.tier, deps.clock.now());
+        // null: the unlimited tier, which carries no limit headers
         if (decision !== null) {
-          // unlimited: no headers
           set.headers["x-ratelimit-limit"] = String(decision.limit);
           set.headers["x-ratelimit-remaining"] = String(decision.remaining);
           set.headers["x-ratelimit-reset"] = String(decision.resetS);

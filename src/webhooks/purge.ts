@@ -2,8 +2,7 @@
 // events, once older than the retention. Off (0) by default: paygate.md lets an owner resend any delivery.
 import type { Deps } from "../deps.ts";
 import * as store from "./store.ts";
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from "../lib/clock.ts";
 
 export async function purgeWebhooks(deps: Deps): Promise<{ webhookDeliveries: number; webhookEvents: number }> {
   const days = deps.config.webhookRetentionDays;
