@@ -31,7 +31,6 @@ const settled = async (pid: number) => {
   return rssKb(pid);
 };
 
-
 export async function measureMemory(resources: Resources, options: MemoryOptions): Promise<MemoryResult> {
   const dir = resources.tempDir("memory");
   const { server, url } = await startLoadServer(resources, options.serverCommand, dir);
