@@ -4,7 +4,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
-import type { ParsedTransfer, TransferIntent } from "../../ledger/ledger.ts";
+import { waitsForFinality, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
@@ -83,6 +83,65 @@ export function requireExactTransfer(transfers: readonly ParsedTransfer[], inten
   if (t!.to !== intent.to) throw mismatch("recipient", "the escrow payment must go to the escrow wallet");
   if (t!.token !== intent.token) throw mismatch("mint", `the escrow payment must be in ${intent.token}`);
   if (t!.amount !== intent.amount) throw mismatch("amount", "the escrow payment must be exactly the order's price");
+}
+
+/** How far back, before an offer was recorded, a transaction paying it is looked for (clocks of the chain and of this server differ). */
+const OFFER_CLOCK_SLACK_MS = 5 * 60_000;
+/** The consumer's history is read this many transactions at a time, at most OFFER_SEARCH_PAGES times. */
+const OFFER_SEARCH_PAGE = 100;
+const OFFER_SEARCH_PAGES = 10;
+
+/** An offer's parts (`offerOf`): the message hash and the payment it makes; null when it is not one. */
+function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferIntent, "from"> } | null {
+  const [hash, token, amount, to, ...rest] = offerHash.split(":");
+  if (hash === undefined || token === undefined || amount === undefined || to === undefined || rest.length > 0 || !/^[0-9]+$/.test(amount)) return null;
+  return { hash, intent: { token, amount: BigInt(amount), to } };
+}
+
+/**
+ * The escrow payment a connected consumer signed and sent itself (`wallet_submit_transaction`, or its own
+ * RPC) for the offer recorded at `offeredAt`, without presenting it to `consumer_accept_order`: a confirmed
+ * transaction in the consumer's history that signs exactly the offered message and moves exactly the offered
+ * payment; null when there is none. Looked at before an order with an offer expires, so that money sent to
+ * the escrow for it is not left there. The consumer's history is read back to the offer's time (at most
+ * OFFER_SEARCH_PAGES pages; a busier wallet than that is logged and not searched further).
+ */
+export async function sentOffer(
+  deps: Deps,
+  consumer: string,
+  offerHash: string,
+  offeredAt: number,
+): Promise<{ signature: string; token: string; amount: bigint } | null> {
+  const offer = parseOffer(offerHash);
+  if (offer === null) return null;
+  const intent: TransferIntent = { from: consumer, ...offer.intent };
+  const since = offeredAt - OFFER_CLOCK_SLACK_MS;
+  let before: string | undefined;
+  for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
+    const txs = await deps.ledger.history(consumer, { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network) });
+    for (const tx of txs) {
+      if (tx.timestamp < since) return null;
+      if (tx.status !== "confirmed" || !matchesOffer(tx.wire, offer.hash)) continue;
+      try {
+        requireExactTransfer(tx.transfers, intent);
+      } catch {
+        continue;
+      }
+      return { signature: tx.signature, token: intent.token, amount: intent.amount };
+    }
+    if (txs.length < OFFER_SEARCH_PAGE) return null;
+    before = txs[txs.length - 1]!.signature;
+  }
+  deps.log.warn("escrow payment not searched to the offer's time: the consumer's history is longer", { consumer, pages: OFFER_SEARCH_PAGES });
+  return null;
+}
+
+function matchesOffer(wire: Uint8Array, hash: string): boolean {
+  try {
+    return messageHash(wire) === hash;
+  } catch {
+    return false;
+  }
 }
 
 /** Escrow → `to` (and `split` to the fee wallet, same transaction), signed with the escrow's key. */

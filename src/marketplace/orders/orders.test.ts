@@ -21,9 +21,10 @@ import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
 import { escrowWallet } from "./escrow.ts";
+import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 import {
-  acceptOrder, AUTO_RELEASE_MS, cancelOrder, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
-  PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
+  acceptOrder, AUTO_RELEASE_MS, cancelOrder, listOrders, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
+  OFFER_LANDING_MS, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
 } from "./orders.ts";
 
 const USDC = 1_000_000n;
@@ -118,6 +119,74 @@ describe("timers", () => {
     expect(await usdcOf(deps, provider)).toBe(20n * USDC);
     expect(await usdcOf(deps, escrow)).toBe(0n);
     expect(await runOrderTimers(deps)).toBe(0);
+  });
+
+  /** A connected (non-custodial) consumer with 100 USDC, in a conversation, and an order of 5 USDC proposed to it. */
+  async function connectedConsumer(deps: Deps) {
+    const { provider, agentId } = await market(deps, 0);
+    const { wallet, keypair } = newBuyer();
+    await deps.ledger.airdrop(wallet.address, { sol: 1_000_000_000n, usdc: 100n * USDC });
+    const { conversation } = await startConversation(deps, wallet.address, agentId, "hello");
+    const order = await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "x", price: "5", deliveryTime: 10 });
+    const ask = { orderId: order.orderId, conversationId: conversation.conversationId, paymentMethod: "usdc" };
+    /** The offer (an unsigned escrow transfer), signed by the consumer and sent by it straight to the ledger. */
+    const sendOfferItself = async () => {
+      const offer = await acceptOrder(deps, wallet.address, ask);
+      if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+      return (await deps.ledger.submit(Buffer.from(signCheckout(offer.unsignedTransaction, keypair), "base64"))).signature;
+    };
+    return { address: wallet.address, keypair, order, ask, sendOfferItself };
+  }
+
+  test("an escrow transfer the consumer sent itself and never presented pays the order at its expiry, not left in escrow", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const signature = await c.sendOfferItself();
+    const escrow = await escrowWallet(deps);
+    expect([await usdcOf(deps, c.address), await usdcOf(deps, escrow)]).toEqual([95n * USDC, 5n * USDC]);
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("proposed");
+    clock.advance(PROPOSAL_TTL_MS);
+    expect(await runOrderTimers(deps)).toBe(1);
+    const [paid] = (await listOrders(deps, c.address, "consumer", { limit: 100 })).orders;
+    expect(paid).toMatchObject({ orderId: c.order.orderId, status: "paid", escrowTx: signature });
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
+    // Paid once: presenting the same transfer now changes nothing.
+    await expect(acceptOrder(deps, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE" });
+    // From here it is an ordinary paid order: a missed deadline gives the consumer its money back.
+    clock.advance(10 * 60_000);
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("expired");
+    expect([await usdcOf(deps, c.address), await usdcOf(deps, escrow)]).toEqual([100n * USDC, 0n]);
+  });
+
+  test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    clock.advance(PROPOSAL_TTL_MS - 60_000);
+    await c.sendOfferItself(); // a minute before the proposal's end
+    clock.advance(60_000);
+    expect(await runOrderTimers(deps)).toBe(0); // the offer could still be landing
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("proposed");
+    clock.advance(OFFER_LANDING_MS);
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("paid");
+
+  });
+
+  test("a transfer to the escrow that is not the offer does not pay the order; while the ledger cannot be read nothing expires", async () => {
+    const { deps, clock } = await testDeps();
+    // The consumer asks for the offer, then pays the escrow the same amount by a transfer of its own making.
+    const d = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, d.address, d.ask);
+    expect("unsignedTransaction" in offer).toBe(true);
+    const own = await deps.ledger.buildTransfer({ from: d.address, to: await escrowWallet(deps), token: "usdc", amount: 5n * USDC });
+    await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(own).toString("base64"), d.keypair), "base64"));
+    clock.advance(PROPOSAL_TTL_MS);
+    const unreadable = { ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } };
+    expect(await runOrderTimers(unreadable)).toBe(0);
+    expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect(await statusOf(deps, d.order.orderId, d.address)).toBe("expired");
   });
 
   test("due times are stored: a deadline passed while the server was down is handled after the restart", async () => {

@@ -8,7 +8,7 @@ import { toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, requireExactTransfer } from "./escrow.ts";
+import { escrowPayment, escrowPayout, requireExactTransfer, sentOffer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { usdcToken } from "../agents.ts";
@@ -18,6 +18,12 @@ import * as store from "./store.ts";
 export const PROPOSAL_TTL_MS = 24 * 3600_000;
 export const AUTO_RELEASE_MS = 72 * 3600_000;
 const MAX_DELIVERY_MIN = 365 * 24 * 60;
+/**
+ * How long after an offer to a connected consumer (an unsigned escrow transfer) its transaction may still
+ * land, finalized on mainnet: its blockhash lives ~150 blocks (60–90 s), with room to spare. A proposal with
+ * an offer younger than this is not expired yet: a transfer sent at the last moment is found first.
+ */
+export const OFFER_LANDING_MS = 3 * 60_000;
 const MAX_TEXT = 4000;
 
 export type OrderView = {
@@ -445,6 +451,12 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
   for (const row of await store.dueOrders(deps.db, deps.clock.now(), batch)) {
     try {
       if (row.status === "proposed") {
+        const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
+        if (offer === "wait") continue;
+        if (offer === "paid") {
+          moved++;
+          continue;
+        }
         await transition(deps, row, "expire", { status: "expired", dueAt: null }, () => {
           systemMessageInWrite(deps, row, "The proposal expired unanswered.");
           orderEventInWrite(deps, row, "order.expired", { reason: "proposal_expired" });
@@ -463,6 +475,25 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
     }
   }
   return moved;
+}
+
+/**
+ * Before a proposal with an offer expires: a connected consumer may have signed and sent the offered escrow
+ * transfer itself without presenting it. Found on the ledger, it finishes the accept (paid once: the
+ * transition is conditional, as when the consumer presents it), and the order is not expired. `wait` while
+ * the offer could still land; a ledger that cannot be read throws (the order stays proposed, looked at again
+ * next round).
+ */
+async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
+  if (deps.clock.now() < row.updatedAt + OFFER_LANDING_MS) return "wait";
+  const sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, row.updatedAt);
+  if (sent === null) return "none";
+  const move: Move = { kind: "accept", token: sent.token, amount: sent.amount.toString() };
+  await deps.db.write(() => {
+    if (!finishInWrite(deps, row, "proposed", move, sent.signature)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
+  });
+  deps.log.info("order paid by an escrow transfer its consumer sent", { orderId: row.id, escrowTx: sent.signature });
+  return "paid";
 }
 
 /** The escrow invariant: what the escrow holds per token for orders in paid, delivered or disputed. */

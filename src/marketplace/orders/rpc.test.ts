@@ -12,7 +12,8 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import { escrowWallet } from "./escrow.ts";
-import { acceptOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, RECONCILE_AFTER_MS, runOrderTimers } from "./orders.ts";
+import { acceptOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, PROPOSAL_TTL_MS, RECONCILE_AFTER_MS, runOrderTimers } from "./orders.ts";
+import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -150,4 +151,21 @@ describe("orders on an RPC network", () => {
     await expect(m.accept(m.deps, orderId)).rejects.toMatchObject({ code: "INSUFFICIENT_FUNDS" });
     expect(await m.status(orderId)).toBe("proposed");
   }, 30_000);
+  test("a connected consumer's escrow transfer sent through its own RPC and never presented pays the order before it expires", async () => {
+    const m = await setup();
+    const { wallet, keypair } = newBuyer();
+    rpc.setLamports(wallet.address, SOL);
+    rpc.mintUsdc(wallet.address, 10n * USDC);
+    const agent = await registerAgent(m.deps, m.provider, { endpoint: "https://agent.example/other", profile: { name: "Other", basePrice: "1" } });
+    const { conversation } = await startConversation(m.deps, wallet.address, agent.agentId, "hello");
+    const order = await createOrder(m.deps, m.provider, { conversationId: conversation.conversationId, description: "work", price: "4", deliveryTime: 60 });
+    const offer = await acceptOrder(m.deps, wallet.address, { orderId: order.orderId, conversationId: conversation.conversationId, paymentMethod: "usdc" });
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    const sent = await m.deps.ledger.submit(Buffer.from(signCheckout(offer.unsignedTransaction, keypair), "base64"));
+    clockAdvance(m, PROPOSAL_TTL_MS);
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    const [paid] = (await listOrders(m.deps, wallet.address, "consumer", { limit: 10 })).orders;
+    expect(paid).toMatchObject({ orderId: order.orderId, status: "paid", escrowTx: sent.signature });
+    expect(await m.usdc(wallet.address)).toBe(6n * USDC);
+  });
 });
