@@ -11,6 +11,7 @@ import m0009 from "./migrations/0009_dashboard_links.sql" with { type: "text" };
 import m0010 from "./migrations/0010_marketplace.sql" with { type: "text" };
 import m0011 from "./migrations/0011_marketplace_orders.sql" with { type: "text" };
 import m0012 from "./migrations/0012_webhook_retention.sql" with { type: "text" };
+import m0013 from "./migrations/0013_order_offers.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -27,4 +28,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 10, name: "marketplace", sql: m0010 },
   { version: 11, name: "marketplace_orders", sql: m0011 },
   { version: 12, name: "webhook_retention", sql: m0012 },
+  { version: 13, name: "order_offers", sql: m0013 },
 ];

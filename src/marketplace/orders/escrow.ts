@@ -104,7 +104,8 @@ function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferInt
  * transaction in the consumer's history that signs exactly the offered message and moves exactly the offered
  * payment; null when there is none. Looked at before an order with an offer expires, so that money sent to
  * the escrow for it is not left there. The consumer's history is read back to the offer's time (at most
- * OFFER_SEARCH_PAGES pages; a busier wallet than that is logged and not searched further).
+ * OFFER_SEARCH_PAGES pages; a busier wallet than that is logged and not searched further). A transaction that
+ * already paid another order is refused when the order is finished (orders.ts).
  */
 export async function sentOffer(
   deps: Deps,
@@ -119,8 +120,10 @@ export async function sentOffer(
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
     const txs = await deps.ledger.history(consumer, { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network) });
+    if (txs.length === 0) return null;
     for (const tx of txs) {
-      if (tx.timestamp < since) return null;
+      // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.
+      if (tx.timestamp > 0 && tx.timestamp < since) return null;
       if (tx.status !== "confirmed" || !matchesOffer(tx.wire, offer.hash)) continue;
       try {
         requireExactTransfer(tx.transfers, intent);
@@ -129,7 +132,7 @@ export async function sentOffer(
       }
       return { signature: tx.signature, token: intent.token, amount: intent.amount };
     }
-    if (txs.length < OFFER_SEARCH_PAGE) return null;
+    // Not "fewer than a page, so the end": an RPC history leaves out what its node could not return.
     before = txs[txs.length - 1]!.signature;
   }
   deps.log.warn("escrow payment not searched to the offer's time: the consumer's history is longer", { consumer, pages: OFFER_SEARCH_PAGES });

@@ -20,6 +20,7 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
+import * as ordersStore from "./store.ts";
 import { escrowWallet } from "./escrow.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 import {
@@ -135,7 +136,12 @@ describe("timers", () => {
       if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
       return (await deps.ledger.submit(Buffer.from(signCheckout(offer.unsignedTransaction, keypair), "base64"))).signature;
     };
-    return { address: wallet.address, keypair, order, ask, sendOfferItself };
+    /** Another proposal in the same conversation, and how to ask for it. */
+    const another = async () => {
+      const next = await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "y", price: "5", deliveryTime: 10 });
+      return { order: next, ask: { ...ask, orderId: next.orderId } };
+    };
+    return { address: wallet.address, keypair, order, ask, sendOfferItself, another };
   }
 
   test("an escrow transfer the consumer sent itself and never presented pays the order at its expiry, not left in escrow", async () => {
@@ -157,6 +163,40 @@ describe("timers", () => {
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, c.order.orderId, c.address)).toBe("expired");
     expect([await usdcOf(deps, c.address), await usdcOf(deps, escrow)]).toEqual([100n * USDC, 0n]);
+  });
+
+  test("the offer's own time bounds the search: a later change of the order (a refused presentation on RPC) does not hide it", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const signature = await c.sendOfferItself();
+    clock.advance(6 * 3600_000);
+    // What going back from `paying` leaves on an RPC network: the order proposed again, changed hours after the offer.
+    await deps.db.write(() => ordersStore.transitionInWrite(deps.db, c.order.orderId, "proposed", { status: "proposed" }, clock.now()));
+    clock.advance(PROPOSAL_TTL_MS - 6 * 3600_000);
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect((await ordersStore.findOrder(deps.db, c.order.orderId))).toMatchObject({ status: "paid", escrowTx: signature });
+  });
+
+  test("one escrow payment pays one order: a transaction that paid one order is refused for another, presented or found", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, c.address, c.ask);
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    const signed = signCheckout(offer.unsignedTransaction, c.keypair);
+    await acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signed });
+    const b = await c.another();
+    // Two offers equal by chance (the same message): forced here, as the random compute-unit limit makes it ~1 in 10^6.
+    const first = (await ordersStore.findOrder(deps.db, c.order.orderId))!;
+    await deps.db.write(() => ordersStore.transitionInWrite(deps.db, b.order.orderId, "proposed", { offerHash: first.offerHash, offeredAt: clock.now() }, clock.now()));
+    await expect(acceptOrder(deps, c.address, { ...b.ask, signedTransaction: signed })).rejects.toMatchObject({ code: "PAYMENT_MISMATCH" });
+    expect((await ordersStore.findOrder(deps.db, b.order.orderId))!.status).toBe("proposed");
+    expect(await usdcOf(deps, c.address)).toBe(95n * USDC);
+    clock.advance(PROPOSAL_TTL_MS);
+    await runOrderTimers(deps);
+    expect((await ordersStore.findOrder(deps.db, b.order.orderId))!.status).toBe("expired");
+    // The first order missed its deadline meanwhile: its payment came back once, and nothing else was paid.
+    expect((await ordersStore.findOrder(deps.db, c.order.orderId))!.status).toBe("expired");
+    expect([await usdcOf(deps, c.address), await usdcOf(deps, await escrowWallet(deps))]).toEqual([100n * USDC, 0n]);
   });
 
   test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {
@@ -187,6 +227,7 @@ describe("timers", () => {
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("expired");
+    expect(await usdcOf(deps, await escrowWallet(deps))).toBe(5n * USDC); // sent outside any offer: the operator's to return
   });
 
   test("due times are stored: a deadline passed while the server was down is handled after the restart", async () => {

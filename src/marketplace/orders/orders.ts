@@ -151,7 +151,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     dueAt: now + PROPOSAL_TTL_MS,
     deadline: null,
     escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null,
-    result: null, rating: null, review: null, reason: null, offerHash: null,
+    result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null,
     pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null,
     createdAt: now,
     updatedAt: now,
@@ -203,7 +203,7 @@ export async function acceptOrder(
   if ("error" in parsed) throw invalidField("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
-    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash }, deps.clock.now()));
+    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: deps.clock.now() }, deps.clock.now()));
     return { order: orderView(row), unsignedTransaction: payment.transaction };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
@@ -243,10 +243,18 @@ export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
 const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
 
+/** One escrow payment pays one order: a transaction that already paid another is PAYMENT_MISMATCH. SYNCHRONOUS, in a write. */
+function refuseReusedPayment(deps: Deps, row: store.OrderRow, signature: string): void {
+  if (store.orderPaidByInWrite(deps.db, signature, row.id) !== null) {
+    throw new AppError("PAYMENT_MISMATCH", "this transaction already paid another order", { details: { reason: "transaction" } });
+  }
+}
+
 /** The move's final change, message, event and agent counters. SYNCHRONOUS, in the write that finishes it; false when the order was not in `from`. */
 function finishInWrite(deps: Deps, row: store.OrderRow, from: store.OrderStatus, move: Move, signature: string): boolean {
   const now = deps.clock.now();
   if (move.kind === "accept") {
+    refuseReusedPayment(deps, row, signature);
     const deadline = now + row.deliveryTimeMin * 60_000;
     const change: store.OrderChange = { ...NOT_PENDING, status: "paid", token: move.token, amount: BigInt(move.amount), escrowTx: signature, deadline, dueAt: deadline };
     if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
@@ -315,6 +323,7 @@ async function runMove(
   const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + VALID_HEIGHT_MARGIN;
   const pending = PENDING[move.kind];
   await deps.db.write(() => {
+    if (move.kind === "accept") refuseReusedPayment(deps, row, signature); // before anything is sent
     const recorded: store.OrderChange = { status: pending, pendingMove: JSON.stringify(move), pendingFrom: from, pendingTx: signature, pendingWire: wire, pendingValidHeight: validHeight };
     if (!store.transitionInWrite(deps.db, row.id, from, recorded, deps.clock.now())) throw stale();
   });
@@ -485,14 +494,20 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
  * next round).
  */
 async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
-  if (deps.clock.now() < row.updatedAt + OFFER_LANDING_MS) return "wait";
-  const sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, row.updatedAt);
+  const offeredAt = row.offeredAt ?? row.updatedAt;
+  if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
+  const sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
   if (sent === null) return "none";
   const move: Move = { kind: "accept", token: sent.token, amount: sent.amount.toString() };
-  await deps.db.write(() => {
-    if (!finishInWrite(deps, row, "proposed", move, sent.signature)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
-  });
-  deps.log.info("order paid by an escrow transfer its consumer sent", { orderId: row.id, escrowTx: sent.signature });
+  try {
+    await deps.db.write(() => {
+      if (!finishInWrite(deps, row, "proposed", move, sent.signature)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
+    });
+  } catch (err) {
+    if (err instanceof AppError && err.code === "PAYMENT_MISMATCH") return "none"; // it paid another order
+    throw err;
+  }
+  deps.log.info("order paid by an escrow transfer its consumer sent", { orderId: row.id });
   return "paid";
 }
 

@@ -32,6 +32,8 @@ export type OrderRow = {
   review: string | null;
   reason: string | null;
   offerHash: string | null;
+  /** When the offer in offerHash was handed out; null without one. */
+  offeredAt: number | null;
   pendingMove: string | null;
   pendingFrom: OrderStatus | null;
   pendingTx: string | null;
@@ -44,7 +46,7 @@ export type OrderRow = {
 const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, consumer_wallet AS consumerWallet,
   provider_wallet AS providerWallet, service_id AS serviceId, description, price, CAST(amount AS TEXT) AS amount, token,
   delivery_time_min AS deliveryTimeMin, status, due_at AS dueAt, deadline, escrow_tx AS escrowTx, release_tx AS releaseTx,
-  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, offer_hash AS offerHash,
+  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, offer_hash AS offerHash, offered_at AS offeredAt,
   pending_move AS pendingMove, pending_from AS pendingFrom, pending_tx AS pendingTx, pending_wire AS pendingWire,
   pending_valid_height AS pendingValidHeight, created_at AS createdAt, updated_at AS updatedAt`;
 
@@ -78,14 +80,14 @@ export type OrderChange = Partial<
   Pick<
     OrderRow,
     | "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "result" | "rating" | "review" | "reason"
-    | "token" | "amount" | "offerHash" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
+    | "token" | "amount" | "offerHash" | "offeredAt" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
   >
 >;
 
 const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
   status: "status", dueAt: "due_at", deadline: "deadline", escrowTx: "escrow_tx", releaseTx: "release_tx", refundTx: "refund_tx",
   feeAmount: "fee_amount", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
-  offerHash: "offer_hash", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
+  offerHash: "offer_hash", offeredAt: "offered_at", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
   pendingValidHeight: "pending_valid_height",
 };
 
@@ -120,6 +122,12 @@ export async function listOrders(db: Db, q: OrderQuery): Promise<{ rows: OrderRo
 
 export async function ordersOfConversation(db: Db, conversationId: string): Promise<OrderRow[]> {
   return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE conversation_id = ? ORDER BY created_at, id`).all(conversationId) as RawOrder[]).map(toRow);
+}
+
+/** The order other than `exceptId` that `escrowTx` already paid, if any: one escrow payment pays one order. */
+export function orderPaidByInWrite(db: Db, escrowTx: string, exceptId: string): string | null {
+  const row = db.sqlite.query("SELECT id FROM market_orders WHERE escrow_tx = ? AND id <> ? LIMIT 1").get(escrowTx, exceptId) as { id: string } | null;
+  return row?.id ?? null;
 }
 
 /** Orders whose current state ends by itself at or before `now`, oldest first. */
