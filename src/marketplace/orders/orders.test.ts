@@ -25,7 +25,7 @@ import { escrowWallet } from "./escrow.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 import {
   acceptOrder, AUTO_RELEASE_MS, cancelOrder, listOrders, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
-  OFFER_LANDING_MS, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
+  OFFER_LANDING_MS, OFFER_SEARCH_GRACE_MS, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
 } from "./orders.ts";
 
 const USDC = 1_000_000n;
@@ -165,6 +165,18 @@ describe("timers", () => {
     expect([await usdcOf(deps, c.address), await usdcOf(deps, escrow)]).toEqual([100n * USDC, 0n]);
   });
 
+  test("a proposal whose consumer's history stays unreadable expires an hour after its time, not never", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    await acceptOrder(deps, c.address, c.ask); // an offer, never sent
+    const unreadable = { ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } };
+    clock.advance(PROPOSAL_TTL_MS + OFFER_SEARCH_GRACE_MS - 1);
+    expect(await runOrderTimers(unreadable)).toBe(0);
+    clock.advance(1);
+    expect(await runOrderTimers(unreadable)).toBe(1);
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("expired");
+  });
+
   test("the offer's own time bounds the search: a later change of the order (a refused presentation on RPC) does not hide it", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
@@ -225,6 +237,8 @@ describe("timers", () => {
     const unreadable = { ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } };
     expect(await runOrderTimers(unreadable)).toBe(0);
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
+    clock.advance(OFFER_SEARCH_GRACE_MS - 1);
+    expect(await runOrderTimers(unreadable)).toBe(0);
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("expired");
     expect(await usdcOf(deps, await escrowWallet(deps))).toBe(5n * USDC); // sent outside any offer: the operator's to return

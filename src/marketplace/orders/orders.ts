@@ -24,6 +24,11 @@ const MAX_DELIVERY_MIN = 365 * 24 * 60;
  * an offer younger than this is not expired yet: a transfer sent at the last moment is found first.
  */
 export const OFFER_LANDING_MS = 3 * 60_000;
+/**
+ * How long past its expiry a proposal with an offer waits for the consumer's history to be readable. Then it
+ * expires (logged) rather than hold one of the timer's places for ever.
+ */
+export const OFFER_SEARCH_GRACE_MS = 60 * 60_000;
 const MAX_TEXT = 4000;
 
 export type OrderView = {
@@ -491,12 +496,19 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
  * transfer itself without presenting it. Found on the ledger, it finishes the accept (paid once: the
  * transition is conditional, as when the consumer presents it), and the order is not expired. `wait` while
  * the offer could still land; a ledger that cannot be read throws (the order stays proposed, looked at again
- * next round).
+ * next round) for up to OFFER_SEARCH_GRACE_MS past the proposal's expiry.
  */
 async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
   const offeredAt = row.offeredAt ?? row.updatedAt;
   if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
-  const sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
+  let sent: Awaited<ReturnType<typeof sentOffer>>;
+  try {
+    sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
+  } catch (err) {
+    if (row.dueAt === null || deps.clock.now() < row.dueAt + OFFER_SEARCH_GRACE_MS) throw err; // looked at again next round
+    deps.log.warn("proposal expired without its consumer's history read: a transfer it sent itself may be in escrow", { orderId: row.id, error: String(err) });
+    return "none";
+  }
   if (sent === null) return "none";
   const move: Move = { kind: "accept", token: sent.token, amount: sent.amount.toString() };
   try {
