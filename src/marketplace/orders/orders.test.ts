@@ -122,6 +122,9 @@ describe("timers", () => {
     expect(await runOrderTimers(deps)).toBe(0);
   });
 
+  /** The same deps whose ledger cannot read any history (an RPC outage). */
+  const withHistoryDown = (deps: Deps): Deps => ({ ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } });
+
   /** A connected (non-custodial) consumer with 100 USDC, in a conversation, and an order of 5 USDC proposed to it. */
   async function connectedConsumer(deps: Deps) {
     const { provider, agentId } = await market(deps, 0);
@@ -169,7 +172,7 @@ describe("timers", () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
     await acceptOrder(deps, c.address, c.ask); // an offer, never sent
-    const unreadable = { ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } };
+    const unreadable = withHistoryDown(deps);
     clock.advance(PROPOSAL_TTL_MS + OFFER_SEARCH_GRACE_MS - 1);
     expect(await runOrderTimers(unreadable)).toBe(0);
     clock.advance(1);
@@ -234,7 +237,7 @@ describe("timers", () => {
     const own = await deps.ledger.buildTransfer({ from: d.address, to: await escrowWallet(deps), token: "usdc", amount: 5n * USDC });
     await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(own).toString("base64"), d.keypair), "base64"));
     clock.advance(PROPOSAL_TTL_MS);
-    const unreadable = { ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } };
+    const unreadable = withHistoryDown(deps);
     expect(await runOrderTimers(unreadable)).toBe(0);
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     clock.advance(OFFER_SEARCH_GRACE_MS - 1);

@@ -208,7 +208,8 @@ export async function acceptOrder(
   if ("error" in parsed) throw invalidField("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
-    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: deps.clock.now() }, deps.clock.now()));
+    const now = deps.clock.now();
+    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now }, now));
     return { order: orderView(row), unsignedTransaction: payment.transaction };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
@@ -499,7 +500,7 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
  * next round) for up to OFFER_SEARCH_GRACE_MS past the proposal's expiry.
  */
 async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
-  const offeredAt = row.offeredAt ?? row.updatedAt;
+  const offeredAt = row.offeredAt!; // set with every offer (migration 13 filled in older ones)
   if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
