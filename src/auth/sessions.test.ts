@@ -1,5 +1,11 @@
 // Session functions in-process with a movable clock: restore and refresh, maximum age, revocation, purge.
 import { describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { migrate } from "../db/migrate.ts";
+import { MIGRATIONS } from "../db/migrations.ts";
+import { tempDir } from "../../test/helpers/server.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
@@ -114,9 +120,9 @@ describe("refresh and revocation", () => {
     const { deps, clock } = await testDeps();
     const s = await login(deps);
     const row = { jti: crypto.randomUUID(), sessionId: s.sessionId, wallet: s.walletAddress, issuedAt: clock.now(), expiresAt: clock.now() + 1000, sessionStartedAt: clock.now(), fingerprint: null };
-    await store.revokeToken(deps.db, s.jti, clock.now());
+    await store.revokeToken(deps.db, s.walletAddress, s.jti, clock.now());
     expect(await store.insertToken(deps.db, { row, now: clock.now(), parentJti: s.jti })).toBe(false);
-    expect(await store.findToken(deps.db, row.jti)).toBeNull();
+    expect(await store.findToken(deps.db, row.wallet, row.jti)).toBeNull();
   });
 
   test("the fingerprint link follows a refresh to the new token", async () => {
@@ -161,5 +167,52 @@ describe("purge", () => {
     expect(counts.links).toBe(0); // already gone with the token's expiry below
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 0 });
     expect(await codeOf(authenticateToken(deps, s.token))).toBe("TOKEN_EXPIRED");
+  });
+});
+
+describe("token rows by (wallet, jti)", () => {
+  test("tokens recorded before migration 14 keep working after it: live ones authenticate, revoked ones stay revoked", async () => {
+    const dir = tempDir();
+    try {
+      // Two tokens issued by the current code, copied into a database still at version 13.
+      const { deps: issuer, db: issued } = await testDeps();
+      const [live, revokedOne] = [await login(issuer), await login(issuer)];
+      await revokeSessionToken(issuer, revokedOne.token);
+      const rows = issued.sqlite.query("SELECT * FROM auth_tokens ORDER BY rowid").all() as Record<string, string | number | null>[];
+      const path = join(dir, "v13.db");
+      const old = new Database(path, { create: true, strict: true });
+      migrate(old, 0, MIGRATIONS.filter((m) => m.version <= 13));
+      expect(old.query("SELECT sql FROM sqlite_master WHERE name = 'auth_tokens'").get()).toEqual({ sql: expect.stringContaining("jti TEXT PRIMARY KEY") });
+      for (const r of rows) {
+        old
+          .query("INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+          .run(r.jti, r.session_id, r.wallet, r.issued_at, r.expires_at, r.session_started_at, r.fingerprint, r.revoked_at);
+      }
+      old.close();
+
+      const { deps, db } = await testDeps({}, { dbPath: path }); // migrates to the newest version
+      expect(db.sqlite.query("SELECT * FROM auth_tokens ORDER BY rowid").all()).toEqual(rows);
+      expect((await authenticateToken(deps, live.token)).jti).toBe(live.jti);
+      expect(await codeOf(authenticateToken(deps, revokedOne.token))).toBe("TOKEN_REVOKED");
+      expect(db.sqlite.query("PRAGMA index_list(auth_tokens)").all()).toEqual([expect.objectContaining({ name: "auth_tokens_wallet_jti", unique: 1 })]);
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a token is found only under its own wallet, and revoke-all finds a wallet's rows by the index, not a scan", async () => {
+    const { deps, db } = await testDeps();
+    const a = await login(deps);
+    const b = await login(deps);
+    expect(await store.findToken(deps.db, b.walletAddress, a.jti)).toBeNull();
+    expect((await store.findToken(deps.db, a.walletAddress, a.jti))?.sessionId).toBe(a.sessionId);
+    expect(await store.revokeToken(deps.db, b.walletAddress, a.jti, deps.clock.now())).toBe(false); // not b's token
+    expect(await codeOf(authenticateToken(deps, a.token))).toBe("OK");
+    const plan = (sql: string) => (db.sqlite.query(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((r) => r.detail).join("; ");
+    expect(plan("SELECT * FROM auth_tokens WHERE wallet = 'w' AND jti = 'j'")).toContain("USING INDEX auth_tokens_wallet_jti (wallet=? AND jti=?)");
+    expect(plan("UPDATE auth_tokens SET revoked_at = 1 WHERE wallet = 'w' AND revoked_at IS NULL AND expires_at > 0")).toContain(
+      "USING INDEX auth_tokens_wallet_jti (wallet=?)",
+    );
   });
 });

@@ -81,7 +81,7 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
   const claims = await verifySessionJwt(deps.auth.jwtKeys, token, deps.clock.now());
   // The cutoff comes first: after revoke-all, every earlier token is revoked, listed or not.
   if (claims.iat * 1000 < (await store.findWalletCutoff(deps.db, claims.walletAddress))) throw revoked();
-  const row = await store.findToken(deps.db, claims.jti);
+  const row = await store.findToken(deps.db, claims.walletAddress, claims.jti);
   if (row === null || row.wallet !== claims.walletAddress || row.sessionId !== claims.sessionId) {
     throw new AppError("TOKEN_INVALID", "session token is invalid: not issued by this server");
   }
@@ -101,8 +101,8 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
  * A session known by its token's id (what an MCP session's binding keeps): the token store's checks —
  * row present, not revoked, not expired, not before the wallet's cutoff — without the JWT itself.
  */
-export async function authenticateTokenId(deps: Deps, jti: string): Promise<Omit<AuthenticatedSession, "token">> {
-  const row = await store.findToken(deps.db, jti);
+export async function authenticateTokenId(deps: Deps, walletAddress: string, jti: string): Promise<Omit<AuthenticatedSession, "token">> {
+  const row = await store.findToken(deps.db, walletAddress, jti);
   if (row === null) throw new AppError("TOKEN_INVALID", "the session's token is unknown; sign in again");
   if (row.revokedAt !== null || row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) throw revoked();
   if (row.expiresAt <= deps.clock.now()) throw new AppError("TOKEN_EXPIRED", "the session's token has expired; call session_restore or sign in again");
@@ -195,13 +195,13 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
 /** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */
 export async function revokeSessionToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
   const session = await authenticateToken(deps, token);
-  await store.revokeToken(deps.db, session.jti, deps.clock.now());
+  await store.revokeToken(deps.db, session.walletAddress, session.jti, deps.clock.now());
   return session;
 }
 
 /** wallet_disconnect of a session known by its token's id (an MCP binding): that token dies now. */
-export async function revokeTokenId(deps: Deps, jti: string): Promise<void> {
-  await store.revokeToken(deps.db, jti, deps.clock.now());
+export async function revokeTokenId(deps: Deps, walletAddress: string, jti: string): Promise<void> {
+  await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now());
 }
 
 /**
@@ -223,7 +223,7 @@ export type LinkedSession = { walletAddress: string; sessionId: string; jti: str
 export async function findLinkedSession(deps: Deps, client: ClientInfo): Promise<LinkedSession | null> {
   const link = await store.findFingerprintLink(deps.db, storedFingerprint(deps, client));
   if (link === null) return null;
-  const row = await store.findToken(deps.db, link.jti);
+  const row = await store.findToken(deps.db, link.wallet, link.jti);
   if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now()) return null;
   if (row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) return null;
   return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti };

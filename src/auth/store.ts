@@ -76,7 +76,8 @@ export function insertToken(db: Db, token: NewToken): Promise<boolean> {
 /** The SQL of insertToken, run inside a caller's write. */
 function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
   if (parentJti !== null) {
-    const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE jti = ?").get(parentJti) as {
+    // A refresh continues the parent's session, so the parent is a token of the same wallet.
+    const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE wallet = ? AND jti = ?").get(row.wallet, parentJti) as {
       revokedAt: number | null;
     } | null;
     if (parent === null || parent.revokedAt !== null) return false;
@@ -105,17 +106,18 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
 /** Tokens and cutoffs are read on every authenticated call: kept until the database next changes (Db.cache). */
 const TOKENS_KEPT = 10_000;
 
-export async function findToken(db: Db, jti: string): Promise<TokenRow | null> {
-  return db.cache<TokenRow | null>("auth_tokens.jti", TOKENS_KEPT).get(jti, () =>
+/** The token row of `wallet` with id `jti` (every caller knows both: see migration 14). */
+export async function findToken(db: Db, wallet: string, jti: string): Promise<TokenRow | null> {
+  return db.cache<TokenRow | null>("auth_tokens.wallet_jti", TOKENS_KEPT).get(`${wallet} ${jti}`, () =>
     db.read(() => {
       return (
         (db.sqlite
           .query(
             `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
                     session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
-             FROM auth_tokens WHERE jti = ?`,
+             FROM auth_tokens WHERE wallet = ? AND jti = ?`,
           )
-          .get(jti) as TokenRow | null) ?? null
+          .get(wallet, jti) as TokenRow | null) ?? null
       );
     }),
   );
@@ -133,10 +135,12 @@ export async function findWalletCutoff(db: Db, wallet: string): Promise<number> 
   );
 }
 
-/** Revokes one token and drops fingerprint links that point at it. True when it was live. */
-export function revokeToken(db: Db, jti: string, now: number): Promise<boolean> {
+/** Revokes one token of `wallet` and drops fingerprint links that point at it. True when it was live. */
+export function revokeToken(db: Db, wallet: string, jti: string, now: number): Promise<boolean> {
   return db.write(() => {
-    const changed = db.sqlite.query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ? AND revoked_at IS NULL").run(now, jti);
+    const changed = db.sqlite
+      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND jti = ? AND revoked_at IS NULL")
+      .run(now, wallet, jti);
     db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE jti = ?").run(jti);
     return changed.changes > 0;
   });
@@ -196,7 +200,8 @@ export function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHo
     const links = db.sqlite
       .query(
         `DELETE FROM fingerprint_wallet_links WHERE NOT EXISTS (
-           SELECT 1 FROM auth_tokens t WHERE t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
+           SELECT 1 FROM auth_tokens t
+           WHERE t.wallet = fingerprint_wallet_links.wallet AND t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
       )
       .run(now).changes;
     const cutoffs = db.sqlite.query("DELETE FROM auth_wallet_cutoffs WHERE tokens_valid_after < ?").run(cutoffHorizon).changes;

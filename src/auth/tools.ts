@@ -80,7 +80,7 @@ export const walletDisconnect = defineTool({
     const wallet = requireWallet(caller);
     // The header's token, or the bound one; revoking also drops the fingerprint link to it.
     if (wallet.token !== null) await revokeSessionToken(deps, wallet.token);
-    else await revokeTokenId(deps, wallet.jti);
+    else await revokeTokenId(deps, wallet.walletAddress, wallet.jti);
     await forgetClientLink(deps, client, wallet.walletAddress);
     await session.unbind();
     return { disconnected: true };

@@ -15,7 +15,7 @@ export async function resolveCaller(deps: Deps, bearer: string | null, binding: 
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: bearer, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: "token" };
     }
     if (binding !== null) {
-      const s = await authenticateTokenId(deps, binding.jti);
+      const s = await authenticateTokenId(deps, binding.walletAddress, binding.jti);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: null, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: binding.source };
     }
   } catch (err) {
