@@ -171,37 +171,44 @@ describe("purge", () => {
 });
 
 describe("token rows by (wallet, jti)", () => {
-  test("tokens recorded before migration 14 keep working after it: live ones authenticate, revoked ones stay revoked", async () => {
+  test("tokens and links recorded before migration 14 keep working after it: live ones authenticate, revoked ones stay revoked", async () => {
     const dir = tempDir();
     try {
-      // Two tokens issued by the current code, copied into a database still at version 13.
+      // Two tokens and a fingerprint link made by the current code, copied into a database still at version 13.
       const { deps: issuer, db: issued } = await testDeps();
-      const [live, revokedOne] = [await login(issuer), await login(issuer)];
+      const otherClient = { ip: "192.0.2.77", userAgent: "other-agent/2" };
+      const [live, revokedOne] = [await login(issuer, newWallet(), otherClient), await login(issuer)];
       await revokeSessionToken(issuer, revokedOne.token);
-      const rows = issued.sqlite.query("SELECT * FROM auth_tokens ORDER BY rowid").all() as Record<string, string | number | null>[];
+      const tokenColumns = "jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint, revoked_at";
+      const linkColumns = "fingerprint, wallet, session_id, jti, updated_at";
+      const rows = issued.sqlite.query(`SELECT ${tokenColumns} FROM auth_tokens ORDER BY rowid`).values();
+      const links = issued.sqlite.query(`SELECT ${linkColumns} FROM fingerprint_wallet_links`).values();
+      expect(links).toHaveLength(1);
       const path = join(dir, "v13.db");
       const old = new Database(path, { create: true, strict: true });
       migrate(old, 0, MIGRATIONS.filter((m) => m.version <= 13));
       expect(old.query("SELECT sql FROM sqlite_master WHERE name = 'auth_tokens'").get()).toEqual({ sql: expect.stringContaining("jti TEXT PRIMARY KEY") });
-      for (const r of rows) {
-        old
-          .query("INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-          .run(r.jti, r.session_id, r.wallet, r.issued_at, r.expires_at, r.session_started_at, r.fingerprint, r.revoked_at);
-      }
+      for (const r of rows) old.query(`INSERT INTO auth_tokens (${tokenColumns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`).run(...r);
+      for (const l of links) old.query(`INSERT INTO fingerprint_wallet_links (${linkColumns}) VALUES (?, ?, ?, ?, ?)`).run(...l);
       old.close();
 
       const { deps, db } = await testDeps({}, { dbPath: path }); // migrates to the newest version
-      expect(db.sqlite.query("SELECT * FROM auth_tokens ORDER BY rowid").all()).toEqual(rows);
+      expect(db.sqlite.query(`SELECT ${tokenColumns} FROM auth_tokens ORDER BY rowid`).values()).toEqual(rows);
+      expect(db.sqlite.query(`SELECT ${linkColumns} FROM fingerprint_wallet_links`).values()).toEqual(links);
       expect((await authenticateToken(deps, live.token)).jti).toBe(live.jti);
       expect(await codeOf(authenticateToken(deps, revokedOne.token))).toBe("TOKEN_REVOKED");
       expect(db.sqlite.query("PRAGMA index_list(auth_tokens)").all()).toEqual([expect.objectContaining({ name: "auth_tokens_wallet_jti", unique: 1 })]);
+      expect(await findLinkedSession(deps, otherClient)).toEqual({ walletAddress: live.walletAddress, sessionId: live.sessionId, jti: live.jti });
+      await revokeSessionToken(deps, live.token); // drops the link to it, found by (wallet, jti)
+      expect(await findLinkedSession(deps, otherClient)).toBeNull();
+      expect(db.sqlite.query("SELECT COUNT(*) AS n FROM fingerprint_wallet_links").get()).toEqual({ n: 0 });
       db.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  test("a token is found only under its own wallet, and revoke-all finds a wallet's rows by the index, not a scan", async () => {
+  test("a token is found only under its own wallet, and revoke-all finds a wallet's rows (and links) by the index, not a scan", async () => {
     const { deps, db } = await testDeps();
     const a = await login(deps);
     const b = await login(deps);
@@ -214,5 +221,8 @@ describe("token rows by (wallet, jti)", () => {
     expect(plan("UPDATE auth_tokens SET revoked_at = 1 WHERE wallet = 'w' AND revoked_at IS NULL AND expires_at > 0")).toContain(
       "USING INDEX auth_tokens_wallet_jti (wallet=?)",
     );
+    // The fingerprint links of a token (revoke, refresh) and of a wallet (revoke-all) likewise.
+    expect(plan("DELETE FROM fingerprint_wallet_links WHERE wallet = 'w' AND jti = 'j'")).toContain("USING INDEX fingerprint_wallet_links_wallet_jti (wallet=? AND jti=?)");
+    expect(plan("DELETE FROM fingerprint_wallet_links WHERE wallet = 'w'")).toContain("USING INDEX fingerprint_wallet_links_wallet_jti (wallet=?)");
   });
 });

@@ -98,7 +98,9 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
       .run(row.fingerprint, row.wallet, row.sessionId, row.jti, now);
   }
   if (parentJti !== null) {
-    db.sqlite.query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE jti = ?").run(row.jti, now, parentJti);
+    db.sqlite
+      .query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE wallet = ? AND jti = ?")
+      .run(row.jti, now, row.wallet, parentJti);
   }
   return true;
 }
@@ -141,7 +143,7 @@ export function revokeToken(db: Db, wallet: string, jti: string, now: number): P
     const changed = db.sqlite
       .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND jti = ? AND revoked_at IS NULL")
       .run(now, wallet, jti);
-    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE jti = ?").run(jti);
+    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ? AND jti = ?").run(wallet, jti);
     return changed.changes > 0;
   });
 }

@@ -12,7 +12,7 @@ import m0010 from "./migrations/0010_marketplace.sql" with { type: "text" };
 import m0011 from "./migrations/0011_marketplace_orders.sql" with { type: "text" };
 import m0012 from "./migrations/0012_webhook_retention.sql" with { type: "text" };
 import m0013 from "./migrations/0013_order_offers.sql" with { type: "text" };
-import m0014 from "./migrations/0014_auth_tokens_by_wallet.sql" with { type: "text" };
+import m0014 from "./migrations/0014_auth_by_wallet_jti.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -30,5 +30,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 11, name: "marketplace_orders", sql: m0011 },
   { version: 12, name: "webhook_retention", sql: m0012 },
   { version: 13, name: "order_offers", sql: m0013 },
-  { version: 14, name: "auth_tokens_by_wallet", sql: m0014 },
+  { version: 14, name: "auth_by_wallet_jti", sql: m0014 },
 ];

@@ -1,7 +1,8 @@
--- Token rows are found by (wallet, jti): every lookup has both (the JWT's walletAddress and jti, an MCP
--- binding's, a fingerprint link's), and /auth/revoke-all finds a wallet's rows by the same index's prefix.
--- One index keyed by a random value instead of two (jti, wallet): a sign-in's commit writes one random
--- index page fewer (about a third of its log frames).
+-- Token rows, and the fingerprint links that point at them, are found by (wallet, jti): every lookup has
+-- both (the JWT's walletAddress and jti, an MCP binding's, a fingerprint link's), and revoke-all finds a
+-- wallet's rows by the prefix of the same index. One index keyed by a random value per table instead of
+-- two (jti and wallet): a sign-in's commit writes one random index page fewer for the token, and one fewer
+-- for its fingerprint link.
 CREATE TABLE auth_tokens_by_wallet (
   jti TEXT NOT NULL,
   session_id TEXT NOT NULL,
@@ -17,3 +18,7 @@ INSERT INTO auth_tokens_by_wallet (jti, session_id, wallet, issued_at, expires_a
 DROP TABLE auth_tokens;
 ALTER TABLE auth_tokens_by_wallet RENAME TO auth_tokens;
 CREATE UNIQUE INDEX auth_tokens_wallet_jti ON auth_tokens (wallet, jti);
+
+DROP INDEX fingerprint_wallet_links_wallet;
+DROP INDEX fingerprint_wallet_links_jti;
+CREATE INDEX fingerprint_wallet_links_wallet_jti ON fingerprint_wallet_links (wallet, jti);
