@@ -1,4 +1,5 @@
 // The one error vocabulary (spec/README.md): AppError carries a catalogue code; the table maps it to HTTP.
+import { parseAmount } from "./lib/amounts.ts";
 
 export const ERROR_STATUS = {
   VALIDATION_ERROR: 400,
@@ -89,4 +90,14 @@ export function errorText(err: unknown): string {
 /** VALIDATION_ERROR for one field, worded `<field>: <problem>`. */
 export function invalidField(field: string, problem: string): AppError {
   return fieldError(field, `${field}: ${problem}`);
+}
+
+/**
+ * `value` as base units of a token with `decimals`, or VALIDATION_ERROR naming `field`: parseAmount refuses
+ * zero (unless `allowZero`), too many decimals and more than 2^63-1 (spec README "Amounts").
+ */
+export function amountField(value: unknown, decimals: number, field: string, options: { allowZero?: boolean } = {}): bigint {
+  const parsed = parseAmount(value, decimals, options);
+  if ("error" in parsed) throw invalidField(field, parsed.error);
+  return parsed.value;
 }

@@ -1,8 +1,8 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
-import { AppError, invalidField } from "../errors.ts";
-import { formatAmount, parseAmount } from "../lib/amounts.ts";
+import { AppError, amountField, invalidField } from "../errors.ts";
+import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
@@ -94,12 +94,10 @@ function checkText(value: string | undefined, field: string, max: number, requir
   return text;
 }
 
-/** USDC base units; parseAmount refuses zero, too many decimals and more than 2^63-1 (spec README). */
+/** USDC base units (amountField's rules), and required. */
 function checkPrice(value: string | number | undefined, field: string, usdc: TokenInfo): bigint {
   if (value === undefined) throw invalidField(field, "required");
-  const parsed = parseAmount(value, usdc.decimals);
-  if ("error" in parsed) throw invalidField(field, parsed.error);
-  return parsed.value;
+  return amountField(value, usdc.decimals, field);
 }
 
 /** Trimmed, non-empty, deduplicated ignoring case (the first spelling is kept); and their lower-cased keys. */

@@ -1,8 +1,8 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, invalidField } from "../errors.ts";
-import { formatAmount, parseAmount } from "../lib/amounts.ts";
+import { AppError, amountField, invalidField } from "../errors.ts";
+import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { isAddress } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
@@ -137,12 +137,6 @@ function checkPayTo(payTo: string): string {
   return payTo;
 }
 
-/** Base units of `token`; parseAmount refuses zero, too many decimals and more than 2^63-1 (spec README). */
-function checkPrice(price: string | number, token: TokenInfo): bigint {
-  const parsed = parseAmount(price, token.decimals);
-  if ("error" in parsed) throw invalidField("price", parsed.error);
-  return parsed.value;
-}
 
 export async function createProduct(deps: Deps, owner: string, input: ProductInput): Promise<Product> {
   if (input.type !== "feature_unlock" && input.type !== "access") throw invalidField("type", "feature_unlock or access");
@@ -158,7 +152,7 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
     title: checkText(input.title ?? "", "title", true),
     description: checkText(input.description ?? "", "description", false),
     type: input.type,
-    price: checkPrice(input.price, token),
+    price: amountField(input.price, token.decimals, "price"),
     token: token.key,
     featureIds,
     payTo: checkPayTo(input.payTo ?? owner),
@@ -218,7 +212,7 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     ...row,
     title: patch.title === undefined ? row.title : checkText(patch.title, "title", true),
     description: patch.description === undefined ? row.description : checkText(patch.description, "description", false),
-    price: patch.price === undefined && patch.currency === undefined ? row.price : checkPrice(patch.price ?? formatAmount(row.price, token.decimals), token),
+    price: patch.price === undefined && patch.currency === undefined ? row.price : amountField(patch.price ?? formatAmount(row.price, token.decimals), token.decimals, "price"),
     token: token.key,
     featureIds,
     payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo),

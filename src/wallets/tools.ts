@@ -4,8 +4,8 @@ import { z } from "zod";
 import { issueChallenge } from "../auth/challenge.ts";
 import { signIn } from "../auth/sign-in.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError, invalidField } from "../errors.ts";
-import { amountToNumber, formatAmount, parseAmount } from "../lib/amounts.ts";
+import { AppError, amountField, fieldError } from "../errors.ts";
+import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import type { LedgerTransaction, ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
@@ -30,11 +30,6 @@ async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
   return token;
 }
 
-function baseUnits(value: unknown, token: TokenInfo, field = "amount", allowZero = false): bigint {
-  const parsed = parseAmount(value, token.decimals, { allowZero });
-  if ("error" in parsed) throw invalidField(field, parsed.error);
-  return parsed.value;
-}
 
 /** Balances as JSON numbers in whole tokens (spec/README.md: balances are numbers). */
 async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<string, number>> {
@@ -74,8 +69,8 @@ export const walletCreate = defineTool({
   run: async ({ deps, session, client }, input) => {
     const network = deps.config.network;
     const [sol, usdc] = await Promise.all([tokenInfo(deps, "sol"), tokenInfo(deps, "usdc")]);
-    const airdropSol = baseUnits(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol, "airdropSol", true);
-    const airdropUsdc = baseUnits(input.airdropUsdc ?? 0, usdc, "airdropUsdc", true);
+    const airdropSol = amountField(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol.decimals, "airdropSol", { allowZero: true });
+    const airdropUsdc = amountField(input.airdropUsdc ?? 0, usdc.decimals, "airdropUsdc", { allowZero: true });
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
     if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
@@ -145,7 +140,7 @@ export const walletTransfer = defineTool({
   run: async ({ deps, caller }, input) => {
     const wallet = requireWallet(caller);
     const token = await tokenInfo(deps, input.token);
-    const value = baseUnits(input.amount, token);
+    const value = amountField(input.amount, token.decimals, "amount");
     const outcome = await transferFromWallet(deps, { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo });
     if (outcome.kind === "unsigned") {
       return {
@@ -255,7 +250,7 @@ export const paymentCreate = defineTool({
     let amountBaseUnits: bigint | undefined;
     if (input.amount !== undefined) {
       if (input.token === undefined) throw fieldError("token", "amount needs token (its decimals)");
-      amountBaseUnits = baseUnits(input.amount, await tokenInfo(deps, input.token));
+      amountBaseUnits = amountField(input.amount, (await tokenInfo(deps, input.token)).decimals, "amount");
     }
     const { amount: _, ...rest } = input;
     return { ...(await createPayment(deps, wallet.walletAddress, { ...rest, amount: amountBaseUnits })) };

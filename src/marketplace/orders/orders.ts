@@ -2,7 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
-import { AppError, invalidField } from "../../errors.ts";
+import { AppError, amountField, invalidField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
@@ -134,8 +134,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
   if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalidField("serviceId", "not a service of this agent");
   const description = checkText(input.description, "description", MAX_TEXT, true)!;
   const usdc = await usdcToken(deps);
-  const parsed = parseAmount(input.price, usdc.decimals);
-  if ("error" in parsed) throw invalidField("price", parsed.error);
+  const price = amountField(input.price, usdc.decimals, "price");
   if (!Number.isInteger(input.deliveryTime) || input.deliveryTime < 1 || input.deliveryTime > MAX_DELIVERY_MIN) {
     throw invalidField("deliveryTime", `whole minutes from 1 to ${MAX_DELIVERY_MIN}`);
   }
@@ -148,8 +147,8 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     providerWallet: parties.providerWallet,
     serviceId: input.serviceId ?? null,
     description,
-    price: formatAmount(parsed.value, usdc.decimals),
-    amount: parsed.value,
+    price: formatAmount(price, usdc.decimals),
+    amount: price,
     token: "usdc",
     deliveryTimeMin: input.deliveryTime,
     status: "proposed",
