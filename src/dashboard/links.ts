@@ -10,10 +10,11 @@ import { ed25519Sign } from "../lib/ed25519-sign.ts";
 import { decodeBase58, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newSecretBase58 } from "../lib/ids.ts";
+import { DAY_MS } from "../lib/clock.ts";
 import * as store from "./store.ts";
 
 export const LINK_TTL_MS = 10 * 60_000;
-const PURGE_AFTER_MS = 86_400_000;
+const PURGE_AFTER_MS = DAY_MS;
 const CODE_BYTES = 32;
 const CODE_MAX_CHARS = 44; // base58 of 32 bytes never needs more; bounds the quadratic decoder
 

@@ -2,7 +2,7 @@
 import type { Deps } from "../deps.ts";
 import { AppError, invalidField } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
-import { toIso } from "../lib/clock.ts";
+import { DAY_MS, toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { formatWebhookSecret, WEBHOOK_SECRET_BYTES } from "./signing.ts";
 import * as store from "./store.ts";
@@ -22,7 +22,7 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const MAX_URL_LENGTH = 2048;
 export const MAX_ENDPOINTS_PER_OWNER = 20;
 /** After a rotation the old secret keeps signing alongside the new one this long. */
-export const PREVIOUS_SECRET_TTL_MS = 24 * 60 * 60 * 1000;
+export const PREVIOUS_SECRET_TTL_MS = DAY_MS;
 
 export type WebhookEndpoint = { endpointId: string; url: string; events: WebhookEventType[]; enabled: boolean; createdAt: string };
 

@@ -10,7 +10,7 @@ import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { openDatabase, type Db } from "../db/open.ts";
 import { createDeps, type Deps } from "../deps.ts";
-import { manualClock } from "../lib/clock.ts";
+import { DAY_MS, manualClock } from "../lib/clock.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -575,7 +575,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, gone))[0]).toMatchObject({ status: "failed" });
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
-    clock.advance(30 * 86_400_000 - 1); // not yet past the retention
+    clock.advance(30 * DAY_MS - 1); // not yet past the retention
     expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
     clock.advance(2);
     const newEvent = await enqueue(db, clock, owner);
@@ -596,7 +596,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     const { deps, db, clock } = await setup();
     const { owner, ep } = await queuedForOneEndpoint(deps, db, clock);
     expect(await worker(deps).runOnce()).toBe(1);
-    clock.advance(3650 * 86_400_000);
+    clock.advance(3650 * DAY_MS);
     expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
     expect(await deliveriesOf(deps, owner, ep.endpointId)).toHaveLength(1);
   });

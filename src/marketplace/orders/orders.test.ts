@@ -225,7 +225,6 @@ describe("timers", () => {
     clock.advance(OFFER_LANDING_MS);
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, c.order.orderId, c.address)).toBe("paid");
-
   });
 
   test("a transfer to the escrow that is not the offer does not pay the order; while the ledger cannot be read nothing expires", async () => {
