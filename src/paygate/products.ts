@@ -137,7 +137,6 @@ function checkPayTo(payTo: string): string {
   return payTo;
 }
 
-
 export async function createProduct(deps: Deps, owner: string, input: ProductInput): Promise<Product> {
   if (input.type !== "feature_unlock" && input.type !== "access") throw invalidField("type", "feature_unlock or access");
   if (input.price === undefined) throw invalidField("price", "required");

@@ -30,7 +30,6 @@ async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
   return token;
 }
 
-
 /** Balances as JSON numbers in whole tokens (spec/README.md: balances are numbers). */
 async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<string, number>> {
   const tokens = await deps.ledger.tokens();
