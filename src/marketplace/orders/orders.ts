@@ -4,7 +4,7 @@
 import type { Deps } from "../../deps.ts";
 import { AppError, amountField, invalidField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
-import { toIso } from "../../lib/clock.ts";
+import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
@@ -15,8 +15,8 @@ import { usdcToken } from "../agents.ts";
 import type { AgentEventType } from "../events.ts";
 import * as store from "./store.ts";
 
-export const PROPOSAL_TTL_MS = 24 * 3600_000;
-export const AUTO_RELEASE_MS = 72 * 3600_000;
+export const PROPOSAL_TTL_MS = DAY_MS;
+export const AUTO_RELEASE_MS = 3 * DAY_MS;
 const MAX_DELIVERY_MIN = 365 * 24 * 60;
 /**
  * How long after an offer to a connected consumer (an unsigned escrow transfer) its transaction may still
