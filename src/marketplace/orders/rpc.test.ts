@@ -151,6 +151,7 @@ describe("orders on an RPC network", () => {
     await expect(m.accept(m.deps, orderId)).rejects.toMatchObject({ code: "INSUFFICIENT_FUNDS" });
     expect(await m.status(orderId)).toBe("proposed");
   }, 30_000);
+
   test("a connected consumer's escrow transfer sent through its own RPC and never presented pays the order before it expires", async () => {
     const m = await setup();
     const { wallet, keypair } = newBuyer();
