@@ -196,7 +196,7 @@ export function dashboardApiRoutes(deps: Deps) {
       .get("/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request).walletAddress, query), {
         query: TokenListQuery,
         detail: { summary: "The owner's feature access tokens, newest first (as /public/feature/tokens)" },
-        response: { 400: ErrorBody },
+        response: { 400: ErrorBody, 404: ErrorBody },
       })
       .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
         body: t.Object({ accessToken: t.String({ maxLength: 100 }) }),
@@ -208,8 +208,8 @@ export function dashboardApiRoutes(deps: Deps) {
           limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000, description: "1 to 1000, default 100" })),
           offset: t.Optional(t.Numeric({ minimum: 0 })),
         }),
-        detail: { summary: "The owner's purchases, newest first" },
-        response: { 400: ErrorBody },
+        detail: { summary: "The owner's purchases, newest first; a productId that is not one of the owner's products is 404" },
+        response: { 400: ErrorBody, 404: ErrorBody },
       })
       .get("/stats", ({ request, query }) => ownerStatsWithDaily(deps, ownerOf(request).walletAddress, query.days), {
         query: t.Object({ days: t.Optional(t.Numeric({ minimum: 1, maximum: 365, description: "UTC days back, today included; default 30" })) }),

@@ -112,6 +112,7 @@ export async function listPurchases(
   query: { productId?: string | undefined; limit?: number | undefined; offset?: number | undefined },
 ): Promise<{ purchases: PurchaseView[]; total: number }> {
   const page = requirePage(query.limit, query.offset, PURCHASE_LIST_LIMIT);
+  if (query.productId !== undefined) await ownedProductKind(deps, owner, query.productId); // as listFeatureTokens
   const { rows, total } = await store.listPurchases(deps.db, owner, { productId: query.productId, ...page });
   return { purchases: await Promise.all(rows.map((row) => purchaseView(deps, row))), total };
 }

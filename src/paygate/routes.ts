@@ -109,8 +109,8 @@ export function publicRoutes(deps: Deps) {
       })
       .get("/feature/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request), query), {
         query: TokenListQuery,
-        detail: { summary: "The owner's feature access tokens, newest first" },
-        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+        detail: { summary: "The owner's feature access tokens, newest first; a productId that is not one of the owner's products is 404" },
+        response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
       })
       .post("/feature/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request), body.accessToken, set), {
         parse: "text",

@@ -8,6 +8,7 @@ import { isAddress } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newSecretBase58 } from "../lib/ids.ts";
 import { recordRevocationEvent } from "./events.ts";
+import { ownedProductKind } from "./products.ts";
 import { clusterName } from "../ledger/ledger.ts";
 import * as store from "./store.ts";
 
@@ -120,6 +121,8 @@ export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQ
   if (query.walletAddress !== undefined && !isAddress(query.walletAddress)) {
     throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   }
+  // A product filter names one of the owner's products: another owner's id is 404, as everywhere.
+  if (query.productId !== undefined) await ownedProductKind(deps, owner, query.productId);
   const now = deps.clock.now();
   const { rows, total } = await store.listFeatureTokens(deps.db, owner, { productId: query.productId, wallet: query.walletAddress, status: query.status, ...page }, now);
   return { tokens: rows.map((row) => record(deps, row, now)), total, ...page };
