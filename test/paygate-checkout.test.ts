@@ -4,7 +4,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
 import { base58 } from "@scure/base";
+import { createHash } from "node:crypto";
 import { newBuyer, paymentVariant, signCheckout, signatureOf } from "./helpers/checkout.ts";
+import { columnsHolding } from "./helpers/db-scan.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
@@ -150,12 +152,24 @@ describe("a purchase through /pay/:id/submit (feature unlock)", () => {
     expect((await dash(`/tokens?walletAddress=${alice.address}`, ownerA.token)).body).toEqual(listed.body);
     expect((await pub("/feature/tokens?status=revoked", ownerA.key)).body).toMatchObject({ tokens: [], total: 0 });
     expect((await pub("/feature/tokens", ownerB.key)).body).toMatchObject({ tokens: [], total: 0 });
+    // Another owner's product, or none, named as a filter is 404 like any other of its ids.
+    for (const productId of [feature, "prod_nope"]) {
+      expect(await pub(`/feature/tokens?productId=${productId}`, ownerB.key)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+      expect(await dash(`/tokens?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+      expect(await dash(`/purchases?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    }
     for (const query of ["limit=0", "limit=1001", "offset=-1", "status=gone", "walletAddress=nope"]) {
       expect((await pub(`/feature/tokens?${query}`, ownerA.key)).status).toBe(400);
     }
     const purchases = await dash(`/purchases?productId=${feature}`, ownerA.token);
     expect(purchases.body).toMatchObject({ total: 1, purchases: [{ txHash, walletAddress: alice.address, amount: "2.5", currency: "USDC", network: "localnet" }] });
     expect((await dash("/purchases", ownerB.token)).body).toEqual({ purchases: [], total: 0 });
+  });
+
+  test("the token is stored encrypted and found by its SHA-256: never in clear in any column", async () => {
+    const database = `${server.dataDir}/walletgate.db`;
+    expect(columnsHolding(database, accessToken)).toEqual([]);
+    expect(columnsHolding(database, createHash("sha256").update(accessToken).digest("hex"))).toEqual(["feature_tokens.token_hash"]);
   });
 
   test("revoke: another owner's is 404; the owner's is permanent and ends access", async () => {

@@ -4,6 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { encodeBase58 } from "../lib/encoding.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import * as webhooksStore from "../webhooks/store.ts";
+import { eventBody } from "../webhooks/outbox.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import type { Deps } from "../deps.ts";
@@ -30,8 +31,8 @@ async function setup() {
 /** The outbox events of the agent, oldest first, with their bodies parsed. */
 async function agentEvents(deps: Deps, agentId: string) {
   const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", agentId, 100, 0);
-  const events = await Promise.all(rows.reverse().map((d) => webhooksStore.findEvent(deps.db, d.eventId)));
-  return events.map((e) => ({ id: e!.id, type: e!.type, body: JSON.parse(e!.payload) as Record<string, unknown> }));
+  const events = await Promise.all(rows.reverse().map(async (d) => ({ row: await webhooksStore.findEvent(deps.db, d.eventId), body: await eventBody(deps, d.eventId) })));
+  return events.map((e) => ({ id: e.row!.id, type: e.row!.type, body: JSON.parse(e.body!) as Record<string, unknown> }));
 }
 
 describe("start and send", () => {

@@ -31,5 +31,5 @@ export function enqueueAgentEventInWrite(
   options: { eventId?: string } = {},
 ): string {
   const event = { targetKind: "agent" as const, targetId: agentId, type, payload, ...(options.eventId === undefined ? {} : { id: options.eventId }) };
-  return enqueueEventInWrite(deps.db, event, deps.clock.now(), deps.random);
+  return enqueueEventInWrite(deps, event);
 }

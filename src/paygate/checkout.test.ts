@@ -16,6 +16,7 @@ import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatche
 import { archiveProduct, createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
+import { eventBody } from "../webhooks/outbox.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -151,12 +152,12 @@ describe("checkout", () => {
     expect((await listFeatureTokens(deps, owner, {})).total).toBe(1);
     // The outbox events were written with the purchase, once: payment.completed and feature.unlocked.
     const events = deps.db.sqlite
-      .query("SELECT type, payload FROM outbox_events WHERE target_id = ? AND type IN ('payment.completed', 'feature.unlocked') ORDER BY type")
-      .all(owner) as { type: string; payload: string }[];
+      .query("SELECT id, type FROM outbox_events WHERE target_id = ? AND type IN ('payment.completed', 'feature.unlocked') ORDER BY type")
+      .all(owner) as { id: string; type: string }[];
     expect(events.map((e) => e.type)).toEqual(["feature.unlocked", "payment.completed"]);
-    const completedEvent = JSON.parse(events[1]!.payload);
+    const completedEvent = JSON.parse((await eventBody(deps, events[1]!.id))!);
     expect(completedEvent).toMatchObject({ type: "payment.completed", productId, walletAddress: wallet, txHash: paid.txHash, network: "localnet" });
-    expect(JSON.parse(events[0]!.payload)).toMatchObject({ type: "feature.unlocked", accessToken: results[0]!.status === "completed" ? results[0]!.accessToken : "" });
+    expect(JSON.parse((await eventBody(deps, events[0]!.id))!)).toMatchObject({ type: "feature.unlocked", accessToken: results[0]!.status === "completed" ? results[0]!.accessToken : "" });
 
     const open = await startCheckout(deps, productId, wallet);
     await archiveProduct(deps, owner, productId);

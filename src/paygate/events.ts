@@ -41,36 +41,25 @@ export type RevocationFacts = {
  * it: `payment.completed` and, for a feature unlock, `feature.unlocked` commit or roll back with it.
  */
 export function recordPaymentEvents(deps: Deps, facts: PaymentFacts): void {
-  const now = deps.clock.now();
   const common = { productId: facts.productId, productTitle: facts.productTitle, walletAddress: facts.walletAddress, txHash: facts.txHash };
-  enqueueEventInWrite(
-    deps.db,
-    {
+  enqueueEventInWrite(deps, {
+    targetKind: "owner",
+    targetId: facts.owner,
+    type: "payment.completed",
+    payload: { ...common, amount: facts.amount, currency: facts.currency, timestamp: facts.timestamp, network: facts.network },
+  });
+  if (facts.feature !== null) {
+    enqueueEventInWrite(deps, {
       targetKind: "owner",
       targetId: facts.owner,
-      type: "payment.completed",
-      payload: { ...common, amount: facts.amount, currency: facts.currency, timestamp: facts.timestamp, network: facts.network },
-    },
-    now,
-    deps.random,
-  );
-  if (facts.feature !== null) {
-    enqueueEventInWrite(
-      deps.db,
-      {
-        targetKind: "owner",
-        targetId: facts.owner,
-        type: "feature.unlocked",
-        payload: { ...common, accessToken: facts.feature.accessToken, featureIds: facts.feature.featureIds, timestamp: facts.timestamp, network: facts.network },
-      },
-      now,
-      deps.random,
-    );
+      type: "feature.unlocked",
+      payload: { ...common, accessToken: facts.feature.accessToken, featureIds: facts.feature.featureIds, timestamp: facts.timestamp, network: facts.network },
+    });
   }
 }
 
 /** Called SYNCHRONOUSLY inside the write of the revocation that took effect (never a repeated one). */
 export function recordRevocationEvent(deps: Deps, facts: RevocationFacts): void {
   const { owner, ...payload } = facts;
-  enqueueEventInWrite(deps.db, { targetKind: "owner", targetId: owner, type: "feature.revoked", payload }, deps.clock.now(), deps.random);
+  enqueueEventInWrite(deps, { targetKind: "owner", targetId: owner, type: "feature.revoked", payload });
 }

@@ -70,7 +70,7 @@ function productEvent(deps: Deps, type: ProductEvent, owner: string, view: Produ
       timestamp: view.updatedAt,
       network: view.network,
     };
-    enqueueEventInWrite(deps.db, { targetKind: "owner", targetId: owner, type, payload }, deps.clock.now(), deps.random);
+    enqueueEventInWrite(deps, { targetKind: "owner", targetId: owner, type, payload });
   };
 }
 

@@ -20,6 +20,7 @@ import { createEndpoint, rotateEndpointSecret, updateEndpoint, deleteEndpoint, g
 import {
   createDeliveryWorker,
   enqueueEventInWrite,
+  eventBody,
   listDeliveries,
   listDeliveryAttempts,
   resendDelivery,
@@ -100,8 +101,8 @@ function worker(deps: Deps, options: Partial<Parameters<typeof createDeliveryWor
   return w;
 }
 
-function enqueue(db: Db, clock: Clock, owner: string, type = "payment.completed", payload: Record<string, unknown> = { productId: "prod_1", amount: "9.99", network: "localnet" }): Promise<string> {
-  return db.write(() => enqueueEventInWrite(db, { targetKind: "owner", targetId: owner, type, payload }, clock.now()));
+function enqueue(deps: Deps, owner: string, type = "payment.completed", payload: Record<string, unknown> = { productId: "prod_1", amount: "9.99", network: "localnet" }): Promise<string> {
+  return deps.db.write(() => enqueueEventInWrite(deps, { targetKind: "owner", targetId: owner, type, payload }));
 }
 
 /** An owner with one endpoint (a receiver answering 200) subscribed to payment.completed, and one such event queued. */
@@ -109,7 +110,7 @@ async function queuedForOneEndpoint(deps: Deps, db: Db, clock: Clock) {
   const owner = wallet();
   const rx = startReceiver(clock, () => []);
   const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-  await enqueue(db, clock, owner);
+  await enqueue(deps, owner);
   return { owner, rx, ep };
 }
 
@@ -125,14 +126,14 @@ describe("delivery", () => {
     const rx = startReceiver(clock, () => [secret]);
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     secret = ep.secret;
-    const eventId = await enqueue(db, clock, owner);
+    const eventId = await enqueue(deps, owner);
 
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received).toHaveLength(1);
     const r = rx.received[0]!;
     expect(r).toMatchObject({ path: "/hook", id: eventId, timestamp: Math.floor(clock.now() / 1000), contentType: "application/json", verified: [true] });
     expect(JSON.parse(r.body)).toEqual({ id: eventId, type: "payment.completed", productId: "prod_1", amount: "9.99", network: "localnet" });
-    expect(r.body).toBe((await store.findEvent(db, eventId))!.payload);
+    expect(r.body).toBe((await eventBody(deps, eventId))!);
 
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     expect(d).toEqual({
@@ -162,7 +163,7 @@ describe("delivery", () => {
     const stranger = wallet();
     await createEndpoint(deps, stranger, { url: rx.url("/stranger"), events: ["payment.completed"] });
 
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     await worker(deps).runOnce();
     expect(rx.received.map((r) => r.path)).toEqual(["/paid"]);
     expect(await deliveriesOf(deps, owner, products.endpointId)).toEqual([]);
@@ -177,7 +178,7 @@ describe("delivery", () => {
     const rx = startReceiver(clock, () => [secret], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     secret = ep.secret;
-    const eventId = await enqueue(db, clock, owner);
+    const eventId = await enqueue(deps, owner);
     const w = worker(deps);
 
     expect(await w.runOnce()).toBe(1);
@@ -206,7 +207,7 @@ describe("delivery", () => {
     const rx = startReceiver(clock, () => [secret], () => new Response("unavailable", { status: 503 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     secret = ep.secret;
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     const w = worker(deps);
     const start = clock.now();
 
@@ -238,14 +239,14 @@ describe("delivery", () => {
     const owner = wallet();
     const rx = startReceiver(clock, () => [], () => new Response("gone", { status: 410 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     const w = worker(deps);
     expect(await w.runOnce()).toBe(1);
     expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "failed", attempts: 1, lastStatusCode: 410 });
     expect((await getEndpoint(deps, owner, ep.endpointId)).enabled).toBe(false);
     expect(deps.metrics.registry.render()).toContain('walletgate_webhook_attempts_total{result="gone"} 1\n');
 
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     clock.advance(24 * 3600e3);
     expect(await w.runOnce()).toBe(0);
     expect(rx.received).toHaveLength(1);
@@ -258,7 +259,7 @@ describe("delivery", () => {
     const rx = startReceiver(clock, () => []);
     const disabled = await createEndpoint(deps, owner, { url: rx.url("/disabled"), events: ["payment.completed"] });
     const deleted = await createEndpoint(deps, owner, { url: rx.url("/deleted"), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     await updateEndpoint(deps, owner, disabled.endpointId, { enabled: false });
     await deleteEndpoint(deps, owner, deleted.endpointId);
 
@@ -274,7 +275,7 @@ describe("delivery", () => {
     let secrets: string[] = [];
     const rx = startReceiver(clock, () => secrets, (n) => new Response(null, { status: n === 1 ? 500 : 204 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url("/old"), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     const w = worker(deps);
     await w.runOnce();
     await updateEndpoint(deps, owner, ep.endpointId, { url: rx.url("/new") });
@@ -293,7 +294,7 @@ describe("delivery", () => {
     const owner = wallet();
     const rx = startReceiver(clock, () => [], () => new Response("é".repeat(5000), { status: 500 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     await worker(deps).runOnce();
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     const [a] = (await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts;
@@ -306,7 +307,7 @@ describe("delivery", () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
     const ep = await createEndpoint(deps, owner, { url: "http://127.0.0.1:1/hook", events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     await worker(deps).runOnce();
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     expect(d).toMatchObject({ status: "pending", attempts: 1, lastStatusCode: null });
@@ -321,6 +322,51 @@ describe("delivery", () => {
     expect(rx.received).toEqual([]);
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     expect((await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/^private_address: /) });
+  });
+});
+
+describe("sealed event bodies", () => {
+  test("a body is stored sealed, never with its secrets in clear, and sent as the JSON it seals", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    let secret = "";
+    const rx = startReceiver(clock, () => [secret]);
+    secret = (await createEndpoint(deps, owner, { url: rx.url(), events: ["feature.unlocked"] })).secret;
+    const eventId = await enqueue(deps, owner, "feature.unlocked", { accessToken: "ft_secret_of_the_buyer" });
+    const stored = (await store.findEvent(db, eventId))!.payload;
+    expect(stored).toStartWith("sealed:v1:");
+    expect(stored).not.toContain("ft_secret_of_the_buyer");
+    expect(await worker(deps).runOnce()).toBe(1);
+    expect(rx.received[0]!.verified).toEqual([true]);
+    expect(JSON.parse(rx.received[0]!.body)).toEqual({ id: eventId, type: "feature.unlocked", accessToken: "ft_secret_of_the_buyer" });
+    expect(rx.received[0]!.body).toBe((await eventBody(deps, eventId))!);
+  });
+
+  test("a body an earlier version stored in clear is still sent, and the purge seals it", async () => {
+    const { deps, db, clock } = await setup();
+    const { owner, rx, ep } = await queuedForOneEndpoint(deps, db, clock);
+    const { eventId } = (await deliveriesOf(deps, owner, ep.endpointId))[0]!;
+    const clear = JSON.stringify({ id: eventId, type: "payment.completed", amount: "9.99" });
+    await db.write(() => store.setEventPayloadInWrite(db, eventId, clear));
+    expect(await worker(deps).runOnce()).toBe(1);
+    expect(rx.received.map((r) => r.body)).toEqual([clear]);
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1 });
+    expect((await store.findEvent(db, eventId))!.payload).toStartWith("sealed:v1:");
+    expect(await eventBody(deps, eventId)).toBe(clear);
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
+  });
+
+  test("a body that does not open (another key, altered bytes) is a failed attempt, and nothing is sent", async () => {
+    const { deps, db, clock } = await setup();
+    const { owner, rx, ep } = await queuedForOneEndpoint(deps, db, clock);
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    const stored = (await store.findEvent(db, d!.eventId))!.payload;
+    const altered = stored.slice(0, -4) + (stored.endsWith("AAA=") ? "BBB=" : "AAA=");
+    await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, altered));
+    expect(await eventBody(deps, d!.eventId)).toBeNull();
+    expect(await worker(deps).runOnce()).toBe(1);
+    expect(rx.received).toEqual([]);
+    expect((await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts[0]).toMatchObject({ statusCode: null, error: "event body cannot be decrypted" });
   });
 });
 
@@ -349,7 +395,7 @@ describe("test events and resend", () => {
     const rx = startReceiver(clock, () => [secret]);
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     secret = ep.secret;
-    const eventId = await enqueue(db, clock, owner);
+    const eventId = await enqueue(deps, owner);
     const w = worker(deps);
     await w.runOnce();
     const [first] = await deliveriesOf(deps, owner, ep.endpointId);
@@ -390,7 +436,7 @@ describe("leases", () => {
     });
     await createEndpoint(deps, owner, { url: rx.url("/a"), events: ["payment.completed"] });
     await createEndpoint(deps, owner, { url: rx.url("/b"), events: ["payment.completed"] });
-    const events = await Promise.all(Array.from({ length: 30 }, () => enqueue(db, clock, owner)));
+    const events = await Promise.all(Array.from({ length: 30 }, () => enqueue(deps, owner)));
     const w1 = worker(deps, { batchSize: 7 });
     const w2 = worker(deps, { batchSize: 7 });
     let handled = 0;
@@ -412,7 +458,7 @@ describe("leases", () => {
     const owner = wallet();
     const rx = startReceiver(clock, () => []);
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     // The dead worker: it claimed, then never sent nor recorded.
     const claimed = await store.claimDueDeliveries(db, { now: clock.now(), leaseUntil: clock.now() + 75_000, token: "claim_dead", limit: 10, kinds: ["owner_endpoint"] });
     expect(claimed).toHaveLength(1);
@@ -442,7 +488,7 @@ describe("leases", () => {
       return new Response("late");
     });
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
     const w = createDeliveryWorker(deps, { allowPrivate: true, pollIntervalMs: 10 });
     w.start();
     for (let i = 0; i < 200 && rx.received.length === 0; i++) await Bun.sleep(5);
@@ -465,8 +511,8 @@ describe("the started loop", () => {
     const w = worker(deps, { pollIntervalMs: 10 });
     w.start();
     w.start(); // a second start is a no-op
-    await enqueue(db, clock, owner);
-    await enqueue(db, clock, owner);
+    await enqueue(deps, owner);
+    await enqueue(deps, owner);
     for (let i = 0; i < 200 && rx.received.length < 2; i++) await Bun.sleep(5);
     await w.stop();
     expect(rx.received).toHaveLength(2);
@@ -481,7 +527,7 @@ describe("agent targets (marketplace notifications)", () => {
       n === 1 ? Response.json({ reply: "hello from the agent" }) : new Response(null, { status: 410 }),
     );
     const enqueueAgent = (type: string) =>
-      db.write(() => enqueueEventInWrite(db, { targetKind: "agent", targetId: "agt_1", type, payload: { conversationId: "conv_1" } }, clock.now()));
+      db.write(() => enqueueEventInWrite(deps, { targetKind: "agent", targetId: "agt_1", type, payload: { conversationId: "conv_1" } }));
     const eventId = await enqueueAgent("conversation.started");
     expect(await worker(deps).runOnce()).toBe(0);
 
@@ -536,14 +582,14 @@ describe("durability", () => {
     const ep = await createEndpoint(first.deps, owner, { url: rx.url(), events: ["payment.completed", "feature.unlocked"] });
     secret = ep.secret;
     // The event commits with the change that caused it — and a rolled-back change leaves no event.
-    const committed = await first.db.write(() => enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "payment.completed", payload: { amount: "1" } }, clock.now()));
+    const committed = await first.db.write(() => enqueueEventInWrite(first.deps, { targetKind: "owner", targetId: owner, type: "payment.completed", payload: { amount: "1" } }));
     const failed = first.db.write(() => {
-      enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: {} }, clock.now());
+      enqueueEventInWrite(first.deps, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: {} });
       throw new Error("the purchase failed");
     });
     expect(await failed.catch((err: Error) => err.message)).toBe("the purchase failed");
     // A worker that claimed the second event and died with the process.
-    const inFlight = await first.db.write(() => enqueueEventInWrite(first.db, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: { accessToken: "ft_x" } }, clock.now()));
+    const inFlight = await first.db.write(() => enqueueEventInWrite(first.deps, { targetKind: "owner", targetId: owner, type: "feature.unlocked", payload: { accessToken: "ft_x" } }));
     await store.claimDueDeliveries(first.db, { now: clock.now(), leaseUntil: clock.now() + 75_000, token: "claim_dead", limit: 1, kinds: ["owner_endpoint"] });
     first.db.close();
 
@@ -566,8 +612,8 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     const rx = startReceiver(clock, () => [], (_n, r) => new Response(r.path, { status: r.path === "/ok" ? 200 : r.path === "/gone" ? 410 : 500 }));
     const endpoints = await Promise.all(["/ok", "/gone", "/down"].map((path) => createEndpoint(deps, owner, { url: rx.url(path), events: ["payment.completed"] })));
     const [ok, gone, down] = endpoints.map((e) => e.endpointId) as [string, string, string];
-    const oldEvent = await enqueue(db, clock, owner);
-    const nobodysEvent = await enqueue(db, clock, wallet()); // an owner without endpoints: no delivery at all
+    const oldEvent = await enqueue(deps, owner);
+    const nobodysEvent = await enqueue(deps, wallet()); // an owner without endpoints: no delivery at all
     const w = worker(deps);
     expect(await w.runOnce()).toBe(3);
     const [oldOk] = await deliveriesOf(deps, owner, ok);
@@ -576,12 +622,12 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
     clock.advance(30 * DAY_MS - 1); // not yet past the retention
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
     clock.advance(2);
-    const newEvent = await enqueue(db, clock, owner);
+    const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -597,7 +643,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     const { owner, ep } = await queuedForOneEndpoint(deps, db, clock);
     expect(await worker(deps).runOnce()).toBe(1);
     clock.advance(3650 * DAY_MS);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
     expect(await deliveriesOf(deps, owner, ep.endpointId)).toHaveLength(1);
   });
 });

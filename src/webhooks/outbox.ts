@@ -5,7 +5,9 @@ import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { clusterName } from "../ledger/ledger.ts";
-import { cryptoRandom, newId, type Random } from "../lib/ids.ts";
+import { AES_GCM_IV_BYTES, decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
+import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
+import { newId } from "../lib/ids.ts";
 import { endpointSigningSecrets } from "./endpoints.ts";
 import { DEFAULT_TIMEOUT_MS, GuardedFetchError, guardedFetch, utf8Prefix } from "./guarded-fetch.ts";
 import { signWebhook } from "./signing.ts";
@@ -36,10 +38,61 @@ export type OutboxEvent = {
   endpointId?: string;
 };
 
-function enqueueInWrite(db: Db, event: OutboxEvent, now: number, random: Random): { eventId: string; deliveryIds: string[] } {
+/** What writing an event needs: the write it joins, the clock, ids, and the key its body is sealed with. */
+export type OutboxDeps = Pick<Deps, "db" | "clock" | "random" | "wallets">;
+
+/**
+ * Stored event bodies are sealed: AES-256-GCM under WALLET_ENCRYPTION_KEY, bound to the event id, as
+ * `sealed:v1:` + base64 of the IV and the ciphertext with its tag. Some bodies carry secrets (the
+ * accessToken of feature.unlocked), which are never kept in clear. A body stored before bodies were
+ * sealed is its JSON text: it opens as itself until the purge seals it (sealClearEventBodies).
+ */
+const SEALED = "sealed:v1:";
+const eventAad = (eventId: string) => new TextEncoder().encode(`walletgate outbox event ${eventId}`);
+
+function sealEventBody(deps: OutboxDeps, eventId: string, body: string): string {
+  const { iv, ciphertext } = encryptAesGcm(deps.wallets.encryptionKey, new TextEncoder().encode(body), eventAad(eventId), deps.random);
+  const packed = new Uint8Array(iv.length + ciphertext.length);
+  packed.set(iv, 0);
+  packed.set(ciphertext, iv.length);
+  return SEALED + encodeBase64(packed);
+}
+
+/** The body sent for a stored event; null when it does not open (WALLET_ENCRYPTION_KEY changed?). */
+export function openEventBody(deps: Pick<Deps, "wallets">, eventId: string, stored: string): string | null {
+  if (!stored.startsWith(SEALED)) return stored.startsWith("{") ? stored : null;
+  const packed = decodeBase64Strict(stored.slice(SEALED.length));
+  if (packed === null || packed.length < AES_GCM_IV_BYTES) return null;
+  const plain = decryptAesGcm(deps.wallets.encryptionKey, packed.subarray(0, AES_GCM_IV_BYTES), packed.subarray(AES_GCM_IV_BYTES), eventAad(eventId));
+  return plain === null ? null : new TextDecoder().decode(plain);
+}
+
+/** The body of event `eventId` as it is sent, or null when there is no such event (or it does not open). */
+export async function eventBody(deps: Pick<Deps, "db" | "wallets">, eventId: string): Promise<string | null> {
+  const row = await store.findEvent(deps.db, eventId);
+  return row === null ? null : openEventBody(deps, eventId, row.payload);
+}
+
+/** Seals the bodies stored in clear by earlier versions, a batch per write; returns how many. */
+export async function sealClearEventBodies(deps: OutboxDeps, batch = 500): Promise<number> {
+  let sealed = 0;
+  for (;;) {
+    const done = await deps.db.write(() => {
+      const rows = store.clearEventsInWrite(deps.db, batch);
+      for (const row of rows) store.setEventPayloadInWrite(deps.db, row.id, sealEventBody(deps, row.id, row.payload));
+      return rows.length;
+    });
+    sealed += done;
+    if (done < batch) return sealed;
+  }
+}
+
+function enqueueInWrite(deps: OutboxDeps, event: OutboxEvent): { eventId: string; deliveryIds: string[] } {
   if ("id" in event.payload || "type" in event.payload) throw new Error("an outbox payload must not carry id or type: the outbox sets them");
+  const { db, random } = deps;
+  const now = deps.clock.now();
   const eventId = event.id ?? newId("evt", random);
-  const body = JSON.stringify({ id: eventId, type: event.type, ...event.payload });
+  const body = sealEventBody(deps, eventId, JSON.stringify({ id: eventId, type: event.type, ...event.payload }));
   store.insertEventInWrite(db, { id: eventId, targetKind: event.targetKind, targetId: event.targetId, type: event.type, payload: body, createdAt: now });
   const targets: { kind: store.EndpointKind; id: string }[] =
     event.targetKind === "agent"
@@ -58,8 +111,8 @@ function enqueueInWrite(db: Db, event: OutboxEvent, now: number, random: Random)
  * `db.write(() => …)`, so the event commits (or not) with the change that caused it. Owner events go to
  * the owner's enabled endpoints subscribed to the type; agent events to the agent. Returns the event id.
  */
-export function enqueueEventInWrite(db: Db, event: OutboxEvent, now: number, random: Random = cryptoRandom): string {
-  return enqueueInWrite(db, event, now, random).eventId;
+export function enqueueEventInWrite(deps: OutboxDeps, event: OutboxEvent): string {
+  return enqueueInWrite(deps, event).eventId;
 }
 
 const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
@@ -72,18 +125,13 @@ export async function sendTestEvent(deps: Deps, owner: string, endpointId: strin
   if (endpoint.enabled !== 1) throw endpointDisabled();
   const now = deps.clock.now();
   const { deliveryIds } = await deps.db.write(() =>
-    enqueueInWrite(
-      deps.db,
-      {
-        targetKind: "owner",
-        targetId: owner,
-        type: "webhook.test",
-        endpointId,
-        payload: { endpointId, message: "This is a test event from walletgate.", timestamp: toIso(now), network: clusterName(deps.config.network) },
-      },
-      now,
-      deps.random,
-    ),
+    enqueueInWrite(deps, {
+      targetKind: "owner",
+      targetId: owner,
+      type: "webhook.test",
+      endpointId,
+      payload: { endpointId, message: "This is a test event from walletgate.", timestamp: toIso(now), network: clusterName(deps.config.network) },
+    }),
   );
   // Disabled or deleted between the check and the write.
   if (deliveryIds.length === 0) throw endpointDisabled();
@@ -245,14 +293,15 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     let body = "";
     let error: string | null = null;
     let durationMs = 0;
-    if (target.secrets === null || target.secrets.length === 0) {
+    const payload = openEventBody(deps, d.eventId, d.payload);
+    if (payload === null || target.secrets === null || target.secrets.length === 0) {
       // Counted as a failed attempt, so the schedule still ends; fixing the key in time lets a retry through.
-      error = "signing secret cannot be decrypted";
-      deps.log.error("webhook secret cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)", ids);
+      error = payload === null ? "event body cannot be decrypted" : "signing secret cannot be decrypted";
+      deps.log.error(`webhook ${payload === null ? "event body" : "secret"} cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)`, ids);
     } else {
       // Signed anew for each attempt: receivers refuse a webhook-timestamp older than 5 minutes.
       const headers = {
-        ...signWebhook(target.secrets, d.eventId, Math.floor(startedAt / 1000), d.payload),
+        ...signWebhook(target.secrets, d.eventId, Math.floor(startedAt / 1000), payload),
         "content-type": "application/json",
         "user-agent": USER_AGENT,
       };
@@ -260,7 +309,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       try {
         const answer = await send(
           target.url,
-          { method: "POST", headers, body: d.payload, signal: shutdown.signal },
+          { method: "POST", headers, body: payload, signal: shutdown.signal },
           { allowPrivate: options.allowPrivate, timeoutMs, maxResponseBytes: target.maxResponseBytes },
         );
         statusCode = answer.status;

@@ -141,6 +141,17 @@ export function insertEventInWrite(db: Db, row: EventRow): void {
     .run(row.id, row.targetKind, row.targetId, row.type, row.payload, row.createdAt);
 }
 
+/** Events whose body is still the clear JSON of an earlier version (see the partial index of migration 15). */
+export function clearEventsInWrite(db: Db, limit: number): { id: string; payload: string }[] {
+  return db.sqlite
+    .query("SELECT id, payload FROM outbox_events WHERE substr(payload, 1, 1) = '{' ORDER BY id LIMIT ?")
+    .all(limit) as { id: string; payload: string }[];
+}
+
+export function setEventPayloadInWrite(db: Db, id: string, payload: string): void {
+  db.sqlite.query("UPDATE outbox_events SET payload = ? WHERE id = ?").run(payload, id);
+}
+
 export async function findEvent(db: Db, id: string): Promise<EventRow | null> {
   return (
     (db.sqlite

@@ -20,6 +20,7 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
+import { eventBody } from "../../webhooks/outbox.ts";
 import * as ordersStore from "./store.ts";
 import { escrowWallet } from "./escrow.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
@@ -112,7 +113,7 @@ describe("timers", () => {
     expect(await statusOf(deps, a.orderId, late!.address)).toBe("expired");
     expect(await usdcOf(deps, late!.address)).toBe(100n * USDC);
     const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", a.agentId, 100, 0);
-    const events = await Promise.all(rows.map(async (d) => JSON.parse((await webhooksStore.findEvent(deps.db, d.eventId))!.payload)));
+    const events = await Promise.all(rows.map(async (d) => JSON.parse((await eventBody(deps, d.eventId))!)));
     expect(events.filter((e) => e.orderId === a.orderId).map((e) => e.type).sort()).toEqual(["order.accepted", "order.expired"]);
     clock.advance(AUTO_RELEASE_MS);
     expect(await runOrderTimers(deps)).toBe(1);
