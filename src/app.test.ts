@@ -3,6 +3,7 @@ import { expect, test } from "bun:test";
 import { createApp } from "./app.ts";
 import { createLogger } from "./log.ts";
 import { createMcpEndpoint } from "./mcp/endpoint.ts";
+import { createApiKey } from "./paygate/keys.ts";
 import { testDeps } from "../test/helpers/deps.ts";
 import { newWallet } from "../test/helpers/wallet.ts";
 
@@ -19,6 +20,18 @@ test("an unexpected failure is 500 INTERNAL_ERROR with no SQL or stack, logged w
   expect(text).not.toMatch(/sqlite|auth_challenges|at |\.ts/i);
   const logged = lines.map((l) => JSON.parse(l)).find((l) => l.msg === "unhandled error");
   expect(logged.requestId).toBe("req-test-1");
+});
+
+test("a 500 from /public/* still carries the X-RateLimit-* headers of the key's owner", async () => {
+  const { deps } = await testDeps();
+  const app = createApp(deps, { metaOf: () => ({ requestId: "req-test-3", ip: "192.0.2.1", userAgent: "t" }), mcp: createMcpEndpoint(deps) });
+  const { key } = await createApiKey(deps, newWallet().address, "server");
+  deps.db.sqlite.run("DROP TABLE products"); // the listing fails inside SQLite, after the key and the limit
+  const res = await app.handle(new Request("http://localhost/public/products", { headers: { "x-api-key": key } }));
+  expect(res.status).toBe(500);
+  expect(await res.json()).toEqual({ error: "internal error", code: "INTERNAL_ERROR" });
+  expect([res.headers.get("x-ratelimit-limit"), res.headers.get("x-ratelimit-remaining")]).toEqual(["60", "59"]);
+  expect(Number(res.headers.get("x-ratelimit-reset"))).toBeGreaterThan(0);
 });
 
 test("route groups built on first use: concurrent first requests share one build and get the same answers", async () => {

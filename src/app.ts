@@ -43,17 +43,17 @@ function withErrors(deps: Deps, options: AppOptions) {
     }
     if (code === "PARSE") return errorResponse(invalidJsonBody());
     if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
-    return unhandled(deps, options, request, error);
+    return unhandled(deps, options, request, error, decided);
   });
 }
 
-/** An error no route expected: logged with the request id, answered 500. */
-function unhandled(deps: Deps, options: AppOptions, request: Request, error: unknown): Response {
+/** An error no route expected: logged with the request id, answered 500 (with the headers already decided). */
+function unhandled(deps: Deps, options: AppOptions, request: Request, error: unknown, headers: Record<string, string> = {}): Response {
   deps.log.error("unhandled error", {
     requestId: options.metaOf(request).requestId,
     error: errorText(error),
   });
-  return errorResponse(internalError());
+  return errorResponse(internalError(), headers);
 }
 
 function healthRoutes(deps: Deps) {

@@ -1,6 +1,8 @@
 // Owners, API keys, products and per-owner rate limits against the real server over sockets: the
 // Dashboard API (Bearer), /public/* with X-API-Key, the CLI beside the running server.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
+import { columnsHolding } from "./helpers/db-scan.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
@@ -73,6 +75,27 @@ describe("Dashboard API: owners and products", () => {
     expect((await dash("/products", ownerB.token)).body.products).toEqual([]);
   });
 
+  test("GET /public/products and /public/products/:id: the spec's Product shape, newest first, archived ones with their status", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    const older = (await dash("/products", o.token, { body: product })).body;
+    await Bun.sleep(5); // a later createdAt
+    const newer = (await dash("/products", o.token, { body: { title: "Day pass", description: "One day", type: "access", price: "1.5", accessDays: 1 } })).body;
+    const archived = (await dash(`/products/${older.productId}/archive`, o.token, { method: "POST" })).body;
+    expect(archived.status).toBe("archived");
+    const listed = await pub("/products", key);
+    expect(listed).toMatchObject({ status: 200 });
+    expect(listed.body).toEqual({ products: [newer, archived] });
+    expect(Object.keys(newer).sort()).toEqual(
+      ["productId", "title", "description", "type", "price", "currency", "network", "featureIds", "payTo", "accessDays", "redirectOrigins", "status", "paymentUrl", "createdAt", "updatedAt"].sort(),
+    );
+    expect(newer).toMatchObject({ type: "access", price: "1.5", currency: "USDC", network: "localnet", featureIds: [], payTo: o.address, accessDays: 1, redirectOrigins: [], status: "active" });
+    expect(Date.parse(newer.createdAt)).toBeGreaterThan(Date.parse(older.createdAt));
+    expect(Date.parse(archived.updatedAt)).toBeGreaterThanOrEqual(Date.parse(older.updatedAt));
+    expect((await pub(`/products/${older.productId}`, key)).body).toEqual(archived);
+    expect((await pub(`/products/${newer.productId}`, key)).body).toEqual(newer);
+  });
+
   test("bad products are refused with the field named", async () => {
     const bad = async (body: Json) => (await dash("/products", ownerA.token, { body })).body;
     expect(await bad({ ...product, type: "subscription" })).toMatchObject({ code: "VALIDATION_ERROR" });
@@ -124,6 +147,14 @@ describe("API keys and /public/*", () => {
     expect((await pub("/products", key)).status).toBe(200);
     const used = (await dash("/keys", ownerA.token)).body.keys.find((k: Json) => k.keyId === created.body.keyId);
     expect(used.lastUsedAt).not.toBeNull();
+    // Written at most once a minute (the minute itself: src/paygate/keys.test.ts): more requests leave it.
+    for (let i = 0; i < 3; i++) expect((await pub("/products", key)).status).toBe(200);
+    expect((await dash("/keys", ownerA.token)).body.keys.find((k: Json) => k.keyId === created.body.keyId).lastUsedAt).toBe(used.lastUsedAt);
+    // Only its SHA-256 is kept: the key is in no column of the database, nor in the log.
+    const database = `${server.dataDir}/walletgate.db`;
+    expect(columnsHolding(database, key)).toEqual([]);
+    expect(columnsHolding(database, createHash("sha256").update(key).digest("hex"))).toEqual(["api_keys.key_hash"]);
+    expect(server.output()).not.toContain(key);
 
     expect(await dash(`/keys/${created.body.keyId}`, ownerB.token, { method: "DELETE" })).toMatchObject({ status: 404 });
     expect(await dash(`/keys/${created.body.keyId}`, ownerA.token, { method: "DELETE" })).toMatchObject({ status: 200, body: { revoked: true } });
