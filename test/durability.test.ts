@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import { SignJWT } from "jose";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 
@@ -57,6 +58,32 @@ describe("restarts", () => {
     servers.push(after);
     for (const s of toRevoke) expect(await status(after.url, s.sessionToken)).toBe("TOKEN_REVOKED");
     for (const s of sessions.slice(15)) expect(await status(after.url, s.sessionToken)).toBe("OK");
+  });
+
+  test("kill -9 right after a revoke-all loses neither the revocations nor the wallet's cutoff", async () => {
+    const secret = "durability-secret-0123456789-0123456789";
+    const server = await start({ JWT_SECRET: secret });
+    const wallet = newWallet();
+    const tokens = [await signIn(server.url, wallet), await signIn(server.url, wallet)].map((s) => s.sessionToken);
+    // Signed as the server signs, issued before the cutoff, but never listed: only the cutoff kills it.
+    const { header, payload } = decodeJwt(tokens[0]!);
+    const unlisted = await new SignJWT({ ...payload, jti: crypto.randomUUID(), iat: payload.iat - 10 })
+      .setProtectedHeader({ alg: "HS256", typ: "JWT", kid: header.kid })
+      .sign(new TextEncoder().encode(secret));
+    expect(await status(server.url, unlisted)).toBe("TOKEN_INVALID");
+    const ch = await getChallenge(server.url, wallet);
+    const res = await call(server.url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) } });
+    expect([res.status, res.body]).toEqual([200, { revoked: 2, walletAddress: wallet.address }]);
+    await server.kill9();
+    const after = await server.restart();
+    servers.push(after);
+    for (const token of [...tokens, unlisted]) expect(await status(after.url, token)).toBe("TOKEN_REVOKED");
+    const fresh = await signIn(after.url, wallet);
+    expect(await status(after.url, fresh.sessionToken)).toBe("OK");
+    // The two rows stayed revoked (not only cut off): a second revoke-all finds just the new token.
+    const ch2 = await getChallenge(after.url, wallet);
+    const again = await call(after.url, "/auth/revoke-all", { body: { walletAddress: wallet.address, nonce: ch2.nonce, signature: wallet.sign(ch2.message) } });
+    expect([again.status, again.body]).toEqual([200, { revoked: 1, walletAddress: wallet.address }]);
   });
 
   test("kill -9 in the middle of a burst: every answered sign-in survives", async () => {

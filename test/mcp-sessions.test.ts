@@ -1,6 +1,6 @@
 // MCP sessions of /mcp against the real server over sockets: fingerprint restore (on and off), refresh,
-// token expiry, the idle sweep and the rebuild under the same Mcp-Session-Id (also after a restart),
-// and DELETE. The tools themselves are in mcp-http.test.ts.
+// token expiry, the maximum session age, the idle sweep and the rebuild under the same Mcp-Session-Id
+// (also after a restart), and DELETE. The tools themselves are in mcp-http.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
@@ -228,5 +228,55 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as { result: { structuredContent: Envelope } };
     expect(body.result.structuredContent).toMatchObject({ success: true, data: { walletAddress: created.address, restoredBy: "binding", mcpSessionId: sessionId } });
+  });
+});
+
+describe("maximum session age", () => {
+  // Every restore refreshes (3 s left is under the 3600 s threshold), and a session may be refreshed for
+  // 4 s after its sign-in. No token outlives its session (docs/decisions.md), so at the maximum age the
+  // newest token has expired too.
+  const TTL_S = 3;
+  const MAX_AGE_S = 4;
+
+  test("session_restore refreshes until SESSION_MAX_AGE_S after the sign-in, exp capped at it; then TOKEN_EXPIRED", async () => {
+    const server = await start({ SESSION_TTL_S: String(TTL_S), REFRESH_THRESHOLD_S: "3600", SESSION_MAX_AGE_S: String(MAX_AGE_S) });
+    const wallet = newWallet();
+    const signedIn = await signIn(server.url, wallet);
+    const signedInBy = Date.now(); // the session started no later than this
+    const first = decodeJwt(signedIn.sessionToken).payload;
+    expect(first.exp - first.iat).toBe(TTL_S);
+    const sessionEndS = first.iat + MAX_AGE_S;
+
+    const mcp = await connect(server, ua("max-age"));
+    const r1 = await mcp.ok("session_restore", { token: signedIn.sessionToken });
+    expect(r1).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId, refreshed: true, isNewSession: false });
+    expect(r1.sessionToken).not.toBe(signedIn.sessionToken);
+    const second = decodeJwt(r1.sessionToken).payload;
+    expect(second).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId });
+    expect(second.jti).not.toBe(first.jti);
+    expect(second.exp).toBe(Math.min(second.iat + TTL_S, sessionEndS));
+    expect(r1.expiresAt).toBe(new Date(second.exp * 1000).toISOString());
+
+    // Two seconds in, a full TTL would outlive the session: the new token ends with it. The one
+    // refreshed is still valid (its exp is at least the sign-in's second + TTL_S).
+    await sleep((first.iat + MAX_AGE_S - TTL_S + 1) * 1000 + 50 - Date.now());
+    const r2 = await mcp.ok("session_restore", { token: r1.sessionToken });
+    expect(r2).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId, refreshed: true, isNewSession: false });
+    const third = decodeJwt(r2.sessionToken).payload;
+    expect(third.iat + TTL_S).toBeGreaterThan(sessionEndS);
+    expect(third.exp).toBe(sessionEndS);
+    expect(r2.expiresAt).toBe(new Date(sessionEndS * 1000).toISOString());
+
+    await sleep(signedInBy + MAX_AGE_S * 1000 + 150 - Date.now());
+    // A fresh client without a binding or a fingerprint link: the refusal is session_restore's own.
+    const late = await connect(server, ua("max-age-late"));
+    for (const token of [r2.sessionToken, r1.sessionToken, signedIn.sessionToken]) {
+      expect(await late.call("session_restore", { token })).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    }
+    expect(await httpCall(server.url, "/auth/session", { token: r2.sessionToken })).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
+    // Signing in again starts a new session.
+    const again = await signIn(server.url, wallet);
+    expect(decodeJwt(again.sessionToken).payload.sessionId).not.toBe(first.sessionId);
+    expect(await late.ok("session_restore", { token: again.sessionToken })).toMatchObject({ walletAddress: wallet.address, refreshed: true });
   });
 });

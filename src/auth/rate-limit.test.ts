@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { AppError } from "../errors.ts";
 import { createRateLimiter } from "./rate-limit.ts";
+import { connectMcp } from "../../test/helpers/mcp.ts";
 import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
 import { call, getChallenge, newWallet, type TestWallet } from "../../test/helpers/wallet.ts";
 
@@ -137,6 +138,38 @@ describe("over HTTP, without TRUST_PROXY", () => {
     expect([limited.status, limited.body.code]).toEqual([429, "RATE_LIMITED"]);
     expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
     expect((await attempt(server.url, wallet)).status).toBe(429);
+  });
+
+  test("wallet_connect attempts share the budget with /auth/verify, successes included; the 6th is refused either way", async () => {
+    const wallet = newWallet();
+    const mcp = await connectMcp(server.url, "rate-limit-test/wallet-connect");
+    try {
+      const connect = async (signature: (message: string) => string) => {
+        const ch = await mcp.ok("session_auth", { walletAddress: wallet.address });
+        return mcp.call("wallet_connect", { walletAddress: wallet.address, nonce: ch.nonce, signature: signature(ch.message) });
+      };
+      const unknownNonce = (w: TestWallet) => mcp.call("wallet_connect", { walletAddress: w.address, nonce: "no-such-nonce", signature: w.sign("x") });
+      expect(await connect(wallet.sign)).toMatchObject({ success: true, data: { walletAddress: wallet.address } });
+      expect(await connect(() => wallet.sign("x"))).toMatchObject({ success: false, code: "INVALID_SIGNATURE" });
+      expect(await unknownNonce(wallet)).toMatchObject({ success: false, code: "NONCE_NOT_FOUND" });
+      for (let i = 0; i < 2; i++) expect((await attempt(server.url, wallet)).body.code).toBe("NONCE_NOT_FOUND");
+
+      const limited = await connect(wallet.sign); // a good signature, refused all the same
+      expect(limited).toMatchObject({ success: false, code: "RATE_LIMITED" });
+      const { retryAfter } = limited;
+      expect(Number.isInteger(retryAfter)).toBe(true);
+      expect(retryAfter).toBeGreaterThanOrEqual(890);
+      expect(retryAfter).toBeLessThanOrEqual(900);
+      expect(await unknownNonce(wallet)).toMatchObject({ success: false, code: "RATE_LIMITED" });
+      const viaHttp = await attempt(server.url, wallet);
+      expect([viaHttp.status, viaHttp.body.code]).toEqual([429, "RATE_LIMITED"]);
+      // another wallet from the same client is not affected, by either way in
+      const other = newWallet();
+      expect(await unknownNonce(other)).toMatchObject({ success: false, code: "NONCE_NOT_FOUND" });
+      expect((await attempt(server.url, other)).body.code).toBe("NONCE_NOT_FOUND");
+    } finally {
+      await mcp.client.close();
+    }
   });
 
   test("10 challenges per minute per client and wallet", async () => {

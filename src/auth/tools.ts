@@ -60,7 +60,8 @@ export const sessionInfo = defineTool({
 export const sessionRestore = defineTool({
   name: "session_restore",
   description:
-    "Resume with a session token from earlier: binds this MCP session to its wallet. With less than an hour left, a new " +
+    "Resume with a session token from earlier: binds this MCP session to its wallet. With less than the server's " +
+    "REFRESH_THRESHOLD_S left (an hour by default), a new " +
     "token of the same session is returned (refreshed: true); keep the new one.",
   input: { token: z.string().describe("a session token (JWT) issued by this server") },
   needsWallet: false,

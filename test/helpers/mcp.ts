@@ -5,7 +5,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Json } from "./wallet.ts";
 
-export type Envelope = { success: boolean; data?: Json; error?: string; code?: string; details?: Json };
+export type Envelope = { success: boolean; data?: Json; error?: string; code?: string; details?: Json; retryAfter?: number };
 
 export type McpTestClient = {
   client: Client;
