@@ -347,7 +347,8 @@ describe("sealed event bodies", () => {
     const { owner, rx, ep } = await queuedForOneEndpoint(deps, db, clock);
     const { eventId } = (await deliveriesOf(deps, owner, ep.endpointId))[0]!;
     const clear = JSON.stringify({ id: eventId, type: "payment.completed", amount: "9.99" });
-    await db.write(() => store.setEventPayloadInWrite(db, eventId, clear));
+    const sealed = (await store.findEvent(db, eventId))!.payload;
+    await db.write(() => store.setEventPayloadInWrite(db, eventId, sealed, clear));
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received.map((r) => r.body)).toEqual([clear]);
     expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1 });
@@ -362,7 +363,7 @@ describe("sealed event bodies", () => {
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     const stored = (await store.findEvent(db, d!.eventId))!.payload;
     const altered = stored.slice(0, -4) + (stored.endsWith("AAA=") ? "BBB=" : "AAA=");
-    await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, altered));
+    await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, stored, altered));
     expect(await eventBody(deps, d!.eventId)).toBeNull();
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received).toEqual([]);

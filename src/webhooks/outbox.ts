@@ -77,13 +77,14 @@ export async function eventBody(deps: Pick<Deps, "db" | "wallets">, eventId: str
 export async function sealClearEventBodies(deps: OutboxDeps, batch = 500): Promise<number> {
   let sealed = 0;
   for (;;) {
-    const done = await deps.db.write(() => {
-      const rows = store.clearEventsInWrite(deps.db, batch);
-      for (const row of rows) store.setEventPayloadInWrite(deps.db, row.id, sealEventBody(deps, row.id, row.payload));
-      return rows.length;
-    });
-    sealed += done;
-    if (done < batch) return sealed;
+    const rows = await store.findClearEvents(deps.db, batch); // a read: no write at all when there are none
+    if (rows.length > 0) {
+      await deps.db.write(() => {
+        for (const row of rows) store.setEventPayloadInWrite(deps.db, row.id, row.payload, sealEventBody(deps, row.id, row.payload));
+      });
+    }
+    sealed += rows.length;
+    if (rows.length < batch) return sealed;
   }
 }
 

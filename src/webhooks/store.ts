@@ -142,14 +142,18 @@ export function insertEventInWrite(db: Db, row: EventRow): void {
 }
 
 /** Events whose body is still the clear JSON of an earlier version (see the partial index of migration 15). */
-export function clearEventsInWrite(db: Db, limit: number): { id: string; payload: string }[] {
-  return db.sqlite
-    .query("SELECT id, payload FROM outbox_events WHERE substr(payload, 1, 1) = '{' ORDER BY id LIMIT ?")
-    .all(limit) as { id: string; payload: string }[];
+export async function findClearEvents(db: Db, limit: number): Promise<{ id: string; payload: string }[]> {
+  return db.read(
+    () =>
+      db.sqlite
+        .query("SELECT id, payload FROM outbox_events WHERE substr(payload, 1, 1) = '{' ORDER BY id LIMIT ?")
+        .all(limit) as { id: string; payload: string }[],
+  );
 }
 
-export function setEventPayloadInWrite(db: Db, id: string, payload: string): void {
-  db.sqlite.query("UPDATE outbox_events SET payload = ? WHERE id = ?").run(payload, id);
+/** Replaces an event's stored body, if it is still `was`. */
+export function setEventPayloadInWrite(db: Db, id: string, was: string, payload: string): void {
+  db.sqlite.query("UPDATE outbox_events SET payload = ? WHERE id = ? AND payload = ?").run(payload, id, was);
 }
 
 export async function findEvent(db: Db, id: string): Promise<EventRow | null> {
