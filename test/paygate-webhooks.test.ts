@@ -2,6 +2,7 @@
 // package, a failed first attempt retried under the same webhook-id, delivery after kill -9 and restart,
 // the delivery log, test events and resend, and the SSRF guard refusing loopback when not allowed.
 import { afterAll, describe, expect, test } from "bun:test";
+import { columnsHolding } from "./helpers/db-scan.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
@@ -78,6 +79,14 @@ describe("webhooks", () => {
     await dash(`/products/${created.body.productId}/archive`, { method: "POST" });
     const archived = await until(() => hook.received.find((r) => r.body.type === "product.archived"), 5_000);
     expect(archived.verified).toBe(true); // verified with the old secret
+
+    // Secrets are sealed at rest: neither secret, nor its key bytes, is in any column, nor in the log.
+    for (const secret of [endpoint.body.secret as string, rotated.body.secret as string]) {
+      for (const text of [secret, secret.slice("whsec_".length), Buffer.from(secret.slice("whsec_".length), "base64").toString("hex")]) {
+        expect(columnsHolding(`${server.dataDir}/walletgate.db`, text)).toEqual([]);
+        expect(server.output()).not.toContain(text);
+      }
+    }
   }, 30_000);
 
   test("an event committed before kill -9 is delivered after the restart", async () => {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { SignJWT } from "jose";
 import { base58 } from "@scure/base";
+import { columnsHolding } from "../../test/helpers/db-scan.ts";
 import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "../../test/helpers/wallet.ts";
 
@@ -484,6 +485,17 @@ describe("fingerprint link from the real socket", () => {
     db.close();
     expect(rows.map((r) => r.fingerprint)).toContain(stored);
     expect(rows.map((r) => r.fingerprint)).not.toContain(clear);
+  });
+});
+
+describe("tokens at rest", () => {
+  test("a session token is in no column of the database (its jti is) and in no log line", async () => {
+    const { sessionToken } = await signIn(url, newWallet(), { "user-agent": `at-rest-test/${crypto.randomUUID()}` });
+    const database = `${server.dataDir}/walletgate.db`;
+    expect(columnsHolding(database, sessionToken)).toEqual([]);
+    expect(columnsHolding(database, sessionToken.split(".")[2]!)).toEqual([]); // not its signature either
+    expect(columnsHolding(database, decodeJwt(sessionToken).payload.jti)).toEqual(["auth_tokens.jti", "fingerprint_wallet_links.jti"]);
+    expect(server.output()).not.toContain(sessionToken.split(".")[2]!);
   });
 });
 

@@ -1,7 +1,7 @@
 // Where a string is stored in a server's database: every column of every table, read without writing.
 import { Database } from "bun:sqlite";
 
-/** `table.column` of every column holding `needle` anywhere in its text, in any row. */
+/** `table.column` of every column holding `needle` anywhere in its text, in any row, sorted. */
 export function columnsHolding(dbPath: string, needle: string): string[] {
   const db = new Database(dbPath, { readonly: true });
   try {
@@ -14,7 +14,7 @@ export function columnsHolding(dbPath: string, needle: string): string[] {
         if (hit !== null) found.push(`${table}.${column}`);
       }
     }
-    return found;
+    return found.sort();
   } finally {
     db.close();
   }
