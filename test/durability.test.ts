@@ -180,7 +180,7 @@ describe("expiry with short lifetimes from config", () => {
 });
 
 describe("graceful shutdown", () => {
-  test("SIGTERM lets a request in flight finish before the process exits", async () => {
+  test.each(["SIGTERM", "SIGINT"] as const)("%s lets a request in flight finish before the process exits", async (signal) => {
     const server = await start();
     const wallet = newWallet();
     const ch = await getChallenge(server.url, wallet);
@@ -202,7 +202,7 @@ describe("graceful shutdown", () => {
       headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) },
     });
     await Bun.sleep(100); // the request has started
-    const exited = server.stop();
+    const exited = server.stop(signal);
     await Bun.sleep(100);
     sendRest();
     const res = await pending;

@@ -12,8 +12,8 @@ export type TestServer = {
   env: Record<string, string>;
   /** Everything the server printed so far. */
   output(): string;
-  /** SIGTERM and wait; resolves with the exit code. */
-  stop(): Promise<number>;
+  /** SIGTERM (or `signal`) and wait; resolves with the exit code. */
+  stop(signal?: "SIGTERM" | "SIGINT"): Promise<number>;
   /** SIGKILL: no chance to flush or close anything. */
   kill9(): Promise<void>;
   /** Starts a new process on the same DATA_DIR (and env, with overrides). */
@@ -102,8 +102,8 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
     dataDir,
     env: fullEnv,
     output: () => out,
-    async stop() {
-      proc.kill("SIGTERM");
+    async stop(signal = "SIGTERM") {
+      proc.kill(signal);
       const code = await proc.exited;
       live.delete(proc);
       return code;
