@@ -34,6 +34,18 @@ async function connect(server: TestServer, userAgent: string, token?: string): P
 }
 
 /** A raw JSON-RPC POST into an existing MCP session (no SDK client). */
+/** session_restore of `token` refreshed it: the same session, a new token and jti, expiresAt its exp. The answer and the new claims. */
+async function restoreRefreshed(mcp: Mcp, token: string, walletAddress: string, old: Json) {
+  const restored = await mcp.ok("session_restore", { token });
+  expect(restored).toMatchObject({ walletAddress, sessionId: old.sessionId, refreshed: true, isNewSession: false });
+  expect(restored.sessionToken).not.toBe(token);
+  const claims = decodeJwt(restored.sessionToken).payload;
+  expect(claims).toMatchObject({ walletAddress, sessionId: old.sessionId });
+  expect(claims.jti).not.toBe(old.jti);
+  expect(restored.expiresAt).toBe(new Date(claims.exp * 1000).toISOString());
+  return { restored, claims };
+}
+
 function rpc(server: TestServer, sessionId: string, message: Json, userAgent: string): Promise<Response> {
   return fetch(`${server.url}/mcp`, {
     method: "POST",
@@ -161,13 +173,7 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect(await owner.ok("session_info")).toMatchObject({ refreshRecommended: true });
 
     const mcp = await connect(server, ua("refresh"));
-    const restored = await mcp.ok("session_restore", { token: created.sessionToken });
-    expect(restored).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId, refreshed: true, isNewSession: false });
-    expect(restored.sessionToken).not.toBe(created.sessionToken);
-    const fresh = decodeJwt(restored.sessionToken).payload;
-    expect(fresh).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId });
-    expect(fresh.jti).not.toBe(old.jti);
-    expect(restored.expiresAt).toBe(new Date(fresh.exp * 1000).toISOString());
+    const { restored } = await restoreRefreshed(mcp, created.sessionToken, created.address, old);
     expect(await mcp.ok("session_info")).toMatchObject({ walletAddress: created.address, sessionId: old.sessionId, restoredBy: "binding", expiresAt: restored.expiresAt });
 
     for (const token of [created.sessionToken, restored.sessionToken]) {
@@ -248,24 +254,15 @@ describe("maximum session age", () => {
     const sessionEndS = first.iat + MAX_AGE_S;
 
     const mcp = await connect(server, ua("max-age"));
-    const r1 = await mcp.ok("session_restore", { token: signedIn.sessionToken });
-    expect(r1).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId, refreshed: true, isNewSession: false });
-    expect(r1.sessionToken).not.toBe(signedIn.sessionToken);
-    const second = decodeJwt(r1.sessionToken).payload;
-    expect(second).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId });
-    expect(second.jti).not.toBe(first.jti);
+    const { restored: r1, claims: second } = await restoreRefreshed(mcp, signedIn.sessionToken, wallet.address, first);
     expect(second.exp).toBe(Math.min(second.iat + TTL_S, sessionEndS));
-    expect(r1.expiresAt).toBe(new Date(second.exp * 1000).toISOString());
 
     // Two seconds in, a full TTL would outlive the session: the new token ends with it. The one
     // refreshed is still valid (its exp is at least the sign-in's second + TTL_S).
     await sleep((first.iat + MAX_AGE_S - TTL_S + 1) * 1000 + 50 - Date.now());
-    const r2 = await mcp.ok("session_restore", { token: r1.sessionToken });
-    expect(r2).toMatchObject({ walletAddress: wallet.address, sessionId: first.sessionId, refreshed: true, isNewSession: false });
-    const third = decodeJwt(r2.sessionToken).payload;
+    const { restored: r2, claims: third } = await restoreRefreshed(mcp, r1.sessionToken, wallet.address, second);
     expect(third.iat + TTL_S).toBeGreaterThan(sessionEndS);
     expect(third.exp).toBe(sessionEndS);
-    expect(r2.expiresAt).toBe(new Date(sessionEndS * 1000).toISOString());
 
     await sleep(signedInBy + MAX_AGE_S * 1000 + 150 - Date.now());
     // A fresh client without a binding or a fingerprint link: the refusal is session_restore's own.
