@@ -158,9 +158,10 @@ describe("a purchase through /pay/:id/submit (feature unlock)", () => {
       expect(await dash(`/tokens?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
       expect(await dash(`/purchases?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     }
-    for (const query of ["limit=0", "limit=1001", "offset=-1", "status=gone", "walletAddress=nope"]) {
+    for (const query of ["limit=0", "limit=1001", "offset=-1", "offset=9223372036854775807", "offset=1e20", "status=gone", "walletAddress=nope"]) {
       expect((await pub(`/feature/tokens?${query}`, ownerA.key)).status).toBe(400);
     }
+    for (const query of ["offset=1e300", "offset=9223372036854775808"]) expect((await dash(`/purchases?${query}`, ownerA.token)).status).toBe(400);
     const purchases = await dash(`/purchases?productId=${feature}`, ownerA.token);
     expect(purchases.body).toMatchObject({ total: 1, purchases: [{ txHash, walletAddress: alice.address, amount: "2.5", currency: "USDC", network: "localnet" }] });
     expect((await dash("/purchases", ownerB.token)).body).toEqual({ purchases: [], total: 0 });

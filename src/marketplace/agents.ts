@@ -301,7 +301,7 @@ export async function searchAgents(deps: Deps, input: SearchInput): Promise<{ ag
   const limit = input.limit ?? SEARCH_PAGE.default;
   const offset = input.offset ?? 0;
   if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE.max) throw invalidField("limit", `must be 1 to ${SEARCH_PAGE.max}`);
-  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
+  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
   const usdc = await usdcToken(deps);
   const category = input.category?.trim() ?? "";
   const { rows, total } = await store.searchAgents(deps.db, {

@@ -168,7 +168,7 @@ function checkPage(page: { limit?: number | undefined; offset?: number | undefin
   const limit = page.limit ?? limits.default;
   const offset = page.offset ?? 0;
   if (!Number.isInteger(limit) || limit < 1 || limit > limits.max) throw invalidField("limit", `must be 1 to ${limits.max}`);
-  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
+  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
   return { limit, offset };
 }
 

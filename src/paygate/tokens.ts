@@ -109,7 +109,7 @@ export function requirePage(limit: number | undefined, offset: number | undefine
   if (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > range.max) {
     throw fieldError("limit", `limit must be a whole number from 1 to ${range.max}`);
   }
-  if (!Number.isInteger(page.offset) || page.offset < 0) {
+  if (!Number.isSafeInteger(page.offset) || page.offset < 0) {
     throw fieldError("offset", "offset must be a whole number, 0 or more");
   }
   return page;

@@ -422,6 +422,7 @@ describe("test events and resend", () => {
     expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { limit: 0 }))).toBe("VALIDATION_ERROR");
     expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { limit: 101 }))).toBe("VALIDATION_ERROR");
     expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { offset: -1 }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(listDeliveries(deps, owner, ep.endpointId, { offset: 1e20 }))).toBe("VALIDATION_ERROR"); // past SQLite's integers
     expect(await listDeliveries(deps, owner, ep.endpointId)).toEqual({ deliveries: [], total: 0 });
   });
 });

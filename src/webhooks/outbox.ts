@@ -178,7 +178,7 @@ export async function listDeliveries(
   if (!Number.isInteger(limit) || limit < 1 || limit > DELIVERY_LIST_LIMIT.max) {
     throw fieldError("limit", `limit: must be 1 to ${DELIVERY_LIST_LIMIT.max}`);
   }
-  if (!Number.isInteger(offset) || offset < 0) {
+  if (!Number.isSafeInteger(offset) || offset < 0) {
     throw fieldError("offset", "offset: must be a whole number ≥ 0");
   }
   if ((await store.findOwnerEndpoint(deps.db, owner, endpointId)) === null) throw endpointNotFound();

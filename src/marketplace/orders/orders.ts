@@ -438,7 +438,7 @@ export async function listOrders(deps: Deps, wallet: string, side: Side, q: { st
   const limit = q.limit ?? ORDER_LIST_LIMIT.default;
   if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalidField("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
   const offset = q.offset ?? 0;
-  if (!Number.isInteger(offset) || offset < 0) throw invalidField("offset", "0 or more");
+  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "0 or more");
   const { rows, total } = await store.listOrders(deps.db, { wallet, side, status: (q.status as store.OrderStatus) ?? null, limit, offset });
   return { orders: rows.map(orderView), total, limit, offset };
 }
