@@ -82,6 +82,8 @@ describe("refused targets", () => {
     "http://[::ffff:169.254.169.254]/",
     "http://[64:ff9b::7f00:1]/", // NAT64 of 127.0.0.1
     "http://[2002:7f00:1::]/", // 6to4 of 127.0.0.1
+    "http://[::127.0.0.1]/", // IPv4-compatible (deprecated), parsed as [::7f00:1]
+    "http://[0:0:0:0:0:0:169.254.169.254]/",
     "http://2130706433/", // 127.0.0.1 spelled as one number
     "http://0x7f.1/",
   ];
@@ -132,7 +134,7 @@ describe("isPublicAddress", () => {
     for (const ip of ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]) {
       expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: true });
     }
-    for (const ip of ["not-an-ip", "", "2001:db8::1", "64:ff9b:1::a00:1"]) expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: false });
+    for (const ip of ["not-an-ip", "", "2001:db8::1", "64:ff9b:1::a00:1", "::7f00:1", "::a00:1", "::808:808"]) expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: false });
   });
 });
 

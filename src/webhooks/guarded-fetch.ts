@@ -101,7 +101,9 @@ export function isPublicAddress(address: string): boolean {
   if (ip.kind() === "ipv4") return ip.range() === "unicast";
   const v6 = ip as ipaddr.IPv6;
   const range = v6.range();
-  if (range === "unicast") return true;
+  // ::a.b.c.d (IPv4-compatible, deprecated by RFC 4291) is "unicast" to ipaddr.js; a URL host spelled
+  // [::127.0.0.1] becomes [::7f00:1]. No public destination is written that way: refused.
+  if (range === "unicast") return !v6.parts.slice(0, 6).every((part) => part === 0);
   const v4 = embeddedIpv4(v6);
   return v4 !== null && v4.range() === "unicast";
 }
