@@ -143,6 +143,17 @@ describe("checkout", () => {
     expect(await reasonOf(confirmCheckout(deps, productId, tooLittle.checkoutId))).toBe("PAYMENT_MISMATCH:amount");
   });
 
+  test("confirm answers the access token until EXPIRY_GRACE_MS past the checkout's expiry, then the purchase without it", async () => {
+    const { deps, clock, productId, buyer } = await setup();
+    const paid = await pay(deps, productId, buyer);
+    const first = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    expect(first).toMatchObject({ status: "completed", accessToken: expect.stringMatching(/^ft_/) });
+    clock.set(Date.parse(paid.checkout.expiresAt) + EXPIRY_GRACE_MS);
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toEqual(first);
+    clock.advance(1);
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toEqual({ status: "completed", txHash: paid.txHash, purchaseId: (first as { purchaseId: string }).purchaseId });
+  });
+
   test("concurrent confirms make one purchase; an archived product sells no more but keeps its access", async () => {
     const { deps, owner, productId, buyer, wallet } = await setup();
     const paid = await pay(deps, productId, buyer);

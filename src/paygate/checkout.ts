@@ -6,6 +6,7 @@ import { AppError, errorText, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
+import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
 import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
 import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
@@ -188,10 +189,15 @@ function checkLandedPayment(checkout: store.CheckoutRow, mint: string, tx: Ledge
   return transfer;
 }
 
-async function completedResult(deps: Deps, purchase: store.PurchaseRow, accessToken?: string): Promise<ConfirmResult> {
-  const token = accessToken === undefined ? await store.findFeatureTokenOfPurchase(deps.db, purchase.id) : null;
+/**
+ * A completed checkout's answer. The access token is answered to every confirm of the checkout until
+ * EXPIRY_GRACE_MS past its expiry (the watcher may have completed it first), and not after: a checkout id
+ * is no lasting key to the buyer's token. Later the owner's token list and feature.unlocked have it.
+ */
+async function completedResult(deps: Deps, checkout: store.CheckoutRow, purchase: store.PurchaseRow, accessToken?: string): Promise<ConfirmResult> {
+  const answered = accessToken !== undefined || deps.clock.now() <= checkout.expiresAt + EXPIRY_GRACE_MS;
+  const token = accessToken === undefined && answered ? await store.findFeatureTokenOfPurchase(deps.db, purchase.id) : null;
   const clear = accessToken ?? (token === null ? undefined : revealFeatureToken(deps, token));
-  // The token is answered to every confirm of this checkout: the watcher may have completed it first.
   return { status: "completed", txHash: purchase.txHash, purchaseId: purchase.id, ...(clear === undefined ? {} : { accessToken: clear }) };
 }
 
@@ -225,14 +231,14 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
     () => recordPaymentEvents(deps, facts),
   );
   if (outcome.kind === "signature_used") throw new AppError("CONFLICT", "this transaction already paid for another purchase");
-  if (outcome.kind === "existing") return completedResult(deps, outcome.purchase);
-  deps.log.info("purchase completed", { purchaseId: outcome.purchase.id, productId: product.id, owner: checkout.owner, checkoutId: checkout.id });
-  return completedResult(deps, outcome.purchase, minted?.accessToken);
+  if (outcome.kind === "existing") return completedResult(deps, checkout, outcome.purchase);
+  deps.log.info("purchase completed", { purchaseId: outcome.purchase.id, productId: product.id, owner: checkout.owner }); // not the checkout id: see completedResult
+  return completedResult(deps, checkout, outcome.purchase, minted?.accessToken);
 }
 
 /** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
 async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<ConfirmResult> {
-  if (checkout.purchaseId !== null) return completedResult(deps, (await store.findPurchase(deps.db, checkout.purchaseId))!);
+  if (checkout.purchaseId !== null) return completedResult(deps, checkout, (await store.findPurchase(deps.db, checkout.purchaseId))!);
   const product = await productForSale(deps, checkout.productId);
   const token = await splToken(deps, checkout.token);
   // paygate.md step 3: confirmed, and on mainnet finalized.
@@ -323,7 +329,7 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
           }
         } catch (err) {
           if (!(err instanceof AppError) || err.code === "CHAIN_UNAVAILABLE" || err.code === "INTERNAL_ERROR") {
-            deps.log.warn("checkout not settled", { checkoutId: checkout.id, error: errorText(err) });
+            deps.log.warn("checkout not settled", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, error: errorText(err) });
             continue;
           }
         }
