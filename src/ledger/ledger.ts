@@ -96,7 +96,7 @@ export type ParsedTransfer = Readonly<{
 export type LedgerTransaction = Readonly<{
   signature: string;
   slot: number;
-  /** Unix ms. */
+  /** Unix ms of its block; 0 when the RPC node does not know it. */
   timestamp: number;
   status: "confirmed" | "failed";
   /** Why execution failed, in words; null when confirmed. */

@@ -7,7 +7,8 @@ import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../test/hel
 import { testDeps } from "../../test/helpers/deps.ts";
 import { signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
-import { confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
 import { createProduct } from "./products.ts";
 import { checkAccess } from "./purchases.ts";
 
@@ -50,10 +51,26 @@ async function setup(network: "devnet" | "mainnet") {
     return { checkoutId: checkout.checkoutId, txHash: signatureOf(signed) };
   };
   const hasAccess = async () => (await checkAccess(deps, owner, productId, wallet)).hasAccess;
-  return { deps, productId, payItself, hasAccess };
+  return { deps, clock, productId, payItself, hasAccess };
 }
 
 describe("checkout on RPC networks", () => {
+  test("a payment whose block time the node does not know is not judged: CHAIN_UNAVAILABLE, nothing expires, completed once it is known", async () => {
+    const s = await setup("devnet");
+    const { checkoutId, txHash } = await s.payItself();
+    rpc.setBlockTimeUnknown(true);
+    try {
+      expect(await codeOf(confirmCheckout(s.deps, s.productId, checkoutId))).toBe("CHAIN_UNAVAILABLE");
+      s.clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1); // long past expiry: the watcher must not close it
+      await createCheckoutWatcher(s.deps).runOnce();
+      expect(await s.hasAccess()).toBe(false);
+    } finally {
+      rpc.setBlockTimeUnknown(false);
+    }
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash }); // it landed in time
+    expect(await s.hasAccess()).toBe(true);
+  });
+
   test("devnet: a confirmed payment completes the checkout at once", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();

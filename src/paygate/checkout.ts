@@ -185,6 +185,9 @@ function checkLandedPayment(checkout: store.CheckoutRow, mint: string, tx: Ledge
   if (transfer.mint !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
   if (transfer.amount < checkout.amount) throw mismatch("amount", `the payment is ${transfer.amount} base units; ${checkout.amount} are asked`);
   if (transfer.from !== checkout.wallet) throw mismatch("payer", "the tokens must come from the checkout's wallet");
+  // 0: the node does not know the block's time (yet). Whether it landed in time cannot be told: asked
+  // again later (the watcher skips it without expiring the checkout, as in any chain outage).
+  if (tx.timestamp === 0) throw new AppError("CHAIN_UNAVAILABLE", "the payment's block time is not known yet; confirm again shortly");
   if (tx.timestamp > checkout.expiresAt) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
   return transfer;
 }

@@ -36,6 +36,8 @@ export type LiteSvmRpc = Readonly<{
   setDropTransactions(drop: boolean): void;
   /** While on, preflight also refuses transactions that would fail in execution (what a real cluster does). */
   setStrictPreflight(strict: boolean): void;
+  /** While on, blockTime is null in getTransaction and getSignaturesForAddress (a node that lacks it). */
+  setBlockTimeUnknown(unknown: boolean): void;
   /** Every JSON-RPC method called, in order. */
   calls: string[];
   stop(): Promise<void>;
@@ -200,6 +202,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
   let blockhashIssuedAt = slot;
   let dropTransactions = false;
   let strictPreflight = false;
+  let blockTimeUnknown = false;
   const calls: string[] = [];
   const records: Recorded[] = [];
   const bySignature = new Map<string, Recorded>();
@@ -366,7 +369,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
       }
       return {
         slot: record.slot,
-        blockTime: record.blockTime,
+        blockTime: blockTimeUnknown ? null : record.blockTime,
         version: record.version,
         transaction: [Buffer.from(record.wire).toString("base64"), "base64"],
         meta: {
@@ -403,7 +406,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
         if (r.signature === opts.until) break;
         if (!r.accountKeys.includes(key)) continue;
         if (opts.commitment === "finalized" && status(r).confirmationStatus !== "finalized") continue;
-        out.push({ signature: r.signature, slot: r.slot, err: r.err, memo: null, blockTime: r.blockTime, confirmationStatus: status(r).confirmationStatus });
+        out.push({ signature: r.signature, slot: r.slot, err: r.err, memo: null, blockTime: blockTimeUnknown ? null : r.blockTime, confirmationStatus: status(r).confirmationStatus });
       }
       return out;
     },
@@ -491,6 +494,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     expireBlockhash: () => advanceSlots(lastValidBlockHeight() - slot + 1),
     setDropTransactions: (drop) => {
       dropTransactions = drop;
+    },
+    setBlockTimeUnknown: (unknown) => {
+      blockTimeUnknown = unknown;
     },
     setStrictPreflight: (strict) => {
       strictPreflight = strict;
