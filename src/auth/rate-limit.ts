@@ -14,6 +14,8 @@ export const AUTH_LIMITS = {
   mcpSessionsPerNetwork: { name: "mcp-initialize-ip", max: 120, windowMs: 60_000 },
   // Nor this: each checkout opened is a row the watcher will look after for 15 minutes.
   checkoutsPerNetwork: { name: "checkout-ip", max: 60, windowMs: 60_000 },
+  // Nor this: each /pay submit or confirm may read the chain (on RPC networks, the operator's RPC quota).
+  paymentChecksPerNetwork: { name: "payment-check-ip", max: 120, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -119,4 +121,9 @@ export function mcpInitializeHits(clientIp: string): [Limit, string][] {
 /** A checkout opened from this client's network (IPv6 by /64). */
 export function checkoutHits(clientIp: string): [Limit, string][] {
   return [[AUTH_LIMITS.checkoutsPerNetwork, networkKey(clientIp)]];
+}
+
+/** A checkout's payment submitted or looked for from this client's network (IPv6 by /64). */
+export function paymentCheckHits(clientIp: string): [Limit, string][] {
+  return [[AUTH_LIMITS.paymentChecksPerNetwork, networkKey(clientIp)]];
 }

@@ -5,7 +5,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, invalidJsonBody } from "../errors.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
-import { checkoutHits } from "../auth/rate-limit.ts";
+import { checkoutHits, paymentCheckHits } from "../auth/rate-limit.ts";
 import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
 import { buyerProduct, getProduct, listProducts } from "./products.ts";
 import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
@@ -132,11 +132,15 @@ export function publicRoutes(deps: Deps) {
 
 const CheckoutId = t.String({ maxLength: 64 });
 
-/** The buyer's side (paygate.md "Checkout"): no API key; the checkout id is the buyer's handle. */
 /** Checkout builds and reads Solana transactions: @solana/web3.js loads with the first checkout, not at start. */
 const checkout = () => importQuietly(() => import("./checkout.ts"));
 
+/** The buyer's side (paygate.md "Checkout"): no API key; the checkout id is the buyer's handle. */
 export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
+  // Each submit or confirm may read the chain: bounded per client network, as opening checkouts is.
+  const paymentCheck = (request: Request) => {
+    if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(paymentCheckHits(clientOf(request).ip), deps.clock.now());
+  };
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
     .get("/:productId/product", ({ params }) => buyerProduct(deps, params.productId), {
       params: t.Object({ productId: Id }),
@@ -160,17 +164,31 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
       },
     )
-    .post("/:productId/submit", async ({ params, body }) => (await checkout()).submitCheckout(deps, params.productId, body.checkoutId, body.transaction), {
-      params: t.Object({ productId: Id }),
-      // 1,232 bytes at most, so at most 1,644 base64 characters.
-      body: t.Object({ checkoutId: CheckoutId, transaction: t.String({ maxLength: 1700, description: "the signed transaction, standard base64" }) }),
-      detail: { summary: "Submit the signed checkout transaction, wait for it, and confirm the purchase" },
-      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 503: ErrorBody },
-    })
-    .post("/:productId/confirm", async ({ params, body }) => (await checkout()).confirmCheckout(deps, params.productId, body.checkoutId), {
-      params: t.Object({ productId: Id }),
-      body: t.Object({ checkoutId: CheckoutId }),
-      detail: { summary: "Find the checkout's payment by its reference: pending, or the completed purchase" },
-      response: { 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 503: ErrorBody },
-    });
+    .post(
+      "/:productId/submit",
+      async ({ params, body, request }) => {
+        paymentCheck(request);
+        return (await checkout()).submitCheckout(deps, params.productId, body.checkoutId, body.transaction);
+      },
+      {
+        params: t.Object({ productId: Id }),
+        // 1,232 bytes at most, so at most 1,644 base64 characters.
+        body: t.Object({ checkoutId: CheckoutId, transaction: t.String({ maxLength: 1700, description: "the signed transaction, standard base64" }) }),
+        detail: { summary: "Submit the signed checkout transaction, wait for it, and confirm the purchase" },
+        response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
+      },
+    )
+    .post(
+      "/:productId/confirm",
+      async ({ params, body, request }) => {
+        paymentCheck(request);
+        return (await checkout()).confirmCheckout(deps, params.productId, body.checkoutId);
+      },
+      {
+        params: t.Object({ productId: Id }),
+        body: t.Object({ checkoutId: CheckoutId }),
+        detail: { summary: "Find the checkout's payment by its reference: pending, or the completed purchase" },
+        response: { 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
+      },
+    );
 }
