@@ -1,10 +1,11 @@
-// The X-API-Key check's bookkeeping: lastUsedAt is written at most once a minute per key (paygate.md),
-// measured on the manual clock that the running-server tests cannot move.
+// API keys in-process: lastUsedAt is written at most once a minute per key (paygate.md), measured on the
+// manual clock that the running-server tests cannot move; and the per-owner caps on keys.
 import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { toIso } from "../lib/clock.ts";
-import { createApiKey, createKeyAuthenticator, LAST_USED_WRITE_MS, listApiKeys } from "./keys.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { createApiKey, createKeyAuthenticator, LAST_USED_WRITE_MS, listApiKeys, MAX_API_KEYS, revokeApiKey } from "./keys.ts";
 
 test("lastUsedAt is written once a minute per key at most, also by a new process, and again after the minute", async () => {
   const { deps, clock } = await testDeps();
@@ -28,4 +29,20 @@ test("lastUsedAt is written once a minute per key at most, also by a new process
   await authenticate(first.key);
   expect(await lastUsed(first.keyId)).toBe(toIso(t0 + LAST_USED_WRITE_MS));
   expect(await lastUsed(second.keyId)).toBe(toIso(t0 + LAST_USED_WRITE_MS / 2));
+});
+
+test("an owner has at most 100 unrevoked keys and 1,000 in all", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const live = [];
+  for (let i = 0; i < MAX_API_KEYS.live; i++) live.push(await createApiKey(deps, owner, `k${i}`));
+  expect(await codeOf(createApiKey(deps, owner, "one more"))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(createApiKey(deps, newWallet().address, "another owner's first"))).toBe("OK");
+  await revokeApiKey(deps, owner, live[0]!.keyId);
+  // Revoked keys stay listed, so they count toward the total: made and revoked until 1,000 rows.
+  for (let made = MAX_API_KEYS.live; made < MAX_API_KEYS.all; made++) {
+    await revokeApiKey(deps, owner, (await createApiKey(deps, owner, `cycled ${made}`)).keyId);
+  }
+  expect((await listApiKeys(deps, owner)).length).toBe(MAX_API_KEYS.all);
+  expect(await codeOf(createApiKey(deps, owner, "past the total"))).toBe("VALIDATION_ERROR");
 });

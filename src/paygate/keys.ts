@@ -10,6 +10,8 @@ const KEY_FORMAT = /^pk_[0-9a-f]{64}$/;
 const PREFIX_CHARS = 12;
 /** lastUsedAt is written at most this often per key, never once per request. */
 export const LAST_USED_WRITE_MS = 60_000;
+/** Keys per owner: unrevoked ones, and all ever made (revoked keys stay listed), so the table is bounded. */
+export const MAX_API_KEYS = { live: 100, all: 1_000 } as const;
 
 export type ApiKeyView = { keyId: string; label: string; prefix: string; createdAt: string; lastUsedAt: string | null; revokedAt: string | null };
 
@@ -39,7 +41,9 @@ export async function createApiKey(deps: Deps, owner: string, label: string): Pr
   await store.ensureOwner(deps.db, owner, now);
   const key = `pk_${Buffer.from(deps.random(32)).toString("hex")}`;
   const row = { id: newId("key", deps.random), owner, prefix: key.slice(0, PREFIX_CHARS), label: clean, createdAt: now };
-  await store.insertApiKey(deps.db, { ...row, keyHash: sha256Hex(key) });
+  if (!(await store.insertApiKey(deps.db, { ...row, keyHash: sha256Hex(key) }, MAX_API_KEYS))) {
+    throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_API_KEYS.live} unrevoked API keys and ${MAX_API_KEYS.all} in all`);
+  }
   deps.log.info("api key created", { owner, keyId: row.id, prefix: row.prefix });
   return { keyId: row.id, key, label: clean, prefix: row.prefix, createdAt: toIso(now) };
 }

@@ -10,6 +10,9 @@ import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
 import { enqueueEventInWrite } from "../webhooks/outbox.ts";
 import * as store from "./store.ts";
 
+/** Products per owner, archived ones included (they are kept for their purchases): the table is bounded. */
+export const MAX_PRODUCTS_PER_OWNER = 1_000;
+
 export type Product = {
   productId: string;
   title: string;
@@ -162,7 +165,9 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
     updatedAt: now,
   };
   const view = await productView(deps, row);
-  await store.insertProduct(deps.db, row, productEvent(deps, "product.created", owner, view));
+  if (!(await store.insertProduct(deps.db, row, MAX_PRODUCTS_PER_OWNER, productEvent(deps, "product.created", owner, view)))) {
+    throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_PRODUCTS_PER_OWNER} products (archived ones included)`);
+  }
   return view;
 }
 

@@ -42,11 +42,17 @@ export type ApiKeyRow = {
 
 const KEY_COLUMNS = "id, owner, prefix, label, created_at AS createdAt, last_used_at AS lastUsedAt, revoked_at AS revokedAt";
 
-export function insertApiKey(db: Db, row: Omit<ApiKeyRow, "lastUsedAt" | "revokedAt"> & { keyHash: string }): Promise<void> {
+/** Records a key unless the owner already has `max.live` unrevoked keys or `max.all` in all: false then. */
+export function insertApiKey(db: Db, row: Omit<ApiKeyRow, "lastUsedAt" | "revokedAt"> & { keyHash: string }, max: { live: number; all: number }): Promise<boolean> {
   return db.write(() => {
+    const { all, live } = db.sqlite
+      .query("SELECT COUNT(*) AS \"all\", COALESCE(SUM(revoked_at IS NULL), 0) AS live FROM api_keys WHERE owner = ?")
+      .get(row.owner) as { all: number; live: number };
+    if (live >= max.live || all >= max.all) return false;
     db.sqlite
       .query("INSERT INTO api_keys (id, owner, key_hash, prefix, label, created_at) VALUES (?, ?, ?, ?, ?, ?)")
       .run(row.id, row.owner, row.keyHash, row.prefix, row.label, row.createdAt);
+    return true;
   });
 }
 
@@ -138,8 +144,11 @@ export async function findProductKind(db: Db, id: string): Promise<Pick<ProductR
 }
 
 /** `alsoInWrite` runs inside the same write (the product's outbox event commits with it). */
-export function insertProduct(db: Db, row: ProductRow, alsoInWrite?: () => void): Promise<void> {
+/** Records a product (and runs `alsoInWrite` in the same write) unless the owner has `maxPerOwner`: false then. */
+export function insertProduct(db: Db, row: ProductRow, maxPerOwner: number, alsoInWrite?: () => void): Promise<boolean> {
   return db.write(() => {
+    const { count } = db.sqlite.query("SELECT COUNT(*) AS count FROM products WHERE owner = ?").get(row.owner) as { count: number };
+    if (count >= maxPerOwner) return false;
     alsoInWrite?.();
     db.sqlite
       .query(
@@ -162,6 +171,7 @@ export function insertProduct(db: Db, row: ProductRow, alsoInWrite?: () => void)
         row.createdAt,
         row.updatedAt,
       );
+    return true;
   });
 }
 

@@ -1,0 +1,22 @@
+// The per-owner cap on products, in-process (a thousand products over HTTP would only be slower).
+import { expect, test } from "bun:test";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { codeOf } from "../../test/helpers/errors.ts";
+import { newWallet } from "../../test/helpers/wallet.ts";
+import { archiveProduct, createProduct, listProducts, MAX_PRODUCTS_PER_OWNER } from "./products.ts";
+
+test("an owner has at most 1,000 products, archived ones included; the refused one emits no event", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const pass = { title: "Pass", description: "", type: "access" as const, price: "1" };
+  const first = await createProduct(deps, owner, pass);
+  await archiveProduct(deps, owner, first.productId);
+  for (let i = 1; i < MAX_PRODUCTS_PER_OWNER; i++) await createProduct(deps, owner, pass);
+  const events = () => deps.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'product.created'").get() as { n: number };
+  const before = events().n;
+  expect(before).toBe(MAX_PRODUCTS_PER_OWNER);
+  expect(await codeOf(createProduct(deps, owner, pass))).toBe("VALIDATION_ERROR");
+  expect(events().n).toBe(before);
+  expect((await listProducts(deps, owner)).length).toBe(MAX_PRODUCTS_PER_OWNER);
+  expect(await codeOf(createProduct(deps, newWallet().address, pass))).toBe("OK");
+});
