@@ -158,9 +158,11 @@ describe("a purchase through /pay/:id/submit (feature unlock)", () => {
       expect(await dash(`/tokens?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
       expect(await dash(`/purchases?productId=${productId}`, ownerB.token)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     }
-    for (const query of ["limit=0", "limit=1001", "offset=-1", "offset=9223372036854775807", "offset=1e20", "status=gone", "walletAddress=nope"]) {
-      expect((await pub(`/feature/tokens?${query}`, ownerA.key)).status).toBe(400);
+    for (const query of ["limit=0", "limit=1001", "offset=-1", "offset=9223372036854775807", "offset=1e20", "status=gone"]) {
+      const res = await pub(`/feature/tokens?${query}`, ownerA.key);
+      expect([query, res.status, res.body.code]).toEqual([query, 400, "VALIDATION_ERROR"]);
     }
+    expect((await pub("/feature/tokens?walletAddress=nope", ownerA.key)).body.code).toBe("INVALID_ADDRESS");
     for (const query of ["offset=1e300", "offset=9223372036854775808"]) expect((await dash(`/purchases?${query}`, ownerA.token)).status).toBe(400);
     const purchases = await dash(`/purchases?productId=${feature}`, ownerA.token);
     expect(purchases.body).toMatchObject({ total: 1, purchases: [{ txHash, walletAddress: alice.address, amount: "2.5", currency: "USDC", network: "localnet" }] });
@@ -282,6 +284,9 @@ describe("refusals", () => {
     expect(await payApi(feature, "checkout", { walletAddress: bob.address, checkoutId: mine.checkoutId })).toMatchObject({ status: 404 });
     expect(await payApi(feature, "checkout", { walletAddress: "not-a-wallet" })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
     expect(await payApi(feature, "checkout", {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+    for (const step of ["submit", "confirm"] as const) expect(await payApi(feature, step, {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
+    const notJson = await fetch(`${server.url}/pay/${feature}/confirm`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
+    expect([notJson.status, ((await notJson.json()) as Json).code]).toEqual([400, "VALIDATION_ERROR"]);
   });
 
   test("another owner's product is 404 through /public/*; /public needs a key", async () => {

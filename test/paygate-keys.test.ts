@@ -96,6 +96,44 @@ describe("Dashboard API: owners and products", () => {
     expect((await pub(`/products/${newer.productId}`, key)).body).toEqual(newer);
   });
 
+  test("every other error of the product, key, token and session routes, with its code", async () => {
+    const o = await owner();
+    const key = await newKey(o.token);
+    const code = async (p: ReturnType<typeof call>) => {
+      const res = await p;
+      return [res.status, res.body.code];
+    };
+    const mine = (await dash("/products", o.token, { body: product })).body.productId as string;
+    const theirs = (await dash("/products", ownerB.token, { body: product })).body.productId as string;
+    for (const id of [theirs, "prod_unknown"]) {
+      expect(await code(dash(`/products/${id}`, o.token, { method: "PATCH", body: { title: "Mine now" } }))).toEqual([404, "NOT_FOUND"]);
+    }
+    expect(await code(dash(`/products/${mine}`, o.token, { method: "PATCH", body: { payTo: "nope" } }))).toEqual([400, "INVALID_ADDRESS"]);
+    for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }]) expect(await code(dash("/keys", o.token, { body }))).toEqual([400, "VALIDATION_ERROR"]);
+    for (const query of ["limit=0", "limit=1.5", "offset=-1", "status=gone"]) {
+      expect([query, await code(dash(`/tokens?${query}`, o.token))]).toEqual([query, [400, "VALIDATION_ERROR"]]);
+    }
+    expect(await code(dash("/tokens?walletAddress=nope", o.token))).toEqual([400, "INVALID_ADDRESS"]);
+    expect(await code(dash("/tokens/revoke", o.token, { body: {} }))).toEqual([400, "VALIDATION_ERROR"]);
+    for (const accessToken of ["ft_nope", `ft_${"x".repeat(200)}`]) {
+      // As /public/feature/revoke: an unknown token of any length is 404.
+      expect(await code(dash("/tokens/revoke", o.token, { body: { accessToken } }))).toEqual([404, "NOT_FOUND"]);
+      expect(await code(pub("/feature/revoke", key, { body: { accessToken } }))).toEqual([404, "NOT_FOUND"]);
+    }
+    // Ids are at most 64 characters wherever a route takes one.
+    const long = "p".repeat(65);
+    expect(await code(dash(`/products/${long}`, o.token))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(dash(`/products/${long}/archive`, o.token, { method: "POST" }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(dash(`/keys/${long}`, o.token, { method: "DELETE" }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(pub(`/products/${long}`, key))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(call(server.url, `/pay/${long}/product`))).toEqual([400, "VALIDATION_ERROR"]);
+    // The session cookie route, from this server's own origin, with no token or an over-long one.
+    const origin = new URL(server.url).origin;
+    for (const body of [{}, { sessionToken: "x".repeat(2049) }]) {
+      expect(await code(call(server.url, "/dashboard/api/session", { body, headers: { origin } }))).toEqual([400, "VALIDATION_ERROR"]);
+    }
+  });
+
   test("bad products are refused with the field named", async () => {
     const bad = async (body: Json) => (await dash("/products", ownerA.token, { body })).body;
     expect(await bad({ ...product, type: "subscription" })).toMatchObject({ code: "VALIDATION_ERROR" });

@@ -128,4 +128,46 @@ describe("webhooks", () => {
     const other = await ownerOn(server);
     expect((await other.dash(`/webhooks/${endpoint.body.endpointId}/deliveries`)).status).toBe(404);
   }, 20_000);
+
+  test("every error of the webhook routes over HTTP: validation, another owner's ids (404), a disabled endpoint (409)", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    const hook = receiver();
+    const a = await ownerOn(server);
+    const b = await ownerOn(server);
+    const code = async (p: ReturnType<typeof a.dash>) => {
+      const res = await p;
+      return [res.status, res.body.code];
+    };
+    expect(await code(a.dash("/webhooks", { body: { url: "ftp://example.com/", events: ["product.created"] } }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(a.dash("/webhooks", { body: { url: hook.url, events: ["no.such.event"] } }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(a.dash("/webhooks", { body: { url: hook.url } }))).toEqual([400, "VALIDATION_ERROR"]);
+    const endpoint = (await a.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } })).body;
+    const id = endpoint.endpointId as string;
+    const sent = (await a.dash(`/webhooks/${id}/test`, { method: "POST" })).body;
+    await until(() => hook.received.find((r) => r.body.type === "webhook.test"), 5_000);
+
+    // Another owner's endpoint and delivery are not there for it.
+    for (const [method, path, body] of [
+      ["PATCH", `/webhooks/${id}`, { enabled: false }],
+      ["DELETE", `/webhooks/${id}`, undefined],
+      ["POST", `/webhooks/${id}/rotate-secret`, undefined],
+      ["GET", `/webhooks/${id}/secret`, undefined],
+      ["POST", `/webhooks/${id}/test`, undefined],
+      ["GET", `/webhooks/${id}/deliveries`, undefined],
+      ["POST", `/deliveries/${sent.deliveryId}/resend`, undefined],
+    ] as const) {
+      expect([path, method, await code(b.dash(path, { method, ...(body === undefined ? {} : { body }) }))]).toEqual([path, method, [404, "NOT_FOUND"]]);
+    }
+    expect(await code(a.dash(`/webhooks/${id}`, { method: "PATCH", body: { url: "http://" } }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(a.dash(`/webhooks/${id}/deliveries?limit=0`))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(a.dash(`/webhooks/${"w".repeat(65)}`, { method: "DELETE" }))).toEqual([400, "VALIDATION_ERROR"]);
+
+    // Disabled: no test event and no resend until it is enabled again.
+    expect((await a.dash(`/webhooks/${id}`, { method: "PATCH", body: { enabled: false } })).body.enabled).toBe(false);
+    expect(await code(a.dash(`/webhooks/${id}/test`, { method: "POST" }))).toEqual([409, "INVALID_STATE"]);
+    expect(await code(a.dash(`/deliveries/${sent.deliveryId}/resend`, { method: "POST" }))).toEqual([409, "INVALID_STATE"]);
+    await a.dash(`/webhooks/${id}`, { method: "PATCH", body: { enabled: true } });
+    expect((await a.dash(`/deliveries/${sent.deliveryId}/resend`, { method: "POST" })).status).toBe(200);
+  }, 20_000);
 });

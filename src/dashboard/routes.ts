@@ -11,7 +11,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
 import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
-import { revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
+import { AccessToken, revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
 import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
@@ -199,7 +199,7 @@ export function dashboardApiRoutes(deps: Deps) {
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
-        body: t.Object({ accessToken: t.String({ maxLength: 100 }) }),
+        body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
       })
       .get("/purchases", ({ request, query }) => listPurchases(deps, ownerOf(request).walletAddress, query), {

@@ -1,9 +1,10 @@
-// The per-owner cap on products, in-process (a thousand products over HTTP would only be slower).
+// Products in-process: the per-owner cap (a thousand products over HTTP would only be slower), and a
+// currency without a mint on the network (devnet without SERVICE_TOKEN_MINT).
 import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
-import { archiveProduct, createProduct, listProducts, MAX_PRODUCTS_PER_OWNER } from "./products.ts";
+import { archiveProduct, createProduct, listProducts, MAX_PRODUCTS_PER_OWNER, updateProduct } from "./products.ts";
 
 test("an owner has at most 1,000 products, archived ones included; the refused one emits no event", async () => {
   const { deps } = await testDeps();
@@ -19,4 +20,13 @@ test("an owner has at most 1,000 products, archived ones included; the refused o
   expect(events().n).toBe(before);
   expect((await listProducts(deps, owner)).length).toBe(MAX_PRODUCTS_PER_OWNER);
   expect(await codeOf(createProduct(deps, newWallet().address, pass))).toBe("OK");
+});
+
+test("a currency with no mint on this network is NOT_SUPPORTED, in a new product and in an edit", async () => {
+  const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:1" }); // never called
+  const owner = newWallet().address;
+  const pass = { title: "Pass", description: "", type: "access" as const, price: "1" };
+  expect(await codeOf(createProduct(deps, owner, { ...pass, currency: "WGT" }))).toBe("NOT_SUPPORTED");
+  const usdc = await createProduct(deps, owner, pass);
+  expect(await codeOf(updateProduct(deps, owner, usdc.productId, { currency: "WGT" }))).toBe("NOT_SUPPORTED");
 });

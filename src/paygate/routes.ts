@@ -16,7 +16,7 @@ const Id = t.String({ maxLength: 64 });
 // No length cap in these two schemas: a string of any length that is not an address is INVALID_ADDRESS, and
 // one that is not a token is an unknown token (paygate.md), not a schema failure. MAX_BODY_BYTES bounds both.
 const Address = t.String({ description: "a Solana address (base58 of 32 bytes)" });
-const AccessToken = t.String({ description: "an ft_ feature access token" });
+export const AccessToken = t.String({ description: "an ft_ feature access token" });
 
 /** The query of GET /public/feature/tokens and GET /dashboard/api/tokens. */
 export const TokenListQuery = t.Object({
