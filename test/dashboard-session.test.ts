@@ -77,6 +77,27 @@ describe("the dashboard session cookie", () => {
     // Signing out twice, or without a cookie, still answers and clears.
     expect((await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie, origin: origin() } })).status).toBe(200);
     expect((await raw("/dashboard/api/session", { method: "DELETE" })).status).toBe(200);
+    // A revoked token cannot set the cookie again.
+    const again = await raw("/dashboard/api/session", { body: { sessionToken: token }, headers: { origin: origin() } });
+    expect([again.status, again.body.code, again.cookie]).toEqual([401, "TOKEN_REVOKED", null]);
+  });
+
+  test("an expired token is TOKEN_EXPIRED for the owner's routes and for setting the cookie", async () => {
+    const short = await startTestServer({ AUTH_RATE_LIMIT: "off", SESSION_TTL_S: "1" });
+    try {
+      const token = (await signIn(short.url, newWallet())).sessionToken as string;
+      expect((await call(short.url, "/dashboard/api/me", { token })).status).toBe(200);
+      await Bun.sleep(2_100); // past exp, whole seconds
+      expect(await call(short.url, "/dashboard/api/me", { token })).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
+      const set = await fetch(`${short.url}/dashboard/api/session`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: new URL(short.url).origin },
+        body: JSON.stringify({ sessionToken: token }),
+      });
+      expect([set.status, ((await set.json()) as Json).code, set.headers.get("set-cookie")]).toEqual([401, "TOKEN_EXPIRED", null]);
+    } finally {
+      await short.dispose();
+    }
   });
 });
 
