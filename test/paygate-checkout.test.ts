@@ -7,6 +7,7 @@ import { base58 } from "@scure/base";
 import { createHash } from "node:crypto";
 import { newBuyer, paymentVariant, signCheckout, signatureOf } from "./helpers/checkout.ts";
 import { columnsHolding } from "./helpers/db-scan.ts";
+import { connectMcp } from "./helpers/mcp.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
@@ -212,6 +213,26 @@ describe("a purchase the buyer submits itself (access pass)", () => {
     expect(new Set(answers.map((a) => JSON.stringify(a.body))).size).toBe(1);
     expect((await dash(`/purchases?productId=${product}`, ownerA.token)).body.total).toBe(1);
     expect((await pub(`/feature/tokens?productId=${product}`, ownerA.key)).body.total).toBe(1);
+  });
+});
+
+describe("an agent's custodial wallet buys through /mcp (checkout_pay)", () => {
+  test("with the SDK's own Client: paid, the token works; a session without a wallet, or an unknown product, is refused", async () => {
+    const seller = await newOwner(); // its own: ownerA's and ownerB's statistics are asserted below
+    const product = await newProduct(seller, { title: "Agent plan", type: "feature_unlock", price: "2.5", featureIds: ["agent"] });
+    const agent = await connectMcp(server.url, `checkout-pay-test/${crypto.randomUUID()}`);
+    try {
+      expect(await agent.call("checkout_pay", { productId: product })).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+      const created = await agent.ok("wallet_create", { airdropSol: 1, airdropUsdc: 10 });
+      const paid = await agent.ok("checkout_pay", { productId: product });
+      expect(paid).toMatchObject({ status: "completed", amount: "2.5", currency: "USDC", payTo: seller.address });
+      expect(paid.accessToken).toMatch(/^ft_/);
+      expect((await pub("/access/check", seller.key, { body: { productId: product, walletAddress: created.address } })).body).toMatchObject({ hasAccess: true, txHash: paid.txHash });
+      expect((await pub("/feature/verify", seller.key, { body: { accessToken: paid.accessToken } })).body).toMatchObject({ valid: true, features: ["agent"], walletAddress: created.address });
+      expect(await agent.call("checkout_pay", { productId: "prod_nothing" })).toMatchObject({ success: false, code: "NOT_FOUND" });
+    } finally {
+      await agent.client.close();
+    }
   });
 });
 
