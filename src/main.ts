@@ -25,6 +25,8 @@ Commands:
              end a marketplace dispute: pay the provider or refund the consumer
   dashboard-link --keypair <file> [--json]
              print a one-time dashboard sign-in link for the keypair's wallet (headless servers)
+  backup <file> [--json]
+             a consistent copy of the database, taken while the server runs (never overwrites <file>)
 
 Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
   --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
@@ -46,6 +48,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   keys: async () => (await import("./cli/keys.ts")).keysCommand,
   orders: async () => (await import("./cli/orders.ts")).ordersCommand,
   "dashboard-link": async () => (await import("./cli/dashboard-link.ts")).dashboardLinkCommand,
+  backup: async () => (await import("./cli/backup.ts")).backupCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

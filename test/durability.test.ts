@@ -1,9 +1,10 @@
 // Restarts and crashes: no acknowledged token, revocation or spent nonce is lost; secrets persist; rotation.
 import { afterEach, describe, expect, test } from "bun:test";
-import { statSync } from "node:fs";
+import { copyFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SignJWT } from "jose";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { Database } from "bun:sqlite";
+import { runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -209,4 +210,42 @@ describe("graceful shutdown", () => {
     expect(res.status).toBe(200);
     expect(await exited).toBe(0);
   });
+});
+
+describe("walletgate backup", () => {
+  test("copies the live database while sign-ins land: a server on the copy keeps every token signed in before; never overwrites", async () => {
+    const server = await start();
+    const before = await Promise.all(Array.from({ length: 10 }, () => signIn(server.url, newWallet())));
+    const dir = tempDir();
+    try {
+      const target = join(dir, "copy.db");
+      const racing = Promise.all(Array.from({ length: 30 }, () => signIn(server.url, newWallet()))); // writes during the copy
+      const out = await runCli(["backup", target, "--json"], { DATA_DIR: server.dataDir });
+      await racing;
+      expect({ code: out.code, stderr: out.stderr.includes("backed up") }).toEqual({ code: 0, stderr: true });
+      expect(JSON.parse(out.stdout)).toEqual({ file: target, bytes: statSync(target).size, ms: expect.any(Number) });
+      expect(statSync(target).mode & 0o777).toBe(0o600);
+      const copy = new Database(target, { readonly: true });
+      expect(copy.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
+      copy.close();
+
+      // A new DATA_DIR with the copy and the secret files: the tokens signed in before the backup work there.
+      const restoredDir = tempDir();
+      copyFileSync(target, join(restoredDir, "walletgate.db"));
+      for (const secret of ["jwt-secret", "wallet-encryption-key"]) copyFileSync(join(server.dataDir, secret), join(restoredDir, secret));
+      const restored = await startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "http://walletgate.test" }, restoredDir);
+      servers.push(restored);
+      for (const s of before) expect(await status(restored.url, s.sessionToken)).toBe("OK");
+
+      // An existing file is never replaced; a missing argument is a usage error.
+      const size = statSync(target).size;
+      const again = await runCli(["backup", target], { DATA_DIR: server.dataDir });
+      expect({ code: again.code, exists: again.stderr.includes("exists") }).toEqual({ code: 1, exists: true });
+      expect(statSync(target).size).toBe(size);
+      expect((await runCli(["backup"], { DATA_DIR: server.dataDir })).code).toBe(2);
+      expect((await runCli(["backup", join(dir, "x.db")], { DATA_DIR: join(dir, "empty") })).code).toBe(1); // no database there
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });

@@ -1,0 +1,44 @@
+// `walletgate backup`: a consistent copy of the live database, taken online (operations.md "CLI").
+import type { Database } from "bun:sqlite";
+import { closeSync, fsyncSync, linkSync, openSync, rmSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+
+export class BackupTargetError extends Error {
+  override name = "BackupTargetError";
+}
+
+/**
+ * Copies the database to `target` with `VACUUM INTO`: one read transaction, so the copy is the state of
+ * one moment while the server keeps serving (WAL readers never block the writer). The copy is made in a
+ * new file beside the target (mode 0600: it holds every token row and sealed secret), flushed, then
+ * linked to `target` at once, so `target` never holds half a copy, even after a crash. An existing
+ * `target` is never replaced. Returns the copy's size in bytes.
+ */
+export function backupDatabase(sqlite: Database, target: string): { bytes: number } {
+  const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${Date.now()}`);
+  closeSync(openSync(partial, "wx", 0o600)); // VACUUM INTO writes into an empty file, keeping its mode
+  try {
+    sqlite.run("VACUUM INTO ?", [partial]);
+    const fd = openSync(partial, "r");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      linkSync(partial, target); // fails if target exists: never replaced
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "EEXIST") throw new BackupTargetError(`${target} exists; back up to a new file`);
+      throw err;
+    }
+    const dir = openSync(dirname(target), "r");
+    try {
+      fsyncSync(dir); // the new name is durable too
+    } finally {
+      closeSync(dir);
+    }
+    return { bytes: statSync(target).size };
+  } finally {
+    rmSync(partial, { force: true });
+  }
+}
