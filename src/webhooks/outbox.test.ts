@@ -114,6 +114,22 @@ async function queuedForOneEndpoint(deps: Deps, db: Db, clock: Clock) {
   return { owner, rx, ep };
 }
 
+/** An endpoint of `owner` for `events` at a receiver that verifies every request with that endpoint's secret. */
+async function verifiedEndpoint(
+  deps: Deps,
+  clock: Clock,
+  owner: string,
+  events: string[],
+  respond?: (n: number, r: Received) => Response | Promise<Response>,
+  path?: string,
+) {
+  let secret = "";
+  const rx = startReceiver(clock, () => [secret], respond);
+  const ep = await createEndpoint(deps, owner, { url: rx.url(path), events });
+  secret = ep.secret;
+  return { rx, ep };
+}
+
 async function deliveriesOf(deps: Deps, owner: string, endpointId: string) {
   return (await listDeliveries(deps, owner, endpointId, { limit: 100 })).deliveries;
 }
@@ -122,10 +138,7 @@ describe("delivery", () => {
   test("the first attempt goes at once, signed per Standard Webhooks, with the stored body byte for byte", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret]);
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    secret = ep.secret;
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"]);
     const eventId = await enqueue(deps, owner);
 
     expect(await worker(deps).runOnce()).toBe(1);
@@ -174,10 +187,7 @@ describe("delivery", () => {
   test("a failed first attempt (500) is retried 5 s later with the same webhook-id and a new timestamp", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    secret = ep.secret;
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
     const eventId = await enqueue(deps, owner);
     const w = worker(deps);
 
@@ -203,10 +213,7 @@ describe("delivery", () => {
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret], () => new Response("unavailable", { status: 503 }));
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    secret = ep.secret;
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], () => new Response("unavailable", { status: 503 }));
     await enqueue(deps, owner);
     const w = worker(deps);
     const start = clock.now();
@@ -329,9 +336,7 @@ describe("sealed event bodies", () => {
   test("a body is stored sealed, never with its secrets in clear, and sent as the JSON it seals", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret]);
-    secret = (await createEndpoint(deps, owner, { url: rx.url(), events: ["feature.unlocked"] })).secret;
+    const { rx } = await verifiedEndpoint(deps, clock, owner, ["feature.unlocked"]);
     const eventId = await enqueue(deps, owner, "feature.unlocked", { accessToken: "ft_secret_of_the_buyer" });
     const stored = (await store.findEvent(db, eventId))!.payload;
     expect(stored).toStartWith("sealed:v1:");
@@ -375,10 +380,7 @@ describe("test events and resend", () => {
   test("a test event reaches its one endpoint whatever it subscribes to, and no other", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret]);
-    const ep = await createEndpoint(deps, owner, { url: rx.url("/tested"), events: ["product.archived"] });
-    secret = ep.secret;
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["product.archived"], undefined, "/tested");
     await createEndpoint(deps, owner, { url: rx.url("/other"), events: ["webhook.test"] });
     const { deliveryId } = await sendTestEvent(deps, owner, ep.endpointId);
     expect(deliveryId).toMatch(/^whd_/);
@@ -392,10 +394,7 @@ describe("test events and resend", () => {
   test("resend makes a new delivery of the same event (same webhook-id); only the owner can", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let secret = "";
-    const rx = startReceiver(clock, () => [secret]);
-    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
-    secret = ep.secret;
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"]);
     const eventId = await enqueue(deps, owner);
     const w = worker(deps);
     await w.runOnce();
