@@ -136,7 +136,7 @@ async function deliveriesOf(deps: Deps, owner: string, endpointId: string) {
 
 describe("delivery", () => {
   test("the first attempt goes at once, signed per Standard Webhooks, with the stored body byte for byte", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"]);
     const eventId = await enqueue(deps, owner);
@@ -166,7 +166,7 @@ describe("delivery", () => {
   });
 
   test("fan-out: only the owner's enabled endpoints subscribed to the type receive it", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const rx = startReceiver(clock, () => []);
     const paid = await createEndpoint(deps, owner, { url: rx.url("/paid"), events: ["payment.completed"] });
@@ -185,7 +185,7 @@ describe("delivery", () => {
   });
 
   test("a failed first attempt (500) is retried 5 s later with the same webhook-id and a new timestamp", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
     const eventId = await enqueue(deps, owner);
@@ -211,7 +211,7 @@ describe("delivery", () => {
   });
 
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], () => new Response("unavailable", { status: 503 }));
     await enqueue(deps, owner);
@@ -242,7 +242,7 @@ describe("delivery", () => {
   });
 
   test("410 Gone fails the delivery and disables the endpoint, which then receives nothing", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const rx = startReceiver(clock, () => [], () => new Response("gone", { status: 410 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
@@ -261,7 +261,7 @@ describe("delivery", () => {
   });
 
   test("an endpoint disabled (or deleted) after the event was queued receives nothing", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const rx = startReceiver(clock, () => []);
     const disabled = await createEndpoint(deps, owner, { url: rx.url("/disabled"), events: ["payment.completed"] });
@@ -277,7 +277,7 @@ describe("delivery", () => {
   });
 
   test("a retry goes to the endpoint's current URL and is signed with both secrets during a rotation", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     let secrets: string[] = [];
     const rx = startReceiver(clock, () => secrets, (n) => new Response(null, { status: n === 1 ? 500 : 204 }));
@@ -297,7 +297,7 @@ describe("delivery", () => {
   });
 
   test("each attempt records at most 1 KiB of the response, cut on a character boundary", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const rx = startReceiver(clock, () => [], () => new Response("é".repeat(5000), { status: 500 }));
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
@@ -311,7 +311,7 @@ describe("delivery", () => {
   });
 
   test("an unreachable endpoint records the failure with no status code and is retried", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps } = await setup();
     const owner = wallet();
     const ep = await createEndpoint(deps, owner, { url: "http://127.0.0.1:1/hook", events: ["payment.completed"] });
     await enqueue(deps, owner);
@@ -392,7 +392,7 @@ describe("test events and resend", () => {
   });
 
   test("resend makes a new delivery of the same event (same webhook-id); only the owner can", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"]);
     const eventId = await enqueue(deps, owner);
@@ -428,7 +428,7 @@ describe("test events and resend", () => {
 
 describe("leases", () => {
   test("two workers racing never deliver the same attempt twice", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     // A slow receiver, so the two workers' batches overlap in time.
     const rx = startReceiver(clock, () => [], async () => {
@@ -505,7 +505,7 @@ describe("leases", () => {
 
 describe("the started loop", () => {
   test("delivers what is enqueued while it runs, and stops", async () => {
-    const { deps, db, clock } = await setup();
+    const { deps, clock } = await setup();
     const owner = wallet();
     const rx = startReceiver(clock, () => []);
     await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
