@@ -51,10 +51,12 @@ async function splToken(deps: Deps, key: string): Promise<SplToken> {
   return (await currencyToken(deps, key)) as SplToken; // currencyToken refuses a token without a mint
 }
 
+const archived = () => new AppError("INVALID_STATE", "this product is archived and can no longer be bought");
+
 async function productForSale(deps: Deps, productId: string): Promise<store.ProductRow> {
   const product = await store.findProduct(deps.db, productId);
   if (product === null) throw new AppError("NOT_FOUND", "no such product");
-  if (product.status === "archived") throw new AppError("INVALID_STATE", "this product is archived and can no longer be bought");
+  if (product.status === "archived") throw archived();
   return product;
 }
 
@@ -242,7 +244,9 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
 /** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
 async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<ConfirmResult> {
   if (checkout.purchaseId !== null) return completedResult(deps, checkout, (await store.findPurchase(deps.db, checkout.purchaseId))!);
-  const product = await productForSale(deps, checkout.productId);
+  // Archived or not: a payment for a checkout opened while the product was for sale is honoured (below).
+  const product = await store.findProduct(deps.db, checkout.productId);
+  if (product === null) throw new AppError("NOT_FOUND", "no such product");
   const token = await splToken(deps, checkout.token);
   // paygate.md step 3: confirmed, and on mainnet finalized.
   const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT, finalized: waitsForFinality(deps.config.network) });
@@ -262,6 +266,8 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
   }
   if (refusal !== null) throw refusal;
   // Expiry counts when the payment landed, not when it is confirmed: only an unpaid checkout expires.
+  // So does archiving: it ends only checkouts that were not paid.
+  if (product.status === "archived") throw archived();
   if (isClosed(deps, checkout)) throw expired();
   return { status: "pending" };
 }
