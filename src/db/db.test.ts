@@ -96,6 +96,27 @@ describe("durable commits (FULL)", () => {
     db.close();
   });
 
+  test("settled() resolves only once the writes made so far are flushed, and rejects with their batch", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "s.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const write = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run()));
+    expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 1 }); // seen before it is durable
+    const barrier = settled(db.settled());
+    await nextTurn();
+    expect([write(), barrier()]).toEqual(["pending", "pending"]);
+    sync.finish();
+    await nextTurn();
+    expect([write(), barrier()]).toEqual(["resolved", "resolved"]);
+    const lost = db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run());
+    const lostBarrier = db.settled();
+    await nextTurn();
+    sync.finish(new Error("EIO: i/o error, fsync"));
+    await expect(lost).rejects.toThrow("EIO");
+    await expect(lostBarrier).rejects.toThrow("EIO");
+    db.close();
+  });
+
   test("a failed flush tells the batch's writers, and from then on writes are refused and readiness fails", async () => {
     const sync = manualSync();
     const db = openDatabase(join(dir, "e.db"), { syncFile: sync.syncFile });

@@ -21,6 +21,13 @@ export type Db = {
    */
   read<T>(fn: () => T): T;
   /**
+   * Resolves once everything this process has written so far is committed and on disk — the writes of
+   * the current batch included — and rejects if they are not. Reads see the current batch's writes before
+   * they are committed; an answer built from such a read (another request's purchase, say) awaits this
+   * before it goes out, as the writer itself does.
+   */
+  settled(): Promise<void>;
+  /**
    * Called as each request arrives: if anything was committed (by this or another process) since the
    * shared read snapshot began, the snapshot ends, so that no request reads a state older than its own
    * arrival (a key revoked by the CLI is refused from the next request). Costs no system call.
@@ -263,6 +270,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
+    settled: () => write(() => undefined), // joins the current batch (or starts one) and waits for its flush
     endReads() {
       if (!watching && !watchSoon) {
         watchSoon = true;

@@ -243,7 +243,12 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
 
 /** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
 async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<ConfirmResult> {
-  if (checkout.purchaseId !== null) return completedResult(deps, checkout, (await store.findPurchase(deps.db, checkout.purchaseId))!);
+  if (checkout.purchaseId !== null) {
+    // The purchase may be another request's write of this very turn, read before it is on disk: the token
+    // goes out only once it is (or the batch's failure is the answer).
+    await deps.db.settled();
+    return completedResult(deps, checkout, (await store.findPurchase(deps.db, checkout.purchaseId))!);
+  }
   // Archived or not: a payment for a checkout opened while the product was for sale is honoured (below).
   const product = await store.findProduct(deps.db, checkout.productId);
   if (product === null) throw new AppError("NOT_FOUND", "no such product");
