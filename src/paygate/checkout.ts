@@ -277,6 +277,35 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
   return { status: "pending" };
 }
 
+/** Checkouts of one wallet and product an earlier attempt may have paid: how many checkout_pay looks at. */
+const EARLIER_ATTEMPTS = 5;
+
+/**
+ * A purchase an earlier attempt of this wallet already paid for: its open checkouts of the product are
+ * settled (newest first), and the first completed one is returned with what checkout_pay answers. So a
+ * payer retrying after an error that came after its payment landed (a lost answer, a chain that stopped
+ * answering) is not charged twice. Null when none is paid; a chain outage is thrown, as paying would be.
+ */
+export async function earlierPurchaseOf(
+  deps: Deps,
+  productId: string,
+  walletAddress: string,
+): Promise<(Extract<ConfirmResult, { status: "completed" }> & { checkoutId: string; amount: string; currency: string; payTo: string }) | null> {
+  for (const checkout of await store.findOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
+    let result: ConfirmResult;
+    try {
+      result = await settleCheckout(deps, checkout);
+    } catch (err) {
+      if (err instanceof AppError && err.code !== "CHAIN_UNAVAILABLE" && err.code !== "INTERNAL_ERROR") continue; // not paid, or refused
+      throw err;
+    }
+    if (result.status !== "completed") continue;
+    const token = await splToken(deps, checkout.token);
+    return { ...result, checkoutId: checkout.id, amount: formatAmount(checkout.amount, token.decimals), currency: token.key.toUpperCase(), payTo: checkout.payTo };
+  }
+  return null;
+}
+
 /** POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. */
 export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string): Promise<ConfirmResult> {
   return settleCheckout(deps, await checkoutOf(deps, productId, checkoutId));

@@ -253,6 +253,15 @@ export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | nu
   return raw === null ? null : toCheckout(raw);
 }
 
+/** The wallet's open checkouts of a product, newest first (at most `limit`). */
+export async function findOpenCheckoutsOf(db: Db, productId: string, wallet: string, limit: number): Promise<CheckoutRow[]> {
+  return (
+    db.sqlite
+      .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND product_id = ? AND wallet = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
+      .all(productId, wallet, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+  ).map(toCheckout);
+}
+
 /** Open checkouts with ids after `afterId`, in id order (the watcher's round). */
 export async function listOpenCheckouts(db: Db, afterId: string, limit: number): Promise<CheckoutRow[]> {
   return (

@@ -6,7 +6,8 @@ import { createToolRegistry } from "../mcp/tools.ts";
 import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
 import { createProduct } from "./products.ts";
-import { checkAccess } from "./purchases.ts";
+import { checkAccess, listPurchases } from "./purchases.ts";
+import { AppError } from "../errors.ts";
 import { verifyFeatureToken } from "./tokens.ts";
 
 test("checkout_pay: a custodial buyer pays, gets the purchase and its token; others are refused clearly", async () => {
@@ -42,4 +43,38 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
     success: false,
     code: "UNAUTHENTICATED",
   });
+});
+
+test("checkout_pay after an error that came once the payment had landed answers that purchase, not a second payment", async () => {
+  const { deps: base } = await testDeps();
+  // A ledger that sends, then loses the answer (the chain stopped answering while it waited).
+  let lose = true;
+  const ledger = {
+    ...base.ledger,
+    submit: async (...args: Parameters<typeof base.ledger.submit>) => {
+      const sent = await base.ledger.submit(...args);
+      if (lose) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
+      return sent;
+    },
+  };
+  const deps = { ...base, ledger } as typeof base;
+  const registry = createToolRegistry(deps);
+  const owner = Keypair.generate().publicKey.toBase58();
+  const product = await createProduct(deps, owner, { title: "Pro", description: "", type: "feature_unlock", price: "2", featureIds: ["pro"] });
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  const caller: Caller = { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" };
+  const ctx = { deps, caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+
+  const failed = await registry.call(ctx, "checkout_pay", { productId: product.productId });
+  expect(failed).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE", details: { checkoutId: expect.stringMatching(/^chk_/) } });
+  lose = false;
+  const retried = await registry.call(ctx, "checkout_pay", { productId: product.productId });
+  if (!retried.success) throw new Error(JSON.stringify(retried));
+  expect(retried.data).toMatchObject({ status: "completed", amount: "2", currency: "USDC", payTo: owner, checkoutId: (failed as { details: { checkoutId: string } }).details.checkoutId });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+  expect((await listPurchases(deps, owner, {})).total).toBe(1);
+  // A later call is a new purchase (access is extended), paid again on purpose.
+  expect(await registry.call(ctx, "checkout_pay", { productId: product.productId })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(6_000_000n);
 });

@@ -12,7 +12,9 @@ export const checkoutPay = defineTool({
   description:
     "Buy a product sold through this service (its productId is in the payment link /pay/<productId>) with this " +
     "session's custodial wallet: pays the price in USDC or the service token and returns the purchase, with the " +
-    "feature access token (accessToken) for feature unlocks. A connected wallet pays on the checkout page instead.",
+    "feature access token (accessToken) for feature unlocks. A connected wallet pays on the checkout page instead. " +
+    "After an error, calling it again answers a payment of the earlier call that has landed instead of paying " +
+    "twice; the error's details carry the checkoutId, to confirm at /pay/<productId>/confirm.",
   input: { productId: z.string().max(64).describe("the product's id, prod_…") },
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
@@ -21,10 +23,21 @@ export const checkoutPay = defineTool({
     if (signer.kind !== "custodial") {
       throw new AppError("NOT_SUPPORTED", "checkout_pay pays with a custodial wallet; a connected wallet pays on the checkout page (paymentUrl)");
     }
-    const { startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
+    const { earlierPurchaseOf, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
+    // A retry after an error that came once the payment had landed answers that purchase, not a second one.
+    const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
+    if (earlier !== null) return earlier;
     const checkout = await startCheckout(deps, input.productId, wallet.walletAddress);
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
-    const result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed));
+    let result;
+    try {
+      result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed));
+    } catch (err) {
+      // The payment may still land: the checkoutId lets the caller confirm it (/pay/<productId>/confirm).
+      if (!(err instanceof AppError)) throw err;
+      const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
+      throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
+    }
     return { ...result, checkoutId: checkout.checkoutId, amount: checkout.amount, currency: checkout.currency, payTo: checkout.payTo };
   },
 });
