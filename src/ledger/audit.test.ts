@@ -47,6 +47,24 @@ describe("mainnet audit log", () => {
     ]);
   });
 
+  test("the row is on record before the transaction is sent: while the outcome is awaited it says unknown", async () => {
+    const { deps } = await testDeps(mainnetEnv());
+    const from = (await createCustodialWallet(deps)).address;
+    rpc.setLamports(from, SOL);
+    rpc.setDropTransactions(true); // sent, never lands: the ledger waits for it
+    try {
+      const outcome = codeOf(transferFromWallet(deps, { from, to: Keypair.generate().publicKey.toBase58(), token: "sol", amount: SOL / 4n }));
+      const rows = () => deps.db.sqlite.query("SELECT outcome, error_code AS errorCode FROM ledger_audit").all();
+      for (let i = 0; i < 100 && rows().length === 0; i++) await Bun.sleep(20);
+      expect(rows()).toEqual([{ outcome: "unknown", errorCode: null }]); // what a crash now would leave
+      rpc.expireBlockhash(); // the wait ends: it can no longer land
+      expect(await outcome).toBe("TRANSACTION_REJECTED");
+      expect(rows()).toEqual([{ outcome: "rejected", errorCode: "TRANSACTION_REJECTED" }]);
+    } finally {
+      rpc.setDropTransactions(false);
+    }
+  });
+
   test("off mainnet nothing is logged", async () => {
     const { deps } = await testDeps();
     const from = (await createCustodialWallet(deps)).address;

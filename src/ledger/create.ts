@@ -39,7 +39,10 @@ function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
 
 /**
  * Mainnet rule (ledger.md): every submitted transfer is logged with its outcome — confirmed, failed on
- * chain, rejected before execution, or unknown (the RPC stopped answering after the send).
+ * chain, rejected before execution, or unknown (the RPC stopped answering after the send). The row is
+ * written, as `unknown`, before the transaction is sent, so a crash while waiting for the outcome leaves
+ * exactly that on record; the outcome then replaces it. A failure to write the outcome never replaces
+ * the ledger's answer (the money moved, or did not, all the same): the row then stays `unknown`.
  */
 async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array, options: SubmitOptions | undefined): Promise<SubmitResult> {
   const { parseTransaction, transfersOf } = await import("./transactions.ts");
@@ -48,24 +51,25 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
     transfersOf(parsed, () => null, () => null),
     (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v),
   );
-  const log = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
-    store.insertAudit(deps.db, {
-      at: deps.clock.now(),
-      network: deps.config.network,
-      signature: parsed.signature,
-      feePayer: parsed.accountKeys[0]!,
-      transfers,
-      outcome,
-      errorCode,
-    });
+  const id = await store.insertAudit(deps.db, {
+    at: deps.clock.now(),
+    network: deps.config.network,
+    signature: parsed.signature,
+    feePayer: parsed.accountKeys[0]!,
+    transfers,
+    outcome: "unknown",
+    errorCode: null,
+  });
+  const settle = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
+    store.setAuditOutcome(deps.db, id, outcome, errorCode).catch(() => undefined); // stays `unknown` (see above)
   try {
     const result = await ledger.submit(wire, options);
-    await log("confirmed", null);
+    await settle("confirmed", null);
     return result;
   } catch (err) {
     const code = err instanceof AppError ? err.code : "INTERNAL_ERROR";
     const reason = err instanceof AppError ? (err.extra.details as { reason?: string } | undefined)?.reason : undefined;
-    await log(reason === "execution_failed" ? "failed" : code === "CHAIN_UNAVAILABLE" || code === "INTERNAL_ERROR" ? "unknown" : "rejected", code);
+    await settle(reason === "execution_failed" ? "failed" : code === "CHAIN_UNAVAILABLE" || code === "INTERNAL_ERROR" ? "unknown" : "rejected", code);
     throw err;
   }
 }

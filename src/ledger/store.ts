@@ -12,14 +12,23 @@ export type AuditRow = Readonly<{
   errorCode: string | null;
 }>;
 
-export function insertAudit(db: Db, row: AuditRow): Promise<void> {
+/** Records a submission; resolves with the row's id (for setAuditOutcome) once it is on disk. */
+export function insertAudit(db: Db, row: AuditRow): Promise<number> {
   return db.write(() => {
-    db.sqlite
+    const { id } = db.sqlite
       .query(
         `INSERT INTO ledger_audit (at, network, signature, fee_payer, transfers, outcome, error_code)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
       )
-      .run(row.at, row.network, row.signature, row.feePayer, row.transfers, row.outcome, row.errorCode);
+      .get(row.at, row.network, row.signature, row.feePayer, row.transfers, row.outcome, row.errorCode) as { id: number };
+    return id;
+  });
+}
+
+/** The outcome of a submission recorded as `unknown` before it was sent. */
+export function setAuditOutcome(db: Db, id: number, outcome: AuditRow["outcome"], errorCode: string | null): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("UPDATE ledger_audit SET outcome = ?, error_code = ? WHERE id = ?").run(outcome, errorCode, id);
   });
 }
 
