@@ -144,6 +144,21 @@ describe("refresh and revocation", () => {
     expect(res.revoked).toBe(1);
   });
 
+  test("revoke-all spends its nonce and revokes in one write: when the revocation fails, the nonce is not spent", async () => {
+    const { deps, db } = await testDeps();
+    const wallet = newWallet();
+    const session = await login(deps, wallet);
+    const ch = await issueChallenge(deps, wallet.address, client);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    db.sqlite.run("ALTER TABLE auth_wallet_cutoffs RENAME TO cutoffs_away"); // the cutoff's INSERT fails inside SQLite
+    await expect(revokeAllSessions(deps, body, client)).rejects.toThrow();
+    expect((await store.findChallenge(db, ch.nonce))!.consumedAt).toBeNull();
+    db.sqlite.run("ALTER TABLE cutoffs_away RENAME TO auth_wallet_cutoffs");
+    expect((await authenticateToken(deps, session.token)).walletAddress).toBe(wallet.address); // nothing revoked
+    expect(await revokeAllSessions(deps, body, client)).toEqual({ revoked: 1, walletAddress: wallet.address }); // the same challenge works
+    expect(await codeOf(authenticateToken(deps, session.token))).toBe("TOKEN_REVOKED");
+  });
+
   test("with FINGERPRINT_RESTORE=off no fingerprint is stored at all", async () => {
     const { deps, db } = await testDeps({ FINGERPRINT_RESTORE: "off" });
     await login(deps);

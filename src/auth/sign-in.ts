@@ -27,15 +27,16 @@ function requireSignature(signature: string): Uint8Array {
  *
  * The message and signature are judged before the consume but reported after it, exactly as if
  * checked in the spec's order (a loser of a race hears NONCE_USED; a bad signature still spends
- * the nonce). That lets `token` — what a proof buys: the new session's token row — be recorded in the
- * same atomic write as the consume: one commit per sign-in, and no token without a spent nonce.
+ * the nonce). That lets what a proof `buys` — the new session's token row, or a revoke-all — be
+ * recorded in the same atomic write as the consume: one commit per sign-in, no token without a spent
+ * nonce, and no spent nonce without its revoke-all. Returns how many tokens a revoke-all revoked.
  */
 export async function proveWalletControl(
   deps: Deps,
   input: SignedChallenge,
   client: ClientInfo,
-  token?: store.NewToken,
-): Promise<void> {
+  buys: store.ProofPurchase = {},
+): Promise<{ revoked: number }> {
   const publicKey = requireAddress(input.walletAddress);
   const signature = requireSignature(input.signature);
   const now = deps.clock.now();
@@ -55,7 +56,7 @@ export async function proveWalletControl(
     failure = new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
   }
   // Spent here whatever the verdict: a failed signature needs a fresh challenge.
-  const won = await store.consumeChallenge(deps.db, input.nonce, input.walletAddress, now, failure === null ? token : undefined);
+  const { won, revoked } = await store.consumeChallenge(deps.db, input.nonce, input.walletAddress, now, failure === null ? buys : {});
   if (!won) {
     // Lost to another request, or expired (and perhaps purged) while the signature was checked.
     const after = await store.findChallenge(deps.db, input.nonce);
@@ -65,13 +66,14 @@ export async function proveWalletControl(
     throw new AppError("NONCE_USED", "this challenge was already used; request a new one");
   }
   if (failure !== null) throw failure;
+  return { revoked };
 }
 
 /** POST /auth/verify and wallet_connect: prove control, then issue a session token (in the same write). */
 export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
   try {
     const prepared = prepareSession(deps, input.walletAddress, client);
-    await proveWalletControl(deps, input, client, prepared.record);
+    await proveWalletControl(deps, input, client, { token: prepared.record });
     const issued = signPreparedSession(deps, prepared);
     deps.metrics.signIn("success");
     return issued;
@@ -90,10 +92,9 @@ export async function revokeAllSessions(
   input: SignedChallenge,
   client: ClientInfo,
 ): Promise<{ revoked: number; walletAddress: string }> {
-  await proveWalletControl(deps, input, client);
-  const now = deps.clock.now();
-  const cutoff = Math.floor(now / 1000) * 1000;
-  const revoked = await store.revokeWallet(deps.db, input.walletAddress, cutoff, now);
+  // The cutoff is this Unix second; the revocation is written with the nonce's consume (one write).
+  const cutoff = Math.floor(deps.clock.now() / 1000) * 1000;
+  const { revoked } = await proveWalletControl(deps, input, client, { revokeAllBefore: cutoff });
   return { revoked, walletAddress: input.walletAddress };
 }
 

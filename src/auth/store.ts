@@ -45,11 +45,15 @@ export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow
 /** A token row to record, with the time its fingerprint link is stamped and the token it refreshes. */
 export type NewToken = { row: Omit<TokenRow, "revokedAt">; now: number; parentJti: string | null };
 
+/** What a proof of wallet control buys, recorded in the write that spends its nonce. */
+export type ProofPurchase = { token?: NewToken | undefined; revokeAllBefore?: number | undefined };
+
 /**
- * The single conditional UPDATE that makes a nonce single-use: true for exactly one caller. When the
- * caller wins and names a `token`, that token is recorded in the same atomic write.
+ * The single conditional UPDATE that makes a nonce single-use: `won` for exactly one caller. When the
+ * caller wins, what it `buys` is recorded in the same atomic write: a new session's token, or the
+ * revocation of every token of the wallet issued before a cutoff (`revoked`: how many were live).
  */
-export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, token?: NewToken): Promise<boolean> {
+export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, buys: ProofPurchase = {}): Promise<{ won: boolean; revoked: number }> {
   return db.write(() => {
     const won = db.sqlite
       .query(
@@ -58,8 +62,10 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
          RETURNING nonce`,
       )
       .get(now, nonce, wallet, now);
-    if (won !== null && token !== undefined) insertTokenRows(db, token);
-    return won !== null;
+    if (won === null) return { won: false, revoked: 0 };
+    if (buys.token !== undefined) insertTokenRows(db, buys.token);
+    const revoked = buys.revokeAllBefore === undefined ? 0 : revokeWalletRows(db, wallet, buys.revokeAllBefore, now);
+    return { won: true, revoked };
   });
 }
 
@@ -149,23 +155,21 @@ export function revokeToken(db: Db, wallet: string, jti: string, now: number): P
 }
 
 /**
- * Revokes every token of a wallet, sets its cutoff and drops its fingerprint links. Returns how many
- * live (unexpired, unrevoked) tokens it revoked.
+ * Revoke-all, inside consumeChallenge's write: revokes every token of a wallet, sets its cutoff and
+ * drops its fingerprint links. Returns how many live (unexpired, unrevoked) tokens it revoked.
  */
-export function revokeWallet(db: Db, wallet: string, cutoff: number, now: number): Promise<number> {
-  return db.write(() => {
-    const changed = db.sqlite
-      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL AND expires_at > ?")
-      .run(now, wallet, now);
-    db.sqlite
-      .query(
-        `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)
-         ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = MAX(tokens_valid_after, excluded.tokens_valid_after)`,
-      )
-      .run(wallet, cutoff);
-    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ?").run(wallet);
-    return changed.changes;
-  });
+function revokeWalletRows(db: Db, wallet: string, cutoff: number, now: number): number {
+  const changed = db.sqlite
+    .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL AND expires_at > ?")
+    .run(now, wallet, now);
+  db.sqlite
+    .query(
+      `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)
+       ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = MAX(tokens_valid_after, excluded.tokens_valid_after)`,
+    )
+    .run(wallet, cutoff);
+  db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ?").run(wallet);
+  return changed.changes;
 }
 
 export type FingerprintLink = { fingerprint: string; wallet: string; sessionId: string; jti: string; updatedAt: number };
