@@ -199,19 +199,14 @@ export async function revokeSessionToken(deps: Deps, token: string): Promise<Aut
   return session;
 }
 
-/** wallet_disconnect of a session known by its token's id (an MCP binding): that token dies now. */
-export async function revokeTokenId(deps: Deps, walletAddress: string, jti: string): Promise<void> {
-  await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now());
-}
-
 /**
- * wallet_disconnect: this client's fingerprint forgets the wallet, even when the link names a newer token
- * of it (a later sign-in from the same client), so no new session from here is restored to it.
+ * wallet_disconnect: the session's token (the header's, checked first, or the one an MCP binding names)
+ * dies now, and in the same write this client's fingerprint forgets the wallet, even when its link names
+ * a newer token of it (a later sign-in from the same client), so no new session from here is restored to it.
  */
-export async function forgetClientLink(deps: Deps, client: ClientInfo, walletAddress: string): Promise<void> {
-  const fingerprint = storedFingerprint(deps, client);
-  const link = await store.findFingerprintLink(deps.db, fingerprint);
-  if (link !== null && link.wallet === walletAddress) await store.deleteFingerprintLink(deps.db, fingerprint);
+export async function disconnectWallet(deps: Deps, wallet: { token: string | null; walletAddress: string; jti: string }, client: ClientInfo): Promise<void> {
+  const { walletAddress, jti } = wallet.token === null ? wallet : await authenticateToken(deps, wallet.token);
+  await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now(), storedFingerprint(deps, client));
 }
 
 export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };

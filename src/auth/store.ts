@@ -143,13 +143,18 @@ export async function findWalletCutoff(db: Db, wallet: string): Promise<number> 
   );
 }
 
-/** Revokes one token of `wallet` and drops fingerprint links that point at it. True when it was live. */
-export function revokeToken(db: Db, wallet: string, jti: string, now: number): Promise<boolean> {
+/**
+ * Revokes one token of `wallet` and drops fingerprint links that point at it, and, given a client's
+ * `fingerprint`, that client's link to the wallet whatever token it names (sign-out). One write. True
+ * when the token was live.
+ */
+export function revokeToken(db: Db, wallet: string, jti: string, now: number, fingerprint?: string): Promise<boolean> {
   return db.write(() => {
     const changed = db.sqlite
       .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND jti = ? AND revoked_at IS NULL")
       .run(now, wallet, jti);
     db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ? AND jti = ?").run(wallet, jti);
+    if (fingerprint !== undefined) db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ? AND wallet = ?").run(fingerprint, wallet);
     return changed.changes > 0;
   });
 }
@@ -184,12 +189,6 @@ export async function findFingerprintLink(db: Db, fingerprint: string): Promise<
         )
         .get(fingerprint) as FingerprintLink | null) ?? null
     );
-  });
-}
-
-export function deleteFingerprintLink(db: Db, fingerprint: string): Promise<void> {
-  return db.write(() => {
-    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ?").run(fingerprint);
   });
 }
 

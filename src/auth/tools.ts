@@ -4,7 +4,7 @@ import { z } from "zod";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { isCustodial } from "../wallets/custody.ts";
 import { issueChallenge } from "./challenge.ts";
-import { forgetClientLink, restoreSession, revokeSessionToken, revokeTokenId, sessionStatus } from "./sessions.ts";
+import { disconnectWallet, restoreSession, sessionStatus } from "./sessions.ts";
 import { signIn } from "./sign-in.ts";
 
 const walletAddress = z.string().describe("Solana wallet address: base58 of a 32-byte Ed25519 public key");
@@ -78,11 +78,7 @@ export const walletDisconnect = defineTool({
   input: {},
   needsWallet: true,
   run: async ({ deps, caller, session, client }) => {
-    const wallet = requireWallet(caller);
-    // The header's token, or the bound one; revoking also drops the fingerprint link to it.
-    if (wallet.token !== null) await revokeSessionToken(deps, wallet.token);
-    else await revokeTokenId(deps, wallet.walletAddress, wallet.jti);
-    await forgetClientLink(deps, client, wallet.walletAddress);
+    await disconnectWallet(deps, requireWallet(caller), client); // the token and this client's link, one write
     await session.unbind();
     return { disconnected: true };
   },
