@@ -1,10 +1,10 @@
-// Products in-process: the per-owner cap (a thousand products over HTTP would only be slower), and a
-// currency without a mint on the network (devnet without SERVICE_TOKEN_MINT).
+// Products in-process: the per-owner cap (a thousand products over HTTP would only be slower), a
+// currency without a mint on the network (devnet without SERVICE_TOKEN_MINT), and an edit racing an archive.
 import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
-import { archiveProduct, createProduct, listProducts, MAX_PRODUCTS_PER_OWNER, updateProduct } from "./products.ts";
+import { archiveProduct, createProduct, getProduct, listProducts, MAX_PRODUCTS_PER_OWNER, updateProduct } from "./products.ts";
 
 test("an owner has at most 1,000 products, archived ones included; the refused one emits no event", async () => {
   const { deps } = await testDeps();
@@ -29,4 +29,18 @@ test("a currency with no mint on this network is NOT_SUPPORTED, in a new product
   expect(await codeOf(createProduct(deps, owner, { ...pass, currency: "WGT" }))).toBe("NOT_SUPPORTED");
   const usdc = await createProduct(deps, owner, pass);
   expect(await codeOf(updateProduct(deps, owner, usdc.productId, { currency: "WGT" }))).toBe("NOT_SUPPORTED");
+});
+
+test("an edit racing an archive never brings the product back, and two archives emit one product.archived", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1" });
+  await Promise.all([
+    updateProduct(deps, owner, product.productId, { title: "Day pass" }),
+    archiveProduct(deps, owner, product.productId),
+    archiveProduct(deps, owner, product.productId),
+  ]);
+  expect(await getProduct(deps, owner, product.productId)).toMatchObject({ title: "Day pass", status: "archived" });
+  const archived = deps.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'product.archived'").get() as { n: number };
+  expect(archived.n).toBe(1);
 });

@@ -229,11 +229,17 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
   return view;
 }
 
-/** Archived products cannot be bought; access already sold stays. Archiving twice is harmless. */
+/**
+ * Archived products cannot be bought; access already sold stays. Archiving twice is harmless: only the
+ * write that changes the status emits product.archived.
+ */
 export async function archiveProduct(deps: Deps, owner: string, productId: string): Promise<Product> {
   const row = await ownedProduct(deps, owner, productId);
-  const next = { ...row, status: "archived" as const, updatedAt: row.status === "archived" ? row.updatedAt : deps.clock.now() };
-  const view = await productView(deps, next);
-  if (row.status !== "archived") await store.updateProduct(deps.db, next, productEvent(deps, "product.archived", owner, view));
+  if (row.status === "archived") return productView(deps, row);
+  const now = deps.clock.now();
+  const view = await productView(deps, { ...row, status: "archived", updatedAt: now });
+  if (!(await store.archiveProduct(deps.db, owner, productId, now, productEvent(deps, "product.archived", owner, view)))) {
+    return productView(deps, await ownedProduct(deps, owner, productId)); // archived meanwhile by another request
+  }
   return view;
 }

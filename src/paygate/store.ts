@@ -187,13 +187,17 @@ export async function listProducts(db: Db, owner: string): Promise<ProductRow[]>
   );
 }
 
+/**
+ * Writes an edit's fields (never the status: an archive racing the edit stays archived), and runs
+ * `alsoInWrite` in the same write.
+ */
 export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void): Promise<void> {
   return db.write(() => {
     alsoInWrite?.();
     db.sqlite
       .query(
         `UPDATE products SET title = ?, description = ?, price = ?, token = ?, feature_ids = ?, pay_to = ?, access_days = ?,
-           redirect_origins = ?, status = ?, updated_at = ? WHERE id = ? AND owner = ?`,
+           redirect_origins = ?, updated_at = ? WHERE id = ? AND owner = ?`,
       )
       .run(
         row.title,
@@ -204,11 +208,20 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void)
         row.payTo,
         row.accessDays,
         JSON.stringify(row.redirectOrigins),
-        row.status,
         row.updatedAt,
         row.id,
         row.owner,
       );
+  });
+}
+
+/** Archives an active product of `owner`, running `alsoInWrite` in the same write only then; false when it was not active. */
+export function archiveProduct(db: Db, owner: string, id: string, now: number, alsoInWrite: () => void): Promise<boolean> {
+  return db.write(() => {
+    const changed = db.sqlite.query("UPDATE products SET status = 'archived', updated_at = ? WHERE id = ? AND owner = ? AND status = 'active'").run(now, id, owner);
+    if (changed.changes === 0) return false;
+    alsoInWrite();
+    return true;
   });
 }
 
