@@ -98,7 +98,7 @@ describe("durable commits (FULL)", () => {
 
   test("settled() resolves only once the writes made so far are flushed, and rejects with their batch", async () => {
     const sync = manualSync();
-    const db = openDatabase(join(dir, "s.db"), { syncFile: sync.syncFile });
+    const db = openDatabase(join(dir, "settled.db"), { syncFile: sync.syncFile });
     db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
     const write = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run()));
     expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 1 }); // seen before it is durable
@@ -114,6 +114,16 @@ describe("durable commits (FULL)", () => {
     sync.finish(new Error("EIO: i/o error, fsync"));
     await expect(lost).rejects.toThrow("EIO");
     await expect(lostBarrier).rejects.toThrow("EIO");
+    db.close();
+  });
+
+  test("settled() rejects when SQLite has already rolled the batch back, as the batch's writers hear", async () => {
+    const db = openDatabase(join(dir, "settled-lost.db"), { syncFile: manualSync().syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const lost = db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
+    db.sqlite.run("ROLLBACK"); // what SQLite does to the whole transaction after some I/O errors
+    await expect(db.settled()).rejects.toThrow("rolled back");
+    await expect(lost).rejects.toThrow("rolled back");
     db.close();
   });
 

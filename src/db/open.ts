@@ -270,7 +270,14 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     sqlite,
     write,
     read,
-    settled: () => write(() => undefined), // joins the current batch (or starts one) and waits for its flush
+    settled() {
+      // A batch SQLite already rolled back is lost: its writers hear so, and so does this caller.
+      if (inBatch && !sqlite.inTransaction) {
+        settle(batchLost());
+        return Promise.reject(batchLost());
+      }
+      return write(() => undefined); // joins the current batch (or starts one) and waits for its flush
+    },
     endReads() {
       if (!watching && !watchSoon) {
         watchSoon = true;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
 import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
-import { signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
+import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
@@ -51,13 +51,20 @@ async function setup(network: "devnet" | "mainnet") {
     return { checkoutId: checkout.checkoutId, txHash: signatureOf(signed) };
   };
   const hasAccess = async () => (await checkAccess(deps, owner, productId, wallet)).hasAccess;
-  return { deps, clock, productId, payItself, hasAccess };
+  return { deps, clock, productId, wallet, payItself, hasAccess };
 }
 
 describe("checkout on RPC networks", () => {
   test("a payment whose block time the node does not know is not judged: CHAIN_UNAVAILABLE, nothing expires, completed once it is known", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();
+    // A stranger's later payment carrying the same (now public) reference: refused, but it must not hide
+    // the undecided one and get the checkout expired.
+    const stranger = Keypair.generate();
+    rpc.setLamports(stranger.publicKey.toBase58(), SOL);
+    rpc.mintTokens(USDC_MINTS.devnet, stranger.publicKey.toBase58(), 10n * USDC);
+    const again = await startCheckout(s.deps, s.productId, s.wallet, checkoutId); // the same reference
+    await s.deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger }), "base64"));
     rpc.setBlockTimeUnknown(true);
     try {
       expect(await codeOf(confirmCheckout(s.deps, s.productId, checkoutId))).toBe("CHAIN_UNAVAILABLE");

@@ -242,12 +242,17 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
 }
 
 /** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
-async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<ConfirmResult> {
+async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<ConfirmResult> {
+  let checkout = read;
   if (checkout.purchaseId !== null) {
     // The purchase may be another request's write of this very turn, read before it is on disk: the token
     // goes out only once it is (or the batch's failure is the answer).
     await deps.db.settled();
-    return completedResult(deps, checkout, (await store.findPurchase(deps.db, checkout.purchaseId))!);
+    const purchase = await store.findPurchase(deps.db, checkout.purchaseId);
+    if (purchase !== null) return completedResult(deps, checkout, purchase);
+    // The write that completed it was lost (rolled back): the checkout is open again; look for its payment.
+    checkout = (await store.findCheckout(deps.db, checkout.id)) ?? checkout;
+    if (checkout.purchaseId !== null) throw new AppError("INTERNAL_ERROR", "a completed checkout without its purchase");
   }
   // Archived or not: a payment for a checkout opened while the product was for sale is honoured (below).
   const product = await store.findProduct(deps.db, checkout.productId);
@@ -266,7 +271,9 @@ async function settleCheckout(deps: Deps, checkout: store.CheckoutRow): Promise<
       return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
-      refusal = err; // the newest refusal is the one reported
+      // The newest refusal is the one reported, but an undecided payment (its block time unknown) wins:
+      // a stranger's later transaction with the same reference must not get a paid checkout expired.
+      if (refusal?.code !== "CHAIN_UNAVAILABLE") refusal = err;
     }
   }
   if (refusal !== null) throw refusal;
