@@ -293,11 +293,7 @@ const EARLIER_ATTEMPTS = 5;
  * payer retrying after an error that came after its payment landed (a lost answer, a chain that stopped
  * answering) is not charged twice. Null when none is paid; a chain outage is thrown, as paying would be.
  */
-export async function earlierPurchaseOf(
-  deps: Deps,
-  productId: string,
-  walletAddress: string,
-): Promise<(Extract<ConfirmResult, { status: "completed" }> & { checkoutId: string; amount: string; currency: string; payTo: string }) | null> {
+export async function earlierPurchaseOf(deps: Deps, productId: string, walletAddress: string): Promise<CheckoutPayAnswer | null> {
   for (const checkout of await store.findOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
     let result: ConfirmResult;
     try {
@@ -306,11 +302,28 @@ export async function earlierPurchaseOf(
       if (err instanceof AppError && err.code !== "CHAIN_UNAVAILABLE" && err.code !== "INTERNAL_ERROR") continue; // not paid, or refused
       throw err;
     }
-    if (result.status !== "completed") continue;
-    const token = await splToken(deps, checkout.token);
-    return { ...result, checkoutId: checkout.id, amount: formatAmount(checkout.amount, token.decimals), currency: token.key.toUpperCase(), payTo: checkout.payTo };
+    if (result.status === "completed") return checkoutPayAnswer(deps, checkout, result);
   }
   return null;
+}
+
+/** What checkout_pay answers: the confirm result with the checkout's id, price and recipient. */
+export type CheckoutPayAnswer = ConfirmResult & { checkoutId: string; amount: string; currency: string; payTo: string };
+
+async function checkoutPayAnswer(deps: Deps, checkout: store.CheckoutRow, result: ConfirmResult): Promise<CheckoutPayAnswer> {
+  const token = await splToken(deps, checkout.token);
+  return { ...result, checkoutId: checkout.id, amount: formatAmount(checkout.amount, token.decimals), currency: token.key.toUpperCase(), payTo: checkout.payTo };
+}
+
+/**
+ * checkout_pay with the checkoutId of an earlier call (from its answer, or its error's details): that
+ * checkout's outcome, whatever the watcher or a confirm did meanwhile — completed, or `pending` while
+ * its payment may still land — and never a new payment. Another wallet's checkout is NOT_FOUND.
+ */
+export async function resumeCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string): Promise<CheckoutPayAnswer> {
+  const checkout = await checkoutOf(deps, productId, checkoutId);
+  if (checkout.wallet !== walletAddress) throw noCheckout();
+  return checkoutPayAnswer(deps, checkout, await settleCheckout(deps, checkout));
 }
 
 /** POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. */

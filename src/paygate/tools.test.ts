@@ -5,6 +5,7 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
+import { createCheckoutWatcher } from "./checkout.ts";
 import { createProduct } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
@@ -67,14 +68,52 @@ test("checkout_pay after an error that came once the payment had landed answers 
   const ctx = { deps, caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
 
   const failed = await registry.call(ctx, "checkout_pay", { productId: product.productId });
-  expect(failed).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE", details: { checkoutId: expect.stringMatching(/^chk_/) } });
+  const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId; // read before a matcher replaces it (bun:test)
+  expect(checkoutId).toMatch(/^chk_/);
+  expect(failed).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE" });
   lose = false;
   const retried = await registry.call(ctx, "checkout_pay", { productId: product.productId });
   if (!retried.success) throw new Error(JSON.stringify(retried));
-  expect(retried.data).toMatchObject({ status: "completed", amount: "2", currency: "USDC", payTo: owner, checkoutId: (failed as { details: { checkoutId: string } }).details.checkoutId });
+  expect(retried.data).toMatchObject({ status: "completed", amount: "2", currency: "USDC", payTo: owner, checkoutId });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
   expect((await listPurchases(deps, owner, {})).total).toBe(1);
+  // With its checkoutId, the earlier call's outcome, however it was completed meanwhile; never a payment.
+  expect(await registry.call(ctx, "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({
+    success: true,
+    data: { status: "completed", checkoutId, txHash: retried.data.txHash },
+  });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
   // A later call is a new purchase (access is extended), paid again on purpose.
   expect(await registry.call(ctx, "checkout_pay", { productId: product.productId })).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(6_000_000n);
+});
+
+test("checkout_pay with the checkoutId of a call whose payment the watcher completed answers it; a stranger's checkoutId is NOT_FOUND", async () => {
+  const { deps: base } = await testDeps();
+  let lose = true;
+  const ledger = {
+    ...base.ledger,
+    submit: async (...args: Parameters<typeof base.ledger.submit>) => {
+      const sent = await base.ledger.submit(...args);
+      if (lose) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
+      return sent;
+    },
+  };
+  const deps = { ...base, ledger } as typeof base;
+  const registry = createToolRegistry(deps);
+  const owner = Keypair.generate().publicKey.toBase58();
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "2" });
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  const caller = (walletAddress: string): Caller => ({ kind: "wallet", walletAddress, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" });
+  const ctx = (walletAddress: string) => ({ deps, caller: caller(walletAddress), session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } });
+
+  const failed = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
+  const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
+  lose = false;
+  await createCheckoutWatcher(deps).runOnce(); // completes it before the caller comes back
+  expect(await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+  const stranger = (await createCustodialWallet(deps)).address;
+  expect(await registry.call(ctx(stranger), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: false, code: "NOT_FOUND" });
 });

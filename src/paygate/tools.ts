@@ -13,9 +13,13 @@ export const checkoutPay = defineTool({
     "Buy a product sold through this service (its productId is in the payment link /pay/<productId>) with this " +
     "session's custodial wallet: pays the price in USDC or the service token and returns the purchase, with the " +
     "feature access token (accessToken) for feature unlocks. A connected wallet pays on the checkout page instead. " +
-    "After an error, calling it again answers a payment of the earlier call that has landed instead of paying " +
-    "twice; the error's details carry the checkoutId, to confirm at /pay/<productId>/confirm.",
-  input: { productId: z.string().max(64).describe("the product's id, prod_…") },
+    "After an error, call it again with the checkoutId from the error's details: that call's purchase (or pending, " +
+    "while its payment may still land) is answered and nothing is paid again. Without checkoutId it buys anew " +
+    "(extending access), except that a payment of an earlier call still open and found landed is answered instead.",
+  input: {
+    productId: z.string().max(64).describe("the product's id, prod_…"),
+    checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
+  },
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
     const wallet = requireWallet(caller);
@@ -23,8 +27,9 @@ export const checkoutPay = defineTool({
     if (signer.kind !== "custodial") {
       throw new AppError("NOT_SUPPORTED", "checkout_pay pays with a custodial wallet; a connected wallet pays on the checkout page (paymentUrl)");
     }
-    const { earlierPurchaseOf, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
-    // A retry after an error that came once the payment had landed answers that purchase, not a second one.
+    const { earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
+    if (input.checkoutId !== undefined) return resumeCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId);
+    // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
     if (earlier !== null) return earlier;
     const checkout = await startCheckout(deps, input.productId, wallet.walletAddress);
