@@ -4,6 +4,7 @@ import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
+import { eventBody } from "../webhooks/outbox.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, MAX_PRODUCTS_PER_OWNER, updateProduct } from "./products.ts";
 
 test("an owner has at most 1,000 products, archived ones included; the refused one emits no event", async () => {
@@ -41,6 +42,9 @@ test("an edit racing an archive never brings the product back, and two archives 
     archiveProduct(deps, owner, product.productId),
   ]);
   expect(await getProduct(deps, owner, product.productId)).toMatchObject({ title: "Day pass", status: "archived" });
-  const archived = deps.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'product.archived'").get() as { n: number };
-  expect(archived.n).toBe(1);
+  const events = deps.db.sqlite.query("SELECT id, type FROM outbox_events WHERE type IN ('product.updated', 'product.archived') ORDER BY rowid").all() as { id: string; type: string }[];
+  expect(events.filter((e) => e.type === "product.archived")).toHaveLength(1);
+  // Each event tells the status the row had when it was written: none after the archive says active.
+  const statuses = await Promise.all(events.map(async (e) => [e.type, JSON.parse((await eventBody(deps, e.id))!).status]));
+  expect(statuses.slice(statuses.findIndex(([type]) => type === "product.archived")).every(([, status]) => status === "archived")).toBe(true);
 });

@@ -225,8 +225,9 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     updatedAt: deps.clock.now(),
   };
   const view = await productView(deps, next);
-  await store.updateProduct(deps.db, next, productEvent(deps, "product.updated", owner, view));
-  return view;
+  // The status is the row's at the write (an archive may have come in between): in the event and the answer.
+  const status = await store.updateProduct(deps.db, next, (now) => productEvent(deps, "product.updated", owner, { ...view, status: now })());
+  return { ...view, status };
 }
 
 /**

@@ -188,18 +188,17 @@ export async function listProducts(db: Db, owner: string): Promise<ProductRow[]>
 }
 
 /**
- * Writes an edit's fields (never the status: an archive racing the edit stays archived), and runs
- * `alsoInWrite` in the same write.
+ * Writes an edit's fields (never the status: an archive racing the edit stays archived), then runs
+ * `alsoInWrite` in the same write with the status the row has. Resolves with that status.
  */
-export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void): Promise<void> {
+export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (status: ProductRow["status"]) => void): Promise<ProductRow["status"]> {
   return db.write(() => {
-    alsoInWrite?.();
-    db.sqlite
+    const { status } = db.sqlite
       .query(
         `UPDATE products SET title = ?, description = ?, price = ?, token = ?, feature_ids = ?, pay_to = ?, access_days = ?,
-           redirect_origins = ?, updated_at = ? WHERE id = ? AND owner = ?`,
+           redirect_origins = ?, updated_at = ? WHERE id = ? AND owner = ? RETURNING status`,
       )
-      .run(
+      .get(
         row.title,
         row.description,
         row.price,
@@ -211,7 +210,9 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: () => void)
         row.updatedAt,
         row.id,
         row.owner,
-      );
+      ) as { status: ProductRow["status"] };
+    alsoInWrite?.(status);
+    return status;
   });
 }
 
