@@ -144,17 +144,21 @@ describe("checkout", () => {
   });
 
   test("a payment that landed before the product was archived is still recorded, by confirm and by the watcher", async () => {
-    const { deps, owner, productId, buyer, wallet } = await setup();
+    const { deps, clock, owner, productId, buyer, wallet } = await setup();
     const byConfirm = await pay(deps, productId, buyer);
     const byWatcher = await pay(deps, productId, buyer);
     const unpaid = await startCheckout(deps, productId, wallet);
     await archiveProduct(deps, owner, productId); // e.g. while /submit waited for finality, or the process was down
     expect(await confirmCheckout(deps, productId, byConfirm.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: byConfirm.txHash });
-    await createCheckoutWatcher(deps).runOnce();
-    expect(await confirmCheckout(deps, productId, byWatcher.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: byWatcher.txHash });
+    expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    await createCheckoutWatcher(deps).runOnce(); // records the other on its own
     expect((await listPurchases(deps, owner, {})).total).toBe(2);
-    // An unpaid checkout of an archived product is refused, and the watcher closes it.
+    expect(await confirmCheckout(deps, productId, byWatcher.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: byWatcher.txHash });
+    // An unpaid checkout of an archived product is refused, and the watcher closes it once its time is up.
     expect(await codeOf(confirmCheckout(deps, productId, unpaid.checkoutId))).toBe("INVALID_STATE");
+    clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+    await createCheckoutWatcher(deps).runOnce();
+    expect((await deps.db.sqlite.query("SELECT status FROM checkouts WHERE id = ?").get(unpaid.checkoutId)) as { status: string }).toEqual({ status: "expired" });
   });
 
   test("confirm answers the access token until EXPIRY_GRACE_MS past the checkout's expiry, then the purchase without it", async () => {
