@@ -110,8 +110,8 @@ export function dashboardApiRoutes(deps: Deps) {
         },
         {
           body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
-          detail: { summary: "Create a product" },
-          response: { 400: ErrorBody },
+          detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
+          response: { 400: ErrorBody, 409: ErrorBody },
         },
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, ownerOf(request).walletAddress, params.id, body), {
@@ -134,7 +134,11 @@ export function dashboardApiRoutes(deps: Deps) {
           set.status = 201;
           return createApiKey(deps, ownerOf(request).walletAddress, body.label);
         },
-        { body: t.Object({ label: t.String({ maxLength: 100 }) }), detail: { summary: "Create an API key: the key appears only in this answer" } },
+        {
+          body: t.Object({ label: t.String({ maxLength: 100 }) }),
+          detail: { summary: "Create an API key: the key appears only in this answer (409 past 100 unrevoked or 1,000 in all)" },
+          response: { 400: ErrorBody, 409: ErrorBody },
+        },
       )
       .delete("/keys/:keyId", ({ request, params }) => revokeApiKey(deps, ownerOf(request).walletAddress, params.keyId), {
         params: t.Object({ keyId: t.String({ maxLength: 64 }) }),
@@ -150,8 +154,8 @@ export function dashboardApiRoutes(deps: Deps) {
         },
         {
           body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
-          detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later)" },
-          response: { 400: ErrorBody },
+          detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later); at most 20 (409 past it)" },
+          response: { 400: ErrorBody, 409: ErrorBody },
         },
       )
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {

@@ -7,7 +7,7 @@ import { openWebhookSecret } from "../webhooks/endpoints.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import type { Deps } from "../deps.ts";
-import { ftsQueryOf, getAgent, ratingOf, registerAgent, searchAgents, updateAgent, type ProfileInput, type ServiceInput } from "./agents.ts";
+import { ftsQueryOf, getAgent, MAX_AGENTS_PER_OWNER, ratingOf, registerAgent, searchAgents, updateAgent, type ProfileInput, type ServiceInput } from "./agents.ts";
 import * as store from "./store.ts";
 
 const wallet = () => encodeBase58(cryptoRandom(32));
@@ -23,6 +23,14 @@ async function complete(deps: Deps, agentId: string, ratings: (number | null)[])
 }
 
 describe("registerAgent", () => {
+  test(`a wallet owns at most ${MAX_AGENTS_PER_OWNER} agents: one more is INVALID_STATE`, async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    for (let i = 0; i < MAX_AGENTS_PER_OWNER; i++) await register(deps, owner, { name: `Agent ${i}` });
+    expect(await codeOf(register(deps, owner, { name: "One more" }))).toBe("INVALID_STATE");
+    expect(await codeOf(register(deps, wallet()))).toBe("OK");
+  });
+
   test("an active agent with services, and a whsec_ secret of 32 bytes that is stored sealed and opens to the same", async () => {
     const { deps } = await testDeps();
     const owner = wallet();

@@ -210,7 +210,7 @@ export async function registerAgent(
   try {
     const sealed = sealWebhookSecret(deps, id, secretBytes);
     if (!(await store.insertAgent(deps.db, { ...row, ...sealed }, categories.keys, services, MAX_AGENTS_PER_OWNER))) {
-      throw new AppError("VALIDATION_ERROR", `a wallet can own at most ${MAX_AGENTS_PER_OWNER} agents`);
+      throw new AppError("INVALID_STATE", `a wallet can own at most ${MAX_AGENTS_PER_OWNER} agents`);
     }
     deps.log.info("marketplace agent registered", { agentId: id, ownerWallet });
     const agent = await store.findAgent(deps.db, id);

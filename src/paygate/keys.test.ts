@@ -36,7 +36,7 @@ test("an owner has at most 100 unrevoked keys and 1,000 in all", async () => {
   const owner = newWallet().address;
   const live = [];
   for (let i = 0; i < MAX_API_KEYS.live; i++) live.push(await createApiKey(deps, owner, `k${i}`));
-  expect(await codeOf(createApiKey(deps, owner, "one more"))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(createApiKey(deps, owner, "one more"))).toBe("INVALID_STATE");
   expect(await codeOf(createApiKey(deps, newWallet().address, "another owner's first"))).toBe("OK");
   await revokeApiKey(deps, owner, live[0]!.keyId);
   // Revoked keys stay listed, so they count toward the total: made and revoked until 1,000 rows.
@@ -44,5 +44,5 @@ test("an owner has at most 100 unrevoked keys and 1,000 in all", async () => {
     await revokeApiKey(deps, owner, (await createApiKey(deps, owner, `cycled ${made}`)).keyId);
   }
   expect((await listApiKeys(deps, owner)).length).toBe(MAX_API_KEYS.all);
-  expect(await codeOf(createApiKey(deps, owner, "past the total"))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(createApiKey(deps, owner, "past the total"))).toBe("INVALID_STATE");
 });

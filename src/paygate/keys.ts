@@ -42,7 +42,7 @@ export async function createApiKey(deps: Deps, owner: string, label: string): Pr
   const key = `pk_${Buffer.from(deps.random(32)).toString("hex")}`;
   const row = { id: newId("key", deps.random), owner, prefix: key.slice(0, PREFIX_CHARS), label: clean, createdAt: now };
   if (!(await store.insertApiKey(deps.db, { ...row, keyHash: sha256Hex(key) }, MAX_API_KEYS))) {
-    throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_API_KEYS.live} unrevoked API keys and ${MAX_API_KEYS.all} in all`);
+    throw new AppError("INVALID_STATE", `an owner can have at most ${MAX_API_KEYS.live} unrevoked API keys and ${MAX_API_KEYS.all} in all`);
   }
   deps.log.info("api key created", { owner, keyId: row.id, prefix: row.prefix });
   return { keyId: row.id, key, label: clean, prefix: row.prefix, createdAt: toIso(now) };

@@ -17,7 +17,7 @@ test("an owner has at most 1,000 products, archived ones included; the refused o
   const events = () => deps.db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events WHERE type = 'product.created'").get() as { n: number };
   const before = events().n;
   expect(before).toBe(MAX_PRODUCTS_PER_OWNER);
-  expect(await codeOf(createProduct(deps, owner, pass))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(createProduct(deps, owner, pass))).toBe("INVALID_STATE");
   expect(events().n).toBe(before);
   expect((await listProducts(deps, owner)).length).toBe(MAX_PRODUCTS_PER_OWNER);
   expect(await codeOf(createProduct(deps, newWallet().address, pass))).toBe("OK");

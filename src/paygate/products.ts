@@ -166,7 +166,7 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
   };
   const view = await productView(deps, row);
   if (!(await store.insertProduct(deps.db, row, MAX_PRODUCTS_PER_OWNER, productEvent(deps, "product.created", owner, view)))) {
-    throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_PRODUCTS_PER_OWNER} products (archived ones included)`);
+    throw new AppError("INVALID_STATE", `an owner can have at most ${MAX_PRODUCTS_PER_OWNER} products (archived ones included)`);
   }
   return view;
 }

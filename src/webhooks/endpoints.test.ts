@@ -72,7 +72,7 @@ describe("create", () => {
     const { deps } = await setup();
     const owner = wallet();
     for (let i = 0; i < MAX_ENDPOINTS_PER_OWNER; i++) await createEndpoint(deps, owner, { url: `https://hooks.example.com/${i}`, events: ["payment.completed"] });
-    expect(await codeOf(createEndpoint(deps, owner, { url: "https://hooks.example.com/x", events: ["payment.completed"] }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(createEndpoint(deps, owner, { url: "https://hooks.example.com/x", events: ["payment.completed"] }))).toBe("INVALID_STATE");
     expect(await codeOf(createEndpoint(deps, wallet(), { url: "https://hooks.example.com/x", events: ["payment.completed"] }))).toBe("OK");
   });
 });

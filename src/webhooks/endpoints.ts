@@ -122,7 +122,7 @@ export async function createEndpoint(
   try {
     const row = { id, owner, url, events: JSON.stringify(events), enabled: 1, ...sealWebhookSecret(deps, id, secretBytes), createdAt: now, updatedAt: now };
     if (!(await store.insertEndpoint(deps.db, row, MAX_ENDPOINTS_PER_OWNER))) {
-      throw new AppError("VALIDATION_ERROR", `an owner can have at most ${MAX_ENDPOINTS_PER_OWNER} webhook endpoints`);
+      throw new AppError("INVALID_STATE", `an owner can have at most ${MAX_ENDPOINTS_PER_OWNER} webhook endpoints`);
     }
     deps.log.info("webhook endpoint created", { owner, endpointId: id });
     return { endpointId: id, url, events, enabled: true, secret: formatWebhookSecret(secretBytes), createdAt: toIso(now) };
