@@ -15,7 +15,7 @@ export const AUTH_LIMITS = {
   // Nor this: each checkout opened is a row the watcher will look after for 15 minutes.
   checkoutsPerNetwork: { name: "checkout-ip", max: 60, windowMs: 60_000 },
   // Nor this: each /pay submit or confirm may read the chain (on RPC networks, the operator's RPC quota).
-  paymentChecksPerNetwork: { name: "payment-check-ip", max: 120, windowMs: 60_000 },
+  paymentChecksPerNetwork: { name: "payment-check-ip", max: 300, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**

@@ -111,7 +111,12 @@ function Pay() {
       let answer = await api<Result>(`${base}/submit`, { body: { checkoutId: checkout.checkoutId, transaction: toBase64(signed) } });
       for (let i = 0; answer.status === "pending" && i < 60; i++) {
         await new Promise((r) => setTimeout(r, 2000));
-        answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
+        try {
+          answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
+        } catch (err) {
+          // Many buyers behind one address share its limit on confirms: a refusal only skips this look.
+          if (!(err instanceof ApiError && err.code === "RATE_LIMITED")) throw err;
+        }
       }
       if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and press Try again in a minute.");
       finish(answer);
