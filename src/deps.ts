@@ -80,7 +80,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
-    ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier }),
+    ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier, log: input.log }),
     paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter() }),
     wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });

@@ -219,9 +219,19 @@ describe("walletgate backup", () => {
     const dir = tempDir();
     try {
       const target = join(dir, "copy.db");
-      const racing = Promise.all(Array.from({ length: 30 }, () => signIn(server.url, newWallet()))); // writes during the copy
+      // Sign-ins keep landing until the backup has finished: the copy is taken while the server writes.
+      let copying = true;
+      let during = 0;
+      const racing = (async () => {
+        while (copying) {
+          await signIn(server.url, newWallet());
+          during++;
+        }
+      })();
       const out = await runCli(["backup", target, "--json"], { DATA_DIR: server.dataDir });
+      copying = false;
       await racing;
+      expect(during).toBeGreaterThan(0);
       expect({ code: out.code, stderr: out.stderr.includes("backed up") }).toEqual({ code: 0, stderr: true });
       expect(JSON.parse(out.stdout)).toEqual({ file: target, bytes: statSync(target).size, ms: expect.any(Number) });
       expect(statSync(target).mode & 0o777).toBe(0o600);

@@ -5,11 +5,12 @@ import type { Clock } from "../lib/clock.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import type { Random } from "../lib/ids.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
-import { AppError } from "../errors.ts";
+import { AppError, errorText } from "../errors.ts";
+import type { Logger } from "../log.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 
-export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier }>;
+export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier; log?: Logger }>;
 
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
   if (deps.config.network === "localnet") {
@@ -61,7 +62,10 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
     errorCode: null,
   });
   const settle = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
-    store.setAuditOutcome(deps.db, id, outcome, errorCode).catch(() => undefined); // stays `unknown` (see above)
+    store.setAuditOutcome(deps.db, id, outcome, errorCode).catch((err: unknown) => {
+      // The row stays `unknown` (see above); the operator hears which one and what it should say.
+      deps.log?.error("ledger audit outcome not recorded", { auditId: id, signature: parsed.signature, outcome, error: errorText(err) });
+    });
   try {
     const result = await ledger.submit(wire, options);
     await settle("confirmed", null);
