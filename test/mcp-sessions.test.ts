@@ -33,7 +33,6 @@ async function connect(server: TestServer, userAgent: string, token?: string): P
   return mcp;
 }
 
-/** A raw JSON-RPC POST into an existing MCP session (no SDK client). */
 /** session_restore of `token` refreshed it: the same session, a new token and jti, expiresAt its exp. The answer and the new claims. */
 async function restoreRefreshed(mcp: Mcp, token: string, walletAddress: string, old: Json) {
   const restored = await mcp.ok("session_restore", { token });
@@ -46,6 +45,7 @@ async function restoreRefreshed(mcp: Mcp, token: string, walletAddress: string, 
   return { restored, claims };
 }
 
+/** A raw JSON-RPC POST into an existing MCP session (no SDK client). */
 function rpc(server: TestServer, sessionId: string, message: Json, userAgent: string): Promise<Response> {
   return fetch(`${server.url}/mcp`, {
     method: "POST",

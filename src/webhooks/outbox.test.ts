@@ -370,6 +370,11 @@ describe("sealed event bodies", () => {
     const altered = stored.slice(0, -4) + (stored.endsWith("AAA=") ? "BBB=" : "AAA=");
     await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, stored, altered));
     expect(await eventBody(deps, d!.eventId)).toBeNull();
+    // Another WALLET_ENCRYPTION_KEY does not open the intact body either.
+    await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, altered, stored));
+    expect(await eventBody({ ...deps, wallets: { encryptionKey: new Uint8Array(32).fill(7) } }, d!.eventId)).toBeNull();
+    expect(await eventBody(deps, d!.eventId)).not.toBeNull();
+    await db.write(() => store.setEventPayloadInWrite(db, d!.eventId, stored, altered));
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received).toEqual([]);
     expect((await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts[0]).toMatchObject({ statusCode: null, error: "event body cannot be decrypted" });
