@@ -6,7 +6,7 @@ import { createToolRegistry } from "../mcp/tools.ts";
 import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
 import { createCheckoutWatcher } from "./checkout.ts";
-import { createProduct } from "./products.ts";
+import { createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
 import { verifyFeatureToken } from "./tokens.ts";
@@ -46,32 +46,40 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
   });
 });
 
-test("checkout_pay after an error that came once the payment had landed answers that purchase, not a second payment", async () => {
+/**
+ * A product, a custodial buyer holding 10 USDC, and a ledger that sends, then loses the answer (the
+ * chain stopped answering while it waited) until `losing.off` is set.
+ */
+async function losingAnswers(input: ProductInput) {
   const { deps: base } = await testDeps();
-  // A ledger that sends, then loses the answer (the chain stopped answering while it waited).
-  let lose = true;
+  const losing = { off: false };
   const ledger = {
     ...base.ledger,
     submit: async (...args: Parameters<typeof base.ledger.submit>) => {
       const sent = await base.ledger.submit(...args);
-      if (lose) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
+      if (!losing.off) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
       return sent;
     },
   };
   const deps = { ...base, ledger } as typeof base;
-  const registry = createToolRegistry(deps);
   const owner = Keypair.generate().publicKey.toBase58();
-  const product = await createProduct(deps, owner, { title: "Pro", description: "", type: "feature_unlock", price: "2", featureIds: ["pro"] });
+  const product = await createProduct(deps, owner, input);
   const buyer = (await createCustodialWallet(deps)).address;
   await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
-  const caller: Caller = { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" };
-  const ctx = { deps, caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+  const caller = (walletAddress: string): Caller => ({ kind: "wallet", walletAddress, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" });
+  const ctx = (walletAddress: string) => ({ deps, caller: caller(walletAddress), session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } });
+  return { deps, registry: createToolRegistry(deps), losing, owner, product, buyer, ctx };
+}
+
+test("checkout_pay after an error that came once the payment had landed answers that purchase, not a second payment", async () => {
+  const { deps, registry, losing, owner, product, buyer, ctx: as } = await losingAnswers({ title: "Pro", description: "", type: "feature_unlock", price: "2", featureIds: ["pro"] });
+  const ctx = as(buyer);
 
   const failed = await registry.call(ctx, "checkout_pay", { productId: product.productId });
   const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId; // read before a matcher replaces it (bun:test)
   expect(checkoutId).toMatch(/^chk_/);
   expect(failed).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE" });
-  lose = false;
+  losing.off = true;
   const retried = await registry.call(ctx, "checkout_pay", { productId: product.productId });
   if (!retried.success) throw new Error(JSON.stringify(retried));
   expect(retried.data).toMatchObject({ status: "completed", amount: "2", currency: "USDC", payTo: owner, checkoutId });
@@ -89,28 +97,11 @@ test("checkout_pay after an error that came once the payment had landed answers 
 });
 
 test("checkout_pay with the checkoutId of a call whose payment the watcher completed answers it; a stranger's checkoutId is NOT_FOUND", async () => {
-  const { deps: base } = await testDeps();
-  let lose = true;
-  const ledger = {
-    ...base.ledger,
-    submit: async (...args: Parameters<typeof base.ledger.submit>) => {
-      const sent = await base.ledger.submit(...args);
-      if (lose) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
-      return sent;
-    },
-  };
-  const deps = { ...base, ledger } as typeof base;
-  const registry = createToolRegistry(deps);
-  const owner = Keypair.generate().publicKey.toBase58();
-  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "2" });
-  const buyer = (await createCustodialWallet(deps)).address;
-  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
-  const caller = (walletAddress: string): Caller => ({ kind: "wallet", walletAddress, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" });
-  const ctx = (walletAddress: string) => ({ deps, caller: caller(walletAddress), session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } });
+  const { deps, registry, losing, product, buyer, ctx } = await losingAnswers({ title: "Pass", description: "", type: "access", price: "2" });
 
   const failed = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
   const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
-  lose = false;
+  losing.off = true;
   await createCheckoutWatcher(deps).runOnce(); // completes it before the caller comes back
   expect(await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
