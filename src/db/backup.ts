@@ -1,6 +1,6 @@
 // `walletgate backup`: a consistent copy of the live database, taken online (operations.md "CLI").
 import type { Database } from "bun:sqlite";
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 export class BackupTargetError extends Error {
@@ -12,8 +12,8 @@ export class BackupTargetError extends Error {
  * one moment while the server keeps serving (WAL readers never block the writer). The copy is made in a
  * new file beside the target (mode 0600: it holds every token row and sealed secret), flushed, then
  * linked to `target` at once, so `target` never holds half a copy, even after a crash. An existing
- * `target` is never replaced (on a filesystem without hard links, a rename follows a check that it
- * does not exist). Returns the copy's size in bytes.
+ * `target` is never replaced (on a filesystem without hard links, the name is taken by an exclusive
+ * create and the copy renamed over that empty file). Returns the copy's size in bytes.
  */
 export function backupDatabase(sqlite: Database, target: string): { bytes: number } {
   const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${Date.now()}`);
@@ -33,8 +33,19 @@ export function backupDatabase(sqlite: Database, target: string): { bytes: numbe
       if (code === "EEXIST") throw new BackupTargetError(`${target} exists; back up to a new file`);
       // A filesystem without hard links (FAT, some network mounts): a rename, after a check of its own.
       if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw err;
-      if (existsSync(target)) throw new BackupTargetError(`${target} exists; back up to a new file`);
-      renameSync(partial, target);
+      // The name is taken first with an exclusive create, so the rename replaces only our own empty file.
+      try {
+        closeSync(openSync(target, "wx", 0o600));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new BackupTargetError(`${target} exists; back up to a new file`);
+        throw e;
+      }
+      try {
+        renameSync(partial, target);
+      } catch (e) {
+        rmSync(target, { force: true }); // our own empty placeholder
+        throw e;
+      }
     }
     const dir = openSync(dirname(target), "r");
     try {

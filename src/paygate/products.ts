@@ -225,9 +225,9 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     updatedAt: deps.clock.now(),
   };
   const view = await productView(deps, next);
-  // The status is the row's at the write (an archive may have come in between): in the event and the answer.
-  const status = await store.updateProduct(deps.db, next, (now) => productEvent(deps, "product.updated", owner, { ...view, status: now })());
-  return { ...view, status };
+  // The status and time are the row's at the write (an archive may have come in between): in the event and the answer.
+  const now = await store.updateProduct(deps.db, next, (at) => productEvent(deps, "product.updated", owner, { ...view, status: at.status, updatedAt: toIso(at.updatedAt) })());
+  return { ...view, status: now.status, updatedAt: toIso(now.updatedAt) };
 }
 
 /**

@@ -187,16 +187,20 @@ export async function listProducts(db: Db, owner: string): Promise<ProductRow[]>
   );
 }
 
+/** A product's status and last change time as a write left them. */
+export type ProductNow = { status: ProductRow["status"]; updatedAt: number };
+
 /**
- * Writes an edit's fields (never the status: an archive racing the edit stays archived), then runs
- * `alsoInWrite` in the same write with the status the row has. Resolves with that status.
+ * Writes an edit's fields (never the status: an archive racing the edit stays archived; and `updated_at`
+ * never goes back), then runs `alsoInWrite` in the same write with the status and time the row has.
+ * Resolves with them.
  */
-export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (status: ProductRow["status"]) => void): Promise<ProductRow["status"]> {
+export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (now: ProductNow) => void): Promise<ProductNow> {
   return db.write(() => {
-    const { status } = db.sqlite
+    const now = db.sqlite
       .query(
         `UPDATE products SET title = ?, description = ?, price = ?, token = ?, feature_ids = ?, pay_to = ?, access_days = ?,
-           redirect_origins = ?, updated_at = ? WHERE id = ? AND owner = ? RETURNING status`,
+           redirect_origins = ?, updated_at = MAX(updated_at, ?) WHERE id = ? AND owner = ? RETURNING status, updated_at AS updatedAt`,
       )
       .get(
         row.title,
@@ -210,9 +214,9 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (status: Pr
         row.updatedAt,
         row.id,
         row.owner,
-      ) as { status: ProductRow["status"] };
-    alsoInWrite?.(status);
-    return status;
+      ) as ProductNow;
+    alsoInWrite?.(now);
+    return now;
   });
 }
 

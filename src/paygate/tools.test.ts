@@ -102,9 +102,13 @@ test("checkout_pay with the checkoutId of a call whose payment the watcher compl
   const failed = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
   const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
   losing.off = true;
-  await createCheckoutWatcher(deps).runOnce(); // completes it before the caller comes back
+  expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // completes it before the caller comes back
   expect(await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+  // A refusal before anything was sent carries no checkoutId: there is nothing to resume.
+  const dear = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Dear", description: "", type: "access", price: "20" });
+  const refused = await registry.call(ctx(buyer), "checkout_pay", { productId: dear.productId });
+  expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", undefined]);
   const stranger = (await createCustodialWallet(deps)).address;
   expect(await registry.call(ctx(stranger), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: false, code: "NOT_FOUND" });
 });

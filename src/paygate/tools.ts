@@ -13,9 +13,10 @@ export const checkoutPay = defineTool({
     "Buy a product sold through this service (its productId is in the payment link /pay/<productId>) with this " +
     "session's custodial wallet: pays the price in USDC or the service token and returns the purchase, with the " +
     "feature access token (accessToken) for feature unlocks. A connected wallet pays on the checkout page instead. " +
-    "After an error, call it again with the checkoutId from the error's details: that call's purchase (or pending, " +
-    "while its payment may still land) is answered and nothing is paid again. Without checkoutId it buys anew " +
-    "(extending access), except that a payment of an earlier call still open and found landed is answered instead.",
+    "After CHAIN_UNAVAILABLE or INTERNAL_ERROR (the payment may have been sent), call it again with the checkoutId " +
+    "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
+    "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
+    "call still open and found landed is answered instead.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
     checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
@@ -38,8 +39,9 @@ export const checkoutPay = defineTool({
     try {
       result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed));
     } catch (err) {
-      // The payment may still land: the checkoutId lets the caller confirm it (/pay/<productId>/confirm).
-      if (!(err instanceof AppError)) throw err;
+      // Only where the payment may have been sent (its outcome unknown) is the checkoutId worth resuming with;
+      // a refusal before sending (funds, mismatch, state) leaves nothing that can land.
+      if (!(err instanceof AppError) || (err.code !== "CHAIN_UNAVAILABLE" && err.code !== "INTERNAL_ERROR")) throw err;
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
       throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
     }

@@ -114,8 +114,9 @@ function Pay() {
         try {
           answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
         } catch (err) {
-          // Many buyers behind one address share its limit on confirms: a refusal only skips this look.
-          if (!(err instanceof ApiError && err.code === "RATE_LIMITED")) throw err;
+          // Many buyers behind one address share its limit on confirms, and the chain can be slow to say
+          // when the payment landed: either only skips this look.
+          if (!(err instanceof ApiError && (err.code === "RATE_LIMITED" || err.code === "CHAIN_UNAVAILABLE"))) throw err;
         }
       }
       if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and press Try again in a minute.");
