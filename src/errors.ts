@@ -82,6 +82,14 @@ export function errorResponse(err: AppError, headers: Record<string, string> = {
   return new Response(JSON.stringify(errorBody(err)), { status: err.status, headers: h });
 }
 
+/**
+ * True for an error that decides nothing about what it was doing — the chain did not answer, or something
+ * unexpected failed — so the outcome is unknown and worth asking again; false for a refusal (any other code).
+ */
+export function outcomeUnknown(err: unknown): boolean {
+  return !(err instanceof AppError) || err.code === "CHAIN_UNAVAILABLE" || err.code === "INTERNAL_ERROR";
+}
+
 /** How an unexpected error is named in a log line (never sent to a client). */
 export function errorText(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);

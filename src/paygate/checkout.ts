@@ -2,7 +2,7 @@
 // chain by that reference, validated, and turned into a purchase (and token) in one database write.
 import { PublicKey, VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
-import { AppError, errorText, fieldError } from "../errors.ts";
+import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
@@ -299,8 +299,8 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
     try {
       result = await settleCheckout(deps, checkout);
     } catch (err) {
-      if (err instanceof AppError && err.code !== "CHAIN_UNAVAILABLE" && err.code !== "INTERNAL_ERROR") continue; // not paid, or refused
-      throw err;
+      if (outcomeUnknown(err)) throw err;
+      continue; // not paid, or refused
     }
     if (result.status === "completed") return checkoutPayAnswer(deps, checkout, result);
   }
@@ -391,7 +391,7 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
             continue;
           }
         } catch (err) {
-          if (!(err instanceof AppError) || err.code === "CHAIN_UNAVAILABLE" || err.code === "INTERNAL_ERROR") {
+          if (outcomeUnknown(err)) {
             deps.log.warn("checkout not settled", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, error: errorText(err) });
             continue;
           }
