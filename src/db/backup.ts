@@ -7,6 +7,18 @@ export class BackupTargetError extends Error {
   override name = "BackupTargetError";
 }
 
+const targetExists = (target: string) => new BackupTargetError(`${target} exists; back up to a new file`);
+
+/** Flushes a file, or a directory's entries, to disk. */
+function fsyncPath(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * Copies the database to `target` with `VACUUM INTO`: one read transaction, so the copy is the state of
  * one moment while the server keeps serving (WAL readers never block the writer). The copy is made in a
@@ -20,24 +32,19 @@ export function backupDatabase(sqlite: Database, target: string): { bytes: numbe
   closeSync(openSync(partial, "wx", 0o600)); // VACUUM INTO writes into an empty file, keeping its mode
   try {
     sqlite.run("VACUUM INTO ?", [partial]);
-    const fd = openSync(partial, "r");
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    fsyncPath(partial);
     try {
       linkSync(partial, target); // fails if target exists: never replaced
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === "EEXIST") throw new BackupTargetError(`${target} exists; back up to a new file`);
+      if (code === "EEXIST") throw targetExists(target);
       // A filesystem without hard links (FAT, some network mounts): a rename, after a check of its own.
       if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw err;
       // The name is taken first with an exclusive create, so the rename replaces only our own empty file.
       try {
         closeSync(openSync(target, "wx", 0o600));
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new BackupTargetError(`${target} exists; back up to a new file`);
+        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw targetExists(target);
         throw e;
       }
       try {
@@ -47,12 +54,7 @@ export function backupDatabase(sqlite: Database, target: string): { bytes: numbe
         throw e;
       }
     }
-    const dir = openSync(dirname(target), "r");
-    try {
-      fsyncSync(dir); // the new name is durable too
-    } finally {
-      closeSync(dir);
-    }
+    fsyncPath(dirname(target)); // the new name is durable too
     return { bytes: statSync(target).size };
   } finally {
     rmSync(partial, { force: true });

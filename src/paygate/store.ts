@@ -143,8 +143,10 @@ export async function findProductKind(db: Db, id: string): Promise<Pick<ProductR
     .get(id, () => db.read(() => db.sqlite.query("SELECT id, owner, type FROM products WHERE id = ?").get(id) as Pick<ProductRow, "id" | "owner" | "type"> | null));
 }
 
-/** `alsoInWrite` runs inside the same write (the product's outbox event commits with it). */
-/** Records a product (and runs `alsoInWrite` in the same write) unless the owner has `maxPerOwner`: false then. */
+/**
+ * Records a product unless the owner has `maxPerOwner` already (false then), and runs `alsoInWrite`
+ * inside the same write (the product's outbox event commits with it).
+ */
 export function insertProduct(db: Db, row: ProductRow, maxPerOwner: number, alsoInWrite?: () => void): Promise<boolean> {
   return db.write(() => {
     const { count } = db.sqlite.query("SELECT COUNT(*) AS count FROM products WHERE owner = ?").get(row.owner) as { count: number };

@@ -297,8 +297,8 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     const payload = openEventBody(deps, d.eventId, d.payload);
     if (payload === null || target.secrets === null || target.secrets.length === 0) {
       // Counted as a failed attempt, so the schedule still ends; fixing the key in time lets a retry through.
-      error = payload === null ? "event body cannot be decrypted" : "signing secret cannot be decrypted";
-      deps.log.error(`webhook ${payload === null ? "event body" : "secret"} cannot be decrypted (WALLET_ENCRYPTION_KEY changed?)`, ids);
+      error = `${payload === null ? "event body" : "signing secret"} cannot be decrypted`;
+      deps.log.error(`webhook ${error} (WALLET_ENCRYPTION_KEY changed?)`, ids);
     } else {
       // Signed anew for each attempt: receivers refuse a webhook-timestamp older than 5 minutes.
       const headers = {
