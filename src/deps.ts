@@ -11,6 +11,7 @@ import { inlineVerifier, type SignatureVerifier } from "./lib/verifier.ts";
 import { createLedger } from "./ledger/create.ts";
 import { createServiceMetrics, type ServiceMetrics } from "./metrics/metrics.ts";
 import { createOwnerRateLimiter, type OwnerRateLimiter } from "./paygate/rate-limit.ts";
+import { createReferenceReads, type ReferenceReads } from "./paygate/reference-reads.ts";
 import type { Ledger } from "./ledger/ledger.ts";
 
 export type Deps = Readonly<{
@@ -38,6 +39,8 @@ export type Deps = Readonly<{
   paygate: Readonly<{
     /** Per-owner limits of /public/* (in memory on one instance). */
     rateLimiter: OwnerRateLimiter;
+    /** Transactions already read for open checkouts, and why each was refused (in memory). */
+    referenceReads: ReferenceReads;
   }>;
   wallets: Readonly<{
     /** WALLET_ENCRYPTION_KEY: AES-256-GCM key of custodial wallets' secret keys. */
@@ -81,7 +84,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
     ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier, log: input.log }),
-    paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter() }),
+    paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter(), referenceReads: createReferenceReads() }),
     wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });
 }

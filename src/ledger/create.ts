@@ -118,6 +118,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
     },
     getTransaction: (signature) => call((l) => l.getTransaction(signature)),
     history: (address, options) => call((l) => l.history(address, options)),
+    signatures: (address, options) => call((l) => l.signatures(address, options)),
     ping: () => {
       // Readiness probes come often and must answer fast: a slow RPC counts as down after 2 s, and
       // one answer serves every probe for a second, so probes never pile up on a public endpoint.

@@ -134,6 +134,12 @@ export type Ledger = Readonly<{
    * has finalized (RPC ledger; what a mainnet purchase is judged on), not those merely confirmed.
    */
   history(address: string, options: HistoryOptions): Promise<LedgerTransaction[]>;
+  /**
+   * The signatures of the transactions that name `address` itself (its token accounts are not asked
+   * for), newest first, paged and filtered as `history`, without reading the transactions: what a
+   * checkout's reference needs when strangers' transactions carry it too.
+   */
+  signatures(address: string, options: HistoryOptions): Promise<string[]>;
   /** Readiness: the ledger answers. */
   ping(): Promise<boolean>;
   stop(): Promise<void>;

@@ -85,6 +85,23 @@ describe("checkout on RPC networks", () => {
     expect(await s.hasAccess()).toBe(true);
   });
 
+  test("devnet: strangers' transactions carrying the reference after the payment do not hide it", async () => {
+    const s = await setup("devnet");
+    const { checkoutId, txHash } = await s.payItself();
+    const stranger = Keypair.generate();
+    rpc.setLamports(stranger.publicKey.toBase58(), SOL);
+    rpc.mintTokens(USDC_MINTS.devnet, stranger.publicKey.toBase58(), 10n * USDC);
+    const again = await startCheckout(s.deps, s.productId, s.wallet, checkoutId); // the same reference
+    for (let i = 1; i <= 12; i++) {
+      await s.deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
+    }
+    rpc.calls.length = 0;
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    // One listing of the reference, one transaction read: the oldest, the payment.
+    expect(rpc.calls.filter((m) => m === "getSignaturesForAddress" || m === "getTransaction")).toEqual(["getSignaturesForAddress", "getTransaction"]);
+    expect(await s.hasAccess()).toBe(true);
+  });
+
   test("mainnet: a confirmed payment stays pending until it is finalized, then completes", async () => {
     const s = await setup("mainnet");
     const { checkoutId, txHash } = await s.payItself();

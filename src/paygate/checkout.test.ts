@@ -11,8 +11,20 @@ import { tempDir } from "../../test/helpers/server.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { AppError } from "../errors.ts";
+import { encodeBase58 } from "../lib/encoding.ts";
+import { randomBytes } from "node:crypto";
 import type { Deps } from "../deps.ts";
-import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout, submitCheckout } from "./checkout.ts";
+import {
+  CHECKOUT_TTL_MS,
+  EXPIRY_GRACE_MS,
+  REFERENCE_PAGE,
+  REFERENCE_PAGES,
+  REFERENCE_READS,
+  confirmCheckout,
+  createCheckoutWatcher,
+  startCheckout,
+  submitCheckout,
+} from "./checkout.ts";
 import { archiveProduct, createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
@@ -141,6 +153,90 @@ describe("checkout", () => {
     expect(await reasonOf(submitCheckout(deps, productId, tooLittle.checkoutId, short))).toBe("PAYMENT_MISMATCH:amount");
     await deps.ledger.submit(Buffer.from(short, "base64"));
     expect(await reasonOf(confirmCheckout(deps, productId, tooLittle.checkoutId))).toBe("PAYMENT_MISMATCH:amount");
+  });
+
+  describe("strangers' transactions carrying a checkout's reference", () => {
+    /** A stranger funded to send `count` small payments that carry the checkout's reference, each its own. */
+    async function strangerSends(deps: Deps, transaction: string, count: number): Promise<string[]> {
+      const stranger = Keypair.generate();
+      await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL, usdc: USDC });
+      const sent: string[] = [];
+      for (let i = 1; i <= count; i++) {
+        const signed = paymentVariant(transaction, { payer: stranger, amount: BigInt(i) });
+        await deps.ledger.submit(Buffer.from(signed, "base64"));
+        sent.push(signatureOf(signed));
+      }
+      return sent;
+    }
+    /** The same deps, counting the transactions read from the ledger. */
+    function countingReads(deps: Deps): { deps: Deps; reads: string[] } {
+      const reads: string[] = [];
+      const getTransaction = (signature: string) => {
+        reads.push(signature);
+        return deps.ledger.getTransaction(signature);
+      };
+      return { deps: { ...deps, ledger: { ...deps.ledger, getTransaction } }, reads };
+    }
+
+    test("many of them after the payment do not hide it: the oldest is read first", async () => {
+      const { deps, productId, buyer } = await setup();
+      const paid = await pay(deps, productId, buyer);
+      await strangerSends(deps, paid.checkout.transaction, 25); // more than a page of the old look (10)
+      const counted = countingReads(deps);
+      expect(await confirmCheckout(counted.deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: paid.txHash });
+      expect(counted.reads).toEqual([paid.txHash]);
+    });
+
+    test("before the payment: each look reads a bounded number, none twice, and the checkout stays open until all are read", async () => {
+      const { deps, clock, owner, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const strangers = await strangerSends(deps, checkout.transaction, REFERENCE_READS + 5);
+      const signed = signCheckout(checkout.transaction, buyer);
+      await deps.ledger.submit(Buffer.from(signed, "base64"));
+      const counted = countingReads(deps);
+      // The first look reads the oldest REFERENCE_READS, all refused: the rest may hold the payment.
+      expect(await codeOf(confirmCheckout(counted.deps, productId, checkout.checkoutId))).toBe("CHAIN_UNAVAILABLE");
+      expect(counted.reads).toEqual(strangers.slice(0, REFERENCE_READS));
+      // Long past expiry: the watcher's look reads on from there (it landed in time) and completes it.
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await createCheckoutWatcher(counted.deps).runOnce()).toBe(1);
+      expect(counted.reads).toEqual([...strangers, signatureOf(signed)]);
+      expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.txHash)).toEqual([signatureOf(signed)]);
+    });
+
+    test("an unpaid checkout they crowd is closed once all are read and refused", async () => {
+      const { deps, clock, productId, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const strangers = await strangerSends(deps, checkout.transaction, REFERENCE_READS + 1);
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      const counted = countingReads(deps);
+      const watcher = createCheckoutWatcher(counted.deps);
+      expect(await watcher.runOnce()).toBe(0); // one left unread: not expired
+      expect(await watcher.runOnce()).toBe(1);
+      expect(counted.reads).toEqual(strangers);
+      expect(await codeOf(startCheckout(deps, productId, wallet, checkout.checkoutId))).toBe("INVALID_STATE");
+      // Asked again, it answers from what was read: the newest refusal, and nothing read twice.
+      expect(await reasonOf(confirmCheckout(counted.deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:payer");
+      expect(counted.reads).toEqual(strangers);
+    });
+
+    test("a reference carrying more than REFERENCE_PAGES pages of them is never judged, and its checkout never expired", async () => {
+      const { deps, clock, productId, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      // A flooded chain, as a node would list it: full pages of signatures (unknown to this ledger).
+      let pages = 0;
+      const signatures = async () => {
+        pages++;
+        return Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64)));
+      };
+      const flooded: Deps = { ...deps, ledger: { ...deps.ledger, signatures } };
+      const refusal = await confirmCheckout(flooded, productId, checkout.checkoutId).catch((e: AppError) => e);
+      expect(refusal).toMatchObject({ code: "CHAIN_UNAVAILABLE", message: expect.stringContaining(`more than ${REFERENCE_PAGE * REFERENCE_PAGES} transactions`) });
+      expect(pages).toBe(REFERENCE_PAGES);
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(0);
+      expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE"); // the real chain: unpaid
+    });
   });
 
   test("a payment that landed before the product was archived is still recorded, by confirm and by the watcher", async () => {

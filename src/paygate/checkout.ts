@@ -24,8 +24,18 @@ export const CHECKOUT_TTL_MS = 15 * 60_000;
  * to be finalized (only then does the watcher see it).
  */
 export const EXPIRY_GRACE_MS = 2 * 60_000;
-/** Transactions read per reference: a checkout is paid once, so a handful covers retries and strays. */
-export const REFERENCE_HISTORY_LIMIT = 10;
+/**
+ * A reference's signatures are listed in pages of REFERENCE_PAGE, at most REFERENCE_PAGES of them. Anyone
+ * may put a reference seen on chain into transactions of their own, so a paid checkout's reference can
+ * carry strangers' transactions too: the payment is looked for among all of them, oldest first.
+ */
+export const REFERENCE_PAGE = 1_000;
+export const REFERENCE_PAGES = 10;
+/**
+ * Transactions read per look at one checkout. A transaction refused once is not read again
+ * (deps.paygate.referenceReads), so each look gets further, and none costs more than this many reads.
+ */
+export const REFERENCE_READS = 20;
 export const WATCH_BATCH = 50;
 
 export type CheckoutView = {
@@ -258,30 +268,70 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   const product = await store.findProduct(deps.db, checkout.productId);
   if (product === null) throw new AppError("NOT_FOUND", "no such product");
   const token = await splToken(deps, checkout.token);
-  // paygate.md step 3: confirmed, and on mainnet finalized.
-  const found = await deps.ledger.history(checkout.reference, { limit: REFERENCE_HISTORY_LIMIT, finalized: waitsForFinality(deps.config.network) });
+  const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
+  const reads = deps.paygate.referenceReads;
   let refusal: AppError | null = null;
+  let unread = false;
+  let budget = REFERENCE_READS;
   // Oldest first: if the buyer paid twice, the first payment is the purchase.
-  for (const tx of [...found].reverse()) {
-    try {
-      const transfer = checkLandedPayment(checkout, token.mint, tx);
-      // And the byte-level rules, whoever submitted it: a TransferChecked into payTo's associated token
-      // account from the wallet's own, carrying the reference on that very instruction.
-      checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
-      return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
-    } catch (err) {
-      if (!(err instanceof AppError)) throw err;
-      // The newest refusal is the one reported, but an undecided payment (its block time unknown) wins:
-      // a stranger's later transaction with the same reference must not get a paid checkout expired.
-      if (refusal?.code !== "CHAIN_UNAVAILABLE") refusal = err;
+  for (const signature of signatures) {
+    let refused = reads.refusal(checkout.id, signature);
+    if (refused === undefined) {
+      if (budget === 0) {
+        unread = true;
+        break;
+      }
+      budget--;
+      const tx = await deps.ledger.getTransaction(signature);
+      if (tx === null) {
+        unread = true; // listed, but not readable on this node yet
+        continue;
+      }
+      try {
+        const transfer = checkLandedPayment(checkout, token.mint, tx);
+        // And the byte-level rules, whoever submitted it: a TransferChecked into payTo's associated token
+        // account from the wallet's own, carrying the reference on that very instruction.
+        checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
+        const result = await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
+        reads.forget(checkout.id);
+        return result;
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        refused = err;
+        if (!outcomeUnknown(err)) reads.refuse(checkout.id, signature, err);
+      }
     }
+    // The newest refusal is the one reported, but an undecided payment (its block time unknown) wins:
+    // a stranger's later transaction with the same reference must not get a paid checkout expired.
+    if (refusal?.code !== "CHAIN_UNAVAILABLE") refusal = refused;
   }
+  // Transactions left to read may hold the payment: nothing is decided (and the watcher expires nothing).
+  if (!complete) {
+    const most = REFERENCE_PAGE * REFERENCE_PAGES;
+    throw new AppError("CHAIN_UNAVAILABLE", `more than ${most} transactions carry this checkout's reference; its payment cannot be looked for among them`);
+  }
+  if (unread) throw new AppError("CHAIN_UNAVAILABLE", "not every transaction carrying this checkout's reference has been read yet; confirm again shortly");
   if (refusal !== null) throw refusal;
   // Expiry counts when the payment landed, not when it is confirmed: only an unpaid checkout expires.
   // So does archiving: it ends only checkouts that were not paid.
   if (product.status === "archived") throw archived();
   if (isClosed(deps, checkout)) throw expired();
   return { status: "pending" };
+}
+
+/**
+ * The signatures of the transactions carrying a reference, oldest first (paygate.md step 3: confirmed,
+ * and on mainnet finalized); `complete` is false when there are more than REFERENCE_PAGES pages of them.
+ */
+async function referenceSignatures(deps: Deps, reference: string): Promise<{ signatures: string[]; complete: boolean }> {
+  const finalized = waitsForFinality(deps.config.network);
+  const newestFirst: string[] = [];
+  for (let page = 0; page < REFERENCE_PAGES; page++) {
+    const listed = await deps.ledger.signatures(reference, { limit: REFERENCE_PAGE, before: newestFirst.at(-1), finalized });
+    newestFirst.push(...listed);
+    if (listed.length < REFERENCE_PAGE) return { signatures: newestFirst.reverse(), complete: true };
+  }
+  return { signatures: newestFirst.reverse(), complete: false };
 }
 
 /** Checkouts of one wallet and product an earlier attempt may have paid: how many checkout_pay looks at. */

@@ -157,6 +157,11 @@ describe("embedded ledger", () => {
     const page1 = await t.ledger.history(alice.publicKey.toBase58(), { limit: 2 });
     const page2 = await t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: page1[1]!.signature });
     expect([...page1, ...page2].map((x) => x.signature)).toEqual([sent[4]!, sent[3]!, sent[2]!, sent[1]!]);
+    // signatures: the same pages, without reading the transactions.
+    expect(await t.ledger.signatures(alice.publicKey.toBase58(), { limit: 3, before: sent[4]! })).toEqual([sent[3]!, sent[2]!, sent[1]!]);
+    expect(await reasonOf(t.ledger.signatures(alice.publicKey.toBase58(), { limit: 2, before: "1".repeat(64) }))).toBe("VALIDATION_ERROR:");
+    expect(await reasonOf(t.ledger.signatures(alice.publicKey.toBase58(), { limit: 1001 }))).toBe("VALIDATION_ERROR:");
+    expect(await reasonOf(t.ledger.signatures("nope", { limit: 1 }))).toBe("INVALID_ADDRESS:");
     expect(await reasonOf(t.ledger.history(alice.publicKey.toBase58(), { limit: 2, before: "1".repeat(64) }))).toBe("VALIDATION_ERROR:");
     for (const limit of [0, -1, 1.5, 1001, Number.NaN]) {
       expect(await reasonOf(t.ledger.history(alice.publicKey.toBase58(), { limit }))).toBe("VALIDATION_ERROR:");

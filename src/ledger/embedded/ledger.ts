@@ -14,6 +14,7 @@ import {
   requireTransferAmount,
   type AirdropAmounts,
   type Balances,
+  type HistoryOptions,
   type Ledger,
   type LedgerTransaction,
   type SubmitOptions,
@@ -66,6 +67,16 @@ function rejected(reason: string, message: string, extra: Record<string, unknown
 
 function requireAddress(address: string, what: string): void {
   if (!isAddress(address)) throw new AppError("INVALID_ADDRESS", `${what} must be a base58 address of 32 bytes`);
+}
+
+/** A history query checked: its page size, and the sequence number of `before` (null without it). */
+async function historyQuery(db: Db, address: string, { limit, before }: HistoryOptions): Promise<{ limit: number; beforeSeq: number | null }> {
+  requireAddress(address, "address");
+  requireHistoryLimit(limit);
+  if (before === undefined) return { limit, beforeSeq: null };
+  const row = await store.findTransaction(db, before);
+  if (row === null) throw fieldError("before", "before: no transaction has this signature");
+  return { limit, beforeSeq: row.seq };
 }
 
 /** Creates the genesis state once (mints, the faucet and its token accounts); reads it afterwards. */
@@ -330,18 +341,14 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     },
 
     // `finalized` asks nothing more here: an accepted transaction is final at once.
-    async history(address, { limit, before }) {
-      requireAddress(address, "address");
-      requireHistoryLimit(limit);
-      let beforeSeq: number | null = null;
-      if (before !== undefined) {
-        const row = await store.findTransaction(deps.db, before);
-        if (row === null) {
-          throw fieldError("before", "before: no transaction has this signature");
-        }
-        beforeSeq = row.seq;
-      }
+    async history(address, query) {
+      const { limit, beforeSeq } = await historyQuery(deps.db, address, query);
       return (await store.listTransactions(deps.db, address, limit, beforeSeq)).map(toLedgerTransaction);
+    },
+
+    async signatures(address, query) {
+      const { limit, beforeSeq } = await historyQuery(deps.db, address, query);
+      return store.listSignatures(deps.db, address, limit, beforeSeq);
     },
 
     ping: async () => deps.db.ping(),

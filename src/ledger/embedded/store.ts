@@ -141,6 +141,17 @@ export async function listTransactions(
   return rows.map(toTransaction);
 }
 
+/** The signatures of `address`'s transactions, newest first: listTransactions without reading them. */
+export async function listSignatures(db: Db, address: string, limit: number, beforeSeq: number | null): Promise<string[]> {
+  const rows = db.sqlite
+    .query(
+      `SELECT t.signature FROM ledger_address_transactions a JOIN ledger_transactions t ON t.seq = a.seq
+       WHERE a.address = ? AND a.seq < ? ORDER BY a.seq DESC LIMIT ?`,
+    )
+    .all(address, beforeSeq ?? Number.MAX_SAFE_INTEGER, limit) as { signature: string }[];
+  return rows.map((r) => r.signature);
+}
+
 /** A genesis fact (seed, genesis time, mints, faucet key); null before genesis. */
 export function readMeta(db: Db, key: string): string | null {
   const row = db.sqlite.query("SELECT value FROM ledger_meta WHERE key = ?").get(key) as { value: string } | null;

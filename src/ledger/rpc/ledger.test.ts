@@ -278,6 +278,16 @@ describe("history", () => {
     expect((await failure(ledger.history(addr(dave), { limit: 1001 }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.history(addr(dave), { limit: 5, before: "abc" }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.history("nope", { limit: 5 }))).code).toBe("INVALID_ADDRESS");
+
+    // signatures: the address's own transactions only (a token account's are not asked for), unread.
+    expect(await ledger.signatures(addr(dave), { limit: 10 })).toEqual([solOut.signature, ataCreated.signature, solIn.signature]);
+    expect(await ledger.signatures(addr(dave), { limit: 1, before: solOut.signature })).toEqual([ataCreated.signature]);
+    expect(await ledger.signatures(addr(dave), { limit: 10, finalized: true })).toEqual([]);
+    rpc.advanceSlots(FINALITY_SLOTS);
+    expect(await ledger.signatures(addr(dave), { limit: 10, finalized: true })).toHaveLength(3);
+    expect((await failure(ledger.signatures(addr(dave), { limit: 1001 }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.signatures(addr(dave), { limit: 5, before: "abc" }))).code).toBe("VALIDATION_ERROR");
+    expect((await failure(ledger.signatures("nope", { limit: 5 }))).code).toBe("INVALID_ADDRESS");
   });
 
   test("getTransaction of an unknown or malformed signature is null", async () => {

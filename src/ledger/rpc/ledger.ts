@@ -598,12 +598,24 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     return toLedgerTransaction(signature, raw as RawTransaction);
   }
 
-  async function history(text: string, query: HistoryOptions): Promise<LedgerTransaction[]> {
-    const owner = address(text, "address");
+  /** A history query checked, with the commitment it asks for. */
+  function historyQuery(query: HistoryOptions): { limit: number; before: string | undefined; commitment: Commitment } {
     const { limit, before } = query;
-    const commitment: Commitment = query.finalized === true ? "finalized" : "confirmed";
     requireHistoryLimit(limit);
     if (before !== undefined && !isSignature(before)) throw new AppError("VALIDATION_ERROR", "before must be a transaction signature");
+    return { limit, before, commitment: query.finalized === true ? "finalized" : "confirmed" };
+  }
+
+  async function signatures(text: string, query: HistoryOptions): Promise<string[]> {
+    const key = address(text, "address");
+    const { limit, before, commitment } = historyQuery(query);
+    const list = await call(() => connection.getSignaturesForAddress(key, { limit, ...(before === undefined ? {} : { before }) }, commitment));
+    return list.map((info) => info.signature);
+  }
+
+  async function history(text: string, query: HistoryOptions): Promise<LedgerTransaction[]> {
+    const owner = address(text, "address");
+    const { limit, before, commitment } = historyQuery(query);
     // Incoming token transfers touch only the recipient's token account, so ask for those too.
     const keys = [owner, ...tokens.flatMap((t) => (t.mint === null ? [] : [new PublicKey(associatedTokenAddress(text, t.mint))]))];
     const lists = await Promise.all(keys.map((key) => call(() => connection.getSignaturesForAddress(key, { limit, ...(before === undefined ? {} : { before }) }, commitment))));
@@ -635,6 +647,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     submit,
     getTransaction: (signature) => getTransaction(signature),
     history,
+    signatures,
     ping: async () => {
       try {
         await call(() => connection.getBlockHeight("confirmed"));
