@@ -235,11 +235,13 @@ export function addSystemMessageInWrite(deps: Deps, input: { conversationId: str
 }
 
 /**
- * A synchronous `{"reply": …}` to the notification `eventId` sent to `agentId`: recorded as the provider's
- * message in that conversation, once (a second answer to the same event is ignored). Null when nothing
- * was recorded: empty text, an event about no consumer message of this agent, or an archived conversation.
+ * A synchronous `{"reply": …}` to the notification `eventId` sent to `agentId`, as the write that records
+ * it as the provider's message in that conversation: the delivery worker runs it inside the write of the
+ * delivery's attempt. Recorded once (a second answer to the same event writes nothing). Null when there
+ * is nothing to record: empty text, an event about no consumer message of this agent, or an archived
+ * conversation.
  */
-export async function recordAgentReply(deps: Deps, input: { eventId: string; agentId: string; text: string }): Promise<Message | null> {
+export async function agentReplyWrite(deps: Deps, input: { eventId: string; agentId: string; text: string }): Promise<(() => void) | null> {
   const text = capMessageText(input.text.trim());
   if (text.length === 0) return null;
   const answered = await store.findMessageByEvent(deps.db, input.eventId);
@@ -247,7 +249,9 @@ export async function recordAgentReply(deps: Deps, input: { eventId: string; age
   const conversation = await store.findConversation(deps.db, answered.conversationId);
   if (conversation === null || conversation.agentId !== input.agentId || conversation.status !== "active") return null;
   const row = { id: newId("msg", deps.random), conversationId: conversation.id, from: "provider" as const, text, orderId: null, replyTo: answered.id, createdAt: deps.clock.now() };
-  if ((await store.insertMessage(deps.db, row)) === null) return null;
-  deps.log.info("marketplace agent replied synchronously", { conversationId: conversation.id, agentId: input.agentId, messageId: row.id });
-  return messageView(row);
+  return () => {
+    // null: the message was answered already (a duplicate delivery); nothing is written
+    if (store.insertMessageInWrite(deps.db, row) === null) return;
+    deps.log.info("marketplace agent replied synchronously", { conversationId: conversation.id, agentId: input.agentId, messageId: row.id });
+  };
 }

@@ -84,7 +84,8 @@ describe("agent notifications", () => {
     // The same answer to the same event again (a duplicate delivery) records nothing more.
     const targets = agentTargets(deps);
     const eventId = String(ep.seen[0]!.body.id);
-    await targets.onDelivered!({ deliveryId: "whd_x", eventId, type: "conversation.started", agentId: agent.agentId }, { status: 200, body: '{"reply":"twice"}' });
+    const write = await targets.answerWrite!({ deliveryId: "whd_x", eventId, type: "conversation.started", agentId: agent.agentId }, { status: 200, body: '{"reply":"twice"}' });
+    await deps.db.write(() => write?.());
     expect((await getConversation(deps, consumer, conversation.conversationId)).messages).toHaveLength(4);
   });
 

@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { errorText } from "../errors.ts";
 import { openWebhookSecret } from "../webhooks/endpoints.ts";
 import type { AgentTargets } from "../webhooks/outbox.ts";
-import { recordAgentReply } from "./conversations.ts";
+import { agentReplyWrite } from "./conversations.ts";
 import { REPLYABLE_EVENTS } from "./events.ts";
 import * as store from "./store.ts";
 
@@ -50,11 +50,11 @@ export function agentTargets(deps: Deps): AgentTargets {
       }
       return { url: agent.endpoint, secrets, enabled: agent.endpointGoneAt === null };
     },
-    async onDelivered(delivery, response) {
-      if (!REPLYABLE_EVENTS.includes(delivery.type) || response.status !== 200) return;
+    async answerWrite(delivery, response) {
+      if (!REPLYABLE_EVENTS.includes(delivery.type) || response.status !== 200) return null;
       const text = replyText(response.body);
-      if (text === null) return;
-      await recordAgentReply(deps, { eventId: delivery.eventId, agentId: delivery.agentId, text });
+      if (text === null) return null;
+      return agentReplyWrite(deps, { eventId: delivery.eventId, agentId: delivery.agentId, text });
     },
     async onGone(agentId) {
       await store.markEndpointGone(deps.db, agentId, deps.clock.now());

@@ -543,7 +543,10 @@ describe("agent targets (marketplace notifications)", () => {
       agents: {
         resolve: async (agentId) => (agentId === "agt_1" ? { url: rx.url("/agent"), secrets: [agentSecret], enabled: true } : null),
         maxResponseBytes: 16 * 1024,
-        onDelivered: async (d, response) => void answers.push({ type: d.type, body: response.body }),
+        answerWrite: async (d, response) => {
+          answers.push({ type: d.type, body: response.body });
+          return null;
+        },
         onGone: async (agentId) => void gone.push(agentId),
       },
     });
@@ -554,6 +557,40 @@ describe("agent targets (marketplace notifications)", () => {
     await enqueueAgent("message.received");
     expect(await w.runOnce()).toBe(1);
     expect(gone).toEqual(["agt_1"]);
+  });
+});
+
+describe("an agent answer's write", () => {
+  test("is part of the attempt's write: when it fails, neither is recorded and the event is sent again", async () => {
+    const { deps, db, clock } = await setup();
+    const agentSecret = newWebhookSecret(cryptoRandom);
+    const rx = startReceiver(clock, () => [agentSecret], () => Response.json({ reply: "hi" }));
+    const eventId = await db.write(() => enqueueEventInWrite(deps, { targetKind: "agent", targetId: "agt_1", type: "conversation.started", payload: {} }));
+    const written: string[] = [];
+    let calls = 0;
+    const w = worker(deps, {
+      agents: {
+        resolve: async () => ({ url: rx.url("/agent"), secrets: [agentSecret], enabled: true }),
+        answerWrite: async (_d, response) => {
+          const n = ++calls;
+          return () => {
+            db.sqlite.query("INSERT INTO ledger_meta (key, value) VALUES (?, ?)").run(`answer-${n}`, response.body);
+            if (n === 1) throw new Error("the answer's write fails");
+            written.push(response.body);
+          };
+        },
+      },
+    });
+    expect(await w.runOnce()).toBe(1);
+    expect(written).toEqual([]);
+    expect(db.sqlite.query("SELECT status, attempts FROM webhook_deliveries").get()).toEqual({ status: "pending", attempts: 0 });
+    expect(db.sqlite.query("SELECT count(*) AS n FROM webhook_attempts").get()).toEqual({ n: 0 });
+    expect(db.sqlite.query("SELECT key FROM ledger_meta WHERE key LIKE 'answer-%'").all()).toEqual([]); // rolled back with it
+    clock.advance(10 * 60_000); // the lease runs out
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received.map((r) => r.id)).toEqual([eventId, eventId]); // the same webhook-id
+    expect(written).toEqual(['{"reply":"hi"}']);
+    expect(db.sqlite.query("SELECT status, attempts FROM webhook_deliveries").get()).toEqual({ status: "succeeded", attempts: 1 });
   });
 });
 

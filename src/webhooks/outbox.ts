@@ -218,10 +218,14 @@ export async function listDeliveryAttempts(deps: Deps, owner: string, deliveryId
 export type AgentTargets = {
   /** The agent's endpoint and signing secret(s); null when the agent is gone. Disabled or gone: the delivery fails unsent. */
   resolve(agentId: string): Promise<{ url: string; secrets: string[]; enabled: boolean } | null>;
-  /** Bytes of an agent's answer kept for onDelivered (a `{"reply": …}` body). Default 1 KiB. */
+  /** Bytes of an agent's answer kept for answerWrite (a `{"reply": …}` body). Default 1 KiB. */
   maxResponseBytes?: number;
-  /** After a 2xx was recorded: the answer, e.g. to record a synchronous reply. */
-  onDelivered?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<void>;
+  /**
+   * A 2xx answer's own write (e.g. a synchronous reply), prepared before the attempt is recorded: the
+   * function returned runs inside the write that records it, so a crash keeps both or neither (the
+   * delivery is then sent again). Null: nothing to write.
+   */
+  answerWrite?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<(() => void) | null>;
   /** After a `410 Gone` was recorded. */
   onGone?(agentId: string): Promise<void>;
 };
@@ -344,9 +348,19 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       response: statusCode === null ? null : utf8Prefix(new TextEncoder().encode(body), RECORDED_RESPONSE_BYTES),
       error,
     };
+    const agent = d.endpointKind === "agent" ? options.agents : undefined;
+    let answer: (() => void) | null = null;
+    if (succeeded && agent?.answerWrite !== undefined) {
+      try {
+        answer = await agent.answerWrite({ deliveryId: d.id, eventId: d.eventId, type: d.type, agentId: d.endpointId }, { status: statusCode!, body });
+      } catch (err) {
+        deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
+      }
+    }
     const recorded = await deps.db.write(() => {
       const ok = store.recordAttemptInWrite(deps.db, d.id, token, record, next, now);
       if (ok && gone && d.endpointKind === "owner_endpoint") store.disableEndpointInWrite(deps.db, d.endpointId, now);
+      if (ok) answer?.();
       return ok;
     });
     if (!recorded) {
@@ -357,10 +371,9 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     deps.metrics.webhookAttempt(succeeded ? "success" : gone ? "gone" : "failure");
     if (gone && d.endpointKind === "owner_endpoint") deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
 
-    if (d.endpointKind === "agent") {
+    if (gone && agent?.onGone !== undefined) {
       try {
-        if (gone) await options.agents?.onGone?.(d.endpointId);
-        if (succeeded) await options.agents?.onDelivered?.({ deliveryId: d.id, eventId: d.eventId, type: d.type, agentId: d.endpointId }, { status: statusCode!, body });
+        await agent.onGone(d.endpointId);
       } catch (err) {
         deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
       }
