@@ -12,7 +12,10 @@ export type SignInOptions = {
   serverCommand: string[];
   /** Load duration in seconds. */
   seconds: number;
+  /** The row's figure: enough connections to keep the server busy (its sign-in capacity). */
   connections: number;
+  /** Also measured, before it and for information: a lighter load, where each sign-in's latency bounds the rate. */
+  lightConnections: number;
   /** "wrk", or "autocannon" (used when wrk is not installed). */
   loadGenerator: "wrk" | "autocannon";
   baselineSeconds: number;
@@ -33,6 +36,7 @@ export type LoadResult = {
 
 export type SignInResult = {
   loadGenerator: string;
+  /** The row's load (`load`, `signInsPerSecond`, `ratio`). */
   connections: number;
   /** Mean of the baseline measured just before and just after the load (the machine's speed drifts). */
   nativeVerifiesPerSecond: number;
@@ -41,9 +45,11 @@ export type SignInResult = {
   ratio: number;
   messageBytes: number;
   warmupSignIns: number;
-  /** Token rows in the database afterwards: warm-up + counted sign-ins + those still in flight at the end. */
+  /** Token rows in the database afterwards: warm-up + counted sign-ins of both loads + those still in flight at their ends. */
   tokensInDatabase: number;
   load: LoadResult;
+  /** The lighter load, run first on the same server. */
+  light: { connections: number; signInsPerSecond: number; ratio: number; load: LoadResult };
 };
 
 const SPKI_PREFIX_BYTES = 12; // DER SPKI header before the raw 32-byte Ed25519 key
@@ -106,7 +112,9 @@ export async function postSignIns(url: string, bodies: SignedBody[]): Promise<vo
   await Promise.all(Array.from({ length: 32 }, worker));
 }
 
-async function runWrk(resources: Resources, url: string, bodies: SignedBody[], options: SignInOptions, dir: string): Promise<LoadResult> {
+type Load = { seconds: number; connections: number };
+
+async function runWrk(resources: Resources, url: string, bodies: SignedBody[], options: Load, dir: string): Promise<LoadResult> {
   const threads = 2; // one per core of the machine the figures are for; the server has one JS thread
   for (let t = 0; t < threads; t++) {
     writeFileSync(join(dir, `bodies-${t + 1}.txt`), bodies.filter((_, i) => i % threads === t).join("\n") + "\n");
@@ -155,7 +163,7 @@ type AutocannonResult = {
 type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult>;
 
 /** Fallback when wrk is not installed: autocannon in this process, one shared queue of bodies. */
-async function runAutocannon(url: string, bodies: SignedBody[], options: SignInOptions): Promise<LoadResult> {
+async function runAutocannon(url: string, bodies: SignedBody[], options: Load): Promise<LoadResult> {
   const moduleName = "autocannon"; // a devDependency only needed where wrk is missing
   let autocannon: Autocannon;
   try {
@@ -202,14 +210,18 @@ export async function measureSignIn(resources: Resources, options: SignInOptions
   const dir = resources.tempDir("sign-in");
   const { server, url, dataDir } = await startLoadServer(resources, options.serverCommand, dir);
   try {
-    const needed = Math.ceil(before.verifiesPerSecond * options.seconds * BODY_MARGIN);
+    const needed = Math.ceil(before.verifiesPerSecond * options.seconds * BODY_MARGIN); // per load
     const issueStarted = performance.now();
-    const { bodies, messageBytes } = await issueSignedBodies(url, WARMUP_SIGN_INS + needed);
+    const { bodies, messageBytes } = await issueSignedBodies(url, WARMUP_SIGN_INS + 2 * needed);
     process.stdout.write(`  ${bodies.length} challenges issued and signed in ${((performance.now() - issueStarted) / 1000).toFixed(1)} s\n`);
     await postSignIns(url, bodies.slice(0, WARMUP_SIGN_INS));
-    const timed = bodies.slice(WARMUP_SIGN_INS);
-    const load =
-      options.loadGenerator === "wrk" ? await runWrk(resources, url, timed, options, dir) : await runAutocannon(url, timed, options);
+    const run = (timed: SignedBody[], connections: number) => {
+      const load = { seconds: options.seconds, connections };
+      return options.loadGenerator === "wrk" ? runWrk(resources, url, timed, load, dir) : runAutocannon(url, timed, load);
+    };
+    // The lighter load first: the row's load then runs on the larger database.
+    const light = await run(bodies.slice(WARMUP_SIGN_INS, WARMUP_SIGN_INS + needed), options.lightConnections);
+    const load = await run(bodies.slice(WARMUP_SIGN_INS + needed), options.connections);
     await stopProcess(server, 15_000);
     const after = await nativeBaseline(resources, options.baselineSeconds);
     const nativeVerifiesPerSecond = (before.verifiesPerSecond + after.verifiesPerSecond) / 2;
@@ -219,6 +231,8 @@ export async function measureSignIn(resources: Resources, options: SignInOptions
     db.close();
 
     const signInsPerSecond = load.successes / load.seconds;
+    const lightPerSecond = light.successes / light.seconds;
+    const rounded = (l: LoadResult): LoadResult => ({ ...l, seconds: round(l.seconds, 3), latencyP50Ms: round(l.latencyP50Ms, 2), latencyP99Ms: round(l.latencyP99Ms, 2) });
     return {
       loadGenerator: options.loadGenerator,
       connections: options.connections,
@@ -229,7 +243,13 @@ export async function measureSignIn(resources: Resources, options: SignInOptions
       messageBytes,
       warmupSignIns: WARMUP_SIGN_INS,
       tokensInDatabase: n,
-      load: { ...load, seconds: round(load.seconds, 3), latencyP50Ms: round(load.latencyP50Ms, 2), latencyP99Ms: round(load.latencyP99Ms, 2) },
+      load: rounded(load),
+      light: {
+        connections: options.lightConnections,
+        signInsPerSecond: Math.round(lightPerSecond),
+        ratio: round(lightPerSecond / nativeVerifiesPerSecond, 3),
+        load: rounded(light),
+      },
     };
   } finally {
     await stopProcess(server, 15_000);
