@@ -3,7 +3,7 @@
 import { PublicKey, VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
-import { formatAmount } from "../lib/amounts.ts";
+import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
@@ -103,9 +103,16 @@ async function paymentTransaction(deps: Deps, checkout: store.CheckoutRow, token
  * POST /pay/:productId/checkout. Without `checkoutId`, opens a checkout for 15 minutes at today's price;
  * with the id of an open one (same product and wallet), a fresh transaction with the same reference.
  */
-export async function startCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId?: string): Promise<CheckoutView> {
+export async function startCheckout(
+  deps: Deps,
+  productId: string,
+  walletAddress: string,
+  checkoutId?: string,
+  limits: { maxAmount?: number | string } = {},
+): Promise<CheckoutView> {
   if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   const product = await productForSale(deps, productId);
+  if (limits.maxAmount !== undefined) await refuseAbove(deps, product, limits.maxAmount);
   let checkout: store.CheckoutRow;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
@@ -141,6 +148,20 @@ export async function startCheckout(deps: Deps, productId: string, walletAddress
     payTo: checkout.payTo,
     expiresAt: toIso(checkout.expiresAt),
   };
+}
+
+/** A price above what the buyer agreed to pay (checkout_pay's maxAmount, in the product's currency) is refused before any checkout opens. */
+async function refuseAbove(deps: Deps, product: store.ProductRow, maxAmount: number | string): Promise<void> {
+  const token = await splToken(deps, product.token);
+  const parsed = parseAmount(maxAmount, token.decimals);
+  if ("error" in parsed) throw fieldError("maxAmount", `maxAmount ${parsed.error}`);
+  if (product.price <= parsed.value) return;
+  const symbol = token.key.toUpperCase();
+  const price = formatAmount(product.price, token.decimals);
+  const most = formatAmount(parsed.value, token.decimals);
+  throw new AppError("PAYMENT_MISMATCH", `the product costs ${price} ${symbol}, more than maxAmount ${most} ${symbol}; nothing was paid`, {
+    details: { reason: "amount", amount: price, currency: symbol, maxAmount: most },
+  });
 }
 
 /**
