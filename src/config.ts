@@ -1,6 +1,7 @@
 // The only reader of the environment: variables and flags → one validated, frozen Config.
-import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { fsyncPath, makeDirDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
 import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
@@ -300,15 +301,19 @@ function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64ur
 }
 
 function readOrCreateSecret(dataDir: string, fileName: string, generate: () => string): string {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDirDurably(dataDir);
   const path = join(dataDir, fileName);
   if (!existsSync(path)) {
     // Written aside, then linked into place: link fails if the name exists, so two processes starting
-    // at once agree on one secret and neither ever reads a half-written file.
+    // at once agree on one secret and neither ever reads a half-written file. Flushed before it is
+    // linked, and the link flushed before anything is encrypted or signed with it: after a power cut
+    // the database may hold wallets sealed under this key, which must then still be there.
     const temp = `${path}.${process.pid}.tmp`;
     writeFileSync(temp, generate() + "\n", { mode: 0o600 });
     try {
+      fsyncPath(temp);
       linkSync(temp, path);
+      fsyncPath(dataDir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     } finally {

@@ -1,23 +1,14 @@
 // `walletgate backup`: a consistent copy of the live database, taken online (operations.md "CLI").
 import type { Database } from "bun:sqlite";
-import { closeSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
+import { closeSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { fsyncPath } from "../lib/durable.ts";
 
 export class BackupTargetError extends Error {
   override name = "BackupTargetError";
 }
 
 const targetExists = (target: string) => new BackupTargetError(`${target} exists; back up to a new file`);
-
-/** Flushes a file, or a directory's entries, to disk. */
-function fsyncPath(path: string): void {
-  const fd = openSync(path, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /**
  * Copies the database to `target` with `VACUUM INTO`: one read transaction, so the copy is the state of

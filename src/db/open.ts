@@ -1,8 +1,9 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { closeSync, fsync, fsyncSync, mkdirSync, openSync, realpathSync } from "node:fs";
+import { closeSync, fsync, fsyncSync, openSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
+import { makeDirDurably } from "../lib/durable.ts";
 
 export type Db = {
   readonly sqlite: Database;
@@ -83,7 +84,7 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * runs share the next one. `EXTRA` and `NORMAL` are SQLite's own.
  */
 export function openDatabase(path: string, options: OpenOptions = {}): Db {
-  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  if (path !== ":memory:") makeDirDurably(dirname(path));
   const sqlite = new Database(path, { create: true, strict: true });
   sqlite.run(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   sqlite.run("PRAGMA journal_mode = WAL");
