@@ -2,6 +2,7 @@
 import { statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
+import { encodeImage, freshDatabaseImage } from "../src/db/fresh.ts";
 
 const ROOT = join(import.meta.dir, "..");
 export const DEFAULT_OUTFILE = join(ROOT, "dist", "walletgate");
@@ -20,6 +21,8 @@ export type BuildResult = { outfile: string; bytes: number; sourcemapBytes: numb
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
   const result = await Bun.build({
+    // The migrated, empty database, written whole on a first start instead of migrated (src/db/fresh.ts).
+    define: { WALLETGATE_FRESH_DATABASE: JSON.stringify(encodeImage(freshDatabaseImage())) },
     // The verification worker is a further entrypoint: Bun embeds it and `new Worker(url)` finds it.
     entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts")],
     target: "bun",

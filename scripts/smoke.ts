@@ -34,6 +34,8 @@ try {
     if (line) url = JSON.parse(line).url;
   }
   if (url === "") fail("no listening line within 15 s");
+  // An empty folder: the binary writes the database it carries (src/db/fresh.ts), it does not migrate.
+  if (!out.includes('"msg":"database created","version":')) fail(`the first start did not create the database from its image:\n${out}`);
   const health = await fetch(`${url}/healthz`);
   if (health.status !== 200) fail(`/healthz answered ${health.status}`);
   // The pages are embedded: the dashboard's HTML, and the script it loads, come from the binary alone.

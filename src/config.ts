@@ -1,7 +1,7 @@
 // The only reader of the environment: variables and flags → one validated, frozen Config.
-import { chmodSync, existsSync, linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { fsyncPath, makeDirDurably } from "./lib/durable.ts";
+import { createFilesDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
 import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
@@ -284,9 +284,12 @@ export type Secrets = Readonly<{
  * once into DATA_DIR with mode 0600 and reused on every start.
  */
 export function resolveSecrets(config: Config): Secrets {
-  const jwt = config.jwtSecret ?? readOrCreateSecret(config.dataDir, "jwt-secret", () => randomText(48));
-  const walletKey =
-    config.walletEncryptionKey ?? readOrCreateSecret(config.dataDir, "wallet-encryption-key", () => randomText(32, "hex"));
+  const generated = generatedSecrets(config.dataDir, [
+    ...(config.jwtSecret === null ? [{ name: "jwt-secret", generate: () => randomText(48) }] : []),
+    ...(config.walletEncryptionKey === null ? [{ name: "wallet-encryption-key", generate: () => randomText(32, "hex") }] : []),
+  ]);
+  const jwt = config.jwtSecret ?? generated.get("jwt-secret")!;
+  const walletKey = config.walletEncryptionKey ?? generated.get("wallet-encryption-key")!;
   const walletKeyBytes = decodeKey32(walletKey);
   if (walletKeyBytes === null) throw new ConfigError(`${join(config.dataDir, "wallet-encryption-key")} does not hold a 32-byte key`);
   return Object.freeze({
@@ -300,28 +303,23 @@ function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64ur
   return Buffer.from(crypto.getRandomValues(new Uint8Array(byteCount))).toString(encoding);
 }
 
-function readOrCreateSecret(dataDir: string, fileName: string, generate: () => string): string {
-  makeDirDurably(dataDir);
-  const path = join(dataDir, fileName);
-  if (!existsSync(path)) {
-    // Written aside, then linked into place: link fails if the name exists, so two processes starting
-    // at once agree on one secret and neither ever reads a half-written file. Flushed before it is
-    // linked, and the link flushed before anything is encrypted or signed with it: after a power cut
-    // the database may hold wallets sealed under this key, which must then still be there.
-    const temp = `${path}.${process.pid}.tmp`;
-    writeFileSync(temp, generate() + "\n", { mode: 0o600 });
-    try {
-      fsyncPath(temp);
-      linkSync(temp, path);
-      fsyncPath(dataDir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    } finally {
-      unlinkSync(temp);
-    }
-  }
-  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
-  const value = readFileSync(path, "utf8").trim();
-  if (value === "") throw new ConfigError(`${path} is empty; delete it to generate a new secret`);
-  return value;
+/**
+ * The secrets of DATA_DIR by name, those missing generated first. They are created whole and flushed,
+ * names included, before anything is encrypted or signed with them (lib/durable.ts): after a power cut
+ * the database may hold wallets sealed under the key, which must then still be there. Two processes
+ * starting at once agree on one value.
+ */
+function generatedSecrets(dataDir: string, secrets: { name: string; generate: () => string }[]): Map<string, string> {
+  if (secrets.length === 0) return new Map();
+  const missing = secrets.filter((s) => !existsSync(join(dataDir, s.name)));
+  if (missing.length > 0) createFilesDurably(dataDir, missing.map((s) => ({ name: s.name, data: s.generate() + "\n", mode: 0o600 })));
+  return new Map(
+    secrets.map(({ name }) => {
+      const path = join(dataDir, name);
+      if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+      const value = readFileSync(path, "utf8").trim();
+      if (value === "") throw new ConfigError(`${path} is empty; delete it to generate a new secret`);
+      return [name, value];
+    }),
+  );
 }

@@ -3,6 +3,7 @@ import type { Server } from "bun";
 import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate } from "./db/migrate.ts";
+import { createFromImage } from "./db/fresh.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
@@ -103,11 +104,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const log = options.log ?? createLogger(config.logLevel, config.logFormat);
   const clock = options.clock ?? systemClock;
   const secrets = resolveSecrets(config);
+  const created = createFromImage(config.databasePath); // a first start of the executable: written whole
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   const migrated = migrate(db.sqlite, clock.now());
   if (migrated.applied.length > 0) {
     db.flush(); // migrations commit outside the batched writes: on disk before anything is served
     log.info("database migrated", { version: migrated.version, applied: migrated.applied });
+  } else if (created) {
+    log.info("database created", { version: migrated.version });
   }
 
   const metrics = createServiceMetrics();

@@ -3,12 +3,14 @@ import { defaultBaseUrl, resolveSecrets, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
 import { migrate } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
+import { createFromImage } from "../db/fresh.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
 
 /** Runs `use` with Deps over DATA_DIR's database (the same one a running server uses, thanks to WAL). */
 export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Promise<T>, options: { logToStderr?: boolean } = {}): Promise<T> {
+  createFromImage(config.databasePath);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     migrate(db.sqlite, systemClock.now());

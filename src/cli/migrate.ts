@@ -2,10 +2,12 @@
 import type { Config } from "../config.ts";
 import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
+import { createFromImage } from "../db/fresh.ts";
 import { migrate } from "../db/migrate.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
+  createFromImage(config.databasePath);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     const result = migrate(db.sqlite, Date.now());

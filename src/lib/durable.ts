@@ -1,6 +1,6 @@
 // Files that must survive a crash or a power cut once written: their data, and their name in a directory.
-import { closeSync, fsyncSync, mkdirSync, openSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 
 /** Flushes a file, or a directory's entries, to disk. */
 export function fsyncPath(path: string): void {
@@ -23,4 +23,34 @@ export function makeDirDurably(path: string): void {
     fsyncPath(dirname(dir));
     if (dir === resolve(created)) return;
   }
+}
+
+/**
+ * Creates the files of `dir` that do not exist yet, each whole or not at all: written aside, flushed,
+ * linked into place (a name that exists by then is left as it is: two processes starting at once agree
+ * on one file), then the directory flushed once for all of them. Returns the names it created.
+ */
+export function createFilesDurably(dir: string, files: readonly { name: string; data: string | Uint8Array; mode: number }[]): string[] {
+  makeDirDurably(dir);
+  const temps = files.map((f) => {
+    const temp = join(dir, `${f.name}.${process.pid}.tmp`);
+    writeFileSync(temp, f.data, { mode: f.mode });
+    return temp;
+  });
+  const created: string[] = [];
+  try {
+    for (const temp of temps) fsyncPath(temp);
+    files.forEach((f, i) => {
+      try {
+        linkSync(temps[i]!, join(dir, f.name));
+        created.push(f.name);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      }
+    });
+    if (created.length > 0) fsyncPath(dir);
+  } finally {
+    for (const temp of temps) unlinkSync(temp);
+  }
+  return created;
 }

@@ -1,0 +1,46 @@
+// The database the executable carries (scripts/build.ts) is the one the migrations build, written whole.
+import { afterAll, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../../test/helpers/server.ts";
+import { createFromImage, encodeImage, freshDatabaseImage } from "./fresh.ts";
+import { migrate } from "./migrate.ts";
+import { MIGRATIONS } from "./migrations.ts";
+import { openDatabase } from "./open.ts";
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const schemaOf = (sqlite: Database) =>
+  sqlite.query("SELECT type, name, tbl_name AS tbl, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name").all();
+
+test("the image is the migrated schema, in WAL mode, written whole once; from source there is none", () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  const image = freshDatabaseImage();
+  const path = join(dir, "data", "walletgate.db");
+  expect(createFromImage(path, image)).toBe(true);
+  expect(createFromImage(path, image)).toBe(false); // there is one now: left as it is
+  expect(readdirSync(join(dir, "data"))).toEqual(["walletgate.db"]); // no temp file left behind
+
+  const plain = new Database(path, { readonly: true });
+  expect(plain.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" }); // no switch on first open
+  plain.close();
+
+  const db = openDatabase(path);
+  expect(migrate(db.sqlite, Date.now())).toEqual({ applied: [], version: Math.max(...MIGRATIONS.map((m) => m.version)) });
+  const migrated = new Database(":memory:");
+  migrate(migrated, Date.now());
+  expect(schemaOf(db.sqlite)).toEqual(schemaOf(migrated));
+  expect(db.sqlite.query("SELECT version, name FROM schema_migrations ORDER BY version").all()).toEqual(
+    migrated.query("SELECT version, name FROM schema_migrations ORDER BY version").all(),
+  );
+  expect(db.sqlite.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
+  db.close();
+  migrated.close();
+
+  // Run from source nothing is embedded: the migrations build the database.
+  expect(createFromImage(join(dir, "other.db"))).toBe(false);
+  expect(encodeImage(image).length).toBeLessThan(64 * 1024); // what the executable carries
+});
