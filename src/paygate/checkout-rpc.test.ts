@@ -51,7 +51,17 @@ async function setup(network: "devnet" | "mainnet") {
     return { checkoutId: checkout.checkoutId, txHash: signatureOf(signed) };
   };
   const hasAccess = async () => (await checkAccess(deps, owner, productId, wallet)).hasAccess;
-  return { deps, clock, productId, wallet, payItself, hasAccess };
+  /** A funded stranger sends `count` small payments carrying the checkout's (now public) reference. */
+  const strangerCarriesReference = async (checkoutId: string, count: number) => {
+    const stranger = Keypair.generate();
+    rpc.setLamports(stranger.publicKey.toBase58(), SOL);
+    rpc.mintTokens(USDC_MINTS[network], stranger.publicKey.toBase58(), 10n * USDC);
+    const again = await startCheckout(deps, productId, wallet, checkoutId); // the same reference
+    for (let i = 1; i <= count; i++) {
+      await deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
+    }
+  };
+  return { deps, clock, productId, wallet, payItself, hasAccess, strangerCarriesReference };
 }
 
 describe("checkout on RPC networks", () => {
@@ -60,11 +70,7 @@ describe("checkout on RPC networks", () => {
     const { checkoutId, txHash } = await s.payItself();
     // A stranger's later payment carrying the same (now public) reference: refused, but it must not hide
     // the undecided one and get the checkout expired.
-    const stranger = Keypair.generate();
-    rpc.setLamports(stranger.publicKey.toBase58(), SOL);
-    rpc.mintTokens(USDC_MINTS.devnet, stranger.publicKey.toBase58(), 10n * USDC);
-    const again = await startCheckout(s.deps, s.productId, s.wallet, checkoutId); // the same reference
-    await s.deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger }), "base64"));
+    await s.strangerCarriesReference(checkoutId, 1);
     rpc.setBlockTimeUnknown(true);
     try {
       expect(await codeOf(confirmCheckout(s.deps, s.productId, checkoutId))).toBe("CHAIN_UNAVAILABLE");
@@ -88,13 +94,7 @@ describe("checkout on RPC networks", () => {
   test("devnet: strangers' transactions carrying the reference after the payment do not hide it", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();
-    const stranger = Keypair.generate();
-    rpc.setLamports(stranger.publicKey.toBase58(), SOL);
-    rpc.mintTokens(USDC_MINTS.devnet, stranger.publicKey.toBase58(), 10n * USDC);
-    const again = await startCheckout(s.deps, s.productId, s.wallet, checkoutId); // the same reference
-    for (let i = 1; i <= 12; i++) {
-      await s.deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
-    }
+    await s.strangerCarriesReference(checkoutId, 12); // more than the newest 10 an earlier version read
     rpc.calls.length = 0;
     expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
     // One listing of the reference, one transaction read: the oldest, the payment.
