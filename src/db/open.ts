@@ -22,6 +22,12 @@ export type Db = {
    */
   read<T>(fn: () => T): T;
   /**
+   * Inside a write's `fn` only: runs `inner` in a savepoint of its own, so that if it throws, its changes
+   * alone are undone and the rest of the write goes on. Returns whether it completed; its error is passed
+   * to `onError`.
+   */
+  tryInWrite(inner: () => void, onError: (err: unknown) => void): boolean;
+  /**
    * Resolves once everything this process has written so far is committed and on disk — the writes of
    * the current batch included — and rejects if they are not. Reads see the current batch's writes before
    * they are committed; an answer built from such a read (another request's purchase, say) awaits this
@@ -135,6 +141,9 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   let reading = false;
 
   // Prepared once: bun:sqlite's db.transaction() builds a wrapper per call, which costs more than the write.
+  const innerSavepoint = sqlite.prepare("SAVEPOINT inner_write");
+  const innerRelease = sqlite.prepare("RELEASE inner_write");
+  const innerRollbackTo = sqlite.prepare("ROLLBACK TO inner_write");
   const savepoint = sqlite.prepare("SAVEPOINT write");
   const release = sqlite.prepare("RELEASE write");
   const rollbackTo = sqlite.prepare("ROLLBACK TO write");
@@ -267,10 +276,26 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     });
   }
 
+  function tryInWrite(inner: () => void, onError: (err: unknown) => void): boolean {
+    if (!writing) throw new Error("tryInWrite runs only inside a write's fn");
+    innerSavepoint.run();
+    try {
+      inner();
+      innerRelease.run();
+      return true;
+    } catch (err) {
+      innerRollbackTo.run();
+      innerRelease.run();
+      onError(err);
+      return false;
+    }
+  }
+
   return {
     sqlite,
     write,
     read,
+    tryInWrite,
     settled() {
       // A batch SQLite already rolled back is lost: its writers hear so, and so does this caller.
       if (inBatch && !sqlite.inTransaction) {
@@ -310,7 +335,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       try {
         walFile?.close(); // throws if the last flush failed: the caller hears of it
       } finally {
-        for (const statement of [savepoint, release, rollbackTo, beginRead, commitRead]) statement.finalize();
+        for (const statement of [savepoint, release, rollbackTo, innerSavepoint, innerRelease, innerRollbackTo, beginRead, commitRead]) statement.finalize();
         sqlite.close();
         walIndex?.release(); // only now: see wal-index.ts
       }

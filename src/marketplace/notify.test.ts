@@ -91,7 +91,9 @@ describe("agent notifications", () => {
 
   test("answers that are not a reply are ignored; a long reply is cut to 4000 characters", async () => {
     const { deps } = await testDeps();
-    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', JSON.stringify({ reply: "y".repeat(5000) })];
+    // A reply the messages table refuses (SQLite's length() stops at a NUL): the delivery still counts
+    // as delivered, once, and nothing is recorded.
+    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', JSON.stringify({ reply: "y".repeat(5000) })];
     let n = 0;
     const ep = endpoint(deps, () => "", () => new Response(answers[n++] ?? "ok"));
     const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Odd", basePrice: "1" } });
@@ -104,6 +106,7 @@ describe("agent notifications", () => {
       await w.runOnce();
     }
     expect(ep.seen).toHaveLength(answers.length);
+    expect(deps.db.sqlite.query("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'succeeded'").get()).toEqual({ n: answers.length });
     const provider = (await getConversation(deps, consumer, conversation.conversationId)).messages.filter((m) => m.from === "provider");
     expect(provider.map((m) => m.text)).toEqual(["y".repeat(4000)]);
     expect(replyText('{"reply":"hi"}')).toBe("hi");

@@ -223,7 +223,8 @@ export type AgentTargets = {
   /**
    * A 2xx answer's own write (e.g. a synchronous reply), prepared before the attempt is recorded: the
    * function returned runs inside the write that records it, so a crash keeps both or neither (the
-   * delivery is then sent again). Null: nothing to write.
+   * delivery is then sent again). If the function throws, only its changes are undone and the attempt
+   * is still recorded (logged). Null: nothing to write.
    */
   answerWrite?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<(() => void) | null>;
   /** After a `410 Gone` was recorded. */
@@ -360,7 +361,9 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     const recorded = await deps.db.write(() => {
       const ok = store.recordAttemptInWrite(deps.db, d.id, token, record, next, now);
       if (ok && gone && d.endpointKind === "owner_endpoint") store.disableEndpointInWrite(deps.db, d.endpointId, now);
-      if (ok) answer?.();
+      // The answer's own failure (a reply its table refuses) undoes only the answer: the attempt is
+      // recorded either way, or the delivery would be sent again for ever.
+      if (ok && answer !== null) deps.db.tryInWrite(answer, (err) => deps.log.error("agent answer not recorded", { ...ids, error: errorText(err) }));
       return ok;
     });
     if (!recorded) {
