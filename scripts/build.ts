@@ -22,7 +22,8 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
   const result = await Bun.build({
     // The migrated, empty database, written whole on a first start instead of migrated (src/db/fresh.ts).
-    define: { WALLETGATE_FRESH_DATABASE: JSON.stringify(encodeImage(freshDatabaseImage())) },
+    // applied_at 0 in it: the same source builds the same executable.
+    define: { WALLETGATE_FRESH_DATABASE: JSON.stringify(encodeImage(freshDatabaseImage(undefined, 0))) },
     // The verification worker is a further entrypoint: Bun embeds it and `new Worker(url)` finds it.
     entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts")],
     target: "bun",

@@ -135,7 +135,7 @@ describe("secrets", () => {
     const root = tempDir();
     const dataDir = join(root, "new", "data");
     const trace = join(root, "strace.log");
-    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,fsync,fdatasync,link", "-o", trace, process.execPath, "src/main.ts", "owners", "list", "--json"], {
+    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "owners", "list", "--json"], {
       cwd: join(import.meta.dir, ".."),
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, LOG_LEVEL: "silent" },
       stdout: "pipe",
@@ -148,9 +148,9 @@ describe("secrets", () => {
     const fsyncedAfter = (path: string, from: number) => openedAt(path).some(({ i, fd }) => i >= from && calls.slice(i).some((l) => l.includes(`fsync(${fd})`)));
     for (const name of ["jwt-secret", "wallet-encryption-key"]) {
       const secret = join(dataDir, name);
-      const linked = calls.findIndex((l) => l.includes("link(") && l.includes(`"${secret}")`));
+      const linked = calls.findIndex((l) => /link(at)?\(/.test(l) && l.includes(`"${secret}"`));
       expect(linked).toBeGreaterThan(0);
-      const temp = calls[linked]!.match(/link\("([^"]+)"/)![1]!;
+      const temp = calls[linked]!.match(/"([^"]+)"/)![1]!; // link(old, new) or linkat(dirfd, old, dirfd, new, flags)
       const written = openedAt(temp)[0]!;
       // the temp file's data before the link, DATA_DIR's entries after it
       expect(calls.slice(written.i, linked).some((l) => l.includes(`fsync(${written.fd})`))).toBe(true);

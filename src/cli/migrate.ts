@@ -7,11 +7,12 @@ import { migrate } from "../db/migrate.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
-  createFromImage(config.databasePath);
+  const created = createFromImage(config.databasePath);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     const result = migrate(db.sqlite, Date.now());
-    const applied = result.applied.length === 0 ? "nothing to apply" : `applied ${result.applied.join(", ")}`;
+    const applied =
+      result.applied.length > 0 ? `applied ${result.applied.join(", ")}` : created ? "created from the executable's built-in schema" : "nothing to apply";
     process.stdout.write(`schema version ${result.version} (${applied}) in ${config.databasePath}\n`);
     return 0;
   } finally {

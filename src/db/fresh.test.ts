@@ -1,7 +1,7 @@
 // The database the executable carries (scripts/build.ts) is the one the migrations build, written whole.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { readdirSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { createFromImage, encodeImage, freshDatabaseImage } from "./fresh.ts";
@@ -39,6 +39,13 @@ test("the image is the migrated schema, in WAL mode, written whole once; from so
   expect(db.sqlite.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
   db.close();
   migrated.close();
+
+  // A log left by a deleted database is not replayed onto the image: SQLite and the migrations take over.
+  const stale = join(dir, "stale");
+  mkdirSync(stale);
+  writeFileSync(join(stale, "walletgate.db-wal"), "left over");
+  expect(createFromImage(join(stale, "walletgate.db"), image)).toBe(false);
+  expect(readdirSync(stale)).toEqual(["walletgate.db-wal"]);
 
   // Run from source nothing is embedded: the migrations build the database.
   expect(createFromImage(join(dir, "other.db"))).toBe(false);

@@ -45,5 +45,8 @@ function embeddedImage(): Uint8Array | null {
  */
 export function createFromImage(path: string, image: Uint8Array | null = embeddedImage()): boolean {
   if (image === null || path === ":memory:" || existsSync(path)) return false;
+  // A log left by an earlier database (its file deleted, the log not) would be replayed onto the image:
+  // then SQLite starts from an empty file as it always did, and the migrations build the database.
+  if (existsSync(`${path}-wal`)) return false;
   return createFilesDurably(dirname(path), [{ name: basename(path), data: image, mode: 0o644 }]).length === 1;
 }

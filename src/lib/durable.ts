@@ -1,5 +1,6 @@
 // Files that must survive a crash or a power cut once written: their data, and their name in a directory.
-import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, unlinkSync, writeFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 
 /** Flushes a file, or a directory's entries, to disk. */
@@ -19,26 +20,29 @@ export function fsyncPath(path: string): void {
 export function makeDirDurably(path: string): void {
   const created = mkdirSync(path, { recursive: true, mode: 0o700 });
   if (created === undefined) return;
-  for (let dir = resolve(path); ; dir = dirname(dir)) {
+  const first = resolve(created);
+  for (let dir = resolve(path); dir !== dirname(dir); dir = dirname(dir)) {
     fsyncPath(dirname(dir));
-    if (dir === resolve(created)) return;
+    if (dir === first) return;
   }
 }
 
 /**
- * Creates the files of `dir` that do not exist yet, each whole or not at all: written aside, flushed,
- * linked into place (a name that exists by then is left as it is: two processes starting at once agree
- * on one file), then the directory flushed once for all of them. Returns the names it created.
+ * Creates the files of `dir` that do not exist yet, each whole or not at all: written aside (under a
+ * name no other process can hold: processes in containers often share a pid), flushed, linked into
+ * place (a name that exists by then is left as it is: two processes starting at once agree on one
+ * file), then the directory flushed, whoever created the names. Returns the names it created.
  */
 export function createFilesDurably(dir: string, files: readonly { name: string; data: string | Uint8Array; mode: number }[]): string[] {
   makeDirDurably(dir);
-  const temps = files.map((f) => {
-    const temp = join(dir, `${f.name}.${process.pid}.tmp`);
-    writeFileSync(temp, f.data, { mode: f.mode });
-    return temp;
-  });
+  const temps: string[] = [];
   const created: string[] = [];
   try {
+    for (const f of files) {
+      const temp = join(dir, `.${f.name}.${randomUUID()}.tmp`);
+      writeFileSync(temp, f.data, { mode: f.mode, flag: "wx" });
+      temps.push(temp);
+    }
     for (const temp of temps) fsyncPath(temp);
     files.forEach((f, i) => {
       try {
@@ -48,9 +52,9 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
     });
-    if (created.length > 0) fsyncPath(dir);
+    fsyncPath(dir); // also when another process linked a name and has not flushed it yet
   } finally {
-    for (const temp of temps) unlinkSync(temp);
+    for (const temp of temps) rmSync(temp, { force: true });
   }
   return created;
 }
