@@ -116,7 +116,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
       if (deps.config.network !== "mainnet") return (await ledger()).submit(wire, options);
       return auditedSubmit(deps, await ledger(), wire, options);
     },
-    getTransaction: (signature) => call((l) => l.getTransaction(signature)),
+    getTransaction: (signature, options) => call((l) => l.getTransaction(signature, options)),
     history: (address, options) => call((l) => l.history(address, options)),
     signatures: (address, options) => call((l) => l.signatures(address, options)),
     ping: () => {

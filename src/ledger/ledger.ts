@@ -128,7 +128,8 @@ export type Ledger = Readonly<{
   buildTransfer(intent: TransferIntent): Promise<Uint8Array>;
   /** Submits signed wire bytes and waits for confirmation. Errors: TRANSACTION_REJECTED, CONFLICT, INSUFFICIENT_FUNDS, CHAIN_UNAVAILABLE. */
   submit(wire: Uint8Array, options?: SubmitOptions): Promise<SubmitResult>;
-  getTransaction(signature: string): Promise<LedgerTransaction | null>;
+  /** With `finalized`, only once the cluster has finalized it (RPC ledger), as `history`. */
+  getTransaction(signature: string, options?: { finalized?: boolean }): Promise<LedgerTransaction | null>;
   /**
    * Newest first; `before` is a signature to page from. With `finalized`, only transactions the cluster
    * has finalized (RPC ledger; what a mainnet purchase is judged on), not those merely confirmed.

@@ -204,6 +204,16 @@ describe("checkout", () => {
       expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.txHash)).toEqual([signatureOf(signed)]);
     });
 
+    test("a payment sent through /submit is read by its signature, however crowded its reference", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      await strangerSends(deps, checkout.transaction, REFERENCE_READS + 5); // before it: the oldest
+      const signed = signCheckout(checkout.transaction, buyer);
+      const counted = countingReads(deps);
+      expect(await submitCheckout(counted.deps, productId, checkout.checkoutId, signed)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect(counted.reads).toEqual([signatureOf(signed)]);
+    });
+
     test("an unpaid checkout they crowd is closed once all are read and refused", async () => {
       const { deps, clock, productId, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);
@@ -229,10 +239,12 @@ describe("checkout", () => {
         pages++;
         return Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64)));
       };
-      const flooded: Deps = { ...deps, ledger: { ...deps.ledger, signatures } };
+      const counted = countingReads(deps);
+      const flooded: Deps = { ...counted.deps, ledger: { ...counted.deps.ledger, signatures } };
       const refusal = await confirmCheckout(flooded, productId, checkout.checkoutId).catch((e: AppError) => e);
-      expect(refusal).toMatchObject({ code: "CHAIN_UNAVAILABLE", message: expect.stringContaining(`more than ${REFERENCE_PAGE * REFERENCE_PAGES} transactions`) });
+      expect(refusal).toMatchObject({ code: "CHAIN_UNAVAILABLE", message: expect.stringContaining(`${REFERENCE_PAGE * REFERENCE_PAGES} or more transactions`) });
       expect(pages).toBe(REFERENCE_PAGES);
+      expect(counted.reads).toEqual([]); // the newest of them are not worth reading: the payment is older
       clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
       expect(await createCheckoutWatcher(flooded).runOnce()).toBe(0);
       expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE"); // the real chain: unpaid

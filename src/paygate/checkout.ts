@@ -135,6 +135,7 @@ export async function startCheckout(
       expiresAt: now + CHECKOUT_TTL_MS,
       status: "open",
       purchaseId: null,
+      submittedTx: null,
     };
     await store.insertCheckout(deps.db, checkout);
   }
@@ -289,55 +290,84 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   const product = await store.findProduct(deps.db, checkout.productId);
   if (product === null) throw new AppError("NOT_FOUND", "no such product");
   const token = await splToken(deps, checkout.token);
-  const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
-  const reads = deps.paygate.referenceReads;
+  // The transaction /submit sent, read by its signature: no stranger's transaction can hide it.
   let refusal: AppError | null = null;
+  if (checkout.submittedTx !== null) {
+    const outcome = await submittedOutcome(deps, checkout, product, token);
+    if (outcome instanceof AppError) refusal = outcome;
+    else if (outcome !== null) return outcome;
+  }
+  // Then any other payment carrying the reference (a buyer may send one itself), oldest first: if the
+  // buyer paid twice, the first payment is the purchase.
+  const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
+  if (!complete) {
+    // The oldest (where a payment would be) are out of reach: nothing is decided, the watcher expires nothing.
+    throw new AppError("CHAIN_UNAVAILABLE", `${REFERENCE_PAGE * REFERENCE_PAGES} or more transactions carry this checkout's reference; its payment cannot be looked for among them`);
+  }
+  const reads = deps.paygate.referenceReads;
+  const kept = reads.progress(checkout.id);
+  const start = kept === null ? 0 : signatures.indexOf(kept.through) + 1; // 0 also when a node no longer lists it
+  let newest = kept === null || start === 0 ? null : kept.refusal;
+  let contiguous = true; // every transaction before this one refused for good: progress can be kept
   let unread = false;
-  let budget = REFERENCE_READS;
-  // Oldest first: if the buyer paid twice, the first payment is the purchase.
-  for (const signature of signatures) {
-    let refused = reads.refusal(checkout.id, signature);
-    if (refused === undefined) {
-      if (budget === 0) {
-        unread = true;
-        break;
-      }
-      budget--;
-      const tx = await deps.ledger.getTransaction(signature);
-      if (tx === null) {
-        unread = true; // listed, but not readable on this node yet
-        continue;
-      }
-      try {
-        const transfer = checkLandedPayment(checkout, token.mint, tx);
-        // And the byte-level rules, whoever submitted it: a TransferChecked into payTo's associated token
-        // account from the wallet's own, carrying the reference on that very instruction.
-        checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
-        const result = await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
+  for (let i = start, budget = REFERENCE_READS; i < signatures.length; i++) {
+    const signature = signatures[i]!;
+    if (signature === checkout.submittedTx) continue; // read above
+    if (budget-- === 0) {
+      unread = true;
+      break;
+    }
+    const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
+    let refused: AppError;
+    if (tx === null) {
+      refused = new AppError("CHAIN_UNAVAILABLE", "a transaction carrying this checkout's reference is listed but cannot be read yet");
+    } else {
+      const outcome = await judgePayment(deps, checkout, product, token, tx);
+      if (!(outcome instanceof AppError)) {
         reads.forget(checkout.id);
-        return result;
-      } catch (err) {
-        if (!(err instanceof AppError)) throw err;
-        refused = err;
-        if (!outcomeUnknown(err)) reads.refuse(checkout.id, signature, err);
+        return outcome;
       }
+      refused = outcome;
+    }
+    if (outcomeUnknown(refused)) contiguous = false;
+    else {
+      newest = refused;
+      if (contiguous) reads.record(checkout.id, { through: signature, refusal: refused });
     }
     // The newest refusal is the one reported, but an undecided payment (its block time unknown) wins:
     // a stranger's later transaction with the same reference must not get a paid checkout expired.
     if (refusal?.code !== "CHAIN_UNAVAILABLE") refusal = refused;
   }
-  // Transactions left to read may hold the payment: nothing is decided (and the watcher expires nothing).
-  if (!complete) {
-    const most = REFERENCE_PAGE * REFERENCE_PAGES;
-    throw new AppError("CHAIN_UNAVAILABLE", `more than ${most} transactions carry this checkout's reference; its payment cannot be looked for among them`);
-  }
   if (unread) throw new AppError("CHAIN_UNAVAILABLE", "not every transaction carrying this checkout's reference has been read yet; confirm again shortly");
+  if (refusal === null) refusal = newest;
   if (refusal !== null) throw refusal;
   // Expiry counts when the payment landed, not when it is confirmed: only an unpaid checkout expires.
   // So does archiving: it ends only checkouts that were not paid.
   if (product.status === "archived") throw archived();
   if (isClosed(deps, checkout)) throw expired();
   return { status: "pending" };
+}
+
+/**
+ * paygate.md step 3 on a recorded transaction (the ledger's view, then the byte-level rules: a
+ * TransferChecked into payTo's associated token account from the wallet's own, carrying the reference
+ * on that very instruction) and step 4 when it is a payment. Its refusal is returned, not thrown.
+ */
+async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction): Promise<ConfirmResult | AppError> {
+  try {
+    const transfer = checkLandedPayment(checkout, token.mint, tx);
+    checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
+    return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    return err;
+  }
+}
+
+/** The transaction /submit sent for the checkout, judged: its purchase, its refusal, or null while not on chain. */
+async function submittedOutcome(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken): Promise<ConfirmResult | AppError | null> {
+  const tx = await deps.ledger.getTransaction(checkout.submittedTx!, { finalized: waitsForFinality(deps.config.network) });
+  return tx === null ? null : judgePayment(deps, checkout, product, token, tx);
 }
 
 /**
@@ -359,21 +389,24 @@ async function referenceSignatures(deps: Deps, reference: string): Promise<{ sig
 const EARLIER_ATTEMPTS = 5;
 
 /**
- * A purchase an earlier attempt of this wallet already paid for: its open checkouts of the product are
- * settled (newest first), and the first completed one is returned with what checkout_pay answers. So a
- * payer retrying after an error that came after its payment landed (a lost answer, a chain that stopped
- * answering) is not charged twice. Null when none is paid; a chain outage is thrown, as paying would be.
+ * A purchase an earlier checkout_pay of this wallet already paid for: the transactions its open checkouts
+ * of the product sent (recorded by /submit) are read by signature, newest checkout first, and the first
+ * that completed one is returned with what checkout_pay answers. So a payer retrying after an error that
+ * came after its payment landed (a lost answer, a chain that stopped answering) is not charged twice.
+ * Checkouts that sent nothing are passed over: anyone may open a checkout for any wallet (and crowd its
+ * reference), and those must not stop the wallet from buying. Null when none is paid; a chain outage is
+ * thrown, as paying would be.
  */
 export async function earlierPurchaseOf(deps: Deps, productId: string, walletAddress: string): Promise<CheckoutPayAnswer | null> {
-  for (const checkout of await store.findOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
-    let result: ConfirmResult;
-    try {
-      result = await settleCheckout(deps, checkout);
-    } catch (err) {
-      if (outcomeUnknown(err)) throw err;
-      continue; // not paid, or refused
+  for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
+    const product = await store.findProduct(deps.db, checkout.productId);
+    if (product === null) continue;
+    const outcome = await submittedOutcome(deps, checkout, product, await splToken(deps, checkout.token));
+    if (outcome instanceof AppError) {
+      if (outcomeUnknown(outcome)) throw outcome;
+      continue; // refused
     }
-    if (result.status === "completed") return checkoutPayAnswer(deps, checkout, result);
+    if (outcome?.status === "completed") return checkoutPayAnswer(deps, checkout, outcome);
   }
   return null;
 }
@@ -429,13 +462,17 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
       `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
     );
   }
+  // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
+  // its signature, by confirm, the watcher and checkout_pay's retry.
+  await store.recordSubmittedTx(deps.db, checkout.id, tx.signature);
+  const sent = { ...checkout, submittedTx: tx.signature };
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
     if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
   }
-  return settleCheckout(deps, checkout);
+  return settleCheckout(deps, sent);
 }
 
 export type CheckoutWatcher = {

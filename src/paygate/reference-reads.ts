@@ -1,32 +1,41 @@
-// What the service has already read of checkouts' references (checkout.ts): the refusal of each transaction
-// read, so that a stranger's transaction carrying a checkout's reference (public once the reference is on
-// chain) is read once, not at every look for the payment.
+// How far the service has read each open checkout's reference (checkout.ts): anyone may put a reference
+// seen on chain into transactions of their own, so a look for the payment reads the reference's
+// transactions oldest first, a bounded number at a time, and the next look goes on from here instead of
+// reading the same ones again. Constant size per checkout; the least recently looked at are forgotten
+// first (and read again if looked at).
 import type { AppError } from "../errors.ts";
 
-/** Checkouts whose refusals are kept; past it the oldest are forgotten (and read again if looked at). */
-const CHECKOUTS_KEPT = 1_000;
+/** Checkouts whose progress is kept (~200 bytes each). */
+const CHECKOUTS_KEPT = 20_000;
+
+export type ReferenceProgress = {
+  /** The newest of the oldest transactions read, every one of them refused for good; null: none yet. */
+  through: string;
+  /** The newest of those refusals (what a confirm reports when nothing else is found). */
+  refusal: AppError;
+};
 
 export type ReferenceReads = {
-  /** Why a transaction already read was refused for this checkout; undefined when it was not read yet. */
-  refusal(checkoutId: string, signature: string): AppError | undefined;
-  /** Records a refusal that reading the transaction again would repeat (not an undecided one). */
-  refuse(checkoutId: string, signature: string, error: AppError): void;
-  /** Forgets a completed checkout (an expired one is still answered from what was read). */
+  progress(checkoutId: string): ReferenceProgress | null;
+  record(checkoutId: string, progress: ReferenceProgress): void;
+  /** Forgets a completed checkout (an expired one is still answered from its progress). */
   forget(checkoutId: string): void;
 };
 
 export function createReferenceReads(kept = CHECKOUTS_KEPT): ReferenceReads {
-  const byCheckout = new Map<string, Map<string, AppError>>();
+  const byCheckout = new Map<string, ReferenceProgress>();
   return {
-    refusal: (checkoutId, signature) => byCheckout.get(checkoutId)?.get(signature),
-    refuse(checkoutId, signature, error) {
-      let refusals = byCheckout.get(checkoutId);
-      if (refusals === undefined) {
-        if (byCheckout.size >= kept) byCheckout.delete(byCheckout.keys().next().value!);
-        refusals = new Map();
-        byCheckout.set(checkoutId, refusals);
-      }
-      refusals.set(signature, error);
+    progress(checkoutId) {
+      const progress = byCheckout.get(checkoutId);
+      if (progress === undefined) return null;
+      byCheckout.delete(checkoutId); // the most recently looked at goes last, and is forgotten last
+      byCheckout.set(checkoutId, progress);
+      return progress;
+    },
+    record(checkoutId, progress) {
+      byCheckout.delete(checkoutId);
+      if (byCheckout.size >= kept) byCheckout.delete(byCheckout.keys().next().value!);
+      byCheckout.set(checkoutId, progress);
     },
     forget: (checkoutId) => void byCheckout.delete(checkoutId),
   };

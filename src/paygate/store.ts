@@ -249,15 +249,17 @@ export type CheckoutRow = {
   expiresAt: number;
   status: CheckoutStatus;
   purchaseId: string | null;
+  /** The signature /submit last sent for it (recorded before sending); null when none was. */
+  submittedTx: string | null;
 };
 
 // Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
 const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
-  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId`;
+  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId, submitted_tx AS submittedTx`;
 
 const toCheckout = (raw: Omit<CheckoutRow, "amount"> & { amount: string }): CheckoutRow => ({ ...raw, amount: BigInt(raw.amount) });
 
-export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<void> {
+export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId" | "submittedTx">): Promise<void> {
   return db.write(() => {
     db.sqlite
       .query(
@@ -273,11 +275,14 @@ export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | nu
   return raw === null ? null : toCheckout(raw);
 }
 
-/** The wallet's open checkouts of a product, newest first (at most `limit`). */
-export async function findOpenCheckoutsOf(db: Db, productId: string, wallet: string, limit: number): Promise<CheckoutRow[]> {
+/** The wallet's open checkouts of a product that /submit sent a transaction for, newest first (at most `limit`). */
+export async function findSubmittedOpenCheckoutsOf(db: Db, productId: string, wallet: string, limit: number): Promise<CheckoutRow[]> {
   return (
     db.sqlite
-      .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND product_id = ? AND wallet = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
+      .query(
+        `SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND product_id = ? AND wallet = ? AND submitted_tx IS NOT NULL
+         ORDER BY created_at DESC, id DESC LIMIT ?`,
+      )
       .all(productId, wallet, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
   ).map(toCheckout);
 }
@@ -290,6 +295,13 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
       "amount"
     > & { amount: string })[]
   ).map(toCheckout);
+}
+
+/** Records the signature about to be sent for an open checkout (before it is sent). */
+export function recordSubmittedTx(db: Db, id: string, signature: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("UPDATE checkouts SET submitted_tx = ? WHERE id = ? AND purchase_id IS NULL").run(signature, id);
+  });
 }
 
 /** Marks an open checkout expired; false when it is no longer open. */

@@ -5,7 +5,8 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
-import { createCheckoutWatcher } from "./checkout.ts";
+import { REFERENCE_READS, createCheckoutWatcher, startCheckout } from "./checkout.ts";
+import { paymentVariant } from "../../test/helpers/checkout.ts";
 import { createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
@@ -124,4 +125,21 @@ test("checkout_pay with the checkoutId of a call whose payment the watcher compl
   expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", undefined]);
   const stranger = (await createCustodialWallet(deps)).address;
   expect(await registry.call(ctx(stranger), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: false, code: "NOT_FOUND" });
+});
+
+test("checkout_pay is not stopped by checkouts someone else opened for the same wallet and crowded", async () => {
+  const { deps, registry, losing, product, buyer, ctx } = await losingAnswers({ title: "Pro", description: "", type: "access", price: "2" });
+  losing.off = true;
+  // Anyone may open checkouts for any wallet; a stranger opens six (more than the attempts a retry
+  // looks at) and fills one's reference with more transactions than one look reads.
+  const opened = [];
+  for (let i = 0; i < 6; i++) opened.push(await startCheckout(deps, product.productId, buyer));
+  const stranger = Keypair.generate();
+  await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: 1_000_000_000n, usdc: 1_000_000n });
+  for (let i = 1; i <= REFERENCE_READS + 1; i++) {
+    await deps.ledger.submit(Buffer.from(paymentVariant(opened[0]!.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
+  }
+  const paid = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
+  expect(paid).toMatchObject({ success: true, data: { status: "completed" } });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
 });

@@ -645,7 +645,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     blockHeight: () => call(() => connection.getBlockHeight("confirmed")),
     buildTransfer,
     submit,
-    getTransaction: (signature) => getTransaction(signature),
+    getTransaction: (signature, options) => getTransaction(signature, options?.finalized === true ? "finalized" : "confirmed"),
     history,
     signatures,
     ping: async () => {
