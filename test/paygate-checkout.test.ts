@@ -224,8 +224,8 @@ describe("an agent's custodial wallet buys through /mcp (checkout_pay)", () => {
     try {
       expect(await agent.call("checkout_pay", { productId: product })).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
       const created = await agent.ok("wallet_create", { airdropSol: 1, airdropUsdc: 10 });
-      expect(await agent.call("checkout_pay", { productId: product, maxAmount: "2" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH" });
-      const paid = await agent.ok("checkout_pay", { productId: product, maxAmount: "2.5" });
+      expect(await agent.call("checkout_pay", { productId: product, maxAmount: "2", currency: "USDC" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH" });
+      const paid = await agent.ok("checkout_pay", { productId: product, maxAmount: "2.5", currency: "USDC" });
       expect(paid).toMatchObject({ status: "completed", amount: "2.5", currency: "USDC", payTo: seller.address });
       expect(paid.accessToken).toMatch(/^ft_/);
       expect((await pub("/access/check", seller.key, { body: { productId: product, walletAddress: created.address } })).body).toMatchObject({ hasAccess: true, txHash: paid.txHash });

@@ -108,11 +108,11 @@ export async function startCheckout(
   productId: string,
   walletAddress: string,
   checkoutId?: string,
-  limits: { maxAmount?: number | string } = {},
+  limits: { maxAmount?: number | string | undefined; currency?: string | undefined } = {},
 ): Promise<CheckoutView> {
   if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   const product = await productForSale(deps, productId);
-  if (limits.maxAmount !== undefined) await refuseAbove(deps, product, limits.maxAmount);
+  if (limits.maxAmount !== undefined || limits.currency !== undefined) await refuseAbove(deps, product, limits);
   let checkout: store.CheckoutRow;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
@@ -151,13 +151,24 @@ export async function startCheckout(
   };
 }
 
-/** A price above what the buyer agreed to pay (checkout_pay's maxAmount, in the product's currency) is refused before any checkout opens. */
-async function refuseAbove(deps: Deps, product: store.ProductRow, maxAmount: number | string): Promise<void> {
+/**
+ * A price the buyer did not agree to (checkout_pay's `currency` and `maxAmount`) is refused before any
+ * checkout opens: another currency than `currency`, or more than `maxAmount` of it. `maxAmount` needs
+ * `currency`: an owner may change a product's currency, and "2.5" of another token is another price.
+ */
+async function refuseAbove(deps: Deps, product: store.ProductRow, limits: { maxAmount?: number | string | undefined; currency?: string | undefined }): Promise<void> {
   const token = await splToken(deps, product.token);
-  const parsed = parseAmount(maxAmount, token.decimals);
+  const symbol = token.key.toUpperCase();
+  if (limits.currency === undefined) throw fieldError("currency", "currency is required with maxAmount (the currency the price was seen in)");
+  if (limits.currency.toUpperCase() !== symbol) {
+    throw new AppError("PAYMENT_MISMATCH", `the product is sold in ${symbol}, not ${limits.currency.toUpperCase()}; nothing was paid`, {
+      details: { reason: "mint", currency: symbol },
+    });
+  }
+  if (limits.maxAmount === undefined) return;
+  const parsed = parseAmount(limits.maxAmount, token.decimals);
   if ("error" in parsed) throw fieldError("maxAmount", `maxAmount ${parsed.error}`);
   if (product.price <= parsed.value) return;
-  const symbol = token.key.toUpperCase();
   const price = formatAmount(product.price, token.decimals);
   const most = formatAmount(parsed.value, token.decimals);
   throw new AppError("PAYMENT_MISMATCH", `the product costs ${price} ${symbol}, more than maxAmount ${most} ${symbol}; nothing was paid`, {

@@ -40,15 +40,22 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
 
   // maxAmount: a price above it is refused before anything is signed or opened; at the price it pays.
   const checkoutsBefore = deps.db.sqlite.query("SELECT count(*) AS n FROM checkouts").get();
-  const over = await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: "2.49" });
+  const over = await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: "2.49", currency: "usdc" });
   expect(over).toMatchObject({ success: false, code: "PAYMENT_MISMATCH", error: "the product costs 2.5 USDC, more than maxAmount 2.49 USDC; nothing was paid" });
   expect((over as { details?: unknown }).details).toEqual({ reason: "amount", amount: "2.5", currency: "USDC", maxAmount: "2.49" });
   expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkouts").get()).toEqual(checkoutsBefore);
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(7_500_000n);
   for (const maxAmount of ["abc", "0", "-1", "1.0000001", 1e300]) {
-    expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+    expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount, currency: "USDC" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
   }
-  expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: 2.5 })).toMatchObject({ success: true, data: { status: "completed" } });
+  // maxAmount is a price only in a currency: without one it is refused; in another currency, the product is.
+  const noCurrency = await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: "5" });
+  expect(noCurrency).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  const otherCurrency = await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: "5", currency: "WGT" });
+  expect(otherCurrency).toMatchObject({ success: false, code: "PAYMENT_MISMATCH", error: "the product is sold in USDC, not WGT; nothing was paid" });
+  expect((otherCurrency as { details?: unknown }).details).toEqual({ reason: "mint", currency: "USDC" });
+  expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkouts").get()).toEqual(checkoutsBefore);
+  expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: 2.5, currency: "USDC" })).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(5_000_000n);
 
   const connected = Keypair.generate().publicKey.toBase58();

@@ -16,15 +16,16 @@ export const checkoutPay = defineTool({
     "After CHAIN_UNAVAILABLE or INTERNAL_ERROR (the payment may have been sent), call it again with the checkoutId " +
     "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
     "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
-    "call still open and found landed is answered instead. With maxAmount, a price above it (in the product's " +
-    "currency) is refused with PAYMENT_MISMATCH before anything is signed.",
+    "call still open and found landed is answered instead. With currency (and maxAmount, which needs it), a " +
+    "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
     checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
     maxAmount: z
       .union([z.number(), z.string().max(40)])
       .optional()
-      .describe('the most this call may pay, in the product\'s currency (e.g. "2.50"); a higher price is refused and nothing is paid'),
+      .describe('the most this call may pay, in `currency` (e.g. "2.50"); a higher price is refused and nothing is paid'),
+    currency: z.string().max(16).optional().describe('the currency the price was seen in ("USDC" or the service token\'s symbol); another one is refused'),
   },
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
@@ -38,7 +39,7 @@ export const checkoutPay = defineTool({
     // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
     if (earlier !== null) return earlier;
-    const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount });
+    const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency });
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
     let result;
     try {
