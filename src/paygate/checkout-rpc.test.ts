@@ -84,6 +84,18 @@ describe("checkout on RPC networks", () => {
     expect(await s.hasAccess()).toBe(true);
   });
 
+  test("a node that answers a payment without its status (meta) is not answering: nothing is refused for good", async () => {
+    const s = await setup("devnet");
+    const { checkoutId, txHash } = await s.payItself();
+    rpc.setMetaMissing(true);
+    try {
+      expect(await codeOf(confirmCheckout(s.deps, s.productId, checkoutId))).toBe("CHAIN_UNAVAILABLE");
+    } finally {
+      rpc.setMetaMissing(false);
+    }
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+  });
+
   test("devnet: a confirmed payment completes the checkout at once", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();

@@ -38,6 +38,8 @@ export type LiteSvmRpc = Readonly<{
   setStrictPreflight(strict: boolean): void;
   /** While on, blockTime is null in getTransaction and getSignaturesForAddress (a node that lacks it). */
   setBlockTimeUnknown(unknown: boolean): void;
+  /** While on, getTransaction answers meta: null (a node without the transaction's status). */
+  setMetaMissing(missing: boolean): void;
   /** Every JSON-RPC method called, in order. */
   calls: string[];
   stop(): Promise<void>;
@@ -203,6 +205,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
   let dropTransactions = false;
   let strictPreflight = false;
   let blockTimeUnknown = false;
+  let metaMissing = false;
   const calls: string[] = [];
   const records: Recorded[] = [];
   const bySignature = new Map<string, Recorded>();
@@ -372,7 +375,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
         blockTime: blockTimeUnknown ? null : record.blockTime,
         version: record.version,
         transaction: [Buffer.from(record.wire).toString("base64"), "base64"],
-        meta: {
+        meta: metaMissing ? null : {
           err: record.err,
           status: record.err === null ? { Ok: null } : { Err: record.err },
           fee: record.fee,
@@ -497,6 +500,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     },
     setBlockTimeUnknown: (unknown) => {
       blockTimeUnknown = unknown;
+    },
+    setMetaMissing: (missing) => {
+      metaMissing = missing;
     },
     setStrictPreflight: (strict) => {
       strictPreflight = strict;

@@ -537,8 +537,11 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const encoded = Array.isArray(raw.transaction) ? raw.transaction[0] : undefined;
     if (typeof encoded !== "string" || typeof raw.slot !== "number") throw unavailable(new Error("malformed getTransaction result"));
     const bytes = new Uint8Array(Buffer.from(encoded, "base64"));
+    // Without its status the transaction cannot be told failed or not, nor what it moved: a node that
+    // answers so is not answering (a checkout would otherwise refuse a payment for good).
     const meta = raw.meta ?? null;
-    const failed = meta !== null && meta.err !== null && meta.err !== undefined;
+    if (meta === null) throw unavailable(new Error("getTransaction returned no status (meta) for the transaction"));
+    const failed = meta.err !== null && meta.err !== undefined;
     const common = {
       signature,
       wire: bytes,
