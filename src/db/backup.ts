@@ -2,7 +2,7 @@
 import type { Database } from "bun:sqlite";
 import { closeSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { fsyncPath } from "../lib/durable.ts";
+import { fsyncDir, fsyncPath } from "../lib/durable.ts";
 
 export class BackupTargetError extends Error {
   override name = "BackupTargetError";
@@ -45,7 +45,7 @@ export function backupDatabase(sqlite: Database, target: string): { bytes: numbe
         throw e;
       }
     }
-    fsyncPath(dirname(target)); // the new name is durable too
+    fsyncDir(dirname(target)); // the new name is durable too
     return { bytes: statSync(target).size };
   } finally {
     rmSync(partial, { force: true });

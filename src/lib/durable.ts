@@ -14,6 +14,19 @@ export function fsyncPath(path: string): void {
 }
 
 /**
+ * Flushes a directory's entries. Some filesystems cannot (network and FUSE mounts answer EINVAL, a parent
+ * may be execute-only): as SQLite does, that is not an error — the files' own data is still flushed.
+ */
+export function fsyncDir(path: string): void {
+  try {
+    fsyncPath(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EACCES" && code !== "EPERM") throw err;
+  }
+}
+
+/**
  * `mkdir -p` (mode 0700) whose new directories stay made after a power cut: each one's name is flushed
  * in its parent, as SQLite and the secrets flush what they create inside.
  */
@@ -22,7 +35,7 @@ export function makeDirDurably(path: string): void {
   if (created === undefined) return;
   const first = resolve(created);
   for (let dir = resolve(path); dir !== dirname(dir); dir = dirname(dir)) {
-    fsyncPath(dirname(dir));
+    fsyncDir(dirname(dir));
     if (dir === first) return;
   }
 }
@@ -52,7 +65,7 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
     });
-    fsyncPath(dir); // also when another process linked a name and has not flushed it yet
+    fsyncDir(dir); // also when another process linked a name and has not flushed it yet
   } finally {
     for (const temp of temps) rmSync(temp, { force: true });
   }
