@@ -14,7 +14,7 @@ import m0012 from "./migrations/0012_webhook_retention.sql" with { type: "text" 
 import m0013 from "./migrations/0013_order_offers.sql" with { type: "text" };
 import m0014 from "./migrations/0014_auth_by_wallet_jti.sql" with { type: "text" };
 import m0015 from "./migrations/0015_sealed_event_bodies.sql" with { type: "text" };
-import m0016 from "./migrations/0016_checkout_submitted_tx.sql" with { type: "text" };
+import m0016 from "./migrations/0016_checkout_submissions.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -34,5 +34,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 13, name: "order_offers", sql: m0013 },
   { version: 14, name: "auth_by_wallet_jti", sql: m0014 },
   { version: 15, name: "sealed_event_bodies", sql: m0015 },
-  { version: 16, name: "checkout_submitted_tx", sql: m0016 },
+  { version: 16, name: "checkout_submissions", sql: m0016 },
 ];

@@ -214,6 +214,43 @@ describe("checkout", () => {
       expect(counted.reads).toEqual([signatureOf(signed)]);
     });
 
+    test("a submitted transaction listed but not readable keeps its checkout open; the newest refusal in chain order is reported", async () => {
+      const { deps, clock, productId, buyer, wallet } = await setup();
+      // Strangers first, then the buyer's own submitted payment, which fails on chain.
+      const failing = await startCheckout(deps, productId, wallet);
+      await strangerSends(deps, failing.transaction, 3);
+      const overdraw = paymentVariant(failing.transaction, { payer: buyer, amount: 500n * USDC });
+      expect(await reasonOf(submitCheckout(deps, productId, failing.checkoutId, overdraw))).toBe("TRANSACTION_REJECTED:execution_failed");
+      expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
+      expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed"); // from the kept progress
+
+      // A payment /submit sent whose answer was lost, listed by the node but not readable from it yet.
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(checkout.transaction, buyer);
+      let hidden = true;
+      const getTransaction: Deps["ledger"]["getTransaction"] = (signature, options) =>
+        hidden && signature === signatureOf(signed) ? Promise.resolve(null) : deps.ledger.getTransaction(signature, options);
+      const lagging: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction } };
+      expect(await codeOf(submitCheckout(lagging, productId, checkout.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await createCheckoutWatcher(lagging).runOnce()).toBe(1); // the failed one only
+      const status = (id: string) => (deps.db.sqlite.query("SELECT status FROM checkouts WHERE id = ?").get(id) as { status: string }).status;
+      expect([status(failing.checkoutId), status(checkout.checkoutId)]).toEqual(["expired", "open"]); // it may be paid
+      hidden = false;
+      expect(await confirmCheckout(lagging, productId, checkout.checkoutId)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+    });
+
+    test("/submit records only transactions the checkout's wallet signed", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet); // anyone may open one for any wallet
+      const forged = VersionedTransaction.deserialize(Buffer.from(signCheckout(checkout.transaction, buyer), "base64"));
+      forged.signatures[0] = new Uint8Array(64).fill(7);
+      const unsigned = checkout.transaction; // all-zero signature
+      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, Buffer.from(forged.serialize()).toString("base64")))).toBe("TRANSACTION_REJECTED:invalid_signature");
+      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, unsigned))).toBe("TRANSACTION_REJECTED:missing_signature");
+      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: 0 });
+    });
+
     test("an unpaid checkout they crowd is closed once all are read and refused", async () => {
       const { deps, clock, productId, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);

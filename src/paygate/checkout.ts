@@ -5,7 +5,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
-import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
+import { isAddress, decodeAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
 import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
@@ -135,7 +135,6 @@ export async function startCheckout(
       expiresAt: now + CHECKOUT_TTL_MS,
       status: "open",
       purchaseId: null,
-      submittedTx: null,
     };
     await store.insertCheckout(deps.db, checkout);
   }
@@ -301,15 +300,16 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   const product = await store.findProduct(deps.db, checkout.productId);
   if (product === null) throw new AppError("NOT_FOUND", "no such product");
   const token = await splToken(deps, checkout.token);
-  // The transaction /submit sent, read by its signature: no stranger's transaction can hide it.
-  let refusal: AppError | null = null;
-  if (checkout.submittedTx !== null) {
-    const outcome = await submittedOutcome(deps, checkout, product, token);
-    if (outcome instanceof AppError) refusal = outcome;
-    else if (outcome !== null) return outcome;
+  // The transactions /submit sent, read by their signatures: no stranger's transaction can hide them.
+  // Judged ones keep their refusal; one not readable (never landed, or a node behind) is null here.
+  const submitted = new Map<string, AppError | null>();
+  for (const signature of await store.listSubmissions(deps.db, checkout.id)) {
+    const outcome = await submittedOutcome(deps, checkout, product, token, signature);
+    if (outcome === null || outcome instanceof AppError) submitted.set(signature, outcome);
+    else return outcome;
   }
-  // Then any other payment carrying the reference (a buyer may send one itself), oldest first: if the
-  // buyer paid twice, the first payment is the purchase.
+  // Then any payment carrying the reference (a buyer may send one itself), oldest first: if the buyer
+  // paid twice, the first payment is the purchase.
   const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
   if (!complete) {
     // The oldest (where a payment would be) are out of reach: nothing is decided, the watcher expires nothing.
@@ -319,26 +319,29 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   const kept = reads.progress(checkout.id);
   const start = kept === null ? 0 : signatures.indexOf(kept.through) + 1; // 0 also when a node no longer lists it
   let newest = kept === null || start === 0 ? null : kept.refusal;
+  let refusal: AppError | null = null;
   let contiguous = true; // every transaction before this one refused for good: progress can be kept
   let unread = false;
   for (let i = start, budget = REFERENCE_READS; i < signatures.length; i++) {
     const signature = signatures[i]!;
-    if (signature === checkout.submittedTx) continue; // read above
-    if (budget-- === 0) {
-      unread = true;
-      break;
-    }
-    const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
-    let refused: AppError;
-    if (tx === null) {
-      refused = new AppError("CHAIN_UNAVAILABLE", "a transaction carrying this checkout's reference is listed but cannot be read yet");
-    } else {
-      const outcome = await judgePayment(deps, checkout, product, token, tx);
-      if (!(outcome instanceof AppError)) {
-        reads.forget(checkout.id);
-        return outcome;
+    // A submitted one was judged above (listed but not readable: undecided); the others are read here.
+    let refused = submitted.has(signature) ? (submitted.get(signature) ?? notReadable()) : undefined;
+    if (refused === undefined) {
+      if (budget-- === 0) {
+        unread = true;
+        break;
       }
-      refused = outcome;
+      const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
+      if (tx === null) {
+        refused = notReadable();
+      } else {
+        const outcome = await judgePayment(deps, checkout, product, token, tx);
+        if (!(outcome instanceof AppError)) {
+          reads.forget(checkout.id);
+          return outcome;
+        }
+        refused = outcome;
+      }
     }
     if (outcomeUnknown(refused)) contiguous = false;
     else {
@@ -349,6 +352,11 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
     // a stranger's later transaction with the same reference must not get a paid checkout expired.
     if (refusal?.code !== "CHAIN_UNAVAILABLE") refusal = refused;
   }
+  // A submitted transaction read but not listed yet (a node behind) and undecided keeps the checkout open
+  // too. (One neither listed nor readable may never have landed: it decides nothing.)
+  for (const [signature, refused] of submitted) {
+    if (refused !== null && outcomeUnknown(refused) && !signatures.includes(signature)) refusal = refused;
+  }
   if (unread) throw new AppError("CHAIN_UNAVAILABLE", "not every transaction carrying this checkout's reference has been read yet; confirm again shortly");
   if (refusal === null) refusal = newest;
   if (refusal !== null) throw refusal;
@@ -358,6 +366,8 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   if (isClosed(deps, checkout)) throw expired();
   return { status: "pending" };
 }
+
+const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carrying this checkout's reference is listed but cannot be read yet");
 
 /**
  * paygate.md step 3 on a recorded transaction (the ledger's view, then the byte-level rules: a
@@ -375,9 +385,9 @@ async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: st
   }
 }
 
-/** The transaction /submit sent for the checkout, judged: its purchase, its refusal, or null while not on chain. */
-async function submittedOutcome(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken): Promise<ConfirmResult | AppError | null> {
-  const tx = await deps.ledger.getTransaction(checkout.submittedTx!, { finalized: waitsForFinality(deps.config.network) });
+/** A transaction /submit sent for the checkout, judged: its purchase, its refusal, or null while not readable. */
+async function submittedOutcome(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, signature: string): Promise<ConfirmResult | AppError | null> {
+  const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
   return tx === null ? null : judgePayment(deps, checkout, product, token, tx);
 }
 
@@ -412,12 +422,15 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
   for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
     const product = await store.findProduct(deps.db, checkout.productId);
     if (product === null) continue;
-    const outcome = await submittedOutcome(deps, checkout, product, await splToken(deps, checkout.token));
-    if (outcome instanceof AppError) {
-      if (outcomeUnknown(outcome)) throw outcome;
-      continue; // refused
+    const token = await splToken(deps, checkout.token);
+    for (const signature of await store.listSubmissions(deps.db, checkout.id)) {
+      const outcome = await submittedOutcome(deps, checkout, product, token, signature);
+      if (outcome instanceof AppError) {
+        if (outcomeUnknown(outcome)) throw outcome;
+        continue; // refused
+      }
+      if (outcome?.status === "completed") return checkoutPayAnswer(deps, checkout, outcome);
     }
-    if (outcome?.status === "completed") return checkoutPayAnswer(deps, checkout, outcome);
   }
   return null;
 }
@@ -474,16 +487,26 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
     );
   }
   // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
-  // its signature, by confirm, the watcher and checkout_pay's retry.
-  await store.recordSubmittedTx(deps.db, checkout.id, tx.signature);
-  const sent = { ...checkout, submittedTx: tx.signature };
+  // its signature, by confirm, the watcher and checkout_pay's retry. Only a transaction the wallet really
+  // signed: anyone may open checkouts for any wallet, and must not record transactions in its name.
+  await requireWalletSignature(deps, tx);
+  await store.recordSubmission(deps.db, checkout.id, tx.signature, deps.clock.now());
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
     if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
   }
-  return settleCheckout(deps, sent);
+  return settleCheckout(deps, checkout);
+}
+
+/** The fee payer's (the checkout wallet's) signature on the transaction, verified as the ledger does. */
+async function requireWalletSignature(deps: Deps, tx: ParsedTransaction): Promise<void> {
+  const signature = tx.signatures[0]!;
+  if (signature.every((b) => b === 0)) throw new AppError("TRANSACTION_REJECTED", "the transaction is not signed by the checkout's wallet", { details: { reason: "missing_signature" } });
+  if (!(await deps.verifier.verify(decodeAddress(tx.accountKeys[0]!)!, tx.messageBytes, signature))) {
+    throw new AppError("TRANSACTION_REJECTED", "the checkout wallet's signature does not verify", { details: { reason: "invalid_signature" } });
+  }
 }
 
 export type CheckoutWatcher = {

@@ -9,7 +9,7 @@ import type { AppError } from "../errors.ts";
 const CHECKOUTS_KEPT = 20_000;
 
 export type ReferenceProgress = {
-  /** The newest of the oldest transactions read, every one of them refused for good; null: none yet. */
+  /** The newest of the oldest transactions read, every one of them (this one included) refused for good. */
   through: string;
   /** The newest of those refusals (what a confirm reports when nothing else is found). */
   refusal: AppError;

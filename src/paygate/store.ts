@@ -249,17 +249,15 @@ export type CheckoutRow = {
   expiresAt: number;
   status: CheckoutStatus;
   purchaseId: string | null;
-  /** The signature /submit last sent for it (recorded before sending); null when none was. */
-  submittedTx: string | null;
 };
 
 // Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
 const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
-  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId, submitted_tx AS submittedTx`;
+  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId`;
 
 const toCheckout = (raw: Omit<CheckoutRow, "amount"> & { amount: string }): CheckoutRow => ({ ...raw, amount: BigInt(raw.amount) });
 
-export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId" | "submittedTx">): Promise<void> {
+export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<void> {
   return db.write(() => {
     db.sqlite
       .query(
@@ -280,7 +278,8 @@ export async function findSubmittedOpenCheckoutsOf(db: Db, productId: string, wa
   return (
     db.sqlite
       .query(
-        `SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND product_id = ? AND wallet = ? AND submitted_tx IS NOT NULL
+        `SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND product_id = ? AND wallet = ?
+           AND EXISTS (SELECT 1 FROM checkout_submissions s WHERE s.checkout_id = checkouts.id)
          ORDER BY created_at DESC, id DESC LIMIT ?`,
       )
       .all(productId, wallet, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
@@ -297,11 +296,20 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
   ).map(toCheckout);
 }
 
-/** Records the signature about to be sent for an open checkout (before it is sent). */
-export function recordSubmittedTx(db: Db, id: string, signature: string): Promise<void> {
+/** Records a transaction about to be sent for a checkout (before it is sent). */
+export function recordSubmission(db: Db, checkoutId: string, signature: string, now: number): Promise<void> {
   return db.write(() => {
-    db.sqlite.query("UPDATE checkouts SET submitted_tx = ? WHERE id = ? AND purchase_id IS NULL").run(signature, id);
+    db.sqlite
+      .query("INSERT INTO checkout_submissions (checkout_id, signature, submitted_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
+      .run(checkoutId, signature, now);
   });
+}
+
+/** The signatures /submit sent for a checkout, oldest first. */
+export async function listSubmissions(db: Db, checkoutId: string): Promise<string[]> {
+  return (
+    db.sqlite.query("SELECT signature FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature").all(checkoutId) as { signature: string }[]
+  ).map((r) => r.signature);
 }
 
 /** Marks an open checkout expired; false when it is no longer open. */
