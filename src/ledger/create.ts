@@ -110,6 +110,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
     accountExists: (address) => call((l) => l.accountExists(address)),
     airdrop: (address, amounts) => call((l) => l.airdrop(address, amounts)),
     latestBlockhash: () => call((l) => l.latestBlockhash()),
+    blockhashValid: (blockhash) => call((l) => l.blockhashValid(blockhash)),
     blockHeight: () => call((l) => l.blockHeight()),
     buildTransfer: (intent) => call((l) => l.buildTransfer(intent)),
     submit: async (wire, options) => {

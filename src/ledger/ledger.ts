@@ -122,6 +122,8 @@ export type Ledger = Readonly<{
   /** localnet and devnet (SOL only on devnet); mainnet is NOT_SUPPORTED. Returns one signature per token sent. */
   airdrop(address: string, amounts: AirdropAmounts): Promise<string[]>;
   latestBlockhash(): Promise<Blockhash>;
+  /** Whether a transaction on this recent blockhash can still land (the blockhash is known and not expired). */
+  blockhashValid(blockhash: string): Promise<boolean>;
   /** The current block height: a transaction whose blockhash's lastValidBlockHeight is below it can no longer land. */
   blockHeight(): Promise<number>;
   /** Serialized wire bytes of an unsigned transfer transaction (legacy message) on a recent blockhash. */

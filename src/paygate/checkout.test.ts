@@ -221,6 +221,8 @@ describe("checkout", () => {
       await strangerSends(deps, failing.transaction, 3);
       const overdraw = paymentVariant(failing.transaction, { payer: buyer, amount: 500n * USDC });
       expect(await reasonOf(submitCheckout(deps, productId, failing.checkoutId, overdraw))).toBe("TRANSACTION_REJECTED:execution_failed");
+      // Refused outright: not kept as a transaction that may still land (a retry need not wait for it).
+      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(failing.checkoutId)).toEqual({ n: 0 });
       expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
       expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed"); // from the kept progress
 

@@ -303,7 +303,7 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   // The transactions /submit sent, read by their signatures: no stranger's transaction can hide them.
   // Judged ones keep their refusal; one not readable (never landed, or a node behind) is null here.
   const submitted = new Map<string, AppError | null>();
-  for (const signature of await store.listSubmissions(deps.db, checkout.id)) {
+  for (const { signature } of await store.listSubmissions(deps.db, checkout.id)) {
     const outcome = await submittedOutcome(deps, checkout, product, token, signature);
     if (outcome === null || outcome instanceof AppError) submitted.set(signature, outcome);
     else return outcome;
@@ -423,13 +423,19 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
     const product = await store.findProduct(deps.db, checkout.productId);
     if (product === null) continue;
     const token = await splToken(deps, checkout.token);
-    for (const signature of await store.listSubmissions(deps.db, checkout.id)) {
+    for (const { signature, blockhash } of await store.listSubmissions(deps.db, checkout.id)) {
       const outcome = await submittedOutcome(deps, checkout, product, token, signature);
       if (outcome instanceof AppError) {
         if (outcomeUnknown(outcome)) throw outcome;
         continue; // refused
       }
       if (outcome?.status === "completed") return checkoutPayAnswer(deps, checkout, outcome);
+      // Not seen (or, on mainnet, not final) yet: while it may still land, paying again could pay twice.
+      if ((await deps.ledger.getTransaction(signature)) !== null || (await deps.ledger.blockhashValid(blockhash))) {
+        throw new AppError("CHAIN_UNAVAILABLE", "an earlier payment for this product may still land; call again in a minute, or with its checkoutId", {
+          details: { checkoutId: checkout.id },
+        });
+      }
     }
   }
   return null;
@@ -490,12 +496,17 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   // its signature, by confirm, the watcher and checkout_pay's retry. Only a transaction the wallet really
   // signed: anyone may open checkouts for any wallet, and must not record transactions in its name.
   await requireWalletSignature(deps, tx);
-  await store.recordSubmission(deps.db, checkout.id, tx.signature, deps.clock.now());
+  await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now());
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
-    if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
+    if (err instanceof AppError && err.code === "CONFLICT") return settleCheckout(deps, checkout);
+    // Refused outright (not sent): it can never land, and a retry need not wait for it.
+    if (err instanceof AppError && (err.code === "TRANSACTION_REJECTED" || err.code === "INSUFFICIENT_FUNDS")) {
+      await store.dropSubmission(deps.db, checkout.id, tx.signature);
+    }
+    throw err;
   }
   return settleCheckout(deps, checkout);
 }

@@ -296,20 +296,30 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
   ).map(toCheckout);
 }
 
+/** A transaction /submit sent for a checkout: its signature and recent blockhash. */
+export type Submission = { signature: string; blockhash: string };
+
 /** Records a transaction about to be sent for a checkout (before it is sent). */
-export function recordSubmission(db: Db, checkoutId: string, signature: string, now: number): Promise<void> {
+export function recordSubmission(db: Db, checkoutId: string, submission: Submission, now: number): Promise<void> {
   return db.write(() => {
     db.sqlite
-      .query("INSERT INTO checkout_submissions (checkout_id, signature, submitted_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
-      .run(checkoutId, signature, now);
+      .query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
+      .run(checkoutId, submission.signature, submission.blockhash, now);
   });
 }
 
-/** The signatures /submit sent for a checkout, oldest first. */
-export async function listSubmissions(db: Db, checkoutId: string): Promise<string[]> {
-  return (
-    db.sqlite.query("SELECT signature FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature").all(checkoutId) as { signature: string }[]
-  ).map((r) => r.signature);
+/** Forgets a submission the ledger refused outright: it was not sent, and can never land. */
+export function dropSubmission(db: Db, checkoutId: string, signature: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("DELETE FROM checkout_submissions WHERE checkout_id = ? AND signature = ?").run(checkoutId, signature);
+  });
+}
+
+/** The transactions /submit sent for a checkout, oldest first. */
+export async function listSubmissions(db: Db, checkoutId: string): Promise<Submission[]> {
+  return db.sqlite
+    .query("SELECT signature, blockhash FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature")
+    .all(checkoutId) as Submission[];
 }
 
 /** Marks an open checkout expired; false when it is no longer open. */

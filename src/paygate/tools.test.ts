@@ -150,3 +150,37 @@ test("checkout_pay is not stopped by checkouts someone else opened for the same 
   expect(paid).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
 });
+
+test("checkout_pay's retry pays nothing while an earlier transaction may still land, and buys once it no longer can", async () => {
+  const { deps: base } = await testDeps();
+  // A send whose fate is unknown: it never reaches the ledger, and the caller hears CHAIN_UNAVAILABLE.
+  let dropping = true;
+  const ledger = {
+    ...base.ledger,
+    submit: async (...args: Parameters<typeof base.ledger.submit>) => {
+      if (dropping) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was sent");
+      return base.ledger.submit(...args);
+    },
+  };
+  const deps = { ...base, ledger } as typeof base;
+  const clock = base.clock as unknown as { advance(ms: number): void };
+  const product = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Pass", description: "", type: "access", price: "2" });
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  const registry = createToolRegistry(deps);
+  const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+
+  const failed = await registry.call(ctx, "checkout_pay", { productId: product.productId });
+  const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
+  expect(failed).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE" });
+  dropping = false;
+  // Its blockhash is still valid: the earlier transaction could land any moment. Nothing is paid.
+  const waiting = await registry.call(ctx, "checkout_pay", { productId: product.productId });
+  expect((waiting as { details?: { checkoutId?: string } }).details?.checkoutId).toBe(checkoutId);
+  expect(waiting).toMatchObject({ success: false, code: "CHAIN_UNAVAILABLE" });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(10_000_000n);
+  // Once its blockhash has expired it can no longer land: the retry buys.
+  clock.advance(61_000);
+  expect(await registry.call(ctx, "checkout_pay", { productId: product.productId })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
+});

@@ -4,6 +4,8 @@
 CREATE TABLE checkout_submissions (
   checkout_id TEXT NOT NULL REFERENCES checkouts (id),
   signature TEXT NOT NULL,
+  -- its recent blockhash: while that is valid, a transaction not seen yet may still land
+  blockhash TEXT NOT NULL,
   submitted_at INTEGER NOT NULL,
   PRIMARY KEY (checkout_id, signature)
 ) STRICT, WITHOUT ROWID;

@@ -207,7 +207,11 @@ describe("embedded ledger", () => {
     expect(await reasonOf(t.ledger.submit(signWire(fromPoor, poor)))).toBe("TRANSACTION_REJECTED:account_not_found");
 
     const stale = signWire(wire, alice);
+    const blockhash = parseTransaction(stale).recentBlockhash;
+    expect(await t.ledger.blockhashValid(blockhash)).toBe(true);
     t.clock.advance(SLOT_MS * 151);
+    expect(await t.ledger.blockhashValid(blockhash)).toBe(false); // a transaction on it can no longer land
+    expect(await t.ledger.blockhashValid("1".repeat(44))).toBe(false);
     expect(await reasonOf(t.ledger.submit(stale))).toBe("TRANSACTION_REJECTED:blockhash_expired");
     expect(await embeddedLedgerTotals(t.db)).toEqual(before);
   });

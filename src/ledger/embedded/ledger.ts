@@ -297,6 +297,10 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return signatures;
     },
 
+    async blockhashValid(blockhash) {
+      return hashes.check(blockhash).ok;
+    },
+
     async blockHeight() {
       return hashes.currentSlot();
     },

@@ -119,6 +119,8 @@ describe("tokens and balances", () => {
     const { blockhash, lastValidBlockHeight } = await ledger.latestBlockhash();
     expect(blockhash).toBe(rpc.svm.latestBlockhash());
     expect(lastValidBlockHeight).toBeGreaterThan(rpc.blockHeight());
+    expect(await ledger.blockhashValid(blockhash)).toBe(true);
+    expect(await ledger.blockhashValid("1".repeat(44))).toBe(false);
     expect(await ledger.ping()).toBe(true);
   });
 });

@@ -645,6 +645,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     accountExists,
     airdrop,
     latestBlockhash,
+    blockhashValid: async (blockhash) => (await call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" }))).value,
     blockHeight: () => call(() => connection.getBlockHeight("confirmed")),
     buildTransfer,
     submit,
