@@ -135,7 +135,7 @@ describe("secrets", () => {
     const root = tempDir();
     const dataDir = join(root, "new", "data");
     const trace = join(root, "strace.log");
-    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "owners", "list", "--json"], {
+    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,close,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "owners", "list", "--json"], {
       cwd: join(import.meta.dir, ".."),
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, LOG_LEVEL: "silent" },
       stdout: "pipe",
@@ -145,15 +145,19 @@ describe("secrets", () => {
     // One line per call, in order: "<pid> openat(AT_FDCWD, \"<path>\", ...) = <fd>", "<pid> fsync(<fd>) = 0", ...
     const calls = readFileSync(trace, "utf8").split("\n");
     const openedAt = (path: string) => calls.flatMap((l, i) => (l.includes(`openat(AT_FDCWD, "${path}"`) && / = \d+$/.test(l) ? [{ i, fd: l.match(/ = (\d+)$/)![1]! }] : []));
-    const fsyncedAfter = (path: string, from: number) => openedAt(path).some(({ i, fd }) => i >= from && calls.slice(i).some((l) => l.includes(`fsync(${fd})`)));
+    // fd was opened on `path` at line i: flushed before that descriptor was closed (numbers are reused)
+    const flushedBeforeClose = (i: number, fd: string) => {
+      const closed = calls.findIndex((l, j) => j > i && l.includes(`close(${fd})`));
+      return calls.slice(i, closed === -1 ? undefined : closed).some((l) => l.includes(`fsync(${fd})`));
+    };
+    const fsyncedAfter = (path: string, from: number) => openedAt(path).some(({ i, fd }) => i >= from && flushedBeforeClose(i, fd));
     for (const name of ["jwt-secret", "wallet-encryption-key"]) {
       const secret = join(dataDir, name);
       const linked = calls.findIndex((l) => /link(at)?\(/.test(l) && l.includes(`"${secret}"`));
       expect(linked).toBeGreaterThan(0);
       const temp = calls[linked]!.match(/"([^"]+)"/)![1]!; // link(old, new) or linkat(dirfd, old, dirfd, new, flags)
-      const written = openedAt(temp)[0]!;
       // the temp file's data before the link, DATA_DIR's entries after it
-      expect(calls.slice(written.i, linked).some((l) => l.includes(`fsync(${written.fd})`))).toBe(true);
+      expect(openedAt(temp).some(({ i, fd }) => i < linked && flushedBeforeClose(i, fd))).toBe(true);
       expect(fsyncedAfter(dataDir, linked)).toBe(true);
     }
     // The two directories made for DATA_DIR are entries of their parents: both flushed.

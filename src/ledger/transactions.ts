@@ -18,7 +18,8 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { AppError, fieldError } from "../errors.ts";
-import { encodeBase58 } from "../lib/encoding.ts";
+import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
+import type { SignatureVerifier } from "../lib/verifier.ts";
 
 export const SYSTEM_PROGRAM = SystemProgram.programId.toBase58();
 export const TOKEN_PROGRAM = TOKEN_PROGRAM_ID.toBase58();
@@ -387,4 +388,26 @@ export function transfersOf(
     }
   }
   return out;
+}
+
+/** An all-zero signature: a slot the signer has not filled. */
+export function isEmptySignature(signature: Uint8Array): boolean {
+  return signature.every((b) => b === 0);
+}
+
+/**
+ * Every required signature present and valid (strict Ed25519), as a cluster checks before it accepts a
+ * transaction; else TRANSACTION_REJECTED `missing_signature` or `invalid_signature`, naming the signer.
+ */
+export async function requireSignatures(verifier: SignatureVerifier, tx: ParsedTransaction): Promise<void> {
+  const results = await Promise.all(
+    tx.signatures.map((signature, i) => {
+      if (isEmptySignature(signature)) return Promise.resolve("missing" as const);
+      return verifier.verify(decodeAddress(tx.accountKeys[i]!)!, tx.messageBytes, signature).then((ok) => (ok ? "ok" : "invalid"));
+    }),
+  );
+  const missing = results.indexOf("missing");
+  if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
+  const invalid = results.indexOf("invalid");
+  if (invalid !== -1) throw rejected("invalid_signature", `the signature of ${tx.accountKeys[invalid]} does not verify`);
 }

@@ -5,11 +5,11 @@ import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
-import { isAddress, decodeAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
+import { isAddress, decodeBase64Strict, encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
 import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/ledger.ts";
-import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
+import { associatedTokenAddress, compileTransaction, parseTransaction, requireSignatures, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
 import { clusterName, waitsForFinality } from "../ledger/ledger.ts";
@@ -37,6 +37,11 @@ export const REFERENCE_PAGES = 10;
  */
 export const REFERENCE_READS = 20;
 export const WATCH_BATCH = 50;
+/**
+ * Transactions /submit sends for one checkout at most: each is read at every look for its payment, and
+ * a buyer needs only a few (a fresh blockhash after one expired, a retry).
+ */
+export const MAX_SUBMISSIONS = 8;
 
 export type CheckoutView = {
   checkoutId: string;
@@ -283,8 +288,12 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
   return completedResult(deps, checkout, outcome.purchase, minted?.accessToken);
 }
 
-/** Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the watcher. */
-async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<ConfirmResult> {
+/**
+ * Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the
+ * watcher. `pending` also while transactions carrying the reference are left unread (more than one look
+ * reads, or too many to reach the oldest): then `undecided` is told, and the watcher expires nothing.
+ */
+async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: () => void = () => {}): Promise<ConfirmResult> {
   let checkout = read;
   if (checkout.purchaseId !== null) {
     // The purchase may be another request's write of this very turn, read before it is on disk: the token
@@ -313,7 +322,9 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
   if (!complete) {
     // The oldest (where a payment would be) are out of reach: nothing is decided, the watcher expires nothing.
-    throw new AppError("CHAIN_UNAVAILABLE", `${REFERENCE_PAGE * REFERENCE_PAGES} or more transactions carry this checkout's reference; its payment cannot be looked for among them`);
+    deps.log.warn("checkout reference crowded", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, transactions: signatures.length });
+    undecided();
+    return { status: "pending" };
   }
   const reads = deps.paygate.referenceReads;
   const kept = reads.progress(checkout.id);
@@ -357,7 +368,10 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow): Promise<Conf
   for (const [signature, refused] of submitted) {
     if (refused !== null && outcomeUnknown(refused) && !signatures.includes(signature)) refusal = refused;
   }
-  if (unread) throw new AppError("CHAIN_UNAVAILABLE", "not every transaction carrying this checkout's reference has been read yet; confirm again shortly");
+  if (unread && refusal?.code !== "CHAIN_UNAVAILABLE") {
+    undecided(); // the next look reads on
+    return { status: "pending" };
+  }
   if (refusal === null) refusal = newest;
   if (refusal !== null) throw refusal;
   // Expiry counts when the payment landed, not when it is confirmed: only an unpaid checkout expires.
@@ -495,8 +509,10 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
   // its signature, by confirm, the watcher and checkout_pay's retry. Only a transaction the wallet really
   // signed: anyone may open checkouts for any wallet, and must not record transactions in its name.
-  await requireWalletSignature(deps, tx);
-  await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now());
+  await requireSignatures(deps.verifier, tx);
+  if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
+    throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
+  }
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
@@ -511,14 +527,6 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   return settleCheckout(deps, checkout);
 }
 
-/** The fee payer's (the checkout wallet's) signature on the transaction, verified as the ledger does. */
-async function requireWalletSignature(deps: Deps, tx: ParsedTransaction): Promise<void> {
-  const signature = tx.signatures[0]!;
-  if (signature.every((b) => b === 0)) throw new AppError("TRANSACTION_REJECTED", "the transaction is not signed by the checkout's wallet", { details: { reason: "missing_signature" } });
-  if (!(await deps.verifier.verify(decodeAddress(tx.accountKeys[0]!)!, tx.messageBytes, signature))) {
-    throw new AppError("TRANSACTION_REJECTED", "the checkout wallet's signature does not verify", { details: { reason: "invalid_signature" } });
-  }
-}
 
 export type CheckoutWatcher = {
   /** One bounded round: returns how many checkouts it completed or expired. */
@@ -538,9 +546,10 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
       after = batch.length < batchSize ? "" : batch.at(-1)!.id;
       let changed = 0;
       for (const checkout of batch) {
+        let open = false; // transactions left unread: it may be paid
         try {
-          if ((await settleCheckout(deps, checkout)).status === "completed") {
-            changed++;
+          if ((await settleCheckout(deps, checkout, () => (open = true))).status === "completed" || open) {
+            if (!open) changed++;
             continue;
           }
         } catch (err) {

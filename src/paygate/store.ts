@@ -299,12 +299,20 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
 /** A transaction /submit sent for a checkout: its signature and recent blockhash. */
 export type Submission = { signature: string; blockhash: string };
 
-/** Records a transaction about to be sent for a checkout (before it is sent). */
-export function recordSubmission(db: Db, checkoutId: string, submission: Submission, now: number): Promise<void> {
+/**
+ * Records a transaction about to be sent for a checkout (before it is sent); false when the checkout
+ * already holds `max` others (the same one again is no new one).
+ */
+export function recordSubmission(db: Db, checkoutId: string, submission: Submission, now: number, max: number): Promise<boolean> {
   return db.write(() => {
+    const { n } = db.sqlite
+      .query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ? AND signature <> ?")
+      .get(checkoutId, submission.signature) as { n: number };
+    if (n >= max) return false;
     db.sqlite
       .query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
       .run(checkoutId, submission.signature, submission.blockhash, now);
+    return true;
   });
 }
 

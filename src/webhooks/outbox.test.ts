@@ -561,7 +561,27 @@ describe("agent targets (marketplace notifications)", () => {
 });
 
 describe("an agent answer's write", () => {
-  test("runs in the attempt's write; when it throws, only its own changes are undone and the attempt is recorded", async () => {
+  test("is written only with its attempt: an attempt not recorded (its lease lost) writes no answer", async () => {
+    const { deps, db, clock } = await setup();
+    const agentSecret = newWebhookSecret(cryptoRandom);
+    const rx = startReceiver(clock, () => [agentSecret], () => Response.json({ reply: "hi" }));
+    await db.write(() => enqueueEventInWrite(deps, { targetKind: "agent", targetId: "agt_1", type: "conversation.started", payload: {} }));
+    const w = worker(deps, {
+      agents: {
+        resolve: async () => ({ url: rx.url("/agent"), secrets: [agentSecret], enabled: true }),
+        answerWrite: async (_d, response) => {
+          // Meanwhile another worker took the delivery over (its lease ran out while this one waited).
+          db.sqlite.run("UPDATE webhook_deliveries SET claim_token = 'another worker'");
+          return () => void db.sqlite.query("INSERT INTO ledger_meta (key, value) VALUES ('answer', ?)").run(response.body);
+        },
+      },
+    });
+    expect(await w.runOnce()).toBe(1);
+    expect(db.sqlite.query("SELECT attempts, claim_token AS token FROM webhook_deliveries").get()).toEqual({ attempts: 0, token: "another worker" });
+    expect(db.sqlite.query("SELECT key FROM ledger_meta WHERE key = 'answer'").all()).toEqual([]);
+  });
+
+  test("when it throws, only its own changes are undone and the attempt is recorded", async () => {
     const { deps, db, clock } = await setup();
     const agentSecret = newWebhookSecret(cryptoRandom);
     const rx = startReceiver(clock, () => [agentSecret], () => Response.json({ reply: "hi" }));

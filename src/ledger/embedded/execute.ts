@@ -258,8 +258,3 @@ function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata
   if (needed > 0n) c.set(ix.payer, { kind: "system", lamports: payer.lamports - needed });
   c.set(ix.account, { kind: "token", lamports: existing.lamports + needed, mint: mintAddress, owner, amount: 0n });
 }
-
-/** A 64-byte all-zero signature marks an unsigned slot. */
-export function isEmptySignature(signature: Uint8Array): boolean {
-  return signature.every((b) => b === 0);
-}

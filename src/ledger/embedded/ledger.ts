@@ -6,7 +6,7 @@ import type { Config } from "../../config.ts";
 import type { Db } from "../../db/open.ts";
 import { AppError, fieldError } from "../../errors.ts";
 import type { Clock } from "../../lib/clock.ts";
-import { decodeAddress, decodeBase58, encodeBase58, isAddress } from "../../lib/encoding.ts";
+import { decodeBase58, encodeBase58, isAddress } from "../../lib/encoding.ts";
 import type { Random } from "../../lib/ids.ts";
 import type { SignatureVerifier } from "../../lib/verifier.ts";
 import {
@@ -28,13 +28,14 @@ import {
   distinctComputeUnitLimit,
   memoOf,
   parseTransaction,
+  requireSignatures,
   transactionFee,
   transferInstructions,
   transfersOf,
   type ParsedTransaction,
 } from "../transactions.ts";
 import { BLOCKHASH_VALID_SLOTS, blockhashes, type Blockhashes } from "./blockhash.ts";
-import { RENT_EXEMPT_MINT, RENT_EXEMPT_SYSTEM, RENT_EXEMPT_TOKEN_ACCOUNT, execute, isEmptySignature } from "./execute.ts";
+import { RENT_EXEMPT_MINT, RENT_EXEMPT_SYSTEM, RENT_EXEMPT_TOKEN_ACCOUNT, execute } from "./execute.ts";
 import * as store from "./store.ts";
 
 export type EmbeddedLedgerDeps = Readonly<{
@@ -153,25 +154,12 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     return token;
   };
 
-  async function checkSignatures(tx: ParsedTransaction): Promise<void> {
-    const results = await Promise.all(
-      tx.signatures.map((signature, i) => {
-        if (isEmptySignature(signature)) return Promise.resolve("missing" as const);
-        return deps.verifier.verify(decodeAddress(tx.accountKeys[i]!)!, tx.messageBytes, signature).then((ok) => (ok ? "ok" : "invalid"));
-      }),
-    );
-    const missing = results.indexOf("missing");
-    if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
-    const invalid = results.indexOf("invalid");
-    if (invalid !== -1) throw rejected("invalid_signature", `the signature of ${tx.accountKeys[invalid]} does not verify`);
-  }
-
   type Recorded = { result: SubmitResult; failure: string | null };
 
   async function submit(wire: Uint8Array, options: SubmitOptions = {}): Promise<SubmitResult> {
     const tx = parseTransaction(wire);
     const fee = transactionFee(tx);
-    await checkSignatures(tx);
+    await requireSignatures(deps.verifier, tx);
     const recorded = await store.applyTransaction(deps.db, (reader) => {
       const blockhash = hashes.check(tx.recentBlockhash);
       if (!blockhash.ok) {
