@@ -158,12 +158,12 @@ describe("checkout", () => {
 
   describe("strangers' transactions carrying a checkout's reference", () => {
     /** A stranger funded to send `count` small payments that carry the checkout's reference, each its own. */
-    async function strangerSends(deps: Deps, transaction: string, count: number): Promise<string[]> {
+    async function strangerSends(deps: Deps, transaction: string, count: number, blockhash?: string): Promise<string[]> {
       const stranger = Keypair.generate();
       await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL, usdc: USDC });
       const sent: string[] = [];
       for (let i = 1; i <= count; i++) {
-        const signed = paymentVariant(transaction, { payer: stranger, amount: BigInt(i) });
+        const signed = paymentVariant(transaction, { payer: stranger, amount: BigInt(i), blockhash });
         await deps.ledger.submit(Buffer.from(signed, "base64"));
         sent.push(signatureOf(signed));
       }
@@ -222,8 +222,8 @@ describe("checkout", () => {
       await strangerSends(deps, failing.transaction, 3);
       const overdraw = paymentVariant(failing.transaction, { payer: buyer, amount: 500n * USDC });
       expect(await reasonOf(submitCheckout(deps, productId, failing.checkoutId, overdraw))).toBe("TRANSACTION_REJECTED:execution_failed");
-      // Refused outright: not kept as a transaction that may still land (a retry need not wait for it).
-      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(failing.checkoutId)).toEqual({ n: 0 });
+      // Sent, landed and failed: kept (it was sent), and judged refused, so it holds nothing back.
+      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(failing.checkoutId)).toEqual({ n: 1 });
       expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
       expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed"); // from the kept progress
 
@@ -254,15 +254,23 @@ describe("checkout", () => {
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: 0 });
     });
 
-    test(`/submit keeps at most MAX_SUBMISSIONS transactions per checkout; the same one again is no new one`, async () => {
-      const { deps, productId, buyer, wallet } = await setup();
-      // Sends that never reach the chain, their fate unknown: each is kept, as it may still land.
-      const lost: Deps = { ...deps, ledger: { ...deps.ledger, submit: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "no answer")) } };
+    test("/submit keeps at most MAX_SUBMISSIONS transactions per checkout, and sends none while an earlier one may still land", async () => {
+      const { deps, clock, productId, buyer, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);
-      const variant = (i: number) => paymentVariant(checkout.transaction, { payer: buyer, amount: 2n * USDC + BigInt(i) });
-      for (let i = 0; i < MAX_SUBMISSIONS; i++) expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, variant(i)))).toBe("CHAIN_UNAVAILABLE");
-      expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, variant(0)))).toBe("CHAIN_UNAVAILABLE"); // sent again
-      expect(await reasonOf(submitCheckout(lost, productId, checkout.checkoutId, variant(MAX_SUBMISSIONS)))).toBe("INVALID_STATE:");
+      // A send whose fate is unknown (never reaching the chain): while its blockhash lives, no second one.
+      const lost: Deps = { ...deps, ledger: { ...deps.ledger, submit: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "no answer")) } };
+      expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, signCheckout(checkout.transaction, buyer)))).toBe("CHAIN_UNAVAILABLE");
+      const refreshed = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
+      const second = await submitCheckout(deps, productId, checkout.checkoutId, paymentVariant(refreshed, { payer: buyer, amount: 2n * USDC + 1n })).catch((e: AppError) => e);
+      expect(second).toMatchObject({ code: "CHAIN_UNAVAILABLE", extra: { details: { checkoutId: checkout.checkoutId } } });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // nothing sent
+      clock.advance(61_000); // its blockhash expired: it can no longer land, and is forgotten
+      // Transactions that land and fail are kept (they were sent); past MAX_SUBMISSIONS, no more.
+      const fresh = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
+      const failing = (i: number) => paymentVariant(fresh, { payer: buyer, amount: 500n * USDC + BigInt(i) });
+      for (let i = 0; i < MAX_SUBMISSIONS; i++) expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(i)))).toBe("TRANSACTION_REJECTED:execution_failed");
+      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(MAX_SUBMISSIONS)))).toBe("INVALID_STATE:");
+      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(0)))).not.toBe("INVALID_STATE:"); // the same one again
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: MAX_SUBMISSIONS });
     });
 
@@ -280,6 +288,9 @@ describe("checkout", () => {
       // Asked again, it answers from what was read: the newest refusal, and nothing read twice.
       expect(await reasonOf(confirmCheckout(counted.deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:payer");
       expect(counted.reads).toEqual(strangers);
+      // A crowd that comes after it expired does not make it pending again.
+      await strangerSends(deps, checkout.transaction, REFERENCE_READS + 1, (await deps.ledger.latestBlockhash()).blockhash);
+      expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:payer");
     });
 
     test("a reference carrying REFERENCE_PAGES full pages of them is never judged (pending), and its checkout never expired", async () => {

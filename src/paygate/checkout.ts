@@ -321,8 +321,12 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   // paid twice, the first payment is the purchase.
   const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
   if (!complete) {
-    // The oldest (where a payment would be) are out of reach: nothing is decided, the watcher expires nothing.
-    deps.log.warn("checkout reference crowded", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, transactions: signatures.length });
+    // An expired checkout stays so (it was judged before the crowd came). Otherwise the oldest, where a
+    // payment would be, are out of reach: nothing is decided, and the watcher expires nothing.
+    if (checkout.status === "expired") throw expired();
+    if (deps.paygate.referenceReads.firstCrowded(checkout.id)) {
+      deps.log.warn("checkout reference crowded", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, transactions: signatures.length });
+    }
     undecided();
     return { status: "pending" };
   }
@@ -368,7 +372,7 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   for (const [signature, refused] of submitted) {
     if (refused !== null && outcomeUnknown(refused) && !signatures.includes(signature)) refusal = refused;
   }
-  if (unread && refusal?.code !== "CHAIN_UNAVAILABLE") {
+  if (unread && refusal?.code !== "CHAIN_UNAVAILABLE" && checkout.status !== "expired") {
     undecided(); // the next look reads on
     return { status: "pending" };
   }
@@ -436,21 +440,34 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
   for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
     const product = await store.findProduct(deps.db, checkout.productId);
     if (product === null) continue;
-    const token = await splToken(deps, checkout.token);
-    for (const { signature, blockhash } of await store.listSubmissions(deps.db, checkout.id)) {
-      const outcome = await submittedOutcome(deps, checkout, product, token, signature);
-      if (outcome instanceof AppError) {
-        if (outcomeUnknown(outcome)) throw outcome;
-        continue; // refused
-      }
-      if (outcome?.status === "completed") return checkoutPayAnswer(deps, checkout, outcome);
-      // Not seen (or, on mainnet, not final) yet: while it may still land, paying again could pay twice.
-      if ((await deps.ledger.getTransaction(signature)) !== null || (await deps.ledger.blockhashValid(blockhash))) {
-        throw new AppError("CHAIN_UNAVAILABLE", "an earlier payment for this product may still land; call again in a minute, or with its checkoutId", {
-          details: { checkoutId: checkout.id },
-        });
-      }
+    const paid = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
+    if (paid?.status === "completed") return checkoutPayAnswer(deps, checkout, paid);
+  }
+  return null;
+}
+
+/**
+ * The transactions /submit kept for a checkout (but `except`), read by signature: the purchase when one
+ * paid it; null when none did. While one not seen yet may still land (its blockhash still valid, or on
+ * mainnet confirmed but not final) this throws CHAIN_UNAVAILABLE with the checkout's id: another payment
+ * now could be a second one. One that no longer can land is forgotten (it frees its place).
+ */
+async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
+  for (const { signature, blockhash } of await store.listSubmissions(deps.db, checkout.id)) {
+    if (signature === except) continue;
+    const outcome = await submittedOutcome(deps, checkout, product, token, signature);
+    if (outcome instanceof AppError) {
+      if (outcomeUnknown(outcome)) throw outcome;
+      continue; // refused
     }
+    if (outcome !== null) return outcome;
+    // The blockhash first: a transaction confirmed between the two looks is then seen by the second.
+    if ((await deps.ledger.blockhashValid(blockhash)) || (await deps.ledger.getTransaction(signature)) !== null) {
+      throw new AppError("CHAIN_UNAVAILABLE", "an earlier transaction for this checkout may still land; confirm it in a minute instead of paying again", {
+        details: { checkoutId: checkout.id },
+      });
+    }
+    await store.dropSubmission(deps.db, checkout.id, signature);
   }
   return null;
 }
@@ -487,8 +504,11 @@ export async function confirmCheckout(deps: Deps, productId: string, checkoutId:
 export async function submitCheckout(deps: Deps, productId: string, checkoutId: string, signedBase64: string): Promise<ConfirmResult> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
-  await productForSale(deps, productId);
+  const product = await productForSale(deps, productId);
   if (isClosed(deps, checkout)) throw expired();
+  // An earlier transaction for this checkout that paid it, or may still, and a second one would pay twice.
+  const paid = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
+  if (paid !== null) return paid;
   const wire = decodeBase64Strict(signedBase64);
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
@@ -518,8 +538,10 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
     if (err instanceof AppError && err.code === "CONFLICT") return settleCheckout(deps, checkout);
-    // Refused outright (not sent): it can never land, and a retry need not wait for it.
-    if (err instanceof AppError && (err.code === "TRANSACTION_REJECTED" || err.code === "INSUFFICIENT_FUNDS")) {
+    // Refused before it was sent (a refusal after sending names its signature: it may have landed, failed
+    // or not): it can never land, and nothing need wait for it.
+    const sentFirst = err instanceof AppError && typeof (err.extra.details as { signature?: unknown } | undefined)?.signature === "string";
+    if (err instanceof AppError && (err.code === "TRANSACTION_REJECTED" || err.code === "INSUFFICIENT_FUNDS") && !sentFirst) {
       await store.dropSubmission(deps.db, checkout.id, tx.signature);
     }
     throw err;

@@ -20,11 +20,20 @@ export type ReferenceReads = {
   record(checkoutId: string, progress: ReferenceProgress): void;
   /** Forgets a completed checkout (an expired one is still answered from its progress). */
   forget(checkoutId: string): void;
+  /** True the first time a checkout's reference is found too crowded to search (it is logged once). */
+  firstCrowded(checkoutId: string): boolean;
 };
 
 export function createReferenceReads(kept = CHECKOUTS_KEPT): ReferenceReads {
   const byCheckout = new Map<string, ReferenceProgress>();
+  const crowded = new Set<string>();
   return {
+    firstCrowded(checkoutId) {
+      if (crowded.has(checkoutId)) return false;
+      if (crowded.size >= kept) crowded.clear();
+      crowded.add(checkoutId);
+      return true;
+    },
     progress(checkoutId) {
       const progress = byCheckout.get(checkoutId);
       if (progress === undefined) return null;

@@ -36,7 +36,7 @@ function safeRedirect(product: Product): URL | null {
 
 const WORDS: Record<string, string> = {
   INSUFFICIENT_FUNDS: "Your wallet does not hold enough to pay this price plus the network fee.",
-  INVALID_STATE: "This checkout can no longer be paid (it expired, or the product was archived). Start again.",
+  INVALID_STATE: "This checkout can no longer be paid (it expired, the product was archived, or too many attempts failed). Start again.",
   PAYMENT_MISMATCH: "The signed payment does not match this checkout. Start again.",
   CONFLICT: "This payment was already used for a purchase.",
 };
