@@ -254,17 +254,22 @@ describe("checkout", () => {
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: 0 });
     });
 
-    test("/submit keeps at most MAX_SUBMISSIONS transactions per checkout, and sends none while an earlier one may still land", async () => {
+    test("/submit sends none while an earlier one of the wallet may still land, keeps at most MAX_SUBMISSIONS, and takes the same one again", async () => {
       const { deps, clock, productId, buyer, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);
       // A send whose fate is unknown (never reaching the chain): while its blockhash lives, no second one.
       const lost: Deps = { ...deps, ledger: { ...deps.ledger, submit: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "no answer")) } };
       expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, signCheckout(checkout.transaction, buyer)))).toBe("CHAIN_UNAVAILABLE");
       const refreshed = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
-      const second = await submitCheckout(deps, productId, checkout.checkoutId, paymentVariant(refreshed, { payer: buyer, amount: 2n * USDC + 1n })).catch((e: AppError) => e);
-      expect(second).toMatchObject({ code: "CHAIN_UNAVAILABLE", extra: { details: { checkoutId: checkout.checkoutId } } });
+      const second = await submitCheckout(deps, productId, checkout.checkoutId, paymentVariant(refreshed, { payer: buyer, amount: 2n * USDC + 1n }));
+      expect(second).toEqual({ status: "pending" }); // keep confirming: the first one may land
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // nothing sent
-      clock.advance(61_000); // its blockhash expired: it can no longer land, and is forgotten
+      // Another checkout of the same wallet and product meanwhile (a page reloaded): refused, naming it.
+      const reopened = await startCheckout(deps, productId, wallet);
+      const elsewhere = await submitCheckout(deps, productId, reopened.checkoutId, signCheckout(reopened.transaction, buyer)).catch((e: AppError) => e);
+      expect(elsewhere).toMatchObject({ code: "CONFLICT", extra: { details: { checkoutId: checkout.checkoutId } } });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC);
+      clock.advance(121_000); // its blockhash expired and two minutes passed: it can no longer land, and is forgotten
       // Transactions that land and fail are kept (they were sent); past MAX_SUBMISSIONS, no more.
       const fresh = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
       const failing = (i: number) => paymentVariant(fresh, { payer: buyer, amount: 500n * USDC + BigInt(i) });

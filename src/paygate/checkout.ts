@@ -440,20 +440,25 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
   for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
     const product = await store.findProduct(deps.db, checkout.productId);
     if (product === null) continue;
-    const paid = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
-    if (paid?.status === "completed") return checkoutPayAnswer(deps, checkout, paid);
+    const earlier = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
+    // Paid, or still landing (pending, with its checkoutId to ask again with): either way, no new payment.
+    if (earlier !== null) return checkoutPayAnswer(deps, checkout, earlier);
   }
   return null;
 }
 
+/** How long a kept transaction that is not seen is kept at least, whatever a node says of its blockhash. */
+const SUBMISSION_KEPT_MS = 2 * 60_000;
+
 /**
  * The transactions /submit kept for a checkout (but `except`), read by signature: the purchase when one
- * paid it; null when none did. While one not seen yet may still land (its blockhash still valid, or on
- * mainnet confirmed but not final) this throws CHAIN_UNAVAILABLE with the checkout's id: another payment
- * now could be a second one. One that no longer can land is forgotten (it frees its place).
+ * paid it; `pending` while one not seen yet may still land (its blockhash still valid, or on mainnet
+ * confirmed but not final): another payment now could be a second one; null when none did or can. One
+ * that no longer can land is forgotten (it frees its place), but never within SUBMISSION_KEPT_MS of its
+ * sending: a node a few slots behind may not know a fresh blockhash yet.
  */
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
-  for (const { signature, blockhash } of await store.listSubmissions(deps.db, checkout.id)) {
+  for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkout.id)) {
     if (signature === except) continue;
     const outcome = await submittedOutcome(deps, checkout, product, token, signature);
     if (outcome instanceof AppError) {
@@ -462,11 +467,8 @@ async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, produc
     }
     if (outcome !== null) return outcome;
     // The blockhash first: a transaction confirmed between the two looks is then seen by the second.
-    if ((await deps.ledger.blockhashValid(blockhash)) || (await deps.ledger.getTransaction(signature)) !== null) {
-      throw new AppError("CHAIN_UNAVAILABLE", "an earlier transaction for this checkout may still land; confirm it in a minute instead of paying again", {
-        details: { checkoutId: checkout.id },
-      });
-    }
+    const recent = deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS;
+    if (recent || (await deps.ledger.blockhashValid(blockhash)) || (await deps.ledger.getTransaction(signature)) !== null) return { status: "pending" };
     await store.dropSubmission(deps.db, checkout.id, signature);
   }
   return null;
@@ -506,9 +508,6 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
   const product = await productForSale(deps, productId);
   if (isClosed(deps, checkout)) throw expired();
-  // An earlier transaction for this checkout that paid it, or may still, and a second one would pay twice.
-  const paid = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
-  if (paid !== null) return paid;
   const wire = decodeBase64Strict(signedBase64);
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
@@ -530,6 +529,17 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   // its signature, by confirm, the watcher and checkout_pay's retry. Only a transaction the wallet really
   // signed: anyone may open checkouts for any wallet, and must not record transactions in its name.
   await requireSignatures(deps.verifier, tx);
+  // An earlier transaction of this wallet for this product that paid, or may still land, and this one
+  // would pay twice: for this checkout its answer (pending: keep confirming), for another one (a page
+  // reloaded, a checkout opened anew) a refusal naming it.
+  const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
+  if (earlier !== null) return earlier;
+  for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
+    if (other.id === checkout.id || (await settleSubmissions(deps, other, product, token)) === null) continue;
+    throw new AppError("CONFLICT", "this wallet already paid for this product in another checkout, or that payment may still land; wait a minute and check your access", {
+      details: { checkoutId: other.id },
+    });
+  }
   if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
     throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
   }

@@ -298,6 +298,7 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
 
 /** A transaction /submit sent for a checkout: its signature and recent blockhash. */
 export type Submission = { signature: string; blockhash: string };
+export type KeptSubmission = Submission & { submittedAt: number };
 
 /**
  * Records a transaction about to be sent for a checkout (before it is sent); false when the checkout
@@ -324,10 +325,10 @@ export function dropSubmission(db: Db, checkoutId: string, signature: string): P
 }
 
 /** The transactions /submit sent for a checkout, oldest first. */
-export async function listSubmissions(db: Db, checkoutId: string): Promise<Submission[]> {
+export async function listSubmissions(db: Db, checkoutId: string): Promise<KeptSubmission[]> {
   return db.sqlite
-    .query("SELECT signature, blockhash FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature")
-    .all(checkoutId) as Submission[];
+    .query("SELECT signature, blockhash, submitted_at AS submittedAt FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature")
+    .all(checkoutId) as KeptSubmission[];
 }
 
 /** Marks an open checkout expired; false when it is no longer open. */

@@ -93,8 +93,14 @@ function Pay() {
       // again would move money twice.
       if (checkoutId !== undefined) {
         setStep("confirming");
-        const earlier = await api<Result>(`${base}/confirm`, { body: { checkoutId } });
-        if (earlier.status === "completed") return finish(earlier);
+        try {
+          const earlier = await api<Result>(`${base}/confirm`, { body: { checkoutId } });
+          if (earlier.status === "completed") return finish(earlier);
+        } catch (err) {
+          // Closed: start again. Any other answer (a payment that failed, a slow chain) only means it is
+          // not paid: signing again is safe, as the server sends nothing while an earlier one may land.
+          if (err instanceof ApiError && err.code === "INVALID_STATE") throw err;
+        }
       }
       setStep("connecting");
       const wallet = await connectWallet(chainOf(product.network), { signWithProvider });
