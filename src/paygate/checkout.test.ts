@@ -264,11 +264,13 @@ describe("checkout", () => {
       const second = await submitCheckout(deps, productId, checkout.checkoutId, paymentVariant(refreshed, { payer: buyer, amount: 2n * USDC + 1n }));
       expect(second).toEqual({ status: "pending" }); // keep confirming: the first one may land
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // nothing sent
-      // Another checkout of the same wallet and product meanwhile (a page reloaded): refused, naming it.
+      // Another checkout of the same wallet and product meanwhile (a page reloaded): the same answer.
       const reopened = await startCheckout(deps, productId, wallet);
-      const elsewhere = await submitCheckout(deps, productId, reopened.checkoutId, signCheckout(reopened.transaction, buyer)).catch((e: AppError) => e);
-      expect(elsewhere).toMatchObject({ code: "CONFLICT", extra: { details: { checkoutId: checkout.checkoutId } } });
+      expect(await submitCheckout(deps, productId, reopened.checkoutId, signCheckout(reopened.transaction, buyer))).toEqual({ status: "pending" });
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC);
+      // A node that calls every blockhash invalid (one a few slots behind): still held for two minutes.
+      const behind: Deps = { ...deps, ledger: { ...deps.ledger, blockhashValid: async () => false } };
+      expect(await submitCheckout(behind, productId, checkout.checkoutId, paymentVariant(refreshed, { payer: buyer, amount: 2n * USDC + 2n }))).toEqual({ status: "pending" });
       clock.advance(121_000); // its blockhash expired and two minutes passed: it can no longer land, and is forgotten
       // Transactions that land and fail are kept (they were sent); past MAX_SUBMISSIONS, no more.
       const fresh = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
@@ -277,6 +279,28 @@ describe("checkout", () => {
       expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(MAX_SUBMISSIONS)))).toBe("INVALID_STATE:");
       expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(0)))).not.toBe("INVALID_STATE:"); // the same one again
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: MAX_SUBMISSIONS });
+    });
+
+    test("the same signed bytes posted again after a lost answer are sent, not held back by themselves", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(checkout.transaction, buyer);
+      const lost: Deps = { ...deps, ledger: { ...deps.ledger, submit: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "no answer")) } };
+      expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      expect(await submitCheckout(deps, productId, checkout.checkoutId, signed)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC);
+    });
+
+    test("a page reloaded after a lost answer opens another checkout: its /submit answers the first payment, and pays nothing", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const first = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(first.transaction, buyer);
+      // Sent and landed, but the answer never came back.
+      const losing: Deps = { ...deps, ledger: { ...deps.ledger, submit: async (...a) => { await deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
+      expect(await codeOf(submitCheckout(losing, productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      const second = await startCheckout(deps, productId, wallet);
+      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
     });
 
     test("an unpaid checkout they crowd is closed once all are read and refused", async () => {

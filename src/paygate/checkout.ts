@@ -515,6 +515,19 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
   checkSignedPayment(checkout, token.mint, tx, wire);
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
+  // Only a transaction the wallet really signed is looked into and kept: anyone may open checkouts for
+  // any wallet, and must not record transactions in its name.
+  await requireSignatures(deps.verifier, tx);
+  // An earlier transaction of this wallet for this product that paid, or may still land, and this one
+  // would pay twice: its answer instead (pending: keep confirming) — for this checkout, or for another
+  // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
+  const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
+  if (earlier !== null) return earlier;
+  for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
+    if (other.id === checkout.id) continue;
+    const elsewhere = await settleSubmissions(deps, other, product, token);
+    if (elsewhere !== null) return elsewhere;
+  }
   // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
   // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)
   const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
@@ -526,20 +539,7 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
     );
   }
   // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
-  // its signature, by confirm, the watcher and checkout_pay's retry. Only a transaction the wallet really
-  // signed: anyone may open checkouts for any wallet, and must not record transactions in its name.
-  await requireSignatures(deps.verifier, tx);
-  // An earlier transaction of this wallet for this product that paid, or may still land, and this one
-  // would pay twice: for this checkout its answer (pending: keep confirming), for another one (a page
-  // reloaded, a checkout opened anew) a refusal naming it.
-  const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
-  if (earlier !== null) return earlier;
-  for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
-    if (other.id === checkout.id || (await settleSubmissions(deps, other, product, token)) === null) continue;
-    throw new AppError("CONFLICT", "this wallet already paid for this product in another checkout, or that payment may still land; wait a minute and check your access", {
-      details: { checkoutId: other.id },
-    });
-  }
+  // its signature, by confirm, the watcher and checkout_pay's retry.
   if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
     throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
   }

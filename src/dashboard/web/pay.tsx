@@ -69,7 +69,15 @@ function Pay() {
   const [step, setStep] = useState<Step>("idle");
   const [error, setError] = useState<unknown>(null);
   const [result, setResult] = useState<Result | null>(null);
-  const [checkoutId, setCheckoutId] = useState<string | undefined>(undefined);
+  // Kept for this tab across reloads: a retry after a reload must confirm the checkout already signed,
+  // not open another one (the server would answer the earlier payment's outcome anyway).
+  const stored = `walletgate.checkout.${productId}`;
+  const [checkoutId, setCheckoutIdState] = useState<string | undefined>(() => sessionStorage.getItem(stored) ?? undefined);
+  const setCheckoutId = (id: string | undefined) => {
+    if (id === undefined) sessionStorage.removeItem(stored);
+    else sessionStorage.setItem(stored, id);
+    setCheckoutIdState(id);
+  };
 
   useEffect(() => {
     api<Product>(`/pay/${encodeURIComponent(productId)}/product`).then(setProduct, setLoadError);
@@ -79,6 +87,7 @@ function Pay() {
   const finish = (answer: Result) => {
     setResult(answer);
     setStep("done");
+    setCheckoutId(undefined); // paid: a later visit buys anew
     const back = product === null ? null : safeRedirect(product);
     if (back !== null && answer.accessToken === undefined) {
       back.searchParams.set("txHash", answer.txHash!);
