@@ -303,6 +303,21 @@ describe("checkout", () => {
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
     });
 
+    test("the same when the watcher completed the first checkout before the reload; checkout_pay still buys anew on purpose", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const first = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(first.transaction, buyer);
+      const losing: Deps = { ...deps, ledger: { ...deps.ledger, submit: async (...a) => { await deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
+      expect(await codeOf(submitCheckout(losing, productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // it looks every 5 s
+      const second = await startCheckout(deps, productId, wallet);
+      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC);
+      const third = await startCheckout(deps, productId, wallet);
+      expect(await submitCheckout(deps, productId, third.checkoutId, signCheckout(third.transaction, buyer), { answerRecentPurchase: false })).toMatchObject({ status: "completed" });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(46n * USDC);
+    });
+
     test("an unpaid checkout they crowd is closed once all are read and refused", async () => {
       const { deps, clock, productId, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);

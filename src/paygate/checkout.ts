@@ -503,7 +503,17 @@ export async function confirmCheckout(deps: Deps, productId: string, checkoutId:
  * mismatch costs the buyer nothing), submits it and waits for confirmation (finalized on mainnet), then
  * confirms. A transaction the buyer already sent itself is confirmed, not refused.
  */
-export async function submitCheckout(deps: Deps, productId: string, checkoutId: string, signedBase64: string): Promise<ConfirmResult> {
+export async function submitCheckout(
+  deps: Deps,
+  productId: string,
+  checkoutId: string,
+  signedBase64: string,
+  /**
+   * A purchase of the product this wallet paid through /submit within a checkout's life is answered
+   * instead of paying again (the page: a reload after a lost answer). checkout_pay buys anew on purpose.
+   */
+  options: { answerRecentPurchase?: boolean } = {},
+): Promise<ConfirmResult> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
   const product = await productForSale(deps, productId);
@@ -527,6 +537,12 @@ export async function submitCheckout(deps: Deps, productId: string, checkoutId: 
     if (other.id === checkout.id) continue;
     const elsewhere = await settleSubmissions(deps, other, product, token);
     if (elsewhere !== null) return elsewhere;
+  }
+  // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
+  const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
+  if (options.answerRecentPurchase !== false) {
+    const [paid] = await store.findRecentlyPaidSubmittedCheckoutsOf(deps.db, productId, checkout.wallet, since, 1);
+    if (paid !== undefined && paid.id !== checkout.id) return settleCheckout(deps, paid);
   }
   // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
   // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)

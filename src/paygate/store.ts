@@ -301,6 +301,23 @@ export type Submission = { signature: string; blockhash: string };
 export type KeptSubmission = Submission & { submittedAt: number };
 
 /**
+ * The wallet's checkouts of a product that a transaction /submit sent paid since `since`, newest first
+ * (at most `limit`): a page reloaded after a lost answer must not pay again for what just landed.
+ */
+export async function findRecentlyPaidSubmittedCheckoutsOf(db: Db, productId: string, wallet: string, since: number, limit: number): Promise<CheckoutRow[]> {
+  return (
+    db.sqlite
+      .query(
+        `SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE id IN (
+           SELECT p.checkout_id FROM purchases p JOIN checkout_submissions s ON s.checkout_id = p.checkout_id AND s.signature = p.tx_hash
+           WHERE p.product_id = ? AND p.wallet = ? AND p.purchased_at >= ?
+           ORDER BY p.purchased_at DESC LIMIT ?)`,
+      )
+      .all(productId, wallet, since, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+  ).map(toCheckout);
+}
+
+/**
  * Records a transaction about to be sent for a checkout (before it is sent); false when the checkout
  * already holds `max` others (the same one again is no new one).
  */

@@ -44,7 +44,8 @@ export const checkoutPay = defineTool({
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
     let result;
     try {
-      result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed));
+      // A call without checkoutId buys anew on purpose (its retry protection is earlierPurchaseOf above).
+      result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed), { answerRecentPurchase: false });
     } catch (err) {
       // Only where the payment may have been sent (its outcome unknown) is the checkoutId worth resuming with;
       // a refusal before sending (funds, mismatch, state) leaves nothing that can land.

@@ -71,11 +71,22 @@ function Pay() {
   const [result, setResult] = useState<Result | null>(null);
   // Kept for this tab across reloads: a retry after a reload must confirm the checkout already signed,
   // not open another one (the server would answer the earlier payment's outcome anyway).
+  // (Where storage is blocked the page works as before, without it.)
   const stored = `walletgate.checkout.${productId}`;
-  const [checkoutId, setCheckoutIdState] = useState<string | undefined>(() => sessionStorage.getItem(stored) ?? undefined);
+  const [checkoutId, setCheckoutIdState] = useState<string | undefined>(() => {
+    try {
+      return sessionStorage.getItem(stored) ?? undefined;
+    } catch {
+      return undefined;
+    }
+  });
   const setCheckoutId = (id: string | undefined) => {
-    if (id === undefined) sessionStorage.removeItem(stored);
-    else sessionStorage.setItem(stored, id);
+    try {
+      if (id === undefined) sessionStorage.removeItem(stored);
+      else sessionStorage.setItem(stored, id);
+    } catch {
+      // storage blocked: kept in the page only
+    }
     setCheckoutIdState(id);
   };
 
@@ -137,7 +148,8 @@ function Pay() {
       if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and press Try again in a minute.");
       finish(answer);
     } catch (err) {
-      if (err instanceof ApiError && err.code === "INVALID_STATE") setCheckoutId(undefined);
+      // Closed, or not this wallet's (another account, or a stored one from an earlier visit): start anew.
+      if (err instanceof ApiError && (err.code === "INVALID_STATE" || err.code === "NOT_FOUND")) setCheckoutId(undefined);
       setError(err);
       setStep("idle");
     }
