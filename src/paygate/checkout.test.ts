@@ -291,24 +291,25 @@ describe("checkout", () => {
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC);
     });
 
+    /** A first checkout whose /submit sent and landed its payment, but whose answer never came back. */
+    async function paidWithAnswerLost() {
+      const s = await setup();
+      const first = await startCheckout(s.deps, s.productId, s.wallet);
+      const signed = signCheckout(first.transaction, s.buyer);
+      const losing: Deps = { ...s.deps, ledger: { ...s.deps.ledger, submit: async (...a) => { await s.deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
+      expect(await codeOf(submitCheckout(losing, s.productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      return { ...s, signed };
+    }
+
     test("a page reloaded after a lost answer opens another checkout: its /submit answers the first payment, and pays nothing", async () => {
-      const { deps, productId, buyer, wallet } = await setup();
-      const first = await startCheckout(deps, productId, wallet);
-      const signed = signCheckout(first.transaction, buyer);
-      // Sent and landed, but the answer never came back.
-      const losing: Deps = { ...deps, ledger: { ...deps.ledger, submit: async (...a) => { await deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
-      expect(await codeOf(submitCheckout(losing, productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      const { deps, productId, buyer, wallet, signed } = await paidWithAnswerLost();
       const second = await startCheckout(deps, productId, wallet);
       expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
     });
 
     test("the same when the watcher completed the first checkout before the reload; checkout_pay still buys anew on purpose", async () => {
-      const { deps, productId, buyer, wallet } = await setup();
-      const first = await startCheckout(deps, productId, wallet);
-      const signed = signCheckout(first.transaction, buyer);
-      const losing: Deps = { ...deps, ledger: { ...deps.ledger, submit: async (...a) => { await deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
-      expect(await codeOf(submitCheckout(losing, productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      const { deps, productId, buyer, wallet, signed } = await paidWithAnswerLost();
       expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // it looks every 5 s
       const second = await startCheckout(deps, productId, wallet);
       expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
