@@ -26,7 +26,7 @@ import {
   startCheckout,
   submitCheckout,
 } from "./checkout.ts";
-import { archiveProduct, createProduct, type ProductInput } from "./products.ts";
+import { archiveProduct, createProduct, updateProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
 import { eventBody } from "../webhooks/outbox.ts";
@@ -306,6 +306,15 @@ describe("checkout", () => {
       const second = await startCheckout(deps, productId, wallet);
       expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
+    });
+
+    test("the same when the owner changed the product's currency in between: the first payment is judged in its own", async () => {
+      const { deps, owner, productId, buyer, wallet, signed } = await paidWithAnswerLost();
+      await updateProduct(deps, owner, productId, { currency: "WGT" });
+      await deps.ledger.airdrop(wallet, { token: 10n ** 9n * 100n });
+      const second = await startCheckout(deps, productId, wallet);
+      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect((await listPurchases(deps, owner, {})).total).toBe(1);
     });
 
     test("the same when the watcher completed the first checkout before the reload; checkout_pay still buys anew on purpose", async () => {

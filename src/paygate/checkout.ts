@@ -244,10 +244,11 @@ function checkLandedPayment(checkout: store.CheckoutRow, mint: string, tx: Ledge
 /**
  * A completed checkout's answer. The access token is answered to every confirm of the checkout until
  * EXPIRY_GRACE_MS past its expiry (the watcher may have completed it first), and not after: a checkout id
- * is no lasting key to the buyer's token. Later the owner's token list and feature.unlocked have it.
+ * is no lasting key to the buyer's token. Later the owner's token list and feature.unlocked have it —
+ * and `signedByWallet`: the request carries the wallet's own signature (a /submit), so it is the buyer's.
  */
-async function completedResult(deps: Deps, checkout: store.CheckoutRow, purchase: store.PurchaseRow, accessToken?: string): Promise<ConfirmResult> {
-  const answered = accessToken !== undefined || deps.clock.now() <= checkout.expiresAt + EXPIRY_GRACE_MS;
+async function completedResult(deps: Deps, checkout: store.CheckoutRow, purchase: store.PurchaseRow, accessToken?: string, signedByWallet = false): Promise<ConfirmResult> {
+  const answered = accessToken !== undefined || signedByWallet || deps.clock.now() <= checkout.expiresAt + EXPIRY_GRACE_MS;
   const token = accessToken === undefined && answered ? await store.findFeatureTokenOfPurchase(deps.db, purchase.id) : null;
   const clear = accessToken ?? (token === null ? undefined : revealFeatureToken(deps, token));
   return { status: "completed", txHash: purchase.txHash, purchaseId: purchase.id, ...(clear === undefined ? {} : { accessToken: clear }) };
@@ -535,14 +536,19 @@ export async function submitCheckout(
   if (earlier !== null) return earlier;
   for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
     if (other.id === checkout.id) continue;
-    const elsewhere = await settleSubmissions(deps, other, product, token);
+    const elsewhere = await settleSubmissions(deps, other, product, await splToken(deps, other.token)); // its own currency
     if (elsewhere !== null) return elsewhere;
   }
   // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
   const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
   if (options.answerRecentPurchase !== false) {
     const [paid] = await store.findRecentlyPaidSubmittedCheckoutsOf(deps.db, productId, checkout.wallet, since, 1);
-    if (paid !== undefined && paid.id !== checkout.id) return settleCheckout(deps, paid);
+    if (paid !== undefined && paid.id !== checkout.id) {
+      await deps.db.settled();
+      const purchase = await store.findPurchase(deps.db, paid.purchaseId!);
+      // The wallet itself signed this request (requireSignatures above): its token is its own to see.
+      if (purchase !== null) return completedResult(deps, paid, purchase, undefined, true);
+    }
   }
   // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
   // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)
