@@ -84,6 +84,15 @@ async function checkoutOf(deps: Deps, productId: string, checkoutId: string): Pr
 const isClosed = (deps: Deps, checkout: store.CheckoutRow) => checkout.status === "expired" || deps.clock.now() >= checkout.expiresAt;
 
 /**
+ * No transaction is handed out or sent for a checkout this close to its expiry: one sent now could land
+ * after it (a blockhash lives 60–90 s, and the chain's clock may differ from ours), and a payment that
+ * landed late is refused — the buyer charged, nothing bought.
+ */
+export const SEND_MARGIN_MS = 2 * 60_000;
+const tooLate = () => new AppError("INVALID_STATE", "this checkout expires too soon for a payment to land in time; start a new one");
+const closingSoon = (deps: Deps, checkout: store.CheckoutRow) => deps.clock.now() + SEND_MARGIN_MS >= checkout.expiresAt;
+
+/**
  * The unsigned payment: CreateAssociatedTokenAccountIdempotent for payTo when its token account is
  * missing (paid by the buyer), then TransferChecked of the price carrying the reference, on a fresh blockhash.
  */
@@ -124,6 +133,7 @@ export async function startCheckout(
     if (checkout.wallet !== walletAddress) throw noCheckout();
     if (checkout.status === "completed") throw new AppError("INVALID_STATE", "this checkout is already paid");
     if (isClosed(deps, checkout)) throw expired();
+    if (closingSoon(deps, checkout)) throw tooLate();
   } else {
     const token = await splToken(deps, product.token);
     const now = deps.clock.now();
@@ -552,19 +562,24 @@ export async function submitCheckout(
   }
   // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
   // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)
+  // A transaction on chain already (sent by the buyer itself) is confirmed, not sent again.
+  const onChain = used !== null || (await deps.ledger.getTransaction(tx.signature)) !== null;
   const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
-  if (used === null && held < checkout.amount && (await deps.ledger.getTransaction(tx.signature)) === null) {
+  if (!onChain && held < checkout.amount) {
     const symbol = token.key.toUpperCase();
     throw new AppError(
       "INSUFFICIENT_FUNDS",
       `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
     );
   }
+  // Too close to expiry for a transaction sent now to land in time.
+  if (!onChain && closingSoon(deps, checkout)) throw tooLate();
   // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
   // its signature, by confirm, the watcher and checkout_pay's retry.
   if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
     throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
   }
+  if (onChain) return settleCheckout(deps, checkout);
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
