@@ -12,6 +12,7 @@ import { createLedger } from "./ledger/create.ts";
 import { createServiceMetrics, type ServiceMetrics } from "./metrics/metrics.ts";
 import { createOwnerRateLimiter, type OwnerRateLimiter } from "./paygate/rate-limit.ts";
 import { createReferenceReads, type ReferenceReads } from "./paygate/reference-reads.ts";
+import { createKeyedLock, type KeyedLock } from "./lib/keyed-lock.ts";
 import type { Ledger } from "./ledger/ledger.ts";
 
 export type Deps = Readonly<{
@@ -41,6 +42,8 @@ export type Deps = Readonly<{
     rateLimiter: OwnerRateLimiter;
     /** Transactions already read for open checkouts, and why each was refused (in memory). */
     referenceReads: ReferenceReads;
+    /** /submit's look for an earlier payment and its record of the new one, one at a time per wallet and product. */
+    submitLock: KeyedLock;
   }>;
   wallets: Readonly<{
     /** WALLET_ENCRYPTION_KEY: AES-256-GCM key of custodial wallets' secret keys. */
@@ -84,7 +87,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),
     ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier, log: input.log }),
-    paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter(), referenceReads: createReferenceReads() }),
+    paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter(), referenceReads: createReferenceReads(), submitLock: createKeyedLock() }),
     wallets: Object.freeze({ encryptionKey: secrets.walletEncryptionKey }),
   });
 }

@@ -345,6 +345,22 @@ describe("checkout", () => {
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(46n * USDC);
     });
 
+    test("two /submits at once for one wallet and product (two tabs, a retrying client) send one payment", async () => {
+      const { deps, clock, owner, productId, buyer, wallet } = await setup();
+      const a = await startCheckout(deps, productId, wallet);
+      clock.advance(1_000); // a fresh blockhash: another transaction for the same checkout
+      const again = await startCheckout(deps, productId, wallet, a.checkoutId);
+      const b = await startCheckout(deps, productId, wallet); // another tab
+      const answers = await Promise.all([
+        submitCheckout(deps, productId, a.checkoutId, signCheckout(a.transaction, buyer)),
+        submitCheckout(deps, productId, a.checkoutId, signCheckout(again.transaction, buyer)),
+        submitCheckout(deps, productId, b.checkoutId, signCheckout(b.transaction, buyer)),
+      ]);
+      expect(answers.filter((r) => r.status === "completed")).not.toHaveLength(0);
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // charged once
+      expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    });
+
     test("an unpaid checkout they crowd is closed once all are read and refused", async () => {
       const { deps, clock, productId, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);

@@ -539,47 +539,52 @@ export async function submitCheckout(
   // Only a transaction the wallet really signed is looked into and kept: anyone may open checkouts for
   // any wallet, and must not record transactions in its name.
   await requireSignatures(deps.verifier, tx);
-  // An earlier transaction of this wallet for this product that paid, or may still land, and this one
-  // would pay twice: its answer instead (pending: keep confirming) — for this checkout, or for another
-  // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
-  const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
-  if (earlier !== null) return earlier;
-  for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
-    if (other.id === checkout.id) continue;
-    const elsewhere = await settleSubmissions(deps, other, product, await splToken(deps, other.token)); // its own currency
-    if (elsewhere !== null) return elsewhere;
-  }
-  // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
-  const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
-  if (options.answerRecentPurchase !== false) {
-    const [paid] = await store.findRecentlyPaidSubmittedCheckoutsOf(deps.db, productId, checkout.wallet, since, 1);
-    if (paid !== undefined && paid.id !== checkout.id) {
-      await deps.db.settled();
-      const purchase = await store.findPurchase(deps.db, paid.purchaseId!);
-      // The wallet itself signed this request (requireSignatures above): its token is its own to see.
-      if (purchase !== null) return completedResult(deps, paid, purchase, undefined, true);
+  // From the look for an earlier payment to the record of this one, one /submit at a time per wallet and
+  // product: two at once (two tabs, a client retrying) would each find nothing and both send.
+  const decided = await deps.paygate.submitLock.run(`${checkout.wallet} ${productId}`, async (): Promise<ConfirmResult | { onChain: boolean }> => {
+    // An earlier transaction of this wallet for this product that paid, or may still land, and this one
+    // would pay twice: its answer instead (pending: keep confirming) — for this checkout, or for another
+    // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
+    const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
+    if (earlier !== null) return earlier;
+    for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
+      if (other.id === checkout.id) continue;
+      const elsewhere = await settleSubmissions(deps, other, product, await splToken(deps, other.token)); // its own currency
+      if (elsewhere !== null) return elsewhere;
     }
-  }
-  // A transfer of more than the wallet holds would fail on chain and still cost its fee: refuse it first.
-  // (Not for a transaction already on chain, sent by the buyer itself: that one is confirmed below.)
-  // A transaction on chain already (sent by the buyer itself) is confirmed, not sent again.
-  const onChain = used !== null || (await deps.ledger.getTransaction(tx.signature)) !== null;
-  const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
-  if (!onChain && held < checkout.amount) {
-    const symbol = token.key.toUpperCase();
-    throw new AppError(
-      "INSUFFICIENT_FUNDS",
-      `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
-    );
-  }
-  // Too close to expiry for a transaction sent now to land in time.
-  if (!onChain && closingSoon(deps, checkout)) throw tooLate();
-  // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
-  // its signature, by confirm, the watcher and checkout_pay's retry.
-  if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
-    throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
-  }
-  if (onChain) return settleCheckout(deps, checkout);
+    // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
+    const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
+    if (options.answerRecentPurchase !== false) {
+      const [paid] = await store.findRecentlyPaidSubmittedCheckoutsOf(deps.db, productId, checkout.wallet, since, 1);
+      if (paid !== undefined && paid.id !== checkout.id) {
+        await deps.db.settled();
+        const purchase = await store.findPurchase(deps.db, paid.purchaseId!);
+        // The wallet itself signed this request (requireSignatures above): its token is its own to see.
+        if (purchase !== null) return completedResult(deps, paid, purchase, undefined, true);
+      }
+    }
+    // A transaction on chain already (sent by the buyer itself) is confirmed, not sent again. Else a
+    // transfer of more than the wallet holds would fail on chain and still cost its fee: refused first.
+    const onChain = used !== null || (await deps.ledger.getTransaction(tx.signature)) !== null;
+    const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
+    if (!onChain && held < checkout.amount) {
+      const symbol = token.key.toUpperCase();
+      throw new AppError(
+        "INSUFFICIENT_FUNDS",
+        `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
+      );
+    }
+    // Too close to expiry for a transaction sent now to land in time.
+    if (!onChain && closingSoon(deps, checkout)) throw tooLate();
+    // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
+    // its signature, by confirm, the watcher and checkout_pay's retry.
+    if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
+      throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
+    }
+    return { onChain };
+  });
+  if (!("onChain" in decided)) return decided;
+  if (decided.onChain) return settleCheckout(deps, checkout);
   try {
     await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
