@@ -32,8 +32,8 @@ export const EXPIRY_GRACE_MS = 2 * 60_000;
 export const REFERENCE_PAGE = 1_000;
 export const REFERENCE_PAGES = 10;
 /**
- * Transactions read per look at one checkout. A transaction refused once is not read again
- * (deps.paygate.referenceReads), so each look gets further, and none costs more than this many reads.
+ * Transactions read per look at one checkout (besides those /submit sent). How far the reads got is kept
+ * (deps.paygate.referenceReads), so each look goes on from there, and none costs more than this many reads.
  */
 export const REFERENCE_READS = 20;
 export const WATCH_BATCH = 50;
@@ -324,7 +324,7 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   // Judged ones keep their refusal; one not readable (never landed, or a node behind) is null here.
   const submitted = new Map<string, AppError | null>();
   for (const { signature } of await store.listSubmissions(deps.db, checkout.id)) {
-    const outcome = await submittedOutcome(deps, checkout, product, token, signature);
+    const outcome = await readPayment(deps, checkout, product, token, signature);
     if (outcome === null || outcome instanceof AppError) submitted.set(signature, outcome);
     else return outcome;
   }
@@ -336,7 +336,7 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
     // payment would be, are out of reach: nothing is decided, and the watcher expires nothing.
     if (checkout.status === "expired") throw expired();
     if (deps.paygate.referenceReads.firstCrowded(checkout.id)) {
-      deps.log.warn("checkout reference crowded", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, transactions: signatures.length });
+      deps.log.warn("checkout reference crowded", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, transactions: signatures.length });
     }
     undecided();
     return { status: "pending" };
@@ -357,17 +357,12 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
         unread = true;
         break;
       }
-      const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
-      if (tx === null) {
-        refused = notReadable();
-      } else {
-        const outcome = await judgePayment(deps, checkout, product, token, tx);
-        if (!(outcome instanceof AppError)) {
-          reads.forget(checkout.id);
-          return outcome;
-        }
-        refused = outcome;
+      const outcome = await readPayment(deps, checkout, product, token, signature);
+      if (outcome !== null && !(outcome instanceof AppError)) {
+        reads.forget(checkout.id);
+        return outcome;
       }
+      refused = outcome ?? notReadable();
     }
     if (outcomeUnknown(refused)) contiguous = false;
     else {
@@ -396,6 +391,9 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   return { status: "pending" };
 }
 
+/** How log lines name a checkout: never by its id, which with the product id reveals the buyer's token (completedResult). */
+const checkoutKey = (checkoutId: string) => sha256Hex(checkoutId).slice(0, 12);
+
 const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carrying this checkout's reference is listed but cannot be read yet");
 
 /**
@@ -414,15 +412,15 @@ async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: st
   }
 }
 
-/** A transaction /submit sent for the checkout, judged: its purchase, its refusal, or null while not readable. */
-async function submittedOutcome(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, signature: string): Promise<ConfirmResult | AppError | null> {
+/** A transaction carrying the checkout's reference, read by signature and judged: its purchase, its refusal, or null while not readable. */
+async function readPayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, signature: string): Promise<ConfirmResult | AppError | null> {
   const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
   return tx === null ? null : judgePayment(deps, checkout, product, token, tx);
 }
 
 /**
  * The signatures of the transactions carrying a reference, oldest first (paygate.md step 3: confirmed,
- * and on mainnet finalized); `complete` is false when there are more than REFERENCE_PAGES pages of them.
+ * and on mainnet finalized); `complete` is false when they fill REFERENCE_PAGES pages (10,000 or more).
  */
 async function referenceSignatures(deps: Deps, reference: string): Promise<{ signatures: string[]; complete: boolean }> {
   const finalized = waitsForFinality(deps.config.network);
@@ -448,12 +446,23 @@ const EARLIER_ATTEMPTS = 5;
  * thrown, as paying would be.
  */
 export async function earlierPurchaseOf(deps: Deps, productId: string, walletAddress: string): Promise<CheckoutPayAnswer | null> {
+  const earlier = await earlierPayment(deps, productId, walletAddress);
+  // Paid, or still landing (pending, with its checkoutId to ask again with): either way, no new payment.
+  return earlier === null ? null : checkoutPayAnswer(deps, earlier.checkout, earlier.result);
+}
+
+/**
+ * The first of the wallet's open checkouts of the product (newest first, at most EARLIER_ATTEMPTS, but
+ * `skip`) whose kept transactions paid it or may still land (settleSubmissions), each judged in its own
+ * currency; null when none.
+ */
+async function earlierPayment(deps: Deps, productId: string, walletAddress: string, skip?: string): Promise<{ checkout: store.CheckoutRow; result: ConfirmResult } | null> {
   for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
+    if (checkout.id === skip) continue;
     const product = await store.findProduct(deps.db, checkout.productId);
     if (product === null) continue;
-    const earlier = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
-    // Paid, or still landing (pending, with its checkoutId to ask again with): either way, no new payment.
-    if (earlier !== null) return checkoutPayAnswer(deps, checkout, earlier);
+    const result = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
+    if (result !== null) return { checkout, result };
   }
   return null;
 }
@@ -471,7 +480,7 @@ const SUBMISSION_KEPT_MS = 2 * 60_000;
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
   for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkout.id)) {
     if (signature === except) continue;
-    const outcome = await submittedOutcome(deps, checkout, product, token, signature);
+    const outcome = await readPayment(deps, checkout, product, token, signature);
     if (outcome instanceof AppError) {
       if (outcomeUnknown(outcome)) throw outcome;
       continue; // refused
@@ -547,11 +556,8 @@ export async function submitCheckout(
     // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
     const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
     if (earlier !== null) return earlier;
-    for (const other of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, checkout.wallet, EARLIER_ATTEMPTS)) {
-      if (other.id === checkout.id) continue;
-      const elsewhere = await settleSubmissions(deps, other, product, await splToken(deps, other.token)); // its own currency
-      if (elsewhere !== null) return elsewhere;
-    }
+    const elsewhere = await earlierPayment(deps, productId, checkout.wallet, checkout.id);
+    if (elsewhere !== null) return elsewhere.result;
     // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
     const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
     if (options.answerRecentPurchase !== false) {
@@ -601,7 +607,6 @@ export async function submitCheckout(
   return settleCheckout(deps, checkout);
 }
 
-
 export type CheckoutWatcher = {
   /** One bounded round: returns how many checkouts it completed or expired. */
   runOnce(): Promise<number>;
@@ -628,7 +633,7 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
           }
         } catch (err) {
           if (outcomeUnknown(err)) {
-            deps.log.warn("checkout not settled", { checkoutKey: sha256Hex(checkout.id).slice(0, 12), productId: checkout.productId, error: errorText(err) });
+            deps.log.warn("checkout not settled", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, error: errorText(err) });
             continue;
           }
         }
