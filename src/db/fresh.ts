@@ -43,10 +43,12 @@ function embeddedImage(): Uint8Array | null {
  * or not at all (lib/durable.ts): no process ever opens half of it, two starting at once agree on one,
  * and a power cut leaves either no database or all of it. True when this call created it.
  */
-export function createFromImage(path: string, image: Uint8Array | null = embeddedImage()): boolean {
-  if (image === null || path === ":memory:" || existsSync(path)) return false;
+export function createFromImage(path: string, image?: Uint8Array | null): boolean {
+  if (path === ":memory:" || existsSync(path)) return false;
   // A log left by an earlier database (its file deleted, the log not) would be replayed onto the image:
   // then SQLite starts from an empty file as it always did, and the migrations build the database.
   if (existsSync(`${path}-wal`)) return false;
-  return createFilesDurably(dirname(path), [{ name: basename(path), data: image, mode: 0o644 }]).length === 1;
+  const bytes = image === undefined ? embeddedImage() : image; // unpacked only for a first start
+  if (bytes === null) return false;
+  return createFilesDurably(dirname(path), [{ name: basename(path), data: bytes, mode: 0o644 }]).length === 1;
 }
