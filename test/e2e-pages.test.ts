@@ -1,6 +1,7 @@
 // The rest of the pages in real headless Chromium: a Wallet Standard wallet and the keyboard alone for
 // sign-in; editing and archiving a product; an access pass bought ("Access granted", then back to the
-// redirect with ?txHash); a buyer without the money told so in words; tokens filtered and revoked;
+// redirect with ?txHash); a buyer without the money told so in words; a page that follows another
+// checkout's landing payment; tokens filtered and revoked;
 // purchases listed; a webhook secret revealed and rotated, a test event sent and resent; phone width.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sign } from "node:crypto";
@@ -183,6 +184,30 @@ e2e("more of the pages in Chromium", () => {
     const buyerSession = (await signIn(server.url, buyer)).sessionToken;
     const balances = await call(server.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token: buyerSession });
     expect(balances.body.data.balances.usdc).toBe(8); // 10 airdropped, 2 paid once
+  }, 45_000);
+
+  test("a /submit that waits on another checkout's payment: the page follows that checkout to the purchase", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Followed", type: "access", price: "1", accessDays: 1 });
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const first = await (await walletContext(browser!, buyer)).newPage();
+    const opened = first.waitForResponse((r) => r.url().endsWith("/checkout"));
+    await first.goto(p.paymentUrl);
+    await first.getByRole("button", { name: "Pay with wallet" }).click();
+    const paidCheckout = (await (await opened).json()).checkoutId as string;
+    await first.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    // The server's answer while the first tab's payment is still landing (the embedded ledger lands it at
+    // once, so that moment is played here): nothing sent, and the checkout to follow named.
+    const page = await (await walletContext(browser!, buyer)).newPage();
+    await page.route("**/submit", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ status: "pending", checkoutId: paidCheckout }) }),
+    );
+    await page.goto(p.paymentUrl);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    expect((await call(server.url, "/dashboard/api/purchases", { token })).body.total).toBe(1);
   }, 45_000);
 
   test("switching from editing one product to another edits the other one", async () => {

@@ -54,7 +54,11 @@ export type CheckoutView = {
   expiresAt: string;
 };
 
-export type ConfirmResult = { status: "pending" } | { status: "completed"; txHash: string; purchaseId: string; accessToken?: string };
+/**
+ * `pending` names a `checkoutId` only where /submit waits on another checkout of the wallet for the
+ * product (its payment may still land): that is the checkout to confirm, not the one asked about.
+ */
+export type ConfirmResult = { status: "pending"; checkoutId?: string } | { status: "completed"; txHash: string; purchaseId: string; accessToken?: string };
 
 type SplToken = TokenInfo & { mint: string };
 
@@ -557,7 +561,8 @@ export async function submitCheckout(
     const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
     if (earlier !== null) return earlier;
     const elsewhere = await earlierPayment(deps, productId, checkout.wallet, checkout.id);
-    if (elsewhere !== null) return elsewhere.result;
+    // This checkout will never be paid then: the caller follows the other one.
+    if (elsewhere !== null) return elsewhere.result.status === "pending" ? { status: "pending", checkoutId: elsewhere.checkout.id } : elsewhere.result;
     // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
     const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
     if (options.answerRecentPurchase !== false) {

@@ -183,3 +183,40 @@ test("checkout_pay's retry pays nothing while an earlier transaction may still l
   expect(await registry.call(ctx, "checkout_pay", { productId: product.productId })).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
 });
+
+test("two checkout_pay calls at once pay once; the later one answers pending with the earlier call's checkoutId, which resumes to the purchase", async () => {
+  const { deps: base } = await testDeps();
+  // The first payment is held on its way to the ledger (recorded by /submit, not landed yet).
+  const gate = Promise.withResolvers<void>();
+  let sends = 0;
+  const ledger = {
+    ...base.ledger,
+    submit: async (...args: Parameters<typeof base.ledger.submit>) => {
+      if (sends++ === 0) await gate.promise;
+      return base.ledger.submit(...args);
+    },
+  };
+  const deps = { ...base, ledger } as typeof base;
+  const product = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Pass", description: "", type: "access", price: "2" });
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  const registry = createToolRegistry(deps);
+  const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+
+  const first = registry.call(ctx, "checkout_pay", { productId: product.productId });
+  const second = await registry.call(ctx, "checkout_pay", { productId: product.productId });
+  if (!second.success) throw new Error(JSON.stringify(second));
+  expect(second.data).toMatchObject({ status: "pending", amount: "2", currency: "USDC" });
+  gate.resolve();
+  const paid = await first;
+  if (!paid.success) throw new Error(JSON.stringify(paid));
+  expect(paid.data).toMatchObject({ status: "completed" });
+  const waitingOn = (second.data as { checkoutId: string }).checkoutId;
+  expect(waitingOn).toBe((paid.data as { checkoutId: string }).checkoutId); // the earlier call's checkout
+  expect(await registry.call(ctx, "checkout_pay", { productId: product.productId, checkoutId: waitingOn })).toMatchObject({
+    success: true,
+    data: { status: "completed", checkoutId: waitingOn, txHash: (paid.data as { txHash: string }).txHash },
+  });
+  expect(sends).toBe(1);
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+});

@@ -53,6 +53,10 @@ export const checkoutPay = defineTool({
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
       throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
     }
+    // Waiting on an earlier call's payment (two calls at once): that checkout is the one to resume with.
+    if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkout.checkoutId) {
+      return resumeCheckout(deps, input.productId, wallet.walletAddress, result.checkoutId);
+    }
     return { ...result, checkoutId: checkout.checkoutId, amount: checkout.amount, currency: checkout.currency, payTo: checkout.payTo };
   },
 });

@@ -9,7 +9,7 @@ import { CopyButton, ErrorText, TxLink } from "./ui.tsx";
 
 type Product = { productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string; network: string; accessDays: number | null; redirectOrigins: string[]; status: string };
 type Checkout = { checkoutId: string; transaction: string; amount: string; currency: string; expiresAt: string };
-type Result = { status: "completed" | "pending"; txHash?: string; purchaseId?: string; accessToken?: string };
+type Result = { status: "completed" | "pending"; txHash?: string; purchaseId?: string; accessToken?: string; checkoutId?: string };
 type Step = "idle" | "connecting" | "signing" | "confirming" | "done";
 
 const productId = (() => {
@@ -135,10 +135,14 @@ function Pay() {
       const signed = await wallet.signTransaction(fromBase64(checkout.transaction));
       setStep("confirming");
       let answer = await api<Result>(`${base}/submit`, { body: { checkoutId: checkout.checkoutId, transaction: toBase64(signed) } });
+      // Nothing was sent because a payment this wallet signed for another checkout (another tab, before a
+      // reload) may still land: that checkout is the one to follow, and to retry with.
+      const following = answer.status === "pending" && answer.checkoutId !== undefined ? answer.checkoutId : checkout.checkoutId;
+      if (following !== checkout.checkoutId) setCheckoutId(following);
       for (let i = 0; answer.status === "pending" && i < 60; i++) {
         await new Promise((r) => setTimeout(r, 2000));
         try {
-          answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: checkout.checkoutId } });
+          answer = await api<Result>(`${base}/confirm`, { body: { checkoutId: following } });
         } catch (err) {
           // Many buyers behind one address share its limit on confirms, and the chain can be slow to say
           // when the payment landed: either only skips this look.
