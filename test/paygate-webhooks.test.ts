@@ -87,6 +87,17 @@ describe("webhooks", () => {
         expect(server.output()).not.toContain(text);
       }
     }
+
+    // A second rotation within the day does not cut the first old secret's day short: the receiver,
+    // still on the very first secret, verifies. Four replaced secrets sign at most; a fifth rotation waits.
+    for (let i = 0; i < 3; i++) expect((await dash(`/webhooks/${endpoint.body.endpointId}/rotate-secret`, { method: "POST" })).status).toBe(200);
+    const full = await dash(`/webhooks/${endpoint.body.endpointId}/rotate-secret`, { method: "POST" });
+    expect([full.status, full.body.code]).toEqual([429, "RATE_LIMITED"]);
+    expect(full.body.retryAfter).toBeGreaterThan(23 * 3600);
+    expect(full.headers.get("retry-after")).toBe(String(full.body.retryAfter));
+    await dash("/products", { body: { ...product, title: "Pro 2" } });
+    const later = await until(() => hook.received.filter((r) => r.body.type === "product.created").at(1), 5_000);
+    expect(later.verified).toBe(true); // with the first secret, four rotations later
   }, 30_000);
 
   test("an event committed before kill -9 is delivered after the restart", async () => {

@@ -169,8 +169,11 @@ export function dashboardApiRoutes(deps: Deps) {
       })
       .post("/webhooks/:id/rotate-secret", ({ request, params }) => rotateEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
         params: Id,
-        detail: { summary: "A new secret; the old one keeps signing alongside it for 24 hours" },
-        response: { 404: ErrorBody },
+        detail: {
+          summary: "A new secret; the old one keeps signing alongside it for 24 hours",
+          description: "Each replaced secret signs for 24 hours after its own rotation, at most four at once: a fifth rotation within a day is 429 until the oldest stops.",
+        },
+        response: { 404: ErrorBody, 429: ErrorBody },
       })
       .get("/webhooks/:id/secret", ({ request, params }) => revealEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
         params: Id,

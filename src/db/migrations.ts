@@ -15,6 +15,7 @@ import m0013 from "./migrations/0013_order_offers.sql" with { type: "text" };
 import m0014 from "./migrations/0014_auth_by_wallet_jti.sql" with { type: "text" };
 import m0015 from "./migrations/0015_sealed_event_bodies.sql" with { type: "text" };
 import m0016 from "./migrations/0016_checkout_submissions.sql" with { type: "text" };
+import m0017 from "./migrations/0017_webhook_previous_secrets.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -35,4 +36,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 14, name: "auth_by_wallet_jti", sql: m0014 },
   { version: 15, name: "sealed_event_bodies", sql: m0015 },
   { version: 16, name: "checkout_submissions", sql: m0016 },
+  { version: 17, name: "webhook_previous_secrets", sql: m0017 },
 ];

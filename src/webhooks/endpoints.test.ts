@@ -12,6 +12,7 @@ import {
   getEndpoint,
   listEndpoints,
   MAX_ENDPOINTS_PER_OWNER,
+  MAX_PREVIOUS_SECRETS,
   PREVIOUS_SECRET_TTL_MS,
   revealEndpointSecret,
   rotateEndpointSecret,
@@ -21,6 +22,10 @@ import {
 import { listDeliveries, sendTestEvent } from "./outbox.ts";
 import { webhookSecretBytes } from "./signing.ts";
 import * as store from "./store.ts";
+import { purgeWebhooks } from "./purge.ts";
+import { openDatabase } from "../db/open.ts";
+import { migrate } from "../db/migrate.ts";
+import { MIGRATIONS } from "../db/migrations.ts";
 
 const setup = (env: Record<string, string> = {}) => testDeps(env);
 
@@ -139,27 +144,86 @@ describe("the secret", () => {
     // Copy A's sealed secret into B's row: GCM refuses it there (the AAD is the endpoint id).
     db.sqlite.query("UPDATE webhook_endpoints SET secret_iv = ?, secret_ciphertext = ? WHERE id = ?").run(rowA.secretIv, rowA.secretCiphertext, b.endpointId);
     expect(await codeOf(revealEndpointSecret(deps, owner, b.endpointId))).toBe("INTERNAL_ERROR");
-    expect(endpointSigningSecrets(deps, (await store.findEndpoint(db, b.endpointId))!, deps.clock.now())).toBeNull();
+    expect(endpointSigningSecrets(deps, (await store.findEndpoint(db, b.endpointId))!, [], deps.clock.now())).toBeNull();
   });
 
   test("rotation: a new secret; the old one signs alongside for 24 hours, then alone the new one", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
     const { endpointId, secret: first } = await createEndpoint(deps, owner, { url: "https://a.example.com/", events: ["payment.completed"] });
-    const row = async () => (await store.findEndpoint(db, endpointId))!;
-    expect(endpointSigningSecrets(deps, await row(), clock.now())).toEqual([first]);
+    const signing = async () => endpointSigningSecrets(deps, (await store.findEndpoint(db, endpointId))!, await store.listSigningPreviousSecrets(db, endpointId, clock.now()), clock.now());
+    expect(await signing()).toEqual([first]);
 
     const { secret: second } = await rotateEndpointSecret(deps, owner, endpointId);
     expect(second).not.toBe(first);
     expect(await revealEndpointSecret(deps, owner, endpointId)).toEqual({ secret: second });
-    expect(endpointSigningSecrets(deps, await row(), clock.now())).toEqual([second, first]);
+    expect(await signing()).toEqual([second, first]);
     clock.advance(PREVIOUS_SECRET_TTL_MS - 1);
-    expect(endpointSigningSecrets(deps, await row(), clock.now())).toEqual([second, first]);
+    expect(await signing()).toEqual([second, first]);
     clock.advance(1);
-    expect(endpointSigningSecrets(deps, await row(), clock.now())).toEqual([second]);
+    expect(await signing()).toEqual([second]);
 
-    // A second rotation keeps only the one just replaced.
     const { secret: third } = await rotateEndpointSecret(deps, owner, endpointId);
-    expect(endpointSigningSecrets(deps, await row(), clock.now())).toEqual([third, second]);
+    expect(await signing()).toEqual([third, second]);
+    expect(await codeOf(rotateEndpointSecret(deps, wallet(), endpointId))).toBe("NOT_FOUND"); // another owner's
+  });
+
+  test("migration 17 moves a replaced secret still signing out of the endpoint's row, bytes and day unchanged", () => {
+    const db = openDatabase(":memory:");
+    migrate(db.sqlite, 1, MIGRATIONS.filter((m) => m.version <= 16));
+    const [iv, ct, oldIv, oldCt] = [12, 48, 12, 48].map((n, i) => new Uint8Array(n).fill(i + 1));
+    db.sqlite
+      .query(
+        `INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, previous_secret_iv, previous_secret_ciphertext, previous_secret_until, created_at, updated_at)
+         VALUES ('whe_a', 'o', 'https://a.example.com/', '[]', 1, ?, ?, ?, ?, 5000, 1, 2), ('whe_b', 'o', 'https://b.example.com/', '[]', 0, ?, ?, NULL, NULL, NULL, 3, 4)`,
+      )
+      .run(iv!, ct!, oldIv!, oldCt!, iv!, ct!);
+    expect(migrate(db.sqlite, 2).applied).toEqual([17]);
+    expect(db.sqlite.query("SELECT endpoint_id, secret_iv, secret_ciphertext, signs_until FROM webhook_previous_secrets").all()).toEqual([
+      { endpoint_id: "whe_a", secret_iv: oldIv, secret_ciphertext: oldCt, signs_until: 5000 },
+    ]);
+    expect(db.sqlite.query("SELECT id, enabled, secret_iv, created_at, updated_at FROM webhook_endpoints ORDER BY id").all()).toEqual([
+      { id: "whe_a", enabled: 1, secret_iv: iv, created_at: 1, updated_at: 2 },
+      { id: "whe_b", enabled: 0, secret_iv: iv, created_at: 3, updated_at: 4 },
+    ]);
+    db.close();
+  });
+
+  test("two rotations within a day: each replaced secret signs for its own 24 hours; at most MAX_PREVIOUS_SECRETS at once", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const { endpointId, secret: a } = await createEndpoint(deps, owner, { url: "https://a.example.com/", events: ["payment.completed"] });
+    const signing = async () => endpointSigningSecrets(deps, (await store.findEndpoint(db, endpointId))!, await store.listSigningPreviousSecrets(db, endpointId, clock.now()), clock.now());
+    const { secret: b } = await rotateEndpointSecret(deps, owner, endpointId);
+    clock.advance(60 * 60_000);
+    const { secret: c } = await rotateEndpointSecret(deps, owner, endpointId);
+    expect(await signing()).toEqual([c, b, a]); // a's day is not cut short by the second rotation
+    clock.advance(PREVIOUS_SECRET_TTL_MS - 60 * 60_000);
+    expect(await signing()).toEqual([c, b]); // a's 24 hours are over; b's go on for one more hour
+    clock.advance(60 * 60_000);
+    expect(await signing()).toEqual([c]);
+
+    // Each replaced secret adds a signature to every delivery: a rotation beyond the cap waits for the oldest.
+    const secrets = [c];
+    for (let i = 0; i < MAX_PREVIOUS_SECRETS; i++) {
+      secrets.unshift((await rotateEndpointSecret(deps, owner, endpointId)).secret);
+      clock.advance(1_000);
+    }
+    expect(await signing()).toEqual(secrets);
+    const refused = await rotateEndpointSecret(deps, owner, endpointId).catch((err: unknown) => err);
+    expect(refused).toMatchObject({ code: "RATE_LIMITED", extra: { retryAfter: PREVIOUS_SECRET_TTL_MS / 1000 - MAX_PREVIOUS_SECRETS } });
+    expect(await revealEndpointSecret(deps, owner, endpointId)).toEqual({ secret: secrets[0]! }); // unchanged
+    clock.advance((PREVIOUS_SECRET_TTL_MS / 1000 - MAX_PREVIOUS_SECRETS) * 1000);
+    const { secret: next } = await rotateEndpointSecret(deps, owner, endpointId);
+    expect(await signing()).toEqual([next, ...secrets.slice(0, MAX_PREVIOUS_SECRETS)]);
+
+    // The purge deletes those past their day; deleting the endpoint deletes the rest.
+    const count = () => (db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_previous_secrets WHERE endpoint_id = ?").get(endpointId) as { n: number }).n;
+    expect(count()).toBe(MAX_PREVIOUS_SECRETS); // the one past its day went in the rotation's write
+    clock.advance(1_000);
+    expect((await purgeWebhooks(deps)).webhookOldSecrets).toBe(1);
+    expect(count()).toBe(MAX_PREVIOUS_SECRETS - 1);
+    await deleteEndpoint(deps, owner, endpointId);
+    expect(count()).toBe(0);
   });
 });

@@ -23,6 +23,8 @@ export const MAX_URL_LENGTH = 2048;
 export const MAX_ENDPOINTS_PER_OWNER = 20;
 /** After a rotation the old secret keeps signing alongside the new one this long. */
 export const PREVIOUS_SECRET_TTL_MS = DAY_MS;
+/** Replaced secrets that may sign at once (rotations within one day): each adds a signature to every delivery. */
+export const MAX_PREVIOUS_SECRETS = 4;
 
 export type WebhookEndpoint = { endpointId: string; url: string; events: WebhookEventType[]; enabled: boolean; createdAt: string };
 
@@ -93,15 +95,14 @@ export function openWebhookSecret(deps: Deps, ownerId: string, iv: Uint8Array, c
 }
 
 /**
- * The secrets an attempt is signed with: the current one, and the previous one while its 24 hours after
- * a rotation last. Null when a secret cannot be decrypted (the key changed); never throws.
+ * The secrets an attempt is signed with: the current one, then each replaced one still in its 24 hours
+ * after its rotation (`previous`, as store.listSigningPreviousSecrets gives them). Null when a secret
+ * cannot be decrypted (the key changed); never throws.
  */
-export function endpointSigningSecrets(deps: Deps, row: store.EndpointRow, now: number): string[] | null {
+export function endpointSigningSecrets(deps: Deps, row: store.EndpointRow, previous: readonly store.PreviousSecretRow[], now: number): string[] | null {
   try {
     const secrets = [openWebhookSecret(deps, row.id, row.secretIv, row.secretCiphertext)];
-    if (row.previousSecretIv !== null && row.previousSecretCiphertext !== null && row.previousSecretUntil !== null && row.previousSecretUntil > now) {
-      secrets.push(openWebhookSecret(deps, row.id, row.previousSecretIv, row.previousSecretCiphertext));
-    }
+    for (const old of previous) if (old.signsUntil > now) secrets.push(openWebhookSecret(deps, row.id, old.secretIv, old.secretCiphertext));
     return secrets;
   } catch {
     return null;
@@ -165,14 +166,25 @@ export async function deleteEndpoint(deps: Deps, owner: string, endpointId: stri
   return { deleted: true };
 }
 
-/** POST /webhooks/:id/rotate-secret: a new secret; the old one keeps signing alongside for 24 hours. */
+/**
+ * POST /webhooks/:id/rotate-secret: a new secret; the old one keeps signing alongside for 24 hours (each
+ * replaced secret its own 24 hours, at most MAX_PREVIOUS_SECRETS at once).
+ */
 export async function rotateEndpointSecret(deps: Deps, owner: string, endpointId: string): Promise<{ secret: string }> {
   const now = deps.clock.now();
   const secretBytes = deps.random(WEBHOOK_SECRET_BYTES);
   try {
     const sealed = sealWebhookSecret(deps, endpointId, secretBytes);
-    const rotated = await store.rotateEndpointSecret(deps.db, owner, endpointId, { ...sealed, previousUntil: now + PREVIOUS_SECRET_TTL_MS }, now);
-    if (!rotated) throw notFound();
+    const outcome = await store.rotateEndpointSecret(deps.db, owner, endpointId, { ...sealed, previousUntil: now + PREVIOUS_SECRET_TTL_MS }, now, MAX_PREVIOUS_SECRETS);
+    if (!outcome.rotated && outcome.reason === "not_found") throw notFound();
+    if (!outcome.rotated) {
+      const retryAfter = Math.max(1, Math.ceil((outcome.oldestSignsUntil - now) / 1000));
+      throw new AppError(
+        "RATE_LIMITED",
+        `${MAX_PREVIOUS_SECRETS} replaced secrets of this endpoint still sign (each for 24 hours after its rotation); rotate again once the oldest stops`,
+        { retryAfter },
+      );
+    }
     deps.log.info("webhook secret rotated", { owner, endpointId });
     return { secret: formatWebhookSecret(secretBytes) };
   } finally {

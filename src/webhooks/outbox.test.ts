@@ -356,10 +356,10 @@ describe("sealed event bodies", () => {
     await db.write(() => store.setEventPayloadInWrite(db, eventId, sealed, clear));
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received.map((r) => r.body)).toEqual([clear]);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1, webhookOldSecrets: 0 });
     expect((await store.findEvent(db, eventId))!.payload).toStartWith("sealed:v1:");
     expect(await eventBody(deps, eventId)).toBe(clear);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
   });
 
   test("a body that does not open (another key, altered bytes) is a failed attempt, and nothing is sent", async () => {
@@ -684,12 +684,12 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
     clock.advance(30 * DAY_MS - 1); // not yet past the retention
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
     clock.advance(2);
     const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -705,7 +705,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     const { owner, ep } = await queuedForOneEndpoint(deps, db, clock);
     expect(await worker(deps).runOnce()).toBe(1);
     clock.advance(3650 * DAY_MS);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
     expect(await deliveriesOf(deps, owner, ep.endpointId)).toHaveLength(1);
   });
 });

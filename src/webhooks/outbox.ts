@@ -278,7 +278,8 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     if (d.endpointKind === "owner_endpoint") {
       const row = await store.findEndpoint(deps.db, d.endpointId);
       if (row === null || row.enabled !== 1) return null;
-      return { url: row.url, secrets: endpointSigningSecrets(deps, row, now), maxResponseBytes: RECORDED_RESPONSE_BYTES };
+      const previous = await store.listSigningPreviousSecrets(deps.db, row.id, now);
+      return { url: row.url, secrets: endpointSigningSecrets(deps, row, previous, now), maxResponseBytes: RECORDED_RESPONSE_BYTES };
     }
     const agent = await options.agents!.resolve(d.endpointId);
     if (agent === null || !agent.enabled) return null;

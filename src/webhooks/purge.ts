@@ -1,15 +1,17 @@
 // The purge's webhook part (WEBHOOK_RETENTION_DAYS): finished deliveries, their attempts and their
 // events, once older than the retention. Off (0) by default: paygate.md lets an owner resend any delivery.
-// It also seals event bodies that an earlier version stored in clear.
+// It also seals event bodies that an earlier version stored in clear, and deletes replaced signing
+// secrets past their 24 hours.
 import type { Deps } from "../deps.ts";
 import { sealClearEventBodies } from "./outbox.ts";
 import * as store from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
 
-export async function purgeWebhooks(deps: Deps): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number }> {
+export async function purgeWebhooks(deps: Deps): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
   const webhookBodiesSealed = await sealClearEventBodies(deps); // left in clear by an earlier version
+  const webhookOldSecrets = await store.purgePreviousSecrets(deps.db, deps.clock.now()); // past their 24 hours
   const days = deps.config.webhookRetentionDays;
-  if (days === 0) return { webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed };
+  if (days === 0) return { webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed, webhookOldSecrets };
   const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS);
-  return { webhookDeliveries: deliveries, webhookEvents: events, webhookBodiesSealed };
+  return { webhookDeliveries: deliveries, webhookEvents: events, webhookBodiesSealed, webhookOldSecrets };
 }

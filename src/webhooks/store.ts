@@ -14,19 +14,15 @@ export type EndpointRow = {
   enabled: number;
   secretIv: Uint8Array;
   secretCiphertext: Uint8Array;
-  previousSecretIv: Uint8Array | null;
-  previousSecretCiphertext: Uint8Array | null;
-  previousSecretUntil: number | null;
   createdAt: number;
   updatedAt: number;
 };
 
 const ENDPOINT_COLUMNS = `id, owner, url, events, enabled, secret_iv AS secretIv, secret_ciphertext AS secretCiphertext,
-  previous_secret_iv AS previousSecretIv, previous_secret_ciphertext AS previousSecretCiphertext,
-  previous_secret_until AS previousSecretUntil, created_at AS createdAt, updated_at AS updatedAt`;
+  created_at AS createdAt, updated_at AS updatedAt`;
 
 /** Inserts the endpoint unless the owner already has `maxPerOwner`; false when over the limit. */
-export function insertEndpoint(db: Db, row: Omit<EndpointRow, "previousSecretIv" | "previousSecretCiphertext" | "previousSecretUntil">, maxPerOwner: number): Promise<boolean> {
+export function insertEndpoint(db: Db, row: EndpointRow, maxPerOwner: number): Promise<boolean> {
   return db.write(() => {
     const { count } = db.sqlite.query("SELECT COUNT(*) AS count FROM webhook_endpoints WHERE owner = ?").get(row.owner) as { count: number };
     if (count >= maxPerOwner) return false;
@@ -69,9 +65,25 @@ export function updateEndpoint(db: Db, owner: string, id: string, patch: Endpoin
   });
 }
 
+/** A replaced secret, sealed, that signs until `signsUntil`. */
+export type PreviousSecretRow = { secretIv: Uint8Array; secretCiphertext: Uint8Array; signsUntil: number };
+
+/** The endpoint's replaced secrets still signing at `now`, the most recently replaced first. */
+export async function listSigningPreviousSecrets(db: Db, endpointId: string, now: number): Promise<PreviousSecretRow[]> {
+  return db.sqlite
+    .query(
+      `SELECT secret_iv AS secretIv, secret_ciphertext AS secretCiphertext, signs_until AS signsUntil
+       FROM webhook_previous_secrets WHERE endpoint_id = ? AND signs_until > ? ORDER BY signs_until DESC, rowid DESC`,
+    )
+    .all(endpointId, now) as PreviousSecretRow[];
+}
+
+export type RotateOutcome = { rotated: true } | { rotated: false; reason: "not_found" } | { rotated: false; reason: "full"; oldestSignsUntil: number };
+
 /**
- * Makes the given sealed secret current and the current one previous until `previousUntil`, in one
- * statement (SET reads the row as it was). False when the endpoint is not the owner's.
+ * Makes the given sealed secret current; the current one signs on until `previousUntil`, alongside any
+ * replaced earlier that still sign. Refused (`full`) while `maxPrevious` replaced secrets still sign. One
+ * write; replaced secrets that no longer sign are deleted in it.
  */
 export function rotateEndpointSecret(
   db: Db,
@@ -79,18 +91,30 @@ export function rotateEndpointSecret(
   id: string,
   next: { secretIv: Uint8Array; secretCiphertext: Uint8Array; previousUntil: number },
   now: number,
-): Promise<boolean> {
-  return db.write(() => {
-    const row = db.sqlite
-      .query(
-        `UPDATE webhook_endpoints SET
-           previous_secret_iv = secret_iv, previous_secret_ciphertext = secret_ciphertext, previous_secret_until = ?,
-           secret_iv = ?, secret_ciphertext = ?, updated_at = ?
-         WHERE id = ? AND owner = ? RETURNING id`,
-      )
-      .get(next.previousUntil, next.secretIv, next.secretCiphertext, now, id, owner);
-    return row !== null;
+  maxPrevious: number,
+): Promise<RotateOutcome> {
+  return db.write((): RotateOutcome => {
+    const current = db.sqlite.query("SELECT secret_iv AS iv, secret_ciphertext AS ciphertext FROM webhook_endpoints WHERE id = ? AND owner = ?").get(id, owner) as
+      | { iv: Uint8Array; ciphertext: Uint8Array }
+      | null;
+    if (current === null) return { rotated: false, reason: "not_found" };
+    db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ? AND signs_until <= ?").run(id, now);
+    const { count, oldest } = db.sqlite.query("SELECT COUNT(*) AS count, MIN(signs_until) AS oldest FROM webhook_previous_secrets WHERE endpoint_id = ?").get(id) as {
+      count: number;
+      oldest: number | null;
+    };
+    if (count >= maxPrevious) return { rotated: false, reason: "full", oldestSignsUntil: oldest! };
+    db.sqlite
+      .query("INSERT INTO webhook_previous_secrets (endpoint_id, secret_iv, secret_ciphertext, signs_until) VALUES (?, ?, ?, ?)")
+      .run(id, current.iv, current.ciphertext, next.previousUntil);
+    db.sqlite.query("UPDATE webhook_endpoints SET secret_iv = ?, secret_ciphertext = ?, updated_at = ? WHERE id = ?").run(next.secretIv, next.secretCiphertext, now, id);
+    return { rotated: true };
   });
+}
+
+/** Deletes replaced secrets that no longer sign (the purge). */
+export function purgePreviousSecrets(db: Db, now: number): Promise<number> {
+  return db.write(() => db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE signs_until <= ?").run(now).changes);
 }
 
 /** Deletes the owner's endpoint with its deliveries (and, by cascade, their attempts). */
@@ -99,6 +123,7 @@ export function deleteEndpoint(db: Db, owner: string, id: string): Promise<boole
     const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
     if (row === null) return false;
     db.sqlite.query("DELETE FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ?").run(id);
+    db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
     return true;
   });
 }
