@@ -1,6 +1,11 @@
 // Products in-process: the per-owner cap (a thousand products over HTTP would only be slower), a
-// currency without a mint on the network (devnet without SERVICE_TOKEN_MINT), and an edit racing an archive.
+// currency without a mint on the network (devnet without SERVICE_TOKEN_MINT), a change of currency keeping
+// the price at both tokens' scales, a product priced in a token the service no longer has, and an edit
+// racing an archive.
 import { expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
@@ -47,4 +52,35 @@ test("an edit racing an archive never brings the product back, and two archives 
   // Each event tells the status the row had when it was written: none after the archive says active.
   const statuses = await Promise.all(events.map(async (e) => [e.type, JSON.parse((await eventBody(deps, e.id))!).status]));
   expect(statuses.slice(statuses.findIndex(([type]) => type === "product.archived")).every(([, status]) => status === "archived")).toBe(true);
+});
+
+test("a change of currency alone keeps the price, read at the old currency's scale, whatever the new one's decimals", async () => {
+  for (const decimals of ["9", "2"]) {
+    const { deps } = await testDeps({ SERVICE_TOKEN_DECIMALS: decimals });
+    const owner = newWallet().address;
+    const usdc = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1.5" });
+    expect(await updateProduct(deps, owner, usdc.productId, { currency: "WGT" })).toMatchObject({ price: "1.5", currency: "WGT" });
+    expect(await updateProduct(deps, owner, usdc.productId, { currency: "USDC" })).toMatchObject({ price: "1.5", currency: "USDC" });
+    // A price the new currency cannot hold is refused, and nothing changes.
+    await updateProduct(deps, owner, usdc.productId, { price: "1.125" });
+    expect(await codeOf(updateProduct(deps, owner, usdc.productId, { currency: "WGT" }))).toBe(decimals === "2" ? "VALIDATION_ERROR" : "OK");
+  }
+});
+
+test("a product priced in a token the service no longer has: other edits work; a new price needs a currency", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "wg-products-"));
+  try {
+    const before = await testDeps({}, { dbPath: join(dir, "db") });
+    const owner = newWallet().address;
+    const wgt = await createProduct(before.deps, owner, { title: "Pass", description: "", type: "access", price: "2", currency: "WGT" });
+    before.db.close();
+    const { deps, db } = await testDeps({ SERVICE_TOKEN_SYMBOL: "abc" }, { dbPath: join(dir, "db") });
+    expect(await updateProduct(deps, owner, wgt.productId, { title: "Day pass" })).toMatchObject({ title: "Day pass", price: "2", currency: "WGT" });
+    expect(await codeOf(updateProduct(deps, owner, wgt.productId, { price: "3" }))).toBe("VALIDATION_ERROR");
+    expect(await codeOf(updateProduct(deps, owner, wgt.productId, { currency: "USDC" }))).toBe("VALIDATION_ERROR");
+    expect(await updateProduct(deps, owner, wgt.productId, { currency: "USDC", price: "3" })).toMatchObject({ price: "3", currency: "USDC" });
+    db.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

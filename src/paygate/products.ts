@@ -209,15 +209,28 @@ export async function listProducts(deps: Deps, owner: string): Promise<Product[]
 export async function updateProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product> {
   const row = await ownedProduct(deps, owner, productId);
   if (patch.type !== undefined && patch.type !== row.type) throw invalidField("type", "cannot change; create another product");
-  const token = patch.currency === undefined ? (await deps.ledger.tokens()).find((t) => t.key === row.token)! : await currencyToken(deps, patch.currency);
+  // The row's own token is null when the service no longer has it (SERVICE_TOKEN_SYMBOL changed since).
+  const current = (await deps.ledger.tokens()).find((t) => t.key === row.token) ?? null;
+  const token = patch.currency === undefined ? current : await currencyToken(deps, patch.currency);
+  const gone = () => `${row.token.toUpperCase()} is no longer one of this service's currencies`;
+  let price = row.price;
+  if (token === null) {
+    if (patch.price !== undefined) throw invalidField("currency", `required with price: ${gone()}`);
+  } else if (patch.price !== undefined) {
+    price = amountField(patch.price, token.decimals, "price");
+  } else if (token.key !== row.token) {
+    // The same price in the new currency (1.5 USDC → 1.5 WGT): the stored units read at the old one's scale.
+    if (current === null) throw invalidField("price", `required: ${gone()}`);
+    price = amountField(formatAmount(row.price, current.decimals), token.decimals, "price");
+  }
   const featureIds = patch.featureIds === undefined ? row.featureIds : checkFeatureIds(patch.featureIds);
   if (row.type === "feature_unlock" && featureIds.length === 0) throw invalidField("featureIds", "a feature_unlock product unlocks at least one feature");
   const next: store.ProductRow = {
     ...row,
     title: patch.title === undefined ? row.title : checkText(patch.title, "title", true),
     description: patch.description === undefined ? row.description : checkText(patch.description, "description", false),
-    price: patch.price === undefined && patch.currency === undefined ? row.price : amountField(patch.price ?? formatAmount(row.price, token.decimals), token.decimals, "price"),
-    token: token.key,
+    price,
+    token: token?.key ?? row.token,
     featureIds,
     payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo),
     accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
