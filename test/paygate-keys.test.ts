@@ -225,6 +225,13 @@ describe("API keys and /public/*", () => {
     const unknown = await pub("/no-such-endpoint", key, { method: "PUT", body: { a: 1 } });
     expect(unknown).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     expect(unknown.headers.get("x-ratelimit-remaining")).toBe(String(60 - 3 - 1));
+    // A body that is not JSON to a path that names nothing, or to a method a route does not take: the key first.
+    for (const [path, method] of [["/no-such-endpoint", "POST"], ["/products", "POST"]] as const) {
+      expect(await pub(path, null, { method, body: "{not json" })).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
+      const named = await pub(path, key, { method, body: "{not json" });
+      expect(named).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+      expect(named.headers.get("x-ratelimit-limit")).toBe("60");
+    }
     // The endpoints themselves still answer as before.
     expect((await pub("/products", key)).status).toBe(200);
   });

@@ -13,4 +13,6 @@ test("every /public/* route that takes a body reads it as text, for the key chec
   const withBody = routes.filter((r) => ["POST", "PUT", "PATCH", "DELETE"].includes(r.method));
   expect(withBody.map((r) => r.path).sort()).toEqual(["/public/access/check", "/public/feature/revoke", "/public/feature/verify"]);
   for (const route of withBody) expect({ path: route.path, parse: route.hooks?.parse?.map((p) => p.fn) }).toEqual({ path: route.path, parse: ["text"] });
+  // The fallback (any method, any other path) reads no body: its answer is the key's, then 404.
+  expect(routes.filter((r) => r.method === "ALL").map((r) => ({ path: r.path, parse: r.hooks?.parse?.map((p) => p.fn) }))).toEqual([{ path: "/public/*", parse: ["none"] }]);
 });

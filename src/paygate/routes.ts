@@ -125,7 +125,7 @@ export function publicRoutes(deps: Deps) {
         () => {
           throw new AppError("NOT_FOUND", "no such route");
         },
-        { detail: { hide: true } },
+        { parse: "none", detail: { hide: true } }, // any method: no body is read, and the key comes first
       )
   );
 }
