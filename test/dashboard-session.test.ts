@@ -173,6 +173,8 @@ describe("the checkout page's product read", () => {
       expect(js.status).toBe(200);
       expect(html).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)/); // no CDN: nothing but this server
     }
+    // Nor is a page served anywhere without those headers: Bun's own copy sits at a path random per process.
+    for (const path of ["/_pages/dashboard", "/_pages/pay"]) expect((await fetch(server.url + path)).headers.get("content-type") ?? "").not.toContain("text/html");
     // The checkout API under /pay is not a page.
     const api = await fetch(`${server.url}/pay/prod_x/product`);
     expect([api.status, ((await api.json()) as Json).code]).toEqual([404, "NOT_FOUND"]);

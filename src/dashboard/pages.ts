@@ -2,8 +2,13 @@
 // request id and an access-log line. Bun serves each page's bundle (HTML and hashed assets) at an internal
 // path; the HTML is read from there once, over loopback, and kept.
 
-/** Where Bun's routes serve each page's bundled HTML (server.ts). */
-export const PAGE_SOURCES = { dashboard: "/_pages/dashboard", pay: "/_pages/pay" } as const;
+/**
+ * Where Bun's routes serve each page's bundled HTML (server.ts). Bun answers there itself, without the
+ * headers below (so a page there could be framed): the path is random per process, and only this process
+ * reads it.
+ */
+const INTERNAL = `/_pages/${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`;
+export const PAGE_SOURCES = { dashboard: `${INTERNAL}/dashboard`, pay: `${INTERNAL}/pay` } as const;
 export type PageName = keyof typeof PAGE_SOURCES;
 
 /** No script or style from anywhere but this server, no framing by other sites, no plugins. */
