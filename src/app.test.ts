@@ -53,3 +53,18 @@ test("route groups built on first use: concurrent first requests share one build
   const keyless = await app.handle(new Request("http://localhost/public/nowhere"));
   expect([keyless.status, await keyless.json()]).toEqual([401, { error: "API key required", code: "MISSING_API_KEY" }]);
 });
+
+test("a short Host (a proxy's upstream name, `proxy_pass http://app`) reaches every route group", async () => {
+  const { deps } = await testDeps();
+  const app = createApp(deps, { metaOf: () => ({ requestId: "req-test-4", ip: "192.0.2.1", userAgent: "t" }), mcp: createMcpEndpoint(deps) });
+  const { key } = await createApiKey(deps, newWallet().address, "server");
+  for (const host of ["a", "app", "a:1", "web:80", "[::1]"]) {
+    const get = (path: string, headers: Record<string, string> = {}) => app.handle(new Request(`http://${host}${path}`, { headers }));
+    expect((await get("/healthz")).status).toBe(200);
+    expect((await get(`/auth/challenge?wallet=${newWallet().address}`)).status).toBe(200);
+    expect((await get("/openapi.json")).status).toBe(200);
+    expect((await get("/public/products", { "x-api-key": key })).status).toBe(200);
+    expect(await (await get("/dashboard/api/me")).json()).toMatchObject({ code: "UNAUTHENTICATED" });
+    expect(await (await get("/pay/prod_none/product")).json()).toMatchObject({ code: "NOT_FOUND", error: "no such product" });
+  }
+});

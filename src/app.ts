@@ -32,7 +32,9 @@ type Routes = ReturnType<typeof authRoutes> | Elysia<any, any, any, any, any, an
 
 /** The error mapping every route group shares: AppError, validation, parse, not found, else a logged 500. */
 function withErrors(deps: Deps, options: AppOptions) {
-  return new Elysia().onError(({ code, error, request, set }) => {
+  // standardHostname off: Elysia otherwise finds the path at the first "/" after character 11 of the URL,
+  // which cuts into it behind a proxy that sends a short Host (`proxy_pass http://app` sends `Host: app`).
+  return new Elysia({ handler: { standardHostname: false } }).onError(({ code, error, request, set }) => {
     // Headers a route already decided (e.g. X-RateLimit-* of /public/*) go out with its error too.
     const decided = Object.fromEntries(Object.entries(set.headers).filter((e): e is [string, string] => typeof e[1] === "string"));
     if (error instanceof AppError) return errorResponse(error, decided);

@@ -55,6 +55,14 @@ describe("loadConfig", () => {
     ["WEBHOOK_RETENTION_DAYS", "7.5"],
     ["WEBHOOK_RETENTION_DAYS", "36501"],
     ["DATABASE_URL", "postgres://localhost/x"],
+    // Longer than a timer can wait (it would fire at once, every time), or dates past what ISO strings show.
+    ["PURGE_INTERVAL_MS", "2147483648"],
+    ["MCP_SESSION_TIMEOUT_MS", "2592000000"],
+    ["CHALLENGE_TTL_MS", "86400001"],
+    ["CHALLENGE_TTL_MS", "9000000000000000"],
+    ["SESSION_TTL_S", "315360001"],
+    ["SESSION_MAX_AGE_S", "9000000000000000"],
+    ["REFRESH_THRESHOLD_S", "315360001"],
   ])("%s=%s is refused with a message naming it", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(name);

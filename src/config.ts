@@ -5,6 +5,7 @@ import { createFilesDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
 import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
+import { DAY_MS } from "./lib/clock.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
@@ -98,6 +99,11 @@ export function flagsToVars(flags: string[]): Vars {
   }
   return vars;
 }
+
+/** The longest delay a timer takes (2^31 - 1 ms, ~24.8 days): a longer one fires at once, every time. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** The longest lifetime a token or session may be given (dates stay well inside what ISO strings show). */
+const TEN_YEARS_S = 10 * 365 * 86_400;
 
 function int(vars: Vars, name: keyof Vars, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = vars[name]?.trim();
@@ -222,7 +228,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     throw new ConfigError(`TRUST_PROXY must be a number of hops or a comma-separated list of CIDRs, got "${vars.TRUST_PROXY}"`);
   }
 
-  const sessionTtlS = int(vars, "SESSION_TTL_S", 604800, 1);
+  const sessionTtlS = int(vars, "SESSION_TTL_S", 604800, 1, TEN_YEARS_S);
   const config: Config = {
     port,
     host,
@@ -234,10 +240,10 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     jwtSecretPrevious: secret(vars, "JWT_SECRET_PREVIOUS"),
     walletEncryptionKey,
     sessionTtlS,
-    sessionMaxAgeS: int(vars, "SESSION_MAX_AGE_S", 2592000, 1),
-    refreshThresholdS: int(vars, "REFRESH_THRESHOLD_S", 3600, 0),
-    challengeTtlMs: int(vars, "CHALLENGE_TTL_MS", 300000, 1),
-    purgeIntervalMs: int(vars, "PURGE_INTERVAL_MS", 3600000, 10),
+    sessionMaxAgeS: int(vars, "SESSION_MAX_AGE_S", 2592000, 1, TEN_YEARS_S),
+    refreshThresholdS: int(vars, "REFRESH_THRESHOLD_S", 3600, 0, TEN_YEARS_S),
+    challengeTtlMs: int(vars, "CHALLENGE_TTL_MS", 300000, 1, DAY_MS),
+    purgeIntervalMs: int(vars, "PURGE_INTERVAL_MS", 3600000, 10, MAX_TIMER_MS),
     webhookRetentionDays: int(vars, "WEBHOOK_RETENTION_DAYS", 0, 0, 36500),
     authRateLimit,
     fingerprintRestore: onOff(vars, "FINGERPRINT_RESTORE", !mainnet),
@@ -248,7 +254,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),
     solanaRpcUrl,
     serviceToken,
-    mcpSessionTimeoutMs: int(vars, "MCP_SESSION_TIMEOUT_MS", 3600000, 100),
+    mcpSessionTimeoutMs: int(vars, "MCP_SESSION_TIMEOUT_MS", 3600000, 100, MAX_TIMER_MS),
     mcpMaxSessions: int(vars, "MCP_MAX_SESSIONS", 10000, 1),
     walletgateToken: vars.WALLETGATE_TOKEN?.trim() || null,
     x402FeePayer,
