@@ -356,15 +356,22 @@ function answerAll(batch: Waiter[], failure: unknown | null): void {
 /**
  * Flushes the WAL file after commits, off the JS thread, and answers each commit's writers once a flush
  * that started after the commit has finished. At most one flush runs; commits meanwhile share the next.
+ * After a failed flush nothing more is promised durable: the kernel reports a lost write-back once, so a
+ * later flush of the same file may succeed although the frames before the loss are gone (and with them,
+ * at recovery, every commit after them). Writers waiting then, and all later ones, are refused.
  */
 function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error) => void) {
   let fd: number | null = null; // opened at the first flush: SQLite creates the file with the first write
   let running = false;
   let closing = false;
+  let failed: Error | null = null;
   let queued: Waiter[] = [];
-  const answer = (batch: Waiter[], err: Error | null) => {
-    if (err !== null) onFailure(err);
-    answerAll(batch, err);
+  /** Flushed on this thread while a pool flush was running: answered once that one reports too. */
+  let held: Waiter[] = [];
+  const fail = (err: Error, ...batches: Waiter[][]) => {
+    failed ??= err;
+    onFailure(err);
+    for (const batch of batches) answerAll(batch, failed);
   };
   const closeFile = () => {
     if (fd !== null) closeSync(fd);
@@ -374,15 +381,23 @@ function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error)
     if (running || closing || queued.length === 0) return;
     const batch = queued;
     queued = [];
+    if (failed !== null) return answerAll(batch, failed);
     try {
       fd ??= openSync(walPath, "r");
     } catch (err) {
-      return answer(batch, err as Error);
+      return fail(err as Error, batch);
     }
     running = true;
     syncFile(fd, (err) => {
       running = false;
-      answer(batch, err);
+      const alsoFlushed = held;
+      held = [];
+      if (err !== null) {
+        fail(err, batch, alsoFlushed, queued.splice(0));
+      } else {
+        answerAll(batch, null); // committed before this flush began, and on disk now
+        answerAll(alsoFlushed, failed);
+      }
       if (closing) closeFile(); // not while the pool thread still used it
       else start();
     });
@@ -391,6 +406,7 @@ function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error)
   function flushNow(): void {
     const batch = queued;
     queued = [];
+    if (failed !== null) return answerAll(batch, failed);
     let failure: Error | null = null;
     try {
       fd ??= openSync(walPath, "r");
@@ -399,11 +415,20 @@ function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error)
       // No log file yet: nothing was ever written, so nothing to flush.
       if (!(batch.length === 0 && (err as NodeJS.ErrnoException).code === "ENOENT")) failure = err as Error;
     }
-    answer(batch, failure);
-    if (failure !== null && batch.length === 0) throw failure; // nobody else would hear of it (migrations, shutdown)
+    if (failure !== null) {
+      const alsoHeld = held;
+      held = [];
+      fail(failure, batch, alsoHeld);
+      if (batch.length === 0) throw failure; // nobody else would hear of it (migrations, shutdown)
+      return;
+    }
+    // A pool flush still running may yet report a loss that this flush, on the same file, was not told of.
+    if (running) held.push(...batch);
+    else answerAll(batch, null);
   }
   return {
     afterFlush(batch: Waiter[]): void {
+      if (failed !== null) return answerAll(batch, failed);
       queued.push(...batch);
       start();
     },
