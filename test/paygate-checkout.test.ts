@@ -202,6 +202,13 @@ describe("a purchase the buyer submits itself (access pass)", () => {
     expect(access.body).toEqual({ hasAccess: true, txHash: signatureOf(signed), purchasedAt: expect.any(String) });
     // Posting the same signed bytes afterwards is no second purchase.
     expect((await payApi(pass, "submit", { checkoutId: open.checkoutId, transaction: signed })).body).toEqual(done.body);
+    // Naming the transaction (txHash) reads it first; one that does not pay the checkout is refused.
+    const other = await checkout(pass, bob);
+    const mine = signCheckout(other.transaction, bob.keypair);
+    await submitOwn(bob, mine);
+    expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: signatureOf(signed) })).body).toMatchObject({ code: "PAYMENT_MISMATCH" });
+    expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: signatureOf(mine) })).body).toMatchObject({ status: "completed", txHash: signatureOf(mine) });
+    expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: "x".repeat(101) })).body).toMatchObject({ code: "VALIDATION_ERROR" });
   });
 
   test("two concurrent confirms make one purchase", async () => {
@@ -321,16 +328,17 @@ describe("refusals", () => {
 
 describe("statistics", () => {
   test("/public/stats and the dashboard's daily view count what was bought", async () => {
-    // ownerA sold: Pro 2.5 (alice), Pass 1 (bob), Race 0.5 (bob), Pass 1 (alice, two references).
+    // ownerA sold: Pro 2.5 (alice), Pass 1 (bob, twice: confirmed by reference, then by txHash), Race 0.5
+    // (bob), Pass 1 (alice, two references).
     const stats = await pub("/stats", ownerA.key);
-    expect(stats.body).toEqual({ totalRevenue: 5, totalTransactions: 4, productCount: 3, revenueByCurrency: { USDC: "5", WGT: "0" } });
+    expect(stats.body).toEqual({ totalRevenue: 6, totalTransactions: 5, productCount: 3, revenueByCurrency: { USDC: "6", WGT: "0" } });
     expect((await pub("/stats", ownerB.key)).body).toEqual({ totalRevenue: 0, totalTransactions: 0, productCount: 1, revenueByCurrency: { USDC: "0", WGT: "0" } });
     const daily = await dash("/stats?days=7", ownerA.token);
     expect(daily.body).toMatchObject(stats.body);
     expect(daily.body.daily).toHaveLength(7);
-    expect(daily.body.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), revenue: 5, transactions: 4 });
+    expect(daily.body.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), revenue: 6, transactions: 5 });
     expect((await dash("/stats", ownerA.token)).body.daily).toHaveLength(30);
     expect((await dash("/stats?days=0", ownerA.token)).status).toBe(400);
-    expect((await dash("/purchases", ownerA.token)).body.total).toBe(4);
+    expect((await dash("/purchases", ownerA.token)).body.total).toBe(5);
   });
 });

@@ -399,6 +399,24 @@ describe("checkout", () => {
       expect(await createCheckoutWatcher(flooded).runOnce()).toBe(0);
       expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE"); // the real chain: unpaid
     });
+
+    test("a payment the buyer sent itself to a flooded reference is found when confirm names its txHash", async () => {
+      const { deps, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(checkout.transaction, buyer);
+      await deps.ledger.submit(Buffer.from(signed, "base64")); // sent by the buyer, not through /submit
+      const [stranger] = await strangerSends(deps, checkout.transaction, 1);
+      const signatures = async () => Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64)));
+      const flooded: Deps = { ...deps, ledger: { ...deps.ledger, signatures } };
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId)).toEqual({ status: "pending" });
+      // A transaction that does not pay this checkout is answered with its refusal; an unknown one decides nothing.
+      expect(await reasonOf(confirmCheckout(flooded, productId, checkout.checkoutId, stranger))).toBe("PAYMENT_MISMATCH:payer");
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId, encodeBase58(randomBytes(64)))).toEqual({ status: "pending" });
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId, "not a signature")).toEqual({ status: "pending" });
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId, signatureOf(signed))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      // Completed: a later hint changes nothing.
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId, stranger)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+    });
   });
 
   test("a payment that landed before the product was archived is still recorded, by confirm and by the watcher", async () => {

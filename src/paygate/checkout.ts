@@ -517,9 +517,23 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
   return checkoutPayAnswer(deps, checkout, await settleCheckout(deps, checkout));
 }
 
-/** POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. */
-export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string): Promise<ConfirmResult> {
-  return settleCheckout(deps, await checkoutOf(deps, productId, checkoutId));
+/**
+ * POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. With
+ * `txHash` (a payment the buyer sent itself), that transaction is read first, by its signature: no crowd
+ * of strangers' transactions carrying the reference can hide it. One that does not pay this checkout is
+ * answered with its refusal.
+ */
+export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string, txHash?: string): Promise<ConfirmResult> {
+  const checkout = await checkoutOf(deps, productId, checkoutId);
+  if (txHash !== undefined && checkout.purchaseId === null) {
+    const product = await store.findProduct(deps.db, checkout.productId);
+    if (product === null) throw new AppError("NOT_FOUND", "no such product");
+    const named = await readPayment(deps, checkout, product, await splToken(deps, checkout.token), txHash);
+    if (named instanceof AppError) throw named;
+    if (named !== null) return named;
+    // Not seen yet (or no such transaction): what the reference shows.
+  }
+  return settleCheckout(deps, checkout);
 }
 
 /**

@@ -182,12 +182,15 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       "/:productId/confirm",
       async ({ params, body, request }) => {
         paymentCheck(request);
-        return (await checkout()).confirmCheckout(deps, params.productId, body.checkoutId);
+        return (await checkout()).confirmCheckout(deps, params.productId, body.checkoutId, body.txHash);
       },
       {
         params: t.Object({ productId: Id }),
-        body: t.Object({ checkoutId: CheckoutId }),
-        detail: { summary: "Find the checkout's payment by its reference: pending, or the completed purchase" },
+        body: t.Object({
+          checkoutId: CheckoutId,
+          txHash: t.Optional(t.String({ maxLength: 100, description: "the signature of a payment the buyer sent itself: read first" })),
+        }),
+        detail: { summary: "Find the checkout's payment by its reference (or its txHash): pending, or the completed purchase" },
         response: { 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
       },
     );
