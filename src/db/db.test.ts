@@ -176,6 +176,25 @@ describe("durable commits (FULL)", () => {
     expect([a(), b()]).toEqual(["rejected", "rejected"]);
   });
 
+  test("closing while a flush runs, when the closing flush is the one told of a loss: both flushes' writers hear it", async () => {
+    const sync = manualSync();
+    let failNow = false;
+    const syncFileNow = () => {
+      if (failNow) throw new Error("EIO: i/o error, fsync");
+    };
+    const db = openDatabase(join(dir, "e4.db"), { syncFile: sync.syncFile, syncFileNow });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const a = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run()));
+    await nextTurn();
+    const b = settled(db.write(() => db.sqlite.query("INSERT INTO t VALUES (2)").run()));
+    failNow = true;
+    db.close();
+    await nextTurn();
+    sync.finish(); // the pool's flush was not told
+    await nextTurn();
+    expect([a(), b()]).toEqual(["rejected", "rejected"]);
+  });
+
   test("a database reached through a symlink flushes the log SQLite writes (beside the real file)", async () => {
     const { symlinkSync, mkdirSync } = await import("node:fs");
     mkdirSync(join(dir, "real"), { recursive: true });

@@ -70,6 +70,8 @@ export type OpenOptions = {
   busyTimeoutMs?: number;
   /** How the WAL file is flushed to disk after a commit (tests replace it); node:fs `fsync` by default. */
   syncFile?: SyncFile;
+  /** The same on the calling thread (shutdown, after migrations); node:fs `fsyncSync` by default. */
+  syncFileNow?: (fd: number) => void;
 };
 
 /**
@@ -107,7 +109,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   let broken: Error | null = null;
   // SQLite names the log after the resolved path of the database (a symlinked DATA_DIR file included).
   const walFile = flushOffThread
-    ? walFlusher(`${realpathSync(path)}-wal`, options.syncFile ?? fsync, (err) => {
+    ? walFlusher(`${realpathSync(path)}-wal`, options.syncFile ?? fsync, options.syncFileNow ?? fsyncSync, (err) => {
         broken ??= new Error(`the database log could not be flushed to disk; writes are refused until restart: ${err.message}`);
       })
     : null;
@@ -360,7 +362,7 @@ function answerAll(batch: Waiter[], failure: unknown | null): void {
  * later flush of the same file may succeed although the frames before the loss are gone (and with them,
  * at recovery, every commit after them). Writers waiting then, and all later ones, are refused.
  */
-function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error) => void) {
+function walFlusher(walPath: string, syncFile: SyncFile, syncFileNow: (fd: number) => void, onFailure: (err: Error) => void) {
   let fd: number | null = null; // opened at the first flush: SQLite creates the file with the first write
   let running = false;
   let closing = false;
@@ -395,7 +397,8 @@ function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error)
       if (err !== null) {
         fail(err, batch, alsoFlushed, queued.splice(0));
       } else {
-        answerAll(batch, null); // committed before this flush began, and on disk now
+        // A flush on this thread meanwhile may have been the one told of a loss (of this batch's frames too).
+        answerAll(batch, failed);
         answerAll(alsoFlushed, failed);
       }
       if (closing) closeFile(); // not while the pool thread still used it
@@ -410,7 +413,7 @@ function walFlusher(walPath: string, syncFile: SyncFile, onFailure: (err: Error)
     let failure: Error | null = null;
     try {
       fd ??= openSync(walPath, "r");
-      fsyncSync(fd);
+      syncFileNow(fd);
     } catch (err) {
       // No log file yet: nothing was ever written, so nothing to flush.
       if (!(batch.length === 0 && (err as NodeJS.ErrnoException).code === "ENOENT")) failure = err as Error;
