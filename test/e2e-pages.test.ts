@@ -1,7 +1,7 @@
 // The rest of the pages in real headless Chromium: a Wallet Standard wallet and the keyboard alone for
 // sign-in; editing and archiving a product; an access pass bought ("Access granted", then back to the
 // redirect with ?txHash); a buyer without the money told so in words; a page that follows another
-// checkout's landing payment; tokens filtered and revoked;
+// checkout's landing payment; a changed price never signed unseen; tokens filtered and revoked;
 // purchases listed; a webhook secret revealed and rotated, a test event sent and resent; phone width.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sign } from "node:crypto";
@@ -209,6 +209,51 @@ e2e("more of the pages in Chromium", () => {
     await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
     expect((await call(server.url, "/dashboard/api/purchases", { token })).body.total).toBe(1);
   }, 45_000);
+
+  test("the wallet signs only the price the page shows: a price changed while the page is open, or since the tab's checkout opened", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Moving", type: "access", price: "1", accessDays: 1 });
+    const reprice = async (price: string) => expect((await call(server.url, `/dashboard/api/products/${p.productId}`, { method: "PATCH", token, body: { price } })).status).toBe(200);
+    const paid = async () => ((await call(server.url, "/dashboard/api/purchases", { token })).body.purchases as Json[]).map((x) => `${x.amount} ${x.currency}`);
+    const buyer = newWallet();
+    await fund(buyer, "20");
+    const context = await walletContext(browser!, buyer);
+    const page = await context.newPage();
+    await page.goto(p.paymentUrl);
+    await page.getByText("1 USDC").waitFor();
+    await reprice("3"); // while the page is open
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("The price changed to 3 USDC. Nothing was paid.").waitFor({ timeout: 20_000 });
+    await page.getByText("3 USDC", { exact: true }).waitFor();
+    expect(await paid()).toEqual([]);
+    await page.getByRole("button", { name: "Try again" }).click();
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    expect(await paid()).toEqual(["3 USDC"]);
+
+    await context.close();
+
+    // A checkout kept for the tab (a signature rejected) keeps its price; the owner lowers it; a reload.
+    // (Another buyer: the page answers a purchase of the same wallet within 17 minutes instead of a second.)
+    const second = newWallet();
+    await fund(second, "20");
+    const context2 = await walletContext(browser!, second);
+    const again = await context2.newPage();
+    await again.goto(p.paymentUrl);
+    context2.setReject(true);
+    await again.getByRole("button", { name: "Pay with wallet" }).click();
+    await again.getByText("You rejected the signature in your wallet").waitFor({ timeout: 20_000 });
+    context2.setReject(false);
+    await reprice("2");
+    await again.reload();
+    await again.getByText("2 USDC", { exact: true }).waitFor();
+    await again.getByRole("button", { name: "Pay with wallet" }).click();
+    await again.getByText("The price changed to 2 USDC. Nothing was paid.").waitFor({ timeout: 20_000 });
+    await again.getByRole("button", { name: "Try again" }).click();
+    await again.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    expect((await paid()).sort()).toEqual(["2 USDC", "3 USDC"]);
+    await context2.close();
+  }, 60_000);
 
   test("switching from editing one product to another edits the other one", async () => {
     const owner = newWallet();

@@ -41,6 +41,13 @@ const WORDS: Record<string, string> = {
   CONFLICT: "This payment was already used for a purchase.",
 };
 
+/** The price changed since the page showed it: nothing was signed. */
+class PriceChanged extends Error {
+  constructor(now: Product) {
+    super(`The price changed to ${now.price} ${now.currency}. Nothing was paid. Press Pay again to pay ${now.price} ${now.currency}.`);
+  }
+}
+
 function words(err: unknown): string {
   if (err instanceof WalletRejected) return "You rejected the signature in your wallet. Nothing was paid.";
   if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return WORDS.INSUFFICIENT_FUNDS!;
@@ -131,6 +138,15 @@ function Pay() {
       // Retrying reuses the open checkout (same reference, fresh blockhash) rather than opening another.
       const checkout = await api<Checkout>(`${base}/checkout`, { body: { walletAddress: wallet.address, ...(checkoutId ? { checkoutId } : {}) } });
       setCheckoutId(checkout.checkoutId);
+      // The wallet signs only what the page shows. The owner may have changed the price since the page
+      // loaded, or since the checkout kept for this tab was opened (it keeps its price): then nothing is
+      // signed, the page shows the price now, and a checkout opened at an older one is left.
+      if (checkout.amount !== product.price || checkout.currency !== product.currency) {
+        const now = await api<Product>(`/pay/${encodeURIComponent(productId)}/product`);
+        setProduct(now);
+        if (checkout.amount !== now.price || checkout.currency !== now.currency) setCheckoutId(undefined);
+        throw new PriceChanged(now);
+      }
       setStep("signing");
       const signed = await wallet.signTransaction(fromBase64(checkout.transaction));
       setStep("confirming");
