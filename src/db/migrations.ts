@@ -16,6 +16,7 @@ import m0014 from "./migrations/0014_auth_by_wallet_jti.sql" with { type: "text"
 import m0015 from "./migrations/0015_sealed_event_bodies.sql" with { type: "text" };
 import m0016 from "./migrations/0016_checkout_submissions.sql" with { type: "text" };
 import m0017 from "./migrations/0017_webhook_previous_secrets.sql" with { type: "text" };
+import m0018 from "./migrations/0018_ledger_message_hash.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -37,4 +38,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 15, name: "sealed_event_bodies", sql: m0015 },
   { version: 16, name: "checkout_submissions", sql: m0016 },
   { version: 17, name: "webhook_previous_secrets", sql: m0017 },
+  { version: 18, name: "ledger_message_hash", sql: m0018 },
 ];

@@ -16,6 +16,8 @@ import { tempDir } from "../../../test/helpers/server.ts";
 import { compileTransaction, memoInstruction, parseTransaction } from "../transactions.ts";
 import { createEmbeddedLedger, embeddedLedgerTotals, type EmbeddedLedger } from "./ledger.ts";
 import { SLOT_MS } from "./blockhash.ts";
+import { hashes as ed25519Hashes, Point, utils as ed25519Utils, verify as ed25519Verify } from "@noble/ed25519";
+import { sha512 } from "@noble/hashes/sha2.js";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -30,6 +32,21 @@ function signWire(wire: Uint8Array, ...signers: Keypair[]): Uint8Array {
   const tx = VersionedTransaction.deserialize(wire);
   tx.sign(signers);
   return tx.serialize();
+}
+
+ed25519Hashes.sha512 ??= sha512; // @noble/ed25519 signs synchronously only with this set
+const ORDER_L = 2n ** 252n + 27742317777372353535851937790883648493n;
+const leToBig = (b: Uint8Array) => b.reduceRight((n, byte) => (n << 8n) | BigInt(byte), 0n);
+const bigToLe = (n: bigint) => Uint8Array.from({ length: 32 }, (_, i) => Number((n >> BigInt(8 * i)) & 0xffn));
+
+/** A valid, strict Ed25519 signature of `message` by `signer` with the nonce `r` (not RFC 8032's derived one). */
+function signWithNonce(signer: Keypair, message: Uint8Array, r: bigint): Uint8Array {
+  const { scalar, pointBytes } = ed25519Utils.getExtendedPublicKey(signer.secretKey.subarray(0, 32));
+  const R = Point.BASE.multiply(r % ORDER_L).toBytes();
+  const k = leToBig(sha512(new Uint8Array([...R, ...pointBytes, ...message]))) % ORDER_L;
+  const signature = new Uint8Array([...R, ...bigToLe((r + k * scalar) % ORDER_L)]);
+  if (!ed25519Verify(signature, message, pointBytes)) throw new Error("not a valid signature");
+  return signature;
 }
 
 async function transfer(ledger: EmbeddedLedger, from: Keypair, to: string, token: string, amount: bigint, memo?: string) {
@@ -225,6 +242,29 @@ describe("embedded ledger", () => {
     expect(outcomes.map((o) => o.status).sort()).toEqual(["fulfilled", "rejected"]);
     expect(await codeOf(Promise.reject((outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult).reason))).toBe("CONFLICT");
     expect((await t.ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL / 2n - 5000n);
+  });
+
+  test("a message already recorded is CONFLICT under other signatures too: a fee payer cannot replay a co-signer's transfer", async () => {
+    const t = await setup();
+    const [alice, payer] = [Keypair.generate(), Keypair.generate()];
+    await t.ledger.airdrop(alice.publicKey.toBase58(), { usdc: 10n * USDC });
+    await t.ledger.airdrop(payer.publicKey.toBase58(), { sol: SOL });
+    const to = Keypair.generate().publicKey.toBase58();
+    await t.ledger.airdrop(to, { sol: SOL });
+    const wire = await t.ledger.buildTransfer({ from: alice.publicKey.toBase58(), to, token: "usdc", amount: USDC, feePayer: payer.publicKey.toBase58() });
+    const tx = VersionedTransaction.deserialize(wire);
+    tx.sign([alice]); // alice signs once
+    const message = tx.message.serialize();
+    const payerIndex = tx.message.staticAccountKeys.findIndex((k) => k.equals(payer.publicKey));
+    const withPayerNonce = (r: bigint) => {
+      tx.signatures[payerIndex] = signWithNonce(payer, message, r);
+      return tx.serialize();
+    };
+    await t.ledger.submit(withPayerNonce(12345n));
+    const again = withPayerNonce(67890n); // a different, valid signature over the same message: another txHash
+    expect(parseTransaction(again).signature).not.toBe(parseTransaction(withPayerNonce(12345n)).signature);
+    expect(await codeOf(t.ledger.submit(again))).toBe("CONFLICT");
+    expect((await t.ledger.getBalances(alice.publicKey.toBase58())).usdc).toBe(9n * USDC); // paid once
   });
 
   test("a failed execution is recorded and charged its fee; an own transfer's shortfall is INSUFFICIENT_FUNDS and free", async () => {

@@ -9,6 +9,7 @@ import type { Clock } from "../../lib/clock.ts";
 import { decodeBase58, encodeBase58, isAddress } from "../../lib/encoding.ts";
 import type { Random } from "../../lib/ids.ts";
 import type { SignatureVerifier } from "../../lib/verifier.ts";
+import { sha256Hex } from "../../lib/hash.ts";
 import {
   requireHistoryLimit,
   requireTransferAmount,
@@ -159,13 +160,16 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
   async function submit(wire: Uint8Array, options: SubmitOptions = {}): Promise<SubmitResult> {
     const tx = parseTransaction(wire);
     const fee = transactionFee(tx);
+    const messageHash = sha256Hex(tx.messageBytes);
     await requireSignatures(deps.verifier, tx);
     const recorded = await store.applyTransaction(deps.db, (reader) => {
       const blockhash = hashes.check(tx.recentBlockhash);
       if (!blockhash.ok) {
         throw rejected(blockhash.reason, blockhash.reason === "blockhash_expired" ? "the blockhash has expired; build the transaction again" : "unknown blockhash");
       }
-      if (reader.transactionExists(tx.signature)) {
+      // By its message too, as a cluster does: the fee payer could sign another party's once-signed
+      // message again, and replay that party's transfer under a new signature.
+      if (reader.transactionExists(tx.signature, messageHash)) {
         throw new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
       }
       const outcome = execute(tx, fee, reader.account);
@@ -199,6 +203,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       const write = {
         accounts: outcome.accounts,
         record,
+        messageHash,
         addresses: [...tx.accountKeys, ...transfers.flatMap((t) => [t.from, t.to])],
         alongside: failure === null && options.alongside !== undefined ? () => options.alongside!({ signature: tx.signature, transfers }) : undefined,
       };

@@ -88,21 +88,22 @@ export type TransactionRow = {
   memo: string | null;
 };
 
-function insertTransaction(db: Db, row: TransactionRow, addresses: Iterable<string>): void {
+function insertTransaction(db: Db, row: TransactionRow, messageHash: string, addresses: Iterable<string>): void {
   const { seq } = db.sqlite
     .query(
-      `INSERT INTO ledger_transactions (signature, wire, slot, block_time, status, error, fee, fee_payer, transfers, memo)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+      `INSERT INTO ledger_transactions (signature, wire, slot, block_time, status, error, fee, fee_payer, transfers, memo, message_hash)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
     )
-    .get(row.signature, row.wire, row.slot, row.blockTime, row.status, row.error, row.fee, row.feePayer, row.transfers, row.memo) as {
+    .get(row.signature, row.wire, row.slot, row.blockTime, row.status, row.error, row.fee, row.feePayer, row.transfers, row.memo, messageHash) as {
     seq: number;
   };
   const index = db.sqlite.query("INSERT OR IGNORE INTO ledger_address_transactions (address, seq) VALUES (?, ?)");
   for (const address of new Set(addresses)) index.run(address, seq);
 }
 
-function transactionExists(db: Db, signature: string): boolean {
-  return db.sqlite.query("SELECT 1 FROM ledger_transactions WHERE signature = ?").get(signature) !== null;
+/** Whether a transaction with this signature, or with this signed message (other signatures), was recorded. */
+function transactionExists(db: Db, signature: string, messageHash: string): boolean {
+  return db.sqlite.query("SELECT 1 FROM ledger_transactions WHERE signature = ? OR message_hash = ?").get(signature, messageHash) !== null;
 }
 
 type RawTransaction = Omit<TransactionRow, "fee"> & { fee: bigint; seq: number };
@@ -188,13 +189,15 @@ export async function ledgerTotals(db: Db): Promise<{
 /** What a decision reads: accounts and recorded signatures as they are inside the write. */
 export type LedgerReader = Readonly<{
   account(address: string): AccountRow | null;
-  transactionExists(signature: string): boolean;
+  transactionExists(signature: string, messageHash: string): boolean;
 }>;
 
 /** What to write for one Solana transaction: changed accounts, its record, the addresses to index it under. */
 export type TransactionWrite = Readonly<{
   accounts: ReadonlyMap<string, AccountRow>;
   record: TransactionRow;
+  /** SHA-256 (hex) of the signed message: a message is recorded once, whatever its signatures. */
+  messageHash: string;
   addresses: readonly string[];
   /** The caller's SQL for the same write (SubmitOptions.alongside), after the transaction's own. */
   alongside?: (() => void) | undefined;
@@ -208,10 +211,10 @@ export function applyTransaction<T>(db: Db, decide: (reader: LedgerReader) => { 
   return db.write(() => {
     const { write, result } = decide({
       account: (address) => readAccount(db, address),
-      transactionExists: (signature) => transactionExists(db, signature),
+      transactionExists: (signature, messageHash) => transactionExists(db, signature, messageHash),
     });
     writeAccounts(db, write.accounts);
-    insertTransaction(db, write.record, write.addresses);
+    insertTransaction(db, write.record, write.messageHash, write.addresses);
     write.alongside?.();
     return result;
   });
