@@ -268,6 +268,39 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   },
+  // Compute units: builtins use 150 each, TransferChecked 105, an account's creation 13,525 plus 1,500 per
+  // bump-seed try, a memo ~350 per character; over the limit the transaction fails, its fee charged.
+  ...[0, 299, 300].map((units): Case => ({
+    name: `a SOL transfer under a compute unit limit of ${units} (it and the limit use 300)`,
+    expected: units < 300 ? "failed" : "confirmed",
+    instructions: () => [ComputeBudgetProgram.setComputeUnitLimit({ units }), solTransfer(alice, bob.publicKey, 1_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  })),
+  ...[254, 255].map((units): Case => ({
+    name: `a USDC TransferChecked under a compute unit limit of ${units} (255 used)`,
+    expected: units < 255 ? "failed" : "confirmed",
+    instructions: () => [ComputeBudgetProgram.setComputeUnitLimit({ units }), ...usdcTransfer(alice, bob, 1n, false)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  })),
+  ...[-1, 0].map((slack): Case => ({
+    name: `a token account's creation under a limit ${slack < 0 ? "one unit short of" : "exactly"} what it uses`,
+    expected: slack < 0 ? "failed" : "confirmed",
+    instructions: () => {
+      const tries = 255 - PublicKey.findProgramAddressSync([frank.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), new PublicKey(usdcMint).toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID)[1];
+      return [ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 + 1_500 * tries + 105 + slack }), ...usdcTransfer(alice, frank, 1n, true)];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  })),
+  {
+    name: "a memo of 600 characters needs more than the 200,000 units a program instruction gets by default",
+    expected: "failed",
+    instructions: () => [memoInstruction("a".repeat(600))],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   {
     name: "SOL overdraw fails and charges the fee",
     expected: "failed",

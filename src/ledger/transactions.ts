@@ -32,7 +32,7 @@ export const MEMO_V1_PROGRAM = "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo";
 export const MAX_TRANSACTION_BYTES = 1232;
 
 const ATA_CACHE_MAX = 50_000;
-const ataCache = new Map<string, string>();
+const ataCache = new Map<string, { address: string; bump: number }>();
 
 /**
  * The associated token account of `owner` for `mint` (owners may be off the curve, e.g. escrow PDAs).
@@ -40,10 +40,19 @@ const ataCache = new Map<string, string>();
  * the same few on every call: derivations are remembered, the oldest forgotten past 50,000.
  */
 export function associatedTokenAddress(owner: string, mint: string): string {
+  return associatedTokenAccount(owner, mint).address;
+}
+
+/** The associated token account's address and its bump seed (the search's tries are 256 - bump). */
+export function associatedTokenAccount(owner: string, mint: string): { address: string; bump: number } {
   const key = `${owner}:${mint}`;
   const known = ataCache.get(key);
   if (known !== undefined) return known;
-  const derived = getAssociatedTokenAddressSync(new PublicKey(mint), new PublicKey(owner), true).toBase58();
+  const [address, bump] = PublicKey.findProgramAddressSync(
+    [new PublicKey(owner).toBuffer(), new PublicKey(TOKEN_PROGRAM).toBuffer(), new PublicKey(mint).toBuffer()],
+    new PublicKey(ATA_PROGRAM),
+  );
+  const derived = { address: address.toBase58(), bump };
   if (ataCache.size >= ATA_CACHE_MAX) ataCache.delete(ataCache.keys().next().value!);
   ataCache.set(key, derived);
   return derived;
@@ -331,18 +340,22 @@ const BUILTIN_DEFAULT_UNITS = 3_000;
 const PROGRAM_DEFAULT_UNITS = 200_000;
 export const LAMPORTS_PER_SIGNATURE = 5000n;
 
+/** The compute units the transaction may use: its SetComputeUnitLimit, else the defaults, capped at 1.4M. */
+export function computeUnitLimit(tx: ParsedTransaction): number {
+  const defaultLimit = tx.instructions.reduce(
+    (units, ix) => units + (ix.program === "system" || ix.program === "computeBudget" ? BUILTIN_DEFAULT_UNITS : PROGRAM_DEFAULT_UNITS),
+    0,
+  );
+  return Math.min(tx.computeUnitLimit ?? defaultLimit, MAX_COMPUTE_UNIT_LIMIT);
+}
+
 /**
  * The fee Solana charges: 5000 lamports per signature plus ceil(limit × price / 1e6). Without an explicit
  * limit the runtime assumes 3,000 units per builtin instruction (System, Compute Budget) and 200,000 per
  * program instruction (Token, Associated Token Account, Memo), capped at 1.4M.
  */
 export function transactionFee(tx: ParsedTransaction): bigint {
-  const defaultLimit = tx.instructions.reduce(
-    (units, ix) => units + (ix.program === "system" || ix.program === "computeBudget" ? BUILTIN_DEFAULT_UNITS : PROGRAM_DEFAULT_UNITS),
-    0,
-  );
-  const limit = BigInt(Math.min(tx.computeUnitLimit ?? defaultLimit, MAX_COMPUTE_UNIT_LIMIT));
-  const priority = (limit * tx.computeUnitPrice + 999_999n) / 1_000_000n;
+  const priority = (BigInt(computeUnitLimit(tx)) * tx.computeUnitPrice + 999_999n) / 1_000_000n;
   return LAMPORTS_PER_SIGNATURE * BigInt(tx.numRequiredSignatures) + priority;
 }
 

@@ -5,10 +5,20 @@ import {
   COMPUTE_BUDGET_PROGRAM,
   SYSTEM_PROGRAM,
   TOKEN_PROGRAM,
-  associatedTokenAddress,
+  associatedTokenAccount,
+  computeUnitLimit,
   type DecodedInstruction,
   type ParsedTransaction,
 } from "../transactions.ts";
+
+/**
+ * Compute units each instruction uses, as the runtime with the programs LiteSVM carries measures them:
+ * builtins 150; Token Transfer 76 and TransferChecked 105; an associated token account's creation or
+ * idempotent look pays 1,500 per bump-seed try; a memo about 350 per character logged (its cost is not
+ * linear at a few characters: this is a lower bound, so a memo alone never fails here where the runtime
+ * would pass it). Over the limit the transaction fails, its fee charged, as on a cluster.
+ */
+const UNITS = { builtin: 150, transfer: 76, transferChecked: 105, ataExisting: 4_437, ataCreate: 13_487, ataCreateIdempotent: 13_525, ataPerTry: 1_500, memo: 1_382, memoPerChar: 350 };
 
 /** Rent-exempt minimums of Solana's default rent (3480 lamports per byte-year, 2 years, +128 bytes). */
 export const RENT_EXEMPT_SYSTEM = 890_880n;
@@ -150,8 +160,15 @@ export function execute(tx: ParsedTransaction, fee: bigint, read: (address: stri
     if (!tx.isSigner(index)) throw new InstructionFailure(`missing required signature of the ${role} ${keys[index]}`);
   };
 
+  const limit = computeUnitLimit(tx);
+  let used = 0;
+  const consume = (units: number): void => {
+    used += units;
+    if (used > limit) throw new InstructionFailure(`the transaction exceeded its compute unit limit of ${limit}`);
+  };
+
   try {
-    for (const ix of tx.instructions) runInstruction(ix, { keys, get, set, requireSigner, requireWritable });
+    for (const ix of tx.instructions) runInstruction(ix, { keys, get, set, requireSigner, requireWritable, consume });
     // Rent: every account the transaction changed ends empty or rent exempt.
     for (const [address, account] of state) {
       const before = address === feePayer ? payer : (original.get(address) ?? none);
@@ -178,14 +195,17 @@ type Context = {
   requireSigner(index: number, role: string): void;
   /** Builtins (the System Program) check this on every balance they touch, changed or not. */
   requireWritable(index: number): void;
+  /** Compute units used; throws past the transaction's limit. */
+  consume(units: number): void;
 };
 
 function runInstruction(ix: DecodedInstruction, c: Context): void {
   switch (ix.program) {
     case "computeBudget":
-      return; // applied to the fee before execution
+      return c.consume(UNITS.builtin); // its settings were applied to the fee before execution
     case "memo":
       if (ix.text === null) throw new InstructionFailure("the memo is not valid UTF-8");
+      c.consume(UNITS.memo + UNITS.memoPerChar * [...ix.text].length);
       for (const index of ix.accounts) c.requireSigner(index, "memo account");
       return;
     case "system":
@@ -198,6 +218,7 @@ function runInstruction(ix: DecodedInstruction, c: Context): void {
 }
 
 function systemTransfer(ix: Extract<DecodedInstruction, { program: "system" }>, c: Context): void {
+  c.consume(UNITS.builtin);
   c.requireSigner(ix.from, "sender");
   const from = c.get(ix.from);
   if (from.kind !== "system") throw new InstructionFailure("a System transfer's sender must be a plain SOL account");
@@ -213,6 +234,7 @@ function systemTransfer(ix: Extract<DecodedInstruction, { program: "system" }>, 
 }
 
 function tokenTransfer(ix: Extract<DecodedInstruction, { program: "token" }>, c: Context): void {
+  c.consume(ix.type === "transferChecked" ? UNITS.transferChecked : UNITS.transfer);
   const source = c.get(ix.source);
   const destination = c.get(ix.destination);
   // No account at all: the sender holds none of this token, a shortfall like any other.
@@ -239,16 +261,20 @@ function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata
   const mintAddress = c.keys[ix.mint]!;
   if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
   if (c.keys[ix.tokenProgram] !== TOKEN_PROGRAM) throw new InstructionFailure("only the SPL Token program's accounts can be created");
-  if (c.keys[ix.account] !== associatedTokenAddress(owner, mintAddress)) {
+  const derived = associatedTokenAccount(owner, mintAddress);
+  if (c.keys[ix.account] !== derived.address) {
     throw new InstructionFailure("the account is not the associated token account of this owner and mint");
   }
+  const searched = UNITS.ataPerTry * (255 - derived.bump);
   const mint = c.get(ix.mint);
   if (mint.kind !== "mint") throw new InstructionFailure(`${mintAddress} is not a mint`);
   const existing = c.get(ix.account);
   if (existing.kind === "token") {
+    c.consume(UNITS.ataExisting + searched);
     if (ix.type === "createIdempotent" && existing.owner === owner && existing.mint === mintAddress) return;
     throw new InstructionFailure("the associated token account already exists");
   }
+  c.consume((ix.type === "createIdempotent" ? UNITS.ataCreateIdempotent : UNITS.ataCreate) + searched);
   if (existing.kind !== "system") throw new InstructionFailure("the address is in use");
   c.requireSigner(ix.payer, "payer");
   const payer = c.get(ix.payer);
