@@ -59,8 +59,11 @@ describe("/mcp adapter", () => {
     expect((await mcp.handle(initialize({ origin: "http://walletgate.test" }), client)).status).toBe(200);
     const envelope = (headers: Record<string, string>) =>
       mcp.handle(new Request("http://walletgate.test/mcp", { method: "POST", headers, body: JSON.stringify({ tool: "session_info" }) }), client);
-    expect((await envelope({ "content-type": "text/plain" })).status).toBe(400);
-    expect((await envelope({ "content-type": "application/json", origin: "http://evil.example" })).status).toBe(403);
+    const plain = await envelope({ "content-type": "text/plain" });
+    expect([plain.status, ((await plain.json()) as { code: string }).code]).toEqual([400, "VALIDATION_ERROR"]);
+    // The envelope's own shape, with the catalogue's code (not a JSON-RPC error).
+    const foreign = await envelope({ "content-type": "application/json", origin: "http://evil.example" });
+    expect([foreign.status, await foreign.json()]).toEqual([403, { success: false, error: "Invalid Origin header", code: "FORBIDDEN" }]);
     expect((await envelope({ "content-type": "application/json" })).status).toBe(200);
     await mcp.stop();
   });

@@ -216,7 +216,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           // As the MCP transport does: a browser page of another origin may not call tools (DNS rebinding),
           // and a JSON body must say so (a cross-site form or text/plain POST needs no preflight).
           const origin = request.headers.get("origin");
-          if (origin !== null && origin !== ownOrigin) return jsonRpcError(403, -32000, "Invalid Origin header");
+          if (origin !== null && origin !== ownOrigin) return Response.json(failure(new AppError("FORBIDDEN", "Invalid Origin header")), { status: 403 });
           if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
             return Response.json(failure(new AppError("VALIDATION_ERROR", "send the body as content-type: application/json")), { status: 400 });
           }
