@@ -52,7 +52,7 @@ const USDC = 1_000_000n;
 
 let embedded: EmbeddedLedger;
 let db: Awaited<ReturnType<typeof testDeps>>["db"];
-const svm = new LiteSVM();
+const svm = new LiteSVM().withTransactionHistory(10_000n); // remembers every case's transaction (the duplicate case resubmits the first)
 const alice = Keypair.generate();
 const bob = Keypair.generate();
 const carol = Keypair.generate();
@@ -269,7 +269,8 @@ const cases: Case[] = [
     signers: () => [alice],
   },
   // Compute units: builtins use 150 each, TransferChecked 105, an account's creation 13,525 plus 1,500 per
-  // bump-seed try, a memo ~350 per character; over the limit the transaction fails, its fee charged.
+  // bump-seed try, a memo 1,382 plus ~330-17,000 per character; over the limit the transaction fails, its
+  // fee charged.
   ...[0, 299, 300].map((units): Case => ({
     name: `a SOL transfer under a compute unit limit of ${units} (it and the limit use 300)`,
     expected: units < 300 ? "failed" : "confirmed",
@@ -294,6 +295,18 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   })),
+  {
+    name: "x402's layout (a limit of 20,000) with a memo of 54 quote characters: 19,739 units, confirmed",
+    expected: "confirmed",
+    instructions: () => [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: 20_000 }),
+      ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1 }),
+      ...usdcTransfer(alice, bob, 1n, false),
+      memoInstruction('"'.repeat(54)),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   {
     name: "a memo of 600 characters needs more than the 200,000 units a program instruction gets by default",
     expected: "failed",
