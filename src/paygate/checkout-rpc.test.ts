@@ -7,7 +7,7 @@ import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../test/hel
 import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
-import { codeOf } from "../../test/helpers/errors.ts";
+import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
 import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
 import { createProduct } from "./products.ts";
 import { checkAccess } from "./purchases.ts";
@@ -94,6 +94,40 @@ describe("checkout on RPC networks", () => {
       rpc.setMetaMissing(false);
     }
     expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+  });
+
+  test("a node answering out of spec (no err in the status, no owner in token balances, no result) is not answering", async () => {
+    const s = await setup("devnet");
+    const { checkoutId, txHash } = await s.payItself();
+    type Tx = { meta: Record<string, unknown> & { postTokenBalances: Record<string, unknown>[]; preTokenBalances: Record<string, unknown>[] } };
+    const withTx = (change: (tx: Tx) => void) => (method: string, answer: Record<string, unknown>) => {
+      if (method !== "getTransaction" || answer.result === null) return answer;
+      const tx = structuredClone(answer.result) as Tx; // the node's own record stays as it is
+      change(tx);
+      return { ...answer, result: tx };
+    };
+    const outOfSpec: [string, (method: string, answer: Record<string, unknown>) => Record<string, unknown>][] = [
+      ["status without err", withTx((tx) => void delete tx.meta.err)],
+      ["token balances without owner", withTx((tx) => tx.meta.postTokenBalances.forEach((b) => delete b.owner))],
+      ["neither result nor error", (method, answer) => (method === "getTransaction" ? { jsonrpc: "2.0", id: answer.id } : answer)],
+    ];
+    for (const [what, filter] of outOfSpec) {
+      rpc.setAnswerFilter(filter);
+      try {
+        expect([what, await codeOf(confirmCheckout(s.deps, s.productId, checkoutId))]).toEqual([what, "CHAIN_UNAVAILABLE"]);
+      } finally {
+        rpc.setAnswerFilter(null);
+      }
+    }
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    // A failure reported only in status.Err is a failure (judged for good: another checkout's payment).
+    const other = await s.payItself();
+    rpc.setAnswerFilter(withTx((tx) => ((tx.meta.err = null), (tx.meta.status = { Err: { InstructionError: [0, { Custom: 1 }] } }))));
+    try {
+      expect(await reasonOf(confirmCheckout(s.deps, s.productId, other.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
   });
 
   test("devnet: a confirmed payment completes the checkout at once", async () => {

@@ -9,7 +9,7 @@ import { associatedTokenAddress, compileTransaction } from "../ledger/transactio
 import { testDeps } from "../../test/helpers/deps.ts";
 import { tempDir } from "../../test/helpers/server.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
-import { codeOf } from "../../test/helpers/errors.ts";
+import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
 import { AppError } from "../errors.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import { randomBytes } from "node:crypto";
@@ -55,15 +55,6 @@ async function pay(deps: Deps, productId: string, buyer: Keypair) {
   return { checkout, signed, txHash: signatureOf(signed) };
 }
 
-async function reasonOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "OK";
-  } catch (e) {
-    if (!(e instanceof AppError)) throw e;
-    return `${e.code}:${(e.extra.details as { reason?: string } | undefined)?.reason ?? ""}`;
-  }
-}
 
 describe("checkout", () => {
   test("a payment the buyer sent itself is held to the byte-level rules too: a plain Transfer is not a checkout payment", async () => {

@@ -10,3 +10,14 @@ export async function codeOf(p: Promise<unknown>): Promise<string> {
     throw e;
   }
 }
+
+/** The outcome with the refusal's `details.reason`: "OK", or "CODE:reason" ("CODE:" without one). */
+export async function reasonOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "OK";
+  } catch (e) {
+    if (!(e instanceof AppError)) throw e;
+    return `${e.code}:${(e.extra.details as { reason?: string } | undefined)?.reason ?? ""}`;
+  }
+}

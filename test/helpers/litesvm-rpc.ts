@@ -40,6 +40,8 @@ export type LiteSvmRpc = Readonly<{
   setBlockTimeUnknown(unknown: boolean): void;
   /** While on, getTransaction answers meta: null (a node without the transaction's status). */
   setMetaMissing(missing: boolean): void;
+  /** While set, every JSON-RPC answer passes through it (a node answering out of spec). */
+  setAnswerFilter(filter: ((method: string, answer: Record<string, unknown>) => Record<string, unknown>) | null): void;
   /** Every JSON-RPC method called, in order. */
   calls: string[];
   stop(): Promise<void>;
@@ -206,6 +208,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
   let strictPreflight = false;
   let blockTimeUnknown = false;
   let metaMissing = false;
+  let answerFilter: ((method: string, answer: Record<string, unknown>) => Record<string, unknown>) | null = null;
   const calls: string[] = [];
   const records: Recorded[] = [];
   const bySignature = new Map<string, Recorded>();
@@ -440,7 +443,8 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
       if (method === undefined) throw new RpcError(-32601, "Method not found");
       const params = req.params === undefined ? [] : req.params;
       if (!Array.isArray(params)) throw new RpcError(-32602, "Invalid params");
-      return { jsonrpc: "2.0", id, result: method(params) };
+      const answered = { jsonrpc: "2.0", id, result: method(params) };
+      return answerFilter === null ? answered : answerFilter(req.method, answered);
     } catch (e) {
       const err = e instanceof RpcError ? e : new RpcError(-32603, `Internal error: ${e instanceof Error ? e.message : String(e)}`);
       return { jsonrpc: "2.0", id, error: err.data === undefined ? { code: err.code, message: err.message } : { code: err.code, message: err.message, data: err.data } };
@@ -503,6 +507,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     },
     setMetaMissing: (missing) => {
       metaMissing = missing;
+    },
+    setAnswerFilter: (filter) => {
+      answerFilter = filter;
     },
     setStrictPreflight: (strict) => {
       strictPreflight = strict;

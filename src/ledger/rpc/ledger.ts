@@ -107,7 +107,7 @@ type RawTransaction = {
   slot?: unknown;
   blockTime?: unknown;
   transaction?: unknown;
-  meta?: { err?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown } | null;
+  meta?: { err?: unknown; status?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown } | null;
 };
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -293,6 +293,8 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       const err = Object.assign(new Error(String(response.error?.message ?? "error")), { code: response.error?.code });
       throw unavailable(err);
     }
+    // Neither a result (null included) nor an error is no answer: "not found" would be read as final.
+    if (!("result" in response)) throw unavailable(new Error("a JSON-RPC response with neither result nor error"));
     return response.result ?? null;
   }
 
@@ -541,7 +543,10 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     // answers so is not answering (a checkout would otherwise refuse a payment for good).
     const meta = raw.meta ?? null;
     if (meta === null) throw unavailable(new Error("getTransaction returned no status (meta) for the transaction"));
-    const failed = meta.err !== null && meta.err !== undefined;
+    // Its error, or null: a status without the key says neither (and status.Err, where given, counts too).
+    if (!("err" in meta)) throw unavailable(new Error("getTransaction returned a status without its err"));
+    const statusErr = (meta.status as { Err?: unknown } | null | undefined)?.Err;
+    const failed = (meta.err !== null && meta.err !== undefined) || (statusErr !== null && statusErr !== undefined);
     const common = {
       signature,
       wire: bytes,
@@ -580,12 +585,15 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       if (!Array.isArray(list)) continue;
       for (const b of list as RawTokenBalance[]) {
         const key = typeof b.accountIndex === "number" ? tx.accountKeys[b.accountIndex] : undefined;
+        // Without its owner a token account's transfer cannot be judged (a payment to payTo would read as
+        // to no one): the node's answer is incomplete, not a refusal.
+        if (key !== undefined && typeof b.mint === "string" && typeof b.owner !== "string") throw unavailable(new Error("token balances without their owner"));
         if (key !== undefined && typeof b.mint === "string" && typeof b.owner === "string") accounts.set(key, { mint: b.mint, owner: b.owner });
       }
     }
     return {
       ...common,
-      error: failed ? describeTransactionError(meta!.err, tx) : null,
+      error: failed ? describeTransactionError(meta!.err ?? (meta!.status as { Err?: unknown }).Err, tx) : null,
       fee: typeof meta?.fee === "number" ? BigInt(meta.fee) : transactionFee(tx),
       feePayer: tx.accountKeys[0]!,
       transfers: transfersOf(tx, (a) => accounts.get(a) ?? null, mintKey),
