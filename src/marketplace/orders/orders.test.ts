@@ -145,7 +145,7 @@ describe("timers", () => {
       const next = await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "y", price: "5", deliveryTime: 10 });
       return { order: next, ask: { ...ask, orderId: next.orderId } };
     };
-    return { address: wallet.address, keypair, order, ask, sendOfferItself, another };
+    return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another };
   }
 
   test("an escrow transfer the consumer sent itself and never presented pays the order at its expiry, not left in escrow", async () => {
@@ -213,6 +213,27 @@ describe("timers", () => {
     // The first order missed its deadline meanwhile: its payment came back once, and nothing else was paid.
     expect((await ordersStore.findOrder(deps.db, c.order.orderId))!.status).toBe("expired");
     expect([await usdcOf(deps, c.address), await usdcOf(deps, await escrowWallet(deps))]).toEqual([100n * USDC, 0n]);
+  });
+
+  test("withdraw or decline after the consumer sent the offered escrow transfer itself: the order is paid, nothing stranded", async () => {
+    const { deps, clock } = await testDeps();
+    for (const end of ["withdraw", "decline"] as const) {
+      const c = await connectedConsumer(deps);
+      const act = () => (end === "withdraw" ? withdrawOrder(deps, c.provider, c.order.orderId) : declineOrder(deps, c.address, c.order.orderId));
+      await c.sendOfferItself();
+      // While the offer could still be landing, the proposal does not end.
+      await expect(act()).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("may still land") });
+      clock.advance(OFFER_LANDING_MS);
+      await expect(act()).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("the order is paid") });
+      expect(await statusOf(deps, c.order.orderId, c.address)).toBe("paid");
+    }
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 10n * USDC }); // both payments belong to paid orders
+    // An offer never sent: after its landing time the proposal ends as asked.
+    const quiet = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, quiet.address, quiet.ask);
+    expect("unsignedTransaction" in offer).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    expect(await withdrawOrder(deps, quiet.provider, quiet.order.orderId)).toMatchObject({ status: "withdrawn" });
   });
 
   test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {

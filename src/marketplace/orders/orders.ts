@@ -167,9 +167,26 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
   return orderView(row);
 }
 
+/**
+ * Before a proposal ends by withdraw or decline: a connected consumer may have signed and sent the escrow
+ * transfer offered to it without presenting it. Ending the proposal then would strand that payment in
+ * escrow. So the offer is looked for first (as the expiry timer does): found, the order is paid (and the
+ * action refused); while it could still land, the action waits.
+ */
+async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: string): Promise<void> {
+  if (row.offerHash === null) return;
+  const outcome = await sentOfferOutcome(deps, row);
+  if (outcome === "paid") throw new AppError("INVALID_STATE", `the consumer paid the offered escrow transfer: the order is paid, and cannot ${action}`);
+  if (outcome === "wait") {
+    const seconds = Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
+    throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${seconds} s`);
+  }
+}
+
 export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "provider");
   if (row.status !== "proposed") throw wrongState(row, "withdraw");
+  await settleOfferBeforeEnding(deps, row, "withdraw");
   return orderView(await transition(deps, row, "withdraw", { status: "withdrawn", dueAt: null }, () => systemMessageInWrite(deps, row, "The provider withdrew the order.")));
 }
 
@@ -177,6 +194,7 @@ export async function declineOrder(deps: Deps, wallet: string, orderId: string, 
   const row = await orderFor(deps, orderId, wallet, "consumer");
   if (row.status !== "proposed") throw wrongState(row, "decline");
   const why = checkText(reason, "reason", 1000, false);
+  await settleOfferBeforeEnding(deps, row, "decline");
   return orderView(
     await transition(deps, row, "decline", { status: "declined", dueAt: null, reason: why }, () => {
       systemMessageInWrite(deps, row, why === null ? "The consumer declined the order." : `The consumer declined the order: ${why}`);
