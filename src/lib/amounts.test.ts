@@ -38,6 +38,12 @@ describe("parseAmount", () => {
     expect(err("1.0000001", 6)).toContain("6 decimal places");
     expect(err("9223372036854775808", 0)).toContain("too large");
     expect(err("9223372036.854775808", 9)).toContain("too large");
+    // JSON numbers of 10^15 base units or more may have been rounded by JSON.parse: a decimal string is asked for.
+    expect(err(JSON.parse("12345678.123456789"), 9)).toContain("decimal string");
+    expect(err(JSON.parse("50000000.000000001"), 9)).toContain("decimal string");
+    expect(ok("12345678.123456789", 9)).toBe(12_345_678_123_456_789n);
+    expect(err(JSON.parse("9007199.254740991"), 9)).toContain("decimal string"); // read as ...990
+    expect(ok(JSON.parse("999999.999999999"), 9)).toBe(999_999_999_999_999n); // 15 digits: exact
   });
 });
 

@@ -1,6 +1,8 @@
 // Amounts: decimal strings or JSON numbers at the edge ⇄ integer base units (bigint) everywhere else.
 
 const MAX_BASE_UNITS = 2n ** 63n - 1n;
+/** A decimal of at most 15 significant digits survives a double exactly; more may come out rounded. */
+const MAX_EXACT_NUMBER_UNITS = 10n ** 15n - 1n;
 const DECIMAL = /^(\d+)(?:\.(\d+))?$/;
 
 export type ParsedAmount = { value: bigint } | { error: string };
@@ -8,7 +10,7 @@ export type ParsedAmount = { value: bigint } | { error: string };
 /**
  * Parses `1.5`, `"1.5"` or `"0.000005"` into base units of a token with `decimals`. Refuses more
  * fractional digits than the token has, zero (unless `allowZero`), negatives, NaN, Infinity, exponents in
- * strings and anything above 2^63-1 base units.
+ * strings, anything above 2^63-1 base units, and a JSON number of 10^15 base units or more (it may be rounded).
  */
 export function parseAmount(input: unknown, decimals: number, options: { allowZero?: boolean } = {}): ParsedAmount {
   let text: string;
@@ -29,6 +31,11 @@ export function parseAmount(input: unknown, decimals: number, options: { allowZe
   const value = BigInt(whole + fraction.padEnd(decimals, "0"));
   if (value === 0n && !options.allowZero) return { error: "amount must be greater than zero" };
   if (value > MAX_BASE_UNITS) return { error: "amount is too large" };
+  // A JSON number of more base units may already have been rounded when the JSON was read (the amount
+  // written is not known from the number), so it is not guessed.
+  if (typeof input === "number" && value > MAX_EXACT_NUMBER_UNITS) {
+    return { error: `an amount above ${MAX_EXACT_NUMBER_UNITS} base units must be sent as a decimal string (a JSON number that large may be rounded)` };
+  }
   return { value };
 }
 
