@@ -4,6 +4,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { rmSync } from "node:fs";
+import { Keypair } from "@solana/web3.js";
 import { join } from "node:path";
 import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
 import { startTestServer, tempDir } from "./helpers/server.ts";
@@ -65,6 +66,25 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(client, "session_info")).toMatchObject({ success: true, data: { walletAddress: address, restoredBy: "token" } });
     const bad = await stdioClient({ WALLETGATE_TOKEN: "not-a-token" });
     expect(await call(bad, "wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+  }, 30_000);
+
+  test("a host that closes stdin while a transfer runs still gets its answer, and the process exits 0", async () => {
+    const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "mcp"], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL, WALLETGATE_TOKEN: token },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const send = (message: object) => proc.stdin.write(`${JSON.stringify(message)}\n`);
+    send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "wallet_transfer", arguments: { to: Keypair.generate().publicKey.toBase58(), amount: "0.01", token: "usdc" } } });
+    await proc.stdin.end(); // at once: the transfer is still running
+    const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+    const answers = out.trim().split("\n").map((line) => JSON.parse(line) as { id?: number; result?: { structuredContent?: Envelope } });
+    const transfer = answers.find((a) => a.id === 2);
+    expect(transfer?.result?.structuredContent).toMatchObject({ success: true, data: { status: "confirmed", amount: "0.01" } });
+    expect(code).toBe(0);
   }, 30_000);
 
   test("the same database as the HTTP server: the stdio wallet's token works over /mcp", async () => {

@@ -11,8 +11,8 @@ export async function mcpCommand(config: Config, args: string[]): Promise<number
   return withCommandDeps(
     config,
     async (deps) => {
-      await serveStdio(deps, createToolRegistry(deps), config.walletgateToken);
-      return 0;
+      // 1 when calls were still running when the drain time ran out (operations.md's exit codes).
+      return (await serveStdio(deps, createToolRegistry(deps), config.walletgateToken)) ? 0 : 1;
     },
     { logToStderr: true },
   );

@@ -8,7 +8,15 @@ import { createToolServer, type SessionState } from "./server.ts";
 /** Stands for the MCP host on this machine in fingerprints and rate limits. */
 const STDIO_CLIENT = { ip: "stdio", userAgent: "walletgate-stdio" };
 
-export async function serveStdio(deps: Deps, registry: Registry, token: string | null): Promise<void> {
+/** How long requests already received may take to be answered once the host closed stdin or a signal came (operations.md). */
+const DRAIN_MS = 10_000;
+
+/**
+ * Serves until the host closes stdin or a signal arrives, then lets every request already received be
+ * answered on stdout (up to DRAIN_MS): a call that wrote (a transfer) is answered, not dropped. False
+ * when some were still unanswered at the end.
+ */
+export async function serveStdio(deps: Deps, registry: Registry, token: string | null): Promise<boolean> {
   const state: SessionState = {
     binding: null,
     client: STDIO_CLIENT,
@@ -31,6 +39,25 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
   process.once("SIGINT", () => resolve());
   process.once("SIGTERM", () => resolve());
   await server.connect(transport);
+  // Requests read but not yet answered: counted as the transport hands them over and as answers go out.
+  let unanswered = 0;
+  const isRequest = (m: object) => "id" in m && "method" in m;
+  const isAnswer = (m: object) => "id" in m && ("result" in m || "error" in m);
+  const receive = transport.onmessage!;
+  transport.onmessage = (message) => {
+    if (isRequest(message)) unanswered++;
+    receive(message);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message) => {
+    await send(message); // written to stdout (or waited for it to drain)
+    if (isAnswer(message)) unanswered--;
+  };
   await closed;
+  const deadline = Date.now() + DRAIN_MS;
+  while (unanswered > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  if (unanswered > 0) deps.log.warn("stdio: requests still unanswered were cut off after the drain time", { unanswered, drainMs: DRAIN_MS });
+  const drained = unanswered === 0;
   await server.close();
+  return drained;
 }
