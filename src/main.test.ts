@@ -3,7 +3,9 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
-import { runCli, tempDir } from "../test/helpers/server.ts";
+import { runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
+import { newWallet } from "../test/helpers/wallet.ts";
+import { MIGRATIONS } from "./db/migrations.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const dirs: string[] = [];
@@ -59,4 +61,49 @@ describe("walletgate CLI", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("newer walletgate");
   });
+
+  test("a one-shot command never migrates a database that lacks migrations (a server of an older version may use it)", async () => {
+    const dir = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: dir })).code).toBe(0);
+    const latest = MIGRATIONS.at(-1)!.version;
+    const db = new Database(join(dir, "walletgate.db"));
+    db.run("DELETE FROM schema_migrations WHERE version = ?", [latest]); // as an older walletgate left it
+    db.close();
+    const refused = await runCli(["owners", "list"], { DATA_DIR: dir });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`lacks migration ${latest}`);
+    expect(refused.stderr).toContain("walletgate migrate");
+    const version = () => {
+      const d = new Database(join(dir, "walletgate.db"));
+      const v = (d.query("SELECT MAX(version) AS v FROM schema_migrations").get() as { v: number }).v;
+      d.close();
+      return v;
+    };
+    expect(version()).toBe(latest - 1); // untouched
+    // (The migration's own statements are not re-run here: this test only removed its record.)
+    // A database never migrated is migrated by any command: no server can be using it.
+    const fresh = dataDir();
+    expect((await runCli(["owners", "list"], { DATA_DIR: fresh })).code).toBe(0);
+  });
+
+  test("a running server stops writing once a newer walletgate migrated its database", async () => {
+    const server = await startTestServer();
+    try {
+      expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+      const db = new Database(join(server.dataDir, "walletgate.db"));
+      db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)");
+      db.close();
+      let status = 200;
+      for (let i = 0; i < 100 && status === 200; i++) {
+        await Bun.sleep(100);
+        status = (await fetch(`${server.url}/readyz`)).status;
+      }
+      expect(status).toBe(503);
+      const challenge = await fetch(`${server.url}/auth/challenge?wallet=${newWallet().address}`); // a write
+      expect(challenge.status).toBe(500);
+      expect(server.output()).toContain("database migrated by a newer walletgate");
+    } finally {
+      await server.dispose();
+    }
+  }, 30_000);
 });

@@ -3,7 +3,7 @@
 import { ConfigError, UsageError, loadConfig, processEnv, type Config } from "./config.ts";
 import { splitArgs } from "./cli/args.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
-import { SchemaTooNewError } from "./db/migrate.ts";
+import { SchemaBehindError, SchemaTooNewError } from "./db/migrate.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const USAGE = `walletgate ${pkg.version} — wallet sign-in, sessions and payment gating in one executable
@@ -77,7 +77,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       process.stderr.write(`walletgate: ${err.message}\n\n${USAGE}`);
       return 2;
     }
-    if (err instanceof ConfigError || err instanceof SchemaTooNewError) {
+    if (err instanceof ConfigError || err instanceof SchemaTooNewError || err instanceof SchemaBehindError) {
       process.stderr.write(`walletgate: ${err.message}\n`);
       return 1;
     }

@@ -2,7 +2,7 @@
 import type { Server } from "bun";
 import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
-import { migrate } from "./db/migrate.ts";
+import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
@@ -19,6 +19,8 @@ import { importQuietly } from "./lib/quiet-import.ts";
 const CHECKOUT_WATCH_MS = 5_000;
 /** How often orders whose state ends by itself (expiry, deadline, auto-release) are looked for. */
 const ORDER_TIMERS_MS = 30_000;
+/** How often the schema version is read, to stop writing once a newer walletgate migrated the database. */
+const SCHEMA_WATCH_MS = 2_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics } from "./metrics/metrics.ts";
@@ -230,6 +232,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     onTimerError("rate-limit sweep"),
   );
 
+  // A newer walletgate (`migrate`, or a second `serve`) may migrate the database under this one: from then
+  // on this process would write to a schema it does not know. Looked for every few seconds; then every
+  // write is refused and /readyz fails, until this process is replaced by the newer version.
+  let outdated = false;
+  const schemaWatch = startRepeating(
+    async () => {
+      if (outdated) return;
+      const version = db.read(() => schemaVersion(db.sqlite));
+      if (version <= migrated.version) return;
+      outdated = true;
+      db.refuseWrites(new Error(`the database was migrated to schema ${version} by a newer walletgate; this one knows ${migrated.version}: restart with the newer version`));
+      log.error("database migrated by a newer walletgate: writes are refused", { version, known: migrated.version });
+    },
+    SCHEMA_WATCH_MS,
+    onTimerError("schema watch"),
+  );
+
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info("listening", { url, baseUrl, network: config.network, dataDir: config.dataDir });
 
@@ -246,7 +265,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), webhooks.stop()]);
+        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), schemaWatch.stop(), webhooks.stop()]);
         await mcp.stop();
         await Promise.all([verifier.stop(), deps.ledger.stop()]);
         db.close();

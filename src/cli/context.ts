@@ -1,7 +1,7 @@
-// What one-shot commands share: the database of DATA_DIR (migrated), the secrets and a Deps object.
+// What one-shot commands share: the database of DATA_DIR (migrated when new), the secrets and a Deps object.
 import { defaultBaseUrl, resolveSecrets, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
-import { migrate } from "../db/migrate.ts";
+import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { systemClock } from "../lib/clock.ts";
@@ -13,7 +13,7 @@ export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Pr
   createFromImage(config.databasePath);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
-    migrate(db.sqlite, systemClock.now());
+    migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
     const deps = await createDeps({
       config,
       secrets: resolveSecrets(config),

@@ -6,7 +6,43 @@ export class SchemaTooNewError extends Error {
   override name = "SchemaTooNewError";
 }
 
+/** The database lacks migrations this program has: only `walletgate migrate` or `serve` apply them. */
+export class SchemaBehindError extends Error {
+  override name = "SchemaBehindError";
+}
+
 export type MigrateResult = { applied: number[]; version: number };
+
+/** The newest migration the database records (0 for a database never migrated). */
+export function schemaVersion(sqlite: Database): number {
+  const table = sqlite.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  if (table === null) return 0;
+  return (sqlite.query("SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations").get() as { version: number }).version;
+}
+
+/**
+ * For one-shot commands, which may run beside a server: a database never migrated is migrated (no server
+ * can be using it); one that lacks some of this program's migrations is refused rather than migrated
+ * under a server of an older version, which would go on writing to a schema it does not know.
+ */
+export function migrateFreshOnly(sqlite: Database, now: number, migrations: readonly Migration[] = MIGRATIONS): void {
+  if (schemaVersion(sqlite) === 0) {
+    migrate(sqlite, now, migrations);
+    return;
+  }
+  const latest = migrations.reduce((max, m) => Math.max(max, m.version), 0);
+  const version = schemaVersion(sqlite);
+  if (version > latest) {
+    throw new SchemaTooNewError(`the database schema is version ${version} but this program knows only up to ${latest}; run a newer walletgate`);
+  }
+  const done = new Set((sqlite.query("SELECT version FROM schema_migrations").all() as { version: number }[]).map((r) => r.version));
+  const missing = migrations.filter((m) => !done.has(m.version)).map((m) => m.version);
+  if (missing.length > 0) {
+    throw new SchemaBehindError(
+      `the database lacks migration${missing.length > 1 ? "s" : ""} ${missing.join(", ")} of this walletgate: stop the server and run \`walletgate migrate\` (or start \`walletgate serve\` of this version), then run this command again`,
+    );
+  }
+}
 
 export function migrate(sqlite: Database, now: number, migrations: readonly Migration[] = MIGRATIONS): MigrateResult {
   sqlite.run(

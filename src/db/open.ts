@@ -48,6 +48,8 @@ export type Db = {
   cache<V>(name: string, maxEntries: number): ReadCache<V>;
   /** True when the database answers a trivial query (readiness). */
   ping(): boolean;
+  /** From now on every write is refused with `reason`, and `ping` fails (until the process restarts). */
+  refuseWrites(reason: Error): void;
   /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
   flush(): void;
   close(): void;
@@ -322,6 +324,9 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     flush() {
       commit();
       walFile?.flushNow();
+    },
+    refuseWrites(reason) {
+      broken ??= reason;
     },
     ping() {
       if (broken !== null) return false;
