@@ -289,7 +289,18 @@ export type Secrets = Readonly<{
  * The secrets the server signs and encrypts with: from the environment, or — off mainnet — generated
  * once into DATA_DIR with mode 0600 and reused on every start.
  */
-export function resolveSecrets(config: Config): Secrets {
+/**
+ * JWT_SECRET and WALLET_ENCRYPTION_KEY, or DATA_DIR's files, generated when missing — except a wallet
+ * encryption key while `holdsSealedData()` (the database already holds values sealed under one: a backup
+ * restored without its key file); a new key would open none of them and seal new ones beside them.
+ */
+export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean } = {}): Secrets {
+  const keyFile = join(config.dataDir, "wallet-encryption-key");
+  if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {
+    throw new ConfigError(
+      `${keyFile} is missing, but the database holds data encrypted under a wallet encryption key (custodial wallets, feature tokens or webhook secrets): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,
+    );
+  }
   const generated = generatedSecrets(config.dataDir, [
     ...(config.jwtSecret === null ? [{ name: "jwt-secret", generate: () => randomText(48) }] : []),
     ...(config.walletEncryptionKey === null ? [{ name: "wallet-encryption-key", generate: () => randomText(32, "hex") }] : []),

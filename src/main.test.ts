@@ -1,10 +1,10 @@
 // The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
 import { afterAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
-import { newWallet } from "../test/helpers/wallet.ts";
+import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -85,6 +85,24 @@ describe("walletgate CLI", () => {
     const fresh = dataDir();
     expect((await runCli(["owners", "list"], { DATA_DIR: fresh })).code).toBe(0);
   });
+
+  test("a database holding sealed data never gets a new wallet encryption key beside it (a backup restored without its key)", async () => {
+    const server = await startTestServer();
+    const created = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 0 } } });
+    expect(created.body.success).toBe(true);
+    await server.stop();
+    const keyFile = join(server.dataDir, "wallet-encryption-key");
+    const key = readFileSync(keyFile, "utf8").trim();
+    rmSync(keyFile);
+    for (const args of [["owners", "list"], ["serve"]]) {
+      const refused = await runCli(args, { DATA_DIR: server.dataDir, PORT: "0" });
+      expect([args[0], refused.code]).toEqual([args[0], 1]);
+      expect(refused.stderr).toContain("wallet-encryption-key is missing");
+    }
+    expect(existsSync(keyFile)).toBe(false); // nothing generated
+    expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir, WALLET_ENCRYPTION_KEY: key })).code).toBe(0);
+    await server.dispose();
+  }, 30_000);
 
   test("a running server stops writing once a newer walletgate migrated its database", async () => {
     const server = await startTestServer();

@@ -4,6 +4,7 @@ import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
+import { holdsSealedData } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
@@ -105,7 +106,7 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.logLevel, config.logFormat);
   const clock = options.clock ?? systemClock;
-  const secrets = resolveSecrets(config);
+  const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
   const created = createFromImage(config.databasePath); // a first start of the executable: written whole
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   const migrated = migrate(db.sqlite, clock.now());

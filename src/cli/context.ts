@@ -4,6 +4,7 @@ import { createDeps, type Deps } from "../deps.ts";
 import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
+import { holdsSealedData } from "../db/sealed.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -16,7 +17,7 @@ export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Pr
     migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
     const deps = await createDeps({
       config,
-      secrets: resolveSecrets(config),
+      secrets: resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) }),
       baseUrl: config.baseUrl ?? defaultBaseUrl(config.host, config.port),
       db,
       clock: systemClock,
