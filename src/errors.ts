@@ -100,6 +100,22 @@ export function invalidField(field: string, problem: string): AppError {
   return fieldError(field, `${field}: ${problem}`);
 }
 
+/** C0 control characters and DEL, but tab, line feed and carriage return. */
+const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+
+/**
+ * Free text at an edge (titles, descriptions, messages): trimmed; `required` ones not empty; at most `max`
+ * characters; no control characters but tab and line breaks (a NUL would cut the text short in SQLite's
+ * checks and in full-text search, and no one types one).
+ */
+export function textField(value: string | undefined, field: string, max: number, required: boolean): string {
+  const text = (value ?? "").trim();
+  if (required && text.length === 0) throw invalidField(field, "required");
+  if (text.length > max) throw invalidField(field, `at most ${max} characters`);
+  if (CONTROL_CHARACTERS.test(text)) throw invalidField(field, "must not contain control characters (tabs and line breaks are fine)");
+  return text;
+}
+
 /**
  * `value` as base units of a token with `decimals`, or VALIDATION_ERROR naming `field`: parseAmount refuses
  * zero (unless `allowZero`), too many decimals and more than 2^63-1 (spec README "Amounts").

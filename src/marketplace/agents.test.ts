@@ -121,7 +121,7 @@ describe("prices past 2^53 base units", () => {
 });
 
 describe("updateAgent", () => {
-  test("profile fields, services kept by id or removed (still found for old orders), status; only by the owner", async () => {
+  test("profile fields, services kept by id or removed (deleted unless an order names them), status; only by the owner", async () => {
     const { deps, clock } = await testDeps();
     const owner = wallet();
     const agent = await register(deps, owner, { name: "Old name" }, [
@@ -144,7 +144,7 @@ describe("updateAgent", () => {
       [false, "C", "3"],
     ]);
     expect(updated.updatedAt > updated.createdAt).toBe(true);
-    expect(await store.findService(deps.db, agent.agentId, a!.serviceId)).toMatchObject({ title: "A", removedAt: clock.now() });
+    expect(await store.findService(deps.db, agent.agentId, a!.serviceId)).toBeNull(); // removed, and no order names it
     expect(await codeOf(updateAgent(deps, wallet(), agent.agentId, { status: "active" }))).toBe("NOT_FOUND");
     expect(await codeOf(updateAgent(deps, owner, "agt_nope", { status: "active" }))).toBe("NOT_FOUND");
     // A service id of another agent cannot be taken over.
@@ -241,4 +241,17 @@ describe("searchAgents", () => {
     // Only punctuation: no word to look for, so the query does not filter.
     expect((await searchAgents(deps, { query: "--" })).total).toBe(1);
   });
+});
+
+test("a control character in any text is VALIDATION_ERROR (a NUL used to reach SQLite's checks: 500); search strips them", async () => {
+  const { deps } = await testDeps();
+  const owner = encodeBase58(cryptoRandom(32));
+  const endpoint = "https://agent.example/hook";
+  expect(await codeOf(registerAgent(deps, owner, { endpoint, profile: { name: "\u0000Evil", basePrice: "1" } }))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(registerAgent(deps, owner, { endpoint, profile: { name: "Ok", basePrice: "1" }, services: [{ title: "t\u0007", price: 1, deliveryTime: 1 }] }))).toBe("VALIDATION_ERROR");
+  const agent = await registerAgent(deps, owner, { endpoint, profile: { name: "Tab\tand\nlines", basePrice: "1" } }); // these are fine
+  const { startConversation } = await import("./conversations.ts");
+  expect(await codeOf(startConversation(deps, encodeBase58(cryptoRandom(32)), agent.agentId, "\u0000hi"))).toBe("VALIDATION_ERROR");
+  expect(await codeOf(searchAgents(deps, { query: "tr\u0000x" }))).toBe("OK");
+  expect(ftsQueryOf("tr\u0000x")).toBe('"tr"* "x"*');
 });

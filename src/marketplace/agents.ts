@@ -1,7 +1,7 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, invalidField } from "../errors.ts";
+import { AppError, amountField, invalidField, textField } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -87,12 +87,7 @@ export function ratingOf(ratingSum: number, ratingCount: number): number | null 
   return Math.floor((ratingSum * 20 + ratingCount) / (ratingCount * 2)) / 10;
 }
 
-function checkText(value: string | undefined, field: string, max: number, required: boolean): string {
-  const text = (value ?? "").trim();
-  if (required && text.length === 0) throw invalidField(field, "required");
-  if (text.length > max) throw invalidField(field, `at most ${max} characters`);
-  return text;
-}
+const checkText = textField;
 
 /** USDC base units (amountField's rules), and required. */
 function checkPrice(value: string | number | undefined, field: string, usdc: TokenInfo): bigint {
@@ -277,6 +272,7 @@ export async function getAgent(deps: Deps, agentId: string, viewerWallet: string
 export function ftsQueryOf(query: string): string | null {
   const words = query
     .slice(0, SEARCH_QUERY.chars)
+    .replace(/[\u0000-\u001f\u007f]/g, " ") // a NUL inside a quoted word ends FTS5's string
     .split(/\s+/)
     .filter((w) => /[\p{L}\p{N}]/u.test(w))
     .slice(0, SEARCH_QUERY.words);

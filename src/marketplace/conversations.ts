@@ -1,7 +1,7 @@
 // Conversations between a consumer wallet and an agent, and their messages (marketplace.md "Records"):
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
-import { AppError, invalidField } from "../errors.ts";
+import { AppError, invalidField, textField } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";
@@ -71,10 +71,8 @@ export function capMessageText(text: string): string {
 }
 
 function checkMessage(text: string, field = "message"): string {
-  const trimmed = text.trim();
-  if (trimmed.length === 0) throw invalidField(field, "must not be empty");
-  if (trimmed.length > MESSAGE_MAX_CHARS) throw invalidField(field, `at most ${MESSAGE_MAX_CHARS} characters`);
-  return trimmed;
+  if (text.trim().length === 0) throw invalidField(field, "must not be empty");
+  return textField(text, field, MESSAGE_MAX_CHARS, true);
 }
 
 /**

@@ -73,7 +73,10 @@ function writeCategoriesInWrite(db: Db, agentId: string, categoryKeys: readonly 
   for (const key of categoryKeys) insert.run(key, agentId);
 }
 
-/** Makes `services` the agent's list, in that order: listed ids are updated, new ones inserted, the rest marked removed. */
+/**
+ * Makes `services` the agent's list, in that order: listed ids are updated, new ones inserted, the rest
+ * marked removed (and deleted unless an order names them).
+ */
 function writeServicesInWrite(db: Db, agentId: string, services: readonly ServiceWrite[], now: number): void {
   const keep = services.map((s) => s.id);
   db.sqlite
@@ -82,6 +85,15 @@ function writeServicesInWrite(db: Db, agentId: string, services: readonly Servic
        WHERE agent_id = ? AND removed_at IS NULL AND id NOT IN (SELECT value FROM json_each(?))`,
     )
     .run(now, now, agentId, JSON.stringify(keep));
+  // Removed services no order names are deleted: every update may replace twenty of them, and rows kept
+  // for nothing would grow without bound. (Orders name theirs; the provider's orders are found by index.)
+  db.sqlite
+    .query(
+      `DELETE FROM market_agent_services WHERE agent_id = ? AND removed_at IS NOT NULL AND id NOT IN (
+         SELECT service_id FROM market_orders
+         WHERE provider_wallet = (SELECT owner_wallet FROM market_agents WHERE id = ?) AND service_id IS NOT NULL)`,
+    )
+    .run(agentId, agentId);
   const upsert = db.sqlite.query(
     `INSERT INTO market_agent_services (id, agent_id, position, title, description, price, delivery_time_min, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)

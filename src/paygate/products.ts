@@ -1,7 +1,7 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, invalidField } from "../errors.ts";
+import { AppError, amountField, invalidField, textField } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { isAddress } from "../lib/encoding.ts";
@@ -99,10 +99,7 @@ export async function productView(deps: Deps, row: store.ProductRow): Promise<Pr
 }
 
 function checkText(value: string, field: "title" | "description", required: boolean): string {
-  const text = value.trim();
-  if (required && text.length === 0) throw invalidField(field, "required");
-  if (text.length > LIMITS[field]) throw invalidField(field, `at most ${LIMITS[field]} characters`);
-  return text;
+  return textField(value, field, LIMITS[field], required);
 }
 
 function checkFeatureIds(ids: string[]): string[] {

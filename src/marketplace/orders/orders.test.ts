@@ -17,7 +17,8 @@ import { cryptoRandom } from "../../lib/ids.ts";
 import { encodeBase58 } from "../../lib/encoding.ts";
 import { createLogger } from "../../log.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
-import { registerAgent } from "../agents.ts";
+import { registerAgent, updateAgent } from "../agents.ts";
+import * as marketStore from "../store.ts";
 import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
 import { eventBody } from "../../webhooks/outbox.ts";
@@ -213,6 +214,27 @@ describe("timers", () => {
     // The first order missed its deadline meanwhile: its payment came back once, and nothing else was paid.
     expect((await ordersStore.findOrder(deps.db, c.order.orderId))!.status).toBe("expired");
     expect([await usdcOf(deps, c.address), await usdcOf(deps, await escrowWallet(deps))]).toEqual([100n * USDC, 0n]);
+  });
+
+  test("a service an order names outlives its removal from the agent's list; replaced ones no order names are deleted", async () => {
+    const { deps } = await testDeps();
+    const provider = (await createCustodialWallet(deps)).address;
+    const agent = await registerAgent(deps, provider, {
+      endpoint: "https://agent.example/hook",
+      profile: { name: "Agent", basePrice: "1" },
+      services: [{ title: "Named", description: "", price: "1", deliveryTime: 10 }, { title: "Unnamed", description: "", price: "2", deliveryTime: 10 }],
+    });
+    const [named, unnamed] = agent.services;
+    const consumer = (await createCustodialWallet(deps)).address;
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hello");
+    await createOrder(deps, provider, { conversationId: conversation.conversationId, serviceId: named!.serviceId, description: "x", price: "1", deliveryTime: 10 });
+    const rows = () => deps.db.sqlite.query("SELECT COUNT(*) AS n FROM market_agent_services WHERE agent_id = ?").get(agent.agentId) as { n: number };
+    for (let i = 0; i < 5; i++) {
+      await updateAgent(deps, provider, agent.agentId, { services: [{ title: `New ${i}`, description: "", price: "3", deliveryTime: 10 }] });
+    }
+    expect(await marketStore.findService(deps.db, agent.agentId, named!.serviceId)).toMatchObject({ title: "Named" });
+    expect(await marketStore.findService(deps.db, agent.agentId, unnamed!.serviceId)).toBeNull();
+    expect(rows().n).toBe(2); // the named one and the current one, however many were replaced
   });
 
   test("withdraw or decline after the consumer sent the offered escrow transfer itself: the order is paid, nothing stranded", async () => {

@@ -2,7 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
-import { AppError, amountField, invalidField } from "../../errors.ts";
+import { AppError, amountField, invalidField, textField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
@@ -84,13 +84,10 @@ type Side = "consumer" | "provider";
 const notFound = () => new AppError("NOT_FOUND", "no such order");
 const wrongState = (row: store.OrderRow, action: string) => new AppError("INVALID_STATE", `cannot ${action} an order that is ${row.status}`);
 
+/** textField, with null for an optional text left empty. */
 function checkText(value: string | undefined, field: string, max: number, required: boolean): string | null {
-  if (value === undefined || value.trim() === "") {
-    if (required) throw invalidField(field, "required");
-    return null;
-  }
-  if (value.length > max) throw invalidField(field, `at most ${max} characters`);
-  return value;
+  const text = textField(value, field, max, required);
+  return text === "" ? null : text;
 }
 
 /** The order as `wallet` may see it, acting as `side`: a stranger hears NOT_FOUND, the other side FORBIDDEN. */
