@@ -525,6 +525,38 @@ describe("the started loop", () => {
   });
 });
 
+describe("the started loop is fair", () => {
+  test("an endpoint that holds its connections, with deliveries piling up, holds one slot: another owner's delivery goes at once", async () => {
+    const { deps, clock } = await setup();
+    let release: () => void = () => undefined;
+    const hang = new Promise<void>((resolve) => (release = resolve));
+    cleanups.push(() => release());
+    const slow = startReceiver(clock, () => [], async () => {
+      await hang;
+      return new Response("late");
+    });
+    const quick = startReceiver(clock, () => []);
+    const [slowOwner, quickOwner] = [wallet(), wallet()];
+    await createEndpoint(deps, slowOwner, { url: slow.url(), events: ["payment.completed"] });
+    await createEndpoint(deps, quickOwner, { url: quick.url(), events: ["payment.completed"] });
+    for (let i = 0; i < 5; i++) await enqueue(deps, slowOwner); // older than the other owner's
+    await enqueue(deps, quickOwner);
+    const w = worker(deps, { pollIntervalMs: 10, batchSize: 2 });
+    w.start();
+    for (let i = 0; i < 200 && quick.received.length === 0; i++) await Bun.sleep(5);
+    expect(quick.received).toHaveLength(1);
+    expect(slow.received).toHaveLength(1); // one at a time to an endpoint
+    // A second owner's event while the slow endpoint still holds its request: delivered too.
+    await enqueue(deps, quickOwner);
+    for (let i = 0; i < 200 && quick.received.length < 2; i++) await Bun.sleep(5);
+    expect(quick.received).toHaveLength(2);
+    release();
+    for (let i = 0; i < 400 && slow.received.length < 5; i++) await Bun.sleep(5);
+    await w.stop();
+    expect(slow.received).toHaveLength(5); // then, in turn, all of its own
+  });
+});
+
 describe("agent targets (marketplace notifications)", () => {
   test("agent events wait for a worker that knows agents; it signs with the agent's secret and hands back the answer", async () => {
     const { deps, db, clock } = await setup();

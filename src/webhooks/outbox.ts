@@ -400,6 +400,33 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     return claimed.length;
   }
 
+  // The started loop keeps up to batchSize deliveries in flight, at most one per endpoint, and fills each
+  // slot as its delivery ends: an endpoint that holds its connections for the whole timeout, or has
+  // thousands due, takes one slot and delays no one else's deliveries.
+  const inFlight = new Set<string>();
+  const endpointKey = (d: store.ClaimedDelivery) => `${d.endpointKind} ${d.endpointId}`;
+  async function fill(): Promise<number> {
+    const free = batchSize - inFlight.size;
+    if (free <= 0 || shutdown.signal.aborted) return 0;
+    const now = deps.clock.now();
+    const token = newId("claim", deps.random);
+    const claimed = await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit: free, kinds, perEndpoint: 1, busy: [...inFlight] });
+    for (const d of claimed) {
+      const key = endpointKey(d);
+      inFlight.add(key);
+      const done = deliver(d, token)
+        .catch((err: unknown) => deps.log.error("webhook delivery failed unexpectedly", { deliveryId: d.id, error: errorText(err) }))
+        .finally(() => {
+          inFlight.delete(key);
+          wakeSleep?.(); // a slot is free
+        })
+        .then(() => 1);
+      running.add(done);
+      void done.then(() => running.delete(done));
+    }
+    return claimed.length;
+  }
+
   function runOnce(): Promise<number> {
     const run = runBatch();
     running.add(run);
@@ -428,13 +455,14 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       if (loop !== null || shutdown.signal.aborted) return;
       loop = (async () => {
         while (!shutdown.signal.aborted) {
-          let handled = 0;
+          let started = 0;
           try {
-            handled = await runOnce();
+            started = await fill();
           } catch (err) {
             deps.log.error("webhook worker run failed", { error: errorText(err) });
           }
-          if (handled < batchSize && !shutdown.signal.aborted) await sleep(pollIntervalMs);
+          // More may be due at once while slots are free; otherwise wait for a slot or the next poll.
+          if (!shutdown.signal.aborted && (started === 0 || inFlight.size >= batchSize)) await sleep(pollIntervalMs);
         }
       })();
     },

@@ -257,12 +257,22 @@ export type ClaimedDelivery = {
 
 /**
  * Leases up to `limit` due pending deliveries of the given kinds to the caller (`token`) until
- * `leaseUntil`, oldest due first. Rows under another unexpired lease are skipped, so two workers, in
+ * `leaseUntil`, oldest due first, endpoints taking turns (see `perEndpoint`). Rows under another unexpired lease are skipped, so two workers, in
  * one process or several, never hold the same delivery. One atomic write.
  */
 export function claimDueDeliveries(
   db: Db,
-  claim: { now: number; leaseUntil: number; token: string; limit: number; kinds: EndpointKind[] },
+  claim: {
+    now: number;
+    leaseUntil: number;
+    token: string;
+    limit: number;
+    kinds: EndpointKind[];
+    /** At most this many per endpoint (its oldest due first); endpoints take turns: every endpoint's first before any second. */
+    perEndpoint?: number;
+    /** Endpoints ("<kind> <id>") to leave out: those the caller has deliveries in flight to. */
+    busy?: readonly string[];
+  },
 ): Promise<ClaimedDelivery[]> {
   if (claim.kinds.length === 0 || claim.limit <= 0) return Promise.resolve([]);
   return db.write(() => {
@@ -271,13 +281,26 @@ export function claimDueDeliveries(
       .query(
         `UPDATE webhook_deliveries SET claimed_until = ?, claim_token = ?
          WHERE id IN (
-           SELECT id FROM webhook_deliveries
-           WHERE status = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
-             AND endpoint_kind IN (${kinds})
-           ORDER BY next_attempt_at, id LIMIT ?)
+           SELECT id FROM (
+             SELECT id, next_attempt_at AS due, endpoint_kind || ' ' || endpoint_id AS endpoint,
+               ROW_NUMBER() OVER (PARTITION BY endpoint_kind, endpoint_id ORDER BY next_attempt_at, id) AS nth
+             FROM webhook_deliveries
+             WHERE status = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
+               AND endpoint_kind IN (${kinds}))
+           WHERE nth <= ? AND endpoint NOT IN (SELECT value FROM json_each(?))
+           ORDER BY nth, due, id LIMIT ?)
          RETURNING id`,
       )
-      .all(claim.leaseUntil, claim.token, claim.now, claim.now, ...claim.kinds, claim.limit) as { id: string }[];
+      .all(
+        claim.leaseUntil,
+        claim.token,
+        claim.now,
+        claim.now,
+        ...claim.kinds,
+        claim.perEndpoint ?? claim.limit,
+        JSON.stringify(claim.busy ?? []),
+        claim.limit,
+      ) as { id: string }[];
     if (claimed.length === 0) return [];
     return db.sqlite
       .query(
