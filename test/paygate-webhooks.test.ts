@@ -100,6 +100,22 @@ describe("webhooks", () => {
     expect(later.verified).toBe(true); // with the first secret, four rotations later
   }, 30_000);
 
+  test("test events and resends are limited per owner (each is a delivery): the 31st in a minute is 429", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    const hook = receiver();
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    for (let i = 0; i < 30; i++) expect((await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" })).status).toBe(200);
+    const limited = await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" });
+    expect([limited.status, limited.body.code]).toEqual([429, "RATE_LIMITED"]);
+    expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
+    // Another owner is not held back.
+    const other = await ownerOn(server);
+    const theirs = await other.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    expect((await other.dash(`/webhooks/${theirs.body.endpointId}/test`, { method: "POST" })).status).toBe(200);
+  }, 30_000);
+
   test("an event committed before kill -9 is delivered after the restart", async () => {
     const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
     servers.push(server);

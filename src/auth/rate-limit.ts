@@ -16,6 +16,12 @@ export const AUTH_LIMITS = {
   checkoutsPerNetwork: { name: "checkout-ip", max: 60, windowMs: 60_000 },
   // Nor this: each /pay submit or confirm may read the chain (on RPC networks, the operator's RPC quota).
   paymentChecksPerNetwork: { name: "payment-check-ip", max: 300, windowMs: 60_000 },
+  // Nor these: each marketplace message is a row kept for good and an event posted to the agent.
+  messagesPerWallet: { name: "message-wallet", max: 60, windowMs: 60_000 },
+  messagesPerNetwork: { name: "message-ip", max: 300, windowMs: 60_000 },
+  // Nor these: each product change and each test or resent webhook is an outbox event and a delivery.
+  ownerWritesPerOwner: { name: "owner-write", max: 120, windowMs: 60_000 },
+  webhookSendsPerOwner: { name: "webhook-send-owner", max: 30, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -121,6 +127,19 @@ export function mcpInitializeHits(clientIp: string): [Limit, string][] {
 /** A checkout opened from this client's network (IPv6 by /64). */
 export function checkoutHits(clientIp: string): [Limit, string][] {
   return [[AUTH_LIMITS.checkoutsPerNetwork, networkKey(clientIp)]];
+}
+
+/** A marketplace message (or a conversation's first) sent by `wallet` from this client's network. */
+export function messageHits(wallet: string, clientIp: string): [Limit, string][] {
+  return [
+    [AUTH_LIMITS.messagesPerWallet, wallet],
+    [AUTH_LIMITS.messagesPerNetwork, networkKey(clientIp)],
+  ];
+}
+
+/** A dashboard change that makes an outbox event (products), or a webhook sent on request (test, resend). */
+export function ownerWriteHits(owner: string, kind: "write" | "webhook"): [Limit, string][] {
+  return [[kind === "write" ? AUTH_LIMITS.ownerWritesPerOwner : AUTH_LIMITS.webhookSendsPerOwner, owner]];
 }
 
 /** A checkout's payment submitted or looked for from this client's network (IPv6 by /64). */

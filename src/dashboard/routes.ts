@@ -4,6 +4,7 @@ import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
+import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { clearedSessionCookie, cookieToken, dashboardToken, requireSameOrigin, sessionCookie } from "./session.ts";
@@ -89,6 +90,12 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
 export function dashboardApiRoutes(deps: Deps) {
   const owners = new WeakMap<Request, Owner>();
   const ownerOf = (request: Request): Owner => owners.get(request)!;
+  /** The owner, after counting a write that makes an outbox event against its limit (auth/rate-limit.ts). */
+  const counted = (request: Request, kind: "write" | "webhook"): string => {
+    const owner = ownerOf(request).walletAddress;
+    if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(ownerWriteHits(owner, kind), deps.clock.now());
+    return owner;
+  };
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
       .onTransform(async ({ request }) => {
@@ -106,24 +113,24 @@ export function dashboardApiRoutes(deps: Deps) {
         "/products",
         async ({ request, body, set }) => {
           set.status = 201;
-          return createProduct(deps, ownerOf(request).walletAddress, body);
+          return createProduct(deps, counted(request, "write"), body);
         },
         {
           body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
-          response: { 400: ErrorBody, 409: ErrorBody },
+          response: { 400: ErrorBody, 409: ErrorBody, 429: ErrorBody },
         },
       )
-      .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, ownerOf(request).walletAddress, params.id, body), {
+      .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
         body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
         detail: { summary: "Edit a product (not its type)" },
-        response: { 400: ErrorBody, 404: ErrorBody },
+        response: { 400: ErrorBody, 404: ErrorBody, 429: ErrorBody },
       })
-      .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, ownerOf(request).walletAddress, params.id), {
+      .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, counted(request, "write"), params.id), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
         detail: { summary: "Archive a product: no new purchases, existing access stays" },
-        response: { 404: ErrorBody },
+        response: { 404: ErrorBody, 429: ErrorBody },
       })
       .get("/keys", async ({ request }) => ({ keys: await listApiKeys(deps, ownerOf(request).walletAddress) }), {
         detail: { summary: "The owner's API keys (never the keys themselves)" },
@@ -180,10 +187,10 @@ export function dashboardApiRoutes(deps: Deps) {
         detail: { summary: "Reveal the endpoint's signing secret" },
         response: { 404: ErrorBody },
       })
-      .post("/webhooks/:id/test", ({ request, params }) => sendTestEvent(deps, ownerOf(request).walletAddress, params.id), {
+      .post("/webhooks/:id/test", ({ request, params }) => sendTestEvent(deps, counted(request, "webhook"), params.id), {
         params: Id,
         detail: { summary: "Send a webhook.test event to this endpoint" },
-        response: { 404: ErrorBody, 409: ErrorBody },
+        response: { 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
       })
       .get(
         "/webhooks/:id/deliveries",
@@ -195,10 +202,10 @@ export function dashboardApiRoutes(deps: Deps) {
           response: { 404: ErrorBody },
         },
       )
-      .post("/deliveries/:id/resend", ({ request, params }) => resendDelivery(deps, ownerOf(request).walletAddress, params.id), {
+      .post("/deliveries/:id/resend", ({ request, params }) => resendDelivery(deps, counted(request, "webhook"), params.id), {
         params: Id,
         detail: { summary: "Deliver the same event again (same webhook-id)" },
-        response: { 404: ErrorBody, 409: ErrorBody },
+        response: { 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
       })
       .get("/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request).walletAddress, query), {
         query: TokenListQuery,

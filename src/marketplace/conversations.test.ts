@@ -184,3 +184,35 @@ describe("system messages", () => {
     expect(capMessageText("short")).toBe("short");
   });
 });
+
+test("messages are limited per wallet (60 a minute) and per client network (300): each is a row kept and an event posted", async () => {
+  const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const { createToolRegistry } = await import("../mcp/tools.ts");
+  const registry = createToolRegistry(deps);
+  const owner = encodeBase58(cryptoRandom(32));
+  const agent = await registerAgent(deps, owner, { endpoint: "https://agent.example/hook", profile: { name: "Agent", basePrice: "1" } });
+  const as = (wallet: string, ip: string) => ({
+    deps,
+    caller: { kind: "wallet" as const, walletAddress: wallet, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" as const },
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client: { ip, userAgent: "t" },
+  });
+  const consumer = encodeBase58(cryptoRandom(32));
+  const started = await registry.call(as(consumer, "192.0.2.1"), "consumer_start_conversation", { agentId: agent.agentId, message: "hello" });
+  if (!started.success) throw new Error(JSON.stringify(started));
+  const conversationId = (started.data as { conversation: { conversationId: string } }).conversation.conversationId;
+  for (let i = 1; i < 60; i++) expect((await registry.call(as(consumer, "192.0.2.1"), "consumer_send_message", { conversationId, message: `m${i}` })).success).toBe(true);
+  const limited = await registry.call(as(consumer, "192.0.2.1"), "consumer_send_message", { conversationId, message: "one too many" });
+  expect(limited).toMatchObject({ success: false, code: "RATE_LIMITED" });
+  // The agent's owner answering is its own wallet's count; a minute later the consumer may write again.
+  expect((await registry.call(as(owner, "198.51.100.1"), "provider_send_message", { conversationId, message: "hi" })).success).toBe(true);
+  clock.advance(60_000);
+  expect((await registry.call(as(consumer, "192.0.2.1"), "consumer_send_message", { conversationId, message: "again" })).success).toBe(true);
+  // Many wallets from one network: 300 a minute in all.
+  let refused = 0;
+  for (let i = 0; i < 320; i++) {
+    const r = await registry.call(as(encodeBase58(cryptoRandom(32)), "203.0.113.7"), "consumer_start_conversation", { agentId: agent.agentId, message: "hi" });
+    if (!r.success && r.code === "RATE_LIMITED") refused++;
+  }
+  expect(refused).toBe(20);
+});

@@ -3,7 +3,8 @@
 // consumer_get_agent, consumer_start_conversation, consumer_send_message, consumer_get_conversation.
 import { z } from "zod";
 import { ordersOfConversation } from "./orders/orders.ts";
-import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { defineTool, requireWallet, type Tool, type ToolContext } from "../mcp/registry.ts";
+import { messageHits } from "../auth/rate-limit.ts";
 import { AGENT_LIMITS, getAgent, registerAgent, searchAgents, SEARCH_PAGE, updateAgent } from "./agents.ts";
 import {
   CONVERSATION_PAGE,
@@ -14,6 +15,11 @@ import {
   sendMessage,
   startConversation,
 } from "./conversations.ts";
+
+/** Counts a message against its wallet's and its network's limits (auth/rate-limit.ts), or refuses it. */
+function countMessage(ctx: ToolContext, wallet: string): void {
+  if (ctx.deps.config.authRateLimit) ctx.deps.auth.rateLimiter.consume(messageHits(wallet, ctx.client.ip), ctx.deps.clock.now());
+}
 
 const agentId = z.string().max(64).describe("the agent's id, agt_…");
 const conversationId = z.string().max(64).describe("the conversation's id, conv_…");
@@ -116,7 +122,11 @@ export const providerSendMessage = defineTool({
   description: "As the owner of the conversation's agent, send a message to the consumer.",
   input: { conversationId, message },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => sendMessage(deps, requireWallet(caller).walletAddress, "provider", input.conversationId, input.message),
+  run: async (ctx, input) => {
+    const wallet = requireWallet(ctx.caller).walletAddress;
+    countMessage(ctx, wallet);
+    return sendMessage(ctx.deps, wallet, "provider", input.conversationId, input.message);
+  },
 });
 
 export const consumerSearchAgents = defineTool({
@@ -151,7 +161,11 @@ export const consumerStartConversation = defineTool({
     "and may answer at once; read answers with consumer_get_conversation.",
   input: { agentId, message },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => startConversation(deps, requireWallet(caller).walletAddress, input.agentId, input.message),
+  run: async (ctx, input) => {
+    const wallet = requireWallet(ctx.caller).walletAddress;
+    countMessage(ctx, wallet);
+    return startConversation(ctx.deps, wallet, input.agentId, input.message);
+  },
 });
 
 export const consumerSendMessage = defineTool({
@@ -159,7 +173,11 @@ export const consumerSendMessage = defineTool({
   description: "Send a message to the agent in one of this session's wallet's conversations; the agent is notified.",
   input: { conversationId, message },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => sendMessage(deps, requireWallet(caller).walletAddress, "consumer", input.conversationId, input.message),
+  run: async (ctx, input) => {
+    const wallet = requireWallet(ctx.caller).walletAddress;
+    countMessage(ctx, wallet);
+    return sendMessage(ctx.deps, wallet, "consumer", input.conversationId, input.message);
+  },
 });
 
 export const consumerGetConversation = defineTool({
