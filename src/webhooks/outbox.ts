@@ -269,7 +269,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
   const leaseMs = timeoutMs + 60_000;
   const kinds: store.EndpointKind[] = options.agents === undefined ? ["owner_endpoint"] : ["owner_endpoint", "agent"];
   const shutdown = new AbortController();
-  const running = new Set<Promise<number>>();
+  const running = new Set<Promise<unknown>>();
   let loop: Promise<void> | null = null;
   let wakeSleep: (() => void) | null = null;
 
@@ -384,19 +384,31 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     }
   }
 
-  async function runBatch(): Promise<number> {
-    if (shutdown.signal.aborted) return 0;
+  /** Leases up to `limit` due deliveries (with `fair`, at most so many per endpoint, some endpoints left out). */
+  async function claim(limit: number, fair: { perEndpoint?: number; busy?: readonly string[] } = {}) {
     const now = deps.clock.now();
     const token = newId("claim", deps.random);
-    const claimed = await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit: batchSize, kinds });
-    await Promise.all(
-      claimed.map((d) =>
-        deliver(d, token).catch((err: unknown) => {
-          // The lease runs out and the delivery is tried again later.
-          deps.log.error("webhook delivery failed unexpectedly", { deliveryId: d.id, error: errorText(err) });
-        }),
-      ),
+    return { token, claimed: await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit, kinds, ...fair }) };
+  }
+
+  /** One delivery; a failure past its own handling leaves the lease to run out, and it is tried again later. */
+  const attempt = (d: store.ClaimedDelivery, token: string): Promise<void> =>
+    deliver(d, token).catch((err: unknown) => deps.log.error("webhook delivery failed unexpectedly", { deliveryId: d.id, error: errorText(err) }));
+
+  /** Tracks work stop() waits for. */
+  function track<T>(work: Promise<T>): Promise<T> {
+    running.add(work);
+    void work.then(
+      () => running.delete(work),
+      () => running.delete(work),
     );
+    return work;
+  }
+
+  async function runBatch(): Promise<number> {
+    if (shutdown.signal.aborted) return 0;
+    const { token, claimed } = await claim(batchSize);
+    await Promise.all(claimed.map((d) => attempt(d, token)));
     return claimed.length;
   }
 
@@ -404,37 +416,25 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
   // slot as its delivery ends: an endpoint that holds its connections for the whole timeout, or has
   // thousands due, takes one slot and delays no one else's deliveries.
   const inFlight = new Set<string>();
-  const endpointKey = (d: store.ClaimedDelivery) => `${d.endpointKind} ${d.endpointId}`;
   async function fill(): Promise<number> {
     const free = batchSize - inFlight.size;
     if (free <= 0 || shutdown.signal.aborted) return 0;
-    const now = deps.clock.now();
-    const token = newId("claim", deps.random);
-    const claimed = await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit: free, kinds, perEndpoint: 1, busy: [...inFlight] });
+    const { token, claimed } = await claim(free, { perEndpoint: 1, busy: [...inFlight] });
     for (const d of claimed) {
-      const key = endpointKey(d);
+      const key = `${d.endpointKind} ${d.endpointId}`; // as claimDueDeliveries names endpoints
       inFlight.add(key);
-      const done = deliver(d, token)
-        .catch((err: unknown) => deps.log.error("webhook delivery failed unexpectedly", { deliveryId: d.id, error: errorText(err) }))
-        .finally(() => {
+      void track(
+        attempt(d, token).finally(() => {
           inFlight.delete(key);
           wakeSleep?.(); // a slot is free
-        })
-        .then(() => 1);
-      running.add(done);
-      void done.then(() => running.delete(done));
+        }),
+      );
     }
     return claimed.length;
   }
 
   function runOnce(): Promise<number> {
-    const run = runBatch();
-    running.add(run);
-    void run.then(
-      () => running.delete(run),
-      () => running.delete(run),
-    );
-    return run;
+    return track(runBatch());
   }
 
   function sleep(ms: number): Promise<void> {
