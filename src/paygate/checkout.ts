@@ -72,11 +72,23 @@ async function splToken(deps: Deps, key: string): Promise<SplToken> {
 
 const archived = () => new AppError("INVALID_STATE", "this product is archived and can no longer be bought");
 
+const noProduct = () => new AppError("NOT_FOUND", "no such product");
+
 async function productForSale(deps: Deps, productId: string): Promise<store.ProductRow> {
   const product = await store.findProduct(deps.db, productId);
-  if (product === null) throw new AppError("NOT_FOUND", "no such product");
+  if (product === null) throw noProduct();
   if (product.status === "archived") throw archived();
   return product;
+}
+
+/**
+ * What a checkout's payments are judged against: its product (archived or not: a payment for a checkout
+ * opened while the product was for sale is honoured) and the token the checkout is priced in (its own:
+ * the owner may have changed the product's since). Null when the product is gone.
+ */
+async function saleOf(deps: Deps, checkout: store.CheckoutRow): Promise<{ product: store.ProductRow; token: SplToken } | null> {
+  const product = await store.findProduct(deps.db, checkout.productId);
+  return product === null ? null : { product, token: await splToken(deps, checkout.token) };
 }
 
 async function checkoutOf(deps: Deps, productId: string, checkoutId: string): Promise<store.CheckoutRow> {
@@ -320,10 +332,9 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
     checkout = (await store.findCheckout(deps.db, checkout.id)) ?? checkout;
     if (checkout.purchaseId !== null) throw new AppError("INTERNAL_ERROR", "a completed checkout without its purchase");
   }
-  // Archived or not: a payment for a checkout opened while the product was for sale is honoured (below).
-  const product = await store.findProduct(deps.db, checkout.productId);
-  if (product === null) throw new AppError("NOT_FOUND", "no such product");
-  const token = await splToken(deps, checkout.token);
+  const sale = await saleOf(deps, checkout);
+  if (sale === null) throw noProduct();
+  const { product, token } = sale;
   // The transactions /submit sent, read by their signatures: no stranger's transaction can hide them.
   // Judged ones keep their refusal; one not readable (never landed, or a node behind) is null here.
   const submitted = new Map<string, AppError | null>();
@@ -462,10 +473,9 @@ export async function earlierPurchaseOf(deps: Deps, productId: string, walletAdd
  */
 async function earlierPayment(deps: Deps, productId: string, walletAddress: string, skip?: string): Promise<{ checkout: store.CheckoutRow; result: ConfirmResult } | null> {
   for (const checkout of await store.findSubmittedOpenCheckoutsOf(deps.db, productId, walletAddress, EARLIER_ATTEMPTS)) {
-    if (checkout.id === skip) continue;
-    const product = await store.findProduct(deps.db, checkout.productId);
-    if (product === null) continue;
-    const result = await settleSubmissions(deps, checkout, product, await splToken(deps, checkout.token));
+    const sale = checkout.id === skip ? null : await saleOf(deps, checkout);
+    if (sale === null) continue;
+    const result = await settleSubmissions(deps, checkout, sale.product, sale.token);
     if (result !== null) return { checkout, result };
   }
   return null;
@@ -526,9 +536,9 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
 export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string, txHash?: string): Promise<ConfirmResult> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (txHash !== undefined && checkout.purchaseId === null) {
-    const product = await store.findProduct(deps.db, checkout.productId);
-    if (product === null) throw new AppError("NOT_FOUND", "no such product");
-    const named = await readPayment(deps, checkout, product, await splToken(deps, checkout.token), txHash);
+    const sale = await saleOf(deps, checkout);
+    if (sale === null) throw noProduct();
+    const named = await readPayment(deps, checkout, sale.product, sale.token, txHash);
     if (named instanceof AppError) throw named;
     if (named !== null) return named;
     // Not seen yet (or no such transaction): what the reference shows.
@@ -646,10 +656,12 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
       for (const checkout of batch) {
         let open = false; // transactions left unread: it may be paid
         try {
-          if ((await settleCheckout(deps, checkout, () => (open = true))).status === "completed" || open) {
-            if (!open) changed++;
+          const result = await settleCheckout(deps, checkout, () => (open = true));
+          if (result.status === "completed") {
+            changed++;
             continue;
           }
+          if (open) continue;
         } catch (err) {
           if (outcomeUnknown(err)) {
             deps.log.warn("checkout not settled", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, error: errorText(err) });
