@@ -287,12 +287,9 @@ export type Secrets = Readonly<{
 
 /**
  * The secrets the server signs and encrypts with: from the environment, or — off mainnet — generated
- * once into DATA_DIR with mode 0600 and reused on every start.
- */
-/**
- * JWT_SECRET and WALLET_ENCRYPTION_KEY, or DATA_DIR's files, generated when missing — except a wallet
- * encryption key while `holdsSealedData()` (the database already holds values sealed under one: a backup
- * restored without its key file); a new key would open none of them and seal new ones beside them.
+ * once into DATA_DIR with mode 0600 and reused on every start. Except a wallet encryption key while
+ * `holdsSealedData()` (the database already holds values sealed under one: a backup restored without its
+ * key file): a new key would open none of them and seal new ones beside them.
  */
 export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean } = {}): Secrets {
   const keyFile = join(config.dataDir, "wallet-encryption-key");
@@ -308,7 +305,7 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
   const jwt = config.jwtSecret ?? generated.get("jwt-secret")!;
   const walletKey = config.walletEncryptionKey ?? generated.get("wallet-encryption-key")!;
   const walletKeyBytes = decodeKey32(walletKey);
-  if (walletKeyBytes === null) throw new ConfigError(`${join(config.dataDir, "wallet-encryption-key")} does not hold a 32-byte key`);
+  if (walletKeyBytes === null) throw new ConfigError(`${keyFile} does not hold a 32-byte key`);
   return Object.freeze({
     jwtSecret: new TextEncoder().encode(jwt),
     jwtSecretPrevious: config.jwtSecretPrevious === null ? null : new TextEncoder().encode(config.jwtSecretPrevious),

@@ -20,23 +20,34 @@ export function schemaVersion(sqlite: Database): number {
   return (sqlite.query("SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations").get() as { version: number }).version;
 }
 
+const latestOf = (migrations: readonly Migration[]) => migrations.reduce((max, m) => Math.max(max, m.version), 0);
+
+/** Refuses a database newer than the program: its schema is not one this program can write to. */
+function refuseNewer(version: number, latest: number): void {
+  if (version > latest) {
+    throw new SchemaTooNewError(`the database schema is version ${version} but this program knows only up to ${latest}; run a newer walletgate`);
+  }
+}
+
+/** The migrations `migrations` has that the database has not had. */
+function pendingOf(sqlite: Database, migrations: readonly Migration[]): Migration[] {
+  const done = new Set((sqlite.query("SELECT version FROM schema_migrations").all() as { version: number }[]).map((r) => r.version));
+  return migrations.filter((m) => !done.has(m.version));
+}
+
 /**
  * For one-shot commands, which may run beside a server: a database never migrated is migrated (no server
  * can be using it); one that lacks some of this program's migrations is refused rather than migrated
  * under a server of an older version, which would go on writing to a schema it does not know.
  */
 export function migrateFreshOnly(sqlite: Database, now: number, migrations: readonly Migration[] = MIGRATIONS): void {
-  if (schemaVersion(sqlite) === 0) {
+  const version = schemaVersion(sqlite);
+  if (version === 0) {
     migrate(sqlite, now, migrations);
     return;
   }
-  const latest = migrations.reduce((max, m) => Math.max(max, m.version), 0);
-  const version = schemaVersion(sqlite);
-  if (version > latest) {
-    throw new SchemaTooNewError(`the database schema is version ${version} but this program knows only up to ${latest}; run a newer walletgate`);
-  }
-  const done = new Set((sqlite.query("SELECT version FROM schema_migrations").all() as { version: number }[]).map((r) => r.version));
-  const missing = migrations.filter((m) => !done.has(m.version)).map((m) => m.version);
+  refuseNewer(version, latestOf(migrations));
+  const missing = pendingOf(sqlite, migrations).map((m) => m.version);
   if (missing.length > 0) {
     throw new SchemaBehindError(
       `the database lacks migration${missing.length > 1 ? "s" : ""} ${missing.join(", ")} of this walletgate: stop the server and run \`walletgate migrate\` (or start \`walletgate serve\` of this version), then run this command again`,
@@ -48,25 +59,19 @@ export function migrate(sqlite: Database, now: number, migrations: readonly Migr
   sqlite.run(
     "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT",
   );
-  const latest = migrations.reduce((max, m) => Math.max(max, m.version), 0);
+  const latest = latestOf(migrations);
   const apply = sqlite.transaction(() => {
-    const row = sqlite.query("SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations").get() as { version: number };
-    if (row.version > latest) {
-      throw new SchemaTooNewError(
-        `the database schema is version ${row.version} but this program knows only up to ${latest}; run a newer walletgate`,
-      );
-    }
+    const version = schemaVersion(sqlite);
+    refuseNewer(version, latest);
     // Every version not yet recorded is applied, in order — also one numbered below the newest applied
     // (migrations written side by side can land in either order).
-    const done = new Set((sqlite.query("SELECT version FROM schema_migrations").all() as { version: number }[]).map((r) => r.version));
     const applied: number[] = [];
-    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-      if (done.has(m.version)) continue;
+    for (const m of pendingOf(sqlite, migrations).sort((a, b) => a.version - b.version)) {
       sqlite.run(m.sql);
       sqlite.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, now);
       applied.push(m.version);
     }
-    return { applied, version: Math.max(row.version, latest) };
+    return { applied, version: Math.max(version, latest) };
   });
   return apply.immediate();
 }
