@@ -82,7 +82,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
     verifier,
     auth: Object.freeze({
       jwtKeys,
-      rateLimiter: createRateLimiter(),
+      rateLimiter: createRateLimiter({ enabled: input.config.authRateLimit }),
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
     }),

@@ -44,7 +44,7 @@ export function requireAddress(walletAddress: string): Uint8Array {
 export async function issueChallenge(deps: Deps, walletAddress: string, client: ClientInfo): Promise<Challenge> {
   requireAddress(walletAddress);
   const now = deps.clock.now();
-  if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(challengeHits(client.ip, walletAddress), now);
+  deps.auth.rateLimiter.consume(challengeHits(client.ip, walletAddress), now);
   const nonce = newSecretBase58(deps.random);
   const expiresAt = now + deps.config.challengeTtlMs;
   const message = buildChallengeMessage({

@@ -49,7 +49,7 @@ describe("sliding window", () => {
   });
 
   test("refused requests create no keys, and the number of keys is capped", () => {
-    const rl = createRateLimiter(100);
+    const rl = createRateLimiter({ maxKeys: 100 });
     const tight = { name: "tight", max: 1, windowMs: 10_000 };
     const net = { name: "net", max: 1, windowMs: 10_000 };
     rl.consume([[net, "n"]], 0);
@@ -60,7 +60,7 @@ describe("sliding window", () => {
   });
 
   test("a flood of one limit's keys cannot push out another limit's counters", () => {
-    const rl = createRateLimiter(100);
+    const rl = createRateLimiter({ maxKeys: 100 });
     const verify = { name: "verify", max: 2, windowMs: 60_000 };
     const challenge = { name: "challenge", max: 10, windowMs: 60_000 };
     rl.consume([[verify, "client|wallet"]], 0);
@@ -226,4 +226,11 @@ describe("over HTTP, behind a trusted proxy", () => {
     const otherNet = await attempt(server.url, newWallet(), { "x-forwarded-for": "2001:db8:7:8::1" });
     expect(otherNet.body.code).toBe("NONCE_NOT_FOUND");
   });
+});
+
+test("a limiter made with enabled: false (AUTH_RATE_LIMIT=off) counts and refuses nothing", () => {
+  const rl = createRateLimiter({ enabled: false });
+  const limit = { name: "t", max: 1, windowMs: 60_000 };
+  for (let i = 0; i < 5; i++) rl.consume([[limit, "k"]], 1_000);
+  expect(rl.purge(1_000)).toBe(0);
 });

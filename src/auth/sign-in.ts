@@ -40,7 +40,7 @@ export async function proveWalletControl(
   const publicKey = requireAddress(input.walletAddress);
   const signature = requireSignature(input.signature);
   const now = deps.clock.now();
-  if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(verifyHits(client.ip, input.walletAddress), now);
+  deps.auth.rateLimiter.consume(verifyHits(client.ip, input.walletAddress), now);
 
   const challenge = await store.findChallenge(deps.db, input.nonce);
   if (challenge === null || challenge.wallet !== input.walletAddress) {

@@ -93,7 +93,7 @@ export function dashboardApiRoutes(deps: Deps) {
   /** The owner, after counting a write that makes an outbox event against its limit (auth/rate-limit.ts). */
   const counted = (request: Request, kind: "write" | "webhook"): string => {
     const owner = ownerOf(request).walletAddress;
-    if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(ownerWriteHits(owner, kind), deps.clock.now());
+    deps.auth.rateLimiter.consume(ownerWriteHits(owner, kind), deps.clock.now());
     return owner;
   };
   return (

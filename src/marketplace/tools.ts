@@ -18,7 +18,7 @@ import {
 
 /** Counts a message against its wallet's and its network's limits (auth/rate-limit.ts), or refuses it. */
 function countMessage(ctx: ToolContext, wallet: string): void {
-  if (ctx.deps.config.authRateLimit) ctx.deps.auth.rateLimiter.consume(messageHits(wallet, ctx.client.ip), ctx.deps.clock.now());
+  ctx.deps.auth.rateLimiter.consume(messageHits(wallet, ctx.client.ip), ctx.deps.clock.now());
 }
 
 const agentId = z.string().max(64).describe("the agent's id, agt_…");

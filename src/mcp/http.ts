@@ -111,16 +111,14 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo): Promise<Response> {
-    if (deps.config.authRateLimit) {
-      try {
-        deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
-      } catch (err) {
-        if (!(err instanceof AppError)) throw err;
-        return Response.json(
-          { jsonrpc: "2.0", error: { code: -32000, message: err.message }, id: null },
-          { status: 429, headers: { "retry-after": String(err.extra.retryAfter ?? 1) } },
-        );
-      }
+    try {
+      deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      return Response.json(
+        { jsonrpc: "2.0", error: { code: -32000, message: err.message }, id: null },
+        { status: 429, headers: { "retry-after": String(err.extra.retryAfter ?? 1) } },
+      );
     }
     const id = newUuid(deps.random);
     const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;

@@ -139,7 +139,7 @@ const checkout = () => importQuietly(() => import("./checkout.ts"));
 export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   // Each submit or confirm may read the chain: bounded per client network, as opening checkouts is.
   const paymentCheck = (request: Request) => {
-    if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(paymentCheckHits(clientOf(request).ip), deps.clock.now());
+    deps.auth.rateLimiter.consume(paymentCheckHits(clientOf(request).ip), deps.clock.now());
   };
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
     .get("/:productId/product", ({ params }) => buyerProduct(deps, params.productId), {
@@ -151,7 +151,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       "/:productId/checkout",
       async ({ params, body, request }) => {
         // Every checkout opened is a row kept for 15 minutes: bounded per client network.
-        if (deps.config.authRateLimit) deps.auth.rateLimiter.consume(checkoutHits(clientOf(request).ip), deps.clock.now());
+        deps.auth.rateLimiter.consume(checkoutHits(clientOf(request).ip), deps.clock.now());
         return (await checkout()).startCheckout(deps, params.productId, body.walletAddress, body.checkoutId);
       },
       {
