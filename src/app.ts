@@ -19,7 +19,9 @@ function validationDetails(err: ValidationError, where: string): { fields: Field
   try {
     const fields = err.all.map((e) => {
       const path = "path" in e && typeof e.path === "string" ? e.path.replace(/^\//, "").replaceAll("/", ".") : "";
-      return { field: path === "" ? where : path, message: e.summary ?? e.message };
+      // A query number out of its bounds fails alone, before its query, with no path: its schema's title names it.
+      const title = "schema" in e && typeof e.schema?.title === "string" ? e.schema.title : where;
+      return { field: path === "" ? title : path, message: e.summary ?? e.message };
     });
     return { fields };
   } catch {
@@ -40,7 +42,8 @@ function withErrors(deps: Deps, options: AppOptions) {
     if (error instanceof AppError) return errorResponse(error, decided);
     // A response that fails its own schema is our bug, not the client's: it falls through to 500.
     if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
-      const where = error.type === "query" ? "query" : error.type === "body" ? "body" : error.type;
+      // "property": a query number checked on its own (QueryInteger in paygate/routes.ts)
+      const where = error.type === "property" ? "query" : error.type;
       return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details: validationDetails(error, where) }), decided);
     }
     if (code === "PARSE") return errorResponse(invalidJsonBody());

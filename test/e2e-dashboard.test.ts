@@ -75,6 +75,18 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await shot(ownerPage, "products");
   }, 30_000);
 
+  test("Pay to: set to another wallet, then emptied, which is the owner's wallet again", async () => {
+    const product = () => ownerPage.evaluate((id) => fetch(`/dashboard/api/products/${id}`).then((r) => r.json()), state.productId!) as Promise<Json>;
+    const other = newWallet().address;
+    for (const [payTo, expected] of [[other, other], ["", owner.address]] as const) {
+      await ownerPage.getByRole("button", { name: "Edit" }).click();
+      await ownerPage.getByLabel("Pay to (empty: your wallet)").fill(payTo);
+      await ownerPage.getByRole("button", { name: "Save" }).click();
+      await ownerPage.getByRole("button", { name: "New product" }).waitFor();
+      expect((await product()).payTo).toBe(expected);
+    }
+  }, 30_000);
+
   test("an API key is shown once, works, and is never shown again", async () => {
     await ownerPage.getByRole("link", { name: "API keys" }).click();
     await ownerPage.getByLabel("Label").fill("shop backend");

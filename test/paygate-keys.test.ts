@@ -109,6 +109,23 @@ describe("Dashboard API: owners and products", () => {
       expect(await code(dash(`/products/${id}`, o.token, { method: "PATCH", body: { title: "Mine now" } }))).toEqual([404, "NOT_FOUND"]);
     }
     expect(await code(dash(`/products/${mine}`, o.token, { method: "PATCH", body: { payTo: "nope" } }))).toEqual([400, "INVALID_ADDRESS"]);
+    // A PATCH body is a JSON object of known fields: an array, a scalar, a form or a misspelt field is refused,
+    // not a 200 that changes nothing (products and webhook endpoints alike).
+    const endpoint = (await dash("/webhooks", o.token, { body: { url: "https://hooks.example.com/in", events: ["payment.completed"] } })).body.endpointId as string;
+    const patch = (path: string, body: string, type = "application/json") =>
+      code(call(server.url, `/dashboard/api${path}`, { method: "PATCH", body, token: o.token, headers: { "content-type": type } }));
+    for (const path of [`/products/${mine}`, `/webhooks/${endpoint}`]) {
+      for (const [body, type] of [['[{"title":"x"}]'], ['"x"'], ["5"], ["null"], ['{"titel":"x","url":"x"}'], ['{"title":"x"}', "application/x-www-form-urlencoded"]] as const) {
+        expect([path, body, await patch(path, body, type)]).toEqual([path, body, [400, "VALIDATION_ERROR"]]);
+      }
+    }
+    // An edit that changes nothing writes nothing (no product.updated event: the time stays).
+    const before = (await dash(`/products/${mine}`, o.token)).body;
+    await Bun.sleep(5);
+    for (const body of [{}, { title: before.title, price: before.price, featureIds: before.featureIds }]) {
+      expect(await dash(`/products/${mine}`, o.token, { method: "PATCH", body })).toMatchObject({ status: 200, body: before });
+    }
+    expect((await dash(`/products/${mine}`, o.token, { method: "PATCH", body: { title: "Renamed" } })).body.updatedAt).not.toBe(before.updatedAt);
     for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }]) expect(await code(dash("/keys", o.token, { body }))).toEqual([400, "VALIDATION_ERROR"]);
     for (const query of ["limit=0", "limit=1.5", "offset=-1", "status=gone"]) {
       expect([query, await code(dash(`/tokens?${query}`, o.token))]).toEqual([query, [400, "VALIDATION_ERROR"]]);

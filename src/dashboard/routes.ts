@@ -12,7 +12,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
 import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
-import { AccessToken, revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
+import { AccessToken, patchObject, QueryInteger, revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
 import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
@@ -33,7 +33,7 @@ const ProductFields = {
   price: Amount,
   currency: t.Optional(t.String({ maxLength: 20, description: "USDC (default) or the service token's symbol" })),
   featureIds: t.Optional(t.Array(t.String({ maxLength: 64 }), { maxItems: 50 })),
-  payTo: t.Optional(t.String({ maxLength: 64, description: "wallet that receives payments; default the owner's" })),
+  payTo: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()], { description: "wallet that receives payments; default (or null) the owner's" })),
   accessDays: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 36500 }), t.Null()])),
   redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
 };
@@ -123,6 +123,7 @@ export function dashboardApiRoutes(deps: Deps) {
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
+        transform: patchObject([...Object.keys(ProductFields), "type"]),
         body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
         detail: { summary: "Edit a product (not its type)" },
         response: { 400: ErrorBody, 404: ErrorBody, 429: ErrorBody },
@@ -167,6 +168,7 @@ export function dashboardApiRoutes(deps: Deps) {
       )
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {
         params: Id,
+        transform: patchObject(["url", "events", "enabled"]),
         body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
         response: { 400: ErrorBody, 404: ErrorBody },
       })
@@ -197,7 +199,7 @@ export function dashboardApiRoutes(deps: Deps) {
         ({ request, params, query }) => listDeliveries(deps, ownerOf(request).walletAddress, params.id, { limit: query.limit, offset: query.offset }),
         {
           params: Id,
-          query: t.Object({ limit: t.Optional(t.Numeric({ minimum: 1, maximum: 100 })), offset: t.Optional(t.Numeric({ minimum: 0 })) }),
+          query: t.Object({ limit: QueryInteger("limit", 1, 100, "1 to 100"), offset: QueryInteger("offset", 0) }),
           detail: { summary: "The endpoint's delivery log" },
           response: { 404: ErrorBody },
         },
@@ -219,14 +221,14 @@ export function dashboardApiRoutes(deps: Deps) {
       .get("/purchases", ({ request, query }) => listPurchases(deps, ownerOf(request).walletAddress, query), {
         query: t.Object({
           productId: t.Optional(t.String({ maxLength: 64 })),
-          limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000, description: "1 to 1000, default 100" })),
-          offset: t.Optional(t.Numeric({ minimum: 0 })),
+          limit: QueryInteger("limit", 1, 1000, "1 to 1000, default 100"),
+          offset: QueryInteger("offset", 0),
         }),
         detail: { summary: "The owner's purchases, newest first; a productId that is not one of the owner's products is 404" },
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .get("/stats", ({ request, query }) => ownerStatsWithDaily(deps, ownerOf(request).walletAddress, query.days), {
-        query: t.Object({ days: t.Optional(t.Numeric({ minimum: 1, maximum: 365, description: "UTC days back, today included; default 30" })) }),
+        query: t.Object({ days: QueryInteger("days", 1, 365, "UTC days back, today included; default 30") }),
         detail: { summary: "The /public/stats numbers and revenue (USDC) and purchases per UTC day" },
         response: { 400: ErrorBody },
       })

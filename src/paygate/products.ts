@@ -38,7 +38,8 @@ export type ProductInput = {
   price?: string | number | undefined;
   currency?: string | undefined;
   featureIds?: string[] | undefined;
-  payTo?: string | undefined;
+  /** null: the owner's wallet (as when left out at creation) */
+  payTo?: string | null | undefined;
   accessDays?: number | null | undefined;
   redirectOrigins?: string[] | undefined;
 };
@@ -203,6 +204,14 @@ export async function listProducts(deps: Deps, owner: string): Promise<Product[]
   return Promise.all((await store.listProducts(deps.db, owner)).map((row) => productView(deps, row)));
 }
 
+function sameProduct(a: store.ProductRow, b: store.ProductRow): boolean {
+  const list = (x: readonly string[]) => JSON.stringify(x);
+  return (
+    a.title === b.title && a.description === b.description && a.price === b.price && a.token === b.token && a.payTo === b.payTo &&
+    a.accessDays === b.accessDays && list(a.featureIds) === list(b.featureIds) && list(a.redirectOrigins) === list(b.redirectOrigins)
+  );
+}
+
 export async function updateProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product> {
   const row = await ownedProduct(deps, owner, productId);
   if (patch.type !== undefined && patch.type !== row.type) throw invalidField("type", "cannot change; create another product");
@@ -229,11 +238,13 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     price,
     token: token?.key ?? row.token,
     featureIds,
-    payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo),
+    payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo ?? owner),
     accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
     redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
     updatedAt: deps.clock.now(),
   };
+  // An edit that changes nothing writes nothing and tells no webhook.
+  if (sameProduct(row, next)) return productView(deps, row);
   const view = await productView(deps, next);
   // The status and time are the row's at the write (an archive may have come in between): in the event and the answer.
   const now = await store.updateProduct(deps.db, next, (at) => productEvent(deps, "product.updated", owner, { ...view, status: at.status, updatedAt: toIso(at.updatedAt) })());

@@ -18,13 +18,39 @@ const Id = t.String({ maxLength: 64 });
 const Address = t.String({ description: "a Solana address (base58 of 32 bytes)" });
 export const AccessToken = t.String({ description: "an ft_ feature access token" });
 
+/**
+ * An optional whole number in a query string. Elysia checks a query number's bounds on its own, before the
+ * query, in an error that names no field: the schema's `title` names it in the 400's `details` (app.ts).
+ */
+export function QueryInteger(field: string, minimum: number, maximum?: number, description?: string) {
+  return t.Optional(t.Numeric({ minimum, ...(maximum === undefined ? {} : { maximum }), multipleOf: 1, title: field, ...(description === undefined ? {} : { description }) }));
+}
+
+/**
+ * A PATCH body's own check, before its schema (a partial object, which Elysia would otherwise make `{}` of an
+ * array, a string or a form and answer 200 with nothing changed): a JSON object naming only known fields.
+ */
+export function patchObject(fields: readonly string[]) {
+  return ({ body }: { body: unknown }) => {
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      throw new AppError("VALIDATION_ERROR", "invalid body", { details: { fields: [{ field: "body", message: "must be a JSON object" }] } });
+    }
+    const unknown = Object.keys(body).filter((key) => !fields.includes(key));
+    if (unknown.length > 0) {
+      throw new AppError("VALIDATION_ERROR", "invalid body", {
+        details: { fields: unknown.slice(0, 10).map((key) => ({ field: key.slice(0, 100), message: `unknown field; known: ${fields.join(", ")}` })) },
+      });
+    }
+  };
+}
+
 /** The query of GET /public/feature/tokens and GET /dashboard/api/tokens. */
 export const TokenListQuery = t.Object({
   productId: t.Optional(Id),
   walletAddress: t.Optional(Address),
   status: t.Optional(t.Union([t.Literal("active"), t.Literal("revoked"), t.Literal("expired")])),
-  limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000, description: "1 to 1000, default 100" })),
-  offset: t.Optional(t.Numeric({ minimum: 0 })),
+  limit: QueryInteger("limit", 1, 1000, "1 to 1000, default 100"),
+  offset: QueryInteger("offset", 0),
 });
 
 /**

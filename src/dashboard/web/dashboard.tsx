@@ -146,7 +146,9 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
       setError(new Error("Access days must be a whole number of days, or empty for access that never ends."));
       return;
     }
+    // Empty means the owner's wallet: on an edit that is said (null), or the old address would stay.
     if (form.payTo.trim() !== "") body.payTo = form.payTo.trim();
+    else if (product !== null) body.payTo = null;
     try {
       if (product === null) await api("/dashboard/api/products", { body: { ...body, type: form.type } });
       else await api(`/dashboard/api/products/${product.productId}`, { method: "PATCH", body });
