@@ -2,6 +2,7 @@
 // (localnet) and the Solana RPC ledger (devnet, mainnet). Amounts are bigint base units.
 import type { Network } from "../config.ts";
 import { fieldError } from "../errors.ts";
+import type { LoadedAddresses } from "./transactions.ts";
 
 /** Solana cluster names, as product, purchase, verification and webhook records carry them (spec/README.md). */
 export function clusterName(network: Network): string {
@@ -107,6 +108,8 @@ export type LedgerTransaction = Readonly<{
   memo: string | null;
   /** The transaction's wire bytes as recorded, for checks the parsed view does not carry. */
   wire: Uint8Array;
+  /** The accounts its lookup tables loaded (RPC, v0 only); with `wire`, what parseTransaction's `landed` reads. */
+  loadedAddresses: LoadedAddresses | null;
 }>;
 
 export type Blockhash = Readonly<{ blockhash: string; lastValidBlockHeight: number }>;

@@ -166,7 +166,12 @@ export type DecodedInstruction =
   | { program: "ata"; type: "create" | "createIdempotent"; payer: number; account: number; owner: number; mint: number; systemProgram: number; tokenProgram: number }
   | { program: "computeBudget"; type: "setComputeUnitLimit"; units: number }
   | { program: "computeBudget"; type: "setComputeUnitPrice"; microLamports: bigint }
-  | { program: "memo"; type: "memo"; text: string | null; accounts: number[] };
+  | { program: "memo"; type: "memo"; text: string | null; accounts: number[] }
+  /** Only in a transaction read as landed (parseTransaction's `landed`): an instruction the service does not model. */
+  | { program: "other"; type: "other"; programId: string; accounts: number[] };
+
+/** The accounts a v0 transaction loaded from lookup tables, in the order the runtime appends them. */
+export type LoadedAddresses = Readonly<{ writable: readonly string[]; readonly: readonly string[] }>;
 
 export type ParsedTransaction = Readonly<{
   version: "legacy" | 0;
@@ -258,11 +263,27 @@ function decodeInstruction(program: string, data: Uint8Array, accounts: number[]
   throw rejected("unsupported_instruction", `program ${program} is not supported (System transfers, SPL Token transfers, Associated Token Accounts, Compute Budget and Memo are)`);
 }
 
+/** An instruction of a landed transaction: one the service does not model is `other`, not a refusal. */
+function decodeLanded(program: string, data: Uint8Array, accounts: number[]): DecodedInstruction {
+  try {
+    return decodeInstruction(program, data, accounts);
+  } catch (err) {
+    if (!(err instanceof AppError) || (err.extra.details as { reason?: string } | undefined)?.reason !== "unsupported_instruction") throw err;
+    return { program: "other", type: "other", programId: program, accounts };
+  }
+}
+
 /**
  * Parses signed (or partly signed) wire bytes. Throws TRANSACTION_REJECTED with `details.reason`
  * `malformed` or `unsupported_instruction`. Signatures are not verified here.
+ *
+ * `landed`: the transaction is one a cluster executed (read back, not about to be sent). Then what the
+ * service does not model is kept rather than refused: other programs' instructions as `other`, and the
+ * accounts of lookup tables from the addresses the node says were loaded (after the static keys, writable
+ * ones first, as the runtime orders them). A landed transaction ran as a whole, so its known instructions
+ * did what they say whatever else it carries.
  */
-export function parseTransaction(wire: Uint8Array): ParsedTransaction {
+export function parseTransaction(wire: Uint8Array, landed?: { loadedAddresses: LoadedAddresses | null }): ParsedTransaction {
   if (wire.length > MAX_TRANSACTION_BYTES) throw rejected("malformed", `a transaction is at most ${MAX_TRANSACTION_BYTES} bytes`);
   let tx: VersionedTransaction;
   try {
@@ -277,21 +298,32 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
   if (reencoded.length !== wire.length || !reencoded.every((b, i) => b === wire[i])) {
     throw rejected("malformed", "the transaction has trailing or non-canonical bytes");
   }
+  const staticKeys = message.staticAccountKeys.map((k) => k.toBase58());
+  let loaded: LoadedAddresses = { writable: [], readonly: [] };
   if (message.version === 0 && message.addressTableLookups.length > 0) {
-    throw rejected("unsupported_instruction", "address lookup tables are not supported");
+    if (landed?.loadedAddresses == null) throw rejected("unsupported_instruction", "address lookup tables are not supported");
+    loaded = landed.loadedAddresses;
+    const count = (kind: "writableIndexes" | "readonlyIndexes") => message.addressTableLookups.reduce((n, l) => n + l[kind].length, 0);
+    if (count("writableIndexes") !== loaded.writable.length || count("readonlyIndexes") !== loaded.readonly.length) {
+      throw rejected("malformed", "the loaded addresses do not match the transaction's lookup tables");
+    }
   }
-  const accountKeys = message.staticAccountKeys.map((k) => k.toBase58());
+  const accountKeys = [...staticKeys, ...loaded.writable, ...loaded.readonly];
   if (new Set(accountKeys).size !== accountKeys.length) throw rejected("malformed", "an account key appears twice");
   const { numRequiredSignatures, numReadonlySignedAccounts, numReadonlyUnsignedAccounts } = message.header;
-  if (numRequiredSignatures < 1 || numRequiredSignatures > accountKeys.length || tx.signatures.length !== numRequiredSignatures) {
+  if (numRequiredSignatures < 1 || numRequiredSignatures > staticKeys.length || tx.signatures.length !== numRequiredSignatures) {
     throw rejected("malformed", "the message header and the signatures disagree");
   }
-  if (numReadonlySignedAccounts >= numRequiredSignatures || numRequiredSignatures + numReadonlyUnsignedAccounts > accountKeys.length) {
+  if (numReadonlySignedAccounts >= numRequiredSignatures || numRequiredSignatures + numReadonlyUnsignedAccounts > staticKeys.length) {
     throw rejected("malformed", "the fee payer must be a writable signer");
   }
   const isSigner = (i: number) => i < numRequiredSignatures;
   const isWritable = (i: number) =>
-    i < numRequiredSignatures ? i < numRequiredSignatures - numReadonlySignedAccounts : i < accountKeys.length - numReadonlyUnsignedAccounts;
+    i < numRequiredSignatures
+      ? i < numRequiredSignatures - numReadonlySignedAccounts
+      : i < staticKeys.length
+        ? i < staticKeys.length - numReadonlyUnsignedAccounts
+        : i < staticKeys.length + loaded.writable.length;
 
   const instructions: DecodedInstruction[] = [];
   const invokedPrograms = new Set<string>();
@@ -303,7 +335,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
       throw rejected("malformed", "an instruction names an account index outside the message");
     }
     invokedPrograms.add(program);
-    const decoded = decodeInstruction(program, ix.data, ix.accountKeyIndexes);
+    const decoded = landed === undefined ? decodeInstruction(program, ix.data, ix.accountKeyIndexes) : decodeLanded(program, ix.data, ix.accountKeyIndexes);
     if (decoded.program === "computeBudget") {
       // As the runtime does: a second instruction of the same kind rejects the transaction.
       if (decoded.type === "setComputeUnitLimit") {

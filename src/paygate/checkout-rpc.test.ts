@@ -2,7 +2,7 @@
 // counts once confirmed on devnet, and on mainnet only once finalized (paygate.md step 3: "confirmed
 // (mainnet: finalized)"), whether /confirm or the watcher looks for it.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Keypair } from "@solana/web3.js";
+import { ComputeBudgetProgram, Connection, Keypair, TransactionInstruction } from "@solana/web3.js";
 import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
@@ -61,10 +61,24 @@ async function setup(network: "devnet" | "mainnet") {
       await deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
     }
   };
-  return { deps, clock, productId, wallet, payItself, hasAccess, strangerCarriesReference };
+  return { deps, clock, productId, buyer, wallet, payItself, hasAccess, strangerCarriesReference };
 }
 
 describe("checkout on RPC networks", () => {
+  test("a payment the buyer's wallet added an instruction to, sent by the buyer itself, is still its payment", async () => {
+    const s = await setup("devnet");
+    const checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    // Compute Budget SetLoadedAccountsDataSizeLimit(256 KiB): a cluster runs it; the service does not model it.
+    const limit = new TransactionInstruction({ programId: ComputeBudgetProgram.programId, keys: [], data: Buffer.from([4, 0, 0, 4, 0]) });
+    const signed = paymentVariant(checkout.transaction, { payer: s.buyer, prepend: [limit] });
+    await new Connection(rpc.url, "confirmed").sendRawTransaction(Buffer.from(signed, "base64"), { skipPreflight: true });
+    const txHash = signatureOf(signed);
+    // Found by its reference (the watcher, /confirm) or named by its signature: a purchase, not "found 0".
+    expect(await confirmCheckout(s.deps, s.productId, checkout.checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect(await confirmCheckout(s.deps, s.productId, checkout.checkoutId, txHash)).toMatchObject({ status: "completed", txHash });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
   test("a payment whose block time the node does not know is not judged: CHAIN_UNAVAILABLE, nothing expires, completed once it is known", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();

@@ -236,10 +236,14 @@ function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: Parse
   }
 }
 
-/** A recorded transaction read as the service reads its own; one it cannot read is not a payment. */
-function parsedOrMismatch(wire: Uint8Array): ParsedTransaction {
+/**
+ * A landed transaction's instructions. Other programs' instructions (a wallet's added guard or compute
+ * settings) and lookup tables do not make its payment none: it ran as a whole, so its TransferChecked moved
+ * what it says. One that cannot be read at all is not a payment.
+ */
+function parsedOrMismatch(tx: LedgerTransaction): ParsedTransaction {
   try {
-    return parseTransaction(wire);
+    return parseTransaction(tx.wire, { loadedAddresses: tx.loadedAddresses });
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
     throw mismatch("instructions", `the transaction is not a checkout payment: ${err.message}`);
@@ -419,7 +423,7 @@ const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carry
 async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction): Promise<ConfirmResult | AppError> {
   try {
     const transfer = checkLandedPayment(checkout, token.mint, tx);
-    checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx.wire), tx.wire);
+    checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx), tx.wire);
     return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

@@ -30,6 +30,8 @@ export type Variant = {
   extraReferences?: string[];
   /** Another recent blockhash (the checkout's may have expired). */
   blockhash?: string;
+  /** Instructions put before the checkout's (as a wallet adding its own settings or guards does). */
+  prepend?: TransactionInstruction[];
 };
 
 /** Rebuilds the checkout transaction paid and signed by `payer`, with the changes asked for. */
@@ -50,7 +52,7 @@ export function paymentVariant(transaction: string, variant: Variant): string {
     return new TransactionInstruction({ programId: ix.programId, data: Buffer.from(ix.data), keys: ix.keys.map((k, i) => (i === 0 ? { ...k, pubkey: payer } : k)) });
   });
   const rebuilt = new VersionedTransaction(
-    new TransactionMessage({ payerKey: payer, recentBlockhash: variant.blockhash ?? message.recentBlockhash, instructions }).compileToLegacyMessage(),
+    new TransactionMessage({ payerKey: payer, recentBlockhash: variant.blockhash ?? message.recentBlockhash, instructions: [...(variant.prepend ?? []), ...instructions] }).compileToLegacyMessage(),
   );
   rebuilt.sign([variant.payer]);
   return Buffer.from(rebuilt.serialize()).toString("base64");

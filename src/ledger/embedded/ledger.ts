@@ -230,6 +230,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       transfers,
       memo: row.memo,
       wire: row.wire,
+      loadedAddresses: null, // lookup tables are refused here
     };
   }
 

@@ -29,6 +29,7 @@ import {
   transferInstructions,
   distinctComputeUnitLimit,
   transfersOf,
+  type LoadedAddresses,
   type ParsedTransaction,
   type TokenAccountInfo,
 } from "../transactions.ts";
@@ -107,7 +108,7 @@ type RawTransaction = {
   slot?: unknown;
   blockTime?: unknown;
   transaction?: unknown;
-  meta?: { err?: unknown; status?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown } | null;
+  meta?: { err?: unknown; status?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown; loadedAddresses?: unknown } | null;
 };
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -554,9 +555,14 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       timestamp: typeof raw.blockTime === "number" ? raw.blockTime * 1000 : 0,
       status: failed ? ("failed" as const) : ("confirmed" as const),
     };
+    // A v0 transaction's lookup-table accounts, as the node loaded them (absent for legacy ones).
+    const loaded = meta.loadedAddresses as { writable?: unknown; readonly?: unknown } | undefined | null;
+    const addresses = (list: unknown) => (Array.isArray(list) && list.every((a) => typeof a === "string") ? (list as string[]) : []);
+    const loadedAddresses: LoadedAddresses | null = loaded == null ? null : { writable: addresses(loaded.writable), readonly: addresses(loaded.readonly) };
     let tx: ParsedTransaction;
     try {
-      tx = parseTransaction(bytes);
+      // Read as landed: instructions of other programs and lookup tables do not hide the payments it made.
+      tx = parseTransaction(bytes, { loadedAddresses });
     } catch (e) {
       if (!(e instanceof AppError)) throw e;
       // Anyone can send an address a transaction the service does not model (swaps, lookup tables): list it
@@ -575,6 +581,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         feePayer: decoded.message.staticAccountKeys[0]!.toBase58(),
         transfers: [],
         memo: null,
+        loadedAddresses,
       };
     }
     if (tx.signature !== signature) throw unavailable(new Error("getTransaction returned another transaction"));
@@ -598,6 +605,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       feePayer: tx.accountKeys[0]!,
       transfers: transfersOf(tx, (a) => accounts.get(a) ?? null, mintKey),
       memo: memoOf(tx),
+      loadedAddresses,
     };
   }
 
