@@ -66,6 +66,15 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(client, "session_info")).toMatchObject({ success: true, data: { walletAddress: address, restoredBy: "token" } });
     const bad = await stdioClient({ WALLETGATE_TOKEN: "not-a-token" });
     expect(await call(bad, "wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+    // The token is where the session starts, not a header for ever: a binding replaces a dead one...
+    const created = await call(bad, "wallet_create", { airdropSol: 0 });
+    expect(await call(bad, "session_info")).toMatchObject({ success: true, data: { walletAddress: created.data!.address, restoredBy: "binding" } });
+    // ...and wallet_disconnect revokes it and leaves no wallet, until session_restore binds one.
+    const second = await stdioClient({ WALLETGATE_TOKEN: created.data!.sessionToken });
+    expect(await call(second, "wallet_disconnect")).toMatchObject({ success: true });
+    expect(await call(second, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+    expect(await call(second, "session_restore", { token })).toMatchObject({ success: true, data: { walletAddress: address } });
+    expect(await call(second, "wallet_get_balance")).toMatchObject({ success: true, data: { address } });
   }, 30_000);
 
   test("a host that closes stdin while a transfer runs still gets its answer, and the process exits 0", async () => {

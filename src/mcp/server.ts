@@ -27,14 +27,18 @@ export function toolResult(envelope: Envelope) {
 /** What /mcp over HTTP tells the tool handlers of each request, as the transport's `authInfo.extra`. */
 export type HttpCallInfo = { bearer: string | null; requestId: string | undefined };
 
-/** A Bearer token passed with the request (HTTP: Authorization header; stdio: WALLETGATE_TOKEN). */
-export function createToolServer(deps: Deps, registry: Registry, state: SessionState, defaultBearer: string | null = null): McpServer {
+/**
+ * The tools on one MCP session. A call runs as the Bearer token passed with its request (HTTP: the
+ * Authorization header), else as `defaultBearer()` (stdio: WALLETGATE_TOKEN, until the session is bound or
+ * unbound), else as the session's binding.
+ */
+export function createToolServer(deps: Deps, registry: Registry, state: SessionState, defaultBearer: () => string | null = () => null): McpServer {
   const server = new McpServer({ name: "walletgate", version: pkg.version }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
   server.server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...registry.listing] }));
   server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     // Over HTTP, authInfo.extra carries the request's bearer token (null when none) and its id (http.ts).
     const http = extra.authInfo?.extra as HttpCallInfo | undefined;
-    const bearer = http?.bearer ?? defaultBearer;
+    const bearer = http?.bearer ?? defaultBearer();
     const caller = await resolveCaller(deps, bearer, state.binding);
     const ctx = { deps, caller, session: state.handle, client: state.client, requestId: http?.requestId };
     const envelope = await registry.call(ctx, request.params.name, request.params.arguments ?? {});

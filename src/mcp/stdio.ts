@@ -17,20 +17,26 @@ const DRAIN_MS = 10_000;
  * when some were still unanswered at the end.
  */
 export async function serveStdio(deps: Deps, registry: Registry, token: string | null): Promise<boolean> {
+  // WALLETGATE_TOKEN is where the session starts, not a header that outlives it: once a tool binds the
+  // session (wallet_create, wallet_connect, session_restore) or unbinds it (wallet_disconnect), calls run as
+  // that, so a token that expired or was revoked can be replaced without restarting the host.
+  let startToken = token;
   const state: SessionState = {
     binding: null,
     client: STDIO_CLIENT,
     handle: {
       id: null,
       bind: async (b) => {
+        startToken = null;
         state.binding = { ...b, source: "binding" } satisfies Binding;
       },
       unbind: async () => {
+        startToken = null;
         state.binding = null;
       },
     },
   };
-  const server = createToolServer(deps, registry, state, token);
+  const server = createToolServer(deps, registry, state, () => startToken);
   const { promise: closed, resolve } = Promise.withResolvers<void>();
   const transport = new StdioServerTransport();
   transport.onclose = () => resolve();
