@@ -258,6 +258,37 @@ describe("timers", () => {
     expect(await withdrawOrder(deps, quiet.provider, quiet.order.orderId)).toMatchObject({ status: "withdrawn" });
   });
 
+  test("an offer and an ending racing: no transfer is handed out for an ended order, and no order ends under an offer it did not look at", async () => {
+    const { deps, clock } = await testDeps();
+    // The provider withdraws while the offer's transfer is being built (on RPC: two round trips).
+    const c = await connectedConsumer(deps);
+    const racing: Deps = { ...deps, ledger: { ...deps.ledger, buildTransfer: async (intent) => {
+      await withdrawOrder(deps, c.provider, c.order.orderId);
+      return deps.ledger.buildTransfer(intent);
+    } } };
+    await expect(acceptOrder(racing, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE" });
+    expect(await statusOf(deps, c.order.orderId, c.address)).toBe("withdrawn");
+    // A decline (or withdraw) looks for the earlier offer in the consumer's history; a new offer made
+    // meanwhile is not the one it looked for: the proposal stays, the decline is to be asked again.
+    for (const end of ["decline", "withdraw"] as const) {
+      const d = await connectedConsumer(deps);
+      expect("unsignedTransaction" in (await acceptOrder(deps, d.address, d.ask))).toBe(true);
+      clock.advance(OFFER_LANDING_MS);
+      const reading: Deps = { ...deps, ledger: { ...deps.ledger, history: async (...args) => {
+        await acceptOrder(deps, d.address, d.ask); // a second offer, recorded during the read
+        return deps.ledger.history(...args);
+      } } };
+      const act = end === "decline" ? declineOrder(reading, d.address, d.order.orderId) : withdrawOrder(reading, d.provider, d.order.orderId);
+      await expect(act).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("meanwhile") });
+      expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
+    }
+    // A proposal past its 24 hours is the timer's to expire (order.expired), not to withdraw or decline.
+    const e = await connectedConsumer(deps);
+    clock.advance(PROPOSAL_TTL_MS);
+    await expect(withdrawOrder(deps, e.provider, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: "the proposal has expired" });
+    await expect(declineOrder(deps, e.address, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: "the proposal has expired" });
+  });
+
   test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

@@ -112,8 +112,15 @@ async function transition(
   also?: () => void,
 ): Promise<store.OrderRow> {
   const now = deps.clock.now();
+  // A proposal ends only under the offer it was looked at with (settleOfferBeforeEnding, the timer): one
+  // offered meanwhile may be paid, and ending the order would strand that payment in escrow.
+  const offer = row.status === "proposed" ? row.offerHash : undefined;
   return deps.db.write(() => {
-    if (!store.transitionInWrite(deps.db, row.id, row.status, typeof change === "function" ? change(now) : change, now)) throw wrongState(store.findOrderInWrite(deps.db, row.id)!, action);
+    if (!store.transitionInWrite(deps.db, row.id, row.status, typeof change === "function" ? change(now) : change, now, offer)) {
+      const current = store.findOrderInWrite(deps.db, row.id)!;
+      if (current.status === row.status) throw new AppError("INVALID_STATE", `the consumer was offered the escrow transfer meanwhile: ${action} again`);
+      throw wrongState(current, action);
+    }
     also?.();
     return store.findOrderInWrite(deps.db, row.id)!;
   });
@@ -180,9 +187,13 @@ async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: 
   }
 }
 
+/** A proposal past its 24 hours ends as expired (the timer, after looking for a paid offer), whatever else is asked. */
+const proposalExpired = (deps: Deps, row: store.OrderRow) => row.dueAt !== null && row.dueAt <= deps.clock.now();
+
 export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "provider");
   if (row.status !== "proposed") throw wrongState(row, "withdraw");
+  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
   await settleOfferBeforeEnding(deps, row, "withdraw");
   return orderView(await transition(deps, row, "withdraw", { status: "withdrawn", dueAt: null }, () => systemMessageInWrite(deps, row, "The provider withdrew the order.")));
 }
@@ -190,6 +201,7 @@ export async function withdrawOrder(deps: Deps, wallet: string, orderId: string)
 export async function declineOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "consumer");
   if (row.status !== "proposed") throw wrongState(row, "decline");
+  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
   const why = checkText(reason, "reason", 1000, false);
   await settleOfferBeforeEnding(deps, row, "decline");
   return orderView(
@@ -215,15 +227,21 @@ export async function acceptOrder(
   const row = await orderFor(deps, input.orderId, wallet, "consumer");
   if (row.conversationId !== input.conversationId) throw notFound();
   if (row.status !== "proposed") throw wrongState(row, "accept");
-  if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the proposal has expired");
+  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
   const token = await currencyToken(deps, input.paymentMethod, "paymentMethod");
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
   if ("error" in parsed) throw invalidField("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
+    // Recorded before it is handed out, and only while the order is still proposed: a transfer handed out
+    // for an order withdrawn, declined or expired meanwhile would be paid into escrow for nothing.
     const now = deps.clock.now();
-    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now }, now));
+    await deps.db.write(() => {
+      if (!store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now }, now)) {
+        throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
+      }
+    });
     return { order: orderView(row), unsignedTransaction: payment.transaction };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };

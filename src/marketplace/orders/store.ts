@@ -95,16 +95,21 @@ const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
  * Moves an order from `from` to its next state inside the caller's write: one conditional UPDATE, so of
  * two racing transitions exactly one applies. False when the order was no longer in `from`.
  */
-export function transitionInWrite(db: Db, id: string, from: OrderStatus, change: OrderChange, now: number): boolean {
+/**
+ * Moves the order from `from` with `change`; false when it is no longer in `from` — or, with `offerHash`
+ * given, when its escrow offer is no longer that one (null: none) — so the caller's look is out of date.
+ */
+export function transitionInWrite(db: Db, id: string, from: OrderStatus, change: OrderChange, now: number, offerHash?: string | null): boolean {
   const keys = Object.keys(change) as (keyof OrderChange)[];
   const sets = keys.map((k) => `${CHANGE_COLUMNS[k]} = ?`);
   const values = keys.map((k) => {
     const v = change[k];
     return typeof v === "bigint" ? v.toString() : (v ?? null);
   });
+  const sameOffer = offerHash === undefined ? "" : " AND offer_hash IS NOT DISTINCT FROM ?";
   const result = db.sqlite
-    .query(`UPDATE market_orders SET ${[...sets, "updated_at = ?"].join(", ")} WHERE id = ? AND status = ?`)
-    .run(...values, now, id, from);
+    .query(`UPDATE market_orders SET ${[...sets, "updated_at = ?"].join(", ")} WHERE id = ? AND status = ?${sameOffer}`)
+    .run(...values, now, id, from, ...(offerHash === undefined ? [] : [offerHash]));
   return result.changes === 1;
 }
 
