@@ -148,10 +148,13 @@ function matchesOffer(wire: Uint8Array, hash: string): boolean {
 }
 
 /** Escrow → `to` (and `split` to the fee wallet, same transaction), signed with the escrow's key. */
-export async function escrowPayout(deps: Deps, payout: { to: string; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined }): Promise<Uint8Array> {
+export async function escrowPayout(
+  deps: Deps,
+  payout: { to: string; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined; memo: string },
+): Promise<Uint8Array> {
   const escrow = await escrowWallet(deps);
   await fuelEscrow(deps, escrow);
   const signer = await signerFor(deps, escrow);
   if (signer.kind !== "custodial") throw new Error("the escrow wallet must be custodial");
-  return signer.sign(await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split }));
+  return signer.sign(await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split, memo: payout.memo }));
 }

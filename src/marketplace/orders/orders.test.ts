@@ -68,6 +68,25 @@ describe("late actions and the fee", () => {
     await expect(disputeOrder(deps, b!.address, done.orderId, "no")).rejects.toMatchObject({ code: "INVALID_STATE" });
   });
 
+  test("two equal payouts drawing the same compute limit in one blockhash are two transactions: each order is refunded", async () => {
+    // The limit's 20 random bits made equal payouts distinct; drawn equal, the second was taken for the first.
+    const { deps } = await testDeps({}, { random: (n) => (n === 3 ? new Uint8Array(3) : cryptoRandom(n)) });
+    const { provider, buyers } = await market(deps);
+    const [b] = buyers;
+    const orders = [];
+    for (let i = 0; i < 2; i++) {
+      const o = await createOrder(deps, provider, { conversationId: b!.conversationId, description: `job ${i}`, price: "5", deliveryTime: 10 });
+      await acceptOrder(deps, b!.address, { orderId: o.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+      orders.push(o.orderId);
+    }
+    expect(await usdcOf(deps, b!.address)).toBe(90n * USDC);
+    for (const id of orders) expect(await cancelOrder(deps, provider, id)).toMatchObject({ status: "cancelled" });
+    expect(await usdcOf(deps, b!.address)).toBe(100n * USDC);
+    const refunds = await Promise.all(orders.map(async (id) => (await ordersStore.findOrder(deps.db, id))!.refundTx));
+    expect(new Set(refunds).size).toBe(2);
+    expect(await escrowedTotals(deps)).toEqual({});
+  });
+
   test("a fee of 100 % pays everything to the fee wallet; a fee that rounds to nothing pays everything to the provider", async () => {
     for (const [bps, price, toProvider, toFee] of [["10000", "3", 0n, 3n * USDC], ["1", "0.0099", 9_900n, 0n]] as const) {
       const feeWallet = (await import("@solana/web3.js")).Keypair.generate().publicKey.toBase58();

@@ -405,9 +405,17 @@ async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
 }
 
+/**
+ * The memo of an escrow payout: it names the order, so no two orders' payouts are ever the same bytes. Two
+ * equal payouts (one recipient, amount and token) in one blockhash's life were otherwise distinct only by a
+ * random compute limit, and a repeat looked like this order's payout already on the ledger (CONFLICT): the
+ * order was finished with the other order's transaction and no money moved.
+ */
+const payoutMemo = (row: store.OrderRow, kind: "refund" | "release") => `walletgate order ${row.id} ${kind}`;
+
 /** Escrow back to the consumer in full, and the order to `to`. */
 async function refund(deps: Deps, row: store.OrderRow, from: store.OrderStatus, to: "cancelled" | "expired" | "refunded", action: string, reason: string | null, note: string, event: AgentEventType | null) {
-  const wire = await escrowPayout(deps, { to: row.consumerWallet, token: row.token, amount: row.amount });
+  const wire = await escrowPayout(deps, { to: row.consumerWallet, token: row.token, amount: row.amount, memo: payoutMemo(row, "refund") });
   return runMove(deps, row, from, action, { kind: "refund", to, reason, note, event }, wire);
 }
 
@@ -421,7 +429,7 @@ async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus,
       : fee >= row.amount
         ? { to: feeWallet!, token: row.token, amount: row.amount } // a fee of 100 %
         : { to: row.providerWallet, token: row.token, amount: row.amount - fee, split: { to: feeWallet!, amount: fee } };
-  const wire = await escrowPayout(deps, payout);
+  const wire = await escrowPayout(deps, { ...payout, memo: payoutMemo(row, "release") });
   return runMove(deps, row, from, "complete", { kind: "release", rating, review, note, fee: (fee >= row.amount ? row.amount : fee).toString() }, wire);
 }
 
