@@ -215,4 +215,9 @@ test("messages are limited per wallet (60 a minute) and per client network (300)
     if (!r.success && r.code === "RATE_LIMITED") refused++;
   }
   expect(refused).toBe(20);
+  // A proposal writes a message into the conversation: it counts as one of its provider's.
+  clock.advance(60_000);
+  const propose = () => registry.call(as(owner, "198.51.100.1"), "provider_create_order", { conversationId, description: "work", price: "1", deliveryTime: 60 });
+  for (let i = 0; i < 60; i++) expect((await registry.call(as(owner, "198.51.100.1"), "provider_send_message", { conversationId, message: `p${i}` })).success).toBe(true);
+  expect(await propose()).toMatchObject({ success: false, code: "RATE_LIMITED" });
 });

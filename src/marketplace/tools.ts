@@ -17,7 +17,7 @@ import {
 } from "./conversations.ts";
 
 /** Counts a message against its wallet's and its network's limits (auth/rate-limit.ts), or refuses it. */
-function countMessage(ctx: ToolContext, wallet: string): void {
+export function countMessage(ctx: ToolContext, wallet: string): void {
   ctx.deps.auth.rateLimiter.consume(messageHits(wallet, ctx.client.ip), ctx.deps.clock.now());
 }
 
@@ -184,7 +184,8 @@ export const consumerGetConversation = defineTool({
   name: "consumer_get_conversation",
   description:
     "A conversation of this session's wallet (as consumer, or as owner of its agent): its messages oldest first and its " +
-    "orders. Poll for new messages with since = the last messageId seen; hasMore says a further page follows.",
+    "newest 100 orders (ordersTotal counts all; the list_orders tools page through them). Poll for new messages with " +
+    "since = the last messageId seen; hasMore says a further page follows.",
   input: {
     conversationId,
     since: z.string().max(64).optional().describe("a messageId (msg_…): only messages after it"),
@@ -193,7 +194,7 @@ export const consumerGetConversation = defineTool({
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
     const { conversation, messages, hasMore } = await getConversation(deps, requireWallet(caller).walletAddress, input.conversationId, input);
-    return { conversation, messages, hasMore, orders: await ordersOfConversation(deps, input.conversationId) };
+    return { conversation, messages, hasMore, ...(await ordersOfConversation(deps, input.conversationId)) };
   },
 });
 

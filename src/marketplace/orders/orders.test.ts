@@ -87,6 +87,26 @@ describe("late actions and the fee", () => {
     expect(await escrowedTotals(deps)).toEqual({});
   });
 
+  test("at most 20 open proposals a conversation; however many proposals fall due, refunds and releases go first", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, buyers } = await market(deps, 4);
+    const [payer, ...others] = buyers;
+    for (const b of others) {
+      for (let i = 0; i < 20; i++) await createOrder(deps, provider, { conversationId: b.conversationId, description: `spam ${i}`, price: "1", deliveryTime: 10 });
+      await expect(createOrder(deps, provider, { conversationId: b.conversationId, description: "one more", price: "1", deliveryTime: 10 })).rejects.toMatchObject({ code: "INVALID_STATE" });
+    }
+    clock.advance(PROPOSAL_TTL_MS - 60_000);
+    const paid = await createOrder(deps, provider, { conversationId: payer!.conversationId, description: "real work", price: "5", deliveryTime: 10 });
+    await acceptOrder(deps, payer!.address, { orderId: paid.orderId, conversationId: payer!.conversationId, paymentMethod: "usdc" });
+    clock.advance(10 * 60_000); // 60 proposals and the paid order's deadline all due; the proposals fell due first
+    expect(await runOrderTimers(deps, 50)).toBe(50);
+    expect(await statusOf(deps, paid.orderId, payer!.address)).toBe("expired");
+    expect(await usdcOf(deps, payer!.address)).toBe(100n * USDC); // refunded in the first round
+    // A conversation shows its newest 100 orders and counts all.
+    const { ordersOfConversation } = await import("./orders.ts");
+    expect(await ordersOfConversation(deps, others[0]!.conversationId)).toMatchObject({ ordersTotal: 20 });
+  });
+
   test("a fee of 100 % pays everything to the fee wallet; a fee that rounds to nothing pays everything to the provider", async () => {
     for (const [bps, price, toProvider, toFee] of [["10000", "3", 0n, 3n * USDC], ["1", "0.0099", 9_900n, 0n]] as const) {
       const feeWallet = (await import("@solana/web3.js")).Keypair.generate().publicKey.toBase58();

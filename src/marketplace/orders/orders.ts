@@ -128,6 +128,9 @@ async function transition(
 
 export type CreateOrderInput = { conversationId: string; serviceId?: string | undefined; description: string; price: string | number; deliveryTime: number };
 
+/** Proposals open at once in one conversation: a consumer is not to be buried in them (nor the expiry timer). */
+export const MAX_OPEN_PROPOSALS = 20;
+
 /** provider_create_order: a proposal in the conversation, open for 24 hours. */
 export async function createOrder(deps: Deps, wallet: string, input: CreateOrderInput): Promise<OrderView> {
   const parties = await conversationParties(deps, input.conversationId);
@@ -165,6 +168,9 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     updatedAt: now,
   };
   await deps.db.write(() => {
+    if (store.openProposalsInWrite(deps.db, input.conversationId) >= MAX_OPEN_PROPOSALS) {
+      throw new AppError("INVALID_STATE", `a conversation holds at most ${MAX_OPEN_PROPOSALS} open proposals: withdraw one, or wait for an answer`);
+    }
     store.insertOrderInWrite(deps.db, row);
     systemMessageInWrite(deps, row, `Order proposed: ${description} — ${row.price} USDC, delivery within ${row.deliveryTimeMin} minutes.`);
   });
@@ -484,8 +490,12 @@ export async function listOrders(deps: Deps, wallet: string, side: Side, q: { st
   return { orders: rows.map(orderView), total, limit, offset };
 }
 
-export async function ordersOfConversation(deps: Deps, conversationId: string): Promise<OrderView[]> {
-  return (await store.ordersOfConversation(deps.db, conversationId)).map(orderView);
+/** Orders a conversation view shows: its newest ones (all of a wallet's are paged by consumer_list_orders / provider_list_orders). */
+export const CONVERSATION_ORDERS_SHOWN = 100;
+
+export async function ordersOfConversation(deps: Deps, conversationId: string): Promise<{ orders: OrderView[]; ordersTotal: number }> {
+  const { rows, total } = await store.ordersOfConversation(deps.db, conversationId, CONVERSATION_ORDERS_SHOWN);
+  return { orders: rows.map(orderView), ordersTotal: total };
 }
 
 /**

@@ -125,8 +125,13 @@ export async function listOrders(db: Db, q: OrderQuery): Promise<{ rows: OrderRo
   return { rows, total: n };
 }
 
-export async function ordersOfConversation(db: Db, conversationId: string): Promise<OrderRow[]> {
-  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE conversation_id = ? ORDER BY created_at, id`).all(conversationId) as RawOrder[]).map(toRow);
+/** The conversation's newest `limit` orders, oldest first, and how many it has in all. */
+export async function ordersOfConversation(db: Db, conversationId: string, limit: number): Promise<{ rows: OrderRow[]; total: number }> {
+  return db.read(() => {
+    const newest = db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE conversation_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`).all(conversationId, limit) as RawOrder[];
+    const { n } = db.sqlite.query("SELECT COUNT(*) AS n FROM market_orders WHERE conversation_id = ?").get(conversationId) as { n: number };
+    return { rows: newest.reverse().map(toRow), total: n };
+  });
 }
 
 /** The order other than `exceptId` that `escrowTx` already paid, if any: one escrow payment pays one order. */
@@ -136,10 +141,24 @@ export function orderPaidByInWrite(db: Db, escrowTx: string, exceptId: string): 
 }
 
 /** Orders whose current state ends by itself at or before `now`, oldest first. */
+/**
+ * Up to `limit` orders whose due time has passed, those that move money first (paid: the deadline's refund;
+ * delivered: the auto-release), then proposals to expire, each oldest first: however many proposals fall
+ * due, none holds back a consumer's refund or a provider's payment.
+ */
 export async function dueOrders(db: Db, now: number, limit: number): Promise<OrderRow[]> {
-  return (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders
-    WHERE due_at IS NOT NULL AND due_at <= ? AND status IN ('proposed', 'paid', 'delivered') ORDER BY due_at LIMIT ?`)
-    .all(now, limit) as RawOrder[]).map(toRow);
+  const due = (statuses: string, n: number) =>
+    (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE due_at IS NOT NULL AND due_at <= ? AND status IN (${statuses}) ORDER BY due_at LIMIT ?`)
+      .all(now, n) as RawOrder[]).map(toRow);
+  return db.read(() => {
+    const money = due("'paid', 'delivered'", limit);
+    return money.length >= limit ? money : [...money, ...due("'proposed'", limit - money.length)];
+  });
+}
+
+/** Proposals still open in a conversation. */
+export function openProposalsInWrite(db: Db, conversationId: string): number {
+  return (db.sqlite.query("SELECT COUNT(*) AS n FROM market_orders WHERE conversation_id = ? AND status = 'proposed'").get(conversationId) as { n: number }).n;
 }
 
 /** Orders with an escrow transaction in flight (RPC networks) recorded at or before `recordedBefore`, oldest first. */

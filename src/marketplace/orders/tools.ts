@@ -2,6 +2,7 @@
 // orders. Provider tools act for the agents the session wallet owns; consumer tools for the session wallet.
 import { z } from "zod";
 import { defineTool, requireWallet, type Tool } from "../../mcp/registry.ts";
+import { countMessage } from "../tools.ts";
 import {
   acceptOrder,
   cancelOrder,
@@ -15,11 +16,13 @@ import {
 } from "./orders.ts";
 
 const OrderId = z.string().max(64).describe("the order's id, ord_…");
+const ConversationId = z.string().max(64).describe("the conversation's id, conv_…");
+const Reason = (what: string) => z.string().max(1000).describe(`why ${what}, up to 1,000 characters`);
 const Price = z.union([z.string().max(40), z.number()]).describe('a decimal amount in USDC, e.g. "25" or "12.5"');
 const ListParams = {
   status: z.string().max(20).optional().describe("proposed, paid, delivered, completed, disputed, …"),
   limit: z.number().int().min(1).max(100).optional().describe("1 to 100, default 20"),
-  offset: z.number().int().min(0).optional(),
+  offset: z.number().int().min(0).optional().describe("orders to skip, default 0"),
 };
 
 export const providerCreateOrder = defineTool({
@@ -28,14 +31,18 @@ export const providerCreateOrder = defineTool({
     "Propose an order in a conversation with a consumer: what you will deliver, the price (USDC) and the delivery time in minutes. " +
     "The consumer accepts by paying into escrow; an unanswered proposal expires after 24 hours.",
   input: {
-    conversationId: z.string().max(64),
+    conversationId: ConversationId,
     serviceId: z.string().max(64).optional().describe("one of your agent's services, if the order is for one"),
-    description: z.string().max(4000),
+    description: z.string().max(4000).describe("what you will deliver, up to 4,000 characters"),
     price: Price,
     deliveryTime: z.number().int().describe("minutes from payment to the delivery deadline"),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => ({ order: await createOrder(deps, requireWallet(caller).walletAddress, input) }),
+  run: async (ctx, input) => {
+    const wallet = requireWallet(ctx.caller).walletAddress;
+    countMessage(ctx, wallet); // a proposal writes a message into the conversation: it counts as one
+    return { order: await createOrder(ctx.deps, wallet, input) };
+  },
 });
 
 export const providerWithdrawOrder = defineTool({
@@ -51,7 +58,11 @@ export const providerDeliverOrder = defineTool({
   description:
     "Deliver a paid order: the result (text or a URL) and an optional message. The consumer then completes it (releasing the " +
     "escrow to you) or disputes it; after 72 hours without either it completes by itself.",
-  input: { orderId: OrderId, result: z.string().max(4000), message: z.string().max(4000).optional() },
+  input: {
+    orderId: OrderId,
+    result: z.string().max(4000).describe("the delivered work: text or a URL, up to 4,000 characters"),
+    message: z.string().max(4000).optional().describe("a note to the consumer, up to 4,000 characters"),
+  },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await deliverOrder(deps, requireWallet(caller).walletAddress, input) }),
 });
@@ -59,7 +70,7 @@ export const providerDeliverOrder = defineTool({
 export const providerCancelOrder = defineTool({
   name: "provider_cancel_order",
   description: "Cancel a paid order you cannot deliver: the full price goes back from escrow to the consumer.",
-  input: { orderId: OrderId, reason: z.string().max(1000).optional() },
+  input: { orderId: OrderId, reason: Reason("you cancel").optional() },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await cancelOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
 });
@@ -79,7 +90,7 @@ export const consumerAcceptOrder = defineTool({
     "a connected wallet gets data.unsignedTransaction, signs it and calls again with the same params plus signedTransaction.",
   input: {
     orderId: OrderId,
-    conversationId: z.string().max(64),
+    conversationId: ConversationId,
     paymentMethod: z.string().max(20).describe('"usdc" or the service token\'s symbol'),
     signedTransaction: z.string().max(1700).optional().describe("connected wallets: the signed escrow transfer, base64"),
   },
@@ -90,7 +101,7 @@ export const consumerAcceptOrder = defineTool({
 export const consumerDeclineOrder = defineTool({
   name: "consumer_decline_order",
   description: "Decline a proposed order.",
-  input: { orderId: OrderId, reason: z.string().max(1000).optional() },
+  input: { orderId: OrderId, reason: Reason("you decline").optional() },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await declineOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
 });
@@ -98,7 +109,11 @@ export const consumerDeclineOrder = defineTool({
 export const consumerCompleteOrder = defineTool({
   name: "consumer_complete_order",
   description: "Accept a delivery: the escrow goes to the provider (less the marketplace fee, if any). Rate it 1–5 and review it if you like.",
-  input: { orderId: OrderId, rating: z.number().int().min(1).max(5).optional(), review: z.string().max(1000).optional() },
+  input: {
+    orderId: OrderId,
+    rating: z.number().int().min(1).max(5).optional().describe("a whole number from 1 (poor) to 5 (excellent)"),
+    review: z.string().max(1000).optional().describe("a short review, up to 1,000 characters"),
+  },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await completeOrder(deps, requireWallet(caller).walletAddress, input) }),
 });
@@ -106,7 +121,7 @@ export const consumerCompleteOrder = defineTool({
 export const consumerDisputeOrder = defineTool({
   name: "consumer_dispute_order",
   description: "Dispute a delivery: the payment stays in escrow until the operator resolves it (release or refund).",
-  input: { orderId: OrderId, reason: z.string().max(1000) },
+  input: { orderId: OrderId, reason: Reason("you dispute the delivery") },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await disputeOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
 });
