@@ -285,6 +285,7 @@ const VALID_HEIGHT_MARGIN = 150;
 /** A recorded transaction is left to the request that sent it for this long before the reconciler looks. */
 export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
+const reasonOf = (err: AppError) => (err.extra.details as { reason?: unknown } | undefined)?.reason;
 const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
 
 /** One escrow payment pays one order: a transaction that already paid another is PAYMENT_MISMATCH. SYNCHRONOUS, in a write. */
@@ -374,6 +375,13 @@ async function runMove(
   try {
     await deps.ledger.submit(wire, { ownTransfer: true, finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
+    // "Expired" is one node's view of the height: a node behind it may still take the transaction, so it is
+    // left to the reconciler, which gives it up only VALID_HEIGHT_MARGIN blocks later (as after a lost answer).
+    if (err instanceof AppError && reasonOf(err) === "blockhash_expired") {
+      throw new AppError("CHAIN_UNAVAILABLE", `the escrow transaction ${signature} has not landed yet; the order settles by itself once the chain tells`, {
+        details: { signature },
+      });
+    }
     if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
     // Already on chain (the consumer broadcast it itself): finished below; anything else is the reconciler's.
     const landed = err instanceof AppError && err.code === "CONFLICT" ? await deps.ledger.getTransaction(signature) : null;

@@ -12,7 +12,7 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import { escrowWallet } from "./escrow.ts";
-import { acceptOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, PROPOSAL_TTL_MS, RECONCILE_AFTER_MS, runOrderTimers } from "./orders.ts";
+import { acceptOrder, cancelOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, PROPOSAL_TTL_MS, RECONCILE_AFTER_MS, runOrderTimers } from "./orders.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
@@ -113,6 +113,26 @@ describe("orders on an RPC network", () => {
     expect(await m.reconcile()).toBe(1);
     expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["proposed", 100n * USDC]);
     expect((await m.accept(m.deps, orderId)).order.status).toBe("paid"); // and it can be paid again
+  }, 30_000);
+
+  test("a refund a lagging node calls expired (it landed) is the reconciler's: found landed, not sent again", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await m.accept(m.deps, orderId);
+    const lagging: Deps = {
+      ...m.deps,
+      ledger: {
+        ...m.deps.ledger,
+        submit: async (wire, options) => {
+          await m.deps.ledger.submit(wire, options);
+          throw new AppError("TRANSACTION_REJECTED", "the transaction expired before it landed", { details: { reason: "blockhash_expired" } });
+        },
+      },
+    };
+    await expect(cancelOrder(lagging, m.provider, orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect(await m.status(orderId)).toBe("refunding"); // not back to paid, where a second refund could follow
+    expect(await m.reconcile()).toBe(1);
+    expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["cancelled", 100n * USDC]);
   }, 30_000);
 
   test("a release whose answer was lost: releasing, then completed by the reconciler, paid once", async () => {
