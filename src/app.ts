@@ -57,6 +57,7 @@ function unhandled(deps: Deps, options: AppOptions, request: Request, error: unk
   deps.log.error("unhandled error", {
     requestId: options.metaOf(request).requestId,
     error: errorText(error),
+    ...(deps.db.noteFailure(error) ? { database: "damaged: writes stopped, /readyz fails" } : {}),
   });
   return errorResponse(internalError(), headers);
 }

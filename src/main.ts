@@ -27,6 +27,8 @@ Commands:
              print a one-time dashboard sign-in link for the keypair's wallet (headless servers)
   backup <file> [--json]
              a consistent copy of the database, taken while the server runs (never overwrites <file>)
+  restore <file> [--json]
+             put a backup in place of the database (server stopped; the old one is kept aside)
 
 Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
   --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
@@ -49,6 +51,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   orders: async () => (await import("./cli/orders.ts")).ordersCommand,
   "dashboard-link": async () => (await import("./cli/dashboard-link.ts")).dashboardLinkCommand,
   backup: async () => (await import("./cli/backup.ts")).backupCommand,
+  restore: async () => (await import("./cli/restore.ts")).restoreCommand,
 };
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

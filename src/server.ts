@@ -198,7 +198,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   appReady.resolve(app.handle);
 
   const onTimerError = (what: string) => (err: unknown) =>
-    log.error(`${what} failed`, { error: errorText(err) });
+    log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
   const purge = startRepeating(
     async () => log.debug("purge", { ...(await purgeAuth(deps)), ...(await purgeMcpSessions(deps)), ...(await purgeWebhooks(deps)) }),
     config.purgeIntervalMs,

@@ -254,6 +254,47 @@ describe("graceful shutdown", () => {
   });
 });
 
+describe("walletgate restore", () => {
+  test("after a kill -9 (a log left beside the database): the backup comes back whole, the old database and its log kept aside", async () => {
+    const server = await start();
+    const dir = tempDir();
+    try {
+      const before = await Promise.all(Array.from({ length: 5 }, () => signIn(server.url, newWallet())));
+      const backup = join(dir, "before.db");
+      expect((await runCli(["backup", backup], { DATA_DIR: server.dataDir })).code).toBe(0);
+      const after = await Promise.all(Array.from({ length: 200 }, () => signIn(server.url, newWallet()))); // into the log only
+      // While the server has the database open, restoring is refused and nothing moves.
+      const refused = await runCli(["restore", backup], { DATA_DIR: server.dataDir });
+      expect({ code: refused.code, why: refused.stderr.includes("stop the server first") }).toEqual({ code: 1, why: true });
+      await server.kill9();
+      expect(statSync(join(server.dataDir, "walletgate.db-wal")).size).toBeGreaterThan(0);
+      // Not a database, or no file: refused, nothing moved.
+      const junk = join(dir, "junk.db");
+      await Bun.write(junk, "not a database at all, just text that is long enough to be read as a header".repeat(20));
+      for (const file of [junk, join(dir, "missing.db")]) expect((await runCli(["restore", file], { DATA_DIR: server.dataDir })).code).toBe(1);
+      const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
+      expect(out.code).toBe(0);
+      const result = JSON.parse(out.stdout) as { restored: string; schemaVersion: number; movedAside: string };
+      expect(result).toMatchObject({ restored: join(server.dataDir, "walletgate.db"), schemaVersion: expect.any(Number) });
+      // The replaced database with its log is still a pair SQLite opens: nothing lost by restoring.
+      const aside = new Database(result.movedAside, { readonly: true });
+      expect(aside.query("PRAGMA quick_check").get()).toEqual({ quick_check: "ok" });
+      aside.close();
+      const restarted = await startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "http://walletgate.test" }, server.dataDir);
+      servers.push(restarted);
+      expect((await call(restarted.url, "/readyz")).status).toBe(200);
+      for (const s of before) expect(await status(restarted.url, s.sessionToken)).toBe("OK");
+      for (const s of after.slice(0, 5)) expect(await status(restarted.url, s.sessionToken)).toBe("TOKEN_INVALID"); // signed in after the backup
+      expect((await signIn(restarted.url, newWallet())).sessionToken).toEqual(expect.any(String)); // and it writes
+      const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+      expect(db.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe("walletgate backup", () => {
   test("copies the live database while sign-ins land: a server on the copy keeps every token signed in before; never overwrites", async () => {
     const server = await start();

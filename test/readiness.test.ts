@@ -2,7 +2,11 @@
 // JSON-RPC), an RPC that refuses connections and one that never answers (2 s and it counts as down).
 import { afterAll, describe, expect, test } from "bun:test";
 import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
+import { Database } from "bun:sqlite";
+import { openSync, writeSync, closeSync } from "node:fs";
+import { join } from "node:path";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
 afterAll(async () => {
@@ -51,4 +55,27 @@ describe("/readyz checks the ledger", () => {
       await silent.stop(true);
     }
   }, 20_000);
+});
+
+describe("/readyz checks the database", () => {
+  test("a database file SQLite reports damaged: writes stop and /readyz is 503 from the first such error", async () => {
+    const server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
+    servers.push(server);
+    await Promise.all(Array.from({ length: 50 }, () => signIn(server.url, newWallet())));
+    expect(await server.stop()).toBe(0); // the log checkpointed into the file
+    // The tokens table's root page overwritten, as a disk or a bad restore would leave it.
+    const file = join(server.dataDir, "walletgate.db");
+    const db = new Database(file, { readonly: true });
+    const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = 'auth_tokens'").get() as { root: number; size: number };
+    db.close();
+    const fd = openSync(file, "r+");
+    writeSync(fd, new Uint8Array(size).fill(0xa5), 0, size, (root - 1) * size);
+    closeSync(fd);
+    const restarted = await startTestServer({ AUTH_RATE_LIMIT: "off" }, server.dataDir);
+    servers.push(restarted);
+    // The start-up purge or this sign-in reads the page first: either way SQLite says the file is damaged.
+    expect(await signIn(restarted.url, newWallet()).then(() => "signed in", (err: unknown) => String(err))).not.toBe("signed in");
+    const ready = await fetch(`${restarted.url}/readyz`);
+    expect([ready.status, ((await ready.json()) as { checks: { database: string } }).checks.database]).toEqual([503, "error"]);
+  }, 30_000);
 });

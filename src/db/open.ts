@@ -50,6 +50,11 @@ export type Db = {
   ping(): boolean;
   /** From now on every write is refused with `reason`, and `ping` fails (until the process restarts). */
   refuseWrites(reason: Error): void;
+  /**
+   * Looks at an error no caller expected: when SQLite says the file is damaged (SQLITE_CORRUPT, NOTADB),
+   * writes stop and readiness fails, rather than writing on into a damaged file. True when it was that.
+   */
+  noteFailure(err: unknown): boolean;
   /** Commits whatever is pending now and flushes the log to disk (shutdown, after migrations). */
   flush(): void;
   close(): void;
@@ -327,6 +332,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     refuseWrites(reason) {
       broken ??= reason;
+    },
+    noteFailure(err) {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (typeof code !== "string" || !(code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB")) return false;
+      broken ??= new Error(`the database file is damaged (${code}): stop the server and restore a backup (walletgate restore)`);
+      return true;
     },
     ping() {
       if (broken !== null) return false;

@@ -10,6 +10,6 @@ import { createRegistry, type Registry } from "./registry.ts";
 
 export function createToolRegistry(deps: Deps): Registry {
   return createRegistry([...AUTH_TOOLS, ...WALLET_TOOLS, ...PAYGATE_TOOLS, ...MARKETPLACE_TOOLS, ...ORDER_TOOLS], (tool, err, requestId) =>
-    deps.log.error("tool failed", { requestId, tool, error: errorText(err) }),
+    deps.log.error("tool failed", { requestId, tool, error: errorText(err), ...(deps.db.noteFailure(err) ? { database: "damaged: writes stopped" } : {}) }),
   );
 }

@@ -1,0 +1,114 @@
+// `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
+import { Database } from "bun:sqlite";
+import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fsyncDir, fsyncPath } from "../lib/durable.ts";
+import { MIGRATIONS } from "./migrations.ts";
+import { schemaVersion } from "./migrate.ts";
+
+export class RestoreError extends Error {
+  override name = "RestoreError";
+}
+
+/** A database's companion files: SQLite replays `-wal` onto whatever file bears the database's name. */
+const COMPANIONS = ["-wal", "-shm"] as const;
+
+/**
+ * Other processes holding the database or its log open (Linux: /proc/<pid>/fd); empty where that cannot
+ * be told. A server on the database would go on writing to the file moved aside.
+ */
+export function processesUsing(databasePath: string): number[] {
+  if (!existsSync("/proc/self/fd")) return [];
+  const names = new Set<string>();
+  for (const suffix of ["", ...COMPANIONS]) {
+    try {
+      names.add(realpathSync(databasePath + suffix));
+    } catch {
+      // not there
+    }
+  }
+  if (names.size === 0) return [];
+  const users: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or another user's
+    }
+    for (const fd of fds) {
+      try {
+        if (names.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) {
+          users.push(pid);
+          break;
+        }
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return users;
+}
+
+/** The backup's schema version, after SQLite's own check of its pages; refuses what is not a sound walletgate database. */
+function checkBackup(file: string): number {
+  let db: Database;
+  try {
+    db = new Database(file, { readonly: true, strict: true });
+  } catch (err) {
+    throw new RestoreError(`${file} cannot be opened as a database: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  try {
+    const check = db.query("PRAGMA quick_check").all() as { quick_check: string }[];
+    if (check.length !== 1 || check[0]!.quick_check !== "ok") throw new RestoreError(`${file} is damaged: ${check.slice(0, 3).map((r) => r.quick_check).join("; ")}`);
+    const version = schemaVersion(db);
+    if (version === 0) throw new RestoreError(`${file} is not a walletgate database (no schema_migrations)`);
+    const latest = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
+    if (version > latest) throw new RestoreError(`${file} has schema version ${version}; this walletgate knows up to ${latest}: restore it with a newer version`);
+    return version;
+  } catch (err) {
+    if (err instanceof RestoreError) throw err;
+    throw new RestoreError(`${file} is not a sound database: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    db.close();
+  }
+}
+
+export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null };
+
+/**
+ * Puts `backup` in place as the database at `databasePath`. The server must be stopped (refused while
+ * another process has the database open, where that can be told). The current database and its
+ * `-wal`/`-shm` move aside together (`<name>.replaced-<time>`, still a pair SQLite can open), so the
+ * backup is never replayed onto by an old log; the backup is copied beside the database, flushed, and
+ * renamed into place. Migrations the backup lacks are applied by the next `serve` or `migrate`.
+ */
+export function restoreDatabase(databasePath: string, backup: string, now: Date): RestoreResult {
+  if (!existsSync(backup)) throw new RestoreError(`no file ${backup}`);
+  const users = processesUsing(databasePath);
+  if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
+  const version = checkBackup(backup);
+  const dir = dirname(databasePath);
+  const partial = join(dir, `.${basename(databasePath)}.restoring-${process.pid}`);
+  try {
+    copyFileSync(backup, partial);
+    fsyncPath(partial);
+    let movedAside: string | null = null;
+    if (existsSync(databasePath)) {
+      movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
+      renameSync(databasePath, movedAside);
+    }
+    for (const suffix of COMPANIONS) {
+      if (!existsSync(databasePath + suffix)) continue;
+      if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
+      else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
+    }
+    renameSync(partial, databasePath);
+    fsyncDir(dir);
+    return { restored: databasePath, schemaVersion: version, movedAside };
+  } finally {
+    rmSync(partial, { force: true });
+  }
+}
