@@ -80,6 +80,12 @@ describe("the dashboard session cookie", () => {
     // A revoked token cannot set the cookie again.
     const again = await raw("/dashboard/api/session", { body: { sessionToken: token }, headers: { origin: origin() } });
     expect([again.status, again.body.code, again.cookie]).toEqual([401, "TOKEN_REVOKED", null]);
+    // A script signs out with its Bearer token (no Origin needed): that token is revoked; a dead one is its code.
+    const scripted = (await cookieSession()).token;
+    const bearer = { authorization: `Bearer ${scripted}` };
+    expect(await raw("/dashboard/api/session", { method: "DELETE", headers: bearer })).toMatchObject({ status: 200, body: { signedOut: true } });
+    expect((await raw("/dashboard/api/me", { headers: bearer })).body.code).toBe("TOKEN_REVOKED");
+    expect(await raw("/dashboard/api/session", { method: "DELETE", headers: bearer })).toMatchObject({ status: 401, body: { code: "TOKEN_REVOKED" } });
   });
 
   test("an expired token is TOKEN_EXPIRED for the owner's routes and for setting the cookie", async () => {

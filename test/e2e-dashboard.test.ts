@@ -10,7 +10,7 @@ import type { Browser, Page } from "playwright-core";
 import { verifyingReceiver } from "./helpers/receiver.ts";
 import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
-import { newWallet, type Json } from "./helpers/wallet.ts";
+import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
 const browser: Browser | null = await launchChromium();
 const e2e = browser === null ? describe.skip : describe;
@@ -226,9 +226,18 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const context = await walletContext(browser!, newWallet());
     const page = await context.newPage();
     await page.setViewportSize({ width: 375, height: 740 });
-    await page.goto(state.paymentUrl!);
-    await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
-    expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
+    // Also a product whose title and description are one unbroken word each (the schema allows 200 and 2,000 characters).
+    const { sessionToken } = await signIn(server.url, owner);
+    const long = await call(server.url, "/dashboard/api/products", {
+      token: sessionToken,
+      body: { title: "T".repeat(200), description: "d".repeat(600), type: "access", price: "1" },
+    });
+    for (const url of [state.paymentUrl!, long.body.paymentUrl as string]) {
+      await page.goto(url);
+      await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
+      expect([url, await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)]).toEqual([url, expect.any(Number)]);
+      expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
+    }
     await context.close();
   }, 30_000);
 });

@@ -186,6 +186,23 @@ e2e("more of the pages in Chromium", () => {
     expect(balances.body.data.balances.usdc).toBe(8); // 10 airdropped, 2 paid once
   }, 45_000);
 
+  test("a feature unlock completed without its token (confirmed after the checkout's grace): not called 'Access granted'", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Late", type: "feature_unlock", featureIds: ["late"], price: "1" });
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const page = await (await walletContext(browser!, buyer)).newPage();
+    // The server's answer to a confirm long after the checkout's expiry, played here: completed, no token.
+    await page.route("**/submit", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ status: "completed", txHash: "5".repeat(88), purchaseId: "pur_late" }) }),
+    );
+    await page.goto(p.paymentUrl);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("The access token went to the app that sent you here").waitFor({ timeout: 20_000 });
+    expect(await page.getByText("Access granted.").count()).toBe(0);
+  }, 45_000);
+
   test("a /submit that waits on another checkout's payment: the page follows that checkout to the purchase", async () => {
     const owner = newWallet();
     const token = (await signIn(server.url, owner)).sessionToken;

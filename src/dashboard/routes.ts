@@ -1,6 +1,7 @@
 // HTTP edge of the Dashboard API (dashboard.md): the owner's profile and limits, products, API keys,
 // webhooks, feature tokens, purchases and statistics, for a Bearer token or the pages' session cookie.
 import { Elysia, t } from "elysia";
+import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
@@ -72,6 +73,13 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
     .delete(
       "/session",
       async ({ request, set }) => {
+        // A script signing out with its Bearer token: that token is revoked (as POST /auth/revoke, errors
+        // included: a token already dead is not reported signed out), and no Origin is asked for.
+        const bearer = bearerToken(request.headers.get("authorization"));
+        if (bearer !== null) {
+          await revokeSessionToken(deps, bearer);
+          return { signedOut: true };
+        }
         const token = cookieToken(request);
         if (token !== null) {
           requireSameOrigin(deps, request);
@@ -83,7 +91,10 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         set.headers["set-cookie"] = clearedSessionCookie(deps);
         return { signedOut: true };
       },
-      { detail: { summary: "Sign out: revoke the cookie's session token and clear the cookie" }, response: { 403: ErrorBody } },
+      {
+        detail: { summary: "Sign out: revoke the session token (Bearer, else the cookie's) and clear the cookie" },
+        response: { 401: ErrorBody, 403: ErrorBody },
+      },
     );
 }
 

@@ -145,7 +145,7 @@ export async function ownerStatsWithDaily(
   deps: Deps,
   owner: string,
   days: number = STATS_DAYS.default,
-): Promise<Stats & { daily: { date: string; revenue: number; transactions: number }[] }> {
+): Promise<Stats & { daily: { date: string; revenue: string; transactions: number }[] }> {
   if (!Number.isInteger(days) || days < 1 || days > STATS_DAYS.max) {
     throw fieldError("days", `days must be a whole number from 1 to ${STATS_DAYS.max}`);
   }
@@ -159,7 +159,7 @@ export async function ownerStatsWithDaily(
     const usdc = ofDay.find((r) => r.token === "usdc")?.revenue ?? 0n;
     return {
       date: toIso(day * DAY_MS).slice(0, 10),
-      revenue: amountToNumber(usdc, usdcDecimals),
+      revenue: formatAmount(usdc, usdcDecimals), // an amount: a decimal string (spec/README.md), as prices are
       transactions: ofDay.reduce((n, r) => n + r.count, 0),
     };
   });

@@ -16,7 +16,7 @@ type TokenRecord = { accessToken: string; productId: string; productTitle: strin
 type Purchase = { purchaseId: string; productTitle: string; walletAddress: string; txHash: string; amount: string; currency: string; network: string; purchasedAt: string };
 type Endpoint = { endpointId: string; url: string; events: string[]; enabled: boolean; createdAt: string };
 type Delivery = { deliveryId: string; eventId: string; type: string; status: string; attempts: number; lastStatusCode: number | null; nextAttemptAt: string | null; createdAt: string };
-type Stats = { totalRevenue: number; totalTransactions: number; productCount: number; daily: { date: string; revenue: number; transactions: number }[] };
+type Stats = { totalRevenue: number; totalTransactions: number; productCount: number; daily: { date: string; revenue: string; transactions: number }[] };
 
 const EVENTS = ["payment.completed", "feature.unlocked", "feature.revoked", "product.created", "product.updated", "product.archived"];
 const PAGES = [
@@ -79,14 +79,14 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
 }
 
 function Chart({ daily }: { daily: Stats["daily"] }) {
-  const max = Math.max(1, ...daily.map((d) => d.revenue));
+  const max = Math.max(1, ...daily.map((d) => Number(d.revenue)));
   const w = 600, h = 160, gap = 2, bw = w / daily.length - gap;
   return (
     <svg class="chart" viewBox={`0 0 ${w} ${h + 20}`} role="img" aria-label={`Revenue per day for the last ${daily.length} days, up to ${max} USDC`}>
       {daily.map((d, i) => {
-        const bh = Math.round((d.revenue / max) * h);
+        const bh = Math.round((Number(d.revenue) / max) * h);
         return (
-          <rect class="bar" x={i * (bw + gap)} y={h - bh} width={bw} height={Math.max(bh, d.revenue > 0 ? 2 : 0)}>
+          <rect class="bar" x={i * (bw + gap)} y={h - bh} width={bw} height={Math.max(bh, Number(d.revenue) > 0 ? 2 : 0)}>
             <title>{`${d.date}: ${d.revenue} USDC, ${d.transactions} purchase(s)`}</title>
           </rect>
         );

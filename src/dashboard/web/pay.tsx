@@ -200,6 +200,10 @@ function Pay() {
                 <div class="secret"><code data-testid="access-token">{result.accessToken}</code><CopyButton text={result.accessToken} /></div>
                 <p class="notice">Keep this token: the app that sent you here asks for it.</p>
               </>
+            ) : product.type === "feature_unlock" ? (
+              // A feature unlock confirmed long after its checkout: the token is not sent again to a page
+              // holding only the checkout id (the app, and the seller's token list, have it).
+              <p class="success" role="status">Payment complete. The access token went to the app that sent you here; the seller can also find it.</p>
             ) : (
               <p class="success" role="status">Access granted.</p>
             )}
