@@ -337,6 +337,19 @@ describe("checkout", () => {
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(46n * USDC);
     });
 
+    test("a recent purchase whose token the owner revoked is not the answer: buying again buys", async () => {
+      // Feature unlock: the owner revokes the token minutes after the purchase; the buyer pays again.
+      const { deps, owner, productId, buyer, wallet } = await paidWithAnswerLost();
+      expect(await createCheckoutWatcher(deps).runOnce()).toBe(1);
+      const [first] = (await listFeatureTokens(deps, owner, {})).tokens;
+      await revokeFeatureToken(deps, owner, first!.accessToken);
+      const again = await startCheckout(deps, productId, wallet);
+      const bought = await submitCheckout(deps, productId, again.checkoutId, signCheckout(again.transaction, buyer));
+      expect(bought).toMatchObject({ status: "completed", accessToken: expect.not.stringMatching(first!.accessToken) });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(46n * USDC); // paid twice: two purchases
+      expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(true);
+    });
+
     test("two /submits at once for one wallet and product (two tabs, a retrying client) send one payment", async () => {
       const { deps, clock, owner, productId, buyer, wallet } = await setup();
       const a = await startCheckout(deps, productId, wallet);
@@ -556,7 +569,7 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     await confirmCheckout(deps, productId, b.checkout.checkoutId);
     const stats = await ownerStatsWithDaily(deps, owner, 3);
     expect(stats).toMatchObject({ totalRevenue: 4, totalTransactions: 2, productCount: 1, revenueByCurrency: { USDC: "4", WGT: "0" } });
-    expect(stats.daily.map((d) => [d.revenue, d.transactions])).toEqual([[0, 0], [2, 1], [2, 1]]);
+    expect(stats.daily.map((d) => [d.revenue, d.transactions])).toEqual([["0", 0], ["2", 1], ["2", 1]]);
     expect(stats.daily[2]!.date).toBe(new Date(deps.clock.now()).toISOString().slice(0, 10));
     expect(await codeOf(ownerStatsWithDaily(deps, owner, 0))).toBe("VALIDATION_ERROR");
   });

@@ -410,6 +410,14 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   return { status: "pending" };
 }
 
+/** Whether a purchase grants access now: an access pass until it expires, a feature unlock while its token is neither revoked nor expired. */
+async function stillGrants(deps: Deps, product: store.ProductRow, purchase: store.PurchaseRow): Promise<boolean> {
+  const now = deps.clock.now();
+  if (product.type !== "feature_unlock") return purchase.expiresAt === null || purchase.expiresAt > now;
+  const token = await store.findFeatureTokenOfPurchase(deps.db, purchase.id);
+  return token !== null && token.revokedAt === null && (token.expiresAt === null || token.expiresAt > now);
+}
+
 /** How log lines name a checkout: never by its id, which with the product id reveals the buyer's token (completedResult). */
 const checkoutKey = (checkoutId: string) => sha256Hex(checkoutId).slice(0, 12);
 
@@ -599,7 +607,8 @@ export async function submitCheckout(
         await deps.db.settled();
         const purchase = await store.findPurchase(deps.db, paid.purchaseId!);
         // The wallet itself signed this request (requireSignatures above): its token is its own to see.
-        if (purchase !== null) return completedResult(deps, paid, purchase, undefined, true);
+        // Only while that purchase still grants access: after a revoke or an expiry, buying again buys.
+        if (purchase !== null && (await stillGrants(deps, product, purchase))) return completedResult(deps, paid, purchase, undefined, true);
       }
     }
     // A transaction on chain already (sent by the buyer itself) is confirmed, not sent again. Else a
