@@ -235,6 +235,33 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     const body = (await res.json()) as { result: { structuredContent: Envelope } };
     expect(body.result.structuredContent).toMatchObject({ success: true, data: { walletAddress: created.address, restoredBy: "binding", mcpSessionId: sessionId } });
   });
+
+  test("a binding ends with its token's key: a secret dropped (or another BASE_URL) ends it as it ends the token", async () => {
+    const own = await start({ JWT_SECRET: "first-secret-first-secret-first-secret-01", BASE_URL: "http://walletgate.test" });
+    const userAgent = ua("rotated");
+    const mcp = await connect(own, userAgent);
+    const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const sessionId = mcp.transport.sessionId!;
+    const info = async (server: TestServer) => {
+      const res = await rpc(server, sessionId, { method: "tools/call", params: { name: "wallet_get_balance", arguments: {} } }, userAgent);
+      return ((await res.json()) as { result: { structuredContent: Envelope } }).result.structuredContent;
+    };
+    // Rotated with the old secret kept as previous: the binding holds, as the token does.
+    const rotated = await own.restart({ JWT_SECRET: "second-secret-second-secret-second-02", JWT_SECRET_PREVIOUS: "first-secret-first-secret-first-secret-01" });
+    servers.push(rotated);
+    expect(await info(rotated)).toMatchObject({ success: true, data: { address: created.address } });
+    // The old secret dropped: the token is TOKEN_INVALID over HTTP, and so is the session bound to it.
+    const dropped = await rotated.restart({ JWT_SECRET_PREVIOUS: "" });
+    servers.push(dropped);
+    expect((await httpCall(dropped.url, "/auth/session", { token: created.sessionToken })).body.code).toBe("TOKEN_INVALID");
+    expect(await info(dropped)).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+    // Nor does a new client from the same fingerprint get that wallet back.
+    expect(await (await connect(dropped, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+    // Another BASE_URL (issuer) likewise.
+    const moved = await dropped.restart({ JWT_SECRET: "first-secret-first-secret-first-secret-01", BASE_URL: "http://elsewhere.test" });
+    servers.push(moved);
+    expect(await info(moved)).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+  }, 30_000);
 });
 
 describe("maximum session age", () => {

@@ -119,7 +119,7 @@ describe("refresh and revocation", () => {
   test("a refresh is recorded only while the token it refreshes is unrevoked", async () => {
     const { deps, clock } = await testDeps();
     const s = await login(deps);
-    const row = { jti: crypto.randomUUID(), sessionId: s.sessionId, wallet: s.walletAddress, issuedAt: clock.now(), expiresAt: clock.now() + 1000, sessionStartedAt: clock.now(), fingerprint: null };
+    const row = { jti: crypto.randomUUID(), sessionId: s.sessionId, wallet: s.walletAddress, issuedAt: clock.now(), expiresAt: clock.now() + 1000, sessionStartedAt: clock.now(), fingerprint: null, kid: null, issuer: null };
     await store.revokeToken(deps.db, s.walletAddress, s.jti, clock.now());
     expect(await store.insertToken(deps.db, { row, now: clock.now(), parentJti: s.jti })).toBe(false);
     expect(await store.findToken(deps.db, row.wallet, row.jti)).toBeNull();

@@ -53,7 +53,8 @@ export function prepareSession(
   const sessionId = continues?.sessionId ?? newUuid(deps.random);
   const jti = newUuid(deps.random);
   const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
-  const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint };
+  const { kid } = deps.auth.jwtKeys.current;
+  const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint, kid, issuer: deps.auth.jwtKeys.issuer };
   return { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp, record: { row, now, parentJti: continues?.parentJti ?? null } };
 }
 
@@ -98,12 +99,25 @@ export async function authenticateToken(deps: Deps, token: string): Promise<Auth
 }
 
 /**
+ * What the JWT's own check would say of a token known only by its row: signed with a key this server no
+ * longer has, or issued for another address (BASE_URL); null when neither (or the row predates both).
+ */
+function signerProblem(deps: Deps, row: store.TokenRow): string | null {
+  const keys = deps.auth.jwtKeys;
+  if (row.kid !== null && row.kid !== keys.current.kid && row.kid !== keys.previous?.kid) return "was signed with a key this server no longer has";
+  if (row.issuer !== null && row.issuer !== keys.issuer) return "was issued for another address (BASE_URL)";
+  return null;
+}
+
+/**
  * A session known by its token's id (what an MCP session's binding keeps): the token store's checks —
  * row present, not revoked, not expired, not before the wallet's cutoff — without the JWT itself.
  */
 export async function authenticateTokenId(deps: Deps, walletAddress: string, jti: string): Promise<Omit<AuthenticatedSession, "token">> {
   const row = await store.findToken(deps.db, walletAddress, jti);
   if (row === null) throw new AppError("TOKEN_INVALID", "the session's token is unknown; sign in again");
+  const signer = signerProblem(deps, row);
+  if (signer !== null) throw new AppError("TOKEN_INVALID", `the session's token ${signer}; sign in again`);
   if (row.revokedAt !== null || row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) throw revoked();
   if (row.expiresAt <= deps.clock.now()) throw new AppError("TOKEN_EXPIRED", "the session's token has expired; call session_restore or sign in again");
   return {
@@ -213,13 +227,13 @@ export type LinkedSession = { walletAddress: string; sessionId: string; jti: str
 
 /**
  * The wallet last authenticated from this client, while the linked token is still good: present,
- * unexpired, unrevoked (used by MCP fingerprint restore).
+ * unexpired, unrevoked, under a key and issuer this server still has (used by MCP fingerprint restore).
  */
 export async function findLinkedSession(deps: Deps, client: ClientInfo): Promise<LinkedSession | null> {
   const link = await store.findFingerprintLink(deps.db, storedFingerprint(deps, client));
   if (link === null) return null;
   const row = await store.findToken(deps.db, link.wallet, link.jti);
-  if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now()) return null;
+  if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now() || signerProblem(deps, row) !== null) return null;
   if (row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) return null;
   return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti };
 }

@@ -19,6 +19,9 @@ export type TokenRow = {
   sessionStartedAt: number;
   fingerprint: string | null;
   revokedAt: number | null;
+  /** The key id and issuer it was signed with; null for rows recorded before they were kept (migration 19). */
+  kid: string | null;
+  issuer: string | null;
 };
 
 export function insertChallenge(db: Db, row: Omit<ChallengeRow, "consumedAt">): Promise<void> {
@@ -90,10 +93,10 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
   }
   db.sqlite
     .query(
-      `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, fingerprint, kid, issuer)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
-    .run(row.jti, row.sessionId, row.wallet, row.issuedAt, row.expiresAt, row.sessionStartedAt, row.fingerprint);
+    .run(row.jti, row.sessionId, row.wallet, row.issuedAt, row.expiresAt, row.sessionStartedAt, row.fingerprint, row.kid, row.issuer);
   if (row.fingerprint !== null) {
     db.sqlite
       .query(
@@ -122,7 +125,7 @@ export async function findToken(db: Db, wallet: string, jti: string): Promise<To
         (db.sqlite
           .query(
             `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
-                    session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt
+                    session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt, kid, issuer
              FROM auth_tokens WHERE wallet = ? AND jti = ?`,
           )
           .get(wallet, jti) as TokenRow | null) ?? null

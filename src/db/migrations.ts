@@ -17,6 +17,7 @@ import m0015 from "./migrations/0015_sealed_event_bodies.sql" with { type: "text
 import m0016 from "./migrations/0016_checkout_submissions.sql" with { type: "text" };
 import m0017 from "./migrations/0017_webhook_previous_secrets.sql" with { type: "text" };
 import m0018 from "./migrations/0018_ledger_message_hash.sql" with { type: "text" };
+import m0019 from "./migrations/0019_auth_token_signer.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -39,4 +40,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 16, name: "checkout_submissions", sql: m0016 },
   { version: 17, name: "webhook_previous_secrets", sql: m0017 },
   { version: 18, name: "ledger_message_hash", sql: m0018 },
+  { version: 19, name: "auth_token_signer", sql: m0019 },
 ];
