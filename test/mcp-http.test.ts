@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Keypair, VersionedTransaction } from "@solana/web3.js";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
-import { decodeJwt, newWallet, type Json, type TestWallet } from "./helpers/wallet.ts";
+import { decodeJwt, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
 type Mcp = McpTestClient;
 
@@ -550,4 +550,25 @@ describe("the plain JSON envelope", () => {
     });
     expect(noSession.status).toBe(400);
   });
+});
+
+describe("wallet_create and the sign-in limits", () => {
+  test("wallets made count on their own (50 per 15 minutes per network), not against the network's real sign-ins", async () => {
+    const limited = await startTestServer({ AUTH_RATE_LIMIT: "on" });
+    try {
+      const create = () =>
+        fetch(`${limited.url}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ tool: "wallet_create", params: { airdropSol: 0 } }) });
+      const codes: Record<string, number> = {};
+      for (let i = 0; i < 51; i++) {
+        const body = (await (await create()).json()) as Envelope;
+        const key = body.success ? "ok" : String(body.code);
+        codes[key] = (codes[key] ?? 0) + 1;
+      }
+      expect(codes).toEqual({ ok: 50, RATE_LIMITED: 1 });
+      // A person signing in from that network is not locked out by them.
+      expect((await signIn(limited.url, newWallet())).sessionToken).toEqual(expect.any(String));
+    } finally {
+      await limited.dispose();
+    }
+  }, 60_000);
 });

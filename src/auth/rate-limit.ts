@@ -22,6 +22,9 @@ export const AUTH_LIMITS = {
   // Nor these: each product change and each test or resent webhook is an outbox event and a delivery.
   ownerWritesPerOwner: { name: "owner-write", max: 120, windowMs: 60_000 },
   webhookSendsPerOwner: { name: "webhook-send-owner", max: 30, windowMs: 60_000 },
+  // Nor this: custodial wallets made by wallet_create (a key kept for good). Their own count, not the
+  // verification attempts' one: making wallets must not lock a network's real sign-ins out.
+  walletsCreatedPerNetwork: { name: "wallet-create-ip", max: 50, windowMs: 15 * 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -114,6 +117,11 @@ export function verifyHits(clientIp: string, wallet: string): [Limit, string][] 
     [AUTH_LIMITS.verifyPerClientWallet, `${clientIp}|${wallet}`],
     [AUTH_LIMITS.verifyPerNetwork, networkKey(clientIp)],
   ];
+}
+
+/** A custodial wallet made (wallet_create's own sign-in) from this client's network (IPv6 by /64). */
+export function walletCreateHits(clientIp: string): [Limit, string][] {
+  return [[AUTH_LIMITS.walletsCreatedPerNetwork, networkKey(clientIp)]];
 }
 
 export function challengeHits(clientIp: string, wallet: string): [Limit, string][] {

@@ -3,7 +3,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { decodeBase64Strict, isHex } from "../lib/encoding.ts";
 import { requireAddress } from "./challenge.ts";
-import { verifyHits } from "./rate-limit.ts";
+import { verifyHits, walletCreateHits, type Limit } from "./rate-limit.ts";
 import { prepareSession, signPreparedSession, type IssuedSession } from "./sessions.ts";
 import type { ClientInfo } from "./fingerprint.ts";
 import * as store from "./store.ts";
@@ -36,11 +36,12 @@ export async function proveWalletControl(
   input: SignedChallenge,
   client: ClientInfo,
   buys: store.ProofPurchase = {},
+  hits: [Limit, string][] = verifyHits(client.ip, input.walletAddress),
 ): Promise<{ revoked: number }> {
   const publicKey = requireAddress(input.walletAddress);
   const signature = requireSignature(input.signature);
   const now = deps.clock.now();
-  deps.auth.rateLimiter.consume(verifyHits(client.ip, input.walletAddress), now);
+  deps.auth.rateLimiter.consume(hits, now);
 
   const challenge = await store.findChallenge(deps.db, input.nonce);
   if (challenge === null || challenge.wallet !== input.walletAddress) {
@@ -70,10 +71,14 @@ export async function proveWalletControl(
 }
 
 /** POST /auth/verify and wallet_connect: prove control, then issue a session token (in the same write). */
-export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo): Promise<IssuedSession> {
+/**
+ * A sign-in: proof of wallet control buying a session. `newCustodialWallet`: wallet_create signing in the
+ * wallet it just made, counted as a wallet made, not as a verification attempt of the client's network.
+ */
+export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo, newCustodialWallet = false): Promise<IssuedSession> {
   try {
     const prepared = prepareSession(deps, input.walletAddress, client);
-    await proveWalletControl(deps, input, client, { token: prepared.record });
+    await proveWalletControl(deps, input, client, { token: prepared.record }, newCustodialWallet ? walletCreateHits(client.ip) : undefined);
     const issued = signPreparedSession(deps, prepared);
     deps.metrics.signIn("success");
     return issued;

@@ -82,7 +82,7 @@ export const walletCreate = defineTool({
     const walletAddress = wallet.address;
     const challenge = await issueChallenge(deps, walletAddress, client);
     const signature = wallet.signMessage(new TextEncoder().encode(challenge.message));
-    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client);
+    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client, true);
     await wallet.save();
     await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
 
