@@ -63,9 +63,25 @@ describe("loadConfig", () => {
     ["SESSION_TTL_S", "315360001"],
     ["SESSION_MAX_AGE_S", "9000000000000000"],
     ["REFRESH_THRESHOLD_S", "315360001"],
+    // Not an address nor a hostname: refused before anything is created in DATA_DIR.
+    ["HOST", "not_a_host!"],
+    ["HOST", "999.1.1.1"],
+    ["HOST", "[::1]"],
+    ["HOST", "fe80::1%eth0"],
+    ["HOST", "a..example"],
+    ["HOST", "-a.example"],
+    ["HOST", "http://example.com"],
+    ["HOST", "example.com:80"],
   ])("%s=%s is refused with a message naming it", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(name);
+  });
+
+  test("HOST is an IPv4 or IPv6 address or a hostname (whether it is this machine's is learnt by listening)", () => {
+    for (const host of ["127.0.0.1", "0.0.0.0", "::", "::1", "2001:db8::1", "localhost", "gateway-1.internal", "localhostx"]) {
+      expect(loadConfig({ HOST: host }).host).toBe(host);
+    }
+    expect(loadConfig({ HOST: " ::1 " }).baseUrl).toBe("http://[::1]:3000");
   });
 
   test("mainnet requires its secrets, refuses AUTH_RATE_LIMIT=off, and turns fingerprint restore off", () => {

@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { createFilesDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
-import { parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
+import { isListenHost, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 import { DAY_MS } from "./lib/clock.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
@@ -152,6 +152,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   const mainnet = network === "mainnet";
   const port = int(vars, "PORT", 3000, 0, 65535);
   const host = vars.HOST?.trim() || "127.0.0.1";
+  if (!isListenHost(host)) {
+    throw new ConfigError(`HOST must be an IPv4 address, an IPv6 address (without brackets) or a hostname, got "${host}"`);
+  }
 
   let baseUrl: string | null = null;
   const rawBase = vars.BASE_URL?.trim();

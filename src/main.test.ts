@@ -41,6 +41,26 @@ describe("walletgate CLI", () => {
     expect(r.stderr).toContain("PORT");
   });
 
+  test("a HOST or PORT that cannot be listened on exits 1 naming them, before anything is written to DATA_DIR", async () => {
+    const taken = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("taken") });
+    try {
+      const cases = [
+        { env: { HOST: "127.0.0.1", PORT: String(taken.port) }, says: "the port is in use" },
+        { env: { HOST: "192.0.2.1", PORT: "0" }, says: "HOST is not an address of this machine" }, // TEST-NET-1
+        { env: { HOST: "not_a_host!", PORT: "0" }, says: "HOST must be" },
+      ];
+      for (const { env, says } of cases) {
+        const dir = join(dataDir(), "data"); // not there yet: start-up would create it
+        const r = await runCli(["serve"], { ...env, DATA_DIR: dir });
+        expect({ code: r.code, host: r.stderr.includes("HOST"), says: r.stderr.includes(says) }).toEqual({ code: 1, host: true, says: true });
+        if (env.PORT !== "0") expect(r.stderr).toContain(`PORT=${env.PORT}`);
+        expect(existsSync(dir)).toBe(false); // no secrets generated, no database created
+      }
+    } finally {
+      await taken.stop(true);
+    }
+  });
+
   test("migrate creates the schema, then has nothing to do", async () => {
     const dir = dataDir();
     const first = await runCli(["migrate"], { DATA_DIR: dir });

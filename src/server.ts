@@ -1,6 +1,6 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
-import { defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
+import { ConfigError, defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
@@ -103,9 +103,81 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
   return Buffer.concat(chunks);
 }
 
+type Handler = (request: Request, server: Server<unknown>) => Response | Promise<Response>;
+
+/** Why HOST and PORT could not be listened on, naming both (operations.md: a message naming the variable). */
+function listenFailure(config: Config, err: unknown): string {
+  const where = `cannot listen on HOST=${config.host} PORT=${config.port}`;
+  switch ((err as { code?: unknown } | null)?.code) {
+    case "EADDRINUSE":
+      return `${where}: the port is in use (set PORT to a free port, or 0 for any)`;
+    case "EADDRNOTAVAIL":
+      return `${where}: HOST is not an address of this machine`;
+    case "EACCES":
+      return `${where}: permission denied (ports below 1024 need privileges)`;
+    case "EINVAL":
+    case "ENOTFOUND":
+      return `${where}: HOST does not resolve to an address of this machine`;
+    default:
+      return `${where}: ${errorText(err)}`;
+  }
+}
+
+/**
+ * The socket. Opened before anything is written to DATA_DIR: a HOST or PORT that cannot be used stops
+ * start-up with a ConfigError naming them, with no secrets generated and no database created.
+ */
+function listen(config: Config, fetch: Handler, routes: Record<string, Bun.HTMLBundle>): Server<unknown> {
+  try {
+    return Bun.serve({
+      port: config.port,
+      hostname: config.host,
+      reusePort: false,
+      development: false,
+      // The limit, with the catalogue's 413 body, a request id and a log line, is enforced in `handle`,
+      // which answers a declared length over MAX_BODY_BYTES without reading the body and stops reading an
+      // undeclared one at the limit. Bun's own cap must therefore never be the one that answers: above it,
+      // Bun replies with a bare 413 of its own (no body, no request id, no log line).
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+      // Bun serves the pages' bundles (HTML at internal paths, hashed assets); the pages themselves are
+      // answered by `handle` from that HTML, with their security headers (dashboard/pages.ts).
+      routes,
+      fetch,
+    });
+  } catch (err) {
+    throw new ConfigError(listenFailure(config, err));
+  }
+}
+
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.logLevel, config.logFormat);
   const clock = options.clock ?? systemClock;
+  // Requests that arrive before `handle` can answer (the database is being opened) wait for it.
+  let ready: Handler | null = null;
+  const handlerReady = Promise.withResolvers<Handler>();
+  const server = listen(config, (request, server) => (ready !== null ? ready(request, server) : handlerReady.promise.then((h) => h(request, server))), {
+    [PAGE_SOURCES.dashboard]: dashboardPage,
+    [PAGE_SOURCES.pay]: payPage,
+  });
+  try {
+    return await serve(config, options, log, clock, server, (handle) => {
+      ready = handle;
+      handlerReady.resolve(handle);
+    });
+  } catch (err) {
+    await server.stop(true); // the port is free again for whoever fixes what stopped start-up
+    throw err;
+  }
+}
+
+async function serve(
+  config: Config,
+  options: StartOptions,
+  log: Logger,
+  clock: Clock,
+  server: Server<unknown>,
+  onReady: (handle: Handler) => void,
+): Promise<RunningServer> {
   const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
   const created = createFromImage(config.databasePath); // a first start of the executable: written whole
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
@@ -161,27 +233,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     return response;
   };
 
-  const server = Bun.serve({
-    port: config.port,
-    hostname: config.host,
-    reusePort: false,
-    development: false,
-    // The limit, with the catalogue's 413 body, a request id and a log line, is enforced in `handle`,
-    // which answers a declared length over MAX_BODY_BYTES without reading the body and stops reading an
-    // undeclared one at the limit. Bun's own cap must therefore never be the one that answers: above it,
-    // Bun replies with a bare 413 of its own (no body, no request id, no log line).
-    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    // Bun serves the pages' bundles (HTML at internal paths, hashed assets); the pages themselves are
-    // answered by `handle` from that HTML, with their security headers (dashboard/pages.ts).
-    routes: {
-      [PAGE_SOURCES.dashboard]: dashboardPage,
-      [PAGE_SOURCES.pay]: payPage,
-    },
-    fetch: handle,
-  });
   const port = server.port ?? config.port;
   const loopback = config.host === "0.0.0.0" ? "127.0.0.1" : config.host === "::" ? "[::1]" : config.host.includes(":") ? `[${config.host}]` : config.host;
   pages = createPageCache(`http://${loopback}:${port}`);
+  onReady(handle);
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
   // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
   // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).

@@ -26,6 +26,23 @@ function cidrOfAddress(item: string): [ipaddr.IPv4 | ipaddr.IPv6, number] {
   return [addr, addr.kind() === "ipv4" ? 32 : 128];
 }
 
+/** One DNS label: letters, digits and inner hyphens, 1-63 characters (RFC 1123). */
+const HOST_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
+
+/**
+ * Whether `text` can name an address to listen on without asking anyone: an IPv4 address (four decimal
+ * parts), an IPv6 address (no brackets, no zone: BASE_URL is made of it), or a syntactically valid hostname (RFC 1123: dot-separated
+ * labels, at most 253 characters, a last label that is not all digits, so never an IPv4 look-alike).
+ * Whether a hostname resolves to an address of this machine is learnt by listening on it.
+ */
+export function isListenHost(text: string): boolean {
+  if (ipaddr.IPv4.isValidFourPartDecimal(text) || (ipaddr.IPv6.isValid(text) && !text.includes("%"))) return true;
+  const name = text.endsWith(".") ? text.slice(0, -1) : text;
+  if (name.length === 0 || name.length > 253) return false;
+  const labels = name.split(".");
+  return labels.every((label) => HOST_LABEL.test(label)) && !/^\d+$/.test(labels.at(-1)!);
+}
+
 const PLAIN_IPV4 = /^(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
 /** Canonical text of an address; IPv4-mapped IPv6 becomes IPv4. Null when it is not an address. */
