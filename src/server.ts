@@ -33,7 +33,7 @@ import type { RequestMeta } from "./app.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
 import dashboardPage from "./dashboard/web/dashboard.html";
 import payPage from "./dashboard/web/pay.html";
-import { createPageCache, pageOf, PAGE_SOURCES, type PageCache } from "./dashboard/pages.ts";
+import { createPageCache, isAssetRequest, pageOf } from "./dashboard/pages.ts";
 
 export type RunningServer = {
   url: string;
@@ -127,7 +127,7 @@ function listenFailure(config: Config, err: unknown): string {
  * The socket. Opened before anything is written to DATA_DIR: a HOST or PORT that cannot be used stops
  * start-up with a ConfigError naming them, with no secrets generated and no database created.
  */
-function listen(config: Config, fetch: Handler, routes: Record<string, Bun.HTMLBundle>): Server<unknown> {
+function listen(config: Config, fetch: Handler): Server<unknown> {
   try {
     return Bun.serve({
       port: config.port,
@@ -139,9 +139,8 @@ function listen(config: Config, fetch: Handler, routes: Record<string, Bun.HTMLB
       // undeclared one at the limit. Bun's own cap must therefore never be the one that answers: above it,
       // Bun replies with a bare 413 of its own (no body, no request id, no log line).
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-      // Bun serves the pages' bundles (HTML at internal paths, hashed assets); the pages themselves are
-      // answered by `handle` from that HTML, with their security headers (dashboard/pages.ts).
-      routes,
+      // No `routes`: every request, the pages and their bundled assets too, is answered by `handle`, with a
+      // request id, an access-log line and metrics (the bundles are served from loopback: dashboard/pages.ts).
       fetch,
     });
   } catch (err) {
@@ -155,10 +154,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   // Requests that arrive before `handle` can answer (the database is being opened) wait for it.
   let ready: Handler | null = null;
   const handlerReady = Promise.withResolvers<Handler>();
-  const server = listen(config, (request, server) => (ready !== null ? ready(request, server) : handlerReady.promise.then((h) => h(request, server))), {
-    [PAGE_SOURCES.dashboard]: dashboardPage,
-    [PAGE_SOURCES.pay]: payPage,
-  });
+  const server = listen(config, (request, server) => (ready !== null ? ready(request, server) : handlerReady.promise.then((h) => h(request, server))));
   try {
     return await serve(config, options, log, clock, server, (handle) => {
       ready = handle;
@@ -196,7 +192,7 @@ async function serve(
   const appReady = Promise.withResolvers<Fetch>(); // requests that arrive while the app is loading wait
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
 
-  let pages: PageCache; // set once the server listens (it reads the pages' HTML from itself)
+  const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
     const started = performance.now();
     const requestId = crypto.randomUUID();
@@ -209,8 +205,11 @@ async function serve(
     try {
       const length = incoming.headers.get("content-length");
       const page = pageOf(incoming.method, path);
+      const asset = page === null && isAssetRequest(incoming.method, path) ? await pages.asset(path, incoming) : null;
       if (page !== null) {
         response = await pages.respond(page, incoming.method);
+      } else if (asset !== null) {
+        response = asset;
       } else if (length !== null && Number(length) > config.maxBodyBytes) {
         response = errorResponse(tooLarge());
       } else if (length === null && incoming.body !== null) {
@@ -234,8 +233,6 @@ async function serve(
   };
 
   const port = server.port ?? config.port;
-  const loopback = config.host === "0.0.0.0" ? "127.0.0.1" : config.host === "::" ? "[::1]" : config.host.includes(":") ? `[${config.host}]` : config.host;
-  pages = createPageCache(`http://${loopback}:${port}`);
   onReady(handle);
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
   // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
@@ -323,7 +320,7 @@ async function serve(
         }
         await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), schemaWatch.stop(), webhooks.stop()]);
         await mcp.stop();
-        await Promise.all([verifier.stop(), deps.ledger.stop()]);
+        await Promise.all([verifier.stop(), deps.ledger.stop(), pages.stop()]);
         db.close();
         log.info("stopped");
         await log.flush();

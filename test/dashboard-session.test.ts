@@ -191,4 +191,36 @@ describe("the checkout page's product read", () => {
       [["request", "/pay/prod_x", 200]],
     ]);
   });
+
+  test("the pages' bundled scripts and styles carry a request id, a log line and metrics, with their type and caching", async () => {
+    const paths = new Set<string>();
+    for (const page of ["/dashboard", "/pay/prod_x"]) {
+      const html = await (await fetch(server.url + page)).text();
+      for (const [, path] of html.matchAll(/<(?:script|link)[^>]+(?:src|href)="(\/[^"]+)"/g)) paths.add(path!);
+    }
+    expect([...paths].some((p) => p.endsWith(".js")) && [...paths].some((p) => p.endsWith(".css"))).toBe(true);
+    const ids: string[] = [];
+    for (const path of paths) {
+      const res = await fetch(server.url + path);
+      const body = await res.text();
+      expect({ path, status: res.status, empty: body === "" }).toEqual({ path, status: 200, empty: false });
+      expect(res.headers.get("content-type")).toMatch(path.endsWith(".css") ? /^text\/css/ : /^text\/javascript/);
+      expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+      ids.push(res.headers.get("x-request-id")!);
+      // A browser's revalidation: 304 under the same ETag, with a request id of its own.
+      const again = await fetch(server.url + path, { headers: { "if-none-match": res.headers.get("etag")! } });
+      expect([again.status, again.headers.get("etag"), again.headers.get("x-request-id")?.length]).toEqual([304, res.headers.get("etag"), 36]);
+      ids.push(again.headers.get("x-request-id")!);
+    }
+    // A name shaped like an asset that the bundles do not have is the catalogue's 404.
+    const missing = await fetch(`${server.url}/chunk-00000000.js`);
+    expect([missing.status, ((await missing.json()) as Json).code, missing.headers.has("x-request-id")]).toEqual([404, "NOT_FOUND", true]);
+    const lines = await logged(server, (ls) => ids.every((id) => ls.some((l) => l.requestId === id)));
+    for (const id of ids) expect(lines.filter((l) => l.requestId === id && l.msg === "request")).toHaveLength(1);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const counted = (path: string, status: number) => metrics.includes(`walletgate_http_requests_total{method="GET",route="${path}",status="${status}"} `);
+    for (const path of paths) expect({ path, ok: counted(path, 200), revalidated: counted(path, 304) }).toEqual({ path, ok: true, revalidated: true });
+  });
 });
