@@ -313,6 +313,9 @@ async function serve(
     stop(graceMs = SHUTDOWN_GRACE_MS) {
       stopping ??= (async () => {
         const graceful = server.stop(false);
+        // An MCP client's event stream (GET /mcp) stays open until it leaves: it would hold the grace to
+        // its end. Those streams end now; tool calls in flight still finish within the grace.
+        mcp.endStreams();
         const timeout = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), graceMs).unref());
         if ((await Promise.race([graceful.then(() => "done" as const), timeout])) === "timeout") {
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });

@@ -10,16 +10,22 @@ export type McpEndpoint = McpHttp;
 export function createMcpEndpoint(deps: Deps): McpEndpoint {
   let loaded: McpHttp | null = null;
   let loading: Promise<McpHttp> | null = null;
+  let draining = false;
   const load = () =>
     (loading ??= (async () => {
       const [{ createMcpHttp }, { createToolRegistry }] = await importQuietly(() => Promise.all([import("./http.ts"), import("./tools.ts")]));
       loaded = createMcpHttp(deps, createToolRegistry(deps));
+      if (draining) loaded.endStreams();
       return loaded;
     })());
   return {
     handle: async (request: Request, client: ClientInfo, requestId: string) => (await load()).handle(request, client, requestId),
     sweep: async () => loaded?.sweep(),
     liveSessions: () => loaded?.liveSessions() ?? 0,
+    endStreams: () => {
+      draining = true;
+      loaded?.endStreams();
+    },
     stop: async () => loaded?.stop(),
   };
 }

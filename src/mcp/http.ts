@@ -34,6 +34,12 @@ export type McpHttp = {
   /** Drops sessions idle longer than MCP_SESSION_TIMEOUT_MS from memory (their records stay). */
   sweep(): Promise<void>;
   liveSessions(): number;
+  /**
+   * Shutdown has begun: every session's event stream (its GET /mcp, open until the client leaves) ends
+   * now, and no new one is opened, so that they do not hold the shutdown for its whole grace period.
+   * Requests in flight are still answered.
+   */
+  endStreams(): void;
   stop(): Promise<void>;
 };
 
@@ -48,6 +54,7 @@ function isEnvelopeCall(body: unknown): body is { tool: unknown; params?: unknow
 
 export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const sessions = new Map<string, LiveSession>();
+  let draining = false;
   const rebuilding = new Map<string, Promise<LiveSession | null>>();
   const url = new URL("/mcp", deps.baseUrl).href;
   /** The only browser origin allowed to call tools (DNS rebinding). */
@@ -221,6 +228,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           return envelopeCall(body, bearer, client, requestId);
         }
       }
+      if (draining && request.method === "GET") return jsonRpcError(503, -32000, "Service Unavailable: the server is shutting down");
       const id = request.headers.get("mcp-session-id");
       if (id === null) {
         if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
@@ -262,6 +270,11 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     },
 
     liveSessions: () => sessions.size,
+
+    endStreams() {
+      draining = true;
+      for (const live of sessions.values()) live.transport.closeStandaloneSSEStream();
+    },
 
     async stop() {
       const activity = new Map([...sessions.values()].map((s) => [s.recordKey, s.lastActivity]));

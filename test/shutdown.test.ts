@@ -1,0 +1,58 @@
+// Graceful shutdown over real sockets: an MCP client's open event stream (GET /mcp, which the SDK's
+// Streamable HTTP client opens by itself) does not hold SIGTERM for the whole grace period, while a tool
+// call in flight when the signal arrives still gets its answer.
+import { afterAll, expect, test } from "bun:test";
+import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
+import { connectMcp } from "./helpers/mcp.ts";
+import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
+
+const servers: TestServer[] = [];
+afterAll(async () => {
+  for (const s of servers) await s.dispose();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test("SIGTERM with an MCP event stream open: the call in flight is answered, and the process exits well inside the 10 s grace", async () => {
+  const rpc = await startLiteSvmRpc();
+  // In front of the ledger's RPC: once `slow` is set, each call waits 1.5 s, so a tool call is in flight
+  // when the signal arrives.
+  let slow = false;
+  const held = Promise.withResolvers<void>();
+  const proxy = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(request) {
+      const body = await request.text();
+      if (slow) {
+        held.resolve();
+        await sleep(1500);
+      }
+      return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
+    },
+  });
+  const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${proxy.port}/` });
+  servers.push(server);
+  const mcp = await connectMcp(server.url, "shutdown-test");
+  try {
+    await mcp.ok("wallet_create", { airdropSol: 0 });
+    // The SDK client opened its event stream after initializing.
+    const lines = await logged(server, (ls) => ls.some((l) => l.method === "GET" && l.path === "/mcp" && l.status === 200));
+    expect(lines.some((l) => l.method === "GET" && l.path === "/mcp" && l.status === 200)).toBe(true);
+
+    slow = true;
+    const balance = mcp.call("wallet_get_balance");
+    await held.promise; // the call is waiting on the ledger
+    const signalled = performance.now();
+    const exited = server.stop("SIGTERM");
+    const envelope = await balance;
+    expect(envelope.success).toBe(true);
+    expect(await exited).toBe(0);
+    expect(performance.now() - signalled).toBeLessThan(5_000);
+    expect(server.output()).not.toContain("cut off after grace period");
+  } finally {
+    await mcp.client.close().catch(() => undefined);
+    await proxy.stop(true);
+    await rpc.stop();
+  }
+}, 30_000);
