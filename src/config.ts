@@ -294,6 +294,11 @@ export type Secrets = Readonly<{
  * `holdsSealedData()` (the database already holds values sealed under one: a backup restored without its
  * key file): a new key would open none of them and seal new ones beside them.
  */
+/** Where the wallet encryption key comes from, as messages name it. */
+export function walletKeySource(config: Config): string {
+  return config.walletEncryptionKey !== null ? "WALLET_ENCRYPTION_KEY" : join(config.dataDir, "wallet-encryption-key");
+}
+
 export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean } = {}): Secrets {
   const keyFile = join(config.dataDir, "wallet-encryption-key");
   if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {

@@ -124,6 +124,31 @@ describe("walletgate CLI", () => {
     await server.dispose();
   }, 30_000);
 
+  test("a database is opened only under the key its data was sealed with (a backup restored beside another key)", async () => {
+    const first = await startTestServer();
+    expect((await call(first.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 0 } } })).body.success).toBe(true);
+    const backup = join(dataDir(), "first.db");
+    expect((await runCli(["backup", backup], { DATA_DIR: first.dataDir })).code).toBe(0);
+    await first.stop();
+    // Another DATA_DIR that made a key of its own on its first start, then given the first one's backup.
+    const second = await startTestServer();
+    await second.stop();
+    expect((await runCli(["restore", backup], { DATA_DIR: second.dataDir })).code).toBe(0);
+    const keyFile = join(second.dataDir, "wallet-encryption-key");
+    for (const args of [["owners", "list"], ["serve"]]) {
+      const refused = await runCli(args, { DATA_DIR: second.dataDir, PORT: "0" });
+      expect([args[0], refused.code, refused.stderr.includes(`encrypted under another wallet encryption key than ${keyFile}`)]).toEqual([args[0], 1, true]);
+    }
+    const wrong = "ab".repeat(32);
+    const byEnv = await runCli(["owners", "list"], { DATA_DIR: second.dataDir, WALLET_ENCRYPTION_KEY: wrong });
+    expect([byEnv.code, byEnv.stderr.includes("than WALLET_ENCRYPTION_KEY")]).toEqual([1, true]);
+    // The backup's own key opens it.
+    const own = readFileSync(join(first.dataDir, "wallet-encryption-key"), "utf8").trim();
+    expect((await runCli(["owners", "list"], { DATA_DIR: second.dataDir, WALLET_ENCRYPTION_KEY: own })).code).toBe(0);
+    await first.dispose();
+    await second.dispose();
+  }, 30_000);
+
   test("a running server stops writing once a newer walletgate migrated its database", async () => {
     const server = await startTestServer();
     try {

@@ -1,10 +1,10 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
-import { ConfigError, defaultBaseUrl, resolveSecrets, type Config } from "./config.ts";
+import { ConfigError, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
-import { holdsSealedData } from "./db/sealed.ts";
+import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
@@ -184,6 +184,7 @@ async function serve(
   } else if (created) {
     log.info("database created", { version: migrated.version });
   }
+  requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
 
   const metrics = createServiceMetrics();
   const meta = new WeakMap<Request, RequestMeta>();

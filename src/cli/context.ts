@@ -1,10 +1,10 @@
 // What one-shot commands share: the database of DATA_DIR (migrated when new), the secrets and a Deps object.
-import { defaultBaseUrl, resolveSecrets, type Config } from "../config.ts";
+import { defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
 import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
-import { holdsSealedData } from "../db/sealed.ts";
+import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -15,9 +15,11 @@ export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Pr
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
     migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
+    const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
+    requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
     const deps = await createDeps({
       config,
-      secrets: resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) }),
+      secrets,
       baseUrl: config.baseUrl ?? defaultBaseUrl(config.host, config.port),
       db,
       clock: systemClock,

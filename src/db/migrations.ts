@@ -18,6 +18,7 @@ import m0016 from "./migrations/0016_checkout_submissions.sql" with { type: "tex
 import m0017 from "./migrations/0017_webhook_previous_secrets.sql" with { type: "text" };
 import m0018 from "./migrations/0018_ledger_message_hash.sql" with { type: "text" };
 import m0019 from "./migrations/0019_auth_token_signer.sql" with { type: "text" };
+import m0020 from "./migrations/0020_sealing_key_check.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -41,4 +42,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 17, name: "webhook_previous_secrets", sql: m0017 },
   { version: 18, name: "ledger_message_hash", sql: m0018 },
   { version: 19, name: "auth_token_signer", sql: m0019 },
+  { version: 20, name: "sealing_key_check", sql: m0020 },
 ];
