@@ -24,7 +24,7 @@ import {
 } from "@solana/spl-token";
 import { createEmbeddedLedger, type EmbeddedLedger } from "../src/ledger/embedded/ledger.ts";
 import { findAccount } from "../src/ledger/embedded/store.ts";
-import { MEMO_PROGRAM, associatedTokenAddress, compileTransaction, memoInstruction, transferInstructions } from "../src/ledger/transactions.ts";
+import { MEMO_PROGRAM, MEMO_V1_PROGRAM, associatedTokenAddress, compileTransaction, memoInstruction, transferInstructions } from "../src/ledger/transactions.ts";
 import { AppError } from "../src/errors.ts";
 import { testDeps } from "./helpers/deps.ts";
 import { setMint, setSystemAccount, setTokenAccount } from "./helpers/litesvm-accounts.ts";
@@ -403,6 +403,33 @@ const cases: Case[] = [
     ],
     feePayer: () => alice,
     signers: () => [alice, bob],
+  },
+  {
+    name: "a Memo v1 naming an account that did not sign: v1 checks no signer",
+    expected: "confirmed",
+    instructions: () => [
+      new TransactionInstruction({
+        programId: new PublicKey(MEMO_V1_PROGRAM),
+        keys: [{ pubkey: bob.publicKey, isSigner: false, isWritable: false }],
+        data: Buffer.from("names bob, unsigned"),
+      }),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a Memo v1 of 600 characters: v1 logs nothing and needs a few hundred units",
+    expected: "confirmed",
+    instructions: () => [new TransactionInstruction({ programId: new PublicKey(MEMO_V1_PROGRAM), keys: [], data: Buffer.from("a".repeat(600)) })],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a Memo v1 that is not UTF-8 fails",
+    expected: "failed",
+    instructions: () => [new TransactionInstruction({ programId: new PublicKey(MEMO_V1_PROGRAM), keys: [], data: Buffer.from([0x61, 0xff]) })],
+    feePayer: () => alice,
+    signers: () => [alice],
   },
   {
     name: "SOL and USDC sent to oneself",

@@ -166,7 +166,8 @@ export type DecodedInstruction =
   | { program: "ata"; type: "create" | "createIdempotent"; payer: number; account: number; owner: number; mint: number; systemProgram: number; tokenProgram: number }
   | { program: "computeBudget"; type: "setComputeUnitLimit"; units: number }
   | { program: "computeBudget"; type: "setComputeUnitPrice"; microLamports: bigint }
-  | { program: "memo"; type: "memo"; text: string | null; accounts: number[] }
+  /** `version` 2 (MemoSq4…) requires every account it names to sign; version 1 (Memo1Uhk…) ignores its accounts. */
+  | { program: "memo"; type: "memo"; version: 1 | 2; text: string | null; accounts: number[] }
   /** Only in a transaction read as landed (parseTransaction's `landed`): an instruction the service does not model. */
   | { program: "other"; type: "other"; programId: string; accounts: number[] };
 
@@ -258,7 +259,7 @@ function decodeInstruction(program: string, data: Uint8Array, accounts: number[]
     } catch {
       text = null; // fails at execution, as the Memo program does
     }
-    return { program: "memo", type: "memo", text, accounts };
+    return { program: "memo", type: "memo", version: program === MEMO_PROGRAM ? 2 : 1, text, accounts };
   }
   throw rejected("unsupported_instruction", `program ${program} is not supported (System transfers, SPL Token transfers, Associated Token Accounts, Compute Budget and Memo are)`);
 }

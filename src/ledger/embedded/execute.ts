@@ -18,9 +18,22 @@ import {
  * there, which depends on where the character sits in Rust's Unicode tables (from ~300 to ~17,000: CJK
  * ~11,000): counted here as a lower bound per class (printable ASCII 334, other ASCII 819, anything else
  * 290), so no memo fails here that passes there, though non-ASCII text may pass here and fail there.
+ * Memo v1 logs nothing: it costs 232 plus ~217 per account it is given, and from 0 (ASCII) to ~50 units
+ * per character (UTF-8 validation): counted as 232 + 217 per account, again a lower bound.
  * Over the limit the transaction fails, its fee charged, as on a cluster.
  */
-const UNITS = { builtin: 150, transfer: 76, transferChecked: 105, ataExisting: 4_437, ataCreate: 13_487, ataCreateIdempotent: 13_525, ataPerTry: 1_500, memo: 1_382 };
+const UNITS = {
+  builtin: 150,
+  transfer: 76,
+  transferChecked: 105,
+  ataExisting: 4_437,
+  ataCreate: 13_487,
+  ataCreateIdempotent: 13_525,
+  ataPerTry: 1_500,
+  memo: 1_382,
+  memoV1: 232,
+  memoV1PerAccount: 217,
+};
 
 /** A memo's units (see UNITS): a lower bound of what the Memo program uses to log it. */
 function memoUnits(text: string): number {
@@ -217,6 +230,7 @@ function runInstruction(ix: DecodedInstruction, c: Context): void {
       return c.consume(UNITS.builtin); // its settings were applied to the fee before execution
     case "memo":
       if (ix.text === null) throw new InstructionFailure("the memo is not valid UTF-8");
+      if (ix.version === 1) return c.consume(UNITS.memoV1 + UNITS.memoV1PerAccount * ix.accounts.length); // v1 checks no signer
       c.consume(memoUnits(ix.text));
       for (const index of ix.accounts) c.requireSigner(index, "memo account");
       return;
