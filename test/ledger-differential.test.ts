@@ -431,6 +431,57 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   },
+  // Instructions of a supported kind that their program cannot read: a cluster executes and fails them.
+  {
+    name: "a System Transfer naming only its sender fails (missing account)",
+    expected: "failed",
+    instructions: () => {
+      const ix = solTransfer(alice, bob.publicKey, 1_000n);
+      return [new TransactionInstruction({ programId: SystemProgram.programId, keys: ix.keys.slice(0, 1), data: ix.data })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a System Transfer with 8 bytes of data fails",
+    expected: "failed",
+    instructions: () => {
+      const ix = solTransfer(alice, bob.publicKey, 1_000_000n);
+      return [new TransactionInstruction({ programId: SystemProgram.programId, keys: ix.keys, data: ix.data.subarray(0, 8) })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a Token Transfer with two accounts fails",
+    expected: "failed",
+    instructions: () => {
+      const ix = createTransferInstruction(usdcAccount(alice), usdcAccount(bob), alice.publicKey, 3n);
+      return [new TransactionInstruction({ programId: TOKEN_PROGRAM_ID, keys: ix.keys.slice(0, 2), data: ix.data })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a TransferChecked with too little data fails",
+    expected: "failed",
+    instructions: () => {
+      const ix = createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(usdcMint), usdcAccount(bob), alice.publicKey, 3n, 6);
+      return [new TransactionInstruction({ programId: TOKEN_PROGRAM_ID, keys: ix.keys, data: ix.data.subarray(0, 9) })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a CreateIdempotent with five accounts fails",
+    expected: "failed",
+    instructions: () => {
+      const [create] = usdcTransfer(alice, frank, 1n, true);
+      return [new TransactionInstruction({ programId: ASSOCIATED_TOKEN_PROGRAM_ID, keys: create!.keys.slice(0, 5), data: create!.data })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   {
     name: "SOL and USDC sent to oneself",
     expected: "confirmed",

@@ -46,10 +46,30 @@ describe("parseTransaction", () => {
     expect(tx.instructions.map((ix) => ix.program)).toEqual(["other", "other", "system"]);
     expect(tx.instructions[1]).toMatchObject({ type: "other", programId: guard.toBase58() });
     expect(transfersOf(tx, () => null, () => null)).toEqual([{ token: "sol", mint: null, from: payer.publicKey.toBase58(), to: to.toBase58(), amount: 5000n }]);
-    // A malformed instruction of a modelled program is still malformed.
-    const short = new TransactionInstruction({ programId: new PublicKey("11111111111111111111111111111111"), keys: [], data: transfer(1).data });
-    const bad = signed(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [short] }).compileToLegacyMessage());
-    expect(reason(() => parseTransaction(bad, { loadedAddresses: null }))).toBe("malformed");
+  });
+
+  test("a supported instruction its program cannot read (too few accounts, short data) fails at execution and moves nothing", () => {
+    const system = new PublicKey("11111111111111111111111111111111");
+    const token = new PublicKey("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA");
+    const ata = new PublicKey("ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL");
+    const signer = { pubkey: payer.publicKey, isSigner: true, isWritable: true };
+    const other = { pubkey: to, isSigner: false, isWritable: true };
+    const amount = Buffer.from([3, 1, 0, 0, 0, 0, 0, 0, 0]);
+    const cases: [string, TransactionInstruction][] = [
+      ["System Transfer with one account", new TransactionInstruction({ programId: system, keys: [signer], data: transfer(1).data })],
+      ["System Transfer with 8 bytes of data", new TransactionInstruction({ programId: system, keys: [signer, other], data: transfer(1).data.subarray(0, 8) })],
+      ["Token Transfer with two accounts", new TransactionInstruction({ programId: token, keys: [other, signer], data: amount })],
+      ["Token Transfer with 5 bytes of data", new TransactionInstruction({ programId: token, keys: [other, signer, signer], data: amount.subarray(0, 5) })],
+      ["TransferChecked with 9 bytes of data", new TransactionInstruction({ programId: token, keys: [other, signer, other, signer], data: Buffer.from([12, ...amount.subarray(1)]) })],
+      ["ATA Create with five accounts", new TransactionInstruction({ programId: ata, keys: [signer, other, signer, signer, signer], data: Buffer.from([1]) })],
+    ];
+    for (const [name, ix] of cases) {
+      const wire = signed(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [ix] }).compileToLegacyMessage());
+      for (const tx of [parseTransaction(wire), parseTransaction(wire, { loadedAddresses: null })]) {
+        expect([name, tx.instructions[0]?.type]).toEqual([name, "invalid"]);
+        expect(transfersOf(tx, () => null, () => null)).toEqual([]);
+      }
+    }
   });
 
   test("lookup tables: refused before sending; once landed, their accounts follow the static keys, writable ones first", () => {

@@ -164,6 +164,11 @@ export type DecodedInstruction =
       decimals: number;
     }
   | { program: "ata"; type: "create" | "createIdempotent"; payer: number; account: number; owner: number; mint: number; systemProgram: number; tokenProgram: number }
+  /**
+   * A supported instruction its program cannot even read (too few accounts, data too short): a cluster
+   * executes it and it fails, fee charged. It moves nothing, so it never reads as a transfer.
+   */
+  | { program: "system" | "token" | "ata"; type: "invalid"; error: string }
   | { program: "computeBudget"; type: "setComputeUnitLimit"; units: number }
   | { program: "computeBudget"; type: "setComputeUnitPrice"; microLamports: bigint }
   /** `version` 2 (MemoSq4…) requires every account it names to sign; version 1 (Memo1Uhk…) ignores its accounts. */
@@ -206,27 +211,35 @@ function readU32(data: Uint8Array, offset: number): number {
   return new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(offset, true);
 }
 
-function needAccounts(accounts: number[], count: number, what: string): void {
-  if (accounts.length < count) throw rejected("malformed", `${what} needs ${count} accounts, got ${accounts.length}`);
+/** Why the program fails an instruction it cannot read (too short data, too few accounts), or null. */
+function unreadable(data: Uint8Array, dataLength: number, accounts: number[], count: number, what: string): string | null {
+  if (data.length < dataLength) return `${what}: the instruction data is too short`;
+  if (accounts.length < count) return `${what} needs ${count} accounts, got ${accounts.length}`;
+  return null;
 }
 
 const utf8Strict = new TextDecoder("utf-8", { fatal: true });
 
 function decodeInstruction(program: string, data: Uint8Array, accounts: number[]): DecodedInstruction {
+  // Trailing data past what an instruction reads is ignored by these programs, as on a cluster; too little
+  // data or too few accounts make the instruction fail at execution (`invalid`), not the transaction malformed.
   if (program === SYSTEM_PROGRAM) {
-    if (data.length >= 12 && readU32(data, 0) === 2) {
-      needAccounts(accounts, 2, "System Transfer");
+    if (data.length >= 4 && readU32(data, 0) === 2) {
+      const error = unreadable(data, 12, accounts, 2, "System Transfer");
+      if (error !== null) return { program: "system", type: "invalid", error };
       return { program: "system", type: "transfer", from: accounts[0]!, to: accounts[1]!, lamports: readU64(data, 4) };
     }
     throw rejected("unsupported_instruction", "only the System Program's Transfer instruction is supported");
   }
   if (program === TOKEN_PROGRAM) {
-    if (data[0] === 3 && data.length === 9) {
-      needAccounts(accounts, 3, "Token Transfer");
+    if (data[0] === 3 && data.length <= 9) {
+      const error = unreadable(data, 9, accounts, 3, "Token Transfer");
+      if (error !== null) return { program: "token", type: "invalid", error };
       return { program: "token", type: "transfer", source: accounts[0]!, destination: accounts[1]!, owner: accounts[2]!, amount: readU64(data, 1) };
     }
-    if (data[0] === 12 && data.length === 10) {
-      needAccounts(accounts, 4, "Token TransferChecked");
+    if (data[0] === 12 && data.length <= 10) {
+      const error = unreadable(data, 10, accounts, 4, "Token TransferChecked");
+      if (error !== null) return { program: "token", type: "invalid", error };
       return {
         program: "token",
         type: "transferChecked",
@@ -243,7 +256,7 @@ function decodeInstruction(program: string, data: Uint8Array, accounts: number[]
   if (program === ATA_PROGRAM) {
     const kind = data.length === 0 || (data.length === 1 && data[0] === 0) ? "create" : data.length === 1 && data[0] === 1 ? "createIdempotent" : null;
     if (kind === null) throw rejected("unsupported_instruction", "only the Associated Token Account Create and CreateIdempotent instructions are supported");
-    needAccounts(accounts, 6, "Associated Token Account Create");
+    if (accounts.length < 6) return { program: "ata", type: "invalid", error: `Associated Token Account Create needs 6 accounts, got ${accounts.length}` };
     const [payer, account, owner, mint, systemProgram, tokenProgram] = accounts as [number, number, number, number, number, number];
     return { program: "ata", type: kind, payer, account, owner, mint, systemProgram, tokenProgram };
   }
@@ -413,14 +426,14 @@ export function transfersOf(
   // A token account this very transaction creates has its owner in the create instruction.
   const created = new Map<string, TokenAccountInfo>();
   for (const ix of tx.instructions) {
-    if (ix.program === "ata") created.set(key(ix.account), { mint: key(ix.mint), owner: key(ix.owner) });
+    if (ix.program === "ata" && ix.type !== "invalid") created.set(key(ix.account), { mint: key(ix.mint), owner: key(ix.owner) });
   }
   const lookup = (address: string) => tokenAccount(address) ?? created.get(address) ?? null;
   const out: { token: string; mint: string | null; from: string; to: string; amount: bigint }[] = [];
   for (const ix of tx.instructions) {
     if (ix.program === "system" && ix.type === "transfer") {
       out.push({ token: "sol", mint: null, from: key(ix.from), to: key(ix.to), amount: ix.lamports });
-    } else if (ix.program === "token") {
+    } else if (ix.program === "token" && ix.type !== "invalid") {
       const destination = lookup(key(ix.destination));
       const source = lookup(key(ix.source));
       const mint = ix.type === "transferChecked" ? key(ix.mint) : (source?.mint ?? destination?.mint ?? null);

@@ -216,7 +216,7 @@ function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: Parse
   const key = (i: number) => tx.accountKeys[i]!;
   if (key(0) !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
   const toPayTo = tx.instructions.flatMap((ix, index) =>
-    ix.program === "token" && key(ix.destination) === associatedTokenAddress(checkout.payTo, ix.type === "transferChecked" ? key(ix.mint) : mint)
+    ix.program === "token" && ix.type !== "invalid" && key(ix.destination) === associatedTokenAddress(checkout.payTo, ix.type === "transferChecked" ? key(ix.mint) : mint)
       ? [{ ix, index }]
       : [],
   );

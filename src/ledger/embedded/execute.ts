@@ -225,6 +225,7 @@ type Context = {
 };
 
 function runInstruction(ix: DecodedInstruction, c: Context): void {
+  if (ix.type === "invalid") throw new InstructionFailure(ix.error);
   switch (ix.program) {
     case "computeBudget":
       return c.consume(UNITS.builtin); // its settings were applied to the fee before execution
