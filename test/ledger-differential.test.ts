@@ -431,6 +431,20 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   },
+  {
+    name: "a Token Transfer and a TransferChecked with trailing data bytes: SPL Token ignores them",
+    expected: "confirmed",
+    instructions: () => {
+      const plain = createTransferInstruction(usdcAccount(alice), usdcAccount(bob), alice.publicKey, 2n);
+      const checked = createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(usdcMint), usdcAccount(bob), alice.publicKey, 3n, 6);
+      return [
+        new TransactionInstruction({ programId: TOKEN_PROGRAM_ID, keys: plain.keys, data: Buffer.concat([plain.data, Buffer.from([7])]) }),
+        new TransactionInstruction({ programId: TOKEN_PROGRAM_ID, keys: checked.keys, data: Buffer.concat([checked.data, Buffer.from([7, 8])]) }),
+      ];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   // Instructions of a supported kind that their program cannot read: a cluster executes and fails them.
   {
     name: "a System Transfer naming only its sender fails (missing account)",

@@ -221,8 +221,8 @@ function unreadable(data: Uint8Array, dataLength: number, accounts: number[], co
 const utf8Strict = new TextDecoder("utf-8", { fatal: true });
 
 function decodeInstruction(program: string, data: Uint8Array, accounts: number[]): DecodedInstruction {
-  // Trailing data past what an instruction reads is ignored by these programs, as on a cluster; too little
-  // data or too few accounts make the instruction fail at execution (`invalid`), not the transaction malformed.
+  // System and SPL Token ignore data past what an instruction reads, as on a cluster; too little data or
+  // too few accounts make the instruction fail at execution (`invalid`), not the transaction malformed.
   if (program === SYSTEM_PROGRAM) {
     if (data.length >= 4 && readU32(data, 0) === 2) {
       const error = unreadable(data, 12, accounts, 2, "System Transfer");
@@ -232,12 +232,12 @@ function decodeInstruction(program: string, data: Uint8Array, accounts: number[]
     throw rejected("unsupported_instruction", "only the System Program's Transfer instruction is supported");
   }
   if (program === TOKEN_PROGRAM) {
-    if (data[0] === 3 && data.length <= 9) {
+    if (data[0] === 3) {
       const error = unreadable(data, 9, accounts, 3, "Token Transfer");
       if (error !== null) return { program: "token", type: "invalid", error };
       return { program: "token", type: "transfer", source: accounts[0]!, destination: accounts[1]!, owner: accounts[2]!, amount: readU64(data, 1) };
     }
-    if (data[0] === 12 && data.length <= 10) {
+    if (data[0] === 12) {
       const error = unreadable(data, 10, accounts, 4, "Token TransferChecked");
       if (error !== null) return { program: "token", type: "invalid", error };
       return {
