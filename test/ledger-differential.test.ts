@@ -18,6 +18,7 @@ import {
   ASSOCIATED_TOKEN_PROGRAM_ID,
   AccountLayout,
   TOKEN_PROGRAM_ID,
+  createAssociatedTokenAccountIdempotentInstruction,
   createAssociatedTokenAccountInstruction,
   createTransferCheckedInstruction,
   createTransferInstruction,
@@ -375,6 +376,29 @@ const cases: Case[] = [
     instructions: () => [
       createAssociatedTokenAccountInstruction(alice.publicKey, usdcAccount(bob), bob.publicKey, new PublicKey(usdcMint)),
     ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "CreateIdempotent of an existing token account with a wrong System Program account: the program never calls it",
+    expected: "confirmed",
+    instructions: () => {
+      const ix = createAssociatedTokenAccountIdempotentInstruction(alice.publicKey, usdcAccount(bob), bob.publicKey, new PublicKey(usdcMint));
+      ix.keys[4] = { pubkey: carol.publicKey, isSigner: false, isWritable: false };
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "Create of a new token account with a wrong System Program account fails",
+    expected: "failed",
+    instructions: () => {
+      const owner = Keypair.generate().publicKey;
+      const ix = createAssociatedTokenAccountInstruction(alice.publicKey, new PublicKey(associatedTokenAddress(owner.toBase58(), usdcMint)), owner, new PublicKey(usdcMint));
+      ix.keys[4] = { pubkey: carol.publicKey, isSigner: false, isWritable: false };
+      return [ix];
+    },
     feePayer: () => alice,
     signers: () => [alice],
   },

@@ -286,7 +286,6 @@ function tokenTransfer(ix: Extract<DecodedInstruction, { program: "token" }>, c:
 function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata" }>, c: Context): void {
   const owner = c.keys[ix.owner]!;
   const mintAddress = c.keys[ix.mint]!;
-  if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
   if (c.keys[ix.tokenProgram] !== TOKEN_PROGRAM) throw new InstructionFailure("only the SPL Token program's accounts can be created");
   const derived = associatedTokenAccount(owner, mintAddress);
   if (c.keys[ix.account] !== derived.address) {
@@ -303,6 +302,8 @@ function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata
   }
   c.consume((ix.type === "createIdempotent" ? UNITS.ataCreateIdempotent : UNITS.ataCreate) + searched);
   if (existing.kind !== "system") throw new InstructionFailure("the address is in use");
+  // Only creating calls the System Program: an idempotent look at an existing account never uses it.
+  if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
   c.requireSigner(ix.payer, "payer");
   const payer = c.get(ix.payer);
   if (payer.kind !== "system") throw new InstructionFailure("the payer must be a plain SOL account");
