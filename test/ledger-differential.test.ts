@@ -60,6 +60,7 @@ const carol = Keypair.generate();
 const dave = Keypair.generate(); // funded with SOL only
 const erin = Keypair.generate(); // exactly 1 SOL, to be left below the rent-exempt minimum
 const frank = Keypair.generate(); // exactly 1 SOL, pays (or fails to pay) priority fees
+const gina = Keypair.generate(); // no SOL; her token account's address is funded before it is created
 let usdcMint: string;
 const sentBytes = new Map<string, { embedded: Uint8Array; svm: Uint8Array }>();
 
@@ -397,6 +398,24 @@ const cases: Case[] = [
       const owner = Keypair.generate().publicKey;
       const ix = createAssociatedTokenAccountInstruction(alice.publicKey, new PublicKey(associatedTokenAddress(owner.toBase58(), usdcMint)), owner, new PublicKey(usdcMint));
       ix.keys[4] = { pubkey: carol.publicKey, isSigner: false, isWritable: false };
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "SOL sent to the address of a token account not created yet",
+    expected: "confirmed",
+    instructions: () => [solTransfer(alice, usdcAccount(gina), 3_000_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "Create at an address already holding the rent: the payer pays nothing, so need not sign",
+    expected: "confirmed",
+    instructions: () => {
+      const ix = createAssociatedTokenAccountInstruction(bob.publicKey, usdcAccount(gina), gina.publicKey, new PublicKey(usdcMint));
+      ix.keys[0] = { pubkey: bob.publicKey, isSigner: false, isWritable: false };
       return [ix];
     },
     feePayer: () => alice,

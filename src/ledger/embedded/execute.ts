@@ -304,11 +304,15 @@ function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata
   if (existing.kind !== "system") throw new InstructionFailure("the address is in use");
   // Only creating calls the System Program: an idempotent look at an existing account never uses it.
   if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
-  c.requireSigner(ix.payer, "payer");
-  const payer = c.get(ix.payer);
-  if (payer.kind !== "system") throw new InstructionFailure("the payer must be a plain SOL account");
+  // The payer is only asked for what the address lacks of the rent: an address already holding it needs
+  // no payment, so neither the payer's signature nor its account matters then.
   const needed = existing.lamports >= RENT_EXEMPT_TOKEN_ACCOUNT ? 0n : RENT_EXEMPT_TOKEN_ACCOUNT - existing.lamports;
-  if (payer.lamports < needed) throw new InstructionFailure(`the payer holds ${payer.lamports} lamports, ${needed} needed for the account's rent`, true);
-  if (needed > 0n) c.set(ix.payer, { kind: "system", lamports: payer.lamports - needed });
+  if (needed > 0n) {
+    c.requireSigner(ix.payer, "payer");
+    const payer = c.get(ix.payer);
+    if (payer.kind !== "system") throw new InstructionFailure("the payer must be a plain SOL account");
+    if (payer.lamports < needed) throw new InstructionFailure(`the payer holds ${payer.lamports} lamports, ${needed} needed for the account's rent`, true);
+    c.set(ix.payer, { kind: "system", lamports: payer.lamports - needed });
+  }
   c.set(ix.account, { kind: "token", lamports: existing.lamports + needed, mint: mintAddress, owner, amount: 0n });
 }
