@@ -17,6 +17,7 @@ import {
   ACCOUNT_SIZE,
   ASSOCIATED_TOKEN_PROGRAM_ID,
   AccountLayout,
+  TOKEN_2022_PROGRAM_ID,
   TOKEN_PROGRAM_ID,
   createAssociatedTokenAccountIdempotentInstruction,
   createAssociatedTokenAccountInstruction,
@@ -557,6 +558,16 @@ const cases: Case[] = [
     name: "SOL sent to a program the transaction does not call",
     expected: "confirmed",
     instructions: () => [solTransfer(alice, ASSOCIATED_TOKEN_PROGRAM_ID, 1_000_000n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "1,000 lamports to each deployed program the transaction does not call: their accounts stay rent exempt",
+    expected: "confirmed",
+    instructions: () =>
+      [TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, ASSOCIATED_TOKEN_PROGRAM_ID, new PublicKey(MEMO_PROGRAM), new PublicKey(MEMO_V1_PROGRAM)].map((program) =>
+        solTransfer(alice, program, 1_000n),
+      ),
     feePayer: () => alice,
     signers: () => [alice],
   },

@@ -2,7 +2,10 @@
 // account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
 import type { AccountRow } from "./store.ts";
 import {
+  ATA_PROGRAM,
   COMPUTE_BUDGET_PROGRAM,
+  MEMO_PROGRAM,
+  MEMO_V1_PROGRAM,
   SYSTEM_PROGRAM,
   TOKEN_PROGRAM,
   associatedTokenAccount,
@@ -86,6 +89,14 @@ const RESERVED_ACCOUNT_KEYS = new Set([
   "ZkTokenProof1111111111111111111111111111111",
   "ZkE1Gama1Proof11111111111111111111111111111",
 ]);
+
+/**
+ * The on-chain programs the embedded ledger knows of besides the builtins: on a cluster each is an
+ * executable account holding at least its rent-exempt minimum, so lamports sent to one (when the
+ * transaction does not call it) leave it rent exempt. No account is kept for them here until they
+ * receive lamports, so the rent rule passes them by.
+ */
+const DEPLOYED_PROGRAMS = new Set([TOKEN_PROGRAM, "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb", ATA_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
 
 /** Every account the runtime will not let a transaction change: reserved keys and the programs it calls. */
 export function isReadOnlyForRuntime(address: string, invokedPrograms: ReadonlySet<string>): boolean {
@@ -197,7 +208,7 @@ export function execute(tx: ParsedTransaction, fee: bigint, read: (address: stri
     // Rent: every account the transaction changed ends empty or rent exempt.
     for (const [address, account] of state) {
       const before = address === feePayer ? payer : (original.get(address) ?? none);
-      if (!sameAccount(before, account) && rentPaying(account)) {
+      if (!sameAccount(before, account) && rentPaying(account) && !DEPLOYED_PROGRAMS.has(address)) {
         throw new InstructionFailure(`account ${address} would hold less than the rent-exempt minimum`, true);
       }
     }
