@@ -1,7 +1,7 @@
 // The one ledger interface the domain talks to (ledger.md), implemented by the embedded ledger
 // (localnet) and the Solana RPC ledger (devnet, mainnet). Amounts are bigint base units.
 import type { Network } from "../config.ts";
-import { fieldError } from "../errors.ts";
+import { fieldError, type AppError } from "../errors.ts";
 import type { LoadedAddresses } from "./transactions.ts";
 
 /** Solana cluster names, as product, purchase, verification and webhook records carry them (spec/README.md). */
@@ -26,6 +26,18 @@ export function requireTransferAmount(amount: bigint): void {
   if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) {
     throw fieldError("amount", "amount must be greater than zero and at most 2^63-1 base units");
   }
+}
+
+/** Solana's rent-exempt minimum of an account without data (a wallet): 0.00089088 SOL. */
+export const RENT_EXEMPT_WALLET_LAMPORTS = 890_880n;
+
+/**
+ * The service's own transfer would leave its recipient (an account that only receives) below the
+ * rent-exempt minimum: the amount is too small for a new account, which no funds of the sender's
+ * would change (VALIDATION_ERROR on amount, not INSUFFICIENT_FUNDS).
+ */
+export function recipientBelowRent(recipient: string): AppError {
+  return fieldError("amount", `amount: ${recipient} would hold less than the rent-exempt minimum; send at least 0.00089088 SOL to a new account`);
 }
 
 export function requireHistoryLimit(limit: number): void {
@@ -61,7 +73,8 @@ export type HistoryOptions = { limit: number; before?: string | undefined; final
 export type SubmitOptions = Readonly<{
   /**
    * The service's own transfer (wallet_transfer, escrow, refunds): a shortfall of funds for amount, fee
-   * or rent is `INSUFFICIENT_FUNDS` and nothing is recorded or charged.
+   * or the payer's rent is `INSUFFICIENT_FUNDS`, a recipient left below the rent is `VALIDATION_ERROR`
+   * on amount, and nothing is recorded or charged.
    */
   ownTransfer?: boolean;
   /** Wait for `finalized` rather than `confirmed` (RPC ledger; mainnet purchases). */

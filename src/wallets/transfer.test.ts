@@ -69,6 +69,16 @@ describe("transferFromWallet", () => {
     expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
   });
 
+  test("SOL too little for a new account is VALIDATION_ERROR on amount, for a connected wallet before it signs anything", async () => {
+    const { deps } = await testDeps();
+    const user = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(user, { sol: SOL });
+    const fresh = Keypair.generate().publicKey.toBase58();
+    expect(await codeOf(transferFromWallet(deps, { from: user, to: fresh, token: "sol", amount: 890_879n }))).toBe("VALIDATION_ERROR");
+    expect((await transferFromWallet(deps, { from: user, to: fresh, token: "sol", amount: 890_880n })).kind).toBe("unsigned");
+    expect((await transferFromWallet(deps, { from: user, to: user, token: "sol", amount: 1n })).kind).toBe("unsigned"); // an account that exists
+  });
+
   test("errors: unknown token, bad address, zero amount", async () => {
     const { deps } = await testDeps();
     const a = (await createCustodialWallet(deps)).address;

@@ -106,15 +106,20 @@ export function isReadOnlyForRuntime(address: string, invokedPrograms: ReadonlyS
 export type Outcome =
   /** Refused before execution: nothing is recorded or charged. */
   | { kind: "rejected"; reason: string; message: string; funds: boolean }
-  /** Executed and failed: only the fee is charged (`accounts` holds the fee payer after the fee). */
-  | { kind: "failed"; message: string; funds: boolean; accounts: Map<string, AccountRow> }
+  /**
+   * Executed and failed: only the fee is charged (`accounts` holds the fee payer after the fee).
+   * `belowRent`: an account that did not sign (a recipient) would have been left below its rent-exempt
+   * minimum: too little was sent to it, which is no shortfall of the payer's.
+   */
+  | { kind: "failed"; message: string; funds: boolean; belowRent: string | null; accounts: Map<string, AccountRow> }
   | { kind: "confirmed"; accounts: Map<string, AccountRow> };
 
-/** Why an instruction failed; `funds` marks a shortfall (lamports, tokens or rent). */
+/** Why an instruction failed; `funds` marks a shortfall (lamports, tokens or rent of a payer). */
 class InstructionFailure extends Error {
   constructor(
     message: string,
     readonly funds = false,
+    readonly belowRent: string | null = null,
   ) {
     super(message);
   }
@@ -209,12 +214,15 @@ export function execute(tx: ParsedTransaction, fee: bigint, read: (address: stri
     for (const [address, account] of state) {
       const before = address === feePayer ? payer : (original.get(address) ?? none);
       if (!sameAccount(before, account) && rentPaying(account) && !DEPLOYED_PROGRAMS.has(address)) {
-        throw new InstructionFailure(`account ${address} would hold less than the rent-exempt minimum`, true);
+        // Only a signer pays out (sender, fee payer, account payer): its remainder below the rent is a
+        // shortfall. Any other account only received, too little to be rent exempt.
+        const paidOut = tx.isSigner(keys.indexOf(address));
+        throw new InstructionFailure(`account ${address} would hold less than the rent-exempt minimum`, paidOut, paidOut ? null : address);
       }
     }
   } catch (err) {
     if (!(err instanceof InstructionFailure)) throw err;
-    return { kind: "failed", message: err.message, funds: err.funds, accounts: afterFee };
+    return { kind: "failed", message: err.message, funds: err.funds, belowRent: err.belowRent, accounts: afterFee };
   }
   const changed = new Map<string, AccountRow>();
   for (const [address, account] of state) {

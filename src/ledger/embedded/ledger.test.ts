@@ -294,6 +294,26 @@ describe("embedded ledger", () => {
     await expectConserved(t);
   });
 
+  test("an own transfer leaving its recipient below the rent is VALIDATION_ERROR on amount, free; leaving the sender below it is INSUFFICIENT_FUNDS", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const a = alice.publicKey.toBase58();
+    await t.ledger.airdrop(a, { sol: SOL });
+    const fresh = Keypair.generate().publicKey.toBase58();
+    const tooLittle = signWire(await t.ledger.buildTransfer({ from: a, to: fresh, token: "sol", amount: 100_000n }), alice);
+    const refused = await t.ledger.submit(tooLittle, { ownTransfer: true }).catch((err: unknown) => err as AppError);
+    expect(refused).toBeInstanceOf(AppError);
+    expect((refused as AppError).code).toBe("VALIDATION_ERROR");
+    expect((refused as AppError).extra.details).toMatchObject({ fields: [{ field: "amount" }] });
+    expect(await t.ledger.getTransaction(parseTransaction(tooLittle).signature)).toBeNull();
+    // Submitted by anyone else, the same transaction executes and fails, fee charged.
+    expect(await reasonOf(t.ledger.submit(tooLittle))).toBe("TRANSACTION_REJECTED:execution_failed");
+    const drain = signWire(await t.ledger.buildTransfer({ from: a, to: fresh, token: "sol", amount: SOL - 10_000n - 100_000n }), alice);
+    expect(await reasonOf(t.ledger.submit(drain, { ownTransfer: true }))).toBe("INSUFFICIENT_FUNDS:");
+    expect((await t.ledger.getBalances(a)).sol).toBe(SOL - 5000n);
+    await expectConserved(t);
+  });
+
   test("legacy Transaction objects and v0 messages are both accepted", async () => {
     const t = await setup();
     const alice = Keypair.generate();

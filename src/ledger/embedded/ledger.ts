@@ -11,6 +11,7 @@ import type { Random } from "../../lib/ids.ts";
 import type { SignatureVerifier } from "../../lib/verifier.ts";
 import { sha256Hex } from "../../lib/hash.ts";
 import {
+  recipientBelowRent,
   requireHistoryLimit,
   requireTransferAmount,
   type AirdropAmounts,
@@ -175,6 +176,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       const outcome = execute(tx, fee, reader.account);
       if (outcome.kind === "rejected" || (outcome.kind === "failed" && options.ownTransfer)) {
         if (options.ownTransfer && outcome.funds) throw new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${outcome.message}`);
+        if (options.ownTransfer && outcome.kind === "failed" && outcome.belowRent !== null) throw recipientBelowRent(outcome.belowRent);
         throw rejected(outcome.kind === "rejected" ? outcome.reason : "execution_failed", outcome.message);
       }
       const slot = hashes.currentSlot();

@@ -357,6 +357,19 @@ describe("rejections", () => {
     expect((await transfer(alice, bob, "sol", SOL / 2n, undefined, { ownTransfer: true })).fee).toBe(FEE);
   });
 
+  test("an own transfer leaving its recipient below the rent is VALIDATION_ERROR on amount; the sender's is a shortfall", async () => {
+    const alice = wallet(SOL);
+    const fresh = addr(wallet());
+    const e = await failure(transfer(alice, fresh, "sol", 1_000n, undefined, { ownTransfer: true }));
+    expect(e.code).toBe("VALIDATION_ERROR");
+    expect(e.extra.details).toMatchObject({ fields: [{ field: "amount" }] });
+    expect(e.message).toContain(fresh);
+    // The sender left with less than the rent: its own shortfall.
+    const sender = await failure(transfer(alice, fresh, "sol", SOL - FEE - 1_000n, undefined, { ownTransfer: true }));
+    expect(sender.code).toBe("INSUFFICIENT_FUNDS");
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
   test("when preflight refuses a failing execution (a real cluster's default) nothing is charged", async () => {
     rpc.setStrictPreflight(true);
     try {

@@ -6,6 +6,7 @@ import { AppError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
 import {
+  recipientBelowRent,
   requireHistoryLimit,
   requireTransferAmount,
   type AirdropAmounts,
@@ -189,12 +190,23 @@ function describeTransactionError(err: unknown, tx: ParsedTransaction | null): s
   return oneLine(JSON.stringify(err), 120);
 }
 
-/** A simulation error that means "not enough funds" (fee, rent, a lamport or token overdraw). */
+/**
+ * The account a rent failure names when it did not sign: it only received, too little to be rent
+ * exempt (a recipient of too small an amount, not a shortfall of the payer's). Null otherwise.
+ */
+function recipientLeftBelowRent(err: unknown, tx: ParsedTransaction): string | null {
+  const rent = typeof err === "object" && err !== null ? ((err as Record<string, unknown>).InsufficientFundsForRent as { account_index?: unknown } | undefined) : undefined;
+  const index = rent?.account_index;
+  if (typeof index !== "number" || tx.isSigner(index)) return null;
+  return tx.accountKeys[index] ?? null;
+}
+
+/** A simulation error that means "not enough funds" (fee, a payer's rent, a lamport or token overdraw). */
 function isShortfall(err: unknown, tx: ParsedTransaction): boolean {
   if (err === "InsufficientFundsForFee" || err === "AccountNotFound") return true;
   if (typeof err !== "object" || err === null) return false;
   const e = err as Record<string, unknown>;
-  if (e.InsufficientFundsForRent !== undefined) return true;
+  if (e.InsufficientFundsForRent !== undefined) return recipientLeftBelowRent(err, tx) === null;
   if (!Array.isArray(e.InstructionError)) return false;
   const [index, inner] = e.InstructionError as [number, unknown];
   if (inner === "InsufficientFunds") return true;
@@ -353,6 +365,8 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     if (err === "AlreadyProcessed") return new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
     const what = describeTransactionError(err, tx);
     if (ownTransfer && isShortfall(err, tx)) return new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${what}`);
+    const recipient = ownTransfer ? recipientLeftBelowRent(err, tx) : null;
+    if (recipient !== null) return recipientBelowRent(recipient);
     const named: Record<string, string> = {
       BlockhashNotFound: "blockhash_not_found",
       SignatureFailure: "invalid_signature",
