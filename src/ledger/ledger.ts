@@ -104,7 +104,13 @@ export type ParsedTransfer = Readonly<{
   mint: string | null;
   from: string;
   to: string;
+  /** Base units of the token. */
   amount: bigint;
+  /**
+   * SPL transfers: the mint's decimals, when the transaction (TransferChecked) or the ledger (the mint, the
+   * node's token balances) tells them; absent for SOL (9) and when unknown.
+   */
+  decimals?: number | undefined;
 }>;
 
 export type LedgerTransaction = Readonly<{

@@ -411,7 +411,8 @@ export function memoOf(tx: ParsedTransaction): string | null {
   return null;
 }
 
-export type TokenAccountInfo = Readonly<{ mint: string; owner: string }>;
+/** A token account's mint and owner, and its mint's decimals when the ledger knows them. */
+export type TokenAccountInfo = Readonly<{ mint: string; owner: string; decimals?: number | undefined }>;
 
 /**
  * The value movements of a transaction between wallets. `tokenAccount` says who owns a token account
@@ -421,7 +422,7 @@ export function transfersOf(
   tx: ParsedTransaction,
   tokenAccount: (address: string) => TokenAccountInfo | null,
   mintKey: (mint: string) => string | null,
-): { token: string; mint: string | null; from: string; to: string; amount: bigint }[] {
+): { token: string; mint: string | null; from: string; to: string; amount: bigint; decimals?: number }[] {
   const key = (i: number) => tx.accountKeys[i]!;
   // A token account this very transaction creates has its owner in the create instruction.
   const created = new Map<string, TokenAccountInfo>();
@@ -429,7 +430,7 @@ export function transfersOf(
     if (ix.program === "ata" && ix.type !== "invalid") created.set(key(ix.account), { mint: key(ix.mint), owner: key(ix.owner) });
   }
   const lookup = (address: string) => tokenAccount(address) ?? created.get(address) ?? null;
-  const out: { token: string; mint: string | null; from: string; to: string; amount: bigint }[] = [];
+  const out: { token: string; mint: string | null; from: string; to: string; amount: bigint; decimals?: number }[] = [];
   for (const ix of tx.instructions) {
     if (ix.program === "system" && ix.type === "transfer") {
       out.push({ token: "sol", mint: null, from: key(ix.from), to: key(ix.to), amount: ix.lamports });
@@ -437,12 +438,16 @@ export function transfersOf(
       const destination = lookup(key(ix.destination));
       const source = lookup(key(ix.source));
       const mint = ix.type === "transferChecked" ? key(ix.mint) : (source?.mint ?? destination?.mint ?? null);
+      // What scales the amount to whole tokens: the instruction's own (checked against the mint on chain),
+      // else what the ledger knows of the accounts' mint; absent when neither says.
+      const decimals = ix.type === "transferChecked" ? ix.decimals : (source?.decimals ?? destination?.decimals);
       out.push({
         token: (mint === null ? null : mintKey(mint)) ?? mint ?? "unknown",
         mint,
         from: source?.owner ?? key(ix.owner),
         to: destination?.owner ?? key(ix.destination),
         amount: ix.amount,
+        ...(decimals === undefined ? {} : { decimals }),
       });
     }
   }

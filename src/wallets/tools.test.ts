@@ -1,14 +1,33 @@
 // Wallet tools in-process through the registry: wallet_create under the sign-in rate limits (a refused
-// call stores nothing), and how wallet_transfer answers a recipient that would be left below the rent.
-import { expect, test } from "bun:test";
-import { Keypair } from "@solana/web3.js";
+// call stores nothing), how wallet_transfer answers a recipient that would be left below the rent, and
+// how a transfer of a token the service does not know is shown (devnet through a LiteSVM-backed RPC).
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { createTransferInstruction } from "@solana/spl-token";
 import { testDeps } from "../../test/helpers/deps.ts";
+import { startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
+import { associatedTokenAddress, compileTransaction, transferInstructions } from "../ledger/transactions.ts";
 import type { Deps } from "../deps.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import { createCustodialWallet } from "./custody.ts";
 
 const SOL = 1_000_000_000n;
+
+let rpc: LiteSvmRpc;
+beforeAll(async () => {
+  rpc = await startLiteSvmRpc();
+});
+afterAll(async () => {
+  await rpc.stop();
+});
+
+/** `signer`'s signature on wire bytes, base64 (what a connected wallet hands to wallet_submit_transaction). */
+function signedBase64(wire: Uint8Array, signer: Keypair): string {
+  const tx = VersionedTransaction.deserialize(wire);
+  tx.sign([signer]);
+  return Buffer.from(tx.serialize()).toString("base64");
+}
 
 /** A call context running as `walletAddress` (as a verified session token would make it). */
 function walletContext(deps: Deps, walletAddress: string) {
@@ -63,4 +82,54 @@ test("wallet_transfer: SOL too little for a new recipient account is VALIDATION_
   const drain = ((balance - 10_000n) / 1000n) * 1000n;
   const drained = await registry.call(ctx, "wallet_transfer", { to: fresh, amount: formatAmount(drain, 9), token: "sol" });
   expect(drained).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
+});
+
+test("a token the service does not know is shown by its mint, in whole tokens: wallet_submit_transaction and wallet_get_history", async () => {
+  const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url });
+  const registry = createToolRegistry(deps);
+  const user = Keypair.generate(); // a connected wallet: it signs for itself
+  const address = user.publicKey.toBase58();
+  const recipient = Keypair.generate().publicKey.toBase58();
+  rpc.setLamports(address, SOL);
+  const mint = rpc.createMint(2);
+  rpc.mintTokens(mint, address, 100_000n); // 1,000.00
+  const ctx = walletContext(deps, address);
+
+  // TransferChecked carries its decimals: 2.5 tokens, never "250" nor SOL.
+  const checked = transferInstructions({ from: address, to: recipient, feePayer: address, amount: 250n, spl: { mint, decimals: 2 }, createRecipientAccount: true, memo: null });
+  const sent = await registry.call(ctx, "wallet_submit_transaction", {
+    transaction: signedBase64(compileTransaction(checked, address, (await deps.ledger.latestBlockhash()).blockhash), user),
+  });
+  expect(sent).toMatchObject({ success: true, data: { from: address, to: recipient, token: mint, amount: "2.5" } });
+
+  // A plain Token Transfer says no decimals; the node's token balances do.
+  const plain = createTransferInstruction(new PublicKey(associatedTokenAddress(address, mint)), new PublicKey(associatedTokenAddress(recipient, mint)), user.publicKey, 1_234n);
+  const second = await registry.call(ctx, "wallet_submit_transaction", {
+    transaction: signedBase64(compileTransaction([plain], address, (await deps.ledger.latestBlockhash()).blockhash), user),
+  });
+  expect(second).toMatchObject({ success: true, data: { token: mint, amount: "12.34" } });
+
+  const history = await registry.call(ctx, "wallet_get_history", {});
+  if (!history.success) throw new Error(history.error);
+  const items = (history.data.transactions as { token: string; amount: string; direction: string }[]).map(({ token, amount, direction }) => ({ token, amount, direction }));
+  expect(items).toEqual([
+    { token: mint, amount: "12.34", direction: "out" },
+    { token: mint, amount: "2.5", direction: "out" },
+  ]);
+});
+
+test("a transfer whose token and decimals nothing tells (a failed plain Token Transfer) shows no amount rather than base units", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const user = Keypair.generate();
+  const address = user.publicKey.toBase58();
+  await deps.ledger.airdrop(address, { sol: SOL });
+  // Neither account is a token account: the Token program fails it, fee charged, recorded.
+  const plain = createTransferInstruction(Keypair.generate().publicKey, Keypair.generate().publicKey, user.publicKey, 777n);
+  const failed = await registry.call(walletContext(deps, address), "wallet_submit_transaction", {
+    transaction: signedBase64(compileTransaction([plain], address, (await deps.ledger.latestBlockhash()).blockhash), user),
+  });
+  expect(failed).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "execution_failed" } });
+  const history = await registry.call(walletContext(deps, address), "wallet_get_history", { limit: 1 });
+  expect(history).toMatchObject({ success: true, data: { transactions: [{ status: "failed", token: "unknown", amount: null, direction: "out" }] } });
 });

@@ -37,14 +37,14 @@ async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<str
   return Object.fromEntries(tokens.map((t) => [t.key, amountToNumber(raw[t.key] ?? 0n, t.decimals)]));
 }
 
-/** ledger.md's transfer result. */
-function transferResult(deps: Deps, result: SubmitResult, transfer: { from: string; to: string; token: TokenInfo; amount: bigint }) {
+/** ledger.md's transfer result (`amount` already in whole tokens, see shownAmount). */
+function transferResult(deps: Deps, result: SubmitResult, transfer: { from: string; to: string; token: string; amount: string | null }) {
   return {
     signature: result.signature,
     from: transfer.from,
     to: transfer.to,
-    token: transfer.token.key,
-    amount: formatAmount(transfer.amount, transfer.token.decimals),
+    token: transfer.token,
+    amount: transfer.amount,
     fee: formatAmount(result.fee, SOL_DECIMALS),
     status: "confirmed",
     network: deps.config.network,
@@ -152,13 +152,27 @@ export const walletTransfer = defineTool({
         next: "sign unsignedTransaction with this wallet and call wallet_submit_transaction {transaction}",
       };
     }
-    return transferResult(deps, outcome.result, { from: wallet.walletAddress, to: input.to, token, amount: value });
+    return transferResult(deps, outcome.result, { from: wallet.walletAddress, to: input.to, token: token.key, amount: formatAmount(value, token.decimals) });
   },
 });
 
 /** The caller's side of a recorded transaction's transfers. */
 function ownTransfer(transfers: readonly ParsedTransfer[], walletAddress: string): ParsedTransfer | null {
   return transfers.find((t) => t.from === walletAddress) ?? transfers.find((t) => t.to === walletAddress) ?? null;
+}
+
+/**
+ * A transfer's token and amount in whole tokens (spec/README.md: never base units). One of the service's
+ * tokens is named by its key; another mint by its address, scaled by the decimals the transaction or
+ * the ledger gives (TransferChecked, the node's token balances). Without them (a plain Token Transfer
+ * of accounts no ledger knows as token accounts: it can only have failed) the amount is null rather
+ * than a guess.
+ */
+function shownAmount(transfer: ParsedTransfer, tokens: readonly TokenInfo[]): { token: string; amount: string | null } {
+  const known = tokens.find((t) => t.key === transfer.token);
+  if (known !== undefined) return { token: known.key, amount: formatAmount(transfer.amount, known.decimals) };
+  const token = transfer.mint ?? transfer.token;
+  return { token, amount: transfer.decimals === undefined ? null : formatAmount(transfer.amount, transfer.decimals) };
 }
 
 export const walletSubmitTransaction = defineTool({
@@ -180,26 +194,23 @@ export const walletSubmitTransaction = defineTool({
     const recorded = await deps.ledger.getTransaction(result.signature);
     const transfer = recorded === null ? null : ownTransfer(recorded.transfers, wallet.walletAddress);
     const tokens = await deps.ledger.tokens();
-    const token = tokens.find((t) => t.key === transfer?.token) ?? tokens[0]!;
     return transferResult(deps, result, {
       from: transfer?.from ?? wallet.walletAddress,
       to: transfer?.to ?? wallet.walletAddress,
-      token,
-      amount: transfer?.amount ?? 0n,
+      // A transaction that moved nothing of the wallet's (a memo) shows 0 SOL.
+      ...(transfer === null ? { token: "sol", amount: "0" } : shownAmount(transfer, tokens)),
     });
   },
 });
 
 function historyItem(tx: LedgerTransaction, walletAddress: string, tokens: readonly TokenInfo[]) {
   const transfer = ownTransfer(tx.transfers, walletAddress);
-  const token = tokens.find((t) => t.key === transfer?.token);
   const direction = transfer === null || transfer.from === walletAddress ? (transfer?.to === walletAddress ? "self" : "out") : "in";
   return {
     signature: tx.signature,
     timestamp: toIso(tx.timestamp),
     direction,
-    token: transfer?.token ?? "sol",
-    amount: transfer === null ? "0" : token === undefined ? transfer.amount.toString() : formatAmount(transfer.amount, token.decimals),
+    ...(transfer === null ? { token: "sol", amount: "0" } : shownAmount(transfer, tokens)),
     counterparty: transfer === null ? null : direction === "in" ? transfer.from : transfer.to,
     fee: formatAmount(tx.fee, SOL_DECIMALS),
     status: tx.status,

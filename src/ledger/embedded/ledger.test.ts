@@ -93,7 +93,7 @@ describe("embedded ledger", () => {
     expect(await t.ledger.getBalances(who)).toEqual({ sol: 2n * SOL, usdc: 50n * USDC, wgt: 7n * USDC });
     const drop = await t.ledger.getTransaction(signatures[1]!);
     expect(drop?.transfers).toEqual([
-      { token: "usdc", mint: (await t.ledger.tokens())[1]!.mint, from: t.ledger.faucetAddress, to: who, amount: 50n * USDC },
+      { token: "usdc", mint: (await t.ledger.tokens())[1]!.mint, from: t.ledger.faucetAddress, to: who, amount: 50n * USDC, decimals: 6 },
     ]);
     expect(await reasonOf(t.ledger.airdrop(who, { sol: 2n * SOL + 1n }))).toBe("VALIDATION_ERROR:");
     expect(await reasonOf(t.ledger.airdrop(Keypair.generate().publicKey.toBase58(), { sol: 1000n }))).toBe("VALIDATION_ERROR:");

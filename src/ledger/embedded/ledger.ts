@@ -185,7 +185,9 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
         tx,
         (address) => {
           const account = reader.account(address);
-          return account?.kind === "token" ? { mint: account.mint, owner: account.owner } : null;
+          if (account?.kind !== "token") return null;
+          const mint = reader.account(account.mint);
+          return { mint: account.mint, owner: account.owner, decimals: mint?.kind === "mint" ? mint.decimals : undefined };
         },
         (mint) => mintKeys.get(mint) ?? null,
       );
@@ -218,7 +220,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
   }
 
   function toLedgerTransaction(row: store.TransactionRow): LedgerTransaction {
-    const transfers = (JSON.parse(row.transfers) as { token: string; mint: string | null; from: string; to: string; amount: string }[]).map(
+    const transfers = (JSON.parse(row.transfers) as { token: string; mint: string | null; from: string; to: string; amount: string; decimals?: number }[]).map(
       (t) => ({ ...t, amount: BigInt(t.amount) }),
     );
     return {

@@ -194,7 +194,7 @@ describe("transfers", () => {
     // Owners, not token accounts, both when the ATA was created by the transaction and when it existed.
     for (const [signature, amount, memo] of [[created.signature, 3n * USDC, null], [existing.signature, 2n * USDC, "invoice 7"]] as const) {
       const tx = await ledger.getTransaction(signature);
-      expect(tx?.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: carol, amount }]);
+      expect(tx?.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: carol, amount, decimals: 6 }]);
       expect(tx?.memo).toBe(memo);
       expect(tx?.fee).toBe(FEE);
     }
@@ -267,7 +267,7 @@ describe("history", () => {
     const all = await ledger.history(addr(dave), { limit: 10 });
     expect(all.map((t) => t.signature)).toEqual([solOut.signature, usdcIn.signature, ataCreated.signature, solIn.signature]);
     expect(all.map((t) => t.memo)).toEqual(["four", "three", "two", "one"]);
-    expect(all[1]!.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: addr(dave), amount: 2n * USDC }]);
+    expect(all[1]!.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(alice), to: addr(dave), amount: 2n * USDC, decimals: 6 }]);
 
     const firstPage = await ledger.history(addr(dave), { limit: 2 });
     expect(firstPage.map((t) => t.signature)).toEqual([solOut.signature, usdcIn.signature]);

@@ -104,7 +104,7 @@ function rpcErrorIn(body: string): RpcCallError | null {
 }
 
 type Commitment = "confirmed" | "finalized";
-type RawTokenBalance = { accountIndex?: unknown; mint?: unknown; owner?: unknown };
+type RawTokenBalance = { accountIndex?: unknown; mint?: unknown; owner?: unknown; uiTokenAmount?: { decimals?: unknown } | null };
 type RawTransaction = {
   slot?: unknown;
   blockTime?: unknown;
@@ -609,7 +609,10 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         // Without its owner a token account's transfer cannot be judged (a payment to payTo would read as
         // to no one): the node's answer is incomplete, not a refusal.
         if (key !== undefined && typeof b.mint === "string" && typeof b.owner !== "string") throw unavailable(new Error("token balances without their owner"));
-        if (key !== undefined && typeof b.mint === "string" && typeof b.owner === "string") accounts.set(key, { mint: b.mint, owner: b.owner });
+        if (key !== undefined && typeof b.mint === "string" && typeof b.owner === "string") {
+          const decimals = b.uiTokenAmount?.decimals;
+          accounts.set(key, { mint: b.mint, owner: b.owner, decimals: typeof decimals === "number" ? decimals : undefined });
+        }
       }
     }
     return {
