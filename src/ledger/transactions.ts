@@ -27,6 +27,57 @@ export const ATA_PROGRAM = ASSOCIATED_TOKEN_PROGRAM_ID.toBase58();
 export const COMPUTE_BUDGET_PROGRAM = ComputeBudgetProgram.programId.toBase58();
 export const MEMO_PROGRAM = "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr";
 export const MEMO_V1_PROGRAM = "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo";
+export const TOKEN_2022_PROGRAM = "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb";
+
+/**
+ * Solana's reserved account keys (sysvars and builtin programs): the runtime treats them as read-only
+ * whatever the message says, so no transaction can change them.
+ */
+export const RESERVED_ACCOUNT_KEYS: ReadonlySet<string> = new Set([
+  "SysvarC1ock11111111111111111111111111111111",
+  "SysvarEpochRewards1111111111111111111111111",
+  "SysvarEpochSchedu1e111111111111111111111111",
+  "SysvarFees111111111111111111111111111111111",
+  "Sysvar1nstructions1111111111111111111111111",
+  "SysvarLastRestartS1ot1111111111111111111111",
+  "SysvarRecentB1ockHashes11111111111111111111",
+  "SysvarRent111111111111111111111111111111111",
+  "SysvarRewards111111111111111111111111111111",
+  "SysvarS1otHashes111111111111111111111111111",
+  "SysvarS1otHistory11111111111111111111111111",
+  "SysvarStakeHistory1111111111111111111111111",
+  "Sysvar1111111111111111111111111111111111111",
+  SYSTEM_PROGRAM,
+  COMPUTE_BUDGET_PROGRAM,
+  "Vote111111111111111111111111111111111111111",
+  "Stake11111111111111111111111111111111111111",
+  "Config1111111111111111111111111111111111111",
+  "BPFLoader1111111111111111111111111111111111",
+  "BPFLoader2111111111111111111111111111111111",
+  "BPFLoaderUpgradeab1e11111111111111111111111",
+  "LoaderV411111111111111111111111111111111111",
+  "AddressLookupTab1e1111111111111111111111111",
+  "Ed25519SigVerify111111111111111111111111111",
+  "KeccakSecp256k11111111111111111111111111111",
+  "Secp256r1SigVerify1111111111111111111111111",
+  "NativeLoader1111111111111111111111111111111",
+  "Feature111111111111111111111111111111111111",
+  "ZkTokenProof1111111111111111111111111111111",
+  "ZkE1Gama1Proof11111111111111111111111111111",
+]);
+
+/**
+ * The on-chain programs the service knows of besides the builtins: on a cluster each is an executable
+ * account holding at least its rent-exempt minimum, so lamports sent to one (when the transaction does
+ * not call it) leave it rent exempt. The embedded ledger keeps no account for them until they receive
+ * lamports, so its rent rule passes them by.
+ */
+export const DEPLOYED_PROGRAMS: ReadonlySet<string> = new Set([TOKEN_PROGRAM, TOKEN_2022_PROGRAM, ATA_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
+
+/** A program or sysvar address (of those above): no wallet, so never a transfer's intended recipient. */
+export function isProgramOrSysvar(address: string): boolean {
+  return RESERVED_ACCOUNT_KEYS.has(address) || DEPLOYED_PROGRAMS.has(address);
+}
 
 /** Solana's limit on a serialized transaction. */
 export const MAX_TRANSACTION_BYTES = 1232;

@@ -79,6 +79,22 @@ describe("transferFromWallet", () => {
     expect((await transferFromWallet(deps, { from: user, to: user, token: "sol", amount: 1n })).kind).toBe("unsigned"); // an account that exists
   });
 
+  test("a recipient that is a program or sysvar is VALIDATION_ERROR on to, custodial or connected, nothing charged", async () => {
+    const { deps } = await testDeps();
+    const custodial = (await createCustodialWallet(deps)).address;
+    const connected = Keypair.generate().publicKey.toBase58();
+    for (const from of [custodial, connected]) {
+      await deps.ledger.airdrop(from, { sol: SOL, usdc: USDC });
+      for (const to of ["11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"]) {
+        for (const token of ["sol", "usdc"]) {
+          const refused = await transferFromWallet(deps, { from, to, token, amount: SOL / 10n }).catch((err: unknown) => err);
+          expect([to, token, (refused as { code?: string }).code, ((refused as { extra?: { details?: { fields?: { field: string }[] } } }).extra?.details?.fields ?? [])[0]?.field]).toEqual([to, token, "VALIDATION_ERROR", "to"]);
+        }
+      }
+      expect(await deps.ledger.getBalances(from)).toEqual({ sol: SOL, usdc: USDC, wgt: 0n });
+    }
+  });
+
   test("errors: unknown token, bad address, zero amount", async () => {
     const { deps } = await testDeps();
     const a = (await createCustodialWallet(deps)).address;

@@ -2,10 +2,8 @@
 // account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
 import type { AccountRow } from "./store.ts";
 import {
-  ATA_PROGRAM,
-  COMPUTE_BUDGET_PROGRAM,
-  MEMO_PROGRAM,
-  MEMO_V1_PROGRAM,
+  DEPLOYED_PROGRAMS,
+  RESERVED_ACCOUNT_KEYS,
   SYSTEM_PROGRAM,
   TOKEN_PROGRAM,
   associatedTokenAccount,
@@ -52,51 +50,6 @@ function memoUnits(text: string): number {
 export const RENT_EXEMPT_SYSTEM = 890_880n;
 export const RENT_EXEMPT_TOKEN_ACCOUNT = 2_039_280n;
 export const RENT_EXEMPT_MINT = 1_461_600n;
-
-/**
- * Solana's reserved account keys (sysvars and builtin programs): the runtime treats them as read-only
- * whatever the message says, so no transaction can change them.
- */
-const RESERVED_ACCOUNT_KEYS = new Set([
-  "SysvarC1ock11111111111111111111111111111111",
-  "SysvarEpochRewards1111111111111111111111111",
-  "SysvarEpochSchedu1e111111111111111111111111",
-  "SysvarFees111111111111111111111111111111111",
-  "Sysvar1nstructions1111111111111111111111111",
-  "SysvarLastRestartS1ot1111111111111111111111",
-  "SysvarRecentB1ockHashes11111111111111111111",
-  "SysvarRent111111111111111111111111111111111",
-  "SysvarRewards111111111111111111111111111111",
-  "SysvarS1otHashes111111111111111111111111111",
-  "SysvarS1otHistory11111111111111111111111111",
-  "SysvarStakeHistory1111111111111111111111111",
-  "Sysvar1111111111111111111111111111111111111",
-  SYSTEM_PROGRAM,
-  COMPUTE_BUDGET_PROGRAM,
-  "Vote111111111111111111111111111111111111111",
-  "Stake11111111111111111111111111111111111111",
-  "Config1111111111111111111111111111111111111",
-  "BPFLoader1111111111111111111111111111111111",
-  "BPFLoader2111111111111111111111111111111111",
-  "BPFLoaderUpgradeab1e11111111111111111111111",
-  "LoaderV411111111111111111111111111111111111",
-  "AddressLookupTab1e1111111111111111111111111",
-  "Ed25519SigVerify111111111111111111111111111",
-  "KeccakSecp256k11111111111111111111111111111",
-  "Secp256r1SigVerify1111111111111111111111111",
-  "NativeLoader1111111111111111111111111111111",
-  "Feature111111111111111111111111111111111111",
-  "ZkTokenProof1111111111111111111111111111111",
-  "ZkE1Gama1Proof11111111111111111111111111111",
-]);
-
-/**
- * The on-chain programs the embedded ledger knows of besides the builtins: on a cluster each is an
- * executable account holding at least its rent-exempt minimum, so lamports sent to one (when the
- * transaction does not call it) leave it rent exempt. No account is kept for them here until they
- * receive lamports, so the rent rule passes them by.
- */
-const DEPLOYED_PROGRAMS = new Set([TOKEN_PROGRAM, "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb", ATA_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
 
 /** Every account the runtime will not let a transaction change: reserved keys and the programs it calls. */
 export function isReadOnlyForRuntime(address: string, invokedPrograms: ReadonlySet<string>): boolean {

@@ -314,6 +314,23 @@ describe("embedded ledger", () => {
     await expectConserved(t);
   });
 
+  test("an own transfer that would fail for another reason is preflight_failed: not recorded, not charged", async () => {
+    const t = await setup();
+    const alice = Keypair.generate();
+    const a = alice.publicKey.toBase58();
+    await t.ledger.airdrop(a, { sol: SOL });
+    // The System Program's account is read-only to every transaction.
+    const toSystem = signWire(await t.ledger.buildTransfer({ from: a, to: "11111111111111111111111111111111", token: "sol", amount: SOL / 10n }), alice);
+    expect(await reasonOf(t.ledger.submit(toSystem, { ownTransfer: true }))).toBe("TRANSACTION_REJECTED:preflight_failed");
+    expect(await t.ledger.getTransaction(parseTransaction(toSystem).signature)).toBeNull();
+    expect((await t.ledger.getBalances(a)).sol).toBe(SOL);
+    // Anyone else's is executed: recorded as failed, its fee charged, its signature given.
+    const failure = await t.ledger.submit(toSystem).catch((err: unknown) => err as AppError);
+    expect((failure as AppError).extra.details).toEqual({ reason: "execution_failed", signature: parseTransaction(toSystem).signature });
+    expect((await t.ledger.getBalances(a)).sol).toBe(SOL - 5000n);
+    await expectConserved(t);
+  });
+
   test("legacy Transaction objects and v0 messages are both accepted", async () => {
     const t = await setup();
     const alice = Keypair.generate();

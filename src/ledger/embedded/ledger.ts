@@ -177,7 +177,10 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       if (outcome.kind === "rejected" || (outcome.kind === "failed" && options.ownTransfer)) {
         if (options.ownTransfer && outcome.funds) throw new AppError("INSUFFICIENT_FUNDS", `insufficient funds: ${outcome.message}`);
         if (options.ownTransfer && outcome.kind === "failed" && outcome.belowRent !== null) throw recipientBelowRent(outcome.belowRent);
-        throw rejected(outcome.kind === "rejected" ? outcome.reason : "execution_failed", outcome.message);
+        if (outcome.kind === "rejected") throw rejected(outcome.reason, outcome.message);
+        // The service's own transfer is tried before it is kept, as the RPC ledger simulates it: one that
+        // would fail is not execution_failed (recorded, charged) but refused, free, like a failed preflight.
+        throw rejected("preflight_failed", `the transfer would fail (${outcome.message}); it was not sent, recorded or charged`);
       }
       const slot = hashes.currentSlot();
       const now = deps.clock.now();

@@ -357,6 +357,16 @@ describe("rejections", () => {
     expect((await transfer(alice, bob, "sol", SOL / 2n, undefined, { ownTransfer: true })).fee).toBe(FEE);
   });
 
+  test("an own transfer that would fail for another reason is preflight_failed: never sent, free", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, "SysvarRent111111111111111111111111111111111", "sol", SOL / 10n);
+    const calls = rpc.calls.length;
+    const e = await failure(ledger.submit(wire, { ownTransfer: true }));
+    expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "preflight_failed"]);
+    expect(rpc.calls.slice(calls)).not.toContain("sendTransaction");
+    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
   test("an own transfer leaving its recipient below the rent is VALIDATION_ERROR on amount; the sender's is a shortfall", async () => {
     const alice = wallet(SOL);
     const fresh = addr(wallet());
@@ -375,7 +385,8 @@ describe("rejections", () => {
     try {
       const alice = wallet(SOL);
       const e = await failure(transfer(alice, addr(wallet()), "sol", 5n * SOL));
-      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "execution_failed"]);
+      // Refused by the simulation: not execution_failed, which means recorded on chain with its fee charged.
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "preflight_failed"]);
       expect(e.message).toContain("refused before execution");
       expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
     } finally {

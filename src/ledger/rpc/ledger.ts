@@ -380,9 +380,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         ? (named[err] ?? "preflight_failed")
         : e.InsufficientFundsForRent !== undefined
           ? "insufficient_funds_for_rent"
-          : e.InstructionError !== undefined
-            ? "execution_failed"
-            : "preflight_failed";
+          : "preflight_failed"; // an instruction's failure in a simulation too: nothing executed on chain
     return rejected(reason, `the transaction was refused before execution (${what}); it was not recorded and nothing was charged`);
   }
 
