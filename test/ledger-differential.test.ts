@@ -318,6 +318,20 @@ const cases: Case[] = [
     signers: () => [alice],
   },
   {
+    name: "a memo naming its signer under a limit of 10,000: logging the signer alone costs over 12,000 units",
+    expected: "failed",
+    instructions: () => [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: 10_000 }),
+      new TransactionInstruction({
+        programId: new PublicKey(MEMO_PROGRAM),
+        keys: [{ pubkey: bob.publicKey, isSigner: true, isWritable: false }],
+        data: Buffer.from("signed"),
+      }),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice, bob],
+  },
+  {
     name: "SOL overdraw fails and charges the fee",
     expected: "failed",
     instructions: () => [solTransfer(bob, carol.publicKey, 50n * SOL)],

@@ -19,6 +19,8 @@ import {
  * there, which depends on where the character sits in Rust's Unicode tables (from ~300 to ~17,000: CJK
  * ~11,000): counted here as a lower bound per class (printable ASCII 334, other ASCII 819, anything else
  * 290), so no memo fails here that passes there, though non-ASCII text may pass here and fail there.
+ * Each signer a v2 memo names is logged too ("Signed by <address>"): 12,779 to 13,573 units over 3,000
+ * random keys (fewer with leading zero bytes), counted as 12,000, a lower bound again.
  * Memo v1 logs nothing: it costs 232 plus ~217 per account it is given, and from 0 (ASCII) to ~50 units
  * per character (UTF-8 validation): counted as 232 + 217 per account, again a lower bound.
  * Over the limit the transaction fails, its fee charged, as on a cluster.
@@ -32,6 +34,7 @@ const UNITS = {
   ataCreateIdempotent: 13_525,
   ataPerTry: 1_500,
   memo: 1_382,
+  memoSigner: 12_000,
   memoV1: 232,
   memoV1PerAccount: 217,
 };
@@ -204,7 +207,7 @@ function runInstruction(ix: DecodedInstruction, c: Context): void {
     case "memo":
       if (ix.text === null) throw new InstructionFailure("the memo is not valid UTF-8");
       if (ix.version === 1) return c.consume(UNITS.memoV1 + UNITS.memoV1PerAccount * ix.accounts.length); // v1 checks no signer
-      c.consume(memoUnits(ix.text));
+      c.consume(memoUnits(ix.text) + UNITS.memoSigner * ix.accounts.length);
       for (const index of ix.accounts) c.requireSigner(index, "memo account");
       return;
     case "system":
