@@ -142,9 +142,19 @@ describe("walletgate CLI", () => {
     const wrong = "ab".repeat(32);
     const byEnv = await runCli(["owners", "list"], { DATA_DIR: second.dataDir, WALLET_ENCRYPTION_KEY: wrong });
     expect([byEnv.code, byEnv.stderr.includes("than WALLET_ENCRYPTION_KEY")]).toEqual([1, true]);
-    // The backup's own key opens it.
+    // A database from before the check was kept (no check value yet): the key must open what is sealed
+    // in it, or it would be recorded and the right key refused ever after.
+    const forget = () => {
+      const raw = new Database(join(second.dataDir, "walletgate.db"));
+      raw.run("DELETE FROM sealing_key_check");
+      raw.close();
+    };
+    forget();
+    expect((await runCli(["owners", "list"], { DATA_DIR: second.dataDir, PORT: "0" })).code).toBe(1);
+    // The backup's own key opens it (and is then recorded).
     const own = readFileSync(join(first.dataDir, "wallet-encryption-key"), "utf8").trim();
     expect((await runCli(["owners", "list"], { DATA_DIR: second.dataDir, WALLET_ENCRYPTION_KEY: own })).code).toBe(0);
+    expect((await runCli(["owners", "list"], { DATA_DIR: second.dataDir })).code).toBe(1);
     await first.dispose();
     await second.dispose();
   }, 30_000);

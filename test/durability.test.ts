@@ -289,6 +289,11 @@ describe("walletgate restore", () => {
       const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
       expect(db.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
       db.close();
+      // A new host: DATA_DIR does not exist yet (the secrets come from the environment).
+      const fresh = join(dir, "new-host", "data");
+      expect((await runCli(["restore", backup, "--json"], { DATA_DIR: fresh })).code).toBe(0);
+      expect(statSync(fresh).mode & 0o777).toBe(0o700);
+      expect(statSync(join(fresh, "walletgate.db")).size).toBe(statSync(backup).size);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -115,9 +115,13 @@ describe("Dashboard API: owners and products", () => {
     const patch = (path: string, body: string, type = "application/json") =>
       code(call(server.url, `/dashboard/api${path}`, { method: "PATCH", body, token: o.token, headers: { "content-type": type } }));
     for (const path of [`/products/${mine}`, `/webhooks/${endpoint}`]) {
-      for (const [body, type] of [['[{"title":"x"}]'], ['"x"'], ["5"], ["null"], ['{"titel":"x","url":"x"}'], ['{"title":"x"}', "application/x-www-form-urlencoded"]] as const) {
+      for (const [body, type] of [['[{"title":"x"}]'], ['"x"'], ["5"], ["null"], ['{"titel":"x","url":"x"}'], ['{"title":"x"}', "application/x-www-form-urlencoded"], ["title=x&enabled=true", "application/x-www-form-urlencoded"], ['{"title":"x"}', "text/plain"]] as const) {
         expect([path, body, await patch(path, body, type)]).toEqual([path, body, [400, "VALIDATION_ERROR"]]);
       }
+      const form = new FormData();
+      form.set("title", "Multipart");
+      const multipart = await fetch(`${server.url}/dashboard/api${path}`, { method: "PATCH", body: form, headers: { authorization: `Bearer ${o.token}` } });
+      expect([path, multipart.status]).toEqual([path, 400]);
     }
     // An edit that changes nothing writes nothing (no product.updated event: the time stays).
     const before = (await dash(`/products/${mine}`, o.token)).body;

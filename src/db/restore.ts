@@ -2,7 +2,7 @@
 import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { fsyncDir, fsyncPath } from "../lib/durable.ts";
+import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { schemaVersion } from "./migrate.ts";
 
@@ -91,6 +91,7 @@ export function restoreDatabase(databasePath: string, backup: string, now: Date)
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   const version = checkBackup(backup);
   const dir = dirname(databasePath);
+  makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
   const partial = join(dir, `.${basename(databasePath)}.restoring-${process.pid}`);
   try {
     copyFileSync(backup, partial);

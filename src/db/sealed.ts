@@ -3,6 +3,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { ConfigError } from "../config.ts";
+import { decryptAesGcm } from "../lib/aes-gcm.ts";
 import { hmacSha256Hex } from "../lib/hash.ts";
 import type { Db } from "./open.ts";
 
@@ -37,13 +38,36 @@ export function requireSealingKey(db: Db, key: Uint8Array, keySource: string): v
   const check = keyCheckOf(key);
   const stored = db.read(() => db.sqlite.query("SELECT key_check AS keyCheck FROM sealing_key_check WHERE id = 1").get() as { keyCheck: string } | null);
   if (stored === null) {
+    // A database from before the check was kept (an old backup, an upgrade): the key must open what is
+    // sealed in it already, or it would be recorded as the database's key and the right one refused.
+    if (opensSealedSample(db, key) === false) throw mismatch(keySource);
     // Recorded with the first batch of writes, not waited for: lost in a crash, the next start records it.
     db.write(() => db.sqlite.query("INSERT INTO sealing_key_check (id, key_check) VALUES (1, ?) ON CONFLICT (id) DO NOTHING").run(check)).catch(() => undefined);
     return;
   }
-  if (stored.keyCheck !== check) {
-    throw new ConfigError(
-      `the database's sealed data (custodial wallets, feature tokens, webhook secrets) was encrypted under another wallet encryption key than ${keySource}: put the key of the database's DATA_DIR there (a restored backup needs its own key file)`,
-    );
-  }
+  if (stored.keyCheck !== check) throw mismatch(keySource);
+}
+
+const mismatch = (keySource: string) =>
+  new ConfigError(
+    `the database's sealed data (custodial wallets, feature tokens, webhook secrets) was encrypted under another wallet encryption key than ${keySource}: put the key of the database's DATA_DIR there (a restored backup needs its own key file)`,
+  );
+
+/**
+ * Whether `key` opens one value already sealed in the database (a custodial wallet's key, else a feature
+ * token, each sealed with its row's own id as associated data); null when there is none to try.
+ */
+function opensSealedSample(db: Db, key: Uint8Array): boolean | null {
+  const utf8 = (text: string) => new TextEncoder().encode(text);
+  return db.read(() => {
+    const wallet = db.sqlite.query("SELECT address, secret_iv AS iv, secret_ciphertext AS ciphertext FROM custodial_wallets LIMIT 1").get() as
+      | { address: string; iv: Uint8Array; ciphertext: Uint8Array }
+      | null;
+    if (wallet !== null) return decryptAesGcm(key, wallet.iv, wallet.ciphertext, utf8(wallet.address)) !== null;
+    const token = db.sqlite.query("SELECT token_hash AS tokenHash, token_iv AS iv, token_ciphertext AS ciphertext FROM feature_tokens LIMIT 1").get() as
+      | { tokenHash: string; iv: Uint8Array; ciphertext: Uint8Array }
+      | null;
+    if (token !== null) return decryptAesGcm(key, token.iv, token.ciphertext, utf8(token.tokenHash)) !== null;
+    return null;
+  });
 }

@@ -28,11 +28,14 @@ export function QueryInteger(field: string, minimum: number, maximum?: number, d
 
 /**
  * A PATCH body's own check, before its schema (a partial object, which Elysia would otherwise make `{}` of an
- * array, a string or a form and answer 200 with nothing changed): a JSON object naming only known fields.
+ * array, a string or a form and answer 200 with nothing changed): a JSON object naming only known fields,
+ * sent as application/json.
  */
 export function patchObject(fields: readonly string[]) {
-  return ({ body }: { body: unknown }) => {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+  return ({ body, request }: { body: unknown; request: Request }) => {
+    // A form (urlencoded or multipart) parses to an object too: only JSON is a PATCH body here.
+    const type = request.headers.get("content-type")?.split(";")[0]?.trim().toLowerCase();
+    if (type !== "application/json" || typeof body !== "object" || body === null || Array.isArray(body)) {
       throw new AppError("VALIDATION_ERROR", "invalid body", { details: { fields: [{ field: "body", message: "must be a JSON object" }] } });
     }
     const unknown = Object.keys(body).filter((key) => !fields.includes(key));
