@@ -73,11 +73,12 @@ export type KeyCaller = { keyId: string; owner: string; tier: store.Tier };
  */
 export function createKeyAuthenticator(deps: Deps) {
   const lastWritten = new Map<string, number>();
-  return async function authenticateApiKey(header: string | null | undefined): Promise<KeyCaller> {
+  // Synchronous, as the lookups of every /public/* request are (store.ts).
+  return function authenticateApiKey(header: string | null | undefined): KeyCaller {
     if (header === null || header === undefined || header === "") throw new AppError("MISSING_API_KEY", "API key required");
     const invalid = () => new AppError("INVALID_API_KEY", "Invalid or expired API key");
     if (!KEY_FORMAT.test(header)) throw invalid();
-    const row = await store.findApiKeyByHash(deps.db, sha256Hex(header));
+    const row = store.findApiKeyByHash(deps.db, sha256Hex(header));
     if (row === null || row.revokedAt !== null) throw invalid();
     const now = deps.clock.now();
     const written = lastWritten.get(row.id) ?? row.lastUsedAt ?? 0;

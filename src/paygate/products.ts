@@ -181,8 +181,9 @@ export async function ownedProduct(deps: Deps, owner: string, productId: string)
 }
 
 /** The owner's product's id and type only: what an access check needs, read without the rest. */
-export async function ownedProductKind(deps: Deps, owner: string, productId: string): Promise<Pick<store.ProductRow, "id" | "owner" | "type">> {
-  return mine(await store.findProductKind(deps.db, productId), owner);
+/** Synchronous, as the lookups of every access check are (store.ts). */
+export function ownedProductKind(deps: Deps, owner: string, productId: string): Pick<store.ProductRow, "id" | "owner" | "type"> {
+  return mine(store.findProductKind(deps.db, productId), owner);
 }
 
 export async function getProduct(deps: Deps, owner: string, productId: string): Promise<Product> {

@@ -53,14 +53,14 @@ export type AccessAnswer = { hasAccess: true; txHash: string; purchasedAt: strin
  * POST /public/access/check. An access pass grants access until its purchase expires; a feature unlock
  * until its token is revoked or expires. Archived products keep the access already sold.
  */
-export async function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): Promise<AccessAnswer> {
+export function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): AccessAnswer {
   if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
-  const product = await ownedProductKind(deps, owner, productId);
+  const product = ownedProductKind(deps, owner, productId);
   const now = deps.clock.now();
   const purchase =
     product.type === "feature_unlock"
-      ? await store.findTokenAccessPurchase(deps.db, product.id, walletAddress, now)
-      : await store.findAccessPurchase(deps.db, product.id, walletAddress, now);
+      ? store.findTokenAccessPurchase(deps.db, product.id, walletAddress, now)
+      : store.findAccessPurchase(deps.db, product.id, walletAddress, now);
   if (purchase === null) return { hasAccess: false, paymentUrl: `${deps.baseUrl}/pay/${product.id}?wallet=${encodeURIComponent(walletAddress)}` };
   return {
     hasAccess: true,
@@ -112,7 +112,7 @@ export async function listPurchases(
   query: { productId?: string | undefined; limit?: number | undefined; offset?: number | undefined },
 ): Promise<{ purchases: PurchaseView[]; total: number }> {
   const page = requirePage(query.limit, query.offset, PURCHASE_LIST_LIMIT);
-  if (query.productId !== undefined) await ownedProductKind(deps, owner, query.productId); // as listFeatureTokens
+  if (query.productId !== undefined) ownedProductKind(deps, owner, query.productId); // as listFeatureTokens
   const { rows, total } = await store.listPurchases(deps.db, owner, { productId: query.productId, ...page });
   return { purchases: await Promise.all(rows.map((row) => purchaseView(deps, row))), total };
 }

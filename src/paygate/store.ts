@@ -63,7 +63,11 @@ export type KeyAuthRow = Pick<ApiKeyRow, "id" | "owner" | "lastUsedAt" | "revoke
 /** Keys looked up on every /public request: kept until the database next changes (Db.cache). */
 const KEYS_KEPT = 10_000;
 
-export async function findApiKeyByHash(db: Db, keyHash: string): Promise<KeyAuthRow | null> {
+// The lookups of every /public/* request (the key, the product, the access) answer synchronously: they are
+// read through Db.cache from bun:sqlite, and an async frame for each measured ~10 % of the access check's
+// rate (BENCHMARKS.md, fourteenth pass). A store over a networked database would return promises here, and
+// their callers (keys.ts, products.ts, purchases.ts) would await them again.
+export function findApiKeyByHash(db: Db, keyHash: string): KeyAuthRow | null {
   return db.cache<KeyAuthRow | null>("api_keys.key_hash", KEYS_KEPT).get(keyHash, () =>
     // Two primary-key reads: measured ~9 us against ~25 us for the same as one JOIN.
     db.read(() => {
@@ -137,7 +141,7 @@ function toProduct(raw: RawProduct): ProductRow {
 /** Products looked up by every access check: kept until the database next changes (Db.cache). */
 const PRODUCTS_KEPT = 10_000;
 
-export async function findProductKind(db: Db, id: string): Promise<Pick<ProductRow, "id" | "owner" | "type"> | null> {
+export function findProductKind(db: Db, id: string): Pick<ProductRow, "id" | "owner" | "type"> | null {
   return db
     .cache<Pick<ProductRow, "id" | "owner" | "type"> | null>("products.kind", PRODUCTS_KEPT)
     .get(id, () => db.read(() => db.sqlite.query("SELECT id, owner, type FROM products WHERE id = ?").get(id) as Pick<ProductRow, "id" | "owner" | "type"> | null));
@@ -501,7 +505,7 @@ function keptAccess(db: Db, name: string, productId: string, wallet: string, now
  * The access pass `wallet` holds for a product now: of its unexpired purchases, the one that lasts longest.
  * Kept until that one expires — then all of them have — or no purchase at all, which only a commit changes.
  */
-export async function findAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
+export function findAccessPurchase(db: Db, productId: string, wallet: string, now: number): PurchaseRow | null {
   return keptAccess(db, "purchases.access", productId, wallet, now, () =>
     db.read(() => {
       // Most checks are for wallets that never bought: one index probe answers them without the ordered join.
@@ -525,7 +529,7 @@ export async function findAccessPurchase(db: Db, productId: string, wallet: stri
  * The purchase behind `wallet`'s live (neither revoked nor expired) token for a feature unlock. Kept until
  * the first of those tokens expires (the answer may change then), or while there is none, until a commit.
  */
-export async function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number): Promise<PurchaseRow | null> {
+export function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number): PurchaseRow | null {
   return keptAccess(db, "purchases.token_access", productId, wallet, now, () =>
     db.read(() => {
       if (db.sqlite.query("SELECT 1 FROM feature_tokens WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet) === null) {

@@ -122,7 +122,7 @@ export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQ
     throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
   }
   // A product filter names one of the owner's products: another owner's id is 404, as everywhere.
-  if (query.productId !== undefined) await ownedProductKind(deps, owner, query.productId);
+  if (query.productId !== undefined) ownedProductKind(deps, owner, query.productId);
   const now = deps.clock.now();
   const { rows, total } = await store.listFeatureTokens(deps.db, owner, { productId: query.productId, wallet: query.walletAddress, status: query.status, ...page }, now);
   return { tokens: rows.map((row) => record(deps, row, now)), total, ...page };
