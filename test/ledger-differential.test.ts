@@ -298,6 +298,21 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   })),
+  // A wallet making its own token account (payer = owner) uses ~100 units less.
+  ...[-1, 0].map((slack): Case => ({
+    name: `a wallet creating its own token account under a limit ${slack < 0 ? "one unit short of" : "exactly"} what it uses`,
+    expected: slack < 0 ? "failed" : "confirmed",
+    instructions: () => {
+      const mint = new PublicKey(usdcMint);
+      const [ata, bump] = PublicKey.findProgramAddressSync([dave.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      return [
+        ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 - 101 + 1_500 * (255 - bump) + slack }),
+        createAssociatedTokenAccountIdempotentInstruction(dave.publicKey, ata, dave.publicKey, mint),
+      ];
+    },
+    feePayer: () => dave,
+    signers: () => [dave],
+  })),
   {
     name: "x402's layout (a limit of 20,000) with a memo of 54 quote characters: 19,739 units, confirmed",
     expected: "confirmed",

@@ -141,6 +141,12 @@ export type Ledger = Readonly<{
   getBalances(address: string): Promise<Balances>;
   /** True when an account holds lamports or data at this address (e.g. a recipient's token account). */
   accountExists(address: string): Promise<boolean>;
+  /**
+   * True when an SPL token account is at this address. Not the same as accountExists: anyone can send
+   * lamports to a token account's address before it is created, and a transfer built as if it existed
+   * would then fail every time (a cluster still creates the account at such an address).
+   */
+  tokenAccountExists(address: string): Promise<boolean>;
   /** localnet and devnet (SOL only on devnet); mainnet is NOT_SUPPORTED. Returns one signature per token sent. */
   airdrop(address: string, amounts: AirdropAmounts): Promise<string[]>;
   latestBlockhash(): Promise<Blockhash>;

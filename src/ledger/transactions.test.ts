@@ -94,3 +94,28 @@ describe("parseTransaction", () => {
     expect(reason(() => parseTransaction(wire, { loadedAddresses: { writable: [], readonly: loadedAddresses.readonly } }))).toBe("malformed");
   });
 });
+
+describe("transfersOf", () => {
+  test("a TransferChecked is scaled by the decimals the ledger knows of its accounts, not by those it names", () => {
+    const mint = Keypair.generate().publicKey;
+    const [source, destination] = [Keypair.generate().publicKey, Keypair.generate().publicKey];
+    const data = Buffer.alloc(10);
+    data[0] = 12;
+    data.writeBigUInt64LE(2_500_000n, 1);
+    data[9] = 2; // wrong: the mint has 6
+    const checked = new TransactionInstruction({
+      programId: new PublicKey("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"),
+      keys: [
+        { pubkey: source, isSigner: false, isWritable: true },
+        { pubkey: mint, isSigner: false, isWritable: false },
+        { pubkey: destination, isSigner: false, isWritable: true },
+        { pubkey: payer.publicKey, isSigner: true, isWritable: false },
+      ],
+      data,
+    });
+    const tx = parseTransaction(signed(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [checked] }).compileToLegacyMessage()));
+    const known = (address: string) => (address === source.toBase58() || address === destination.toBase58() ? { mint: mint.toBase58(), owner: payer.publicKey.toBase58(), decimals: 6 } : null);
+    expect(transfersOf(tx, known, () => null)).toMatchObject([{ mint: mint.toBase58(), amount: 2_500_000n, decimals: 6 }]);
+    expect(transfersOf(tx, () => null, () => null)).toMatchObject([{ mint: mint.toBase58(), decimals: 2 }]); // nothing else tells
+  });
+});

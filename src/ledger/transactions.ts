@@ -489,9 +489,13 @@ export function transfersOf(
       const destination = lookup(key(ix.destination));
       const source = lookup(key(ix.source));
       const mint = ix.type === "transferChecked" ? key(ix.mint) : (source?.mint ?? destination?.mint ?? null);
-      // What scales the amount to whole tokens: the instruction's own (checked against the mint on chain),
-      // else what the ledger knows of the accounts' mint; absent when neither says.
-      const decimals = ix.type === "transferChecked" ? ix.decimals : (source?.decimals ?? destination?.decimals);
+      // What scales the amount to whole tokens: what the ledger knows of the accounts' mint first (a failed
+      // TransferChecked may name wrong decimals), else the instruction's own.
+      const decimals = source?.decimals ?? destination?.decimals ?? (ix.type === "transferChecked" ? ix.decimals : undefined);
+      // Neither account a token account and no decimals named (a plain Transfer that can only have failed):
+      // it moved nothing of any known token, and is not shown as a transfer (anyone could put it in a
+      // wallet's history for one fee, with no amount a client could read).
+      if (mint === null && decimals === undefined) continue;
       out.push({
         token: (mint === null ? null : mintKey(mint)) ?? mint ?? "unknown",
         mint,

@@ -283,7 +283,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     throw fieldError("memo", `memo is at most ${X402_MAX_MEMO_BYTES} bytes`);
   }
   // Checked now rather than left to the facilitator's simulation, whose failure says far less.
-  if (!(await deps.ledger.accountExists(associatedTokenAddress(payment.to, payment.token.mint)))) {
+  if (!(await deps.ledger.tokenAccountExists(associatedTokenAddress(payment.to, payment.token.mint)))) {
     throw fieldError("to", `${payment.to} has no ${payment.token.key} token account, and an x402 payment does not create one`);
   }
   const balance = (await deps.ledger.getBalances(payer))[payment.token.key] ?? 0n;

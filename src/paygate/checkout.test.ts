@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { Keypair, PublicKey, SystemProgram, VersionedTransaction } from "@solana/web3.js";
 import { createAssociatedTokenAccountIdempotentInstruction, createTransferInstruction } from "@solana/spl-token";
 import { associatedTokenAddress, compileTransaction } from "../ledger/transactions.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
@@ -98,6 +98,19 @@ describe("checkout", () => {
     const second = await startCheckout(deps, productId, buyer.publicKey.toBase58());
     expect(Buffer.from(second.transaction, "base64").length).toBeLessThan(Buffer.from(first.checkout.transaction, "base64").length);
     expect(second.reference).not.toBe(first.checkout.reference);
+  });
+
+  test("lamports sent to payTo's token account address before it exists: the checkout still creates it, and is paid", async () => {
+    const { deps, productId, buyer, owner } = await setup();
+    const griefer = Keypair.generate();
+    await deps.ledger.airdrop(griefer.publicKey.toBase58(), { sol: SOL });
+    const usdcMint = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const ata = associatedTokenAddress(owner, usdcMint);
+    const grief = compileTransaction([SystemProgram.transfer({ fromPubkey: griefer.publicKey, toPubkey: new PublicKey(ata), lamports: 890_880 })], griefer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
+    await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(grief).toString("base64"), griefer), "base64"));
+    const paid = await pay(deps, productId, buyer);
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed", txHash: paid.txHash });
+    expect((await deps.ledger.getBalances(owner)).usdc).toBe(2n * USDC);
   });
 
   test("an expired checkout: no refresh, no submit, and confirm is INVALID_STATE", async () => {

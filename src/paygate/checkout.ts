@@ -113,7 +113,7 @@ const closingSoon = (deps: Deps, checkout: store.CheckoutRow) => deps.clock.now(
  * missing (paid by the buyer), then TransferChecked of the price carrying the reference, on a fresh blockhash.
  */
 async function paymentTransaction(deps: Deps, checkout: store.CheckoutRow, token: SplToken): Promise<string> {
-  const createRecipientAccount = !(await deps.ledger.accountExists(associatedTokenAddress(checkout.payTo, token.mint)));
+  const createRecipientAccount = !(await deps.ledger.tokenAccountExists(associatedTokenAddress(checkout.payTo, token.mint)));
   const instructions = transferInstructions({
     from: checkout.wallet,
     to: checkout.payTo,

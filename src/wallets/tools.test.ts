@@ -118,7 +118,7 @@ test("a token the service does not know is shown by its mint, in whole tokens: w
   ]);
 });
 
-test("a transfer whose token and decimals nothing tells (a failed plain Token Transfer) shows no amount rather than base units", async () => {
+test("a transfer whose token and decimals nothing tells (a failed plain Token Transfer) is no transfer: 0 SOL, never base units", async () => {
   const { deps } = await testDeps();
   const registry = createToolRegistry(deps);
   const user = Keypair.generate();
@@ -131,5 +131,5 @@ test("a transfer whose token and decimals nothing tells (a failed plain Token Tr
   });
   expect(failed).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "execution_failed" } });
   const history = await registry.call(walletContext(deps, address), "wallet_get_history", { limit: 1 });
-  expect(history).toMatchObject({ success: true, data: { transactions: [{ status: "failed", token: "unknown", amount: null, direction: "out" }] } });
+  expect(history).toMatchObject({ success: true, data: { transactions: [{ status: "failed", token: "sol", amount: "0" }] } });
 });

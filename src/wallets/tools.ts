@@ -38,7 +38,7 @@ async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<str
 }
 
 /** ledger.md's transfer result (`amount` already in whole tokens, see shownAmount). */
-function transferResult(deps: Deps, result: SubmitResult, transfer: { from: string; to: string; token: string; amount: string | null }) {
+function transferResult(deps: Deps, result: SubmitResult, transfer: { from: string; to: string; token: string; amount: string }) {
   return {
     signature: result.signature,
     from: transfer.from,
@@ -168,11 +168,13 @@ function ownTransfer(transfers: readonly ParsedTransfer[], walletAddress: string
  * of accounts no ledger knows as token accounts: it can only have failed) the amount is null rather
  * than a guess.
  */
-function shownAmount(transfer: ParsedTransfer, tokens: readonly TokenInfo[]): { token: string; amount: string | null } {
+function shownAmount(transfer: ParsedTransfer, tokens: readonly TokenInfo[]): { token: string; amount: string } {
   const known = tokens.find((t) => t.key === transfer.token);
   if (known !== undefined) return { token: known.key, amount: formatAmount(transfer.amount, known.decimals) };
-  const token = transfer.mint ?? transfer.token;
-  return { token, amount: transfer.decimals === undefined ? null : formatAmount(transfer.amount, transfer.decimals) };
+  // A mint the ledger knows no decimals of, and the transaction names none: shown in its smallest units as
+  // whole ones would be a guess, so nothing moved of it is shown (transfersOf leaves out what has no mint).
+  if (transfer.decimals === undefined) return { token: transfer.mint ?? transfer.token, amount: "0" };
+  return { token: transfer.mint ?? transfer.token, amount: formatAmount(transfer.amount, transfer.decimals) };
 }
 
 export const walletSubmitTransaction = defineTool({

@@ -5,6 +5,7 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { createCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
+import { associatedTokenAddress } from "../ledger/transactions.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -21,6 +22,25 @@ describe("transferFromWallet", () => {
     expect(await deps.ledger.getBalances(a)).toEqual({ sol: SOL - SOL / 10n - 10_000n - 2_039_280n, usdc: 6n * USDC, wgt: 0n });
     expect(await deps.ledger.getBalances(b)).toEqual({ sol: SOL / 10n, usdc: 4n * USDC, wgt: 0n });
     expect((await deps.ledger.getTransaction(usdc.result.signature))?.memo).toBe("invoice 7");
+  });
+
+  test("lamports sent to a recipient's token account address before it exists do not block transfers to it", async () => {
+    const { deps } = await testDeps();
+    const a = (await createCustodialWallet(deps)).address;
+    const griefer = (await createCustodialWallet(deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(a, { sol: SOL, usdc: 10n * USDC });
+    await deps.ledger.airdrop(griefer, { sol: SOL });
+    const usdcMint = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const ata = associatedTokenAddress(b, usdcMint);
+    // The rent-exempt minimum sent to the address where b's USDC account will be: an account, not a token account.
+    const grief = await transferFromWallet(deps, { from: griefer, to: ata, token: "sol", amount: 890_880n });
+    expect(grief.kind).toBe("submitted");
+    expect([await deps.ledger.accountExists(ata), await deps.ledger.tokenAccountExists(ata)]).toEqual([true, false]);
+    const sent = await transferFromWallet(deps, { from: a, to: b, token: "usdc", amount: 1n * USDC });
+    expect(sent.kind).toBe("submitted");
+    expect((await deps.ledger.getBalances(b)).usdc).toBe(1n * USDC);
+    expect(await deps.ledger.tokenAccountExists(ata)).toBe(true);
   });
 
   test("a connected wallet gets the unsigned transaction, signs it itself and it goes through", async () => {

@@ -272,6 +272,11 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return (await store.findAccount(deps.db, address)) !== null;
     },
 
+    async tokenAccountExists(address) {
+      requireAddress(address, "address");
+      return (await store.findAccount(deps.db, address))?.kind === "token";
+    },
+
     async airdrop(address: string, amounts: AirdropAmounts) {
       requireAddress(address, "address");
       const sol = amounts.sol ?? 0n;
@@ -318,7 +323,8 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       requireAddress(feePayer, "feePayer");
       const token = tokenOf(intent.token);
       requireTransferAmount(intent.amount);
-      const missing = async (owner: string) => token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(owner, token.mint))) === null;
+      // Not a token account yet (lamports alone may be there: a cluster still creates the account).
+      const missing = async (owner: string) => token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(owner, token.mint)))?.kind !== "token";
       const createRecipientAccount = await missing(intent.to);
       if (intent.split !== undefined) {
         requireAddress(intent.split.to, "split.to");

@@ -357,6 +357,12 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     return (await call(() => connection.getAccountInfo(key, "confirmed"))) !== null;
   }
 
+  async function tokenAccountExists(text: string): Promise<boolean> {
+    const key = address(text, "address");
+    const info = await call(() => connection.getAccountInfo(key, "confirmed"));
+    return info !== null && info.owner.equals(TOKEN_PROGRAM_ID) && info.data.length >= ACCOUNT_SIZE;
+  }
+
   /**
    * Why a transaction was refused before execution (preflight or simulation), as the catalogue says it. An own
    * transfer's shortfall is INSUFFICIENT_FUNDS; anyone else's is a rejection with Solana's reason.
@@ -523,7 +529,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
-    const missing = async (owner: string) => spl !== null && !(await accountExists(associatedTokenAddress(owner, spl.mint)));
+    const missing = async (owner: string) => spl !== null && !(await tokenAccountExists(associatedTokenAddress(owner, spl.mint)));
     const createRecipientAccount = await missing(intent.to);
     const createSplitAccount = intent.split === undefined ? false : await missing(intent.split.to);
     const { blockhash } = await latestBlockhash();
@@ -674,6 +680,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     tokens: async () => tokens,
     getBalances,
     accountExists,
+    tokenAccountExists,
     airdrop,
     latestBlockhash,
     blockhashValid: async (blockhash) => (await call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" }))).value,
