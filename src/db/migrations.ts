@@ -19,6 +19,7 @@ import m0017 from "./migrations/0017_webhook_previous_secrets.sql" with { type: 
 import m0018 from "./migrations/0018_ledger_message_hash.sql" with { type: "text" };
 import m0019 from "./migrations/0019_auth_token_signer.sql" with { type: "text" };
 import m0020 from "./migrations/0020_sealing_key_check.sql" with { type: "text" };
+import m0021 from "./migrations/0021_market_offer_wire.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -43,4 +44,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 18, name: "ledger_message_hash", sql: m0018 },
   { version: 19, name: "auth_token_signer", sql: m0019 },
   { version: 20, name: "sealing_key_check", sql: m0020 },
+  { version: 21, name: "market_offer_wire", sql: m0021 },
 ];

@@ -39,7 +39,7 @@ const offerOf = (hash: string, intent: TransferIntent) => `${hash}:${intent.toke
 export type EscrowPayment =
   | { kind: "signed"; wire: Uint8Array; intent: TransferIntent }
   /** For a connected consumer to sign; `offerHash` names the message it must sign and the payment it makes. */
-  | { kind: "unsigned"; transaction: string; offerHash: string };
+  | { kind: "unsigned"; transaction: string; wire: Uint8Array; offerHash: string };
 
 /**
  * Consumer → escrow: signed here for a custodial consumer; for a connected one, unsigned (nothing moves)
@@ -55,7 +55,7 @@ export async function escrowPayment(
   if (signer.kind === "custodial") return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
   if (payment.signed === undefined) {
     const wire = await deps.ledger.buildTransfer(intent);
-    return { kind: "unsigned", transaction: encodeBase64(wire), offerHash: offerOf(messageHash(wire), intent) };
+    return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), intent) };
   }
   const wire = decodeBase64Strict(payment.signed);
   if (wire === null) throw new AppError("VALIDATION_ERROR", "signedTransaction must be standard base64");
@@ -90,6 +90,12 @@ const OFFER_CLOCK_SLACK_MS = 5 * 60_000;
 /** The consumer's history is read this many transactions at a time, at most OFFER_SEARCH_PAGES times. */
 const OFFER_SEARCH_PAGE = 100;
 const OFFER_SEARCH_PAGES = 10;
+
+/** Whether an offer (`offerOf`) makes this payment: token and amount (the recipient is always the escrow). */
+export function offerPays(offerHash: string, token: string, amount: bigint): boolean {
+  const offer = parseOffer(offerHash);
+  return offer !== null && offer.intent.token === token && offer.intent.amount === amount;
+}
 
 /** An offer's parts (`offerOf`): the message hash and the payment it makes; null when it is not one. */
 function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferIntent, "from"> } | null {

@@ -328,6 +328,30 @@ describe("timers", () => {
     await expect(declineOrder(deps, e.address, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: "the proposal has expired" });
   });
 
+  test("asked for the offer twice (a retry, a second tab, two at once): one transaction, so one payment — nothing stranded", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const first = await acceptOrder(deps, c.address, c.ask);
+    const [again, racing1, racing2] = await Promise.all([acceptOrder(deps, c.address, c.ask), acceptOrder(deps, c.address, c.ask), acceptOrder(deps, c.address, c.ask)]);
+    const tx = (r: unknown) => (r as { unsignedTransaction?: string }).unsignedTransaction;
+    expect([tx(again), tx(racing1), tx(racing2)]).toEqual([tx(first), tx(first), tx(first)]);
+    // The consumer signs it and sends it itself, then asks again (its answer lost): the same transaction,
+    // and presenting it signed pays the order once, with that very payment.
+    const signed = signCheckout(tx(first)!, c.keypair);
+    await deps.ledger.submit(Buffer.from(signed, "base64"));
+    expect(tx(await acceptOrder(deps, c.address, c.ask))).toBe(tx(first));
+    expect((await acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signed })).order.status).toBe("paid");
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
+    expect(await usdcOf(deps, c.address)).toBe(95n * USDC);
+    // Once an offer cannot land any more and did not, a new one is made.
+    const d = await connectedConsumer(deps);
+    const old = await acceptOrder(deps, d.address, d.ask);
+    clock.advance(OFFER_LANDING_MS); // the blockhash long expired too
+    const fresh = await acceptOrder(deps, d.address, d.ask);
+    expect(tx(fresh)).toEqual(expect.any(String));
+    expect(tx(fresh)).not.toBe(tx(old));
+  });
+
   test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

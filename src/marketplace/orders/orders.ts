@@ -6,9 +6,10 @@ import { AppError, amountField, invalidField, textField } from "../../errors.ts"
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
+import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, requireExactTransfer, sentOffer } from "./escrow.ts";
+import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { usdcToken } from "../agents.ts";
@@ -162,7 +163,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     dueAt: now + PROPOSAL_TTL_MS,
     deadline: null,
     escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null,
-    result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null,
+    result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null, offerWire: null,
     pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null,
     createdAt: now,
     updatedAt: now,
@@ -238,21 +239,52 @@ export async function acceptOrder(
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
   if ("error" in parsed) throw invalidField("paymentMethod", `the price ${row.price} cannot be paid in ${token.key}: ${parsed.error}`);
+  // Asked again for the offer (a retry, a second tab): the offer already made, while it can still land — two
+  // different transfers, both signed and sent, would pay twice for one order. Once it cannot, whether it
+  // landed decides: the order is paid, or a new offer is made.
+  if (input.signedTransaction === undefined && row.offerHash !== null) {
+    const again = await offerAgain(deps, row, token.key, parsed.value);
+    if (again !== null) return again;
+  }
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
-    // Recorded before it is handed out, and only while the order is still proposed: a transfer handed out
-    // for an order withdrawn, declined or expired meanwhile would be paid into escrow for nothing.
+    // Recorded before it is handed out, and only while the order is still proposed (and under the offer
+    // looked at above): a transfer handed out for an order withdrawn, declined or expired meanwhile would be
+    // paid into escrow for nothing.
     const now = deps.clock.now();
-    await deps.db.write(() => {
-      if (!store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now }, now)) {
-        throw wrongState(store.findOrderInWrite(deps.db, row.id)!, "accept");
-      }
-    });
+    const offered = await deps.db.write(() =>
+      store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now, offerWire: payment.wire }, now, row.offerHash),
+    );
+    if (!offered) {
+      // Another request made its offer first (two at once): that one is the offer.
+      const current = (await store.findOrder(deps.db, row.id))!;
+      const again = current.status === "proposed" && current.offerHash !== null ? await offerAgain(deps, current, token.key, parsed.value) : null;
+      if (again === null) throw wrongState(current, "accept");
+      return again;
+    }
     return { order: orderView(row), unsignedTransaction: payment.transaction };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
   const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent));
   return { order: orderView(done) };
+}
+
+/**
+ * The answer to a connected consumer asking again while an offer is out: that same transaction while its
+ * blockhash is valid; the paid order when it landed; null (make a new one) when it can no longer land.
+ */
+async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount: bigint): Promise<AcceptResult | null> {
+  if (row.offerWire !== null && (await deps.ledger.blockhashValid(parseTransaction(row.offerWire).recentBlockhash))) {
+    if (offerPays(row.offerHash!, token, amount)) return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire) };
+    throw new AppError("INVALID_STATE", "an escrow transfer in another currency was offered and may still land: sign and present it, or ask again in two minutes");
+  }
+  const outcome = await sentOfferOutcome(deps, row, true);
+  if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
+  if (outcome === "wait") {
+    const seconds = Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
+    throw new AppError("INVALID_STATE", `the escrow transfer offered before may still land: present it signed, or ask again in ${seconds} s`);
+  }
+  return null;
 }
 
 export async function deliverOrder(deps: Deps, wallet: string, input: { orderId: string; result: string; message?: string | undefined }): Promise<OrderView> {
@@ -557,9 +589,10 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
  * the offer could still land; a ledger that cannot be read throws (the order stays proposed, looked at again
  * next round) for up to OFFER_SEARCH_GRACE_MS past the proposal's expiry.
  */
-async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
+async function sentOfferOutcome(deps: Deps, row: store.OrderRow, searchWhileLanding = false): Promise<"paid" | "none" | "wait"> {
   const offeredAt = row.offeredAt!; // set with every offer (migration 13 filled in older ones)
-  if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
+  const landing = deps.clock.now() < offeredAt + OFFER_LANDING_MS;
+  if (landing && !searchWhileLanding) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
     sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
@@ -568,7 +601,7 @@ async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid"
     deps.log.warn("proposal expired without its consumer's history read: a transfer it sent itself may be in escrow", { orderId: row.id, error: String(err) });
     return "none";
   }
-  if (sent === null) return "none";
+  if (sent === null) return landing ? "wait" : "none";
   const move: Move = { kind: "accept", token: sent.token, amount: sent.amount.toString() };
   try {
     await deps.db.write(() => {
