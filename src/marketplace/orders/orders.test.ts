@@ -346,7 +346,14 @@ describe("timers", () => {
     // Once an offer cannot land any more and did not, a new one is made.
     const d = await connectedConsumer(deps);
     const old = await acceptOrder(deps, d.address, d.ask);
-    clock.advance(OFFER_LANDING_MS); // the blockhash long expired too
+    // Its blockhash expired but the offer may still land (a lagging node): "wait", from the time alone —
+    // no read of the consumer's history per ask.
+    clock.advance(61_000);
+    let reads = 0;
+    const counting: Deps = { ...deps, ledger: { ...deps.ledger, history: (...args) => (reads++, deps.ledger.history(...args)) } };
+    for (let i = 0; i < 3; i++) await expect(acceptOrder(counting, d.address, d.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("may still land") });
+    expect(reads).toBe(0);
+    clock.advance(OFFER_LANDING_MS); // the 3 minutes passed
     const fresh = await acceptOrder(deps, d.address, d.ask);
     expect(tx(fresh)).toEqual(expect.any(String));
     expect(tx(fresh)).not.toBe(tx(old));

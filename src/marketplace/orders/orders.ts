@@ -278,7 +278,9 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
     if (offerPays(row.offerHash!, token, amount)) return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire) };
     throw new AppError("INVALID_STATE", "an escrow transfer in another currency was offered and may still land: sign and present it, or ask again in two minutes");
   }
-  const outcome = await sentOfferOutcome(deps, row, true);
+  // While it may still land, "wait" from the time alone: the consumer's history is read once it cannot
+  // (asks in that window would otherwise each read up to 1,000 transactions).
+  const outcome = await sentOfferOutcome(deps, row);
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
     const seconds = Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
@@ -589,10 +591,9 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
  * the offer could still land; a ledger that cannot be read throws (the order stays proposed, looked at again
  * next round) for up to OFFER_SEARCH_GRACE_MS past the proposal's expiry.
  */
-async function sentOfferOutcome(deps: Deps, row: store.OrderRow, searchWhileLanding = false): Promise<"paid" | "none" | "wait"> {
+async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
   const offeredAt = row.offeredAt!; // set with every offer (migration 13 filled in older ones)
-  const landing = deps.clock.now() < offeredAt + OFFER_LANDING_MS;
-  if (landing && !searchWhileLanding) return "wait";
+  if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
     sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
@@ -601,7 +602,7 @@ async function sentOfferOutcome(deps: Deps, row: store.OrderRow, searchWhileLand
     deps.log.warn("proposal expired without its consumer's history read: a transfer it sent itself may be in escrow", { orderId: row.id, error: String(err) });
     return "none";
   }
-  if (sent === null) return landing ? "wait" : "none";
+  if (sent === null) return "none";
   const move: Move = { kind: "accept", token: sent.token, amount: sent.amount.toString() };
   try {
     await deps.db.write(() => {
