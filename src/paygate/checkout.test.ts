@@ -323,6 +323,14 @@ describe("checkout", () => {
       return { ...s, signed };
     }
 
+    test("a payment /submit sent whose answer a crash cut off is completed on the watcher's first round, however many checkouts are open", async () => {
+      const { deps, owner, productId, wallet, signed } = await paidWithAnswerLost();
+      for (let i = 0; i < 60; i++) await startCheckout(deps, productId, Keypair.generate().publicKey.toBase58()); // open, unpaid
+      // A watcher as after a restart (its turn through the open checkouts starts again), one at a time.
+      expect(await createCheckoutWatcher(deps, { batchSize: 1 }).runOnce()).toBe(1);
+      expect(await listPurchases(deps, owner, {})).toMatchObject({ total: 1, purchases: [{ txHash: signatureOf(signed), walletAddress: wallet }] });
+    });
+
     test("a page reloaded after a lost answer opens another checkout: its /submit answers the first payment, and pays nothing", async () => {
       const { deps, productId, buyer, wallet, signed } = await paidWithAnswerLost();
       const second = await startCheckout(deps, productId, wallet);

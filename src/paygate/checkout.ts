@@ -37,6 +37,8 @@ export const REFERENCE_PAGES = 10;
  */
 export const REFERENCE_READS = 20;
 export const WATCH_BATCH = 50;
+/** Recently submitted open checkouts the watcher looks at first each round. */
+const SUBMITTED_FIRST = 10;
 /**
  * Transactions /submit sends for one checkout at most: each is read at every look for its payment, and
  * a buyer needs only a few (a fresh blockhash after one expired, a retry).
@@ -663,8 +665,13 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
   let after = "";
   return {
     async runOnce() {
-      const batch = await store.listOpenCheckouts(deps.db, after, batchSize);
-      after = batch.length < batchSize ? "" : batch.at(-1)!.id;
+      // First the checkouts /submit sent a payment for lately (a crash may have cut its answer off), then
+      // the next of all open ones in turn: a paid one is completed on the first round after a restart.
+      const submitted = await store.listRecentlySubmittedOpenCheckouts(deps.db, deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS, SUBMITTED_FIRST);
+      const inTurn = await store.listOpenCheckouts(deps.db, after, batchSize);
+      after = inTurn.length < batchSize ? "" : inTurn.at(-1)!.id;
+      const seen = new Set(submitted.map((c) => c.id));
+      const batch = [...submitted, ...inTurn.filter((c) => !seen.has(c.id))];
       let changed = 0;
       for (const checkout of batch) {
         let open = false; // transactions left unread: it may be paid

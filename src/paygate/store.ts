@@ -291,6 +291,19 @@ export async function findSubmittedOpenCheckoutsOf(db: Db, productId: string, wa
 }
 
 /** Open checkouts with ids after `afterId`, in id order (the watcher's round). */
+/** Open checkouts /submit sent a transaction for since `since`, newest submission first (the watcher's first look). */
+export async function listRecentlySubmittedOpenCheckouts(db: Db, since: number, limit: number): Promise<CheckoutRow[]> {
+  return (
+    db.sqlite
+      .query(
+        `SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE id IN (
+           SELECT s.checkout_id FROM checkout_submissions s JOIN checkouts c ON c.id = s.checkout_id
+           WHERE s.submitted_at > ? AND c.status = 'open' ORDER BY s.submitted_at DESC LIMIT ?)`,
+      )
+      .all(since, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+  ).map(toCheckout);
+}
+
 export async function listOpenCheckouts(db: Db, afterId: string, limit: number): Promise<CheckoutRow[]> {
   return (
     db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND id > ? ORDER BY id LIMIT ?`).all(afterId, limit) as (Omit<
