@@ -151,7 +151,7 @@ function listen(config: Config, fetch: Handler): Server<unknown> {
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.logLevel, config.logFormat);
   const clock = options.clock ?? systemClock;
-  // Requests that arrive before `handle` can answer (the database is being opened) wait for it.
+  // Requests that arrive before `handle` can answer (the database being opened, the app being loaded) wait for it.
   let ready: Handler | null = null;
   const handlerReady = Promise.withResolvers<Handler>();
   const server = listen(config, (request, server) => (ready !== null ? ready(request, server) : handlerReady.promise.then((h) => h(request, server))));
@@ -188,9 +188,8 @@ async function serve(
 
   const metrics = createServiceMetrics();
   const meta = new WeakMap<Request, RequestMeta>();
-  type Fetch = (request: Request) => Response | Promise<Response>;
-  let appFetch: Fetch | null = null;
-  const appReady = Promise.withResolvers<Fetch>(); // requests that arrive while the app is loading wait
+  // Set before `handle` is handed to the socket (onReady): requests that arrive sooner wait in startServer.
+  let appFetch: (request: Request) => Response | Promise<Response>;
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
 
   const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
@@ -220,7 +219,7 @@ async function serve(
       }
       response ??= await (() => {
         meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy));
-        return appFetch !== null ? appFetch(request) : appReady.promise.then((f) => f(request));
+        return appFetch(request);
       })();
     } catch (err) {
       log.error("request failed", { requestId, error: errorText(err) });
@@ -234,7 +233,6 @@ async function serve(
   };
 
   const port = server.port ?? config.port;
-  onReady(handle);
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
   // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
   // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).
@@ -248,7 +246,7 @@ async function serve(
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
   appFetch = app.handle;
-  appReady.resolve(app.handle);
+  onReady(handle);
 
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
