@@ -67,6 +67,13 @@ export function errorBody(err: AppError): Record<string, unknown> {
 }
 
 /** A request body that does not parse as JSON (wherever bodies are parsed). */
+/** The `details.reason` an error carries (TRANSACTION_REJECTED, PAYMENT_MISMATCH…); undefined when none. */
+export function reasonOf(err: unknown): string | undefined {
+  if (!(err instanceof AppError)) return undefined;
+  const reason = (err.extra.details as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === "string" ? reason : undefined;
+}
+
 export function invalidJsonBody(): AppError {
   return new AppError("VALIDATION_ERROR", "request body is not valid JSON");
 }

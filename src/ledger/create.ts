@@ -5,7 +5,7 @@ import type { Clock } from "../lib/clock.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import type { Random } from "../lib/ids.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
-import { AppError, errorText, outcomeUnknown } from "../errors.ts";
+import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
@@ -72,7 +72,7 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
     return result;
   } catch (err) {
     const code = err instanceof AppError ? err.code : "INTERNAL_ERROR";
-    const reason = err instanceof AppError ? (err.extra.details as { reason?: string } | undefined)?.reason : undefined;
+    const reason = reasonOf(err);
     await settle(reason === "execution_failed" ? "failed" : outcomeUnknown(err) ? "unknown" : "rejected", code);
     throw err;
   }

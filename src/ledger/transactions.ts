@@ -17,7 +17,7 @@ import {
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
-import { AppError, fieldError } from "../errors.ts";
+import { AppError, fieldError, reasonOf } from "../errors.ts";
 import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
 
@@ -333,7 +333,7 @@ function decodeLanded(program: string, data: Uint8Array, accounts: number[]): De
   try {
     return decodeInstruction(program, data, accounts);
   } catch (err) {
-    if (!(err instanceof AppError) || (err.extra.details as { reason?: string } | undefined)?.reason !== "unsupported_instruction") throw err;
+    if (reasonOf(err) !== "unsupported_instruction") throw err;
     return { program: "other", type: "other", programId: program, accounts };
   }
 }
