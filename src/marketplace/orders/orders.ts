@@ -2,7 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
-import { AppError, amountField, invalidField, textField } from "../../errors.ts";
+import { AppError, amountField, invalidField, reasonOf, textField } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
@@ -189,18 +189,22 @@ async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: 
   const outcome = await sentOfferOutcome(deps, row);
   if (outcome === "paid") throw new AppError("INVALID_STATE", `the consumer paid the offered escrow transfer: the order is paid, and cannot ${action}`);
   if (outcome === "wait") {
-    const seconds = Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
-    throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${seconds} s`);
+    throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${secondsUntilLanded(deps, row)} s`);
   }
 }
 
 /** A proposal past its 24 hours ends as expired (the timer, after looking for a paid offer), whatever else is asked. */
-const proposalExpired = (deps: Deps, row: store.OrderRow) => row.dueAt !== null && row.dueAt <= deps.clock.now();
+function refuseExpiredProposal(deps: Deps, row: store.OrderRow): void {
+  if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the proposal has expired");
+}
+
+/** Whole seconds until an offer can no longer land (OFFER_LANDING_MS after it was made). */
+const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
 
 export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "provider");
   if (row.status !== "proposed") throw wrongState(row, "withdraw");
-  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
+  refuseExpiredProposal(deps, row);
   await settleOfferBeforeEnding(deps, row, "withdraw");
   return orderView(await transition(deps, row, "withdraw", { status: "withdrawn", dueAt: null }, () => systemMessageInWrite(deps, row, "The provider withdrew the order.")));
 }
@@ -208,7 +212,7 @@ export async function withdrawOrder(deps: Deps, wallet: string, orderId: string)
 export async function declineOrder(deps: Deps, wallet: string, orderId: string, reason?: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "consumer");
   if (row.status !== "proposed") throw wrongState(row, "decline");
-  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
+  refuseExpiredProposal(deps, row);
   const why = checkText(reason, "reason", 1000, false);
   await settleOfferBeforeEnding(deps, row, "decline");
   return orderView(
@@ -234,7 +238,7 @@ export async function acceptOrder(
   const row = await orderFor(deps, input.orderId, wallet, "consumer");
   if (row.conversationId !== input.conversationId) throw notFound();
   if (row.status !== "proposed") throw wrongState(row, "accept");
-  if (proposalExpired(deps, row)) throw new AppError("INVALID_STATE", "the proposal has expired");
+  refuseExpiredProposal(deps, row);
   const token = await currencyToken(deps, input.paymentMethod, "paymentMethod");
   // The price is written in USDC; paid in the service token it is the same number of whole tokens.
   const parsed = parseAmount(row.price, token.decimals);
@@ -283,8 +287,7 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
   const outcome = await sentOfferOutcome(deps, row);
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
-    const seconds = Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
-    throw new AppError("INVALID_STATE", `the escrow transfer offered before may still land: present it signed, or ask again in ${seconds} s`);
+    throw new AppError("INVALID_STATE", `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`);
   }
   return null;
 }
@@ -319,7 +322,6 @@ const VALID_HEIGHT_MARGIN = 150;
 /** A recorded transaction is left to the request that sent it for this long before the reconciler looks. */
 export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
-const reasonOf = (err: AppError) => (err.extra.details as { reason?: unknown } | undefined)?.reason;
 const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
 
 /** One escrow payment pays one order: a transaction that already paid another is PAYMENT_MISMATCH. SYNCHRONOUS, in a write. */
@@ -411,7 +413,7 @@ async function runMove(
   } catch (err) {
     // "Expired" is one node's view of the height: a node behind it may still take the transaction, so it is
     // left to the reconciler, which gives it up only VALID_HEIGHT_MARGIN blocks later (as after a lost answer).
-    if (err instanceof AppError && reasonOf(err) === "blockhash_expired") {
+    if (reasonOf(err) === "blockhash_expired") {
       throw new AppError("CHAIN_UNAVAILABLE", `the escrow transaction ${signature} has not landed yet; the order settles by itself once the chain tells`, {
         details: { signature },
       });
