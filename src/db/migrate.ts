@@ -20,7 +20,8 @@ export function schemaVersion(sqlite: Database): number {
   return (sqlite.query("SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations").get() as { version: number }).version;
 }
 
-const latestOf = (migrations: readonly Migration[]) => migrations.reduce((max, m) => Math.max(max, m.version), 0);
+/** The newest schema version `migrations` lead to (this program's, by default). */
+export const latestOf = (migrations: readonly Migration[] = MIGRATIONS) => migrations.reduce((max, m) => Math.max(max, m.version), 0);
 
 /** Refuses a database newer than the program: its schema is not one this program can write to. */
 function refuseNewer(version: number, latest: number): void {

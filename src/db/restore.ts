@@ -3,8 +3,7 @@ import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
-import { MIGRATIONS } from "./migrations.ts";
-import { schemaVersion } from "./migrate.ts";
+import { latestOf, schemaVersion } from "./migrate.ts";
 
 export class RestoreError extends Error {
   override name = "RestoreError";
@@ -65,7 +64,7 @@ function checkBackup(file: string): number {
     if (check.length !== 1 || check[0]!.quick_check !== "ok") throw new RestoreError(`${file} is damaged: ${check.slice(0, 3).map((r) => r.quick_check).join("; ")}`);
     const version = schemaVersion(db);
     if (version === 0) throw new RestoreError(`${file} is not a walletgate database (no schema_migrations)`);
-    const latest = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
+    const latest = latestOf();
     if (version > latest) throw new RestoreError(`${file} has schema version ${version}; this walletgate knows up to ${latest}: restore it with a newer version`);
     return version;
   } catch (err) {
