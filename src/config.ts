@@ -288,19 +288,22 @@ export type Secrets = Readonly<{
   walletEncryptionKey: Uint8Array;
 }>;
 
+/** The file a generated wallet encryption key is kept in. */
+const walletKeyFile = (config: Config) => join(config.dataDir, "wallet-encryption-key");
+
+/** Where the wallet encryption key comes from, as messages name it. */
+export function walletKeySource(config: Config): string {
+  return config.walletEncryptionKey !== null ? "WALLET_ENCRYPTION_KEY" : walletKeyFile(config);
+}
+
 /**
  * The secrets the server signs and encrypts with: from the environment, or — off mainnet — generated
  * once into DATA_DIR with mode 0600 and reused on every start. Except a wallet encryption key while
  * `holdsSealedData()` (the database already holds values sealed under one: a backup restored without its
  * key file): a new key would open none of them and seal new ones beside them.
  */
-/** Where the wallet encryption key comes from, as messages name it. */
-export function walletKeySource(config: Config): string {
-  return config.walletEncryptionKey !== null ? "WALLET_ENCRYPTION_KEY" : join(config.dataDir, "wallet-encryption-key");
-}
-
 export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean } = {}): Secrets {
-  const keyFile = join(config.dataDir, "wallet-encryption-key");
+  const keyFile = walletKeyFile(config);
   if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {
     throw new ConfigError(
       `${keyFile} is missing, but the database holds data encrypted under a wallet encryption key (custodial wallets, feature tokens or webhook secrets): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,
