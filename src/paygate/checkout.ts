@@ -15,7 +15,7 @@ import { currencyToken } from "./products.ts";
 import { clusterName, waitsForFinality } from "../ledger/ledger.ts";
 import { currencyOf } from "./purchases.ts";
 import * as store from "./store.ts";
-import { mintFeatureToken, revealFeatureToken } from "./tokens.ts";
+import { mintFeatureToken, revealFeatureToken, statusOf } from "./tokens.ts";
 
 export const CHECKOUT_TTL_MS = 15 * 60_000;
 /**
@@ -417,7 +417,7 @@ async function stillGrants(deps: Deps, product: store.ProductRow, purchase: stor
   const now = deps.clock.now();
   if (product.type !== "feature_unlock") return purchase.expiresAt === null || purchase.expiresAt > now;
   const token = await store.findFeatureTokenOfPurchase(deps.db, purchase.id);
-  return token !== null && token.revokedAt === null && (token.expiresAt === null || token.expiresAt > now);
+  return token !== null && statusOf(token, now) === "active";
 }
 
 /** How log lines name a checkout: never by its id, which with the product id reveals the buyer's token (completedResult). */

@@ -33,7 +33,8 @@ export function revealFeatureToken(deps: Deps, row: Pick<store.FeatureTokenRow, 
   return new TextDecoder().decode(plain);
 }
 
-function statusOf(row: store.FeatureTokenRow, now: number): store.TokenStatus {
+/** A feature token's status at `now`: revoked, expired or active. */
+export function statusOf(row: Pick<store.FeatureTokenRow, "revokedAt" | "expiresAt">, now: number): store.TokenStatus {
   if (row.revokedAt !== null) return "revoked";
   return row.expiresAt !== null && row.expiresAt <= now ? "expired" : "active";
 }
