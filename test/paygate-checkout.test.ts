@@ -2,6 +2,8 @@
 // @solana/web3.js, submitted through /pay or by the buyer itself (MCP), then what the owner sees through
 // /public/* (access, verification, tokens, stats) and the Dashboard API; refusals and isolation.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
 import { base58 } from "@scure/base";
 import { createHash } from "node:crypto";
@@ -249,6 +251,31 @@ describe("an agent's custodial wallet buys through /mcp (checkout_pay)", () => {
       await agent.client.close();
     }
   });
+
+  test("its refusals: nothing is paid for an unknown checkout, a price without its currency, too little money or an archived product; a connected wallet pays on the page", async () => {
+    const seller = await newOwner();
+    const dear = await newProduct(seller, { title: "Dear", type: "access", price: "20" });
+    const old = await newProduct(seller, { title: "Old", type: "access", price: "1" });
+    expect((await dash(`/products/${old}/archive`, seller.token, { method: "POST" })).status).toBe(200);
+    const agent = await connectMcp(server.url, `checkout-pay-refusals/${crypto.randomUUID()}`);
+    const connected = await connectMcp(server.url, `checkout-pay-connected/${crypto.randomUUID()}`, bob.session);
+    try {
+      await agent.ok("wallet_create", { airdropSol: 1, airdropUsdc: 5 });
+      const refused = async (client: typeof agent, params: Json, code: string) => {
+        const envelope = await client.call("checkout_pay", params);
+        expect([params, envelope.success, envelope.code, typeof envelope.error]).toEqual([params, false, code, "string"]);
+      };
+      await refused(agent, { productId: dear, checkoutId: "chk_nothing" }, "NOT_FOUND");
+      await refused(agent, { productId: dear, maxAmount: "25" }, "VALIDATION_ERROR");
+      await refused(agent, { productId: dear }, "INSUFFICIENT_FUNDS");
+      await refused(agent, { productId: old }, "INVALID_STATE");
+      await refused(connected, { productId: dear }, "NOT_SUPPORTED");
+      expect((await agent.ok("wallet_get_balance")).balances).toMatchObject({ usdc: 5 });
+      expect((await dash(`/purchases`, seller.token)).body.total).toBe(0);
+    } finally {
+      await Promise.all([agent.client.close(), connected.client.close()]);
+    }
+  });
 });
 
 describe("refusals", () => {
@@ -314,6 +341,11 @@ describe("refusals", () => {
     });
 
     expect(await payApi("prod_nothing", "checkout", { walletAddress: alice.address })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    const signed = signCheckout(open.transaction, alice.keypair);
+    for (const checkoutId of ["chk_nothing", open.checkoutId]) {
+      // An unknown checkout, or another product's, is no checkout to pay.
+      expect(await payApi(feature, "submit", { checkoutId, transaction: signed })).toMatchObject({ status: 404, body: { code: "NOT_FOUND", error: expect.any(String) } });
+    }
     expect(await payApi(feature, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     expect(await payApi(feature, "confirm", { checkoutId: "chk_nothing" })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     const mine = await checkout(feature, alice);
@@ -323,6 +355,24 @@ describe("refusals", () => {
     for (const step of ["submit", "confirm"] as const) expect(await payApi(feature, step, {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
     const notJson = await fetch(`${server.url}/pay/${feature}/confirm`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
     expect([notJson.status, ((await notJson.json()) as Json).code]).toEqual([400, "VALIDATION_ERROR"]);
+  });
+
+  test("an expired checkout: 409 INVALID_STATE for a fresh transaction, a submit and a confirm; nothing is sent", async () => {
+    const open = await checkout(pass, alice);
+    const signed = signCheckout(open.transaction, alice.keypair);
+    // Fifteen minutes pass for this checkout alone: its expiry is moved into the past in the server's database.
+    const db = new Database(join(server.dataDir, "walletgate.db"));
+    try {
+      db.run("UPDATE checkouts SET expires_at = ? WHERE id = ?", [Date.now() - 1000, open.checkoutId]);
+    } finally {
+      db.close();
+    }
+    const expired = { status: 409, body: { code: "INVALID_STATE", error: expect.any(String) } };
+    expect(await payApi(pass, "checkout", { walletAddress: alice.address, checkoutId: open.checkoutId })).toMatchObject(expired);
+    expect(await payApi(pass, "submit", { checkoutId: open.checkoutId, transaction: signed })).toMatchObject(expired);
+    expect(await payApi(pass, "confirm", { checkoutId: open.checkoutId })).toMatchObject(expired);
+    const mcp = await call(server.url, "/mcp", { body: { tool: "wallet_get_history", params: { limit: 100 } }, token: alice.session });
+    expect(mcp.body.data.transactions.map((t: Json) => t.signature)).not.toContain(signatureOf(signed));
   });
 
   test("another owner's product is 404 through /public/*; /public needs a key", async () => {
