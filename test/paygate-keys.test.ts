@@ -220,6 +220,21 @@ describe("API keys and /public/*", () => {
     expect(await pub("/products", key)).toMatchObject({ status: 401, body: { code: "INVALID_API_KEY", error: "Invalid or expired API key" } });
   });
 
+  test("at most 100 unrevoked keys: the 101st is 409 INVALID_STATE until one is revoked", async () => {
+    const o = await owner();
+    const made: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const res = await dash("/keys", o.token, { body: { label: `k${i}` } });
+      expect([i, res.status]).toEqual([i, 201]);
+      made.push(res.body.keyId as string);
+    }
+    const refused = await dash("/keys", o.token, { body: { label: "one more" } });
+    expect(refused).toMatchObject({ status: 409, body: { code: "INVALID_STATE", error: expect.any(String) } });
+    expect((await dash("/keys", o.token)).body.keys).toHaveLength(100);
+    expect((await dash(`/keys/${made[0]}`, o.token, { method: "DELETE" })).status).toBe(200);
+    expect((await dash("/keys", o.token, { body: { label: "one more" } })).status).toBe(201);
+  });
+
   test("missing and invalid keys: the exact messages, no rate-limit headers", async () => {
     const missing = await pub("/products", null);
     expect(missing).toMatchObject({ status: 401, body: { error: "API key required", code: "MISSING_API_KEY" } });

@@ -45,3 +45,29 @@ test("submits and confirms together are rate limited per client network: the 301
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
   }
 }, 30_000);
+
+test("product changes are limited per owner: the 121st create, edit or archive in a minute is 429, and another owner is not held back", async () => {
+  const owner = (await signIn(server.url, newWallet())).sessionToken;
+  const dash = (path: string, token: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+  const created = await dash("/products", owner, { body: { title: "Pass", description: "", type: "access", price: "1" } });
+  expect(created.status).toBe(201);
+  const id = created.body.productId as string;
+  // Each write makes an outbox event: counted before the product is looked up, so a 404 counts too.
+  for (let i = 1; i < 120; i++) {
+    const res = i % 2 === 0 ? await dash(`/products/${id}`, owner, { method: "PATCH", body: { title: `Pass ${i}` } }) : await dash("/products/prod_nothing/archive", owner, { method: "POST" });
+    expect([i, res.status]).toEqual([i, i % 2 === 0 ? 200 : 404]);
+  }
+  for (const [method, path, body] of [
+    ["POST", "/products", { title: "More", description: "", type: "access", price: "1" }],
+    ["PATCH", `/products/${id}`, { title: "Again" }],
+    ["POST", `/products/${id}/archive`, undefined],
+  ] as const) {
+    const refused = await dash(path, owner, { method, ...(body === undefined ? {} : { body }) });
+    expect([method, path, refused.status, refused.body.code, typeof refused.body.error]).toEqual([method, path, 429, "RATE_LIMITED", "string"]);
+    expect(refused.body.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get("retry-after")).toBe(String(refused.body.retryAfter));
+  }
+  expect((await dash(`/products/${id}`, owner)).body).toMatchObject({ title: "Pass 118", status: "active" }); // reads are not limited
+  const other = (await signIn(server.url, newWallet())).sessionToken;
+  expect((await dash("/products", other, { body: { title: "Theirs", description: "", type: "access", price: "1" } })).status).toBe(201);
+}, 30_000);

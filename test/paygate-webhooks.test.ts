@@ -190,6 +190,18 @@ describe("webhooks", () => {
     expect(await code(a.dash(`/webhooks/${id}/deliveries?limit=0`))).toEqual([400, "VALIDATION_ERROR"]);
     expect(await code(a.dash(`/webhooks/${"w".repeat(65)}`, { method: "DELETE" }))).toEqual([400, "VALIDATION_ERROR"]);
 
+    // At most 20 endpoints an owner: the 21st is refused until one is deleted.
+    const more: string[] = [];
+    for (let i = 1; i < 20; i++) {
+      const made = await b.dash("/webhooks", { body: { url: `${hook.url}?n=${i}`, events: ["product.created"] } });
+      expect([i, made.status]).toEqual([i, 201]);
+      more.push(made.body.endpointId as string);
+    }
+    expect((await b.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } })).status).toBe(201);
+    expect(await code(b.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } }))).toEqual([409, "INVALID_STATE"]);
+    expect((await b.dash(`/webhooks/${more[0]}`, { method: "DELETE" })).status).toBe(200);
+    expect((await b.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } })).status).toBe(201);
+
     // Disabled: no test event and no resend until it is enabled again.
     expect((await a.dash(`/webhooks/${id}`, { method: "PATCH", body: { enabled: false } })).body.enabled).toBe(false);
     expect(await code(a.dash(`/webhooks/${id}/test`, { method: "POST" }))).toEqual([409, "INVALID_STATE"]);
