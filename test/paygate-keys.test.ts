@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { columnsHolding } from "./helpers/db-scan.ts";
+import { statusAndCode } from "./helpers/errors.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
@@ -99,10 +100,7 @@ describe("Dashboard API: owners and products", () => {
   test("every other error of the product, key, token and session routes, with its code", async () => {
     const o = await owner();
     const key = await newKey(o.token);
-    const code = async (p: ReturnType<typeof call>) => {
-      const res = await p;
-      return [res.status, res.body.code];
-    };
+    const code = async (p: ReturnType<typeof call>) => statusAndCode(await p);
     const mine = (await dash("/products", o.token, { body: product })).body.productId as string;
     const theirs = (await dash("/products", ownerB.token, { body: product })).body.productId as string;
     for (const id of [theirs, "prod_unknown"]) {

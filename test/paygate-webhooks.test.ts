@@ -3,6 +3,7 @@
 // the delivery log, test events and resend, and the SSRF guard refusing loopback when not allowed.
 import { afterAll, describe, expect, test } from "bun:test";
 import { columnsHolding } from "./helpers/db-scan.ts";
+import { statusAndCode } from "./helpers/errors.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
@@ -162,10 +163,7 @@ describe("webhooks", () => {
     const hook = receiver();
     const a = await ownerOn(server);
     const b = await ownerOn(server);
-    const code = async (p: ReturnType<typeof a.dash>) => {
-      const res = await p;
-      return [res.status, res.body.code];
-    };
+    const code = async (p: ReturnType<typeof a.dash>) => statusAndCode(await p);
     expect(await code(a.dash("/webhooks", { body: { url: "ftp://example.com/", events: ["product.created"] } }))).toEqual([400, "VALIDATION_ERROR"]);
     expect(await code(a.dash("/webhooks", { body: { url: hook.url, events: ["no.such.event"] } }))).toEqual([400, "VALIDATION_ERROR"]);
     expect(await code(a.dash("/webhooks", { body: { url: hook.url } }))).toEqual([400, "VALIDATION_ERROR"]);
