@@ -209,6 +209,56 @@ describe("orders", () => {
     });
   }, 30_000);
 
+  test("the paid and delivered steps too: a stranger hears NOT_FOUND, the other side FORBIDDEN, and nothing moves", async () => {
+    const c = await consumer(10);
+    const orderId = await propose(c.conversationId, "2");
+    expect(await accept(c, orderId)).toMatchObject({ success: true });
+    const stranger = await consumer(1);
+    const refused = async (client: McpTestClient, tool: string, args: Json, code: string) => {
+      const envelope = await client.call(tool, { orderId, ...args });
+      expect([tool, envelope.success, envelope.code, typeof envelope.error]).toEqual([tool, false, code, "string"]);
+    };
+    for (const [tool, args] of [["provider_deliver_order", { result: "r" }], ["provider_cancel_order", {}]] as const) {
+      await refused(stranger.client, tool, args, "NOT_FOUND");
+      await refused(c.client, tool, args, "FORBIDDEN");
+    }
+    await provider.ok("provider_deliver_order", { orderId, result: "r" });
+    for (const [tool, args] of [["consumer_complete_order", {}], ["consumer_dispute_order", { reason: "late" }]] as const) {
+      await refused(stranger.client, tool, args, "NOT_FOUND");
+      await refused(provider, tool, args, "FORBIDDEN");
+    }
+    const order = (await c.client.ok("consumer_list_orders", {})).orders.find((o: Json) => o.orderId === orderId);
+    expect(order.status).toBe("delivered");
+    expect((await balances(c.address)).usdc).toBe(8n * USDC);
+  }, 30_000);
+
+  test("bad params of the order tools are VALIDATION_ERROR naming the field, and change nothing", async () => {
+    const c = await consumer(10);
+    const field = async (client: McpTestClient, tool: string, args: Json, name: string) => {
+      const envelope = await client.call(tool, args);
+      expect([tool, envelope.code, envelope.details?.fields?.[0]?.field]).toEqual([tool, "VALIDATION_ERROR", name]);
+    };
+    const order = { conversationId: c.conversationId, description: "x", price: "1", deliveryTime: 5 };
+    await field(provider, "provider_create_order", { ...order, price: "0" }, "price");
+    await field(provider, "provider_create_order", { ...order, price: "1.0000001" }, "price");
+    await field(provider, "provider_create_order", { ...order, deliveryTime: 0 }, "deliveryTime");
+    await field(provider, "provider_create_order", { ...order, serviceId: "svc_nothing" }, "serviceId");
+    await field(provider, "provider_create_order", { ...order, description: " " }, "description");
+    const orderId = await propose(c.conversationId, "1");
+    await field(c.client, "consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "sol" }, "paymentMethod");
+    await field(c.client, "consumer_list_orders", { limit: 0 }, "limit");
+    await field(c.client, "consumer_list_orders", { status: "lost" }, "status");
+    await field(provider, "provider_list_orders", { limit: 101 }, "limit");
+    expect(await accept(c, orderId)).toMatchObject({ success: true });
+    await provider.ok("provider_deliver_order", { orderId, result: "r" });
+    await field(c.client, "consumer_complete_order", { orderId, rating: 6 }, "rating");
+    await field(c.client, "consumer_complete_order", { orderId, rating: 4.5 }, "rating");
+    await field(c.client, "consumer_complete_order", { orderId, review: "x".repeat(1001) }, "review");
+    await field(c.client, "consumer_dispute_order", { orderId, reason: " " }, "reason");
+    const listed = (await c.client.ok("consumer_list_orders", {})).orders.filter((o: Json) => o.conversationId === c.conversationId);
+    expect(listed.map((o: Json) => o.status)).toEqual(["delivered"]);
+  }, 30_000);
+
   test("two racing accepts: one payment, one INVALID_STATE", async () => {
     const c = await consumer(100);
     const orderId = await propose(c.conversationId, "30");
