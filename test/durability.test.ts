@@ -200,6 +200,13 @@ describe("expiry with short lifetimes from config", () => {
       body: { walletAddress: wallet.address, nonce: ch2.nonce, signature: wallet.sign(ch2.message) },
     });
     expect([revokeAll.status, revokeAll.body.code]).toEqual([401, "CHALLENGE_EXPIRED"]);
+    // wallet_connect checks as /auth/verify does (the plain JSON envelope answers with the table's status).
+    const ch3 = await getChallenge(server.url, wallet);
+    await Bun.sleep(400);
+    const connect = await call(server.url, "/mcp", {
+      body: { tool: "wallet_connect", params: { walletAddress: wallet.address, nonce: ch3.nonce, signature: wallet.sign(ch3.message) } },
+    });
+    expect([connect.status, connect.body.success, connect.body.code]).toEqual([401, false, "CHALLENGE_EXPIRED"]);
   });
 
   test("a token past SESSION_TTL_S: TOKEN_EXPIRED; refreshRecommended near the end", async () => {

@@ -182,6 +182,23 @@ describe("over HTTP, without TRUST_PROXY", () => {
     expect(limited.headers.get("retry-after")).toBe(String(limited.body.retryAfter));
     expect((await call(server.url, `/auth/challenge?wallet=${newWallet().address}`)).status).toBe(200);
   });
+
+  test("session_auth shares the challenges' limit with /auth/challenge: the 11th is RATE_LIMITED with retryAfter", async () => {
+    const wallet = newWallet();
+    const mcp = await connectMcp(server.url, "rate-limit-test/session-auth");
+    try {
+      for (let i = 0; i < 5; i++) expect((await call(server.url, `/auth/challenge?wallet=${wallet.address}`)).status).toBe(200);
+      for (let i = 0; i < 5; i++) expect(await mcp.call("session_auth", { walletAddress: wallet.address })).toMatchObject({ success: true });
+      const limited = await mcp.call("session_auth", { walletAddress: wallet.address });
+      expect(limited).toMatchObject({ success: false, code: "RATE_LIMITED", error: expect.any(String) });
+      expect(limited.retryAfter).toBeGreaterThanOrEqual(55);
+      expect(limited.retryAfter).toBeLessThanOrEqual(60);
+      expect((await call(server.url, `/auth/challenge?wallet=${wallet.address}`)).status).toBe(429);
+      expect(await mcp.call("session_auth", { walletAddress: newWallet().address })).toMatchObject({ success: true });
+    } finally {
+      await mcp.client.close();
+    }
+  });
 });
 
 describe("over HTTP, behind proxies trusted by CIDR", () => {
