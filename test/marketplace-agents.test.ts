@@ -166,6 +166,18 @@ describe("agents", () => {
     expect((await plain("provider_register", { endpoint: "ftp://x", profile: profile() }, provider.token)).status).toBe(400);
   }, 30_000);
 
+  test("a wallet owns at most 20 agents: the 21st registration is INVALID_STATE", async () => {
+    const owner = await party("many");
+    for (let i = 0; i < 20; i++) {
+      const made = await owner.call("provider_register", { endpoint: "https://agent.example/hook", profile: profile({ name: `Agent ${i}` }) });
+      expect([i, made.success]).toEqual([i, true]);
+    }
+    const refused = await owner.call("provider_register", { endpoint: "https://agent.example/hook", profile: profile({ name: "One more" }) });
+    expect(refused).toMatchObject({ success: false, code: "INVALID_STATE", error: expect.any(String) });
+    const other = await party("another"); // another wallet is not held back
+    expect(await other.call("provider_register", { endpoint: "https://agent.example/hook", profile: profile() })).toMatchObject({ success: true });
+  });
+
   test("search: category ignoring case, maxPrice, every query word, ordering and paging with total", async () => {
     const provider = await party("searcher-provider");
     const consumer = await party("searcher");

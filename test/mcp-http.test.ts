@@ -430,6 +430,8 @@ describe("wallet_transfer, wallet_get_history, wallet_submit_transaction", () =>
       expect(await alice.call("wallet_get_history", { limit })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
     }
     expect((await alice.ok("wallet_get_history", { limit: 1 })).transactions).toHaveLength(1);
+    const unknown = await alice.call("wallet_get_history", { before: "1".repeat(88) });
+    expect(unknown).toMatchObject({ success: false, code: "VALIDATION_ERROR", details: { fields: [{ field: "before" }] } });
     expect(await (await connect(ua("history-anon"))).call("wallet_get_history")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
   });
 
@@ -498,6 +500,11 @@ describe("payment_create (x402; the compatibility with @x402/core and @x402/svm 
     expect(await payer.call("payment_create", { to, amount: "1", token: "sol", feePayer })).toMatchObject({ code: "NOT_SUPPORTED" });
     expect(await payer.call("payment_create", { to, amount: "1", token: "usdc" })).toMatchObject({ code: "VALIDATION_ERROR" }); // no fee payer
     expect(await payer.call("payment_create", { to, amount: "1" })).toMatchObject({ code: "VALIDATION_ERROR" }); // amount without token
+    for (const bad of [{ to: "nope" }, { feePayer: "nope" }]) {
+      expect(await payer.call("payment_create", { to, amount: "1", token: "usdc", feePayer, ...bad })).toMatchObject({ success: false, code: "INVALID_ADDRESS" });
+    }
+    // More than the payer holds (nothing above was submitted: it still has its 10 USDC).
+    expect(await payer.call("payment_create", { to, amount: "10.000001", token: "usdc", feePayer })).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
     expect(await payer.call("payment_create", { to, amount: "1.0000001", token: "usdc", feePayer })).toMatchObject({ code: "VALIDATION_ERROR" });
     const nobody = await connect(ua("nobody"));
     expect(await nobody.call("payment_create", { to, amount: "1", token: "usdc", feePayer })).toMatchObject({ code: "UNAUTHENTICATED" });
