@@ -86,6 +86,8 @@ describe("the dashboard session cookie", () => {
     expect(await raw("/dashboard/api/session", { method: "DELETE", headers: bearer })).toMatchObject({ status: 200, body: { signedOut: true } });
     expect((await raw("/dashboard/api/me", { headers: bearer })).body.code).toBe("TOKEN_REVOKED");
     expect(await raw("/dashboard/api/session", { method: "DELETE", headers: bearer })).toMatchObject({ status: 401, body: { code: "TOKEN_REVOKED" } });
+    const forged = { authorization: "Bearer not-a-token" };
+    expect(await raw("/dashboard/api/session", { method: "DELETE", headers: forged })).toMatchObject({ status: 401, body: { code: "TOKEN_INVALID" } });
   });
 
   test("an expired token is TOKEN_EXPIRED for the owner's routes and for setting the cookie", async () => {
