@@ -21,7 +21,9 @@ function validationDetails(err: ValidationError, where: string): { fields: Field
       const path = "path" in e && typeof e.path === "string" ? e.path.replace(/^\//, "").replaceAll("/", ".") : "";
       // A query number out of its bounds fails alone, before its query, with no path: its schema's title names it.
       const title = "schema" in e && typeof e.schema?.title === "string" ? e.schema.title : where;
-      return { field: path === "" ? title : path, message: e.summary ?? e.message };
+      // Not the refused value: Elysia's summary of a wrong type ends in "but found: <value>", which may be a secret in the wrong field.
+      const message = (e.summary ?? e.message).replace(/ but found: [\s\S]*$/, "");
+      return { field: path === "" ? title : path, message };
     });
     return { fields };
   } catch {
@@ -132,6 +134,8 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
   const { openapi } = await import("@elysiajs/openapi");
   let app = withErrors(deps, options).use(
     openapi({
+      // The plugin's own page loads its viewer from a CDN (unpinned) onto this origin: /docs is ours below.
+      provider: null,
       path: "/docs",
       specPath: "/openapi.json",
       documentation: {
@@ -147,7 +151,17 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
   ) as Elysia<any, any, any, any, any, any, any>;
   const groups = await Promise.all(LAZY_GROUPS.map((g) => g.load(deps, clientOf)));
   for (const routes of [...eager, ...groups.flat()]) app = app.use(routes);
-  return app;
+  // The reference page, rendered once from the finished document.
+  const { DOCS_HEADERS, renderDocsPage } = await import("./docs/page.ts");
+  let page: string | null = null;
+  return app.get(
+    "/docs",
+    async () => {
+      page ??= renderDocsPage(await (await app.handle(new Request("http://docs/openapi.json"))).json());
+      return new Response(page, { headers: DOCS_HEADERS });
+    },
+    { detail: { hide: true } },
+  );
 }
 
 export type App = {

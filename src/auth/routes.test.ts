@@ -1,5 +1,6 @@
 // /auth/* against the real server over HTTP: happy paths, every error code, replay, races, forged tokens.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
 import { connect } from "node:net";
 import { SignJWT } from "jose";
 import { base58 } from "@scure/base";
@@ -258,6 +259,10 @@ describe("POST /auth/verify", () => {
     for (const f of named) expect(f.message.length).toBeGreaterThan(0);
     const wrongType = await call(url, "/auth/verify", { body: { walletAddress: 5, nonce: "x", signature: "y" } });
     expect(wrongType.body.code).toBe("VALIDATION_ERROR");
+    // The refused value is not repeated back (it may be a secret pasted into the wrong field).
+    const pasted = await call(url, "/auth/verify", { body: { walletAddress: newWallet().address, nonce: ["ft_pasted_secret"], signature: "y" } });
+    expect(pasted.body.details).toEqual({ fields: [{ field: "nonce", message: "Expected property 'nonce' to be string" }] });
+    expect(JSON.stringify(pasted.body)).not.toContain("ft_pasted_secret");
     const malformed = await call(url, "/auth/verify", { body: "{not json" });
     expect([malformed.status, malformed.body.code]).toEqual([400, "VALIDATION_ERROR"]);
   });
@@ -518,6 +523,19 @@ describe("health, docs, logs", () => {
     const docs = await fetch(url + "/docs");
     expect(docs.status).toBe(200);
     expect(docs.headers.get("content-type")).toContain("text/html");
+    // A static page: no script, nothing from elsewhere (it shares the dashboard's origin and cookie), not framed.
+    const html = await docs.text();
+    expect(html).not.toMatch(/<script|src=|https?:\/\//i);
+    const csp = docs.headers.get("content-security-policy")!;
+    expect(csp).toStartWith("default-src 'none'; ");
+    expect(csp).toContain("frame-ancestors 'none'");
+    const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+    expect(csp).toContain(`style-src 'sha256-${createHash("sha256").update(style).digest("base64")}'`);
+    expect(docs.headers.get("x-frame-options")).toBe("DENY");
+    for (const [path, operations] of Object.entries(spec.paths as Record<string, Record<string, { summary?: string }>>)) {
+      expect(html).toContain(`<span class="path">${path}</span>`);
+      for (const op of Object.values(operations)) expect(op.summary).toBeString(); // every endpoint says what it does
+    }
   });
 
   test("unknown routes: 404 NOT_FOUND in the error shape, with a request id", async () => {
