@@ -66,6 +66,17 @@ describe("the dashboard session cookie", () => {
     expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
   });
 
+  test("owner answers, which carry keys, webhook secrets and tokens, are never kept by a cache: errors neither", async () => {
+    const { token } = await cookieSession();
+    const headers = { authorization: `Bearer ${token}` };
+    for (const [path, init] of [["/dashboard/api/me", {}], ["/dashboard/api/keys", { method: "POST", body: '{"label":"k"}' }], ["/dashboard/api/tokens", {}]] as const) {
+      const res = await fetch(server.url + path, { ...init, headers: { ...headers, "content-type": "application/json" } });
+      expect([res.status, res.headers.get("cache-control")]).toEqual([path.endsWith("keys") ? 201 : 200, "no-store"]);
+    }
+    const refused = await fetch(server.url + "/dashboard/api/me");
+    expect([refused.status, refused.headers.get("cache-control")]).toEqual([401, "no-store"]);
+  });
+
   test("sign-out revokes the token and clears the cookie; the cookie then fails", async () => {
     const { token, cookie } = await cookieSession();
     expect((await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie } })).body.code).toBe("FORBIDDEN");

@@ -109,7 +109,9 @@ export function dashboardApiRoutes(deps: Deps) {
   };
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
-      .onTransform(async ({ request }) => {
+      .onTransform(async ({ request, set }) => {
+        // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors included.
+        set.headers["cache-control"] = "no-store";
         owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
@@ -118,6 +120,7 @@ export function dashboardApiRoutes(deps: Deps) {
       })
       .get("/products/:id", ({ request, params }) => getProduct(deps, ownerOf(request).walletAddress, params.id), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
+        detail: { summary: "One of the owner's products; another owner's is 404" },
         response: { 404: ErrorBody },
       })
       .post(
@@ -181,10 +184,12 @@ export function dashboardApiRoutes(deps: Deps) {
         params: Id,
         transform: patchObject(["url", "events", "enabled"]),
         body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
+        detail: { summary: "Edit an endpoint: its URL, its events, or enable it again (a 410 from it disables it)" },
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .delete("/webhooks/:id", ({ request, params }) => deleteEndpoint(deps, ownerOf(request).walletAddress, params.id), {
         params: Id,
+        detail: { summary: "Delete an endpoint: no more deliveries to it" },
         response: { 404: ErrorBody },
       })
       .post("/webhooks/:id/rotate-secret", ({ request, params }) => rotateEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
