@@ -44,6 +44,31 @@ describe("the dashboard session cookie", () => {
     expect(setCookie).not.toContain("Secure"); // BASE_URL is http here; under https the cookie is Secure
   });
 
+  test("under https the cookie is __Host- and Secure; a second session cookie (planted by a neighbour) is refused", async () => {
+    const https = await startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "https://wallet.example" });
+    try {
+      const token = (await signIn(https.url, newWallet())).sessionToken as string;
+      const post = (headers: Record<string, string>) =>
+        fetch(`${https.url}/dashboard/api/session`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ sessionToken: token }) });
+      const set = (await post({ origin: "https://wallet.example" })).headers.get("set-cookie")!;
+      expect(set).toStartWith(`__Host-wg_session=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=`);
+      expect(set).toEndWith("; Secure");
+      const me = (cookie: string) => fetch(`${https.url}/dashboard/api/me`, { headers: { cookie } });
+      expect((await me(`__Host-wg_session=${token}`)).status).toBe(200);
+      expect((await me(`wg_session=${token}`)).status).toBe(401); // the unprefixed name is not read under https
+      const planted = await me(`__Host-wg_session=planted; __Host-wg_session=${token}`);
+      expect([planted.status, ((await planted.json()) as Json).code]).toEqual([401, "UNAUTHENTICATED"]);
+      const out = await fetch(`${https.url}/dashboard/api/session`, { method: "DELETE", headers: { cookie: `__Host-wg_session=x; __Host-wg_session=${token}`, origin: "https://wallet.example" } });
+      expect([out.status, out.headers.get("set-cookie")]).toEqual([200, "__Host-wg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"]);
+    } finally {
+      await https.dispose();
+    }
+    // Over http too, two cookies of the name are refused rather than the first one used.
+    const { cookie } = await cookieSession();
+    const two = await raw("/dashboard/api/me", { headers: { cookie: `wg_session=planted; ${cookie}` } });
+    expect([two.status, two.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+  });
+
   test("setting the cookie needs this server's Origin and a valid token", async () => {
     const token = (await signIn(server.url, newWallet())).sessionToken;
     expect((await raw("/dashboard/api/session", { body: { sessionToken: token } })).body.code).toBe("FORBIDDEN");

@@ -80,7 +80,14 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
           await revokeSessionToken(deps, bearer);
           return { signedOut: true };
         }
-        const token = cookieToken(request);
+        // Two session cookies (one planted): signing out still clears ours.
+        const token = (() => {
+          try {
+            return cookieToken(deps, request);
+          } catch {
+            return null;
+          }
+        })();
         if (token !== null) {
           requireSameOrigin(deps, request);
           // Already revoked or expired: signing out still clears the cookie.

@@ -4,33 +4,49 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
 
-export const SESSION_COOKIE = "wg_session";
+/**
+ * The cookie's name: under https with the `__Host-` prefix, which browsers accept only from this very
+ * host, Secure, with Path=/ and no Domain, so that a sibling subdomain cannot plant its own session
+ * cookie beside ours (and sign the owner's pages into the planter's account).
+ */
+function cookieName(deps: Deps): string {
+  return deps.baseUrl.startsWith("https:") ? "__Host-wg_session" : "wg_session";
+}
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** Set-Cookie for a session token that expires at `expiresAtS` (Unix seconds); Secure under https. */
 export function sessionCookie(deps: Deps, token: string, expiresAtS: number): string {
   const maxAge = Math.max(0, expiresAtS - Math.floor(deps.clock.now() / 1000));
-  return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure(deps)}`;
+  return `${cookieName(deps)}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure(deps)}`;
 }
 
 export function clearedSessionCookie(deps: Deps): string {
-  return `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0${secure(deps)}`;
+  return `${cookieName(deps)}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0${secure(deps)}`;
 }
 
 function secure(deps: Deps): string {
   return deps.baseUrl.startsWith("https:") ? "; Secure" : "";
 }
 
-/** The session cookie's value, or null. */
-export function cookieToken(request: Request): string | null {
+/**
+ * The session cookie's value, or null. Two cookies of that name are refused rather than one picked: we
+ * set one only (Path=/), so another was planted by a neighbour (over plain http, cookies ignore the port).
+ */
+export function cookieToken(deps: Deps, request: Request): string | null {
   const header = request.headers.get("cookie");
   if (header === null) return null;
+  const name = cookieName(deps);
+  let value: string | null = null;
+  let found = false;
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
-    if (eq !== -1 && part.slice(0, eq).trim() === SESSION_COOKIE) return part.slice(eq + 1).trim() || null;
+    if (eq === -1 || part.slice(0, eq).trim() !== name) continue;
+    if (found) throw new AppError("UNAUTHENTICATED", `two ${name} cookies came with this request; sign in again (one was set by another site on this host)`);
+    found = true;
+    value = part.slice(eq + 1).trim() || null;
   }
-  return null;
+  return value;
 }
 
 /**
@@ -41,7 +57,7 @@ export function cookieToken(request: Request): string | null {
 export function dashboardToken(deps: Deps, request: Request): string {
   const bearer = bearerToken(request.headers.get("authorization"));
   if (bearer !== null) return bearer;
-  const cookie = cookieToken(request);
+  const cookie = cookieToken(deps, request);
   if (cookie === null) throw new AppError("UNAUTHENTICATED", "sign in: Authorization: Bearer <sessionToken> of the owner's wallet, or the dashboard's session cookie");
   if (!SAFE_METHODS.has(request.method)) requireSameOrigin(deps, request);
   return cookie;
