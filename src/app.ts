@@ -8,6 +8,7 @@ import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
+import type { OpenApiDocument } from "./docs/page.ts";
 import pkg from "../package.json" with { type: "json" };
 
 export type RequestMeta = ClientInfo & { requestId: string };
@@ -157,7 +158,7 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
   return app.get(
     "/docs",
     async () => {
-      page ??= renderDocsPage(await (await app.handle(new Request("http://docs/openapi.json"))).json());
+      page ??= renderDocsPage((await (await app.handle(new Request("http://docs/openapi.json"))).json()) as OpenApiDocument);
       return new Response(page, { headers: DOCS_HEADERS });
     },
     { detail: { hide: true } },
