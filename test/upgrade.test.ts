@@ -7,6 +7,7 @@
 // replaced secret).
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { migrate } from "../src/db/migrate.ts";
 import { MIGRATIONS } from "../src/db/migrations.ts";
@@ -15,7 +16,7 @@ import { encryptAesGcm } from "../src/lib/aes-gcm.ts";
 import { sha256Hex } from "../src/lib/hash.ts";
 import { formatWebhookSecret } from "../src/webhooks/signing.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
-import { startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { call, newWallet } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -280,4 +281,40 @@ describe("upgrade from version 12", () => {
     expect(after.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
     after.close();
   }, 30_000);
+});
+
+describe("upgrade from before migration 20 (the wallet encryption key's check)", () => {
+  // The first start after migration 20 records the check of the key it runs with, once that key opens what
+  // is already sealed: a wrong key recorded then would refuse the right one ever after.
+  const sealedOnlyIn = {
+    "a webhook endpoint's secret": (db: Database) =>
+      db
+        .query(
+          `INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at)
+           VALUES ('whe_1', ?, 'https://hooks.example.com/x', '["product.created"]', 1, ?, ?, 1, 1)`,
+        )
+        .run(newWallet().address, ...Object.values(seal(random(32), "whe_1"))),
+    "a marketplace agent's secret": (db: Database) =>
+      db
+        .query(
+          `INSERT INTO market_agents (id, owner_wallet, endpoint, name, tagline, description, categories, base_price, status, secret_iv, secret_ciphertext, created_at, updated_at)
+           VALUES ('agt_1', ?, 'https://agent.example.com/', 'Logos', '', '', '["design"]', 1000000, 'active', ?, ?, 1, 1)`,
+        )
+        .run(newWallet().address, ...Object.values(seal(random(32), "agt_1"))),
+  };
+  for (const [what, rows] of Object.entries(sealedOnlyIn)) {
+    test(`a database whose only sealed data is ${what} is not opened under another key, and its own key is recorded`, async () => {
+      const { dataDir } = oldDatabase(19, rows);
+      try {
+        const env = { DATA_DIR: dataDir, JWT_SECRET };
+        expect((await runCli(["migrate"], env)).code).toBe(0); // the key is not needed to migrate
+        const wrong = await runCli(["owners", "list"], { ...env, WALLET_ENCRYPTION_KEY: "ab".repeat(32) });
+        expect([wrong.code, wrong.stderr.includes("encrypted under another wallet encryption key than WALLET_ENCRYPTION_KEY")]).toEqual([1, true]);
+        expect((await runCli(["owners", "list"], { ...env, WALLET_ENCRYPTION_KEY: KEY_HEX })).code).toBe(0);
+        expect((await runCli(["owners", "list"], { ...env, WALLET_ENCRYPTION_KEY: "ab".repeat(32) })).code).toBe(1);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    }, 15_000);
+  }
 });

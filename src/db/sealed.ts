@@ -54,20 +54,25 @@ const mismatch = (keySource: string) =>
   );
 
 /**
- * Whether `key` opens one value already sealed in the database (a custodial wallet's key, else a feature
- * token, each sealed with its row's own id as associated data); null when there is none to try.
+ * One sealed value of each table that holds them, with the associated data it was sealed with: a custodial
+ * wallet's key (its address), a feature token (its hash), a webhook endpoint's or an agent's secret (the
+ * row's id). A database from before the check may hold any one of them alone.
  */
+const SAMPLES: readonly string[] = [
+  "SELECT address AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM custodial_wallets LIMIT 1",
+  "SELECT token_hash AS aad, token_iv AS iv, token_ciphertext AS ciphertext FROM feature_tokens LIMIT 1",
+  "SELECT id AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM webhook_endpoints LIMIT 1",
+  "SELECT id AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM market_agents LIMIT 1",
+];
+
+/** Whether `key` opens the first value already sealed in the database (SAMPLES); null when there is none. */
 function opensSealedSample(db: Db, key: Uint8Array): boolean | null {
   const utf8 = (text: string) => new TextEncoder().encode(text);
   return db.read(() => {
-    const wallet = db.sqlite.query("SELECT address, secret_iv AS iv, secret_ciphertext AS ciphertext FROM custodial_wallets LIMIT 1").get() as
-      | { address: string; iv: Uint8Array; ciphertext: Uint8Array }
-      | null;
-    if (wallet !== null) return decryptAesGcm(key, wallet.iv, wallet.ciphertext, utf8(wallet.address)) !== null;
-    const token = db.sqlite.query("SELECT token_hash AS tokenHash, token_iv AS iv, token_ciphertext AS ciphertext FROM feature_tokens LIMIT 1").get() as
-      | { tokenHash: string; iv: Uint8Array; ciphertext: Uint8Array }
-      | null;
-    if (token !== null) return decryptAesGcm(key, token.iv, token.ciphertext, utf8(token.tokenHash)) !== null;
+    for (const sql of SAMPLES) {
+      const row = db.sqlite.query(sql).get() as { aad: string; iv: Uint8Array; ciphertext: Uint8Array } | null;
+      if (row !== null) return decryptAesGcm(key, row.iv, row.ciphertext, utf8(row.aad)) !== null;
+    }
     return null;
   });
 }
