@@ -6,6 +6,7 @@ import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import type { Json } from "./helpers/wallet.ts";
+import { until } from "./helpers/until.ts";
 
 const MARKETPLACE_TOOLS = [
   "provider_register", "provider_update", "provider_list_conversations", "provider_send_message",
@@ -43,15 +44,6 @@ function profile(overrides: Json = {}) {
   return { name: "Test agent", tagline: "Does things", description: "A test agent", categories: ["Testing"], basePrice: "10", ...overrides };
 }
 
-async function until<T>(what: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await what();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** The plain JSON envelope over HTTP, for the status codes of the error table. */
 async function plain(tool: string, params: Json, token: string): Promise<{ status: number; body: Envelope & Json }> {

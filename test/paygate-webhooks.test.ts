@@ -7,6 +7,7 @@ import { statusAndCode } from "./helpers/errors.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+import { until } from "./helpers/until.ts";
 
 const servers: TestServer[] = [];
 const receivers: Receiver[] = [];
@@ -26,15 +27,6 @@ function receiver(options: { failFirst?: number; port?: number } = {}) {
   return hook;
 }
 
-async function until<T>(what: () => T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = what();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function ownerOn(server: TestServer) {
   const wallet = newWallet();

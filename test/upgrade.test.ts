@@ -18,6 +18,7 @@ import { formatWebhookSecret } from "../src/webhooks/signing.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
 import { runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { call, newWallet } from "./helpers/wallet.ts";
+import { until } from "./helpers/until.ts";
 
 const servers: TestServer[] = [];
 const receivers: Receiver[] = [];
@@ -35,15 +36,6 @@ const seal = (plain: Uint8Array, aad: string) => encryptAesGcm(KEY, plain, utf8(
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
-async function until<T>(what: () => T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = what();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 /** A DATA_DIR whose database an older walletgate migrated to `version` and then wrote `rows` into. */
 function oldDatabase(version: number, rows: (db: Database) => void): { dataDir: string; path: string } {
