@@ -49,7 +49,8 @@ function withErrors(deps: Deps, options: AppOptions) {
       const where = error.type === "property" ? "query" : error.type;
       return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details: validationDetails(error, where) }), decided);
     }
-    if (code === "PARSE") return errorResponse(invalidJsonBody());
+    // A parse hook's own refusal (errors.ts parseJsonBody) comes wrapped, as its cause.
+    if (code === "PARSE") return errorResponse(error instanceof Error && error.cause instanceof AppError ? error.cause : invalidJsonBody());
     if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", "no such route"));
     return unhandled(deps, options, request, error, decided);
   });

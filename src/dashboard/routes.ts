@@ -3,7 +3,7 @@
 import { Elysia, t } from "elysia";
 import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, jsonBodyParser } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
@@ -42,6 +42,7 @@ const ProductFields = {
 /** The pages' cookie: set from a session token the page got by signing in, and cleared (and revoked) on sign-out. */
 export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   return new Elysia({ name: "dashboard-session", prefix: "/dashboard/api", detail: { tags: ["dashboard"] } })
+    .onParse(jsonBodyParser)
     .post(
       "/session",
       async ({ request, body, set }) => {
@@ -116,6 +117,7 @@ export function dashboardApiRoutes(deps: Deps) {
   };
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
+      .onParse(jsonBodyParser)
       .onTransform(async ({ request, set }) => {
         // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors included.
         set.headers["cache-control"] = "no-store";

@@ -2,7 +2,7 @@
 // with their headers on every answer to a valid key) and the buyer's checkout under /pay (no key).
 import { Elysia, t } from "elysia";
 import type { Deps } from "../deps.ts";
-import { AppError, invalidJsonBody } from "../errors.ts";
+import { AppError, jsonBodyParser, parseJsonBody } from "../errors.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { checkoutHits, paymentCheckHits } from "../auth/rate-limit.ts";
@@ -70,15 +70,6 @@ export async function revokeAnswer(deps: Deps, owner: string, accessToken: strin
   }
 }
 
-/** A /public/* body, parsed once the key is known good: what is not JSON is VALIDATION_ERROR, as elsewhere. */
-function jsonBody(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw invalidJsonBody();
-  }
-}
-
 export function publicRoutes(deps: Deps) {
   const limiter = deps.paygate.rateLimiter;
   const authenticate = createKeyAuthenticator(deps);
@@ -105,7 +96,8 @@ export function publicRoutes(deps: Deps) {
           set.headers["x-ratelimit-reset"] = String(decision.resetS);
           if (!decision.allowed) throw new AppError("RATE_LIMITED", "Rate limit exceeded", { retryAfter: decision.retryAfterS });
         }
-        if (typeof context.body === "string") (context as { body: unknown }).body = jsonBody(context.body);
+        // Parsed once the key is known good: what is not JSON is VALIDATION_ERROR, as elsewhere.
+        if (typeof context.body === "string") (context as { body: unknown }).body = parseJsonBody(context.body);
       })
       .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request)) }), {
         detail: { summary: "The owner's products, newest first (archived ones with their status)" },
@@ -177,6 +169,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
     deps.auth.rateLimiter.consume(paymentCheckHits(clientOf(request).ip), deps.clock.now());
   };
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
+    .onParse(jsonBodyParser)
     .get("/:productId/product", ({ params }) => buyerProduct(deps, params.productId), {
       params: t.Object({ productId: Id }),
       detail: { summary: "What the checkout page shows of a product (title, description, price, network, status)" },
