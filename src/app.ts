@@ -7,6 +7,7 @@ import { AppError, errorResponse, errorText, internalError, invalidJsonBody, typ
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
+import { RouteTemplates } from "./lib/route-templates.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import type { OpenApiDocument } from "./docs/page.ts";
 import pkg from "../package.json" with { type: "json" };
@@ -169,6 +170,8 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
 export type App = {
   /** Answers one request: from the start-up app, or from the route group its path belongs to. */
   handle(request: Request): Response | Promise<Response>;
+  /** The template of the route (of those built so far) that answers `method path`, or null: for metrics. */
+  routeOf(method: string, path: string): string | null;
 };
 
 /** A request's client, read when asked for: finding the address can be a system call (see server.ts). */
@@ -187,6 +190,8 @@ export function createApp(deps: Deps, options: AppOptions): App {
   const eager = (): Routes[] => [healthRoutes(deps), authRoutes(deps, clientOf), mcpRoute(options, clientOf)];
   let core = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
   for (const routes of eager()) core = core.use(routes);
+  const templates = new RouteTemplates();
+  templates.add(core.routes);
 
   type Fetch = (request: Request) => Response | Promise<Response>;
   const building = new Map<string, Promise<Fetch>>();
@@ -198,6 +203,7 @@ export function createApp(deps: Deps, options: AppOptions): App {
     let pending = building.get(key);
     if (pending === undefined) {
       pending = build().then((a) => {
+        templates.add(a.routes);
         ready.set(key, a.fetch);
         return a.fetch;
       });
@@ -241,5 +247,6 @@ export function createApp(deps: Deps, options: AppOptions): App {
       }
       return coreFetch(request);
     },
+    routeOf: (method, path) => templates.find(method, path),
   };
 }

@@ -24,7 +24,7 @@ const ORDER_TIMERS_MS = 30_000;
 const SCHEMA_WATCH_MS = 2_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { createServiceMetrics } from "./metrics/metrics.ts";
+import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
@@ -190,6 +190,13 @@ async function serve(
   const meta = new WeakMap<Request, RequestMeta>();
   // Set before `handle` is handed to the socket (onReady): requests that arrive sooner wait in startServer.
   let appFetch: (request: Request) => Response | Promise<Response>;
+  let appRouteOf: RouteOf;
+  /** The metrics' route of a request: a page, a page's asset, or one of the app's routes (else none). */
+  const routeOf: RouteOf = (method, path) => {
+    const page = pageOf(method, path);
+    if (page !== null) return page === "dashboard" ? "/dashboard" : "/pay/:productId";
+    return isAssetRequest(method, path) ? "/:asset" : appRouteOf(method, path);
+  };
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
 
   const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
@@ -228,7 +235,7 @@ async function serve(
     response.headers.set("x-request-id", requestId);
     const ms = Math.round((performance.now() - started) * 100) / 100;
     log.request({ requestId, method: incoming.method, path, status: response.status, ms });
-    metrics.request(incoming.method, path, response.status, ms);
+    metrics.request(incoming.method, path, response.status, ms, routeOf);
     return response;
   };
 
@@ -246,6 +253,7 @@ async function serve(
   const { createApp } = await import("./app.ts");
   const app = createApp(deps, { metaOf: (r) => meta.get(r)!, mcp });
   appFetch = app.handle;
+  appRouteOf = app.routeOf;
   onReady(handle);
 
   const onTimerError = (what: string) => (err: unknown) =>

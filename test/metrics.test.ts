@@ -54,3 +54,21 @@ test("GET /metrics counts requests, latency, a rate-limit refusal, sign-in outco
   expect(text).not.toContain(limited.address);
   await mcp.client.close();
 });
+
+test("labels are the routes' templates: paths a client makes up, pages and assets add no series of their own", async () => {
+  const key = "pk_" + "0".repeat(64);
+  // /public/* answers 401 before routing, for any path; GET /pay/<anything> is the checkout page.
+  for (let i = 0; i < 30; i++) {
+    expect((await call(server.url, `/public/x${i}/${"ab/".repeat(2_000)}`, { headers: { "x-api-key": key } })).status).toBe(401);
+    expect((await fetch(`${server.url}/pay/made-up-${i}`)).status).toBe(200);
+  }
+  expect((await call(server.url, "/public/products/prod_nothing", { headers: { "x-api-key": key } })).status).toBe(401);
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  // Every /public/* path needs a key first (its catch-all route): one label whatever the path.
+  expect(valueOf(text, 'walletgate_http_requests_total{method="GET",route="/public/*",status="401"}')).toBe(30);
+  expect(valueOf(text, 'walletgate_http_requests_total{method="GET",route="/pay/:id",status="200"}')).toBe(30);
+  expect(valueOf(text, 'walletgate_http_requests_total{method="GET",route="/public/products/:id",status="401"}')).toBe(1);
+  expect(text).not.toContain("made-up");
+  expect(text).not.toContain("/x1");
+  expect(text.length).toBeLessThan(100_000);
+});

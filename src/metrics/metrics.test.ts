@@ -1,6 +1,7 @@
 // The Prometheus text written by GET /metrics, in isolation: counters, cumulative histogram buckets,
 // gauges read at render time, label escaping, bounded series, and route labels that never hold ids.
 import { describe, expect, test } from "bun:test";
+import { RouteTemplates } from "../lib/route-templates.ts";
 import { createMetrics, createServiceMetrics, routeLabel } from "./metrics.ts";
 
 describe("the text format", () => {
@@ -51,19 +52,43 @@ describe("the text format", () => {
 });
 
 describe("route labels", () => {
-  test("ids become :id; names stay; a path nothing answered is unmatched", () => {
-    expect(routeLabel("/auth/verify", 200)).toBe("/auth/verify");
-    expect(routeLabel("/pay/prod_8Hx2kQ/checkout", 200)).toBe("/pay/:id/checkout");
-    expect(routeLabel("/dashboard/api/webhooks/whe_abc123/deliveries/dlv_9/attempts", 200)).toBe("/dashboard/api/webhooks/:id/deliveries/:id/attempts");
-    expect(routeLabel(`/public/verify/${"5".repeat(40)}${"x".repeat(48)}`, 200)).toBe("/public/verify/:id");
-    expect(routeLabel("/mcp", 200)).toBe("/mcp");
-    expect(routeLabel("/anything/else/at/all", 404)).toBe("unmatched");
+  test("a route's template with parameters as :id; a path no route has, or a 404, is unmatched", () => {
+    const routes = new RouteTemplates();
+    routes.add([
+      { method: "POST", path: "/auth/verify" },
+      { method: "POST", path: "/pay/:productId/checkout" },
+      { method: "GET", path: "/dashboard/api/webhooks/:id/deliveries" },
+      { method: "GET", path: "/public/verify/:txHash" },
+      { method: "GET", path: "/public/feature/tokens" },
+      { method: "GET", path: "/public/feature/:id" },
+      { method: "ALL", path: "/mcp" },
+    ]);
+    const label = (method: string, path: string, status = 200) => routeLabel(routes.find(method, path), status);
+    expect(label("POST", "/auth/verify")).toBe("/auth/verify");
+    expect(label("POST", "/pay/prod_8Hx2kQ/checkout")).toBe("/pay/:id/checkout");
+    expect(label("GET", "/dashboard/api/webhooks/whe_abc123/deliveries")).toBe("/dashboard/api/webhooks/:id/deliveries");
+    expect(label("GET", `/public/verify/${"5".repeat(40)}${"x".repeat(48)}`)).toBe("/public/verify/:id");
+    expect(label("GET", "/public/feature/tokens")).toBe("/public/feature/tokens"); // the static route, not /:id
+    expect(label("DELETE", "/mcp")).toBe("/mcp");
+    expect(label("GET", "/auth/verify")).toBe("unmatched"); // another method
+    expect(label("GET", "/public/x1/ab/ab/ab")).toBe("unmatched");
+    expect(label("GET", "/public/verify/unknown", 404)).toBe("unmatched");
+  });
+
+  test("arbitrary paths answered without routing (a 401 before it) add no series", () => {
+    const s = createServiceMetrics();
+    const none = () => null;
+    for (let i = 0; i < 1_100; i++) s.request("GET", `/public/x${i}/${"ab/".repeat(4_000)}`, 401, 0.1, none);
+    const text = s.registry.render();
+    expect(text).toContain('walletgate_http_requests_total{method="GET",route="unmatched",status="401"} 1100\n');
+    expect(text.length).toBeLessThan(10_000);
   });
 
   test("the service's metrics: requests by route and status, latency, 429s, sign-in outcomes", () => {
     const s = createServiceMetrics();
-    s.request("POST", "/auth/verify", 200, 3.2);
-    s.request("POST", "/auth/verify", 429, 0.4);
+    const routeOf = (_method: string, path: string) => path;
+    s.request("POST", "/auth/verify", 200, 3.2, routeOf);
+    s.request("POST", "/auth/verify", 429, 0.4, routeOf);
     s.signIn("success");
     s.signIn("INVALID_SIGNATURE");
     const text = s.registry.render();

@@ -127,26 +127,27 @@ export function createMetrics(): Metrics {
   };
 }
 
-/** Path segments that are ids, not names: prefixed ids, UUIDs, numbers, base58 keys and signatures. */
-const ID_SEGMENT = /^(?:[a-z]{2,8}_[A-Za-z0-9]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9]+|[1-9A-HJ-NP-Za-km-z]{32,88})$/;
+/** The template of the route that answers `method path` (`/pay/:productId/checkout`), or null when none does. */
+export type RouteOf = (method: string, path: string) => string | null;
 
 /**
- * The route label of a request path: ids become `:id`, so that /pay/prod_1/checkout and /pay/prod_2/checkout
- * are one route. A path no route answered (404) is "unmatched": arbitrary paths never become series.
+ * The route label of a request: its route's template with every parameter `:id`, so that
+ * /pay/prod_1/checkout and /pay/prod_2/checkout are one route. A path no route has, or a 404, is
+ * "unmatched": nothing a client puts in a path becomes a label.
  */
-export function routeLabel(path: string, status: number): string {
-  if (status === 404) return "unmatched";
-  return path
-    .split("/")
-    .map((segment) => (ID_SEGMENT.test(segment) || segment.length > 64 ? ":id" : segment))
-    .join("/");
+export function routeLabel(template: string | null, status: number): string {
+  if (template === null || status === 404) return "unmatched";
+  return template.replace(/:[^/]+/g, ":id");
 }
+
+/** Paths longer than this are labelled afresh each time rather than remembered (they are not routes we have). */
+const REMEMBERED_PATH_CHARS = 256;
 
 /** The service's own metrics (operations.md): what GET /metrics reports. */
 export type ServiceMetrics = {
   readonly registry: Metrics;
-  /** One answered HTTP request (the access log's fields). */
-  request(method: string, path: string, status: number, ms: number): void;
+  /** One answered HTTP request (the access log's fields), labelled by `routeOf`. */
+  request(method: string, path: string, status: number, ms: number, routeOf: RouteOf): void;
   /** A wallet sign-in's outcome: "success", or the error code it was refused with. */
   signIn(outcome: string): void;
   /** One webhook delivery attempt's result. */
@@ -167,18 +168,18 @@ export function createServiceMetrics(): ServiceMetrics {
   const recent = new Map<string, Counted>();
   return {
     registry,
-    request(method, path, status, ms) {
+    request(method, path, status, ms, routeOf) {
       const key = `${method} ${status} ${path}`;
       let counted = recent.get(key);
       if (counted === undefined) {
-        const route = routeLabel(path, status);
+        const route = routeLabel(routeOf(method, path), status);
         counted = {
           request: requests.series(method, route, String(status)),
           latency: latency.series(method, route),
           limited: status === 429 ? rateLimited.series(route) : null,
         };
         if (recent.size >= 1_000) recent.clear();
-        recent.set(key, counted);
+        if (path.length <= REMEMBERED_PATH_CHARS) recent.set(key, counted);
       }
       counted.request.inc();
       counted.latency.observe(ms / 1000);
