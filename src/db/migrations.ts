@@ -21,6 +21,7 @@ import m0019 from "./migrations/0019_auth_token_signer.sql" with { type: "text" 
 import m0020 from "./migrations/0020_sealing_key_check.sql" with { type: "text" };
 import m0021 from "./migrations/0021_market_offer_wire.sql" with { type: "text" };
 import m0022 from "./migrations/0022_checkout_submissions_time.sql" with { type: "text" };
+import m0023 from "./migrations/0023_checkouts_expired.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -47,4 +48,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 20, name: "sealing_key_check", sql: m0020 },
   { version: 21, name: "market_offer_wire", sql: m0021 },
   { version: 22, name: "checkout_submissions_time", sql: m0022 },
+  { version: 23, name: "checkouts_expired", sql: m0023 },
 ];

@@ -31,6 +31,8 @@ import { archiveProduct, createProduct, updateProduct, type ProductInput } from 
 import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
 import { eventBody } from "../webhooks/outbox.ts";
+import { EXPIRED_CHECKOUT_KEPT_MS, purgeCheckouts } from "./purge.ts";
+import * as paygateStore from "./store.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -593,5 +595,27 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     expect(stats.daily.map((d) => [d.revenue, d.transactions])).toEqual([["0", 0], ["2", 1], ["2", 1]]);
     expect(stats.daily[2]!.date).toBe(new Date(deps.clock.now()).toISOString().slice(0, 10));
     expect(await codeOf(ownerStatsWithDaily(deps, owner, 0))).toBe("VALIDATION_ERROR");
+  });
+});
+
+describe("purge of expired checkouts", () => {
+  test("a checkout that expired unpaid goes a week after its expiry, with its kept transactions; open and paid ones stay", async () => {
+    const { deps, clock, productId, buyer, wallet } = await setup();
+    const unpaid = await startCheckout(deps, productId, wallet);
+    const paid = await pay(deps, productId, buyer);
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed" });
+    clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+    expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // the unpaid one expires
+    await paygateStore.recordSubmission(deps.db, unpaid.checkoutId, { signature: "never-landed", blockhash: "old" }, clock.now(), 10);
+    const late = await startCheckout(deps, productId, wallet); // open, never looked at since
+    clock.advance(EXPIRED_CHECKOUT_KEPT_MS - CHECKOUT_TTL_MS);
+    expect(await purgeCheckouts(deps)).toEqual({ checkouts: 0 }); // the unpaid one expired just under a week ago
+    clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS);
+    expect(await purgeCheckouts(deps)).toEqual({ checkouts: 1 });
+    expect(await paygateStore.findCheckout(deps.db, unpaid.checkoutId)).toBeNull();
+    expect(await paygateStore.listSubmissions(deps.db, unpaid.checkoutId)).toEqual([]);
+    expect(await codeOf(confirmCheckout(deps, productId, unpaid.checkoutId))).toBe("NOT_FOUND");
+    expect((await paygateStore.findCheckout(deps.db, paid.checkout.checkoutId))?.status).toBe("completed");
+    expect((await paygateStore.findCheckout(deps.db, late.checkoutId))?.status).toBe("open");
   });
 });

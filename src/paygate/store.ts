@@ -370,6 +370,16 @@ export function expireCheckout(db: Db, id: string): Promise<boolean> {
   return db.write(() => db.sqlite.query("UPDATE checkouts SET status = 'expired' WHERE id = ? AND status = 'open'").run(id).changes > 0);
 }
 
+/** Deletes checkouts marked expired (unpaid, nothing left to land) whose expiry is before `before`, with their kept transactions. */
+export function purgeExpiredCheckouts(db: Db, before: number): Promise<number> {
+  return db.write(() => {
+    db.sqlite
+      .query("DELETE FROM checkout_submissions WHERE checkout_id IN (SELECT id FROM checkouts WHERE status = 'expired' AND expires_at < ?)")
+      .run(before);
+    return db.sqlite.query("DELETE FROM checkouts WHERE status = 'expired' AND expires_at < ?").run(before).changes;
+  });
+}
+
 // ---- purchases ----
 
 export type PurchaseRow = {
