@@ -196,7 +196,7 @@ async function serve(
   const routeOf: RouteOf = (method, path) => {
     const page = pageOf(method, path);
     if (page !== null) return page === "dashboard" ? "/dashboard" : "/pay/:productId";
-    return isAssetRequest(method, path) ? "/:asset" : appRouteOf(method, path);
+    return isAssetRequest(method, path) ? "asset" : appRouteOf(method, path);
   };
   const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
 
