@@ -1,7 +1,9 @@
 // Webhooks against the real server: a receiver that verifies every delivery with the npm `standardwebhooks`
 // package, a failed first attempt retried under the same webhook-id, delivery after kill -9 and restart,
-// the delivery log, test events and resend, and the SSRF guard refusing loopback when not allowed.
+// one owner's silent endpoints not holding back another owner's delivery, the delivery log, test events
+// and resend, and the SSRF guard refusing loopback when not allowed.
 import { afterAll, describe, expect, test } from "bun:test";
+import { createServer, type Socket } from "node:net";
 import { columnsHolding } from "./helpers/db-scan.ts";
 import { statusAndCode } from "./helpers/errors.ts";
 import { verifyingReceiver, type Receiver } from "./helpers/receiver.ts";
@@ -27,6 +29,23 @@ function receiver(options: { failFirst?: number; port?: number } = {}) {
   return hook;
 }
 
+/** A server on 127.0.0.1 that accepts connections and never answers: each attempt to it lasts the whole timeout. */
+async function silentReceiver(): Promise<{ url: (path: string) => string; stop(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  const stop = async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  receivers.push({ url: "", port, received: [], setSecret: () => undefined, stop });
+  return { url: (path) => `http://127.0.0.1:${port}${path}`, stop };
+}
 
 async function ownerOn(server: TestServer) {
   const wallet = newWallet();
@@ -125,6 +144,27 @@ describe("webhooks", () => {
     const delivered = await until(() => back.received.find((r) => r.body.type === "product.created"), 15_000);
     expect(delivered).toMatchObject({ verified: true, body: { productId: created.body.productId } });
     expect(delivered.id).toMatch(/^evt_/);
+  }, 30_000);
+
+  test("an owner whose 20 endpoints never answer holds a bounded share of the worker: another owner's delivery goes at once", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    const silent = await silentReceiver();
+    const a = await ownerOn(server);
+    for (let i = 0; i < 20; i++) {
+      expect((await a.dash("/webhooks", { body: { url: silent.url(`/a${i}`), events: ["product.created"] } })).status).toBe(201);
+    }
+    // 40 deliveries queued before B's, to more endpoints than the worker has slots, each held for 15 s.
+    for (let i = 0; i < 2; i++) expect((await a.dash("/products", { body: { ...product, title: `A ${i}` } })).status).toBe(201);
+    const hook = receiver();
+    const b = await ownerOn(server);
+    const endpoint = await b.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    hook.setSecret(endpoint.body.secret);
+    await Bun.sleep(1_500); // the worker (polling every second) has taken A's deliveries, whose requests now hang
+    const created = await b.dash("/products", { body: product });
+    // Polled every second and at once when a slot is free: well within the 15 s A's requests take.
+    const delivered = await until(() => hook.received.find((r) => r.body.productId === created.body.productId), 4_000);
+    expect(delivered.verified).toBe(true);
   }, 30_000);
 
   test("the guard refuses loopback targets unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {

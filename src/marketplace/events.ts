@@ -2,6 +2,7 @@
 // webhooks outbox inside the database write that caused them.
 import type { Deps } from "../deps.ts";
 import { enqueueEventInWrite } from "../webhooks/outbox.ts";
+import { findAgentOwnerInWrite } from "./store.ts";
 
 export const AGENT_EVENTS = {
   conversationStarted: "conversation.started",
@@ -22,6 +23,7 @@ export const REPLYABLE_EVENTS: readonly string[] = [AGENT_EVENTS.conversationSta
  * Queues `type` for the agent's endpoint; the body sent is `{id, type, ...payload}`, signed with the agent's
  * webhookSecret. `options.eventId` is an `evt_` id made beforehand (to store alongside). SYNCHRONOUS, to be called inside the caller's `db.write(() => …)` so the notification
  * commits (or not) with the change. Returns the event id (`evt_…`), the `webhook-id` the endpoint sees.
+ * The notification shares the delivery worker's slots of the wallet that owns the agent.
  */
 export function enqueueAgentEventInWrite(
   deps: Deps,
@@ -30,6 +32,13 @@ export function enqueueAgentEventInWrite(
   payload: Record<string, unknown>,
   options: { eventId?: string } = {},
 ): string {
-  const event = { targetKind: "agent" as const, targetId: agentId, type, payload, ...(options.eventId === undefined ? {} : { id: options.eventId }) };
+  const event = {
+    targetKind: "agent" as const,
+    targetId: agentId,
+    agentOwner: findAgentOwnerInWrite(deps.db, agentId),
+    type,
+    payload,
+    ...(options.eventId === undefined ? {} : { id: options.eventId }),
+  };
   return enqueueEventInWrite(deps, event);
 }

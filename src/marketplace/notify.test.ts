@@ -5,6 +5,7 @@ import { Webhook } from "standardwebhooks";
 import { encodeBase58 } from "../lib/encoding.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createDeliveryWorker, type DeliveryWorker } from "../webhooks/outbox.ts";
+import { claimDueDeliveries } from "../webhooks/store.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import type { Deps } from "../deps.ts";
 import { getAgent, registerAgent, updateAgent } from "./agents.ts";
@@ -87,6 +88,20 @@ describe("agent notifications", () => {
     const write = await targets.answerWrite!({ deliveryId: "whd_x", eventId, type: "conversation.started", agentId: agent.agentId }, { status: 200, body: '{"reply":"twice"}' });
     await deps.db.write(() => write?.());
     expect((await getConversation(deps, consumer, conversation.conversationId)).messages).toHaveLength(4);
+  });
+
+  test("an agent's notifications use the delivery worker's slots of the wallet that owns the agent", async () => {
+    const { deps } = await testDeps();
+    const ep = endpoint(deps, () => "", () => new Response("ok"));
+    const provider = wallet();
+    const agent = await registerAgent(deps, provider, { endpoint: ep.url, profile: { name: "Shared", basePrice: "1" } });
+    await startConversation(deps, wallet(), agent.agentId, "hello");
+    const now = deps.clock.now();
+    const claim = { now, leaseUntil: now + 75_000, limit: 16, kinds: ["agent" as const], perEndpoint: 1 };
+    // The provider already holds its share of the slots with its own endpoints' deliveries: nothing to claim.
+    expect(await claimDueDeliveries(deps.db, { ...claim, token: "claim_1", perOwner: 4, ownerLoad: { [provider]: 4 } })).toEqual([]);
+    const claimed = await claimDueDeliveries(deps.db, { ...claim, token: "claim_2", perOwner: 4, ownerLoad: { [provider]: 3 } });
+    expect(claimed.map((d) => [d.endpointId, d.owner])).toEqual([[agent.agentId, provider]]);
   });
 
   test("answers that are not a reply are ignored; a long reply is cut to 4000 characters", async () => {

@@ -147,6 +147,12 @@ export async function findAgent(db: Db, id: string): Promise<AgentRow | null> {
   return toAgent(db.sqlite.query(`SELECT ${AGENT_COLUMNS} FROM market_agents a WHERE a.id = ?`).get(id) as RawAgent | null);
 }
 
+/** The wallet that owns the agent, inside a caller's write; null when there is no such agent. */
+export function findAgentOwnerInWrite(db: Db, id: string): string | null {
+  const row = db.sqlite.query("SELECT owner_wallet AS owner FROM market_agents WHERE id = ?").get(id) as { owner: string } | null;
+  return row?.owner ?? null;
+}
+
 export type AgentPatch = {
   endpoint?: string;
   name?: string;

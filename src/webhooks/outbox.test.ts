@@ -557,6 +557,129 @@ describe("the started loop is fair", () => {
   });
 });
 
+describe("the claim order", () => {
+  /** `count` endpoints of `owner`, and `events` events fanned out to all of them, a second apart. */
+  async function backlog(deps: Deps, clock: Clock, owner: string, count: number, events: number): Promise<string[]> {
+    const endpoints: string[] = [];
+    for (let i = 0; i < count; i++) endpoints.push((await createEndpoint(deps, owner, { url: `https://example.com/${i}`, events: ["payment.completed"] })).endpointId);
+    for (let i = 0; i < events; i++) {
+      await enqueue(deps, owner);
+      clock.advance(1000);
+    }
+    return endpoints;
+  }
+
+  function claim(deps: Deps, clock: Clock, limit: number, fair: Partial<Parameters<typeof store.claimDueDeliveries>[1]> = {}) {
+    const now = clock.now();
+    return store.claimDueDeliveries(deps.db, { now, leaseUntil: now + 75_000, token: `claim_${crypto.randomUUID()}`, limit, kinds: ["owner_endpoint", "agent"], ...fair });
+  }
+
+  const count = (claimed: store.ClaimedDelivery[], owner: string) => claimed.filter((d) => d.owner === owner).length;
+
+  test("an owner with more endpoints than there are slots gets at most perOwner of them; another owner's newer delivery is claimed with them", async () => {
+    const { deps, clock } = await setup();
+    const [a, b] = [wallet(), wallet()];
+    const aEndpoints = await backlog(deps, clock, a, 20, 2); // 40 due, all older than B's
+    await backlog(deps, clock, b, 1, 1);
+    const claimed = await claim(deps, clock, 16, { perEndpoint: 1, perOwner: 4 });
+    expect([count(claimed, a), count(claimed, b)]).toEqual([4, 1]);
+    // A's four are the heads (first events) of four different endpoints.
+    expect(new Set(claimed.filter((d) => d.owner === a).map((d) => d.endpointId)).size).toBe(4);
+    expect(claimed.filter((d) => d.owner === a).every((d) => aEndpoints.includes(d.endpointId))).toBe(true);
+  });
+
+  test("owners with the fewest in flight come first, however old the others' backlog", async () => {
+    const { deps, clock } = await setup();
+    const [a, b, c] = [wallet(), wallet(), wallet()];
+    await backlog(deps, clock, a, 5, 3);
+    await backlog(deps, clock, b, 2, 2);
+    await backlog(deps, clock, c, 1, 1);
+    // One free slot, A and B with deliveries in flight: C's, the newest of all, takes it.
+    expect((await claim(deps, clock, 1, { perEndpoint: 1, perOwner: 4, ownerLoad: { [a]: 3, [b]: 1 } })).map((d) => d.owner)).toEqual([c]);
+    // Then B (one in flight) before A (three), and A not past its bound.
+    const next = await claim(deps, clock, 16, { perEndpoint: 1, perOwner: 4, ownerLoad: { [a]: 3, [b]: 1, [c]: 1 } });
+    expect([count(next, a), count(next, b), count(next, c)]).toEqual([1, 2, 0]);
+    expect(await claim(deps, clock, 16, { perEndpoint: 1, perOwner: 4, ownerLoad: { [a]: 4, [b]: 4, [c]: 4 } })).toEqual([]);
+  });
+
+  test("one at a time per endpoint, its oldest due first; busy endpoints, leased rows and retries not yet due are left out", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const [x, y] = (await backlog(deps, clock, owner, 2, 3)) as [string, string];
+    const first = await claim(deps, clock, 16, { perEndpoint: 1 });
+    expect(first.map((d) => d.endpointId).sort()).toEqual([x, y].sort());
+    // x's head is leased (in flight elsewhere): x's next one is its oldest claimable, unless x is busy here.
+    expect(await claim(deps, clock, 16, { perEndpoint: 1, busy: [`owner_endpoint ${x}`, `owner_endpoint ${y}`] })).toEqual([]);
+    const second = await claim(deps, clock, 16, { perEndpoint: 1, busy: [`owner_endpoint ${y}`] });
+    const xs = (await deliveriesOf(deps, owner, x)).reverse(); // oldest first
+    expect(second.map((d) => d.id)).toEqual([xs[1]!.deliveryId]);
+    // A retry due later is not claimed before its time.
+    db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_until = NULL WHERE endpoint_id = ?").run(clock.now() + 5000, y);
+    expect((await claim(deps, clock, 16, { perEndpoint: 1 })).map((d) => d.endpointId)).toEqual([x]);
+  });
+
+  test("without per-owner bounds (runOnce), endpoints take turns: every endpoint's first before any second", async () => {
+    const { deps, clock } = await setup();
+    const owner = wallet();
+    const [x, y] = (await backlog(deps, clock, owner, 2, 3)) as [string, string];
+    const claimed = await claim(deps, clock, 4);
+    const order = claimed.map((d) => d.endpointId);
+    expect(order.filter((e) => e === x)).toHaveLength(2);
+    expect(order.filter((e) => e === y)).toHaveLength(2);
+    const [xs, ys] = [(await deliveriesOf(deps, owner, x)).reverse(), (await deliveriesOf(deps, owner, y)).reverse()];
+    expect(claimed.map((d) => d.id).sort()).toEqual([xs[0]!, xs[1]!, ys[0]!, ys[1]!].map((d) => d.deliveryId).sort());
+  });
+
+  test("an agent's notifications count against the wallet that owns the agent", async () => {
+    const { deps, db, clock } = await setup();
+    const [a, b] = [wallet(), wallet()];
+    await backlog(deps, clock, a, 1, 1);
+    const notify = (agentId: string, agentOwner: string | null) =>
+      db.write(() => enqueueEventInWrite(deps, { targetKind: "agent", targetId: agentId, agentOwner, type: "conversation.started", payload: {} }));
+    await notify("agt_a", a);
+    await notify("agt_b", b);
+    await notify("agt_orphan", null); // an agent gone when the event was written counts against itself
+    const claimed = await claim(deps, clock, 16, { perEndpoint: 1, perOwner: 1 });
+    expect(claimed.map((d) => [d.endpointKind, d.owner]).sort()).toEqual(
+      [
+        ["owner_endpoint", a],
+        ["agent", b],
+        ["agent", "agt_orphan"],
+      ].sort(),
+    );
+  });
+});
+
+describe("the started loop bounds each owner's slots", () => {
+  test("an owner whose endpoints all hold their connections gets perOwner slots; the others' deliveries go at once", async () => {
+    const { deps, clock } = await setup();
+    let release: () => void = () => undefined;
+    const hang = new Promise<void>((resolve) => (release = resolve));
+    cleanups.push(() => release());
+    const slow = startReceiver(clock, () => [], async () => {
+      await hang;
+      return new Response("late");
+    });
+    const quick = startReceiver(clock, () => []);
+    const slowOwner = wallet();
+    for (let i = 0; i < 6; i++) await createEndpoint(deps, slowOwner, { url: slow.url(`/${i}`), events: ["payment.completed"] });
+    for (let i = 0; i < 2; i++) await enqueue(deps, slowOwner); // 12 deliveries, older than the others'
+    const others = [wallet(), wallet()];
+    for (const owner of others) await createEndpoint(deps, owner, { url: quick.url(), events: ["payment.completed"] });
+    const w = worker(deps, { pollIntervalMs: 10, batchSize: 4, perOwner: 2 });
+    w.start();
+    for (let i = 0; i < 200 && slow.received.length < 2; i++) await Bun.sleep(5);
+    for (const owner of others) await enqueue(deps, owner);
+    for (let i = 0; i < 200 && quick.received.length < 2; i++) await Bun.sleep(5);
+    expect(quick.received).toHaveLength(2);
+    expect(slow.received).toHaveLength(2); // two of its six endpoints, however many slots are free
+    release();
+    for (let i = 0; i < 400 && slow.received.length < 12; i++) await Bun.sleep(5);
+    await w.stop();
+    expect(slow.received).toHaveLength(12); // then all of its own
+  });
+});
+
 describe("agent targets (marketplace notifications)", () => {
   test("agent events wait for a worker that knows agents; it signs with the agent's secret and hands back the answer", async () => {
     const { deps, db, clock } = await setup();

@@ -19,6 +19,9 @@ import * as store from "./store.ts";
  */
 export const RETRY_SCHEDULE_MS: readonly number[] = [5e3, 5 * 60e3, 30 * 60e3, 2 * 3600e3, 5 * 3600e3, 10 * 3600e3, 10 * 3600e3];
 
+/** The started delivery loop's slots one owner may hold at once (of 16 by default): docs/decisions.md. */
+export const DEFAULT_PER_OWNER = 4;
+
 /** Bytes of each response kept in the attempt log. */
 export const RECORDED_RESPONSE_BYTES = 1024;
 
@@ -36,6 +39,11 @@ export type OutboxEvent = {
   payload: Record<string, unknown>;
   /** Owner events only: deliver to this one endpoint whatever it subscribes to (webhook.test). */
   endpointId?: string;
+  /**
+   * Agent events: the wallet that owns the agent. Its notifications share that wallet's slots of the
+   * delivery worker (as an owner's events share the owner's); without it they count against the agent alone.
+   */
+  agentOwner?: string | null;
 };
 
 /** What writing an event needs: the write it joins, the clock, ids, and the key its body is sealed with. */
@@ -94,7 +102,8 @@ function enqueueInWrite(deps: OutboxDeps, event: OutboxEvent): { eventId: string
   const now = deps.clock.now();
   const eventId = event.id ?? newId("evt", random);
   const body = sealEventBody(deps, eventId, JSON.stringify({ id: eventId, type: event.type, ...event.payload }));
-  store.insertEventInWrite(db, { id: eventId, targetKind: event.targetKind, targetId: event.targetId, type: event.type, payload: body, createdAt: now });
+  const agentOwner = event.targetKind === "agent" ? (event.agentOwner ?? null) : null;
+  store.insertEventInWrite(db, { id: eventId, targetKind: event.targetKind, targetId: event.targetId, type: event.type, payload: body, createdAt: now, agentOwner });
   const targets: { kind: store.EndpointKind; id: string }[] =
     event.targetKind === "agent"
       ? [{ kind: "agent", id: event.targetId }]
@@ -237,8 +246,10 @@ export type DeliveryWorkerOptions = {
   fetch?: typeof guardedFetch;
   /** Delays between attempts; attempts in all = length + 1. Default RETRY_SCHEDULE_MS. */
   schedule?: readonly number[];
-  /** Deliveries claimed (and sent concurrently) per run. Default 16. */
+  /** Deliveries claimed (and sent concurrently) per run; the started loop's slots. Default 16. */
   batchSize?: number;
+  /** The started loop's slots one owner's deliveries may hold at once (an agent's count against its owner). Default 4. */
+  perOwner?: number;
   /** Pause of the started loop when nothing was due. Default 1 s. */
   pollIntervalMs?: number;
   /** Per attempt. Default 15 s. */
@@ -263,6 +274,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
   const schedule = options.schedule ?? RETRY_SCHEDULE_MS;
   const maxAttempts = schedule.length + 1;
   const batchSize = options.batchSize ?? 16;
+  const perOwner = options.perOwner ?? DEFAULT_PER_OWNER;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   // Longer than any attempt can take, so a lease only runs out when its worker died mid-attempt.
@@ -384,8 +396,11 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     }
   }
 
-  /** Leases up to `limit` due deliveries (with `fair`, at most so many per endpoint, some endpoints left out). */
-  async function claim(limit: number, fair: { perEndpoint?: number; busy?: readonly string[] } = {}) {
+  /** Leases up to `limit` due deliveries (with `fair`: at most so many per endpoint and per owner, some endpoints left out). */
+  async function claim(
+    limit: number,
+    fair: { perEndpoint?: number; busy?: readonly string[]; ownerLoad?: Record<string, number>; perOwner?: number } = {},
+  ) {
     const now = deps.clock.now();
     const token = newId("claim", deps.random);
     return { token, claimed: await store.claimDueDeliveries(deps.db, { now, leaseUntil: now + leaseMs, token, limit, kinds, ...fair }) };
@@ -412,20 +427,26 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     return claimed.length;
   }
 
-  // The started loop keeps up to batchSize deliveries in flight, at most one per endpoint, and fills each
-  // slot as its delivery ends: an endpoint that holds its connections for the whole timeout, or has
-  // thousands due, takes one slot and delays no one else's deliveries.
+  // The started loop keeps up to batchSize deliveries in flight, at most one per endpoint and perOwner per
+  // owner, and fills each slot as its delivery ends, owners with the fewest in flight first: endpoints that
+  // hold their connections for the whole timeout, or have thousands due, take at most perOwner slots
+  // whatever their number, and an owner with nothing in flight takes the next free slot.
   const inFlight = new Set<string>();
+  const ownerLoad = new Map<string, number>();
   async function fill(): Promise<number> {
     const free = batchSize - inFlight.size;
     if (free <= 0 || shutdown.signal.aborted) return 0;
-    const { token, claimed } = await claim(free, { perEndpoint: 1, busy: [...inFlight] });
+    const { token, claimed } = await claim(free, { perEndpoint: 1, busy: [...inFlight], ownerLoad: Object.fromEntries(ownerLoad), perOwner });
     for (const d of claimed) {
       const key = `${d.endpointKind} ${d.endpointId}`; // as claimDueDeliveries names endpoints
       inFlight.add(key);
+      ownerLoad.set(d.owner, (ownerLoad.get(d.owner) ?? 0) + 1);
       void track(
         attempt(d, token).finally(() => {
           inFlight.delete(key);
+          const left = ownerLoad.get(d.owner)! - 1;
+          if (left === 0) ownerLoad.delete(d.owner);
+          else ownerLoad.set(d.owner, left);
           wakeSleep?.(); // a slot is free
         }),
       );

@@ -160,10 +160,11 @@ export type DeliveryStatus = "pending" | "succeeded" | "failed";
 
 export type EventRow = { id: string; targetKind: TargetKind; targetId: string; type: string; payload: string; createdAt: number };
 
-export function insertEventInWrite(db: Db, row: EventRow): void {
+/** `agentOwner`: for an agent's event, the wallet that owns the agent (whose share of the worker it uses). */
+export function insertEventInWrite(db: Db, row: EventRow & { agentOwner?: string | null }): void {
   db.sqlite
-    .query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)")
-    .run(row.id, row.targetKind, row.targetId, row.type, row.payload, row.createdAt);
+    .query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at, agent_owner) VALUES (?, ?, ?, ?, ?, ?, ?)")
+    .run(row.id, row.targetKind, row.targetId, row.type, row.payload, row.createdAt, row.agentOwner ?? null);
 }
 
 /** Events whose body is still the clear JSON of an earlier version (see the partial index of migration 15). */
@@ -253,12 +254,24 @@ export type ClaimedDelivery = {
   endpointId: string;
   /** attempts made so far; the one about to be made is attempts + 1 */
   attempts: number;
+  /** Whose share of the worker it uses: the owner's wallet, for an agent's notification its owner's wallet. */
+  owner: string;
 };
 
 /**
  * Leases up to `limit` due pending deliveries of the given kinds to the caller (`token`) until
- * `leaseUntil`, oldest due first, endpoints taking turns (see `perEndpoint`). Rows under another unexpired lease are skipped, so two workers, in
- * one process or several, never hold the same delivery. One atomic write.
+ * `leaseUntil`. Rows under another unexpired lease are skipped, so two workers, in one process or
+ * several, never hold the same delivery. One atomic write.
+ *
+ * Order: owners take turns, then endpoints, then the oldest due. A delivery's turn is its owner's
+ * deliveries already in flight (`ownerLoad`) plus its place among that owner's candidates, these ordered
+ * by their place in their endpoint's queue (`nth`: every endpoint's first before any second), then due
+ * time. So an owner with nothing in flight comes before any owner with something, however old the
+ * latter's backlog.
+ *
+ * Cost: the claim steps through the endpoints that have pending deliveries (an index seek each, on
+ * webhook_deliveries_pending) and reads at most `perEndpoint` due rows of each, plus the rows under a
+ * lease it skips; never the whole due backlog.
  */
 export function claimDueDeliveries(
   db: Db,
@@ -268,43 +281,70 @@ export function claimDueDeliveries(
     token: string;
     limit: number;
     kinds: EndpointKind[];
-    /** At most this many per endpoint (its oldest due first); endpoints take turns: every endpoint's first before any second. */
+    /** At most this many per endpoint (its oldest due first). Default `limit`. */
     perEndpoint?: number;
     /** Endpoints ("<kind> <id>") to leave out: those the caller has deliveries in flight to. */
     busy?: readonly string[];
+    /** Deliveries the caller has in flight per owner (as ClaimedDelivery.owner names them). */
+    ownerLoad?: Readonly<Record<string, number>>;
+    /** At most this many in flight per owner, counting `ownerLoad`. Default: no bound. */
+    perOwner?: number;
   },
 ): Promise<ClaimedDelivery[]> {
   if (claim.kinds.length === 0 || claim.limit <= 0) return Promise.resolve([]);
   return db.write(() => {
-    const kinds = claim.kinds.map(() => "?").join(", ");
+    // INDEXED BY and CROSS JOIN pin the plan: without statistics the planner would rather read
+    // webhook_deliveries_due, which means every due row and a sort of them all.
     const claimed = db.sqlite
       .query(
-        `UPDATE webhook_deliveries SET claimed_until = ?, claim_token = ?
-         WHERE id IN (
-           SELECT id FROM (
-             SELECT id, next_attempt_at AS due, endpoint_kind || ' ' || endpoint_id AS endpoint,
-               ROW_NUMBER() OVER (PARTITION BY endpoint_kind, endpoint_id ORDER BY next_attempt_at, id) AS nth
-             FROM webhook_deliveries
-             WHERE status = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
-               AND endpoint_kind IN (${kinds}))
-           WHERE nth <= ? AND endpoint NOT IN (SELECT value FROM json_each(?))
-           ORDER BY nth, due, id LIMIT ?)
+        `WITH RECURSIVE
+           -- the endpoints with pending deliveries, of each kind in turn: each step is one seek past the previous
+           endpoints (kind, endpointId) AS (
+             SELECT k.value, (SELECT MIN(endpoint_id) FROM webhook_deliveries INDEXED BY webhook_deliveries_pending
+                              WHERE status = 'pending' AND endpoint_kind = k.value)
+             FROM json_each(?) k
+             UNION ALL
+             SELECT p.kind, (SELECT MIN(endpoint_id) FROM webhook_deliveries INDEXED BY webhook_deliveries_pending
+                             WHERE status = 'pending' AND endpoint_kind = p.kind AND endpoint_id > p.endpointId)
+             FROM endpoints p WHERE p.endpointId IS NOT NULL),
+           heads AS (
+             SELECT kind, endpointId FROM endpoints
+             WHERE endpointId IS NOT NULL AND kind || ' ' || endpointId NOT IN (SELECT value FROM json_each(?))),
+           -- each endpoint's first due rows not under a lease, in the order it receives them
+           candidates AS (
+             SELECT d.id, d.next_attempt_at AS due, COALESCE(e.agent_owner, e.target_id) AS owner,
+               ROW_NUMBER() OVER (PARTITION BY d.endpoint_kind, d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS nth
+             FROM heads
+             CROSS JOIN webhook_deliveries d ON d.rowid IN (
+               SELECT x.rowid FROM webhook_deliveries x INDEXED BY webhook_deliveries_pending
+               WHERE x.endpoint_kind = heads.kind AND x.endpoint_id = heads.endpointId AND x.status = 'pending'
+                 AND x.next_attempt_at <= ? AND (x.claimed_until IS NULL OR x.claimed_until <= ?)
+               ORDER BY x.next_attempt_at, x.id LIMIT ?)
+             CROSS JOIN outbox_events e ON e.id = d.event_id),
+           turns AS (
+             SELECT c.id, c.due, c.nth, COALESCE(load.value, 0) + ROW_NUMBER() OVER (PARTITION BY c.owner ORDER BY c.nth, c.due, c.id) AS turn
+             FROM candidates c LEFT JOIN json_each(?) load ON load.key = c.owner)
+         UPDATE webhook_deliveries SET claimed_until = ?, claim_token = ?
+         WHERE id IN (SELECT id FROM turns WHERE turn <= ? ORDER BY turn, nth, due, id LIMIT ?)
          RETURNING id`,
       )
       .all(
+        JSON.stringify(claim.kinds),
+        JSON.stringify(claim.busy ?? []),
+        claim.now,
+        claim.now,
+        claim.perEndpoint ?? claim.limit,
+        JSON.stringify(claim.ownerLoad ?? {}),
         claim.leaseUntil,
         claim.token,
-        claim.now,
-        claim.now,
-        ...claim.kinds,
-        claim.perEndpoint ?? claim.limit,
-        JSON.stringify(claim.busy ?? []),
+        claim.perOwner ?? Number.MAX_SAFE_INTEGER,
         claim.limit,
       ) as { id: string }[];
     if (claimed.length === 0) return [];
     return db.sqlite
       .query(
-        `SELECT d.id, d.event_id AS eventId, e.type, e.payload, d.endpoint_kind AS endpointKind, d.endpoint_id AS endpointId, d.attempts
+        `SELECT d.id, d.event_id AS eventId, e.type, e.payload, d.endpoint_kind AS endpointKind, d.endpoint_id AS endpointId, d.attempts,
+           COALESCE(e.agent_owner, e.target_id) AS owner
          FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
          WHERE d.id IN (${claimed.map(() => "?").join(", ")}) ORDER BY d.next_attempt_at, d.id`,
       )
