@@ -45,6 +45,13 @@ try {
   if (page.status !== 200 || script === undefined) fail(`/dashboard answered ${page.status} without its script`);
   const bundle = await fetch(new URL(script!, url));
   if (bundle.status !== 200 || !(await bundle.text()).includes("Connect wallet")) fail(`the dashboard's script ${script} is missing`);
+  // Served as from source: kept for good (the name changes with the content), under a valid entity tag.
+  const etag = bundle.headers.get("etag") ?? "";
+  if (bundle.headers.get("cache-control") !== "public, max-age=31536000, immutable" || !/^"[^"]+"$/.test(etag)) {
+    fail(`the dashboard's script ${script} came with Cache-Control ${bundle.headers.get("cache-control")} and ETag ${etag}`);
+  }
+  const revalidated = await fetch(new URL(script!, url), { headers: { "if-none-match": etag } });
+  if (revalidated.status !== 304) fail(`revalidating ${script} under its ETag answered ${revalidated.status}`);
   const startMs = performance.now() - started;
 
   const example = Bun.spawnSync([process.execPath, join(import.meta.dir, "../examples/sign-in.ts"), url]);

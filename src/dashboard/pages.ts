@@ -48,6 +48,27 @@ export function isAssetRequest(method: string, path: string): boolean {
 /** The headers of Bun's answer an asset is served with (no others: Bun's Date and length are its own). */
 const ASSET_HEADERS = ["content-type", "etag", "cache-control"] as const;
 
+/** A hashed file's name changes with its content: it may be kept for good. */
+const IMMUTABLE = "public, max-age=31536000, immutable";
+
+/**
+ * The headers an asset is served with, from Bun's answer. Run from source, Bun sends a quoted ETag and
+ * `Cache-Control: immutable`; the compiled executable's embedded files come with a bare ETag (not a valid
+ * entity tag, which caches may drop) and no caching at all, so every page load asked for them again.
+ * Both are made what the source run sends.
+ */
+export function assetHeaders(bun: Headers): Record<string, string> {
+  const headers: Record<string, string> = { "x-content-type-options": "nosniff" };
+  for (const name of ASSET_HEADERS) {
+    const value = bun.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  headers["cache-control"] ??= IMMUTABLE;
+  const etag = headers.etag;
+  if (etag !== undefined && !/^(W\/)?".*"$/.test(etag)) headers.etag = `"${etag.replaceAll('"', "")}"`;
+  return headers;
+}
+
 type Asset = { body: Blob; headers: Record<string, string> };
 
 export type PageCache = {
@@ -104,12 +125,7 @@ export function createPageCache(bundles: Readonly<Record<PageName, HTMLBundle>>)
         const response = await fetch(origin() + path);
         if (response.status === 404) return null;
         if (!response.ok) throw new Error(`the pages' bundle answered ${response.status} for ${path}`);
-        const headers: Record<string, string> = { "x-content-type-options": "nosniff" };
-        for (const name of ASSET_HEADERS) {
-          const value = response.headers.get(name);
-          if (value !== null) headers[name] = value;
-        }
-        return { body: await response.blob(), headers };
+        return { body: await response.blob(), headers: assetHeaders(response.headers) };
       })();
       asset.then(
         (found) => found === null && assets.delete(path),
