@@ -1,6 +1,6 @@
 // Configuration: defaults, validation naming the variable, mainnet rules, flags over environment.
 import { describe, expect, test } from "bun:test";
-import { ConfigError, UsageError, loadConfig } from "./config.ts";
+import { ConfigError, UsageError, dataDirError, loadConfig } from "./config.ts";
 
 describe("loadConfig", () => {
   test("defaults of operations.md", () => {
@@ -129,5 +129,32 @@ describe("loadConfig", () => {
     expect([c.port, c.logLevel, c.dataDir]).toEqual([2, "debug", "/tmp/x"]);
     expect(() => loadConfig({}, ["--frobnicate", "1"])).toThrow(UsageError);
     expect(() => loadConfig({}, ["--port"])).toThrow(UsageError);
+  });
+});
+
+describe("dataDirError", () => {
+  const config = loadConfig({ DATA_DIR: "/srv/wg" });
+  const fail = (code: string, path?: string) => Object.assign(new Error("low-level text"), { code, path });
+
+  test("failures of DATA_DIR's files name DATA_DIR and say what is wrong", () => {
+    const cases: [Error, string][] = [
+      [fail("EEXIST", "/srv/wg"), "DATA_DIR /srv/wg is not a directory"],
+      [fail("ENOTDIR", "/srv/wg/walletgate.db"), "DATA_DIR /srv/wg is not a directory (/srv/wg/walletgate.db)"],
+      [fail("EACCES", "/srv/wg/.jwt-secret.tmp"), "DATA_DIR /srv/wg cannot be written by this user: permission denied (/srv/wg/.jwt-secret.tmp)"],
+      [fail("SQLITE_READONLY_DIRECTORY"), "DATA_DIR /srv/wg: its database cannot be written (read-only file or directory)"],
+      [fail("SQLITE_READONLY"), "DATA_DIR /srv/wg: its database cannot be written (read-only file or directory)"],
+      [fail("ENOSPC", "/srv/wg/walletgate.db"), "DATA_DIR /srv/wg: no space left on the disk (/srv/wg/walletgate.db)"],
+      [fail("SQLITE_CANTOPEN"), "DATA_DIR /srv/wg: the database /srv/wg/walletgate.db cannot be opened"],
+    ];
+    for (const [err, message] of cases) {
+      const mapped = dataDirError(config, err);
+      expect([mapped instanceof ConfigError, mapped?.message]).toEqual([true, message]);
+    }
+  });
+
+  test("any other error is left as it is", () => {
+    expect(dataDirError(config, fail("ECONNRESET"))).toBeNull();
+    expect(dataDirError(config, new ConfigError("WALLET_ENCRYPTION_KEY …"))).toBeNull();
+    expect(dataDirError(config, new Error("no code"))).toBeNull();
   });
 });

@@ -324,6 +324,40 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
   });
 }
 
+/**
+ * What a failure to create, write or open DATA_DIR's files means, as a ConfigError naming DATA_DIR (a
+ * directory that is a file, not writable, read-only or full); null for any other error. Without it the
+ * operator read only "EEXIST: file already exists, mkdir …" or "attempt to write a readonly database".
+ */
+export function dataDirError(config: Config, err: unknown): ConfigError | null {
+  if (err instanceof ConfigError) return null;
+  const raw = (err as { code?: unknown } | null)?.code;
+  // SQLite's extended codes name the primary one first: SQLITE_READONLY_DIRECTORY is a SQLITE_READONLY.
+  const code = typeof raw === "string" ? (/^SQLITE_(READONLY|CANTOPEN|FULL)/.exec(raw)?.[0] ?? raw) : raw;
+  const path = (err as { path?: unknown } | null)?.path;
+  const at = typeof path === "string" && path !== config.dataDir ? ` (${path})` : "";
+  const where = `DATA_DIR ${config.dataDir}`;
+  switch (code) {
+    case "EEXIST":
+    case "ENOTDIR":
+      return new ConfigError(`${where} is not a directory${at}`);
+    case "EACCES":
+    case "EPERM":
+      return new ConfigError(`${where} cannot be written by this user: permission denied${at}`);
+    case "EROFS":
+    case "SQLITE_READONLY":
+      return new ConfigError(`${where}: its database cannot be written (read-only file or directory)${at}`);
+    case "ENOSPC":
+    case "EDQUOT":
+    case "SQLITE_FULL":
+      return new ConfigError(`${where}: no space left on the disk${at}`);
+    case "SQLITE_CANTOPEN":
+      return new ConfigError(`${where}: the database ${config.databasePath} cannot be opened`);
+    default:
+      return null;
+  }
+}
+
 function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64url"): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(byteCount))).toString(encoding);
 }

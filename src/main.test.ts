@@ -1,6 +1,6 @@
 // The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
@@ -58,6 +58,23 @@ describe("walletgate CLI", () => {
       }
     } finally {
       await taken.stop(true);
+    }
+  });
+
+  test("a DATA_DIR that cannot hold the database exits 1 naming DATA_DIR, for the server and the commands", async () => {
+    const file = join(dataDir(), "a-file");
+    writeFileSync(file, "not a directory");
+    const cases = [file, join(file, "data")]; // a file; a directory under a file
+    if (process.getuid?.() !== 0) {
+      const readOnly = dataDir(); // root writes anywhere: only another user sees the mode
+      chmodSync(readOnly, 0o555);
+      cases.push(readOnly);
+    }
+    for (const dir of cases) {
+      for (const args of [["serve"], ["keys", "list", "--owner", newWallet().address]]) {
+        const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
+        expect({ args, dir, code: r.code, named: r.stderr.includes(`DATA_DIR ${dir}`) }).toEqual({ args, dir, code: 1, named: true });
+      }
     }
   });
 

@@ -1,6 +1,6 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
-import { ConfigError, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
+import { ConfigError, dataDirError, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
@@ -167,6 +167,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   }
 }
 
+/** Runs DATA_DIR's set-up; a failure of its files is reported naming DATA_DIR (dataDirError). */
+function inDataDir<T>(config: Config, setUp: () => T): T {
+  try {
+    return setUp();
+  } catch (err) {
+    throw dataDirError(config, err) ?? err;
+  }
+}
+
 async function serve(
   config: Config,
   options: StartOptions,
@@ -175,17 +184,26 @@ async function serve(
   server: Server<unknown>,
   onReady: (handle: Handler) => void,
 ): Promise<RunningServer> {
-  const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
-  const created = createFromImage(config.databasePath); // a first start of the executable: written whole
-  const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
-  const migrated = migrate(db.sqlite, clock.now());
-  if (migrated.applied.length > 0) {
-    db.flush(); // migrations commit outside the batched writes: on disk before anything is served
-    log.info("database migrated", { version: migrated.version, applied: migrated.applied });
-  } else if (created) {
-    log.info("database created", { version: migrated.version });
-  }
-  requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
+  const { secrets, db, migrated } = inDataDir(config, () => {
+    const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
+    const created = createFromImage(config.databasePath); // a first start of the executable: written whole
+    const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
+    let migrated: ReturnType<typeof migrate>;
+    try {
+      migrated = migrate(db.sqlite, clock.now());
+      if (migrated.applied.length > 0) {
+        db.flush(); // migrations commit outside the batched writes: on disk before anything is served
+        log.info("database migrated", { version: migrated.version, applied: migrated.applied });
+      } else if (created) {
+        log.info("database created", { version: migrated.version });
+      }
+      requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    return { secrets, db, migrated };
+  });
 
   const metrics = createServiceMetrics();
   const meta = new WeakMap<Request, RequestMeta>();
