@@ -82,6 +82,10 @@ describe("loadConfig", () => {
       expect(loadConfig({ HOST: host }).host).toBe(host);
     }
     expect(loadConfig({ HOST: " ::1 " }).baseUrl).toBe("http://[::1]:3000");
+    // Listening everywhere: the default BASE_URL is loopback, as README's table says.
+    expect(loadConfig({ HOST: "0.0.0.0" }).baseUrl).toBe("http://127.0.0.1:3000");
+    for (const host of ["::", "::0", "0:0:0:0:0:0:0:0"]) expect(loadConfig({ HOST: host }).baseUrl).toBe("http://[::1]:3000");
+    expect(loadConfig({ HOST: "2001:db8::1" }).baseUrl).toBe("http://[2001:db8::1]:3000");
   });
 
   test("mainnet requires its secrets, refuses AUTH_RATE_LIMIT=off, and turns fingerprint restore off", () => {

@@ -268,7 +268,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
 }
 
 export function defaultBaseUrl(host: string, port: number): string {
-  const shown = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+  // Listening everywhere (0.0.0.0, or :: in any spelling) is not an address a client can use: loopback is.
+  const everywhere = host === "0.0.0.0" || (host.includes(":") && new URL(`http://[${host}]`).hostname === "[::]");
+  const shown = everywhere ? (host.includes(":") ? "[::1]" : "127.0.0.1") : host.includes(":") ? `[${host}]` : host;
   return `http://${shown}:${port}`;
 }
 
