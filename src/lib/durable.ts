@@ -53,8 +53,8 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
   try {
     for (const f of files) {
       const temp = join(dir, `.${f.name}.${randomUUID()}.tmp`);
+      temps.push(temp); // before writing: a write that fails part-way (disk full) leaves its file to remove
       writeFileSync(temp, f.data, { mode: f.mode, flag: "wx" });
-      temps.push(temp);
     }
     for (const temp of temps) fsyncPath(temp);
     files.forEach((f, i) => {
