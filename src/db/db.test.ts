@@ -2,7 +2,7 @@
 // reads sharing one transaction per event-loop turn.
 import { afterAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase, WAL_CHECKPOINT_PAGES, type OpenOptions } from "./open.ts";
 import { walIndexOf } from "./wal-index.ts";
@@ -15,6 +15,17 @@ const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("openDatabase", () => {
+  test("a new database, its log and its shared memory are readable by their owner only, whatever the directory's mode", async () => {
+    const open = join(dir, "open-dir");
+    mkdirSync(open, { mode: 0o755 });
+    chmodSync(open, 0o755);
+    const path = join(open, "private.db");
+    const db = openDatabase(path);
+    await db.write(() => db.sqlite.run("CREATE TABLE t (x INTEGER) STRICT"));
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) expect({ file, mode: statSync(file).mode & 0o777 }).toEqual({ file, mode: 0o600 });
+    db.close();
+  });
+
   test("WAL and foreign keys on; FULL flushes the log itself (SQLite commits with NORMAL), EXTRA and NORMAL are SQLite's", () => {
     const db = openDatabase(join(dir, "a.db"));
     expect(db.sqlite.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });

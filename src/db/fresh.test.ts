@@ -1,7 +1,7 @@
 // The database the executable carries (scripts/build.ts) is the one the migrations build, written whole.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { createFromImage, encodeImage, freshDatabaseImage } from "./fresh.ts";
@@ -23,6 +23,7 @@ test("the image is the migrated schema, in WAL mode, written whole once; from so
   expect(createFromImage(path, image)).toBe(true);
   expect(createFromImage(path, image)).toBe(false); // there is one now: left as it is
   expect(readdirSync(join(dir, "data"))).toEqual(["walletgate.db"]); // no temp file left behind
+  expect(statSync(path).mode & 0o777).toBe(0o600); // the owner's only, as a database SQLite makes here (open.ts)
 
   const plain = new Database(path, { readonly: true });
   expect(plain.query("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" }); // no switch on first open

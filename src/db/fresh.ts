@@ -50,5 +50,5 @@ export function createFromImage(path: string, image?: Uint8Array | null): boolea
   if (existsSync(`${path}-wal`)) return false;
   const bytes = image === undefined ? embeddedImage() : image; // unpacked only for a first start
   if (bytes === null) return false;
-  return createFilesDurably(dirname(path), [{ name: basename(path), data: bytes, mode: 0o644 }]).length === 1;
+  return createFilesDurably(dirname(path), [{ name: basename(path), data: bytes, mode: 0o600 }]).length === 1;
 }

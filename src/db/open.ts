@@ -98,8 +98,24 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * power loss can lose only writes nobody was told about, as with FULL. Commits that land while a flush
  * runs share the next one. `EXTRA` and `NORMAL` are SQLite's own.
  */
+/**
+ * A new database file is made readable by its owner only (SQLite would make it 0644 less the umask, and
+ * gives its log and shared-memory files the database's mode): in a DATA_DIR that is not 0700 the tables of
+ * owners, purchases and sessions would be readable by every user of the machine.
+ */
+function createPrivately(path: string): void {
+  try {
+    closeSync(openSync(path, "wx", 0o600));
+  } catch (err) {
+    if ((err as { code?: string }).code !== "EEXIST") throw err;
+  }
+}
+
 export function openDatabase(path: string, options: OpenOptions = {}): Db {
-  if (path !== ":memory:") makeDirDurably(dirname(path));
+  if (path !== ":memory:") {
+    makeDirDurably(dirname(path));
+    createPrivately(path);
+  }
   const sqlite = new Database(path, { create: true, strict: true });
   sqlite.run(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   sqlite.run("PRAGMA journal_mode = WAL");
