@@ -1,6 +1,7 @@
 // MCP sessions of /mcp against the real server over sockets: fingerprint restore (on and off), refresh,
 // token expiry, the maximum session age, the idle sweep and the rebuild under the same Mcp-Session-Id
-// (also after a restart), and DELETE. The tools themselves are in mcp-http.test.ts.
+// (also after a restart), DELETE, and requests in flight (one per JSON-RPC id). The tools themselves
+// are in mcp-http.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
@@ -302,5 +303,70 @@ describe("maximum session age", () => {
     const again = await signIn(server.url, wallet);
     expect(decodeJwt(again.sessionToken).payload.sessionId).not.toBe(first.sessionId);
     expect(await late.ok("session_restore", { token: again.sessionToken })).toMatchObject({ walletAddress: wallet.address, refreshed: true });
+  });
+});
+
+describe("requests in flight: one id at a time", () => {
+  const PROTOCOL = "2025-06-18";
+  const SOME_WALLET = "11111111111111111111111111111112";
+  type Answer = { status: number; body: Json } | "unanswered";
+
+  /** A raw POST of `body` (a message or a batch) into a session; "unanswered" when `signal` ended it first. */
+  async function post(server: TestServer, sessionId: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000)): Promise<Answer> {
+    try {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        signal,
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+    } catch (err) {
+      if ((err as Error).name === "AbortError" || (err as Error).name === "TimeoutError") return "unanswered";
+      throw err;
+    }
+  }
+
+  const toolCall = (id: number, name: string, args: Json = {}) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
+  /** A call cancelled in the same batch: the SDK then never answers it, so the POST stays open until the client leaves. */
+  const cancelled = (id: number) => [toolCall(id, "session_info"), { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "test" } }];
+  const inUse = (id: number) => ({ status: 400, body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining(`JSON-RPC id ${id} is in use`) } } });
+
+  test("a request under an id still in flight in its session is refused at once; the first is answered", async () => {
+    const server = await start({});
+    const mcp = await connect(server, ua("duplicate"));
+    const sessionId = mcp.transport.sessionId!;
+
+    // Concurrent pairs under one id: whichever comes second while the first is in flight is refused; none is left unanswered.
+    let refused = 0;
+    for (let id = 100; id < 110; id++) {
+      const pair = await Promise.all([0, 1].map(() => post(server, sessionId, toolCall(id, "session_auth", { walletAddress: SOME_WALLET }))));
+      expect(pair).not.toContain("unanswered");
+      const answers = pair as Exclude<Answer, "unanswered">[];
+      const results = answers.filter((a) => a.status === 200);
+      expect(results.length).toBeGreaterThanOrEqual(1);
+      for (const result of results) expect(result.body).toMatchObject({ id, result: { structuredContent: { success: true, data: { nonce: expect.any(String) } } } });
+      for (const refusal of answers.filter((a) => a.status !== 200)) expect(refusal).toEqual(inUse(id));
+      refused += 2 - results.length;
+    }
+    expect(refused).toBeGreaterThan(0);
+
+    // An id whose request the SDK will never answer (cancelled) stays in use while that request is open...
+    const held = new AbortController();
+    const open = post(server, sessionId, cancelled(7), held.signal);
+    await sleep(100);
+    expect(await post(server, sessionId, toolCall(7, "session_info"))).toEqual(inUse(7));
+    // ...in a batch too, and a batch may not use one id twice; nothing of a refused batch is run.
+    expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(7, "session_info")])).toEqual(inUse(7));
+    expect(await post(server, sessionId, [toolCall(9, "session_info"), toolCall(9, "session_info")])).toEqual({
+      status: 400,
+      body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("JSON-RPC id 9 is used twice in this batch") } },
+    });
+    // Other ids go on as before, and so does the SDK client in the same session.
+    expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(9, "session_info")])).toMatchObject({ status: 200, body: [{ id: 8 }, { id: 9 }] });
+    expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
+    held.abort();
+    expect(await open).toBe("unanswered");
   });
 });

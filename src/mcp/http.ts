@@ -26,6 +26,12 @@ type LiveSession = SessionState & {
   lastActivity: number;
   /** Requests being answered: a session with work in flight is never swept or evicted. */
   inFlight: number;
+  /**
+   * JSON-RPC ids of requests handed to the transport and not answered yet. The SDK's transport pairs an
+   * answer with its request by id alone, so a second request under an id in use is refused before it
+   * reaches the transport (it would take the first one's place, and the first would never be answered).
+   */
+  pendingIds: Set<string | number>;
 };
 
 export type McpHttp = {
@@ -45,6 +51,25 @@ export type McpHttp = {
 
 function jsonRpcError(status: number, code: number, message: string): Response {
   return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+}
+
+/**
+ * The ids of the JSON-RPC requests in a POST body, a message or a batch (notifications and responses
+ * carry none), or the answer refusing it: an id used twice in the batch, or already in use in the session.
+ * The refusal's `id` is null: a reply under the id would be taken by the client for the answer to the
+ * request still in flight under it.
+ */
+function requestIds(body: unknown, inUse: Set<string | number>): (string | number)[] | Response {
+  const ids: (string | number)[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (typeof message !== "object" || message === null || typeof (message as { method?: unknown }).method !== "string") continue;
+    const id = (message as { id?: unknown }).id;
+    if (typeof id !== "string" && typeof id !== "number") continue;
+    if (inUse.has(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is in use in this session by a request not answered yet`);
+    if (ids.includes(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is used twice in this batch`);
+    ids.push(id);
+  }
+  return ids;
 }
 
 /** The body of a plain-envelope call: `{tool, params?}` without `jsonrpc`. */
@@ -109,7 +134,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         await store.endSession(deps.db, recordKey, deps.clock.now());
       },
     });
-    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 0, transport };
+    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 0, pendingIds: new Set(), transport };
     const handle = toolSession(state);
     const live: LiveSession = Object.assign(state, { handle, server: null as unknown as McpServer });
     live.server = createToolServer(deps, registry, live);
@@ -236,10 +261,20 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       }
       const live = await liveSession(id, client);
       if (live === null) return jsonRpcError(404, -32001, "Session not found");
+      const ids = request.method === "POST" ? requestIds(body, live.pendingIds) : [];
+      if (ids instanceof Response) return ids;
       live.lastActivity = deps.clock.now();
       live.inFlight++;
+      const pending = live.pendingIds;
+      for (const rid of ids) pending.add(rid);
       try {
-        const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo });
+        const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
+        // An id is free again once the transport is done with it.
+        const free = () => {
+          for (const rid of ids) pending.delete(rid);
+        };
+        answered.then(free, free);
+        const response = await answered;
         // DELETE ends the session for good, whatever the transport made of a race with the sweep.
         if (request.method === "DELETE" && response.status < 300) {
           sessions.delete(id);
