@@ -1,12 +1,13 @@
 // MCP sessions of /mcp against the real server over sockets: fingerprint restore (on and off), refresh,
 // token expiry, the maximum session age, the idle sweep and the rebuild under the same Mcp-Session-Id
-// (also after a restart), DELETE, and requests in flight (one per JSON-RPC id). The tools themselves
-// are in mcp-http.test.ts.
+// (also after a restart), DELETE, and requests in flight (one per JSON-RPC id, counted until their
+// exchange ends). The tools themselves are in mcp-http.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
 import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call as httpCall, decodeJwt, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+import { until } from "./helpers/until.ts";
 
 type Mcp = McpTestClient;
 
@@ -306,7 +307,7 @@ describe("maximum session age", () => {
   });
 });
 
-describe("requests in flight: one id at a time", () => {
+describe("requests in flight: one id at a time, counted until the exchange ends", () => {
   const PROTOCOL = "2025-06-18";
   const SOME_WALLET = "11111111111111111111111111111112";
   type Answer = { status: number; body: Json } | "unanswered";
@@ -332,6 +333,11 @@ describe("requests in flight: one id at a time", () => {
   /** A call cancelled in the same batch: the SDK then never answers it, so the POST stays open until the client leaves. */
   const cancelled = (id: number) => [toolCall(id, "session_info"), { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "test" } }];
   const inUse = (id: number) => ({ status: 400, body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining(`JSON-RPC id ${id} is in use`) } } });
+
+  async function liveSessions(server: TestServer): Promise<number> {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    return Number(/^walletgate_mcp_sessions_live (\d+)$/m.exec(text)![1]);
+  }
 
   test("a request under an id still in flight in its session is refused at once; the first is answered", async () => {
     const server = await start({});
@@ -368,5 +374,29 @@ describe("requests in flight: one id at a time", () => {
     expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
     held.abort();
     expect(await open).toBe("unanswered");
+  });
+
+  test("a session its client tried to pin (duplicate ids, a cancelled call) is still swept when idle", async () => {
+    // Swept after 300 ms idle (checked every 300 ms).
+    const server = await start({ MCP_SESSION_TIMEOUT_MS: "300", MCP_MAX_SESSIONS: "5" });
+    const pinned: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      // The SDK's client opens the session; it is closed (not ended) so that its event stream does not come
+      // back after the sweep and rebuild the session.
+      const mcp = await connect(server, ua("pinned"));
+      pinned.push(mcp.transport.sessionId!);
+      await mcp.client.close();
+    }
+    const attempts = pinned.map(async (sessionId) => {
+      // Duplicate ids in flight, and a call that is never answered, left by its client after 300 ms.
+      const twice = () => post(server, sessionId, toolCall(1, "session_auth", { walletAddress: SOME_WALLET }), AbortSignal.timeout(300));
+      await Promise.all([twice(), twice(), post(server, sessionId, cancelled(2), AbortSignal.timeout(300))]);
+    });
+    await Promise.all(attempts);
+    await until(async () => ((await liveSessions(server)) === 0 ? true : undefined), 3000).catch(async () => {
+      throw new Error(`${await liveSessions(server)} pinned sessions still in memory past the idle timeout`);
+    });
+    // Swept, not ended: each comes back under its id.
+    for (const sessionId of pinned) expect(await post(server, sessionId, toolCall(3, "session_info"))).toMatchObject({ status: 200, body: { id: 3 } });
   });
 });

@@ -24,7 +24,10 @@ type LiveSession = SessionState & {
   transport: WebStandardStreamableHTTPServerTransport;
   server: McpServer;
   lastActivity: number;
-  /** Requests being answered: a session with work in flight is never swept or evicted. */
+  /**
+   * HTTP exchanges in progress: a session with work in flight is never swept or evicted. Each exchange
+   * counts until it ends, whether answered, failed or left by its client.
+   */
   inFlight: number;
   /**
    * JSON-RPC ids of requests handed to the transport and not answered yet. The SDK's transport pairs an
@@ -70,6 +73,15 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
     ids.push(id);
   }
   return ids;
+}
+
+/** Resolves with an answer (which nobody reads) when the client leaves before its answer is ready. */
+function whenClientLeaves(signal: AbortSignal): { left: Promise<Response>; dispose(): void } {
+  const { promise, resolve } = Promise.withResolvers<Response>();
+  const onAbort = () => resolve(jsonRpcError(499, -32000, "Client Closed Request: the client left before the answer"));
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  return { left: promise, dispose: () => signal.removeEventListener("abort", onAbort) };
 }
 
 /** The body of a plain-envelope call: `{tool, params?}` without `jsonrpc`. */
@@ -267,14 +279,18 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.inFlight++;
       const pending = live.pendingIds;
       for (const rid of ids) pending.add(rid);
+      const gone = whenClientLeaves(request.signal);
       try {
         const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
-        // An id is free again once the transport is done with it.
+        // An id is free again once the transport is done with it, not when the client leaves: an answer
+        // still to come under it would go to a new request that reused it.
         const free = () => {
           for (const rid of ids) pending.delete(rid);
         };
         answered.then(free, free);
-        const response = await answered;
+        // The exchange ends when the transport answers or the client leaves, whichever comes first (an
+        // answer that never comes, as for a request the client cancelled, ends with the client).
+        const response = await Promise.race([answered, gone.left]);
         // DELETE ends the session for good, whatever the transport made of a race with the sweep.
         if (request.method === "DELETE" && response.status < 300) {
           sessions.delete(id);
@@ -285,6 +301,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         deps.log.error("mcp request failed", { requestId, mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
         return jsonRpcError(500, -32603, "Internal error");
       } finally {
+        gone.dispose();
         live.inFlight--;
         live.lastActivity = deps.clock.now();
       }
