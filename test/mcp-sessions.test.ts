@@ -1,7 +1,7 @@
 // MCP sessions of /mcp against the real server over sockets: fingerprint restore (on and off), refresh,
 // token expiry, the maximum session age, the idle sweep and the rebuild under the same Mcp-Session-Id
 // (also after a restart), DELETE, and requests in flight (one per JSON-RPC id, counted until their
-// exchange ends). The tools themselves are in mcp-http.test.ts.
+// exchange ends, the session cap). The tools themselves are in mcp-http.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
@@ -307,10 +307,23 @@ describe("maximum session age", () => {
   });
 });
 
-describe("requests in flight: one id at a time, counted until the exchange ends", () => {
+describe("requests in flight: one id at a time, counted until the exchange ends, the cap held", () => {
   const PROTOCOL = "2025-06-18";
   const SOME_WALLET = "11111111111111111111111111111112";
   type Answer = { status: number; body: Json } | "unanswered";
+
+  /** A session opened with raw HTTP: no event stream (GET) that a sweep would make the SDK client reopen. */
+  async function rawSession(server: TestServer, userAgent: string): Promise<string> {
+    const res = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": userAgent },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+    });
+    expect(res.status).toBe(200);
+    const sessionId = res.headers.get("mcp-session-id")!;
+    await post(server, sessionId, { jsonrpc: "2.0", method: "notifications/initialized" });
+    return sessionId;
+  }
 
   /** A raw POST of `body` (a message or a batch) into a session; "unanswered" when `signal` ended it first. */
   async function post(server: TestServer, sessionId: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000)): Promise<Answer> {
@@ -398,5 +411,44 @@ describe("requests in flight: one id at a time, counted until the exchange ends"
     });
     // Swept, not ended: each comes back under its id.
     for (const sessionId of pinned) expect(await post(server, sessionId, toolCall(3, "session_info"))).toMatchObject({ status: 200, body: { id: 3 } });
+  });
+
+  test("initializations at MCP_MAX_SESSIONS with every session busy: each is served or refused 503, never evicted while initializing", async () => {
+    const server = await start({ MCP_MAX_SESSIONS: "4" });
+    // Three sessions busy with a call that stays open while its client holds it; one place is free.
+    const hold = new AbortController();
+    const busy = await Promise.all([0, 1, 2].map(() => rawSession(server, ua("busy"))));
+    const held = busy.map((sessionId) => post(server, sessionId, cancelled(1), hold.signal));
+    await sleep(100);
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        try {
+          const mcp = await connect(server, ua("at-cap"));
+          expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
+          return "served";
+        } catch (err) {
+          return String(err);
+        }
+      }),
+    );
+    for (const outcome of outcomes) if (outcome !== "served") expect(outcome).toContain("every MCP session is busy");
+    expect(outcomes).toContain("served");
+    expect(await liveSessions(server)).toBeLessThanOrEqual(4);
+    const refused = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": ua("refused") },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+    });
+    if (refused.status !== 200) {
+      expect([refused.status, refused.headers.get("retry-after")]).toEqual([503, "1"]);
+      expect(await refused.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32000 }, id: null });
+    }
+
+    // Their clients leave: the busy sessions may leave memory again, and newcomers are served.
+    hold.abort();
+    expect(await Promise.all(held)).toEqual(["unanswered", "unanswered", "unanswered"]);
+    expect(await (await connect(server, ua("after"))).ok("session_info")).toEqual(ANONYMOUS);
+    expect(await liveSessions(server)).toBeLessThanOrEqual(4);
   });
 });

@@ -25,8 +25,9 @@ type LiveSession = SessionState & {
   server: McpServer;
   lastActivity: number;
   /**
-   * HTTP exchanges in progress: a session with work in flight is never swept or evicted. Each exchange
-   * counts until it ends, whether answered, failed or left by its client.
+   * HTTP exchanges in progress, and 1 while the session is being initialized (or rebuilt): a session with
+   * work in flight is never swept or evicted. Each exchange counts until it ends, whether answered, failed
+   * or left by its client.
    */
   inFlight: number;
   /**
@@ -36,6 +37,9 @@ type LiveSession = SessionState & {
    */
   pendingIds: Set<string | number>;
 };
+
+/** A refused open: every session in memory is busy (in flight or initializing) and MCP_MAX_SESSIONS are. */
+const BUSY = "busy";
 
 export type McpHttp = {
   /** `requestId`: the HTTP request's id, under which an unexpected tool failure is logged. */
@@ -52,8 +56,13 @@ export type McpHttp = {
   stop(): Promise<void>;
 };
 
-function jsonRpcError(status: number, code: number, message: string): Response {
-  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers });
+}
+
+/** The answer when MCP_MAX_SESSIONS sessions are in memory and none of them may leave it now. */
+function sessionsBusy(): Response {
+  return jsonRpcError(503, -32000, "Service Unavailable: every MCP session is busy; retry shortly", { "retry-after": "1" });
 }
 
 /**
@@ -92,7 +101,9 @@ function isEnvelopeCall(body: unknown): body is { tool: unknown; params?: unknow
 export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const sessions = new Map<string, LiveSession>();
   let draining = false;
-  const rebuilding = new Map<string, Promise<LiveSession | null>>();
+  const rebuilding = new Map<string, Promise<LiveSession | typeof BUSY | null>>();
+  /** Places under MCP_MAX_SESSIONS taken by sessions being opened, not yet in `sessions`. */
+  let reserved = 0;
   const url = new URL("/mcp", deps.baseUrl).href;
   /** The only browser origin allowed to call tools (DNS rebinding). */
   const ownOrigin = new URL(deps.baseUrl).origin;
@@ -111,23 +122,60 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     };
   }
 
-  /** Makes room under MCP_MAX_SESSIONS: the least recently active idle session leaves memory (its record stays). */
-  async function makeRoom(): Promise<void> {
-    while (sessions.size >= deps.config.mcpMaxSessions) {
+  /**
+   * Takes a place under MCP_MAX_SESSIONS for a session about to open: the least recently active idle
+   * sessions leave memory to make it (returned, to be closed; their records stay). Null when there is none
+   * to take: every session in memory has work in flight or is itself being initialized. Synchronous, so
+   * that concurrent opens neither pick the same session nor pass the cap together.
+   */
+  function takeRoom(): LiveSession[] | null {
+    const leaving: LiveSession[] = [];
+    while (sessions.size + reserved >= deps.config.mcpMaxSessions) {
       let oldest: LiveSession | null = null;
       for (const live of sessions.values()) if (live.inFlight === 0 && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
-      if (oldest === null) return; // everything is busy: let it grow for now, the sweep catches up
+      if (oldest === null) break;
       sessions.delete(oldest.id);
-      await store.touchSessions(deps.db, new Map([[oldest.recordKey, oldest.lastActivity]]));
-      await oldest.server.close();
+      leaving.push(oldest);
     }
+    if (sessions.size + reserved >= deps.config.mcpMaxSessions) {
+      // None left to evict: the ones taken out above are put back (none of their state has changed).
+      for (const live of leaving) sessions.set(live.id, live);
+      return null;
+    }
+    reserved++;
+    return leaving;
   }
 
-  /** A transport and server for `id`; `record` is false while replaying a rebuilt session's handshake. */
+  async function evict(leaving: LiveSession[]): Promise<void> {
+    if (leaving.length === 0) return;
+    await store.touchSessions(deps.db, new Map(leaving.map((live) => [live.recordKey, live.lastActivity])));
+    await Promise.all(leaving.map((live) => live.server.close()));
+  }
+
+  /**
+   * A transport and server for `id`, or BUSY when there is no room for it. The session counts as in flight
+   * (never evicted or swept) until `opened` is called, when its initialize (or rebuild) is over.
+   */
   async function open(id: string, request: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
     // Read now, while the request that opens the session is in flight: its address is read on demand.
     const client: ClientInfo = { ip: request.ip, userAgent: request.userAgent };
-    await makeRoom();
+    const leaving = takeRoom();
+    if (leaving === null) return BUSY;
+    let holdsPlace = true;
+    const releasePlace = () => {
+      if (holdsPlace) reserved--;
+      holdsPlace = false;
+    };
+    try {
+      await evict(leaving);
+      return await openTransport(id, client, binding, onInitialized, releasePlace);
+    } catch (err) {
+      releasePlace();
+      throw err;
+    }
+  }
+
+  async function openTransport(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>, releasePlace: () => void) {
     const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
     const transport = new WebStandardStreamableHTTPServerTransport({
@@ -139,6 +187,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       allowedOrigins: [ownOrigin],
       onsessioninitialized: async () => {
         sessions.set(id, live);
+        releasePlace(); // the place is now the session's own
         await onInitialized(protocolVersion);
       },
       onsessionclosed: async () => {
@@ -146,12 +195,20 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         await store.endSession(deps.db, recordKey, deps.clock.now());
       },
     });
-    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 0, pendingIds: new Set(), transport };
+    // In flight (1) while initializing: another open must not evict it before its client has its answer.
+    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 1, pendingIds: new Set(), transport };
     const handle = toolSession(state);
     const live: LiveSession = Object.assign(state, { handle, server: null as unknown as McpServer });
     live.server = createToolServer(deps, registry, live);
     await live.server.connect(transport);
-    return { live, setProtocolVersion: (v: string) => (protocolVersion = v) };
+    let initializing = true;
+    const opened = () => {
+      releasePlace(); // refused before it was initialized: the place is free again
+      if (initializing) live.inFlight--;
+      initializing = false;
+      live.lastActivity = deps.clock.now();
+    };
+    return { live, opened, setProtocolVersion: (v: string) => (protocolVersion = v) };
   }
 
   async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo): Promise<Response> {
@@ -169,7 +226,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     // Fingerprint restore: the wallet last authenticated from this client, while its token is good.
     const linked = fingerprint === null ? null : await findLinkedSession(deps, client);
     const binding: Binding | null = linked === null ? null : { ...linked, source: "fingerprint" };
-    const { live, setProtocolVersion } = await open(id, client, binding, async (protocolVersion) => {
+    const opening = await open(id, client, binding, async (protocolVersion) => {
       const now = deps.clock.now();
       await store.insertSession(deps.db, {
         id: sha256Hex(id),
@@ -183,40 +240,59 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         boundBy: binding === null ? null : "fingerprint",
       });
     });
+    if (opening === BUSY) return sessionsBusy();
+    const { live, opened, setProtocolVersion } = opening;
     const requested = (body as { params?: { protocolVersion?: string } }).params?.protocolVersion;
     setProtocolVersion(requested !== undefined && SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION);
-    const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo });
-    if (!sessions.has(id)) await live.server.close(); // the initialize was refused
-    return response;
+    // Not raced with the client leaving: the SDK answers initialize itself, and the session must not be
+    // evictable while its record is being written.
+    try {
+      const response = await live.transport.handleRequest(request, { parsedBody: body, authInfo });
+      if (!sessions.has(id)) await live.server.close(); // the initialize was refused
+      return response;
+    } finally {
+      opened();
+    }
   }
 
   /** A session swept from memory, rebuilt under its id by replaying initialize / initialized. */
-  async function rebuild(id: string, client: ClientInfo): Promise<LiveSession | null> {
+  async function rebuild(id: string, client: ClientInfo): Promise<LiveSession | typeof BUSY | null> {
     const row = await store.findSession(deps.db, sha256Hex(id));
     if (row === null || row.endedAt !== null) return null;
     const binding: Binding | null =
       row.wallet === null || row.jti === null || row.sessionId === null
         ? null
         : { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti, source: row.boundBy ?? "binding" };
-    const { live } = await open(id, client, binding, async () => undefined);
+    const opening = await open(id, client, binding, async () => undefined);
+    if (opening === BUSY) return BUSY;
+    const { live, opened } = opening;
+    try {
+      await replay(id, row.protocolVersion, live);
+    } finally {
+      opened();
+    }
+    deps.log.debug("mcp session rebuilt", { mcpSessionKey: sha256Hex(id).slice(0, 12) });
+    return sessions.get(id) ?? null;
+  }
+
+  /** initialize / initialized with the protocol version the session negotiated, into its new transport. */
+  async function replay(id: string, protocolVersion: string, live: LiveSession): Promise<void> {
     const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
     const initialize = {
       jsonrpc: "2.0",
       id: "walletgate-rebuild",
       method: "initialize",
-      params: { protocolVersion: row.protocolVersion, capabilities: {}, clientInfo: { name: "walletgate-rebuild", version: "1" } },
+      params: { protocolVersion, capabilities: {}, clientInfo: { name: "walletgate-rebuild", version: "1" } },
     };
     const initialized = { jsonrpc: "2.0", method: "notifications/initialized" };
     await live.transport.handleRequest(new Request(url, { method: "POST", headers, body: "" }), { parsedBody: initialize });
     await live.transport.handleRequest(
-      new Request(url, { method: "POST", headers: { ...headers, "mcp-session-id": id, "mcp-protocol-version": row.protocolVersion }, body: "" }),
+      new Request(url, { method: "POST", headers: { ...headers, "mcp-session-id": id, "mcp-protocol-version": protocolVersion }, body: "" }),
       { parsedBody: initialized },
     );
-    deps.log.debug("mcp session rebuilt", { mcpSessionKey: sha256Hex(id).slice(0, 12) });
-    return sessions.get(id) ?? null;
   }
 
-  async function liveSession(id: string, client: ClientInfo): Promise<LiveSession | null> {
+  async function liveSession(id: string, client: ClientInfo): Promise<LiveSession | typeof BUSY | null> {
     const live = sessions.get(id);
     if (live !== undefined) return live;
     let pending = rebuilding.get(id);
@@ -271,8 +347,16 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
         return jsonRpcError(400, -32000, "Bad Request: send initialize first, then the Mcp-Session-Id header it returns");
       }
-      const live = await liveSession(id, client);
-      if (live === null) return jsonRpcError(404, -32001, "Session not found");
+      // Held in the same turn as it is looked up: between a rebuild and the hold, another open may have
+      // evicted it again (then it is rebuilt again).
+      let live = sessions.get(id);
+      for (let attempt = 0; live === undefined && attempt < 3; attempt++) {
+        const rebuilt = await liveSession(id, client);
+        if (rebuilt === null) return jsonRpcError(404, -32001, "Session not found");
+        if (rebuilt === BUSY) return sessionsBusy();
+        live = sessions.get(id);
+      }
+      if (live === undefined) return sessionsBusy();
       const ids = request.method === "POST" ? requestIds(body, live.pendingIds) : [];
       if (ids instanceof Response) return ids;
       live.lastActivity = deps.clock.now();
