@@ -133,3 +133,20 @@ test("a transfer whose token and decimals nothing tells (a failed plain Token Tr
   const history = await registry.call(walletContext(deps, address), "wallet_get_history", { limit: 1 });
   expect(history).toMatchObject({ success: true, data: { transactions: [{ status: "failed", token: "sol", amount: "0" }] } });
 });
+
+test("wallet_create on devnet with the chain not answering still returns the wallet and its token, balances as known", async () => {
+  const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9" }); // nothing listens there
+  const registry = createToolRegistry(deps);
+  const ctx = {
+    deps,
+    caller: { kind: "anonymous" as const, tokenError: null },
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client: { ip: "203.0.113.11", userAgent: "offline" },
+  };
+  const created = await registry.call(ctx, "wallet_create", { airdropSol: 1 });
+  if (!created.success) throw new Error(`${created.code}: ${created.error}`);
+  expect(created.data).toMatchObject({ authenticated: true, isNewSession: true, balances: { sol: 0, usdc: 0 } });
+  expect(created.data.airdropError).toStartWith("CHAIN_UNAVAILABLE");
+  expect(created.data.balancesError).toStartWith("CHAIN_UNAVAILABLE");
+  expect(typeof created.data.sessionToken).toBe("string");
+});

@@ -98,11 +98,25 @@ export const walletCreate = defineTool({
         airdrop = { airdropError: `${err.code}: ${err.message}` };
       }
     }
+    // The wallet exists and is signed in from here on: a chain that does not answer the balance read must
+    // not cost the caller its address and token (a retry would make another wallet). A new key holds what
+    // its confirmed airdrop sent and nothing else, and says so with balancesError.
+    let balances: Record<string, number>;
+    let balancesError: { balancesError?: string } = {};
+    try {
+      balances = await balancesOf(deps, walletAddress);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.code !== "CHAIN_UNAVAILABLE") throw err;
+      const known = airdrop.airdropSignature === undefined ? 0n : airdropSol;
+      balances = Object.fromEntries((await deps.ledger.tokens()).map((t) => [t.key, t.key === "sol" ? amountToNumber(known, t.decimals) : 0]));
+      balancesError = { balancesError: `${err.code}: ${err.message}` };
+    }
     return {
       address: walletAddress,
       label: input.label ?? null,
       network,
-      balances: await balancesOf(deps, walletAddress),
+      balances,
+      ...balancesError,
       sessionToken: issued.token,
       authenticated: true,
       isNewSession: true,
