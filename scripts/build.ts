@@ -1,6 +1,6 @@
 // `npm run build`: compiles src/main.ts into the single executable dist/walletgate (minified, source map, bytecode).
-import { statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { encodeImage, freshDatabaseImage } from "../src/db/fresh.ts";
 
@@ -20,6 +20,10 @@ export type BuildResult = { outfile: string; bytes: number; sourcemapBytes: numb
 
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
+  // Each build's chunks have new names: the source maps of earlier builds would pile up in dist/.
+  if (outfile === DEFAULT_OUTFILE && existsSync(dirname(outfile))) {
+    for (const name of readdirSync(dirname(outfile))) if (/^chunk-[0-9a-z]+\.js\.map$/.test(name)) rmSync(join(dirname(outfile), name));
+  }
   const result = await Bun.build({
     // The migrated, empty database, written whole on a first start instead of migrated (src/db/fresh.ts).
     // applied_at 0 in it: the same source builds the same executable.

@@ -54,6 +54,24 @@ async function fund(wallet: TestWallet, usdc: string) {
 }
 
 e2e("more of the pages in Chromium", () => {
+  test("the pages ask for nothing that fails: no favicon 404, nothing but the signed-out session check refused", async () => {
+    const owner = newWallet();
+    const productId = (await product((await signIn(server.url, owner)).sessionToken as string, { title: "Quiet", type: "access", accessDays: 1 })).productId;
+    for (const path of ["/dashboard", `/pay/${productId}`]) {
+      const page = await (await walletContext(browser!, newWallet())).newPage();
+      const failed: string[] = [];
+      page.on("response", (r) => {
+        if (r.status() >= 400) failed.push(`${r.status()} ${new URL(r.url()).pathname}`);
+      });
+      await page.goto(server.url + path, { waitUntil: "networkidle" });
+      // A browser asks for /favicon.ico unless the page names an icon (Playwright does not show that request).
+      expect(await page.locator('link[rel="icon"]').count()).toBe(1);
+      // The dashboard asks whether it is signed in: 401 before sign-in is its answer, not a failure.
+      expect({ path, failed: failed.filter((f) => f !== "401 /dashboard/api/me") }).toEqual({ path, failed: [] });
+      await page.context().close();
+    }
+  });
+
   test("a Wallet Standard wallet signs in, driven by the keyboard alone", async () => {
     const wallet = newWallet();
     const context = await browser!.newContext();
