@@ -28,7 +28,6 @@ import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
-import { purgeCheckouts } from "./paygate/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
@@ -279,7 +278,13 @@ async function serve(
     log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
   const purge = startRepeating(
     async () =>
-      log.debug("purge", { ...(await purgeAuth(deps)), ...(await purgeMcpSessions(deps)), ...(await purgeWebhooks(deps)), ...(await purgeCheckouts(deps)) }),
+      log.debug("purge", {
+        ...(await purgeAuth(deps)),
+        ...(await purgeMcpSessions(deps)),
+        ...(await purgeWebhooks(deps)),
+        // Imported here: the checkout store is not loaded at start-up (its routes are built on first use).
+        ...(await (await import("./paygate/purge.ts")).purgeCheckouts(deps)),
+      }),
     config.purgeIntervalMs,
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges
