@@ -36,7 +36,17 @@ type LiveSession = SessionState & {
    * reaches the transport (it would take the first one's place, and the first would never be answered).
    */
   pendingIds: Set<string | number>;
+  /** The HTTP exchanges counted in inFlight, to end those whose client has left (settleAbandoned). */
+  exchanges: Set<Exchange>;
 };
+
+/**
+ * An HTTP exchange in progress: ended by the transport's answer or, once its client has left, by `end`.
+ * Whether the client left is looked at only when a session's work decides something (the sweep, making
+ * room): `request.signal` made per request cost ~8 % of a tool call, and a signal made after the client
+ * left reports it as aborted all the same.
+ */
+type Exchange = { request: Request; end(response: Response): void };
 
 /** A refused open: every session in memory is busy (in flight or initializing) and MCP_MAX_SESSIONS are. */
 const BUSY = "busy";
@@ -84,13 +94,17 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
   return ids;
 }
 
-/** Resolves with an answer (which nobody reads) when the client leaves before its answer is ready. */
-function whenClientLeaves(signal: AbortSignal): { left: Promise<Response>; dispose(): void } {
-  const { promise, resolve } = Promise.withResolvers<Response>();
-  const onAbort = () => resolve(jsonRpcError(499, -32000, "Client Closed Request: the client left before the answer"));
-  if (signal.aborted) onAbort();
-  else signal.addEventListener("abort", onAbort, { once: true });
-  return { left: promise, dispose: () => signal.removeEventListener("abort", onAbort) };
+/**
+ * Ends the exchanges of `live` whose client has left (an answer the SDK never gives, as for a request the
+ * client cancelled, would hold the session in flight for ever), and takes them out of its count at once.
+ */
+function settleAbandoned(live: LiveSession): void {
+  for (const exchange of live.exchanges) {
+    if (!exchange.request.signal.aborted) continue;
+    live.exchanges.delete(exchange);
+    live.inFlight--;
+    exchange.end(jsonRpcError(499, -32000, "Client Closed Request: the client left before the answer"));
+  }
 }
 
 /** The body of a plain-envelope call: `{tool, params?}` without `jsonrpc`. */
@@ -132,7 +146,10 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     const leaving: LiveSession[] = [];
     while (sessions.size + reserved >= deps.config.mcpMaxSessions) {
       let oldest: LiveSession | null = null;
-      for (const live of sessions.values()) if (live.inFlight === 0 && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
+      for (const live of sessions.values()) {
+        if (live.inFlight > 0) settleAbandoned(live);
+        if (live.inFlight === 0 && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
+      }
       if (oldest === null) break;
       sessions.delete(oldest.id);
       leaving.push(oldest);
@@ -196,7 +213,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       },
     });
     // In flight (1) while initializing: another open must not evict it before its client has its answer.
-    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 1, pendingIds: new Set(), transport };
+    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 1, pendingIds: new Set(), exchanges: new Set(), transport };
     const handle = toolSession(state);
     const live: LiveSession = Object.assign(state, { handle, server: null as unknown as McpServer });
     live.server = createToolServer(deps, registry, live);
@@ -363,7 +380,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.inFlight++;
       const pending = live.pendingIds;
       for (const rid of ids) pending.add(rid);
-      const gone = whenClientLeaves(request.signal);
+      const { promise: left, resolve: end } = Promise.withResolvers<Response>();
+      const exchange: Exchange = { request, end };
+      live.exchanges.add(exchange);
       try {
         const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
         // An id is free again once the transport is done with it, not when the client leaves: an answer
@@ -374,7 +393,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         answered.then(free, free);
         // The exchange ends when the transport answers or the client leaves, whichever comes first (an
         // answer that never comes, as for a request the client cancelled, ends with the client).
-        const response = await Promise.race([answered, gone.left]);
+        const response = await Promise.race([answered, left]);
         // DELETE ends the session for good, whatever the transport made of a race with the sweep.
         if (request.method === "DELETE" && response.status < 300) {
           sessions.delete(id);
@@ -385,8 +404,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         deps.log.error("mcp request failed", { requestId, mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
         return jsonRpcError(500, -32603, "Internal error");
       } finally {
-        gone.dispose();
-        live.inFlight--;
+        // Unless settleAbandoned already took it out of the count.
+        if (live.exchanges.delete(exchange)) live.inFlight--;
         live.lastActivity = deps.clock.now();
       }
     },
@@ -397,6 +416,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       for (const live of sessions.values()) activity.set(live.recordKey, live.lastActivity);
       if (activity.size > 0) await store.touchSessions(deps.db, activity);
       // Decided after the write: a request that arrived meanwhile keeps its session.
+      for (const live of sessions.values()) if (live.inFlight > 0) settleAbandoned(live);
       const idle = [...sessions.values()].filter((live) => live.inFlight === 0 && now - live.lastActivity > deps.config.mcpSessionTimeoutMs);
       for (const live of idle) {
         sessions.delete(live.id);
