@@ -99,11 +99,22 @@ export function parseJsonBody(text: string): unknown {
 }
 
 /**
- * Elysia's parse hook for a route group whose bodies are JSON: parsed by parseJsonBody. Other content
- * types go on to Elysia's own parsers.
+ * Elysia's parse hook for a route group whose bodies are JSON: parsed by parseJsonBody. Forms are refused:
+ * Elysia's form parser reads a field that starts with `{` or `[` as JSON, with no depth limit, and no route
+ * of these groups takes a form. Other content types go on to Elysia's own parsers (text stays text, which
+ * the routes' schemas refuse), except on routes that read any body as JSON (`jsonAnyBodyParser`).
  */
 export async function jsonBodyParser({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> {
-  if (!contentType.startsWith("application/json")) return undefined;
+  const type = contentType.toLowerCase();
+  if (type.startsWith("application/json")) return parseJsonBody(await request.text());
+  if (type.startsWith("multipart/form-data") || type.startsWith("application/x-www-form-urlencoded")) {
+    throw fieldError("body", "request bodies are JSON: send content-type: application/json");
+  }
+  return undefined;
+}
+
+/** A route's parser that reads the body as JSON whatever its content type says (parseJsonBody's limits included). */
+export async function jsonAnyBodyParser({ request }: { request: Request }): Promise<unknown> {
   return parseJsonBody(await request.text());
 }
 

@@ -338,6 +338,16 @@ describe("bodies nested too deep", () => {
         expect([path, ...statusAndCode(res)]).toEqual([path, 400, "VALIDATION_ERROR"]);
         expect(res.body.details).toEqual({ fields: [{ field: "body", message: "request body nests arrays and objects deeper than 32 levels" }] });
       }
+      // Sent as anything but JSON, the same bodies are refused as cheaply: as text (the route's schema, or
+      // its JSON parse), or as a form, whose fields Elysia would otherwise parse as JSON with no depth limit.
+      for (const contentType of ["text/plain", ""]) {
+        const res = await fetch(server.url + path, { method: "POST", headers: { ...headers, ...(contentType === "" ? {} : { "content-type": contentType }) }, body: deepArray(30_000) });
+        expect([path, contentType, res.status, ((await res.json()) as Json).code]).toEqual([path, contentType, 400, "VALIDATION_ERROR"]);
+      }
+      const form = new FormData();
+      form.set("walletAddress", "[".repeat(30_000) + "]".repeat(30_000));
+      const formRes = await fetch(server.url + path, { method: "POST", headers, body: form });
+      expect([path, "form", formRes.status, ((await formRes.json()) as Json).code]).toEqual([path, "form", 400, "VALIDATION_ERROR"]);
       // 32 levels are JSON like any other: refused by the route's own schema, if at all.
       const res = await call(server.url, path, { body: deepObject(31), headers });
       expect(JSON.stringify(res.body.details ?? {})).not.toContain("deeper than 32");

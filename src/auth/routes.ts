@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { issueChallenge } from "./challenge.ts";
 import type { ClientInfo } from "./fingerprint.ts";
 import { authenticateToken, revokeSessionToken, sessionStatus } from "./sessions.ts";
-import { AppError, jsonBodyParser } from "../errors.ts";
+import { AppError, jsonAnyBodyParser, jsonBodyParser } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 
@@ -45,7 +45,7 @@ export function authRoutes(deps: Deps, clientOf: (request: Request) => ClientInf
         return { walletAddress: session.walletAddress, sessionToken: session.token, isNewSession: true as const, expiresAt: session.expiresAt };
       },
       {
-        parse: "json",
+        parse: jsonAnyBodyParser,
         body: SignedChallenge,
         response: {
           200: t.Object({ walletAddress: t.String(), sessionToken: t.String(), isNewSession: t.Literal(true), expiresAt: Iso }),
@@ -88,7 +88,7 @@ export function authRoutes(deps: Deps, clientOf: (request: Request) => ClientInf
       },
     )
     .post("/revoke-all", ({ body, request }) => revokeAllSessions(deps, body, clientOf(request)), {
-      parse: "json",
+      parse: jsonAnyBodyParser,
       body: SignedChallenge,
       response: { 200: t.Object({ revoked: t.Integer(), walletAddress: t.String() }), 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
       detail: {
