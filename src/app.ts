@@ -7,7 +7,7 @@ import { AppError, errorResponse, errorText, internalError, invalidJsonBody, typ
 import { authRoutes } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
-import { RouteTemplates } from "./lib/route-templates.ts";
+import { routeTemplates } from "./lib/route-templates.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import type { OpenApiDocument } from "./docs/page.ts";
 import pkg from "../package.json" with { type: "json" };
@@ -190,7 +190,7 @@ export function createApp(deps: Deps, options: AppOptions): App {
   const eager = (): Routes[] => [healthRoutes(deps), authRoutes(deps, clientOf), mcpRoute(options, clientOf)];
   let core = withErrors(deps, options) as Elysia<any, any, any, any, any, any, any>;
   for (const routes of eager()) core = core.use(routes);
-  const templates = new RouteTemplates();
+  const templates = routeTemplates();
   templates.add(core.routes);
 
   type Fetch = (request: Request) => Response | Promise<Response>;

@@ -60,6 +60,9 @@ describe("the dashboard session cookie", () => {
       expect([planted.status, ((await planted.json()) as Json).code]).toEqual([401, "UNAUTHENTICATED"]);
       const out = await fetch(`${https.url}/dashboard/api/session`, { method: "DELETE", headers: { cookie: `__Host-wg_session=x; __Host-wg_session=${token}`, origin: "https://wallet.example" } });
       expect([out.status, out.headers.get("set-cookie")]).toEqual([200, "__Host-wg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"]);
+      // Signing out revoked our token too, whichever of the two cookies it was.
+      const after = await me(`__Host-wg_session=${token}`);
+      expect([after.status, ((await after.json()) as Json).code]).toEqual([401, "TOKEN_REVOKED"]);
     } finally {
       await https.dispose();
     }
@@ -100,6 +103,8 @@ describe("the dashboard session cookie", () => {
     }
     const refused = await fetch(server.url + "/dashboard/api/me");
     expect([refused.status, refused.headers.get("cache-control")]).toEqual([401, "no-store"]);
+    const unparsed = await fetch(server.url + "/dashboard/api/keys", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: "{not json" });
+    expect([unparsed.status, unparsed.headers.get("cache-control")]).toEqual([400, "no-store"]);
   });
 
   test("sign-out revokes the token and clears the cookie; the cookie then fails", async () => {

@@ -8,7 +8,7 @@ import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
-import { clearedSessionCookie, cookieToken, dashboardToken, requireSameOrigin, sessionCookie } from "./session.ts";
+import { clearedSessionCookie, cookieTokens, dashboardToken, requireSameOrigin, sessionCookie } from "./session.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
@@ -81,20 +81,16 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
           await revokeSessionToken(deps, bearer);
           return { signedOut: true };
         }
-        // Two session cookies (one planted): signing out still clears ours.
-        const token = (() => {
-          try {
-            return cookieToken(deps, request);
-          } catch {
-            return null;
-          }
-        })();
-        if (token !== null) {
+        // Every session cookie's token (two when a neighbour planted one): ours is revoked whichever it is.
+        const tokens = cookieTokens(deps, request);
+        if (tokens.length > 0) {
           requireSameOrigin(deps, request);
-          // Already revoked or expired: signing out still clears the cookie.
-          await revokeSessionToken(deps, token).catch((err) => {
-            if (!(err instanceof AppError)) throw err;
-          });
+          for (const token of tokens) {
+            // Already revoked, expired or not a token: signing out still clears the cookie.
+            await revokeSessionToken(deps, token).catch((err) => {
+              if (!(err instanceof AppError)) throw err;
+            });
+          }
         }
         set.headers["set-cookie"] = clearedSessionCookie(deps);
         return { signedOut: true };
@@ -118,9 +114,12 @@ export function dashboardApiRoutes(deps: Deps) {
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
       .onParse(jsonBodyParser)
-      .onTransform(async ({ request, set }) => {
-        // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors included.
+      // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors
+      // included (a body refused while parsing too: this runs before it).
+      .onRequest(({ set }) => {
         set.headers["cache-control"] = "no-store";
+      })
+      .onTransform(async ({ request }) => {
         owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })

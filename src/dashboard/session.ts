@@ -34,19 +34,29 @@ function secure(deps: Deps): string {
  * set one only (Path=/), so another was planted by a neighbour (over plain http, cookies ignore the port).
  */
 export function cookieToken(deps: Deps, request: Request): string | null {
+  const values = cookieTokens(deps, request);
+  if (values.length > 1) {
+    throw new AppError(
+      "UNAUTHENTICATED",
+      `two ${cookieName(deps)} cookies came with this request, one set by another site on this host: clear this site's cookies in the browser, then sign in again`,
+    );
+  }
+  return values[0] ?? null;
+}
+
+/** Every session cookie's value the request carries (sign-out revokes them all). */
+export function cookieTokens(deps: Deps, request: Request): string[] {
   const header = request.headers.get("cookie");
-  if (header === null) return null;
+  if (header === null) return [];
   const name = cookieName(deps);
-  let value: string | null = null;
-  let found = false;
+  const values: string[] = [];
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
     if (eq === -1 || part.slice(0, eq).trim() !== name) continue;
-    if (found) throw new AppError("UNAUTHENTICATED", `two ${name} cookies came with this request; sign in again (one was set by another site on this host)`);
-    found = true;
-    value = part.slice(eq + 1).trim() || null;
+    const value = part.slice(eq + 1).trim();
+    if (value !== "") values.push(value);
   }
-  return value;
+  return values;
 }
 
 /**

@@ -1,7 +1,7 @@
 // The Prometheus text written by GET /metrics, in isolation: counters, cumulative histogram buckets,
 // gauges read at render time, label escaping, bounded series, and route labels that never hold ids.
 import { describe, expect, test } from "bun:test";
-import { RouteTemplates } from "../lib/route-templates.ts";
+import { routeTemplates } from "../lib/route-templates.ts";
 import { createMetrics, createServiceMetrics, routeLabel } from "./metrics.ts";
 
 describe("the text format", () => {
@@ -53,7 +53,7 @@ describe("the text format", () => {
 
 describe("route labels", () => {
   test("a route's template with parameters as :id; a path no route has, or a 404, is unmatched", () => {
-    const routes = new RouteTemplates();
+    const routes = routeTemplates();
     routes.add([
       { method: "POST", path: "/auth/verify" },
       { method: "POST", path: "/pay/:productId/checkout" },
@@ -70,6 +70,7 @@ describe("route labels", () => {
     expect(label("GET", `/public/verify/${"5".repeat(40)}${"x".repeat(48)}`)).toBe("/public/verify/:id");
     expect(label("GET", "/public/feature/tokens")).toBe("/public/feature/tokens"); // the static route, not /:id
     expect(label("DELETE", "/mcp")).toBe("/mcp");
+    expect(label("POST", "/auth/verify/")).toBe("/auth/verify"); // answered as without its trailing slash
     expect(label("GET", "/auth/verify")).toBe("unmatched"); // another method
     expect(label("GET", "/public/x1/ab/ab/ab")).toBe("unmatched");
     expect(label("GET", "/public/verify/unknown", 404)).toBe("unmatched");

@@ -107,8 +107,8 @@ export const walletCreate = defineTool({
       balances = await balancesOf(deps, walletAddress);
     } catch (err) {
       if (!(err instanceof AppError) || err.code !== "CHAIN_UNAVAILABLE") throw err;
-      const known = airdrop.airdropSignature === undefined ? 0n : airdropSol;
-      balances = Object.fromEntries((await deps.ledger.tokens()).map((t) => [t.key, t.key === "sol" ? amountToNumber(known, t.decimals) : 0]));
+      const airdropped: Record<string, bigint> = airdrop.airdropSignature === undefined ? {} : { sol: airdropSol, usdc: airdropUsdc };
+      balances = Object.fromEntries((await deps.ledger.tokens()).map((t) => [t.key, amountToNumber(airdropped[t.key] ?? 0n, t.decimals)]));
       balancesError = { balancesError: `${err.code}: ${err.message}` };
     }
     return {
