@@ -525,16 +525,22 @@ describe("the started loop", () => {
   });
 });
 
+/** A receiver that holds every connection open until `release` (or the test's cleanup). */
+function hangingReceiver(clock: Clock) {
+  let release: () => void = () => undefined;
+  const hang = new Promise<void>((resolve) => (release = resolve));
+  cleanups.push(() => release());
+  const receiver = startReceiver(clock, () => [], async () => {
+    await hang;
+    return new Response("late");
+  });
+  return Object.assign(receiver, { release: () => release() });
+}
+
 describe("the started loop is fair", () => {
   test("an endpoint that holds its connections, with deliveries piling up, holds one slot: another owner's delivery goes at once", async () => {
     const { deps, clock } = await setup();
-    let release: () => void = () => undefined;
-    const hang = new Promise<void>((resolve) => (release = resolve));
-    cleanups.push(() => release());
-    const slow = startReceiver(clock, () => [], async () => {
-      await hang;
-      return new Response("late");
-    });
+    const slow = hangingReceiver(clock);
     const quick = startReceiver(clock, () => []);
     const [slowOwner, quickOwner] = [wallet(), wallet()];
     await createEndpoint(deps, slowOwner, { url: slow.url(), events: ["payment.completed"] });
@@ -550,7 +556,7 @@ describe("the started loop is fair", () => {
     await enqueue(deps, quickOwner);
     for (let i = 0; i < 200 && quick.received.length < 2; i++) await Bun.sleep(5);
     expect(quick.received).toHaveLength(2);
-    release();
+    slow.release();
     for (let i = 0; i < 400 && slow.received.length < 5; i++) await Bun.sleep(5);
     await w.stop();
     expect(slow.received).toHaveLength(5); // then, in turn, all of its own
@@ -653,13 +659,7 @@ describe("the claim order", () => {
 describe("the started loop bounds each owner's slots", () => {
   test("an owner whose endpoints all hold their connections gets perOwner slots; the others' deliveries go at once", async () => {
     const { deps, clock } = await setup();
-    let release: () => void = () => undefined;
-    const hang = new Promise<void>((resolve) => (release = resolve));
-    cleanups.push(() => release());
-    const slow = startReceiver(clock, () => [], async () => {
-      await hang;
-      return new Response("late");
-    });
+    const slow = hangingReceiver(clock);
     const quick = startReceiver(clock, () => []);
     const slowOwner = wallet();
     for (let i = 0; i < 6; i++) await createEndpoint(deps, slowOwner, { url: slow.url(`/${i}`), events: ["payment.completed"] });
@@ -673,7 +673,7 @@ describe("the started loop bounds each owner's slots", () => {
     for (let i = 0; i < 200 && quick.received.length < 2; i++) await Bun.sleep(5);
     expect(quick.received).toHaveLength(2);
     expect(slow.received).toHaveLength(2); // two of its six endpoints, however many slots are free
-    release();
+    slow.release();
     for (let i = 0; i < 400 && slow.received.length < 12; i++) await Bun.sleep(5);
     await w.stop();
     expect(slow.received).toHaveLength(12); // then all of its own
