@@ -99,10 +99,10 @@ export function parseJsonBody(text: string): unknown {
 }
 
 /**
- * Elysia's parse hook for a route group whose bodies are JSON: parsed by parseJsonBody. Forms are refused:
- * Elysia's form parser reads a field that starts with `{` or `[` as JSON, with no depth limit, and no route
- * of these groups takes a form. Other content types go on to Elysia's own parsers (text stays text, which
- * the routes' schemas refuse), except on routes that read any body as JSON (`jsonAnyBodyParser`).
+ * The parser (Elysia's `parse`) of a route whose body is JSON: parsed by parseJsonBody. Forms are refused:
+ * Elysia's form parser reads a field that starts with `{` or `[` as JSON, with no depth limit, and no such
+ * route takes a form. Other content types go on to Elysia's own parsers (text stays text, which the route's
+ * schema refuses). Set on each route with a body, not on a group: routes without one never read it.
  */
 export async function jsonBodyParser({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> {
   const type = contentType.toLowerCase();

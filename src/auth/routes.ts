@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { issueChallenge } from "./challenge.ts";
 import type { ClientInfo } from "./fingerprint.ts";
 import { authenticateToken, revokeSessionToken, sessionStatus } from "./sessions.ts";
-import { AppError, jsonAnyBodyParser, jsonBodyParser } from "../errors.ts";
+import { AppError, jsonAnyBodyParser } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 
@@ -32,7 +32,6 @@ function requireBearer(header: string | undefined): string {
 
 export function authRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   return new Elysia({ name: "auth-routes", prefix: "/auth", detail: { tags: ["auth"] } })
-    .onParse(jsonBodyParser)
     .get("/challenge", ({ query, request }) => issueChallenge(deps, query.wallet, clientOf(request)), {
       query: t.Object({ wallet: Address }),
       response: { 200: t.Object({ nonce: t.String(), message: t.String(), expiresAt: Iso }), 400: ErrorBody, 429: ErrorBody },

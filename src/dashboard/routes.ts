@@ -42,7 +42,6 @@ const ProductFields = {
 /** The pages' cookie: set from a session token the page got by signing in, and cleared (and revoked) on sign-out. */
 export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   return new Elysia({ name: "dashboard-session", prefix: "/dashboard/api", detail: { tags: ["dashboard"] } })
-    .onParse(jsonBodyParser)
     .post(
       "/session",
       async ({ request, body, set }) => {
@@ -52,6 +51,7 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         return { walletAddress: session.walletAddress, expiresAt: new Date(session.expiresAtS * 1000).toISOString() };
       },
       {
+        parse: jsonBodyParser,
         body: t.Object({ sessionToken: t.String({ maxLength: 2048 }) }),
         detail: { summary: "Keep a session token in the pages' HttpOnly, SameSite=Strict cookie (Origin must be this server)" },
         response: { 401: ErrorBody, 403: ErrorBody },
@@ -66,6 +66,7 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         return { walletAddress: session.walletAddress, expiresAt: session.expiresAt };
       },
       {
+        parse: jsonBodyParser,
         body: t.Object({ code: t.String({ maxLength: 100 }) }),
         detail: { summary: "Redeem a one-time link of `walletgate dashboard-link` for the pages' session cookie" },
         response: { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
@@ -113,8 +114,7 @@ export function dashboardApiRoutes(deps: Deps) {
   };
   return (
     new Elysia({ name: "dashboard-api", prefix: "/dashboard/api", detail: { tags: ["dashboard"], security: [{ bearer: [] }] } })
-      .onParse(jsonBodyParser)
-      // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors
+        // Answers carry secrets (a new key, a webhook secret, feature tokens): no cache keeps them, errors
       // included (a body refused while parsing too: this runs before it).
       .onRequest(({ set }) => {
         set.headers["cache-control"] = "no-store";
@@ -138,6 +138,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createProduct(deps, counted(request, "write"), body);
         },
         {
+          parse: jsonBodyParser,
           body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
           response: { 400: ErrorBody, 409: ErrorBody, 429: ErrorBody },
@@ -146,6 +147,7 @@ export function dashboardApiRoutes(deps: Deps) {
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
         transform: patchObject([...Object.keys(ProductFields), "type"]),
+        parse: jsonBodyParser,
         body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
         detail: { summary: "Edit a product (not its type)" },
         response: { 400: ErrorBody, 404: ErrorBody, 429: ErrorBody },
@@ -165,6 +167,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createApiKey(deps, ownerOf(request).walletAddress, body.label);
         },
         {
+          parse: jsonBodyParser,
           body: t.Object({ label: t.String({ maxLength: 100 }) }),
           detail: { summary: "Create an API key: the key appears only in this answer (409 past 100 unrevoked or 1,000 in all)" },
           response: { 400: ErrorBody, 409: ErrorBody },
@@ -183,6 +186,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createEndpoint(deps, ownerOf(request).walletAddress, body);
         },
         {
+          parse: jsonBodyParser,
           body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
           detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later); at most 20 (409 past it)" },
           response: { 400: ErrorBody, 409: ErrorBody },
@@ -191,6 +195,7 @@ export function dashboardApiRoutes(deps: Deps) {
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {
         params: Id,
         transform: patchObject(["url", "events", "enabled"]),
+        parse: jsonBodyParser,
         body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
         detail: { summary: "Edit an endpoint: its URL, its events, or enable it again (a 410 from it disables it)" },
         response: { 400: ErrorBody, 404: ErrorBody },
@@ -239,6 +244,7 @@ export function dashboardApiRoutes(deps: Deps) {
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
+        parse: jsonBodyParser,
         body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
       })

@@ -169,7 +169,6 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
     deps.auth.rateLimiter.consume(paymentCheckHits(clientOf(request).ip), deps.clock.now());
   };
   return new Elysia({ name: "pay-routes", prefix: "/pay", detail: { tags: ["checkout"] } })
-    .onParse(jsonBodyParser)
     .get("/:productId/product", ({ params }) => buyerProduct(deps, params.productId), {
       params: t.Object({ productId: Id }),
       detail: { summary: "What the checkout page shows of a product (title, description, price, network, status)" },
@@ -184,6 +183,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       },
       {
       params: t.Object({ productId: Id }),
+      parse: jsonBodyParser,
       body: t.Object({ walletAddress: Address, checkoutId: t.Optional(CheckoutId) }),
       detail: {
         summary: "Open a checkout (15 minutes): an unsigned transaction for the buyer to sign",
@@ -200,6 +200,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       },
       {
         params: t.Object({ productId: Id }),
+        parse: jsonBodyParser,
         // 1,232 bytes at most, so at most 1,644 base64 characters.
         body: t.Object({ checkoutId: CheckoutId, transaction: t.String({ maxLength: 1700, description: "the signed transaction, standard base64" }) }),
         detail: { summary: "Submit the signed checkout transaction, wait for it, and confirm the purchase" },
@@ -214,6 +215,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
       },
       {
         params: t.Object({ productId: Id }),
+        parse: jsonBodyParser,
         body: t.Object({
           checkoutId: CheckoutId,
           txHash: t.Optional(t.String({ maxLength: 100, description: "the signature of a payment the buyer sent itself: read first" })),
