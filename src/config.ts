@@ -64,6 +64,13 @@ export class ConfigError extends Error {
 /** A flag that is not one of ours, or one without its value (exit code 2). */
 export class UsageError extends ConfigError {
   override name = "UsageError";
+  /** The usage shown after the message: the command's own, else the program's. */
+  constructor(
+    message: string,
+    readonly usage?: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Every variable this version reads, with its flag spelling (`--data-dir` for DATA_DIR). */

@@ -35,6 +35,25 @@ describe("walletgate CLI", () => {
     expect(o.stderr).toContain("--frobnicate");
   });
 
+  test("a command's wrong arguments exit 2 with that command's usage, once", async () => {
+    const cases: [string[], string, string][] = [
+      [["keys", "frob"], 'unknown keys command "frob"', "Usage: walletgate keys create"],
+      [["keys"], "missing argument", "Usage: walletgate keys create"],
+      [["owners"], "missing argument", "Usage: walletgate owners list"],
+      [["backup"], "missing argument", "Usage: walletgate backup <file>"],
+      [["orders", "resolve", "ord_x"], "exactly one of --release and --refund", "Usage: walletgate orders resolve"],
+    ];
+    for (const [args, message, usage] of cases) {
+      const r = await runCli(args, { DATA_DIR: dataDir() });
+      expect({ args, code: r.code, message: r.stderr.includes(message), usage: r.stderr.split("Usage:").length - 1 }).toEqual({ args, code: 2, message: true, usage: 1 });
+      expect(r.stderr).toContain(usage);
+      expect(r.stderr).not.toContain("in one executable"); // not the program's usage as well
+    }
+    // An amount out of the airdrop's bounds is a usage error too, as in keys.
+    const airdrop = await runCli(["ledger", "airdrop", "--to", "11111111111111111111111111111112", "--sol", "3"], { DATA_DIR: dataDir() });
+    expect([airdrop.code, airdrop.stderr.trim()]).toEqual([2, "walletgate: a SOL airdrop is at most 2 SOL"]);
+  });
+
   test("a bad variable exits 1 naming it", async () => {
     const r = await runCli(["serve"], { PORT: "eighty", DATA_DIR: dataDir() });
     expect(r.code).toBe(1);

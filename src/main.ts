@@ -77,7 +77,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return await (await importQuietly(load))(config, commandArgs);
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`walletgate: ${err.message}\n\n${USAGE}`);
+      process.stderr.write(`walletgate: ${err.message}\n\n${err.usage === undefined ? USAGE : `${err.usage}\n`}`);
       return 2;
     }
     if (err instanceof ConfigError || err instanceof SchemaTooNewError || err instanceof SchemaBehindError) {

@@ -28,14 +28,16 @@ export function parseCommandArgs<O extends OptionSpec>(
   args: string[],
   options: O,
   positionals: { min: number; max: number },
+  /** The command's usage, shown after a refusal (else the program's). */
+  usage?: string,
 ): { values: { [K in keyof O]?: O[K]["type"] extends "boolean" ? boolean : string }; positionals: string[] } {
   let parsed;
   try {
     parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err));
+    throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err), usage);
   }
-  if (parsed.positionals.length < positionals.min) throw new UsageError("missing argument");
-  if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);
+  if (parsed.positionals.length < positionals.min) throw new UsageError("missing argument", usage);
+  if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`, usage);
   return parsed as never;
 }

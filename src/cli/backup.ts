@@ -7,7 +7,7 @@ import { openDatabase } from "../db/open.ts";
 import { parseCommandArgs } from "./args.ts";
 
 export async function backupCommand(config: Config, args: string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 });
+  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 }, "Usage: walletgate backup <file> [--json]");
   const target = positionals[0]!;
   if (!existsSync(config.databasePath)) {
     process.stderr.write(`walletgate: no database at ${config.databasePath} (DATA_DIR): nothing to back up\n`);

@@ -24,7 +24,7 @@ function readFailure(err: unknown): string {
 
 /** The 64 bytes of a Solana CLI keypair file's text; any other shape is a UsageError (exit 2). */
 function parseKeypair(text: string, path: string): Uint8Array {
-  const notKeypair = new UsageError(`--keypair: ${path} is not a Solana keypair file (a JSON array of 64 numbers, 0–255)\n\n${USAGE}`);
+  const notKeypair = new UsageError(`--keypair: ${path} is not a Solana keypair file (a JSON array of 64 numbers, 0–255)`, USAGE);
   if (text.length > KEYPAIR_FILE_MAX_CHARS) throw notKeypair;
   let parsed: unknown;
   try {
@@ -42,8 +42,8 @@ function parseKeypair(text: string, path: string): Uint8Array {
 }
 
 export async function dashboardLinkCommand(config: Config, args: string[]): Promise<number> {
-  const { values } = parseCommandArgs(args, { keypair: { type: "string" }, json: { type: "boolean" } }, { min: 0, max: 0 });
-  if (values.keypair === undefined) throw new UsageError(`--keypair <file> is required\n\n${USAGE}`);
+  const { values } = parseCommandArgs(args, { keypair: { type: "string" }, json: { type: "boolean" } }, { min: 0, max: 0 }, USAGE);
+  if (values.keypair === undefined) throw new UsageError(`--keypair <file> is required`, USAGE);
   let text: string;
   try {
     text = readFileSync(values.keypair, "utf8");

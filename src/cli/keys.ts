@@ -12,7 +12,7 @@ const USAGE = `Usage: walletgate keys create --owner <wallet> --label <text> [--
        walletgate keys revoke <keyId> [--json]`;
 
 function requireOwner(owner: string | undefined): string {
-  if (owner === undefined) throw new UsageError(`--owner <wallet> is required\n\n${USAGE}`);
+  if (owner === undefined) throw new UsageError(`--owner <wallet> is required`, USAGE);
   if (decodeAddress(owner) === null) throw new UsageError(`--owner: "${owner}" is not a Solana address`);
   return owner;
 }
@@ -22,6 +22,7 @@ export async function keysCommand(config: Config, args: string[]): Promise<numbe
     args,
     { owner: { type: "string" }, label: { type: "string" }, json: { type: "boolean" } },
     { min: 1, max: 2 },
+    USAGE,
   );
   const [sub, keyId] = positionals as [string, string | undefined];
   const print = (json: unknown, text: string) => process.stdout.write(values.json ? `${JSON.stringify(json)}\n` : `${text}\n`);
@@ -37,7 +38,7 @@ export async function keysCommand(config: Config, args: string[]): Promise<numbe
     });
   if (sub === "create" && keyId === undefined) {
     const owner = requireOwner(values.owner);
-    if (values.label === undefined) throw new UsageError(`--label <text> is required\n\n${USAGE}`);
+    if (values.label === undefined) throw new UsageError(`--label <text> is required`, USAGE);
     const label = values.label;
     return run(async (deps) => {
       const created = await createApiKey(deps, owner, label);
@@ -59,5 +60,5 @@ export async function keysCommand(config: Config, args: string[]): Promise<numbe
       return 0;
     });
   }
-  throw new UsageError(USAGE);
+  throw new UsageError(sub === "create" || sub === "list" || sub === "revoke" ? `keys ${sub}: wrong arguments` : `unknown keys command "${sub}"`, USAGE);
 }

@@ -15,9 +15,10 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
     args,
     { to: { type: "string" }, sol: { type: "string" }, usdc: { type: "string" }, token: { type: "string" }, json: { type: "boolean" } },
     { min: 1, max: 1 },
+    LEDGER_USAGE,
   );
-  if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"\n\n${LEDGER_USAGE}`);
-  if (values.to === undefined) throw new UsageError(`--to <address> is required\n\n${LEDGER_USAGE}`);
+  if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"`, LEDGER_USAGE);
+  if (values.to === undefined) throw new UsageError(`--to <address> is required`, LEDGER_USAGE);
   if (decodeAddress(values.to) === null) throw new UsageError(`--to: "${values.to}" is not a Solana address (base58 of 32 bytes)`);
   if (config.network !== "localnet") {
     process.stderr.write(`walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is ${config.network})\n`);
@@ -35,7 +36,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
     };
     const amounts = { sol: amount("sol", "sol"), usdc: amount("usdc", "usdc"), token: amount("token", config.serviceToken.symbol) };
     if (amounts.sol === 0n && amounts.usdc === 0n && amounts.token === 0n) {
-      throw new UsageError(`say how much: --sol, --usdc and/or --token\n\n${LEDGER_USAGE}`);
+      throw new UsageError(`say how much: --sol, --usdc and/or --token`, LEDGER_USAGE);
     }
     try {
       const signatures = await deps.ledger.airdrop(to, amounts);
@@ -44,7 +45,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       process.stderr.write(`walletgate: ${err.message}\n`);
-      return 1;
+      return err.code === "VALIDATION_ERROR" ? 2 : 1; // an amount out of bounds is a usage error, as in keys
     }
   });
 }

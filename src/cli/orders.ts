@@ -12,9 +12,11 @@ export async function ordersCommand(config: Config, args: string[]): Promise<num
     args,
     { release: { type: "boolean" }, refund: { type: "boolean" }, json: { type: "boolean" } },
     { min: 2, max: 2 },
+    USAGE,
   );
   const [sub, orderId] = positionals as [string, string];
-  if (sub !== "resolve" || values.release === values.refund) throw new UsageError(USAGE);
+  if (sub !== "resolve") throw new UsageError(`unknown orders command "${sub}"`, USAGE);
+  if (values.release === values.refund) throw new UsageError("orders resolve needs exactly one of --release and --refund", USAGE);
   return withCommandDeps(config, async (deps) => {
     const { resolveDispute } = await importQuietly(() => import("../marketplace/orders/orders.ts"));
     try {

@@ -9,7 +9,7 @@ const USAGE = `Usage: walletgate owners list [--json]
        walletgate owners set-tier <wallet> ${TIERS.join("|")} [--json]`;
 
 export async function ownersCommand(config: Config, args: string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 3 });
+  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 3 }, USAGE);
   const [sub, wallet, tier] = positionals as [string, string | undefined, string | undefined];
   if (sub === "list" && positionals.length === 1) {
     return withCommandDeps(config, async (deps) => {
@@ -31,5 +31,5 @@ export async function ownersCommand(config: Config, args: string[]): Promise<num
       }
     });
   }
-  throw new UsageError(USAGE);
+  throw new UsageError(sub === "list" || sub === "set-tier" ? `owners ${sub}: wrong arguments` : `unknown owners command "${sub}"`, USAGE);
 }

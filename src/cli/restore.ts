@@ -4,7 +4,7 @@ import { RestoreError, restoreDatabase } from "../db/restore.ts";
 import { parseCommandArgs } from "./args.ts";
 
 export async function restoreCommand(config: Config, args: string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 });
+  const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 }, "Usage: walletgate restore <file> [--json]");
   try {
     const result = restoreDatabase(config.databasePath, positionals[0]!, new Date());
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${result.restored}\n`);

@@ -21,7 +21,7 @@ function formatSecretKey(secretKey: Uint8Array, format: Format): string {
 }
 
 export async function walletsCommand(config: Config, args: string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, { format: { type: "string" } }, { min: 1, max: 2 });
+  const { values, positionals } = parseCommandArgs(args, { format: { type: "string" } }, { min: 1, max: 2 }, "Usage: walletgate wallets export <address> [--format base58|json]");
   const [subcommand, address] = positionals as [string, string | undefined];
   if (subcommand !== "export") throw new UsageError(`unknown wallets command "${subcommand}" (expected: wallets export <address>)`);
   if (address === undefined) throw new UsageError("wallets export needs the wallet's address");
