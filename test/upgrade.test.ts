@@ -1,7 +1,8 @@
 // Upgrading a database an older walletgate wrote: a DATA_DIR migrated only as far as an earlier version and
 // holding rows as the code of that time wrote them is served by this version. The rows survive the
 // migrations that rebuild, alter and backfill their tables (13: offered_at, 14: auth_tokens keyed anew,
-// 15: clear event bodies, 17: webhook endpoints rebuilt and their replaced secrets moved, 18, 19, 21),
+// 15: clear event bodies, 17: webhook endpoints rebuilt and their replaced secrets moved, 18, 19, 21, 24:
+// agent events' owner),
 // and the server started on it honours them: old session tokens, API keys, purchases, feature tokens and
 // webhook endpoints (a delivery pending before the upgrade arrives, signed by the current and the
 // replaced secret).
@@ -51,9 +52,10 @@ function oldDatabase(version: number, rows: (db: Database) => void): { dataDir: 
 }
 
 describe("upgrade from version 12", () => {
-  test("every row survives migrations 13 to 22, and the server serves them", async () => {
+  test("every row survives migrations 13 to 24, and the server serves them", async () => {
     const now = Date.now();
     const owner = newWallet().address;
+    const agentOwner = newWallet().address;
     const buyer = newWallet().address;
     const other = newWallet().address;
     const hook = verifyingReceiver();
@@ -174,6 +176,15 @@ describe("upgrade from version 12", () => {
         `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, last_status_code, created_at, updated_at)
          VALUES ('whd_old', 'evt_old', 'owner_endpoint', 'whe_live', 'pending', 1, ?, 500, ?, ?)`,
       ).run(now - 1000, now - 60_000, now - 30_000);
+      // An agent and the notifications written for it, and one for an agent gone since (migration 24 counts
+      // each against the wallet that owns its agent, and the second against nobody).
+      db.query(
+        `INSERT INTO market_agents (id, owner_wallet, endpoint, name, tagline, description, categories, base_price, status, secret_iv, secret_ciphertext, created_at, updated_at)
+         VALUES ('agt_1', ?, 'https://agent.example.com/', 'Logos', '', '', '["design"]', 1000000, 'active', ?, ?, ?, ?)`,
+      ).run(agentOwner, ...Object.values(seal(random(32), "agt_1")), now - 2 * DAY, now - 2 * DAY);
+      for (const [id, agent] of [["evt_agent", "agt_1"], ["evt_orphan", "agt_gone"]] as const) {
+        db.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'agent', ?, 'message.received', '{}', ?)").run(id, agent, now - 50_000);
+      }
 
       // A proposed order a connected consumer was handed an offer for (before migration 13 kept its time).
       db.query(
@@ -267,6 +278,16 @@ describe("upgrade from version 12", () => {
     ]);
     expect(after.query("SELECT offered_at, updated_at, offer_wire FROM market_orders").all()).toEqual([{ offered_at: now - 3 * HOUR, updated_at: now - 3 * HOUR, offer_wire: null }]);
     expect(after.query("SELECT substr(payload, 1, 10) AS head FROM outbox_events WHERE id = 'evt_old'").get()).toEqual({ head: "sealed:v1:" });
+    expect(after.query("SELECT id, agent_owner FROM outbox_events ORDER BY id").all()).toEqual([
+      { id: "evt_agent", agent_owner: agentOwner },
+      { id: "evt_old", agent_owner: null },
+      { id: "evt_orphan", agent_owner: null },
+    ]);
+    // Migrations 23 and 24 add their indexes; the checkout rows are as they were.
+    expect(after.query("SELECT name FROM sqlite_master WHERE name IN ('checkouts_expired', 'webhook_deliveries_pending') ORDER BY name").all()).toEqual([
+      { name: "checkouts_expired" },
+      { name: "webhook_deliveries_pending" },
+    ]);
     expect(after.query("SELECT label FROM custodial_wallets").all()).toEqual([{ label: "treasury" }]);
     expect(after.query("SELECT MAX(version) AS v FROM schema_migrations").get()).toEqual({ v: MIGRATIONS.length });
     expect(after.query("PRAGMA foreign_key_check").all()).toEqual([]);
