@@ -87,7 +87,7 @@ describe("embedded ledger durability", () => {
       expect((await runCli(["ledger", "drain", "--to", to], env)).code).toBe(2);
       expect((await runCli(["ledger", "airdrop", "--to", to, "--sol", "1.0000000001"], env)).code).toBe(2);
       const tooMuch = await runCli(["ledger", "airdrop", "--to", to, "--sol", "3"], env);
-      expect([tooMuch.code, tooMuch.stderr]).toEqual([1, expect.stringContaining("at most 2 SOL")]);
+      expect([tooMuch.code, tooMuch.stderr]).toEqual([2, expect.stringContaining("at most 2 SOL")]); // a bad amount, as 1.0000000001 above
       const badAddress = await runCli(["ledger", "airdrop", "--to", "not-base58!", "--sol", "1"], env);
       expect([badAddress.code, badAddress.stderr]).toEqual([2, expect.stringContaining("base58")]);
       const devnet = await runCli(["ledger", "airdrop", "--to", to, "--sol", "1"], { ...env, NETWORK: "devnet" });
