@@ -24,21 +24,23 @@ type LiveSession = SessionState & {
   transport: WebStandardStreamableHTTPServerTransport;
   server: McpServer;
   lastActivity: number;
-  /**
-   * HTTP exchanges in progress, and 1 while the session is being initialized (or rebuilt): a session with
-   * work in flight is never swept or evicted. Each exchange counts until it ends, whether answered, failed
-   * or left by its client.
-   */
-  inFlight: number;
+  /** True while the session is being initialized (or rebuilt): its client does not have its answer yet. */
+  initializing: boolean;
   /**
    * JSON-RPC ids of requests handed to the transport and not answered yet. The SDK's transport pairs an
    * answer with its request by id alone, so a second request under an id in use is refused before it
    * reaches the transport (it would take the first one's place, and the first would never be answered).
    */
   pendingIds: Set<string | number>;
-  /** The HTTP exchanges counted in inFlight, to end those whose client has left (settleAbandoned). */
+  /**
+   * The HTTP exchanges in progress, each until it ends, whether answered, failed or left by its client (and
+   * then ended by settleAbandoned).
+   */
   exchanges: Set<Exchange>;
 };
+
+/** A session initializing or with exchanges in progress is never swept or evicted. */
+const busy = (live: LiveSession): boolean => live.initializing || live.exchanges.size > 0;
 
 /**
  * An HTTP exchange in progress: ended by the transport's answer or, once its client has left, by `end`.
@@ -96,13 +98,12 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
 
 /**
  * Ends the exchanges of `live` whose client has left (an answer the SDK never gives, as for a request the
- * client cancelled, would hold the session in flight for ever), and takes them out of its count at once.
+ * client cancelled, would keep the session busy for ever), and takes them out of the session at once.
  */
 function settleAbandoned(live: LiveSession): void {
   for (const exchange of live.exchanges) {
     if (!exchange.request.signal.aborted) continue;
     live.exchanges.delete(exchange);
-    live.inFlight--;
     exchange.end(jsonRpcError(499, -32000, "Client Closed Request: the client left before the answer"));
   }
 }
@@ -147,8 +148,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     while (sessions.size + reserved >= deps.config.mcpMaxSessions) {
       let oldest: LiveSession | null = null;
       for (const live of sessions.values()) {
-        if (live.inFlight > 0) settleAbandoned(live);
-        if (live.inFlight === 0 && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
+        settleAbandoned(live);
+        if (!busy(live) && (oldest === null || live.lastActivity < oldest.lastActivity)) oldest = live;
       }
       if (oldest === null) break;
       sessions.delete(oldest.id);
@@ -170,7 +171,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   /**
-   * A transport and server for `id`, or BUSY when there is no room for it. The session counts as in flight
+   * A transport and server for `id`, or BUSY when there is no room for it. The session is initializing
    * (never evicted or swept) until `opened` is called, when its initialize (or rebuild) is over.
    */
   async function open(id: string, request: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
@@ -212,17 +213,25 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         await store.endSession(deps.db, recordKey, deps.clock.now());
       },
     });
-    // In flight (1) while initializing: another open must not evict it before its client has its answer.
-    const state: Omit<LiveSession, "server" | "handle"> = { id, recordKey, binding, client, lastActivity: deps.clock.now(), inFlight: 1, pendingIds: new Set(), exchanges: new Set(), transport };
+    // Initializing: another open must not evict it before its client has its answer.
+    const state: Omit<LiveSession, "server" | "handle"> = {
+      id,
+      recordKey,
+      binding,
+      client,
+      lastActivity: deps.clock.now(),
+      initializing: true,
+      pendingIds: new Set(),
+      exchanges: new Set(),
+      transport,
+    };
     const handle = toolSession(state);
     const live: LiveSession = Object.assign(state, { handle, server: null as unknown as McpServer });
     live.server = createToolServer(deps, registry, live);
     await live.server.connect(transport);
-    let initializing = true;
     const opened = () => {
       releasePlace(); // refused before it was initialized: the place is free again
-      if (initializing) live.inFlight--;
-      initializing = false;
+      live.initializing = false;
       live.lastActivity = deps.clock.now();
     };
     return { live, opened, setProtocolVersion: (v: string) => (protocolVersion = v) };
@@ -377,7 +386,6 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const ids = request.method === "POST" ? requestIds(body, live.pendingIds) : [];
       if (ids instanceof Response) return ids;
       live.lastActivity = deps.clock.now();
-      live.inFlight++;
       const pending = live.pendingIds;
       for (const rid of ids) pending.add(rid);
       const { promise: left, resolve: end } = Promise.withResolvers<Response>();
@@ -404,8 +412,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         deps.log.error("mcp request failed", { requestId, mcpSessionKey: live.recordKey.slice(0, 12), error: errorText(err) });
         return jsonRpcError(500, -32603, "Internal error");
       } finally {
-        // Unless settleAbandoned already took it out of the count.
-        if (live.exchanges.delete(exchange)) live.inFlight--;
+        live.exchanges.delete(exchange); // unless settleAbandoned already took it out
         live.lastActivity = deps.clock.now();
       }
     },
@@ -416,8 +423,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       for (const live of sessions.values()) activity.set(live.recordKey, live.lastActivity);
       if (activity.size > 0) await store.touchSessions(deps.db, activity);
       // Decided after the write: a request that arrived meanwhile keeps its session.
-      for (const live of sessions.values()) if (live.inFlight > 0) settleAbandoned(live);
-      const idle = [...sessions.values()].filter((live) => live.inFlight === 0 && now - live.lastActivity > deps.config.mcpSessionTimeoutMs);
+      for (const live of sessions.values()) settleAbandoned(live);
+      const idle = [...sessions.values()].filter((live) => !busy(live) && now - live.lastActivity > deps.config.mcpSessionTimeoutMs);
       for (const live of idle) {
         sessions.delete(live.id);
         await live.server.close();
