@@ -367,6 +367,15 @@ export function dataDirError(config: Config, err: unknown): ConfigError | null {
   }
 }
 
+/** Runs DATA_DIR's set-up (secrets, database) for the server or a command; its files' failures name DATA_DIR. */
+export function inDataDir<T>(config: Config, setUp: () => T): T {
+  try {
+    return setUp();
+  } catch (err) {
+    throw dataDirError(config, err) ?? err;
+  }
+}
+
 function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64url"): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(byteCount))).toString(encoding);
 }

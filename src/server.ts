@@ -1,6 +1,6 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
-import { ConfigError, dataDirError, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
+import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
 import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
@@ -163,15 +163,6 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   } catch (err) {
     await server.stop(true); // the port is free again for whoever fixes what stopped start-up
     throw err;
-  }
-}
-
-/** Runs DATA_DIR's set-up; a failure of its files is reported naming DATA_DIR (dataDirError). */
-function inDataDir<T>(config: Config, setUp: () => T): T {
-  try {
-    return setUp();
-  } catch (err) {
-    throw dataDirError(config, err) ?? err;
   }
 }
 

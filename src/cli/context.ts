@@ -1,5 +1,5 @@
 // What one-shot commands share: the database of DATA_DIR (migrated when new), the secrets and a Deps object.
-import { dataDirError, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
+import { inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
 import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
@@ -11,19 +11,12 @@ import { createLogger } from "../log.ts";
 
 /** Runs `use` with Deps over DATA_DIR's database (the same one a running server uses, thanks to WAL). */
 export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Promise<T>, options: { logToStderr?: boolean } = {}): Promise<T> {
-  const inDataDir = <R>(setUp: () => R): R => {
-    try {
-      return setUp();
-    } catch (err) {
-      throw dataDirError(config, err) ?? err; // naming DATA_DIR, not only "attempt to write a readonly database"
-    }
-  };
-  const db = inDataDir(() => {
+  const db = inDataDir(config, () => {
     createFromImage(config.databasePath);
     return openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   });
   try {
-    const secrets = inDataDir(() => {
+    const secrets = inDataDir(config, () => {
       migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
       const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
