@@ -7,8 +7,17 @@ import { decryptAesGcm } from "../lib/aes-gcm.ts";
 import { hmacSha256Hex } from "../lib/hash.ts";
 import type { Db } from "./open.ts";
 
-/** Tables whose rows carry values sealed with the wallet encryption key. */
-const SEALED_TABLES = ["custodial_wallets", "feature_tokens", "webhook_endpoints", "market_agents"] as const;
+/**
+ * Tables whose rows carry values sealed with the wallet encryption key: the value's columns, and the column
+ * holding the associated data it was sealed with (a custodial wallet's address, a feature token's hash, a
+ * webhook endpoint's or an agent's id).
+ */
+const SEALED = [
+  { table: "custodial_wallets", aad: "address", iv: "secret_iv", ciphertext: "secret_ciphertext" },
+  { table: "feature_tokens", aad: "token_hash", iv: "token_iv", ciphertext: "token_ciphertext" },
+  { table: "webhook_endpoints", aad: "id", iv: "secret_iv", ciphertext: "secret_ciphertext" },
+  { table: "market_agents", aad: "id", iv: "secret_iv", ciphertext: "secret_ciphertext" },
+] as const;
 
 export function holdsSealedData(path: string): boolean {
   if (path === ":memory:" || !existsSync(path)) return false;
@@ -16,7 +25,7 @@ export function holdsSealedData(path: string): boolean {
   try {
     db = new Database(path, { readonly: true });
     const present = new Set((db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((r) => r.name));
-    return SEALED_TABLES.some((table) => present.has(table) && db!.query(`SELECT 1 FROM ${table} LIMIT 1`).get() !== null);
+    return SEALED.some(({ table }) => present.has(table) && db!.query(`SELECT 1 FROM ${table} LIMIT 1`).get() !== null);
   } catch {
     return false; // not readable here: opening it for real reports why
   } finally {
@@ -54,23 +63,14 @@ const mismatch = (keySource: string) =>
   );
 
 /**
- * One sealed value of each table that holds them, with the associated data it was sealed with: a custodial
- * wallet's key (its address), a feature token (its hash), a webhook endpoint's or an agent's secret (the
- * row's id). A database from before the check may hold any one of them alone.
+ * Whether `key` opens the first value already sealed in the database (one of each SEALED table is looked
+ * for in turn: a database from before the check may hold any one of them alone); null when there is none.
  */
-const SAMPLES: readonly string[] = [
-  "SELECT address AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM custodial_wallets LIMIT 1",
-  "SELECT token_hash AS aad, token_iv AS iv, token_ciphertext AS ciphertext FROM feature_tokens LIMIT 1",
-  "SELECT id AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM webhook_endpoints LIMIT 1",
-  "SELECT id AS aad, secret_iv AS iv, secret_ciphertext AS ciphertext FROM market_agents LIMIT 1",
-];
-
-/** Whether `key` opens the first value already sealed in the database (SAMPLES); null when there is none. */
 function opensSealedSample(db: Db, key: Uint8Array): boolean | null {
   const utf8 = (text: string) => new TextEncoder().encode(text);
   return db.read(() => {
-    for (const sql of SAMPLES) {
-      const row = db.sqlite.query(sql).get() as { aad: string; iv: Uint8Array; ciphertext: Uint8Array } | null;
+    for (const { table, aad, iv, ciphertext } of SEALED) {
+      const row = db.sqlite.query(`SELECT ${aad} AS aad, ${iv} AS iv, ${ciphertext} AS ciphertext FROM ${table} LIMIT 1`).get() as { aad: string; iv: Uint8Array; ciphertext: Uint8Array } | null;
       if (row !== null) return decryptAesGcm(key, row.iv, row.ciphertext, utf8(row.aad)) !== null;
     }
     return null;
