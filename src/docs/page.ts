@@ -110,8 +110,7 @@ function fieldsOf(s: Schema, depth: number): string {
 
 function schemaBlock(s: Schema | undefined): string {
   if (s === undefined) return "";
-  const fields = fieldsOf(s, 0);
-  return `<div class="schema">${fields === "" ? `<code>${escape(typeOf(s))}</code>` : `<code>${escape(typeOf(s))}</code>${fields}`}</div>`;
+  return `<div class="schema"><code>${escape(typeOf(s))}</code>${fieldsOf(s, 0)}</div>`;
 }
 
 const AUTH: Record<string, string> = { bearer: "Authorization: Bearer &lt;session token&gt;", apiKey: "X-API-Key: pk_…" };
