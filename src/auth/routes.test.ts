@@ -538,6 +538,34 @@ describe("health, docs, logs", () => {
     }
   });
 
+  test("/openapi.json is the same whatever the server answered before it was first asked", async () => {
+    // Elysia completes a route's schemas when the route first runs; a schema shared by routes must not
+    // show that in the document only after some traffic.
+    const [quiet, used] = await Promise.all([startTestServer(), startTestServer({ AUTH_RATE_LIMIT: "off" })]);
+    try {
+      const wallet = newWallet();
+      const token = (await signIn(used.url, wallet)).sessionToken;
+      await call(used.url, "/auth/verify", { method: "POST", body: { walletAddress: wallet.address, nonce: "n", signature: "AAAA" } });
+      await call(used.url, "/auth/session", { token });
+      await call(used.url, "/dashboard/api/me");
+      await call(used.url, "/dashboard/api/me", { token });
+      const product = { title: "Pro", description: "d", type: "access", price: "1.00", accessDays: 30 };
+      const created = await call(used.url, "/dashboard/api/products", { method: "POST", body: product, token });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const productId = created.body.productId as string;
+      const key = (await call(used.url, "/dashboard/api/keys", { method: "POST", body: { label: "s" }, token })).body.key as string;
+      const headers = { "x-api-key": key };
+      await call(used.url, "/public/access/check", { method: "POST", body: {}, headers });
+      const check = await call(used.url, "/public/access/check", { method: "POST", body: { walletAddress: wallet.address, productId }, headers });
+      expect(check.status, JSON.stringify(check.body)).toBe(200);
+      expect((await call(used.url, `/public/products/${productId}`, { headers })).status).toBe(200);
+      const [a, b] = await Promise.all([call(quiet.url, "/openapi.json"), call(used.url, "/openapi.json")]);
+      expect(b.body).toEqual(a.body);
+    } finally {
+      await Promise.all([quiet.dispose(), used.dispose()]);
+    }
+  });
+
   test("unknown routes: 404 NOT_FOUND in the error shape, with a request id", async () => {
     const res = await call(url, "/nowhere");
     expect([res.status, res.body]).toEqual([404, { error: "no such route", code: "NOT_FOUND" }]);

@@ -24,9 +24,9 @@ import {
   updateEndpoint,
 } from "../webhooks/endpoints.ts";
 import { listDeliveries, resendDelivery, sendTestEvent } from "../webhooks/outbox.ts";
+import { ErrorBody } from "../auth/routes.ts";
 
 const Id = t.Object({ id: t.String({ maxLength: 64 }) });
-const ErrorBody = t.Object({ error: t.String(), code: t.String(), details: t.Optional(t.Unknown()) });
 const Amount = t.Union([t.String({ maxLength: 40 }), t.Number()], { description: 'a decimal amount in whole tokens, e.g. "9.99"' });
 const ProductFields = {
   title: t.String({ maxLength: 200 }),

@@ -10,8 +10,8 @@ import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
 import { buyerProduct, getProduct, listProducts } from "./products.ts";
 import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
+import { ErrorBody } from "../auth/routes.ts";
 
-const ErrorBody = t.Object({ error: t.String(), code: t.String(), retryAfter: t.Optional(t.Integer()), details: t.Optional(t.Unknown()) });
 const Id = t.String({ maxLength: 64 });
 // No length cap in these two schemas: a string of any length that is not an address is INVALID_ADDRESS, and
 // one that is not a token is an unknown token (paygate.md), not a schema failure. MAX_BODY_BYTES bounds both.
