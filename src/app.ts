@@ -16,6 +16,35 @@ export type RequestMeta = ClientInfo & { requestId: string };
 
 export type AppOptions = { metaOf: (request: Request) => RequestMeta; mcp: McpEndpoint };
 
+type SchemaLike = { anyOf?: SchemaLike[]; const?: unknown; type?: string; format?: string; minimum?: number; maximum?: number };
+
+/**
+ * What a union (`t.Union`) accepts, in words: Elysia's own summary lists its members' types only ("should
+ * be one of: 'string', 'string'"), which does not tell a caller which values are meant. Null for other
+ * schemas, or members it cannot put in words.
+ */
+function choicesOf(schema: unknown): string | null {
+  const members = (schema as SchemaLike | undefined)?.anyOf;
+  if (!Array.isArray(members)) return null;
+  const words = members.map(memberInWords);
+  if (words.some((w) => w === null)) return null;
+  return members.every((m) => "const" in m) ? `one of: ${words.join(", ")}` : words.join(" or ");
+}
+
+function memberInWords(m: SchemaLike): string | null {
+  if ("const" in m) return JSON.stringify(m.const);
+  if (m.type === "null") return "null";
+  // t.Integer in a body: a number, or its text in a form or query (Elysia's coercion adds the second).
+  const numeric = m.anyOf?.find((x) => x.type === "integer" || x.type === "number") ?? m;
+  if (numeric.type !== "integer" && numeric.type !== "number") return null;
+  const kind = numeric.type === "integer" ? "an integer" : "a number";
+  const [min, max] = [numeric.minimum ?? m.minimum, numeric.maximum ?? m.maximum];
+  if (min !== undefined && max !== undefined) return `${kind} from ${min} to ${max}`;
+  if (min !== undefined) return `${kind} of at least ${min}`;
+  if (max !== undefined) return `${kind} of at most ${max}`;
+  return kind;
+}
+
 /** The schema's complaints as `details.fields`: `/a/0/b` becomes `a.0.b`; the whole input is its kind. */
 function validationDetails(err: ValidationError, where: string): { fields: FieldProblem[] } {
   try {
@@ -24,7 +53,9 @@ function validationDetails(err: ValidationError, where: string): { fields: Field
       // A query number out of its bounds fails alone, before its query, with no path: its schema's title names it.
       const title = "schema" in e && typeof e.schema?.title === "string" ? e.schema.title : where;
       // Not the refused value: Elysia's summary of a wrong type ends in "but found: <value>", which may be a secret in the wrong field.
-      const message = (e.summary ?? e.message).replace(/ but found: [\s\S]*$/, "");
+      const choices = "schema" in e ? choicesOf(e.schema) : null;
+      const name = path === "" ? title : path.split(".").at(-1)!;
+      const message = choices !== null ? `Property '${name}' should be ${choices}` : (e.summary ?? e.message).replace(/ but found: [\s\S]*$/, "");
       return { field: path === "" ? title : path, message };
     });
     return { fields };

@@ -132,6 +132,9 @@ describe("Dashboard API: owners and products", () => {
     for (const query of ["limit=0", "limit=1.5", "offset=-1", "status=gone"]) {
       expect([query, await code(dash(`/tokens?${query}`, o.token))]).toEqual([query, [400, "VALIDATION_ERROR"]]);
     }
+    expect((await dash("/tokens?status=gone", o.token)).body.details).toEqual({
+      fields: [{ field: "status", message: `Property 'status' should be one of: "active", "revoked", "expired"` }],
+    });
     expect(await code(dash("/tokens?walletAddress=nope", o.token))).toEqual([400, "INVALID_ADDRESS"]);
     expect(await code(dash("/tokens/revoke", o.token, { body: {} }))).toEqual([400, "VALIDATION_ERROR"]);
     for (const accessToken of ["ft_nope", `ft_${"x".repeat(200)}`]) {
@@ -155,7 +158,17 @@ describe("Dashboard API: owners and products", () => {
 
   test("bad products are refused with the field named", async () => {
     const bad = async (body: Json) => (await dash("/products", ownerA.token, { body })).body;
-    expect(await bad({ ...product, type: "subscription" })).toMatchObject({ code: "VALIDATION_ERROR" });
+    // A choice names what it accepts (the schema library's own words list only the members' types).
+    expect(await bad({ ...product, type: "subscription" })).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { fields: [{ field: "type", message: `Property 'type' should be one of: "feature_unlock", "access"` }] },
+    });
+    for (const accessDays of [0, 2.5, -1, 36501]) {
+      expect(await bad({ ...product, type: "access", accessDays })).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: { fields: [{ field: "accessDays", message: "Property 'accessDays' should be an integer from 1 to 36500 or null" }] },
+      });
+    }
     expect(await bad({ ...product, price: "0" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "price" }] } });
     expect(await bad({ ...product, price: "1.0000001" })).toMatchObject({ code: "VALIDATION_ERROR" });
     expect(await bad({ ...product, featureIds: [] })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "featureIds" }] } });

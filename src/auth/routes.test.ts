@@ -520,6 +520,11 @@ describe("health, docs, logs", () => {
     ]) {
       expect(Object.keys(spec.paths)).toContain(path);
     }
+    // The documented answers include those in a shape of their own (paygate.md: revoke's 404) and a 429's retryAfter.
+    for (const path of ["/public/feature/revoke", "/dashboard/api/tokens/revoke"]) {
+      expect(spec.paths[path].post.responses["404"].content["application/json"].schema.properties.success).toEqual({ const: false, type: "boolean" });
+    }
+    expect(spec.paths["/dashboard/api/products"].post.responses["429"].content["application/json"].schema.properties).toHaveProperty("retryAfter");
     const docs = await fetch(url + "/docs");
     expect(docs.status).toBe(200);
     expect(docs.headers.get("content-type")).toContain("text/html");

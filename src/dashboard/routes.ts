@@ -13,7 +13,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
 import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
-import { AccessToken, patchObject, QueryInteger, revokeAnswer, TokenListQuery } from "../paygate/routes.ts";
+import { AccessToken, patchObject, QueryInteger, revokeAnswer, RevokeMissing, TokenListQuery } from "../paygate/routes.ts";
 import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
@@ -247,6 +247,7 @@ export function dashboardApiRoutes(deps: Deps) {
         parse: jsonBodyParser,
         body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
+        response: { 400: ErrorBody, 404: RevokeMissing, 429: ErrorBody },
       })
       .get("/purchases", ({ request, query }) => listPurchases(deps, ownerOf(request).walletAddress, query), {
         query: t.Object({

@@ -60,6 +60,9 @@ export const TokenListQuery = t.Object({
  * A revoke answered as the source document shows it: `{success: true, message}`, or for an unknown or
  * another owner's token `404 {success: false, error, code: "NOT_FOUND"}` (not the plain error body).
  */
+/** paygate.md: revoking a token that is not the owner's (or not a token) is 404 in this shape, not the error body. */
+export const RevokeMissing = t.Object({ success: t.Literal(false), error: t.String(), code: t.Literal("NOT_FOUND") }, { additionalProperties: false });
+
 export async function revokeAnswer(deps: Deps, owner: string, accessToken: string, set: { status?: number | string }) {
   try {
     return await revokeFeatureToken(deps, owner, accessToken);
@@ -143,7 +146,7 @@ export function publicRoutes(deps: Deps) {
         parse: "text",
         body: t.Object({ accessToken: AccessToken }),
         detail: { summary: "Revoke a feature access token, permanently" },
-        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+        response: { 400: ErrorBody, 401: ErrorBody, 404: RevokeMissing, 429: ErrorBody },
       })
       // Every /public/* request needs its key (paygate.md), a path that names no endpoint too: 404 only
       // after the key check, with the limit headers like any other answer to a valid key.
