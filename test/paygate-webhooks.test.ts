@@ -167,14 +167,36 @@ describe("webhooks", () => {
     expect(delivered.verified).toBe(true);
   }, 30_000);
 
-  test("the guard refuses loopback targets unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {
+  test("a private address literal or localhost is refused as a webhook URL unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {
     const server = await startTestServer({ NETWORK: "localnet" });
     servers.push(server);
-    const hook = receiver();
     const { dash } = await ownerOn(server);
-    const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    const hook = receiver();
+    for (const url of [hook.url, "http://localhost:9/x", "http://api.localhost/x", "http://[::1]/x", "http://10.1.2.3/x", "http://169.254.169.254/latest", "http://0x7f.1/x", "http://[::ffff:192.168.0.1]/x"]) {
+      const refused = await dash("/webhooks", { body: { url, events: ["product.created"] } });
+      expect([url, refused.status, refused.body.code]).toEqual([url, 400, "VALIDATION_ERROR"]);
+      expect(refused.body.details.fields[0]).toMatchObject({ field: "url", message: expect.stringContaining("ALLOW_PRIVATE_NETWORK_TARGETS=true") });
+    }
+    // A name is judged when sent, after DNS (its addresses can change); a public literal is fine.
+    for (const url of ["https://hooks.example.com/x", "https://93.184.216.34/hook"]) {
+      expect((await dash("/webhooks", { body: { url, events: ["product.created"] } })).status).toBe(201);
+    }
+  });
+
+  test("the guard refuses loopback targets when sending unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {
+    // The endpoint was made while private targets were allowed; the server then restarted without that.
+    const allowed = await startTestServer({ NETWORK: "localnet", ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(allowed);
+    const hook = receiver();
+    const owner = await ownerOn(allowed);
+    const endpoint = await owner.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
     expect(endpoint.status).toBe(201);
-    await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" });
+    const server = await allowed.restart({ ALLOW_PRIVATE_NETWORK_TARGETS: "false" });
+    servers.push(server);
+    // Signed in again: the restarted server has another port, so another BASE_URL (the tokens' issuer).
+    const token = (await signIn(server.url, owner.wallet)).sessionToken;
+    const dash = (path: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+    expect((await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" })).status).toBe(200);
     const deadline = Date.now() + 5_000;
     let delivery: Json | undefined;
     while (Date.now() < deadline) {

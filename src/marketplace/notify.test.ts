@@ -56,9 +56,12 @@ function worker(deps: Deps): DeliveryWorker {
 
 const json = (value: unknown) => new Response(JSON.stringify(value), { headers: { "content-type": "application/json" } });
 
+/** The agents' endpoints here are local receivers. */
+const LOCAL_AGENTS = { ALLOW_PRIVATE_NETWORK_TARGETS: "true" };
+
 describe("agent notifications", () => {
   test("signed with the agent's secret; a 200 {reply} becomes the provider's message, once", async () => {
-    const { deps } = await testDeps();
+    const { deps } = await testDeps(LOCAL_AGENTS);
     let secret = "";
     const ep = endpoint(deps, () => secret, (body) => json({ reply: `echo: ${String(body.text)}` }));
     const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Echo", basePrice: "1" } });
@@ -91,7 +94,7 @@ describe("agent notifications", () => {
   });
 
   test("an agent's notifications use the delivery worker's slots of the wallet that owns the agent", async () => {
-    const { deps } = await testDeps();
+    const { deps } = await testDeps(LOCAL_AGENTS);
     const ep = endpoint(deps, () => "", () => new Response("ok"));
     const provider = wallet();
     const agent = await registerAgent(deps, provider, { endpoint: ep.url, profile: { name: "Shared", basePrice: "1" } });
@@ -105,7 +108,7 @@ describe("agent notifications", () => {
   });
 
   test("answers that are not a reply are ignored; a long reply is cut to 4000 characters", async () => {
-    const { deps } = await testDeps();
+    const { deps } = await testDeps(LOCAL_AGENTS);
     // A reply the messages table refuses (SQLite's length() stops at a NUL): the delivery still counts
     // as delivered, once, and nothing is recorded.
     const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', JSON.stringify({ reply: "y".repeat(5000) })];
@@ -129,7 +132,7 @@ describe("agent notifications", () => {
   });
 
   test("a paused agent still hears about its conversations; 410 Gone pauses it and stops notifications until its owner changes the endpoint", async () => {
-    const { deps } = await testDeps();
+    const { deps } = await testDeps(LOCAL_AGENTS);
     let gone = false;
     const ep = endpoint(deps, () => "", () => (gone ? new Response("gone", { status: 410 }) : new Response("ok")));
     const owner = wallet();

@@ -4,6 +4,7 @@ import { AppError, invalidField } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
+import { namesPrivateHost } from "./guarded-fetch.ts";
 import { formatWebhookSecret, WEBHOOK_SECRET_BYTES } from "./signing.ts";
 import * as store from "./store.ts";
 
@@ -35,7 +36,8 @@ const notFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
 const aadOf = (ownerId: string) => new TextEncoder().encode(ownerId);
 
 /**
- * https always; plain http only off mainnet. No credentials or fragment; at most MAX_URL_LENGTH.
+ * https always; plain http only off mainnet. No credentials or fragment; at most MAX_URL_LENGTH. No
+ * private address literal or localhost unless ALLOW_PRIVATE_NETWORK_TARGETS.
  * `field` names the parameter in a VALIDATION_ERROR (marketplace agents call theirs `endpoint`).
  */
 export function checkEndpointUrl(deps: Deps, raw: string, field = "url"): string {
@@ -55,7 +57,11 @@ export function checkEndpointUrl(deps: Deps, raw: string, field = "url"): string
   if (url.hash !== "") throw invalidField(field, "must not have a fragment");
   if (url.hostname === "") throw invalidField(field, "must name a host");
   if (url.href.length > MAX_URL_LENGTH) throw invalidField(field, `must be at most ${MAX_URL_LENGTH} characters`);
-  // Private and loopback hosts are refused when sending (after DNS), not here: a name's addresses can change.
+  // A name's addresses can change: names are judged when sending (after DNS). An address literal or
+  // localhost is refused here already, so that a local URL does not fail silently at every delivery.
+  if (!deps.config.allowPrivateNetworkTargets && namesPrivateHost(url.hostname)) {
+    throw invalidField(field, "is a private, loopback or link-local address, which is refused (ALLOW_PRIVATE_NETWORK_TARGETS=true allows it, for local testing)");
+  }
   return url.href;
 }
 

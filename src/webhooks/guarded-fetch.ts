@@ -108,6 +108,18 @@ export function isPublicAddress(address: string): boolean {
   return v4 !== null && v4.range() === "unicast";
 }
 
+/**
+ * A URL host that can only mean a non-public target whatever DNS says: an address literal that is not
+ * public (as `new URL` writes it: IPv6 in brackets, other IPv4 spellings already made dotted), or
+ * `localhost` and its subdomains (RFC 6761). Other names are judged when sent, after resolution.
+ */
+export function namesPrivateHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, "");
+  if (host === "localhost" || host.endsWith(".localhost")) return true;
+  const literal = host.startsWith("[") ? host.slice(1, -1) : host;
+  return ipaddr.isValid(literal) && !isPublicAddress(literal);
+}
+
 /** The first `maxBytes` of a UTF-8 byte string, never ending inside a character. */
 export function utf8Prefix(bytes: Uint8Array, maxBytes: number): string {
   let end = Math.min(bytes.length, maxBytes);

@@ -34,7 +34,8 @@ import * as store from "./store.ts";
 
 type Clock = ReturnType<typeof manualClock>;
 
-const setup = () => testDeps();
+// Endpoints here are local receivers (the delivery worker is told allowPrivate itself).
+const setup = () => testDeps({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
 
 const wallet = () => encodeBase58(cryptoRandom(32));
 
@@ -775,7 +776,7 @@ describe("durability", () => {
     const db = openDatabase(path);
     migrate(db.sqlite, clock.now(), MIGRATIONS);
     const deps = await createDeps({
-      config: loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off" }),
+      config: loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off", ALLOW_PRIVATE_NETWORK_TARGETS: "true" }),
       secrets: { jwtSecret: new TextEncoder().encode("unit-test-secret-unit-test-secret-0001"), jwtSecretPrevious: null, walletEncryptionKey: KEY },
       baseUrl: "http://walletgate.test",
       db,
@@ -824,7 +825,7 @@ describe("durability", () => {
 
 describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
   test("finished deliveries older than the retention go with their attempts and orphaned events; pending ones and their events stay", async () => {
-    const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30" });
+    const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30", ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
     const owner = wallet();
     const rx = startReceiver(clock, () => [], (_n, r) => new Response(r.path, { status: r.path === "/ok" ? 200 : r.path === "/gone" ? 410 : 500 }));
     const endpoints = await Promise.all(["/ok", "/gone", "/down"].map((path) => createEndpoint(deps, owner, { url: rx.url(path), events: ["payment.completed"] })));
