@@ -1,5 +1,6 @@
-// Keeps the README's sign-in script true: it runs against a real server and gets a working token.
+// Keeps the README's scripts true: each runs against a real server as written (only its address changed).
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call } from "./helpers/wallet.ts";
@@ -17,3 +18,36 @@ test("examples/sign-in.ts signs in", async () => {
   expect(out.isNewSession).toBe(true);
   expect((await call(server.url, "/auth/session", { token: out.sessionToken })).status).toBe(200);
 });
+
+/** The README's first ```ts block after `heading`, with the server's address in place of the default one. */
+function readmeBlock(heading: string): string {
+  const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");
+  const from = readme.indexOf(heading);
+  expect(from).toBeGreaterThan(-1);
+  const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(from))![1]!;
+  return block.replaceAll("http://127.0.0.1:3000", server.url);
+}
+
+test("the README's MCP SDK client prints the balances and exits, with a token and without one", async () => {
+  const dir = mkdtempSync(join(import.meta.dir, "..", ".readme-example-"));
+  try {
+    const script = join(dir, "client.ts"); // inside the checkout, so that it finds the SDK in node_modules
+    writeFileSync(script, readmeBlock("**Over HTTP (Streamable HTTP at `/mcp`)**"));
+    const created = await call(server.url, "/mcp", { method: "POST", body: { tool: "wallet_create", params: {} } });
+    const token = created.body.data.sessionToken as string;
+    for (const env of [{ WALLETGATE_TOKEN: token }, {}]) {
+      const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", ...env } });
+      const timer = setTimeout(() => proc.kill(9), 15_000); // it hung until this before it closed its client
+      const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+      clearTimeout(timer);
+      expect(code).toBe(0);
+      // With a token: that wallet's balances. Without: no "Bearer undefined" refused as TOKEN_INVALID (this
+      // client may still be bound by fingerprint restore, as it shares the wallet_create's IP and User-Agent).
+      expect(out).toContain("success:");
+      expect(out).not.toContain("TOKEN_INVALID");
+      if (env.WALLETGATE_TOKEN !== undefined) expect(out).toContain(created.body.data.address);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 40_000);
