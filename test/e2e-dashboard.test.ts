@@ -155,6 +155,13 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await log.getByText("feature.unlocked").waitFor();
     expect(await log.getByText("succeeded").count()).toBe(2);
     for (const { id } of received) await log.getByText(id).waitFor();
+    // A row opens to its attempts: what the receiver answered.
+    const row = log.getByRole("row").filter({ hasText: "payment.completed" });
+    await row.getByRole("button", { name: "Attempts" }).click();
+    const attempts = log.getByTestId("attempts");
+    await attempts.getByRole("cell", { name: "200", exact: true }).waitFor();
+    expect(await attempts.getByRole("row").count()).toBe(2); // the header and one attempt
+    expect(await row.getByRole("button", { name: "Attempts" }).getAttribute("aria-expanded")).toBe("true");
     await shot(ownerPage, "webhooks");
   }, 30_000);
 

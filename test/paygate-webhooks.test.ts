@@ -76,6 +76,13 @@ describe("webhooks", () => {
 
     const deliveries = await dash(`/webhooks/${endpoint.body.endpointId}/deliveries`);
     expect(deliveries.body.deliveries[0]).toMatchObject({ eventId: attempts[0]!.id, type: "product.created", status: "succeeded", attempts: 2, lastStatusCode: 200 });
+    // Each attempt as the receiver answered it: status, time taken and (up to 1 KiB of) the body.
+    const detail = await dash(`/deliveries/${deliveries.body.deliveries[0].deliveryId}/attempts`);
+    expect(detail.status).toBe(200);
+    expect(detail.body.attempts).toMatchObject([
+      { attempt: 1, statusCode: 500, response: "try later", error: null, durationMs: expect.any(Number), at: expect.stringMatching(/Z$/) },
+      { attempt: 2, statusCode: 200, response: "ok", error: null },
+    ]);
 
     // A test event goes to the endpoint whatever it subscribes to; resend repeats an event's id.
     const sent = await dash(`/webhooks/${endpoint.body.endpointId}/test`, { method: "POST" });
@@ -235,12 +242,16 @@ describe("webhooks", () => {
       ["POST", `/webhooks/${id}/test`, undefined],
       ["GET", `/webhooks/${id}/deliveries`, undefined],
       ["POST", `/deliveries/${sent.deliveryId}/resend`, undefined],
+      ["GET", `/deliveries/${sent.deliveryId}/attempts`, undefined],
+      ["GET", `/deliveries/dlv_unknown/attempts`, undefined],
     ] as const) {
       expect([path, method, await code(b.dash(path, { method, ...(body === undefined ? {} : { body }) }))]).toEqual([path, method, [404, "NOT_FOUND"]]);
     }
     expect(await code(a.dash(`/webhooks/${id}`, { method: "PATCH", body: { url: "http://" } }))).toEqual([400, "VALIDATION_ERROR"]);
     expect(await code(a.dash(`/webhooks/${id}/deliveries?limit=0`))).toEqual([400, "VALIDATION_ERROR"]);
     expect(await code(a.dash(`/webhooks/${"w".repeat(65)}`, { method: "DELETE" }))).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await code(a.dash(`/deliveries/${"d".repeat(65)}/attempts`))).toEqual([400, "VALIDATION_ERROR"]);
+    expect((await a.dash(`/deliveries/${sent.deliveryId}/attempts`)).status).toBe(200);
 
     // At most 20 endpoints an owner: the 21st is refused until one is deleted.
     const more: string[] = [];

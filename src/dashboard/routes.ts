@@ -23,7 +23,7 @@ import {
   rotateEndpointSecret,
   updateEndpoint,
 } from "../webhooks/endpoints.ts";
-import { listDeliveries, resendDelivery, sendTestEvent } from "../webhooks/outbox.ts";
+import { listDeliveries, listDeliveryAttempts, resendDelivery, sendTestEvent } from "../webhooks/outbox.ts";
 import { ErrorBody } from "../auth/routes.ts";
 
 const Id = t.Object({ id: t.String({ maxLength: 64 }) });
@@ -233,6 +233,11 @@ export function dashboardApiRoutes(deps: Deps) {
           response: { 404: ErrorBody },
         },
       )
+      .get("/deliveries/:id/attempts", ({ request, params }) => listDeliveryAttempts(deps, ownerOf(request).walletAddress, params.id), {
+        params: Id,
+        detail: { summary: "A delivery's attempts, oldest first: when, status code, duration, up to 1 KiB of the response or the error" },
+        response: { 404: ErrorBody },
+      })
       .post("/deliveries/:id/resend", ({ request, params }) => resendDelivery(deps, counted(request, "webhook"), params.id), {
         params: Id,
         detail: { summary: "Deliver the same event again (same webhook-id)" },

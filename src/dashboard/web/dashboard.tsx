@@ -392,8 +392,33 @@ function EventBoxes({ value, onChange }: { value: string[]; onChange: (v: string
   );
 }
 
+type Attempt = { attempt: number; at: string; statusCode: number | null; durationMs: number; response: string | null; error: string | null };
+
+/** One delivery's attempts: what the receiver answered (up to 1 KiB) or why nothing was sent. */
+function Attempts({ deliveryId }: { deliveryId: string }) {
+  const { data, error } = useData(() => api<{ attempts: Attempt[] }>(`/dashboard/api/deliveries/${deliveryId}/attempts`), [deliveryId]);
+  return (
+    <div data-testid="attempts">
+      <ErrorText error={error} />
+      {data && data.attempts.length === 0 && <p class="muted">Not attempted yet.</p>}
+      {data && data.attempts.length > 0 && (
+        <table>
+          <thead><tr><th>#</th><th>At</th><th>Status</th><th>Took</th><th>Response or error</th></tr></thead>
+          <tbody>{data.attempts.map((a) => (
+            <tr key={a.attempt}>
+              <td>{a.attempt}</td><td>{when(a.at)}</td><td>{a.statusCode ?? "—"}</td><td>{a.durationMs} ms</td>
+              <td><pre class="mono" style="margin:0;white-space:pre-wrap;max-width:40rem">{a.error ?? a.response ?? ""}</pre></td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
 function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: number }) {
   const [offset, setOffset] = useState(0);
+  const [opened, setOpened] = useState<string | null>(null);
   const { data, error, reload } = useData(
     () => api<{ deliveries: Delivery[]; total: number }>(`/dashboard/api/webhooks/${endpointId}/deliveries${query({ limit: PAGE_SIZE, offset })}`),
     [endpointId, offset, refresh],
@@ -405,14 +430,19 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
       {data && (
         <div class="table-wrap"><table data-testid="deliveries">
           <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th></th></tr></thead>
-          <tbody>{data.deliveries.map((d) => (
+          <tbody>{data.deliveries.map((d) => [
             <tr key={d.deliveryId}>
               <td>{d.type}<div class="muted mono">{d.eventId}</div></td>
               <td><span class={`badge ${d.status === "succeeded" ? "ok" : d.status === "failed" ? "bad" : ""}`}>{d.status}</span></td>
               <td>{d.attempts}</td><td>{d.lastStatusCode ?? "—"}</td><td>{when(d.nextAttemptAt)}</td><td>{when(d.createdAt)}</td>
-              <td><ActionButton class="secondary" action={async () => { await api(`/dashboard/api/deliveries/${d.deliveryId}/resend`, { method: "POST" }); reload(); }}>Resend</ActionButton></td>
-            </tr>
-          ))}</tbody>
+              <td><div class="row">
+                <button type="button" class="secondary" aria-expanded={opened === d.deliveryId}
+                  onClick={() => setOpened(opened === d.deliveryId ? null : d.deliveryId)}>Attempts</button>
+                <ActionButton class="secondary" action={async () => { await api(`/dashboard/api/deliveries/${d.deliveryId}/resend`, { method: "POST" }); reload(); }}>Resend</ActionButton>
+              </div></td>
+            </tr>,
+            opened === d.deliveryId && <tr key={`${d.deliveryId}-attempts`}><td colSpan={7}><Attempts deliveryId={d.deliveryId} /></td></tr>,
+          ])}</tbody>
         </table>{data.total === 0 && <p class="muted">No deliveries yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
       )}
     </div>
