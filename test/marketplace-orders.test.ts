@@ -135,7 +135,9 @@ describe("orders", () => {
       expect((await c.client.ok("consumer_dispute_order", { orderId, reason: "wrong language" })).order.status).toBe("disputed");
       expect(await c.client.call("consumer_complete_order", { orderId })).toMatchObject({ success: false, code: "INVALID_STATE" });
       const providerBefore = (await balances(providerAddress)).usdc;
-      const r = await runCli(["orders", "resolve", orderId, outcome, "--json"], { DATA_DIR: server.dataDir, MARKETPLACE_FEE_BPS: "250", MARKETPLACE_FEE_WALLET: FEE_WALLET });
+      // The operator's command runs without the server's fee settings: the fee is the order's, fixed when it was paid.
+      const feeBefore = (await balances(FEE_WALLET)).usdc;
+      const r = await runCli(["orders", "resolve", orderId, outcome, "--json"], { DATA_DIR: server.dataDir });
       expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
       const order = JSON.parse(r.stdout).order;
       if (outcome === "--refund") {
@@ -144,6 +146,7 @@ describe("orders", () => {
       } else {
         expect(order.status).toBe("completed");
         expect((await balances(providerAddress)).usdc - providerBefore).toBe(3_900_000n); // 4 less 2.5 %
+        expect((await balances(FEE_WALLET)).usdc - feeBefore).toBe(100_000n);
       }
       const again = await runCli(["orders", "resolve", orderId, "--refund"], { DATA_DIR: server.dataDir });
       expect(again.code).toBe(1);

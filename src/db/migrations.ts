@@ -23,6 +23,7 @@ import m0021 from "./migrations/0021_market_offer_wire.sql" with { type: "text" 
 import m0022 from "./migrations/0022_checkout_submissions_time.sql" with { type: "text" };
 import m0023 from "./migrations/0023_checkouts_expired.sql" with { type: "text" };
 import m0024 from "./migrations/0024_webhook_fair_claim.sql" with { type: "text" };
+import m0025 from "./migrations/0025_market_order_fee_terms.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -51,4 +52,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 22, name: "checkout_submissions_time", sql: m0022 },
   { version: 23, name: "checkouts_expired", sql: m0023 },
   { version: 24, name: "webhook_fair_claim", sql: m0024 },
+  { version: 25, name: "market_order_fee_terms", sql: m0025 },
 ];

@@ -120,6 +120,29 @@ describe("late actions and the fee", () => {
       expect([await usdcOf(deps, provider), await usdcOf(deps, feeWallet)]).toEqual([toProvider, toFee]);
     }
   });
+  test("the fee is the one in force when the order was paid; an order paid before fees were kept on it uses the releasing process's", async () => {
+    const feeWallet = (await import("@solana/web3.js")).Keypair.generate().publicKey.toBase58();
+    const { deps } = await testDeps({ MARKETPLACE_FEE_BPS: "250", MARKETPLACE_FEE_WALLET: feeWallet });
+    const { provider, buyers } = await market(deps);
+    const [b] = buyers;
+    const paidOrder = async () => {
+      const o = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "x", price: "4", deliveryTime: 10 });
+      await acceptOrder(deps, b!.address, { orderId: o.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+      await deliverOrder(deps, provider, { orderId: o.orderId, result: "r" });
+      return o.orderId;
+    };
+    const kept = await paidOrder();
+    expect(await ordersStore.findOrder(deps.db, kept)).toMatchObject({ feeBps: 250, feeWallet });
+    // The fee is lowered to nothing afterwards: a process of that configuration releases the order.
+    const noFee = { ...deps, config: Object.freeze({ ...deps.config, marketplace: Object.freeze({ feeBps: 0, feeWallet: null }) }) };
+    await completeOrder(noFee, b!.address, { orderId: kept });
+    expect([await usdcOf(deps, provider), await usdcOf(deps, feeWallet)]).toEqual([3_900_000n, 100_000n]);
+    // An order paid before migration 25 has no terms of its own: the releasing process's apply.
+    const older = await paidOrder();
+    await deps.db.write(() => deps.db.sqlite.query("UPDATE market_orders SET fee_bps = NULL, fee_wallet = NULL WHERE id = ?").run(older));
+    await completeOrder(noFee, b!.address, { orderId: older });
+    expect([await usdcOf(deps, provider), await usdcOf(deps, feeWallet)]).toEqual([7_900_000n, 100_000n]);
+  });
 });
 
 describe("timers", () => {

@@ -162,7 +162,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     status: "proposed",
     dueAt: now + PROPOSAL_TTL_MS,
     deadline: null,
-    escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null,
+    escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null, feeBps: null, feeWallet: null,
     result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null, offerWire: null,
     pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null,
     createdAt: now,
@@ -337,7 +337,12 @@ function finishInWrite(deps: Deps, row: store.OrderRow, from: store.OrderStatus,
   if (move.kind === "accept") {
     refuseReusedPayment(deps, row, signature);
     const deadline = now + row.deliveryTimeMin * 60_000;
-    const change: store.OrderChange = { ...NOT_PENDING, status: "paid", token: move.token, amount: BigInt(move.amount), escrowTx: signature, deadline, dueAt: deadline };
+    // The fee is the one in force when the consumer pays, whoever releases the money later.
+    const { feeBps, feeWallet } = deps.config.marketplace;
+    const change: store.OrderChange = {
+      ...NOT_PENDING, status: "paid", token: move.token, amount: BigInt(move.amount), escrowTx: signature, deadline, dueAt: deadline,
+      feeBps: feeWallet === null ? 0 : feeBps, feeWallet,
+    };
     if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
     systemMessageInWrite(deps, row, `The consumer paid ${row.price} ${move.token.toUpperCase()} into escrow. Deadline: ${toIso(deadline)}.`);
     orderEventInWrite(deps, row, "order.accepted", { escrowTx: signature, deadline: toIso(deadline), price: row.price, token: move.token });
@@ -471,7 +476,8 @@ async function refund(deps: Deps, row: store.OrderRow, from: store.OrderStatus, 
 
 /** Escrow to the provider (less the marketplace fee, to the fee wallet, in the same transaction), and the order to `completed`. */
 async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus, rating: number | null, review: string | null, note: string) {
-  const { feeBps, feeWallet } = deps.config.marketplace;
+  // The terms the order was paid under; an order paid before they were kept, those of this process.
+  const { feeBps, feeWallet } = row.feeBps !== null ? { feeBps: row.feeBps, feeWallet: row.feeWallet } : deps.config.marketplace;
   const fee = feeWallet === null ? 0n : (row.amount * BigInt(feeBps)) / 10_000n;
   const payout =
     fee === 0n

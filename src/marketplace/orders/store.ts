@@ -27,6 +27,9 @@ export type OrderRow = {
   releaseTx: string | null;
   refundTx: string | null;
   feeAmount: bigint | null;
+  /** The fee terms the order was paid under (MARKETPLACE_FEE_*); null before payment, and for orders paid before migration 25. */
+  feeBps: number | null;
+  feeWallet: string | null;
   result: string | null;
   rating: number | null;
   review: string | null;
@@ -48,7 +51,7 @@ export type OrderRow = {
 const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, consumer_wallet AS consumerWallet,
   provider_wallet AS providerWallet, service_id AS serviceId, description, price, CAST(amount AS TEXT) AS amount, token,
   delivery_time_min AS deliveryTimeMin, status, due_at AS dueAt, deadline, escrow_tx AS escrowTx, release_tx AS releaseTx,
-  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, result, rating, review, reason, offer_hash AS offerHash, offered_at AS offeredAt, offer_wire AS offerWire,
+  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, fee_bps AS feeBps, fee_wallet AS feeWallet, result, rating, review, reason, offer_hash AS offerHash, offered_at AS offeredAt, offer_wire AS offerWire,
   pending_move AS pendingMove, pending_from AS pendingFrom, pending_tx AS pendingTx, pending_wire AS pendingWire,
   pending_valid_height AS pendingValidHeight, created_at AS createdAt, updated_at AS updatedAt`;
 
@@ -81,14 +84,14 @@ export async function findOrder(db: Db, id: string): Promise<OrderRow | null> {
 export type OrderChange = Partial<
   Pick<
     OrderRow,
-    | "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "result" | "rating" | "review" | "reason"
+    | "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "feeBps" | "feeWallet" | "result" | "rating" | "review" | "reason"
     | "token" | "amount" | "offerHash" | "offeredAt" | "offerWire" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
   >
 >;
 
 const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
   status: "status", dueAt: "due_at", deadline: "deadline", escrowTx: "escrow_tx", releaseTx: "release_tx", refundTx: "refund_tx",
-  feeAmount: "fee_amount", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
+  feeAmount: "fee_amount", feeBps: "fee_bps", feeWallet: "fee_wallet", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
   offerHash: "offer_hash", offeredAt: "offered_at", offerWire: "offer_wire", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
   pendingValidHeight: "pending_valid_height",
 };
