@@ -320,6 +320,19 @@ describe("timers", () => {
     expect(await withdrawOrder(deps, quiet.provider, quiet.order.orderId)).toMatchObject({ status: "withdrawn" });
   });
 
+  test("a consumer asking for a new offer each time the last runs out cannot hold off a withdraw: one window at most", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
+    await expect(withdrawOrder(deps, c.provider, c.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("may still land") });
+    // The offer out is handed out again while it can land (it may be signed yet); no new one is made.
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    await expect(acceptOrder(deps, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("withdrawing") });
+    expect(await withdrawOrder(deps, c.provider, c.order.orderId)).toMatchObject({ status: "withdrawn" });
+    expect(await escrowedTotals(deps)).toEqual({});
+  });
+
   test("an offer and an ending racing: no transfer is handed out for an ended order, and no order ends under an offer it did not look at", async () => {
     const { deps, clock } = await testDeps();
     // The provider withdraws while the offer's transfer is being built (on RPC: two round trips).

@@ -163,7 +163,7 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     dueAt: now + PROPOSAL_TTL_MS,
     deadline: null,
     escrowTx: null, releaseTx: null, refundTx: null, feeAmount: null, feeBps: null, feeWallet: null,
-    result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null, offerWire: null,
+    result: null, rating: null, review: null, reason: null, offerHash: null, offeredAt: null, offerWire: null, withdrawRequestedAt: null,
     pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null,
     createdAt: now,
     updatedAt: now,
@@ -184,11 +184,12 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
  * escrow. So the offer is looked for first (as the expiry timer does): found, the order is paid (and the
  * action refused); while it could still land, the action waits.
  */
-async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: string): Promise<void> {
+async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: string, beforeWaiting?: () => Promise<void>): Promise<void> {
   if (row.offerHash === null) return;
   const outcome = await sentOfferOutcome(deps, row);
   if (outcome === "paid") throw new AppError("INVALID_STATE", `the consumer paid the offered escrow transfer: the order is paid, and cannot ${action}`);
   if (outcome === "wait") {
+    await beforeWaiting?.();
     throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${secondsUntilLanded(deps, row)} s`);
   }
 }
@@ -205,7 +206,13 @@ export async function withdrawOrder(deps: Deps, wallet: string, orderId: string)
   const row = await orderFor(deps, orderId, wallet, "provider");
   if (row.status !== "proposed") throw wrongState(row, "withdraw");
   refuseExpiredProposal(deps, row);
-  await settleOfferBeforeEnding(deps, row, "withdraw");
+  // Kept: a consumer asking for a new offer each time the last one runs out would otherwise hold this off until expiry.
+  const requestWithdraw = async () => {
+    if (row.withdrawRequestedAt !== null) return;
+    const now = deps.clock.now();
+    await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { withdrawRequestedAt: now }, now));
+  };
+  await settleOfferBeforeEnding(deps, row, "withdraw", requestWithdraw);
   return orderView(await transition(deps, row, "withdraw", { status: "withdrawn", dueAt: null }, () => systemMessageInWrite(deps, row, "The provider withdrew the order.")));
 }
 
@@ -249,6 +256,9 @@ export async function acceptOrder(
   if (input.signedTransaction === undefined && row.offerHash !== null) {
     const again = await offerAgain(deps, row, token.key, parsed.value);
     if (again !== null) return again;
+  }
+  if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) {
+    throw new AppError("INVALID_STATE", "the provider is withdrawing this proposal: no new escrow transfer is offered for it");
   }
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {

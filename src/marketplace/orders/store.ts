@@ -39,6 +39,8 @@ export type OrderRow = {
   offeredAt: number | null;
   /** The offer's unsigned transaction (handed out again while it can land); null for offers before migration 21. */
   offerWire: Uint8Array | null;
+  /** When the provider asked to withdraw while an offer could still land: no new offer is made after it. */
+  withdrawRequestedAt: number | null;
   pendingMove: string | null;
   pendingFrom: OrderStatus | null;
   pendingTx: string | null;
@@ -51,7 +53,7 @@ export type OrderRow = {
 const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, consumer_wallet AS consumerWallet,
   provider_wallet AS providerWallet, service_id AS serviceId, description, price, CAST(amount AS TEXT) AS amount, token,
   delivery_time_min AS deliveryTimeMin, status, due_at AS dueAt, deadline, escrow_tx AS escrowTx, release_tx AS releaseTx,
-  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, fee_bps AS feeBps, fee_wallet AS feeWallet, result, rating, review, reason, offer_hash AS offerHash, offered_at AS offeredAt, offer_wire AS offerWire,
+  refund_tx AS refundTx, CAST(fee_amount AS TEXT) AS feeAmount, fee_bps AS feeBps, fee_wallet AS feeWallet, result, rating, review, reason, offer_hash AS offerHash, offered_at AS offeredAt, offer_wire AS offerWire, withdraw_requested_at AS withdrawRequestedAt,
   pending_move AS pendingMove, pending_from AS pendingFrom, pending_tx AS pendingTx, pending_wire AS pendingWire,
   pending_valid_height AS pendingValidHeight, created_at AS createdAt, updated_at AS updatedAt`;
 
@@ -85,14 +87,14 @@ export type OrderChange = Partial<
   Pick<
     OrderRow,
     | "status" | "dueAt" | "deadline" | "escrowTx" | "releaseTx" | "refundTx" | "feeAmount" | "feeBps" | "feeWallet" | "result" | "rating" | "review" | "reason"
-    | "token" | "amount" | "offerHash" | "offeredAt" | "offerWire" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
+    | "token" | "amount" | "offerHash" | "offeredAt" | "offerWire" | "withdrawRequestedAt" | "pendingMove" | "pendingFrom" | "pendingTx" | "pendingWire" | "pendingValidHeight"
   >
 >;
 
 const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
   status: "status", dueAt: "due_at", deadline: "deadline", escrowTx: "escrow_tx", releaseTx: "release_tx", refundTx: "refund_tx",
   feeAmount: "fee_amount", feeBps: "fee_bps", feeWallet: "fee_wallet", result: "result", rating: "rating", review: "review", reason: "reason", token: "token", amount: "amount",
-  offerHash: "offer_hash", offeredAt: "offered_at", offerWire: "offer_wire", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
+  offerHash: "offer_hash", offeredAt: "offered_at", offerWire: "offer_wire", withdrawRequestedAt: "withdraw_requested_at", pendingMove: "pending_move", pendingFrom: "pending_from", pendingTx: "pending_tx", pendingWire: "pending_wire",
   pendingValidHeight: "pending_valid_height",
 };
 
