@@ -151,14 +151,27 @@ export function invalidField(field: string, problem: string): AppError {
 const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
 /**
+ * Characters as the tools' schemas (JSON Schema's maxLength) and SQLite's length() count them: code
+ * points, so an emoji is one, not the two UTF-16 units of `string.length`.
+ */
+export function characters(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0xdc00 || unit > 0xdfff || i === 0 || text.charCodeAt(i - 1) < 0xd800 || text.charCodeAt(i - 1) > 0xdbff) n++;
+  }
+  return n;
+}
+
+/**
  * Free text at an edge (titles, descriptions, messages): trimmed; `required` ones not empty; at most `max`
- * characters; no control characters but tab and line breaks (a NUL would cut the text short in SQLite's
- * checks and in full-text search, and no one types one).
+ * characters (code points); no control characters but tab and line breaks (a NUL would cut the text
+ * short in SQLite's checks and in full-text search, and no one types one).
  */
 export function textField(value: string | undefined, field: string, max: number, required: boolean): string {
   const text = (value ?? "").trim();
   if (required && text.length === 0) throw invalidField(field, "required");
-  if (text.length > max) throw invalidField(field, `at most ${max} characters`);
+  if (text.length > max && characters(text) > max) throw invalidField(field, `at most ${max} characters`);
   if (CONTROL_CHARACTERS.test(text)) throw invalidField(field, "must not contain control characters (tabs and line breaks are fine)");
   return text;
 }

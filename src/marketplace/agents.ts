@@ -1,7 +1,7 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, invalidField, textField } from "../errors.ts";
+import { AppError, amountField, characters, invalidField, textField } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -102,7 +102,7 @@ function checkCategories(categories: string[]): { display: string[]; keys: strin
   const keys: string[] = [];
   for (const raw of categories) {
     const category = raw.trim();
-    if (category.length === 0 || category.length > AGENT_LIMITS.categoryChars) {
+    if (category.length === 0 || characters(category) > AGENT_LIMITS.categoryChars) {
       throw invalidField("profile.categories", `each category is 1 to ${AGENT_LIMITS.categoryChars} characters`);
     }
     const key = category.toLowerCase();

@@ -98,6 +98,9 @@ describe("start and send", () => {
     expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "   "))).toBe("VALIDATION_ERROR");
     expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "x".repeat(4001)))).toBe("VALIDATION_ERROR");
     expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "x".repeat(4000)))).toBe("OK");
+    // Characters are code points, as the tool's schema (maxLength) counts them: an emoji is one.
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "😀".repeat(4000)))).toBe("OK");
+    expect(await codeOf(sendMessage(deps, consumer, "consumer", id, "😀".repeat(4001)))).toBe("VALIDATION_ERROR");
 
     expect(await codeOf(startConversation(deps, provider, agent.agentId, "me"))).toBe("FORBIDDEN");
     expect(await codeOf(startConversation(deps, consumer, "agt_nope", "hi"))).toBe("NOT_FOUND");
@@ -177,10 +180,10 @@ describe("system messages", () => {
     expect(read.messages[1]).toMatchObject({ orderId: "ord_1" });
   });
 
-  test("text is cut to 4000 characters without splitting a surrogate pair", () => {
+  test("text is cut to 4000 characters (code points) without splitting a surrogate pair", () => {
     expect(capMessageText("a".repeat(4001))).toHaveLength(4000);
-    const emoji = "a".repeat(3999) + "😀";
-    expect(capMessageText(emoji)).toBe("a".repeat(3999));
+    expect(capMessageText("a".repeat(3999) + "😀b")).toBe("a".repeat(3999) + "😀");
+    expect(capMessageText("😀".repeat(4001))).toBe("😀".repeat(4000));
     expect(capMessageText("short")).toBe("short");
   });
 });

@@ -8,7 +8,7 @@ import { ownedAgent } from "./agents.ts";
 import { AGENT_EVENTS, enqueueAgentEventInWrite } from "./events.ts";
 import * as store from "./store.ts";
 
-/** Characters (UTF-16 code units, as JSON Schema's maxLength counts them) of a message. */
+/** Characters (code points, as JSON Schema's maxLength and SQLite's length() count them) of a message. */
 export const MESSAGE_MAX_CHARS = 4000;
 export const MESSAGE_PAGE = { default: 100, max: 200 } as const;
 export const CONVERSATION_PAGE = { default: 20, max: 100 } as const;
@@ -63,11 +63,16 @@ export function conversationView(row: store.ConversationRow): Conversation {
   };
 }
 
-/** At most MESSAGE_MAX_CHARS, never splitting a surrogate pair. */
+/** At most MESSAGE_MAX_CHARS characters (code points), never splitting a surrogate pair. */
 export function capMessageText(text: string): string {
   if (text.length <= MESSAGE_MAX_CHARS) return text;
-  const last = text.charCodeAt(MESSAGE_MAX_CHARS - 1);
-  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? MESSAGE_MAX_CHARS - 1 : MESSAGE_MAX_CHARS);
+  let end = 0;
+  for (let kept = 0; kept < MESSAGE_MAX_CHARS && end < text.length; kept++) {
+    const unit = text.charCodeAt(end);
+    const pair = unit >= 0xd800 && unit <= 0xdbff && end + 1 < text.length && (text.charCodeAt(end + 1) & 0xfc00) === 0xdc00;
+    end += pair ? 2 : 1;
+  }
+  return text.slice(0, end);
 }
 
 function checkMessage(text: string, field = "message"): string {
