@@ -212,6 +212,22 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect((await rpc(server, ids[2]!, { method: "tools/list" }, ua("idle-delete"))).status).toBe(404);
   });
 
+  test("a session that never bound a wallet is rebuilt too after being idle many timeouts and purges, not answered 404", async () => {
+    // The SDK's client never initializes again after a 404: the record of an unbound session has to last.
+    const quick = await start({ MCP_SESSION_TIMEOUT_MS: "300", PURGE_INTERVAL_MS: "100" });
+    try {
+      const mcp = await connect(quick, ua("unbound-idle"));
+      const id = mcp.transport.sessionId!;
+      expect(await mcp.ok("session_info")).toMatchObject({ authenticated: false });
+      await sleep(1500); // five timeouts, a dozen purges
+      expect(await mcp.ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
+      expect(mcp.transport.sessionId).toBe(id); // the same session, rebuilt
+      expect((await mcp.ok("wallet_create", { airdropSol: 0 })).address).toBeString(); // and goes on as usual
+    } finally {
+      await quick.dispose();
+    }
+  });
+
   test("an expired token: TOKEN_EXPIRED by Bearer, by binding and for session_restore; no fingerprint restore", async () => {
     const { mcp, userAgent, created } = expiring;
     const exp = decodeJwt(created.sessionToken).payload.exp as number;

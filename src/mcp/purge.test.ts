@@ -1,4 +1,5 @@
-// The MCP part of the purge: ended records after a day, idle ones once every token they could hold is dead.
+// The MCP part of the purge: ended records after a day, idle ones once every token they could hold is dead,
+// and records without a wallet past their cap.
 import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { purgeMcpSessions } from "./purge.ts";
@@ -17,10 +18,32 @@ test("ended, long-idle and idle never-bound MCP session records are purged; live
   expect(await purgeMcpSessions(deps)).toEqual({ mcpSessions: 1 }); // ended more than a day ago
   expect(await findSession(deps.db, "live")).not.toBeNull();
   expect(await findSession(deps.db, "ended")).toBeNull();
+  // A session that never bound a wallet is kept as long (a client idle for hours is rebuilt, not 404)…
   const unbound = { ...base, wallet: null, sessionId: null, jti: null, boundBy: null };
   await insertSession(deps.db, { id: "anonymous", createdAt: clock.now(), lastActivityAt: clock.now(), ...unbound });
-  clock.advance(2 * deps.config.mcpSessionTimeoutMs + 1);
-  expect(await purgeMcpSessions(deps)).toEqual({ mcpSessions: 1 });
-  expect(await findSession(deps.db, "anonymous")).toBeNull();
-  expect(await findSession(deps.db, "live")).not.toBeNull();
+  clock.advance(10 * deps.config.mcpSessionTimeoutMs);
+  expect(await purgeMcpSessions(deps)).toEqual({ mcpSessions: 0 });
+  expect(await findSession(deps.db, "anonymous")).not.toBeNull();
+  clock.advance(31 * 86_400_000);
+  expect(await purgeMcpSessions(deps)).toEqual({ mcpSessions: 2 }); // it and "live", both idle past 30 days + a day
+});
+
+test("records without a wallet are bounded in number: past the cap the least recently active go", async () => {
+  const { deps, clock } = await testDeps();
+  const unbound = { protocolVersion: "2025-06-18", fingerprint: null, wallet: null, sessionId: null, jti: null, boundBy: null };
+  const bound = { ...unbound, wallet: "W", sessionId: "s", jti: "j", boundBy: "binding" as const };
+  const now = clock.now();
+  for (let i = 0; i < 5; i++) await insertSession(deps.db, { id: `anon-${i}`, createdAt: now, lastActivityAt: now - i * 1000, ...unbound });
+  await insertSession(deps.db, { id: "bound-old", createdAt: now, lastActivityAt: now - 60_000, ...bound });
+  await insertSession(deps.db, { id: "anon-ended", createdAt: now, lastActivityAt: now - 60_000, ...unbound });
+  await endSession(deps.db, "anon-ended", now); // ended: its 404 is kept for a day, whatever the cap
+  expect(await purgeMcpSessions(deps, 2)).toEqual({ mcpSessions: 3 });
+  for (const [id, kept] of [["anon-0", true], ["anon-1", true], ["anon-2", false], ["anon-4", false], ["bound-old", true], ["anon-ended", true]] as const) {
+    expect([id, (await findSession(deps.db, id)) !== null]).toEqual([id, kept]);
+  }
+  // The surplus is found through the partial index, not a scan of every record.
+  const plan = deps.db.sqlite
+    .query("EXPLAIN QUERY PLAN SELECT id FROM mcp_sessions WHERE wallet IS NULL AND ended_at IS NULL ORDER BY last_activity_at DESC LIMIT -1 OFFSET 2")
+    .all() as { detail: string }[];
+  expect(plan.map((p) => p.detail).join("; ")).toContain("mcp_sessions_unbound_activity");
 });

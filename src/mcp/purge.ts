@@ -1,13 +1,17 @@
-// The purge's MCP part: session records that cannot be rebuilt any more (ended, idle past any token's life, or
-// never bound and idle for two session timeouts).
+// The purge's MCP part: session records that cannot be rebuilt any more (ended, or idle past any token's
+// life), and the least recently active of those that never bound a wallet past UNBOUND_RECORDS_KEPT.
 import type { Deps } from "../deps.ts";
 import { purgeSessions } from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
 
-export async function purgeMcpSessions(deps: Deps): Promise<{ mcpSessions: number }> {
+/**
+ * Records of sessions without a wallet kept at most (~200 bytes each): opening one needs no sign-in, so
+ * their number is bounded, not their age; a client idle for hours is rebuilt, not answered 404.
+ */
+export const UNBOUND_RECORDS_KEPT = 100_000;
+
+export async function purgeMcpSessions(deps: Deps, unboundKept = UNBOUND_RECORDS_KEPT): Promise<{ mcpSessions: number }> {
   const now = deps.clock.now();
   const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
-  // A session that never bound a wallet holds nothing worth rebuilding for long.
-  const unboundIdleBefore = now - 2 * deps.config.mcpSessionTimeoutMs;
-  return { mcpSessions: await purgeSessions(deps.db, now - DAY_MS, now - longestTokenMs - DAY_MS, unboundIdleBefore) };
+  return { mcpSessions: await purgeSessions(deps.db, now - DAY_MS, now - longestTokenMs - DAY_MS, unboundKept) };
 }

@@ -71,14 +71,22 @@ export function endSession(db: Db, id: string, now: number): Promise<void> {
  * Forgets MCP session records that can no longer come back: ended ones, and ones idle since `idleBefore`
  * (longer than any session token lives, so whatever they bound is dead anyway). Returns how many.
  */
-export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unboundIdleBefore: number): Promise<number> {
-  return db.write(
-    () =>
-      db.sqlite
-        .query(
-          `DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?
-             OR (wallet IS NULL AND last_activity_at < ?)`,
-        )
-        .run(endedBefore, idleBefore, unboundIdleBefore).changes,
-  );
+/**
+ * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and the least recently active
+ * unbound ones beyond the `unboundKept` most recent (through their partial index, migration 27).
+ */
+export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unboundKept: number): Promise<number> {
+  return db.write(() => {
+    const old = db.sqlite
+      .query("DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?")
+      .run(endedBefore, idleBefore).changes;
+    const surplus = db.sqlite
+      .query(
+        `DELETE FROM mcp_sessions WHERE id IN (
+           SELECT id FROM mcp_sessions WHERE wallet IS NULL AND ended_at IS NULL
+           ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?)`,
+      )
+      .run(unboundKept).changes;
+    return old + surplus;
+  });
 }
