@@ -290,6 +290,32 @@ describe("session_restore and wallet_disconnect", () => {
     expect(await other.ok("wallet_disconnect")).toEqual({ disconnected: true });
     // The same token bound the owner's session: that binding is dead too.
     expect(await owner.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    // A session whose binding died can still sign out: it forgets the wallet, and so does its fingerprint link.
+    expect(await owner.call("session_info")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    expect(await owner.ok("wallet_disconnect")).toEqual({ disconnected: true });
+    expect(await owner.ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
+    expect(await owner.call("wallet_disconnect")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+    // A dead token in the header is reported, not signed out of.
+    expect(await other.call("wallet_disconnect")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+  });
+
+  test("wallet_disconnect of a binding whose token was revoked elsewhere drops the client's fingerprint link", async () => {
+    const userAgent = ua("dead-binding");
+    const wallet = newWallet();
+    const signInOver = async (mcp: Mcp) => {
+      const challenge = await mcp.ok("session_auth", { walletAddress: wallet.address });
+      return mcp.ok("wallet_connect", { walletAddress: wallet.address, nonce: challenge.nonce, signature: wallet.sign(challenge.message) });
+    };
+    const first = await connect(userAgent);
+    const t1 = await signInOver(first);
+    await signInOver(await connect(userAgent)); // a later sign-in from this client: its fingerprint link now names that token
+    expect(await (await connect(userAgent)).ok("session_info")).toMatchObject({ walletAddress: wallet.address, restoredBy: "fingerprint" });
+    // The first session's token is revoked elsewhere; that session then signs out.
+    expect((await fetch(`${server.url}/auth/revoke`, { method: "POST", headers: { authorization: `Bearer ${t1.sessionToken}` } })).status).toBe(200);
+    expect(await first.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    expect(await first.ok("wallet_disconnect")).toEqual({ disconnected: true });
+    // This client's link to the wallet went with it: a new session from it is not restored.
+    expect(await (await connect(userAgent)).ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
   });
 });
 

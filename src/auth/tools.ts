@@ -76,9 +76,12 @@ export const walletDisconnect = defineTool({
   name: "wallet_disconnect",
   description: "Sign out: the session token is revoked at once, and this MCP session and its fingerprint forget the wallet.",
   input: {},
-  needsWallet: true,
+  needsWallet: false, // a binding whose token died (revoked, expired) can still be signed out of
   run: async ({ deps, caller, session, client }) => {
-    await disconnectWallet(deps, requireWallet(caller), client); // the token and this client's link, one write
+    const dead = caller.kind === "anonymous" ? caller.deadBinding : undefined;
+    // Revoking a dead token changes nothing, but the same write drops this client's fingerprint link to the wallet.
+    const wallet = dead !== undefined ? { token: null, walletAddress: dead.walletAddress, jti: dead.jti } : requireWallet(caller);
+    await disconnectWallet(deps, wallet, client); // the token and this client's link, one write
     await session.unbind();
     return { disconnected: true };
   },

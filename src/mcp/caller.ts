@@ -9,18 +9,23 @@ import type { Binding, Caller } from "./registry.ts";
  * then has no wallet and tools that need one answer with the token's own code (mcp.md).
  */
 export async function resolveCaller(deps: Deps, bearer: string | null, binding: Binding | null): Promise<Caller> {
-  try {
-    if (bearer !== null) {
+  if (bearer !== null) {
+    try {
       const s = await authenticateToken(deps, bearer);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: bearer, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: "token" };
+    } catch (err) {
+      if (err instanceof AppError) return { kind: "anonymous", tokenError: err };
+      throw err;
     }
-    if (binding !== null) {
+  }
+  if (binding !== null) {
+    try {
       const s = await authenticateTokenId(deps, binding.walletAddress, binding.jti);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: null, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: binding.source };
+    } catch (err) {
+      if (err instanceof AppError) return { kind: "anonymous", tokenError: err, deadBinding: binding };
+      throw err;
     }
-  } catch (err) {
-    if (err instanceof AppError) return { kind: "anonymous", tokenError: err };
-    throw err;
   }
   return { kind: "anonymous", tokenError: null };
 }

@@ -21,8 +21,11 @@ export type Caller =
       expiresAtS: number;
       source: CallerSource;
     }
-  /** `tokenError`: the header's token was invalid, expired or revoked (reported by tools that need a wallet). */
-  | { kind: "anonymous"; tokenError: AppError | null };
+  /**
+   * `tokenError`: the header's token, or the binding's, was invalid, expired or revoked (reported by tools
+   * that need a wallet). `deadBinding`: the session's binding whose token it was (wallet_disconnect forgets it).
+   */
+  | { kind: "anonymous"; tokenError: AppError | null; deadBinding?: Binding | undefined };
 
 /** What a binding remembers: the wallet and the token (by jti) that proved it. */
 export type Binding = Readonly<{ walletAddress: string; sessionId: string; jti: string; source: "binding" | "fingerprint" }>;
