@@ -84,6 +84,9 @@ describe("orders", () => {
     expect(escrowBefore).toBeGreaterThanOrEqual(40n * USDC);
     const delivered = await provider.ok("provider_deliver_order", { orderId, result: "https://example.com/page.fr.pdf", message: "Voilà" });
     expect(delivered.order).toMatchObject({ status: "delivered", result: "https://example.com/page.fr.pdf" });
+    // The delivery is a system message; what the provider wrote with it is the provider's own.
+    const told = (await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId })).messages.slice(-2);
+    expect(told.map((m: Json) => [m.from, m.text, m.orderId])).toEqual([["system", "The provider delivered the order.", orderId], ["provider", "Voilà", orderId]]);
     const done = await c.client.ok("consumer_complete_order", { orderId, rating: 5, review: "Great" });
     expect(done.order).toMatchObject({ status: "completed", rating: 5, review: "Great" });
     expect(done.order.releaseTx).toBeString();

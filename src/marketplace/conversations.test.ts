@@ -10,7 +10,7 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import type { Deps } from "../deps.ts";
 import { registerAgent, updateAgent } from "./agents.ts";
 import {
-  addSystemMessageInWrite,
+  addOrderMessageInWrite,
   capMessageText,
   getConversation,
   listProviderConversations,
@@ -167,11 +167,11 @@ describe("system messages", () => {
     const { deps, consumer, agent } = await setup();
     const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
     const id = conversation.conversationId;
-    const written = await deps.db.write(() => addSystemMessageInWrite(deps, { conversationId: id, text: "Order proposed", orderId: "ord_1" }));
+    const written = await deps.db.write(() => addOrderMessageInWrite(deps, { conversationId: id, text: "Order proposed", orderId: "ord_1" }));
     expect(written).toMatchObject({ from: "system", text: "Order proposed", orderId: "ord_1" });
     await expect(
       deps.db.write(() => {
-        addSystemMessageInWrite(deps, { conversationId: id, text: "lost" });
+        addOrderMessageInWrite(deps, { conversationId: id, text: "lost" });
         throw new Error("the order's change failed");
       }),
     ).rejects.toThrow("the order's change failed");

@@ -221,14 +221,18 @@ export async function getConversation(
 }
 
 /**
- * A `system` message (e.g. about an order) written inside the caller's write, so it commits with the
- * change it reports. SYNCHRONOUS. The text is the service's own; it is trimmed and cut to 4000 characters.
+ * A message about an order written inside the caller's write, so it commits with the change it reports:
+ * the service's own (`system`, the default), or what the provider sent with it (its delivery's message).
+ * SYNCHRONOUS. The text is trimmed and cut to 4000 characters.
  */
-export function addSystemMessageInWrite(deps: Deps, input: { conversationId: string; text: string; orderId?: string | null }): Message {
+export function addOrderMessageInWrite(
+  deps: Deps,
+  input: { conversationId: string; text: string; orderId?: string | null; from?: "system" | "provider" },
+): Message {
   const row = {
     id: newId("msg", deps.random),
     conversationId: input.conversationId,
-    from: "system" as const,
+    from: input.from ?? "system",
     text: capMessageText(input.text.trim()) || "(no text)",
     orderId: input.orderId ?? null,
     createdAt: deps.clock.now(),

@@ -310,7 +310,9 @@ export async function deliverOrder(deps: Deps, wallet: string, input: { orderId:
   const message = checkText(input.message, "message", MAX_TEXT, false);
   return orderView(
     await transition(deps, row, "deliver", (now) => ({ status: "delivered", result, dueAt: now + AUTO_RELEASE_MS }), () => {
-      systemMessageInWrite(deps, row, `The provider delivered the order.${message === null ? "" : ` ${message}`}`);
+      systemMessageInWrite(deps, row, "The provider delivered the order.");
+      // What the provider wrote with it is its own message (mcp.md: provider_deliver_order's `message`).
+      if (message !== null) systemMessageInWrite(deps, row, message, "provider");
     }),
   );
 }

@@ -1,7 +1,7 @@
 // What orders need of the rest of the marketplace: who the two sides of a conversation are, the
 // system messages orders write into it, the agent's counters, and the agent's notifications.
 import type { Deps } from "../../deps.ts";
-import { addSystemMessageInWrite } from "../conversations.ts";
+import { addOrderMessageInWrite } from "../conversations.ts";
 import { enqueueAgentEventInWrite, type AgentEventType } from "../events.ts";
 import * as market from "../store.ts";
 import type { OrderRow } from "./store.ts";
@@ -17,9 +17,9 @@ export async function conversationParties(deps: Deps, conversationId: string): P
   return { agentId: agent.id, consumerWallet: conversation.consumerWallet, providerWallet: agent.ownerWallet, serviceIds: services.map((s) => s.id) };
 }
 
-/** A `system` message about the order in its conversation. SYNCHRONOUS, inside the order's write. */
-export function systemMessageInWrite(deps: Deps, order: OrderRow, text: string): void {
-  addSystemMessageInWrite(deps, { conversationId: order.conversationId, text, orderId: order.id });
+/** A `system` message about the order in its conversation (or the provider's, `from`). SYNCHRONOUS, inside the order's write. */
+export function systemMessageInWrite(deps: Deps, order: OrderRow, text: string, from: "system" | "provider" = "system"): void {
+  addOrderMessageInWrite(deps, { conversationId: order.conversationId, text, orderId: order.id, from });
 }
 
 /** The agent's completed-order count and rating move with the order. SYNCHRONOUS, inside its write. */
