@@ -10,7 +10,7 @@ import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
-import { conversationParties, orderCompletedInWrite, orderEventInWrite, systemMessageInWrite } from "./parties.ts";
+import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { usdcToken } from "../agents.ts";
 import type { AgentEventType } from "../events.ts";
@@ -312,7 +312,7 @@ export async function deliverOrder(deps: Deps, wallet: string, input: { orderId:
     await transition(deps, row, "deliver", (now) => ({ status: "delivered", result, dueAt: now + AUTO_RELEASE_MS }), () => {
       systemMessageInWrite(deps, row, "The provider delivered the order.");
       // What the provider wrote with it is its own message (mcp.md: provider_deliver_order's `message`).
-      if (message !== null) systemMessageInWrite(deps, row, message, "provider");
+      if (message !== null) providerMessageInWrite(deps, row, message);
     }),
   );
 }

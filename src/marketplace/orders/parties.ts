@@ -1,5 +1,5 @@
 // What orders need of the rest of the marketplace: who the two sides of a conversation are, the
-// system messages orders write into it, the agent's counters, and the agent's notifications.
+// messages orders write into it, the agent's counters, and the agent's notifications.
 import type { Deps } from "../../deps.ts";
 import { addOrderMessageInWrite } from "../conversations.ts";
 import { enqueueAgentEventInWrite, type AgentEventType } from "../events.ts";
@@ -17,9 +17,14 @@ export async function conversationParties(deps: Deps, conversationId: string): P
   return { agentId: agent.id, consumerWallet: conversation.consumerWallet, providerWallet: agent.ownerWallet, serviceIds: services.map((s) => s.id) };
 }
 
-/** A `system` message about the order in its conversation (or the provider's, `from`). SYNCHRONOUS, inside the order's write. */
-export function systemMessageInWrite(deps: Deps, order: OrderRow, text: string, from: "system" | "provider" = "system"): void {
-  addOrderMessageInWrite(deps, { conversationId: order.conversationId, text, orderId: order.id, from });
+/** A `system` message about the order in its conversation. SYNCHRONOUS, inside the order's write. */
+export function systemMessageInWrite(deps: Deps, order: OrderRow, text: string): void {
+  addOrderMessageInWrite(deps, { conversationId: order.conversationId, text, orderId: order.id });
+}
+
+/** What the provider wrote with a change of the order (a delivery's message), as its own message. SYNCHRONOUS, inside the order's write. */
+export function providerMessageInWrite(deps: Deps, order: OrderRow, text: string): void {
+  addOrderMessageInWrite(deps, { conversationId: order.conversationId, text, orderId: order.id, from: "provider" });
 }
 
 /** The agent's completed-order count and rating move with the order. SYNCHRONOUS, inside its write. */
