@@ -1,10 +1,11 @@
 // Restarts and crashes: no acknowledged token, revocation or spent nonce is lost; secrets persist; rotation.
 import { afterEach, describe, expect, test } from "bun:test";
-import { copyFileSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { Database } from "bun:sqlite";
 import { runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { openedByAnother } from "../src/db/restore.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -296,15 +297,68 @@ describe("walletgate restore", () => {
       const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
       expect(db.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
       db.close();
-      // A new host: DATA_DIR does not exist yet (the secrets come from the environment).
+      // A new host: DATA_DIR does not exist yet (the secrets come from the environment). The backup was
+      // copied there readable by all, as cp and scp often leave a file: the database is its owner's only.
+      chmodSync(backup, 0o644);
       const fresh = join(dir, "new-host", "data");
       expect((await runCli(["restore", backup, "--json"], { DATA_DIR: fresh })).code).toBe(0);
       expect(statSync(fresh).mode & 0o777).toBe(0o700);
       expect(statSync(join(fresh, "walletgate.db")).size).toBe(statSync(backup).size);
+      expect(statSync(join(fresh, "walletgate.db")).mode & 0o777).toBe(0o600);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+// Another PID namespace, as a container beside the server's has: the restore cannot see the server in /proc.
+const canUnshare = (() => {
+  try {
+    return Bun.spawnSync(["unshare", "--pid", "--fork", "--mount-proc", "true"]).exitCode === 0;
+  } catch {
+    return false;
+  }
+})();
+
+describe("walletgate restore beside a server it cannot see", () => {
+  test("an exclusive lock on the database is refused while another process has it open, whatever /proc shows", async () => {
+    const dir = tempDir();
+    const path = join(dir, "walletgate.db");
+    const holder = Bun.spawn(
+      [process.execPath, "-e", `const db = new (require("bun:sqlite").Database)(${JSON.stringify(path)}); db.run("PRAGMA journal_mode=WAL"); db.run("CREATE TABLE t (x)"); console.log("open"); await Bun.sleep(30000);`],
+      { stdout: "pipe" },
+    );
+    try {
+      const reader = holder.stdout.getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toContain("open");
+      expect(openedByAnother(path)).toBe(true);
+      holder.kill();
+      await holder.exited;
+      expect(openedByAnother(path)).toBe(false);
+      expect(openedByAnother(join(dir, "none.db"))).toBe(false);
+    } finally {
+      holder.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test.skipIf(!canUnshare)("a server in another PID namespace: restore is refused and the server's database stays in place", async () => {
+    const server = await start();
+    const dir = tempDir();
+    try {
+      const backup = join(dir, "before.db");
+      expect((await runCli(["backup", backup], { DATA_DIR: server.dataDir })).code).toBe(0);
+      const refused = await runCli(["restore", backup], { DATA_DIR: server.dataDir }, ["unshare", "--pid", "--fork", "--mount-proc"]);
+      expect({ code: refused.code, why: refused.stderr.includes("stop the server first") }).toEqual({ code: 1, why: true });
+      expect(readdirSync(server.dataDir).filter((f) => f.includes("replaced"))).toEqual([]);
+      const kept = await signIn(server.url, newWallet());
+      const restarted = await server.restart();
+      servers.push(restarted);
+      expect(await status(restarted.url, kept.sessionToken)).toBe("OK"); // what it acknowledged is in the database
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
 
 describe("walletgate backup", () => {

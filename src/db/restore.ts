@@ -1,6 +1,6 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { latestOf, schemaVersion } from "./migrate.ts";
@@ -51,6 +51,36 @@ export function processesUsing(databasePath: string): number[] {
   return users;
 }
 
+/**
+ * True when another connection has the database open, by SQLite's own locks: every connection to a WAL
+ * database holds a shared lock on its file while open, so an exclusive lock is refused. Unlike
+ * processesUsing, this sees a server in another PID namespace (a container) or run by another user.
+ * Taking the lock replays a log left by a crash into the file first, as any open would: nothing is lost.
+ */
+export function openedByAnother(databasePath: string): boolean {
+  if (!existsSync(databasePath)) return false;
+  let db: Database;
+  try {
+    db = new Database(databasePath, { readwrite: true, create: false });
+  } catch (err) {
+    throw new RestoreError(
+      `${databasePath} cannot be opened to check that no process uses it (${err instanceof Error ? err.message : String(err)}): run restore as the user the server runs as`,
+    );
+  }
+  try {
+    db.run("PRAGMA busy_timeout = 0");
+    db.run("PRAGMA locking_mode = EXCLUSIVE");
+    db.run("BEGIN EXCLUSIVE");
+    db.run("COMMIT");
+    return false;
+  } catch (err) {
+    // Locked: someone has it open. Anything else (a damaged file) is for the restore to replace.
+    return (err as { code?: string }).code === "SQLITE_BUSY" || /locked|busy/i.test(String((err as Error).message));
+  } finally {
+    db.close();
+  }
+}
+
 /** The backup's schema version, after SQLite's own check of its pages; refuses what is not a sound walletgate database. */
 function checkBackup(file: string): number {
   let db: Database;
@@ -78,8 +108,8 @@ function checkBackup(file: string): number {
 export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null };
 
 /**
- * Puts `backup` in place as the database at `databasePath`. The server must be stopped (refused while
- * another process has the database open, where that can be told). The current database and its
+ * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
+ * stopped: refused while another process has the database open (its pids named where /proc tells them). The current database and its
  * `-wal`/`-shm` move aside together (`<name>.replaced-<time>`, still a pair SQLite can open), so the
  * backup is never replayed onto by an old log; the backup is copied beside the database, flushed, and
  * renamed into place. Migrations the backup lacks are applied by the next `serve` or `migrate`.
@@ -89,11 +119,15 @@ export function restoreDatabase(databasePath: string, backup: string, now: Date)
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   const version = checkBackup(backup);
+  if (openedByAnother(databasePath)) {
+    throw new RestoreError("the database is open in another process (perhaps in another container, or another user's): stop the server first");
+  }
   const dir = dirname(databasePath);
   makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
   const partial = join(dir, `.${basename(databasePath)}.restoring-${process.pid}`);
   try {
     copyFileSync(backup, partial);
+    chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644
     fsyncPath(partial);
     let movedAside: string | null = null;
     if (existsSync(databasePath)) {

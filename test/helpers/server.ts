@@ -51,8 +51,9 @@ export function tempDir(prefix = "walletgate-test-"): string {
 }
 
 /** Runs the CLI to completion: `walletgate <args>`. */
-export async function runCli(args: string[], env: Record<string, string> = {}) {
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+/** `walletgate <args>` from the checkout; `prefix` runs it under another program (e.g. `unshare`). */
+export async function runCli(args: string[], env: Record<string, string> = {}, prefix: string[] = []) {
+  const proc = Bun.spawn([...prefix, process.execPath, join(ROOT, "src/main.ts"), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", LOG_FORMAT: "json", ...env },
     stdout: "pipe",
