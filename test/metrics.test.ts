@@ -33,6 +33,9 @@ test("GET /metrics counts requests, latency, a rate-limit refusal, sign-in outco
   for (let i = 0; i < 11; i++) last = (await call(server.url, `/auth/challenge?wallet=${limited.address}`)).status;
   expect(last).toBe(429);
   const mcp = await connectMcp(server.url, "metrics-test");
+  // A tool refused by a limit answers over MCP with HTTP 200: it is counted by tool. session_auth shares
+  // the challenge limit of the wallet above (10 a minute per client and wallet).
+  expect(await mcp.call("session_auth", { walletAddress: limited.address })).toMatchObject({ success: false, code: "RATE_LIMITED" });
 
   const res = await fetch(`${server.url}/metrics`);
   expect(res.status).toBe(200);
@@ -46,6 +49,7 @@ test("GET /metrics counts requests, latency, a rate-limit refusal, sign-in outco
   expect(valueOf(text, 'walletgate_http_request_duration_seconds_count{method="POST",route="/auth/verify"}')).toBe(2);
   expect(valueOf(text, 'walletgate_http_request_duration_seconds_bucket{method="POST",route="/auth/verify",le="+Inf"}')).toBe(2);
   expect(valueOf(text, 'walletgate_rate_limited_total{route="/auth/challenge"}')).toBe(1);
+  expect(valueOf(text, 'walletgate_tool_rate_limited_total{tool="session_auth"}')).toBe(1);
   expect(valueOf(text, 'walletgate_auth_sign_ins_total{outcome="success"}')).toBe(1);
   expect(valueOf(text, 'walletgate_auth_sign_ins_total{outcome="INVALID_SIGNATURE"}')).toBe(1);
   expect(valueOf(text, "walletgate_mcp_sessions_live")).toBe(1);

@@ -123,7 +123,10 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
         if (tool.needsWallet) requireWallet(ctx.caller);
         return { success: true, data: await tool.run(ctx, parsed.data) };
       } catch (err) {
-        if (err instanceof AppError) return failure(err);
+        if (err instanceof AppError) {
+          if (err.code === "RATE_LIMITED") ctx.deps.metrics.toolRateLimited(name); // a known tool's name: bounded labels
+          return failure(err);
+        }
         onUnexpected(name, err, ctx.requestId ?? crypto.randomUUID());
         return failure(new AppError("INTERNAL_ERROR", "internal error"));
       }

@@ -152,6 +152,8 @@ export type ServiceMetrics = {
   signIn(outcome: string): void;
   /** One webhook delivery attempt's result. */
   webhookAttempt(result: "success" | "failure" | "gone"): void;
+  /** A tool call refused by a rate limit, over any transport (over MCP it is not an HTTP 429). */
+  toolRateLimited(tool: string): void;
 };
 
 export function createServiceMetrics(): ServiceMetrics {
@@ -160,6 +162,7 @@ export function createServiceMetrics(): ServiceMetrics {
   const latency = registry.histogram("walletgate_http_request_duration_seconds", "Time to answer an HTTP request, by method and route.", ["method", "route"]);
   const rateLimited = registry.counter("walletgate_rate_limited_total", "Requests refused by a rate limit (429), by route.", ["route"]);
   const signIns = registry.counter("walletgate_auth_sign_ins_total", "Wallet sign-ins (HTTP and MCP), by outcome: success or the error code.", ["outcome"]);
+  const toolsLimited = registry.counter("walletgate_tool_rate_limited_total", "Tool calls refused by a rate limit (MCP, stdio or the JSON envelope), by tool.", ["tool"]);
   const webhooks = registry.counter("walletgate_webhook_attempts_total", "Webhook delivery attempts, by result: success (2xx), gone (410) or failure.", ["result"]);
   // The series each recent (method, path, status) counts into: most requests repeat a few of them, and
   // labelling a path takes a split and a pattern per segment. Forgotten all at once when full (paths
@@ -187,5 +190,6 @@ export function createServiceMetrics(): ServiceMetrics {
     },
     signIn: (outcome) => signIns.inc(outcome),
     webhookAttempt: (result) => webhooks.inc(result),
+    toolRateLimited: (tool) => toolsLimited.inc(tool),
   };
 }
