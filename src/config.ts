@@ -315,7 +315,7 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
   const keyFile = walletKeyFile(config);
   if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {
     throw new ConfigError(
-      `${keyFile} is missing, but the database holds data encrypted under a wallet encryption key (custodial wallets, feature tokens or webhook secrets): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,
+      `${keyFile} is missing, but the database is bound to a wallet encryption key (it holds data sealed under it — custodial wallets, feature tokens, webhook secrets — or recorded it when first opened): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,
     );
   }
   const generated = generatedSecrets(config.dataDir, [

@@ -1,6 +1,6 @@
 // The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
@@ -157,6 +157,19 @@ describe("walletgate CLI", () => {
     }
     expect(existsSync(keyFile)).toBe(false); // nothing generated
     expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir, WALLET_ENCRYPTION_KEY: key })).code).toBe(0);
+    await server.dispose();
+  }, 30_000);
+
+  test("a server keyed by the environment: a command run without that key is refused and writes no secret file", async () => {
+    const env = { WALLET_ENCRYPTION_KEY: "cd".repeat(32), JWT_SECRET: "s".repeat(40) };
+    const server = await startTestServer(env); // nothing sealed yet: the database has recorded only the key's check
+    await server.stop();
+    const before = readdirSync(server.dataDir).sort();
+    expect(before).not.toContain("wallet-encryption-key");
+    const refused = await runCli(["owners", "list"], { DATA_DIR: server.dataDir });
+    expect([refused.code, refused.stderr.includes("wallet-encryption-key is missing, but the database is bound to a wallet encryption key")]).toEqual([1, true]);
+    expect(readdirSync(server.dataDir).sort()).toEqual(before); // no jwt-secret or wallet-encryption-key left behind
+    expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir, ...env })).code).toBe(0);
     await server.dispose();
   }, 30_000);
 

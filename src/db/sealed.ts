@@ -19,12 +19,18 @@ const SEALED = [
   { table: "market_agents", aad: "id", iv: "secret_iv", ciphertext: "secret_ciphertext" },
 ] as const;
 
+/**
+ * Whether the database at `path` is bound to a wallet encryption key already: it holds sealed data, or
+ * recorded the check of the key it was first opened with. A key generated now could not be that key, so
+ * one is not generated (nor any other secret file written) for such a database.
+ */
 export function holdsSealedData(path: string): boolean {
   if (path === ":memory:" || !existsSync(path)) return false;
   let db: Database | null = null;
   try {
     db = new Database(path, { readonly: true });
     const present = new Set((db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((r) => r.name));
+    if (present.has("sealing_key_check") && db.query("SELECT 1 FROM sealing_key_check LIMIT 1").get() !== null) return true;
     return SEALED.some(({ table }) => present.has(table) && db!.query(`SELECT 1 FROM ${table} LIMIT 1`).get() !== null);
   } catch {
     return false; // not readable here: opening it for real reports why
