@@ -24,6 +24,12 @@ describe("walletgate CLI", () => {
     expect(h.code).toBe(0);
     expect(h.stdout).toContain("serve");
     expect(h.stdout).toContain("migrate");
+    // A command's --help is that command's usage, not the whole program's.
+    const keys = await runCli(["keys", "--help"]);
+    expect(keys.code).toBe(0);
+    expect(keys.stdout).toStartWith("Usage: walletgate keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId>\n");
+    expect(keys.stdout).not.toContain("restore");
+    expect((await runCli(["restore", "-h"])).stdout).toStartWith("Usage: walletgate restore <file> [--json]\n");
   });
 
   test("an unknown command or option exits 2 with usage", async () => {

@@ -54,9 +54,21 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   restore: async () => (await import("./cli/restore.ts")).restoreCommand,
 };
 
+/** A command's own lines of USAGE (its synopsis and what it does), for `walletgate <command> --help`. */
+function commandUsage(name: string): string | null {
+  const lines = USAGE.split("\n");
+  const first = lines.findIndex((l) => l.startsWith(`  ${name} `));
+  if (first < 0) return null;
+  let end = first + 1;
+  while (end < lines.length && lines[end]!.startsWith("             ")) end++;
+  const block = lines.slice(first, end).map((l) => l.trim().replace(/\s{2,}/, " — "));
+  return `Usage: walletgate ${block.join("\n  ")}\n\nOptions and the other commands: walletgate --help\n`;
+}
+
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h") || argv[0] === "help") {
-    process.stdout.write(USAGE);
+    const named = argv[0] !== undefined && argv[0] in COMMANDS ? commandUsage(argv[0]) : null;
+    process.stdout.write(named ?? USAGE);
     return 0;
   }
   if (argv.includes("--version") || argv.includes("-v")) {
