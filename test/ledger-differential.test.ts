@@ -518,7 +518,32 @@ const cases: Case[] = [
     feePayer: () => alice,
     signers: () => [alice],
   },
+  {
+    name: "SetComputeUnitLimit and SetComputeUnitPrice with trailing data bytes: the runtime ignores them",
+    expected: "confirmed",
+    instructions: () => {
+      const limit = ComputeBudgetProgram.setComputeUnitLimit({ units: 10_000 });
+      const price = ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 5 });
+      return [
+        new TransactionInstruction({ programId: limit.programId, keys: [], data: Buffer.concat([limit.data, Buffer.from([9])]) }),
+        new TransactionInstruction({ programId: price.programId, keys: [], data: Buffer.concat([price.data, Buffer.from([9, 9])]) }),
+        solTransfer(alice, bob.publicKey, 1_000n),
+      ];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   // Instructions of a supported kind that their program cannot read: a cluster executes and fails them.
+  {
+    name: "an ATA CreateIdempotent with a trailing data byte fails (the program reads its data exactly) and charges the fee",
+    expected: "failed",
+    instructions: () => {
+      const ix = createAssociatedTokenAccountIdempotentInstruction(alice.publicKey, usdcAccount(carol), carol.publicKey, new PublicKey(usdcMint));
+      return [new TransactionInstruction({ programId: ix.programId, keys: ix.keys, data: Buffer.concat([ix.data, Buffer.from([0])]) })];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
   {
     name: "a System Transfer naming only its sender fails (missing account)",
     expected: "failed",

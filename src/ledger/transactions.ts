@@ -305,15 +305,18 @@ function decodeInstruction(program: string, data: Uint8Array, accounts: number[]
     throw rejected("unsupported_instruction", "only the SPL Token Transfer and TransferChecked instructions are supported");
   }
   if (program === ATA_PROGRAM) {
-    const kind = data.length === 0 || (data.length === 1 && data[0] === 0) ? "create" : data.length === 1 && data[0] === 1 ? "createIdempotent" : null;
+    const kind = data.length === 0 || data[0] === 0 ? "create" : data[0] === 1 ? "createIdempotent" : null;
     if (kind === null) throw rejected("unsupported_instruction", "only the Associated Token Account Create and CreateIdempotent instructions are supported");
+    // The program reads its data exactly (Borsh): a byte more is a Create it cannot read, and fails when run.
+    if (data.length > 1) return { program: "ata", type: "invalid", error: "Associated Token Account instruction data has bytes past its instruction" };
     if (accounts.length < 6) return { program: "ata", type: "invalid", error: `Associated Token Account Create needs 6 accounts, got ${accounts.length}` };
     const [payer, account, owner, mint, systemProgram, tokenProgram] = accounts as [number, number, number, number, number, number];
     return { program: "ata", type: kind, payer, account, owner, mint, systemProgram, tokenProgram };
   }
   if (program === COMPUTE_BUDGET_PROGRAM) {
-    if (data[0] === 2 && data.length === 5) return { program: "computeBudget", type: "setComputeUnitLimit", units: readU32(data, 1) };
-    if (data[0] === 3 && data.length === 9) return { program: "computeBudget", type: "setComputeUnitPrice", microLamports: readU64(data, 1) };
+    // The runtime reads the fields it needs and ignores bytes after them, as SPL Token does.
+    if (data[0] === 2 && data.length >= 5) return { program: "computeBudget", type: "setComputeUnitLimit", units: readU32(data, 1) };
+    if (data[0] === 3 && data.length >= 9) return { program: "computeBudget", type: "setComputeUnitPrice", microLamports: readU64(data, 1) };
     throw rejected("unsupported_instruction", "only the Compute Budget SetComputeUnitLimit and SetComputeUnitPrice instructions are supported");
   }
   if (program === MEMO_PROGRAM || program === MEMO_V1_PROGRAM) {
