@@ -132,6 +132,9 @@ test("a transfer whose token and decimals nothing tells (a failed plain Token Tr
   expect(failed).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "execution_failed" } });
   const history = await registry.call(walletContext(deps, address), "wallet_get_history", { limit: 1 });
   expect(history).toMatchObject({ success: true, data: { transactions: [{ status: "failed", token: "sol", amount: "0" }] } });
+  // A node that gives no block time for a transaction (0 in the ledger's terms): its timestamp is null, not 1970.
+  const timeless = { ...deps, ledger: { ...deps.ledger, history: async (...args: Parameters<typeof deps.ledger.history>) => (await deps.ledger.history(...args)).map((t) => ({ ...t, timestamp: 0 })) } };
+  expect(await registry.call(walletContext(timeless, address), "wallet_get_history", { limit: 1 })).toMatchObject({ success: true, data: { transactions: [{ timestamp: null }] } });
 });
 
 test("wallet_create on devnet with the chain not answering still returns the wallet and its token, balances as known", async () => {

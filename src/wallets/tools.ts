@@ -179,8 +179,8 @@ function ownTransfer(transfers: readonly ParsedTransfer[], walletAddress: string
  * A transfer's token and amount in whole tokens (spec/README.md: never base units). One of the service's
  * tokens is named by its key; another mint by its address, scaled by the decimals the transaction or
  * the ledger gives (TransferChecked, the node's token balances). Without them (a plain Token Transfer
- * of accounts no ledger knows as token accounts: it can only have failed) the amount is null rather
- * than a guess.
+ * of accounts no ledger knows as token accounts: it can only have failed, so nothing moved) the amount
+ * is "0", never a guess.
  */
 function shownAmount(transfer: ParsedTransfer, tokens: readonly TokenInfo[]): { token: string; amount: string } {
   const known = tokens.find((t) => t.key === transfer.token);
@@ -224,7 +224,8 @@ function historyItem(tx: LedgerTransaction, walletAddress: string, tokens: reado
   const direction = transfer === null || transfer.from === walletAddress ? (transfer?.to === walletAddress ? "self" : "out") : "in";
   return {
     signature: tx.signature,
-    timestamp: toIso(tx.timestamp),
+    // A block time the node does not give (0: unknown) is null, not 1970.
+    timestamp: tx.timestamp === 0 ? null : toIso(tx.timestamp),
     direction,
     ...(transfer === null ? { token: "sol", amount: "0" } : shownAmount(transfer, tokens)),
     counterparty: transfer === null ? null : direction === "in" ? transfer.from : transfer.to,
