@@ -108,9 +108,11 @@ describe("walletgate CLI", () => {
     const first = await runCli(["migrate"], { DATA_DIR: dir });
     expect(first.code).toBe(0);
     expect(first.stdout).toContain("applied 1");
+    expect(first.stderr).toStartWith("applying migrations 1, 2, 3"); // said before the work, which may take long
     const second = await runCli(["migrate", "--data-dir", dir]);
     expect(second.code).toBe(0);
     expect(second.stdout).toContain("nothing to apply");
+    expect(second.stderr).toBe("");
   });
 
   test("serve refuses a database newer than the program", async () => {

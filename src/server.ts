@@ -180,7 +180,7 @@ async function serve(
     const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
     let migrated: ReturnType<typeof migrate>;
     try {
-      migrated = migrate(db.sqlite, clock.now());
+      migrated = migrate(db.sqlite, clock.now(), undefined, (versions) => log.info("migrating database", { applying: versions }));
       if (migrated.applied.length > 0) {
         db.flush(); // migrations commit outside the batched writes: on disk before anything is served
         log.info("database migrated", { version: migrated.version, applied: migrated.applied });

@@ -211,6 +211,10 @@ describe("upgrade from version 12", () => {
       dataDir,
     );
     servers.push(server);
+    // The server said which migrations it was applying before it applied them (they can take long).
+    const migrating = server.output().split("\n").filter((l) => l.includes('"msg":"migrating database"'));
+    expect(migrating.length).toBe(1);
+    expect(JSON.parse(migrating[0]!).applying).toEqual(MIGRATIONS.filter((m) => m.version > 12).map((m) => m.version));
     const keys = await createJwtKeys(server.url, utf8(JWT_SECRET), null);
     const jwtOf = (t: { jti: string; sessionId: string; iat: number }, wallet: string) =>
       signSessionJwt(keys, { walletAddress: wallet, sessionId: t.sessionId, jti: t.jti, iat: t.iat, exp: exp(t.iat) });

@@ -10,7 +10,8 @@ export async function migrateCommand(config: Config, args: string[]): Promise<nu
   const created = createFromImage(config.databasePath);
   const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
   try {
-    const result = migrate(db.sqlite, Date.now());
+    // Progress on stderr, before work that can take a while; stdout keeps the result alone.
+    const result = migrate(db.sqlite, Date.now(), undefined, (versions) => process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`));
     const applied =
       result.applied.length > 0 ? `applied ${result.applied.join(", ")}` : created ? "created from the executable's built-in schema" : "nothing to apply";
     process.stdout.write(`schema version ${result.version} (${applied}) in ${config.databasePath}\n`);

@@ -56,7 +56,11 @@ export function migrateFreshOnly(sqlite: Database, now: number, migrations: read
   }
 }
 
-export function migrate(sqlite: Database, now: number, migrations: readonly Migration[] = MIGRATIONS): MigrateResult {
+/**
+ * Applies the migrations the database lacks, all in one transaction. `onPending` hears which ones before
+ * they run (some take long on a big database: migration 14 rewrites the token table, ~1 s per 500,000 rows).
+ */
+export function migrate(sqlite: Database, now: number, migrations: readonly Migration[] = MIGRATIONS, onPending?: (versions: number[]) => void): MigrateResult {
   sqlite.run(
     "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT",
   );
@@ -67,7 +71,9 @@ export function migrate(sqlite: Database, now: number, migrations: readonly Migr
     // Every version not yet recorded is applied, in order — also one numbered below the newest applied
     // (migrations written side by side can land in either order).
     const applied: number[] = [];
-    for (const m of pendingOf(sqlite, migrations).sort((a, b) => a.version - b.version)) {
+    const pending = pendingOf(sqlite, migrations).sort((a, b) => a.version - b.version);
+    if (pending.length > 0) onPending?.(pending.map((m) => m.version));
+    for (const m of pending) {
       sqlite.run(m.sql);
       sqlite.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, now);
       applied.push(m.version);
