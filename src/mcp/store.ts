@@ -71,22 +71,23 @@ export function endSession(db: Db, id: string, now: number): Promise<void> {
  * Forgets MCP session records that can no longer come back: ended ones, and ones idle since `idleBefore`
  * (longer than any session token lives, so whatever they bound is dead anyway). Returns how many.
  */
+/** The records of unbound sessions past the `kept` most recently active, among those idle since before `idleBefore`. */
+export const UNBOUND_SURPLUS = `SELECT id FROM mcp_sessions WHERE wallet IS NULL AND ended_at IS NULL AND last_activity_at < ?
+  ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?`;
+
 /**
- * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and the least recently active
- * unbound ones beyond the `unboundKept` most recent (through their partial index, migration 27).
+ * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and, of the unbound ones idle
+ * since before `cappableBefore`, those beyond the `unboundKept` most recent (through their partial index,
+ * migration 27). `cappableBefore` leaves out every session that may still be in a server's memory (the
+ * sweep drops one idle for a timeout and records its activity): deleting a live one's record would leave a
+ * wallet it binds later unsaved.
  */
-export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unboundKept: number): Promise<number> {
+export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unbound: { kept: number; cappableBefore: number }): Promise<number> {
   return db.write(() => {
     const old = db.sqlite
       .query("DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?")
       .run(endedBefore, idleBefore).changes;
-    const surplus = db.sqlite
-      .query(
-        `DELETE FROM mcp_sessions WHERE id IN (
-           SELECT id FROM mcp_sessions WHERE wallet IS NULL AND ended_at IS NULL
-           ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?)`,
-      )
-      .run(unboundKept).changes;
+    const surplus = db.sqlite.query(`DELETE FROM mcp_sessions WHERE id IN (${UNBOUND_SURPLUS})`).run(unbound.cappableBefore, unbound.kept).changes;
     return old + surplus;
   });
 }
