@@ -331,6 +331,17 @@ describe("timers", () => {
     await expect(acceptOrder(deps, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("withdrawing") });
     expect(await withdrawOrder(deps, c.provider, c.order.orderId)).toMatchObject({ status: "withdrawn" });
     expect(await escrowedTotals(deps)).toEqual({});
+
+    // A withdraw asked for while a new offer is being built (after the order was read): the offer is not made.
+    const d = await connectedConsumer(deps);
+    expect("unsignedTransaction" in (await acceptOrder(deps, d.address, d.ask))).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    const racing: Deps = { ...deps, ledger: { ...deps.ledger, buildTransfer: async (intent) => {
+      await deps.db.write(() => deps.db.sqlite.query("UPDATE market_orders SET withdraw_requested_at = ? WHERE id = ?").run(clock.now(), d.order.orderId));
+      return deps.ledger.buildTransfer(intent);
+    } } };
+    await expect(acceptOrder(racing, d.address, d.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("withdrawing") });
+    expect(await withdrawOrder(deps, d.provider, d.order.orderId)).toMatchObject({ status: "withdrawn" });
   });
 
   test("an offer and an ending racing: no transfer is handed out for an ended order, and no order ends under an offer it did not look at", async () => {

@@ -230,6 +230,8 @@ export async function declineOrder(deps: Deps, wallet: string, orderId: string, 
   );
 }
 
+const withdrawing = () => new AppError("INVALID_STATE", "the provider is withdrawing this proposal: no new escrow transfer is offered for it");
+
 export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string };
 
 /**
@@ -257,18 +259,19 @@ export async function acceptOrder(
     const again = await offerAgain(deps, row, token.key, parsed.value);
     if (again !== null) return again;
   }
-  if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) {
-    throw new AppError("INVALID_STATE", "the provider is withdrawing this proposal: no new escrow transfer is offered for it");
-  }
+  if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing();
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
     // Recorded before it is handed out, and only while the order is still proposed (and under the offer
     // looked at above): a transfer handed out for an order withdrawn, declined or expired meanwhile would be
     // paid into escrow for nothing.
     const now = deps.clock.now();
-    const offered = await deps.db.write(() =>
-      store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now, offerWire: payment.wire }, now, row.offerHash),
-    );
+    const offered = await deps.db.write(() => {
+      // A withdraw asked for since the order was read: no new offer (it would start a new window).
+      if (store.findOrderInWrite(deps.db, row.id)?.withdrawRequestedAt != null) return "withdrawing" as const;
+      return store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: payment.offerHash, offeredAt: now, offerWire: payment.wire }, now, row.offerHash);
+    });
+    if (offered === "withdrawing") throw withdrawing();
     if (!offered) {
       // Another request made its offer first (two at once): that one is the offer.
       const current = (await store.findOrder(deps.db, row.id))!;
