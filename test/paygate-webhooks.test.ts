@@ -216,6 +216,11 @@ describe("webhooks", () => {
     expect(hook.received).toEqual([]);
     const other = await ownerOn(server);
     expect((await other.dash(`/webhooks/${endpoint.body.endpointId}/deliveries`)).status).toBe(404);
+    // Saved before private targets were refused: its events can still change with its URL sent as it is
+    // (as the dashboard sends it), while another private URL is refused.
+    const path = `/webhooks/${endpoint.body.endpointId}`;
+    expect(await dash(path, { method: "PATCH", body: { url: hook.url, events: ["product.created", "product.updated"] } })).toMatchObject({ status: 200, body: { events: ["product.created", "product.updated"] } });
+    expect((await dash(path, { method: "PATCH", body: { url: "http://127.0.0.2/hook" } })).status).toBe(400);
   }, 20_000);
 
   test("every error of the webhook routes over HTTP: validation, another owner's ids (404), a disabled endpoint (409)", async () => {

@@ -156,7 +156,13 @@ export async function updateEndpoint(
   patch: { url?: string | undefined; events?: readonly string[] | undefined; enabled?: boolean | undefined },
 ): Promise<WebhookEndpoint> {
   const fields: store.EndpointPatch = {};
-  if (patch.url !== undefined) fields.url = checkEndpointUrl(deps, patch.url);
+  if (patch.url !== undefined) {
+    // The URL it has already is not checked again: an endpoint saved before a rule was added (a private
+    // address) can still change its events, as the dashboard sends the URL with them.
+    const current = await store.findOwnerEndpoint(deps.db, owner, endpointId);
+    if (current === null) throw notFound();
+    if (patch.url.trim() !== current.url) fields.url = checkEndpointUrl(deps, patch.url);
+  }
   if (patch.events !== undefined) fields.events = JSON.stringify(checkEventTypes(patch.events));
   if (patch.enabled !== undefined) fields.enabled = patch.enabled ? 1 : 0;
   const row = await store.updateEndpoint(deps.db, owner, endpointId, fields, deps.clock.now());
