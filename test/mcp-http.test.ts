@@ -94,7 +94,8 @@ describe("tools/list", () => {
     expect(shape("wallet_get_history")).toEqual({ params: ["before", "limit"], required: [] });
     expect(shape("wallet_submit_transaction")).toEqual({ params: ["transaction"], required: ["transaction"] });
     expect(byName.get("wallet_get_history")!.inputSchema.properties!.limit).toMatchObject({ minimum: 1, maximum: 100 });
-    expect(byName.get("wallet_create")!.inputSchema.properties!.airdropSol).toMatchObject({ minimum: 0, maximum: 2 });
+    // An amount is a number or a decimal string (spec README "Amounts"); the number's bounds are in the schema.
+    expect(byName.get("wallet_create")!.inputSchema.properties!.airdropSol).toMatchObject({ anyOf: [{ type: "number", minimum: 0, maximum: 2 }, { type: "string" }] });
     // An unknown tool is a tool result, not a protocol error.
     expect(await (await connect(ua("list-unknown"))).call("no_such_tool")).toMatchObject({ success: false, code: "NOT_FOUND" });
   });
@@ -142,6 +143,7 @@ describe("wallet_create, session_info, wallet_get_balance", () => {
   test("airdrops as asked; nothing when asked for nothing; the label defaults to null", async () => {
     const mcp = await connect(ua("create-airdrop"));
     expect(await mcp.ok("wallet_create", { airdropSol: 2, airdropUsdc: 12.5 })).toMatchObject({ label: null, balances: { sol: 2, usdc: 12.5, wgt: 0 } });
+    expect(await mcp.ok("wallet_create", { airdropSol: "0.5", airdropUsdc: "3.25" })).toMatchObject({ balances: { sol: 0.5, usdc: 3.25, wgt: 0 } });
     const empty = await mcp.ok("wallet_create", { airdropSol: 0 });
     expect(empty.balances).toEqual({ sol: 0, usdc: 0, wgt: 0 });
     expect(empty).not.toHaveProperty("airdropSignature");
@@ -149,7 +151,8 @@ describe("wallet_create, session_info, wallet_get_balance", () => {
 
   test("out-of-range params are VALIDATION_ERROR and create nothing", async () => {
     const mcp = await connect(ua("create-bad"));
-    for (const params of [{ airdropSol: 2.5 }, { airdropSol: -1 }, { airdropUsdc: -1 }, { label: "x".repeat(65) }, { airdropSol: "1" }, { extra: true }]) {
+    // A decimal string is an amount like a number (spec README "Amounts", which names airdrop amounts), held to the same bounds.
+    for (const params of [{ airdropSol: 2.5 }, { airdropSol: -1 }, { airdropUsdc: -1 }, { label: "x".repeat(65) }, { airdropSol: "2.5" }, { airdropSol: "-1" }, { airdropSol: "one" }, { airdropUsdc: "1000000.01" }, { extra: true }]) {
       const result = await mcp.call("wallet_create", params);
       expect({ params, code: result.code }).toEqual({ params, code: "VALIDATION_ERROR" });
       expect(Array.isArray(result.details?.fields)).toBe(true);

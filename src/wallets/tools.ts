@@ -4,7 +4,7 @@ import { z } from "zod";
 import { issueChallenge } from "../auth/challenge.ts";
 import { signIn } from "../auth/sign-in.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, fieldError } from "../errors.ts";
+import { AppError, amountField, fieldError, invalidField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
@@ -60,8 +60,15 @@ export const walletCreate = defineTool({
     "session token is returned). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
     "airdropUsdc. Its key never leaves the service.",
   input: {
-    airdropSol: z.number().min(0).max(2).optional().describe("SOL to airdrop (0-2); default 1 off mainnet, 0 on mainnet"),
-    airdropUsdc: z.number().min(0).max(1_000_000).optional().describe("USDC to airdrop (localnet only), at most 1,000,000"),
+    // A JSON number or a decimal string, as every amount at the edge (spec README "Amounts").
+    airdropSol: z
+      .union([z.number().min(0).max(2), z.string().max(32)])
+      .optional()
+      .describe('SOL to airdrop (0-2, a number or a decimal string such as "0.5"); default 1 off mainnet, 0 on mainnet'),
+    airdropUsdc: z
+      .union([z.number().min(0).max(1_000_000), z.string().max(32)])
+      .optional()
+      .describe("USDC to airdrop (localnet only), at most 1,000,000, a number or a decimal string"),
     label: z.string().max(64).optional().describe("a name for the wallet, up to 64 characters"),
   },
   needsWallet: false,
@@ -70,6 +77,9 @@ export const walletCreate = defineTool({
     const [sol, usdc] = await Promise.all([tokenInfo(deps, "sol"), tokenInfo(deps, "usdc")]);
     const airdropSol = amountField(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol.decimals, "airdropSol", { allowZero: true });
     const airdropUsdc = amountField(input.airdropUsdc ?? 0, usdc.decimals, "airdropUsdc", { allowZero: true });
+    // The schema bounds the numbers; these bound the decimal strings alike.
+    if (airdropSol > 2n * 10n ** BigInt(sol.decimals)) throw invalidField("airdropSol", "at most 2");
+    if (airdropUsdc > 1_000_000n * 10n ** BigInt(usdc.decimals)) throw invalidField("airdropUsdc", "at most 1,000,000");
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
     if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
