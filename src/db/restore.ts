@@ -74,8 +74,12 @@ export function openedByAnother(databasePath: string): boolean {
     db.run("COMMIT");
     return false;
   } catch (err) {
-    // Locked: someone has it open. Anything else (a damaged file) is for the restore to replace.
-    return (err as { code?: string }).code === "SQLITE_BUSY" || /locked|busy/i.test(String((err as Error).message));
+    const code = String((err as { code?: string }).code ?? "");
+    // Not a database, or a damaged one: for the restore to replace. Locked: someone has it open. Anything
+    // else (an I/O error, a read-only file) says nothing either way: refused rather than guessed.
+    if (code.startsWith("SQLITE_NOTADB") || code.startsWith("SQLITE_CORRUPT")) return false;
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return true;
+    throw new RestoreError(`cannot tell whether a process has ${databasePath} open (${err instanceof Error ? err.message : String(err)})`);
   } finally {
     db.close();
   }

@@ -56,13 +56,13 @@ export const TokenListQuery = t.Object({
   offset: QueryInteger("offset", 0),
 });
 
+/** paygate.md: revoking a token that is not the owner's (or not a token) is 404 in this shape, not the error body. */
+export const RevokeMissing = t.Object({ success: t.Literal(false), error: t.String(), code: t.Literal("NOT_FOUND") }, { additionalProperties: false });
+
 /**
  * A revoke answered as the source document shows it: `{success: true, message}`, or for an unknown or
  * another owner's token `404 {success: false, error, code: "NOT_FOUND"}` (not the plain error body).
  */
-/** paygate.md: revoking a token that is not the owner's (or not a token) is 404 in this shape, not the error body. */
-export const RevokeMissing = t.Object({ success: t.Literal(false), error: t.String(), code: t.Literal("NOT_FOUND") }, { additionalProperties: false });
-
 export async function revokeAnswer(deps: Deps, owner: string, accessToken: string, set: { status?: number | string }) {
   try {
     return await revokeFeatureToken(deps, owner, accessToken);
