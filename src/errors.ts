@@ -155,12 +155,7 @@ const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
  * points, so an emoji is one, not the two UTF-16 units of `string.length`.
  */
 export function characters(text: string): number {
-  let n = 0;
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    if (unit < 0xdc00 || unit > 0xdfff || i === 0 || text.charCodeAt(i - 1) < 0xd800 || text.charCodeAt(i - 1) > 0xdbff) n++;
-  }
-  return n;
+  return [...text].length; // a string's iterator yields code points (a lone surrogate is one)
 }
 
 /**

@@ -65,14 +65,7 @@ export function conversationView(row: store.ConversationRow): Conversation {
 
 /** At most MESSAGE_MAX_CHARS characters (code points), never splitting a surrogate pair. */
 export function capMessageText(text: string): string {
-  if (text.length <= MESSAGE_MAX_CHARS) return text;
-  let end = 0;
-  for (let kept = 0; kept < MESSAGE_MAX_CHARS && end < text.length; kept++) {
-    const unit = text.charCodeAt(end);
-    const pair = unit >= 0xd800 && unit <= 0xdbff && end + 1 < text.length && (text.charCodeAt(end + 1) & 0xfc00) === 0xdc00;
-    end += pair ? 2 : 1;
-  }
-  return text.slice(0, end);
+  return text.length <= MESSAGE_MAX_CHARS ? text : [...text].slice(0, MESSAGE_MAX_CHARS).join("");
 }
 
 function checkMessage(text: string, field = "message"): string {
