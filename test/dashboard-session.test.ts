@@ -70,6 +70,7 @@ describe("the dashboard session cookie", () => {
     const { cookie } = await cookieSession();
     const two = await raw("/dashboard/api/me", { headers: { cookie: `wg_session=planted; ${cookie}` } });
     expect([two.status, two.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+    expect(two.body.details).toEqual({ reason: "two_session_cookies" }); // the page shows this one's words, not "signed out"
   });
 
   test("setting the cookie needs this server's Origin and a valid token", async () => {

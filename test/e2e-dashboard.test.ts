@@ -105,7 +105,12 @@ e2e("dashboard and checkout pages in Chromium", () => {
 
   test("revoking the key asks first; the public API then refuses it", async () => {
     await ownerPage.getByRole("button", { name: "Revoke" }).click();
-    await ownerPage.getByRole("button", { name: "Yes" }).click();
+    // The keyboard stays on the question: Yes is focused, and Cancel gives the focus back to Revoke.
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Yes");
+    await ownerPage.getByRole("button", { name: "Cancel" }).click();
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Revoke");
+    await ownerPage.keyboard.press("Enter");
+    await ownerPage.keyboard.press("Enter"); // Yes, by keyboard
     await ownerPage.getByText("revoked", { exact: true }).waitFor();
     expect(await publicCheck(state.key!)).toEqual({ status: 401, body: { error: "Invalid or expired API key", code: "INVALID_API_KEY" } });
   }, 30_000);
@@ -135,6 +140,8 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByRole("button", { name: "Try again" }).click();
     const token = (await page.getByTestId("access-token").textContent({ timeout: 20_000 }))!;
     expect(token).toMatch(/^ft_/);
+    // The progress is a live region: a screen reader hears each step as it changes.
+    expect(await page.locator("ol.steps").getAttribute("aria-live")).toBe("polite");
     await page.getByRole("link", { name: /Return to/ }).waitFor();
     expect(await page.getByRole("link", { name: /Return to/ }).getAttribute("href")).toMatch(/\/dashboard\?txHash=\w+/);
     await shot(page, "checkout");
@@ -226,6 +233,25 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await again.getByText("This link was already used").waitFor();
     await again.getByRole("button", { name: "Connect wallet" }).waitFor();
     expect(await again.getByRole("navigation", { name: "Dashboard" }).count()).toBe(0);
+    await context.close();
+  }, 30_000);
+
+  test("a session ended elsewhere, or a second session cookie, is said on the sign-in card", async () => {
+    const context = await walletContext(browser!, newWallet());
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
+    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await page.getByRole("link", { name: "Purchases" }).click();
+    await page.getByText("Your session was ended. Connect your wallet to sign in again.").waitFor();
+    await page.getByRole("button", { name: "Connect wallet" }).click(); // and signing in again clears it
+    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    // A cookie of the same name planted for a deeper path: the server refuses both, and the page says what to do.
+    await context.addCookies([{ name: "wg_session", value: "planted", url: `${server.url}/dashboard/api/` }]);
+    await page.reload();
+    await page.getByText(/clear this site's cookies in the browser, then sign in again/).waitFor();
     await context.close();
   }, 30_000);
 

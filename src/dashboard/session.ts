@@ -39,6 +39,7 @@ export function cookieToken(deps: Deps, request: Request): string | null {
     throw new AppError(
       "UNAUTHENTICATED",
       `two ${cookieName(deps)} cookies came with this request, one set by another site on this host: clear this site's cookies in the browser, then sign in again`,
+      { details: { reason: "two_session_cookies" } },
     );
   }
   return values[0] ?? null;

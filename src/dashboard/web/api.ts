@@ -6,6 +6,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** `details.reason`, where the server gives one: its message then says what to do, not the code's words. */
+    readonly reason: string | null = null,
   ) {
     super(message);
   }
@@ -22,12 +24,12 @@ const WORDS: Record<string, string> = {
 };
 
 export function errorWords(err: unknown): string {
-  if (err instanceof ApiError) return WORDS[err.code] ?? err.message;
+  if (err instanceof ApiError) return (err.reason === null ? WORDS[err.code] : undefined) ?? err.message;
   if (err instanceof TypeError) return "The server could not be reached. Check your connection and try again.";
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Fired when the server says the page's session is gone (expired, revoked, missing). */
+/** Fired when the server says the page's session is gone (expired, revoked, missing); `detail` is its ApiError. */
 export const SIGNED_OUT_EVENT = "walletgate:signed-out";
 const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
 
@@ -46,12 +48,14 @@ export async function api<T>(path: string, options: { method?: string; body?: un
     if (response.ok) throw new ApiError(response.status, "INTERNAL_ERROR", "The server answered something this page cannot read. Try again.");
   }
   if (!response.ok) {
-    if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT));
     const message = typeof data?.error === "string" ? data.error : `The server answered ${response.status}. Try again in a moment.`;
     // details.fields names what was wrong; the names are added when the text does not say them already.
     const named: unknown = data?.details?.fields;
     const fields = Array.isArray(named) ? named.map((d: { field?: string }) => d.field).filter((f): f is string => typeof f === "string" && !message.includes(f)) : [];
-    throw new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message);
+    const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
+    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message, reason);
+    if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
+    throw error;
   }
   return data as T;
 }

@@ -535,14 +535,21 @@ function App() {
       setMe(await api<Me>("/dashboard/api/me"));
       setError(null);
     } catch (err) {
-      if (!(err instanceof ApiError && err.status === 401)) setError(err);
+      // A plain 401 is only "not signed in yet"; one that says why (two session cookies) is shown.
+      if (!(err instanceof ApiError && err.status === 401 && err.reason === null)) setError(err);
       setMe(null);
     }
   };
   useEffect(() => {
     loadMe();
     const onHash = () => setPage(pageOf(location.hash));
-    const onSignedOut = () => setMe(null);
+    // The session ended under the page (expired, revoked elsewhere): the sign-in card says so.
+    const onSignedOut = (event: Event) => {
+      setMe((signedIn) => {
+        if (signedIn) setError((event as CustomEvent<unknown>).detail);
+        return null;
+      });
+    };
     window.addEventListener("hashchange", onHash);
     window.addEventListener(SIGNED_OUT_EVENT, onSignedOut);
     return () => {
@@ -558,7 +565,7 @@ function App() {
         <span class="brand">walletgate</span>
         <span class="row">
           <code title={me.walletAddress}>{short(me.walletAddress)}</code>
-          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); setMe(null); }}>Sign out</ActionButton>
+          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); setError(null); setMe(null); }}>Sign out</ActionButton>
         </span>
       </header>
       <nav class="tabs" aria-label="Dashboard">

@@ -60,7 +60,7 @@ const STEPS: [Step, string][] = [["connecting", "Connect wallet"], ["signing", "
 function Steps({ step }: { step: Step }) {
   const at = STEPS.findIndex(([s]) => s === step);
   return (
-    <ol class="steps" aria-label="Progress">
+    <ol class="steps" aria-label="Progress" aria-live="polite">
       {STEPS.map(([s, label], i) => (
         <li data-state={i < at || step === "done" ? "done" : i === at ? "active" : "todo"} aria-current={i === at ? "step" : undefined}>
           {i < at || step === "done" ? "✓ " : i === at ? "→ " : "· "}{label}

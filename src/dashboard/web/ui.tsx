@@ -1,6 +1,6 @@
 // Small pieces the pages share: error text, copy buttons, a confirm step, a busy button, dates.
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { errorWords } from "./api.ts";
 
 export function ErrorText({ error }: { error: unknown }) {
@@ -66,20 +66,33 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
 /** Two steps: the first click asks, the second does (keyboard-friendly, no browser dialog). */
 export function ConfirmButton(props: { action: () => Promise<unknown>; children: ComponentChildren; question: string }) {
   const [asking, setAsking] = useState(false);
+  // Focus follows the buttons that replace one another, so a keyboard user stays where they were.
+  const focusNext = useRef<"question" | "button" | null>(null);
+  const group = useRef<HTMLSpanElement>(null);
+  const button = useRef<HTMLButtonElement>(null);
+  useLayoutEffect(() => {
+    if (focusNext.current === "question") group.current?.querySelector<HTMLButtonElement>("button.danger")?.focus();
+    if (focusNext.current === "button") button.current?.focus();
+    focusNext.current = null;
+  }, [asking]);
+  const ask = (on: boolean) => {
+    focusNext.current = on ? "question" : "button";
+    setAsking(on);
+  };
   if (!asking) {
     return (
-      <button type="button" class="secondary" onClick={() => setAsking(true)}>
+      <button type="button" class="secondary" ref={button} onClick={() => ask(true)}>
         {props.children}
       </button>
     );
   }
   return (
-    <span class="row" role="group" aria-label={props.question}>
+    <span class="row" role="group" aria-label={props.question} ref={group}>
       <span>{props.question}</span>
-      <ActionButton class="danger" action={async () => { await props.action(); setAsking(false); }}>
+      <ActionButton class="danger" action={async () => { await props.action(); ask(false); }}>
         Yes
       </ActionButton>
-      <button type="button" class="secondary" onClick={() => setAsking(false)}>
+      <button type="button" class="secondary" onClick={() => ask(false)}>
         Cancel
       </button>
     </span>
