@@ -202,11 +202,19 @@ e2e("dashboard and checkout pages in Chromium", () => {
   }, 30_000);
 
   test("the overview shows the revenue, the chart and the tier; sign out revokes the session", async () => {
+    // A second purchase, paid in the service token by an agent's custodial wallet: revenue in it is shown too.
+    const agent = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 1 } } });
+    expect((await runCli(["ledger", "airdrop", "--to", agent.body.data.address, "--token", "5"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const { sessionToken } = await signIn(server.url, owner);
+    const pass = await call(server.url, "/dashboard/api/products", { token: sessionToken, body: { title: "Day pass", description: "", type: "access", price: "2.5", currency: "WGT" } });
+    const paid = await call(server.url, "/mcp", { body: { tool: "checkout_pay", params: { productId: pass.body.productId } }, token: agent.body.data.sessionToken });
+    expect(paid.body.success, JSON.stringify(paid.body)).toBe(true);
     await ownerPage.getByRole("link", { name: "Overview" }).click();
     await ownerPage.getByText("2.5 USDC", { exact: true }).waitFor();
+    await ownerPage.getByText("Revenue · 2.5 WGT").waitFor();
     const bars = await ownerPage.locator("svg.chart rect.bar").evaluateAll((rects) => rects.map((r) => Number(r.getAttribute("height"))));
     expect(bars).toHaveLength(30);
-    expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchase
+    expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchases (the chart is in USDC)
     await ownerPage.getByText(/^Tier free/).waitFor();
     await shot(ownerPage, "overview");
     await ownerPage.getByRole("button", { name: "Sign out" }).click();
@@ -242,6 +250,15 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.goto(`${server.url}/dashboard`);
     await page.getByRole("button", { name: "Connect wallet" }).click();
     await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    // A new owner: empty lists say so; a filter the server refuses shows its error, not the rows before it.
+    await page.getByRole("link", { name: "Purchases" }).click();
+    await page.getByText("No purchases yet.").waitFor();
+    await page.getByRole("link", { name: "Tokens" }).click();
+    await page.getByText("No tokens yet.").waitFor();
+    await page.getByLabel("Wallet").fill("bad");
+    await page.getByLabel("Wallet").press("Enter");
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByText("No tokens yet.").count()).toBe(0);
     const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
     expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
     await page.getByRole("link", { name: "Purchases" }).click();

@@ -16,7 +16,10 @@ type TokenRecord = { accessToken: string; productId: string; productTitle: strin
 type Purchase = { purchaseId: string; productTitle: string; walletAddress: string; txHash: string; amount: string; currency: string; network: string; purchasedAt: string };
 type Endpoint = { endpointId: string; url: string; events: string[]; enabled: boolean; createdAt: string };
 type Delivery = { deliveryId: string; eventId: string; type: string; status: string; attempts: number; lastStatusCode: number | null; nextAttemptAt: string | null; createdAt: string };
-type Stats = { totalRevenue: number; totalTransactions: number; productCount: number; daily: { date: string; revenue: string; transactions: number }[] };
+type Stats = {
+  totalRevenue: number; totalTransactions: number; productCount: number; revenueByCurrency: Record<string, string>;
+  daily: { date: string; revenue: string; transactions: number }[];
+};
 
 const EVENTS = ["payment.completed", "feature.unlocked", "feature.revoked", "product.created", "product.updated", "product.archived"];
 const PAGES = [
@@ -32,7 +35,8 @@ function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
   useEffect(() => {
     let live = true;
     setError(null);
-    load().then((d) => live && setData(d), (e) => live && setError(e));
+    // A failed load (a bad filter) shows its error without the previous answer's rows under it.
+    load().then((d) => live && setData(d), (e) => { if (live) { setError(e); setData(null); } });
     return () => { live = false; };
   }, [...deps, tick]);
   return { data, error, reload: () => setTick((t) => t + 1) };
@@ -107,7 +111,10 @@ function Overview({ me }: { me: Me }) {
       {data && (
         <>
           <div class="stats">
-            <div class="card stat"><div class="value">{data.totalRevenue} USDC</div><div class="label">Revenue</div></div>
+            <div class="card stat">
+              <div class="value">{data.totalRevenue} USDC</div>
+              <div class="label">Revenue{Object.entries(data.revenueByCurrency ?? {}).filter(([c, v]) => c !== "USDC" && v !== "0").map(([c, v]) => ` · ${v} ${c}`).join("")}</div>
+            </div>
             <div class="card stat"><div class="value">{data.totalTransactions}</div><div class="label">Purchases</div></div>
             <div class="card stat"><div class="value">{data.productCount}</div><div class="label">Products</div></div>
           </div>
@@ -345,7 +352,7 @@ function Tokens() {
               )}</td>
             </tr>
           ))}</tbody>
-        </table><Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+        </table>{data.total === 0 && <p class="muted">No tokens yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
       )}
     </section>
   );
@@ -372,7 +379,7 @@ function Purchases() {
               <td><TxLink txHash={p.txHash} network={p.network} /></td><td>{when(p.purchasedAt)}</td>
             </tr>
           ))}</tbody>
-        </table><Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+        </table>{data.total === 0 && <p class="muted">No purchases yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
       )}
     </section>
   );
