@@ -61,12 +61,14 @@ e2e("dashboard and checkout pages in Chromium", () => {
   test("creates a product and copies its payment link", async () => {
     await ownerPage.getByRole("link", { name: "Products" }).click();
     await ownerPage.getByRole("button", { name: "New product" }).click();
+    expect((await ownerPage.evaluate(() => { const a = (globalThis as any).document.activeElement; return a?.id || a?.textContent; }))).toBe("p-title"); // the form opens with the keyboard in it
     await ownerPage.getByLabel("Title").fill("Pro plan");
     await ownerPage.getByLabel("Price").fill("2.5");
     await ownerPage.getByLabel("Feature ids (comma-separated)").fill("pro, export");
     await ownerPage.getByLabel("Description").fill("Unlocks export and the pro tools.");
     await ownerPage.getByRole("button", { name: "Create product" }).click();
     await ownerPage.getByRole("cell", { name: /Pro plan/ }).waitFor();
+    expect((await ownerPage.evaluate(() => { const a = (globalThis as any).document.activeElement; return a?.id || a?.textContent; }))).toBe("New product"); // and back where it was when the form closes
     const products = (await ownerPage.evaluate(() => fetch("/dashboard/api/products").then((r) => r.json()))) as Json;
     expect(products.products).toHaveLength(1);
     state.productId = products.products[0].productId;
@@ -97,6 +99,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByText("It is shown only once").waitFor();
     expect((await publicCheck(key)).status).toBe(200);
     await ownerPage.getByRole("button", { name: "Done, I have copied it" }).click();
+    expect((await ownerPage.evaluate(() => { const a = (globalThis as any).document.activeElement; return a?.id || a?.textContent; }))).toBe("k-label"); // the keyboard goes back to the form
     expect(await ownerPage.content()).not.toContain(key);
     await ownerPage.reload();
     await ownerPage.getByRole("cell", { name: "shop backend" }).waitFor();

@@ -1,7 +1,7 @@
 // The owner dashboard (dashboard.md "Pages (owner)"): sign-in with the browser wallet, then overview,
 // products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, query, SIGNED_OUT_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
 import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, when } from "./ui.tsx";
@@ -132,6 +132,8 @@ function Overview({ me }: { me: Me }) {
 }
 
 function ProductForm({ product, onSaved, onCancel }: { product: Product | null; onSaved: () => void; onCancel: () => void }) {
+  const title = useRef<HTMLInputElement>(null);
+  useLayoutEffect(() => title.current?.focus(), []); // the keyboard goes where the form begins
   const [form, setForm] = useState({
     title: product?.title ?? "", description: product?.description ?? "", type: product?.type ?? "feature_unlock",
     price: product?.price ?? "", currency: product?.currency ?? "USDC", featureIds: product?.featureIds.join(", ") ?? "",
@@ -168,7 +170,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
     <form class="card" onSubmit={save} aria-label={product ? "Edit product" : "New product"}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
-        <div><label for="p-title">Title</label><input id="p-title" required maxLength={200} value={form.title} onInput={set("title")} /></div>
+        <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} /></div>
         <div>
           <label for="p-type">Type</label>
           <select id="p-type" value={form.type} onChange={set("type")} disabled={product !== null}>
@@ -197,10 +199,17 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
 function Products() {
   const { data, error, reload } = useData(() => api<{ products: Product[] }>("/dashboard/api/products"));
   const [editing, setEditing] = useState<Product | null | "new">(null);
+  // When the form closes (saved or cancelled), the keyboard comes back to New product.
+  const newButton = useRef<HTMLButtonElement>(null);
+  const closed = useRef(false);
+  useLayoutEffect(() => {
+    if (editing === null && closed.current) newButton.current?.focus();
+    closed.current = editing !== null;
+  }, [editing]);
   return (
     <section>
       <div class="row" style="justify-content:space-between"><h1>Products</h1>
-        {editing === null && <button type="button" onClick={() => setEditing("new")}>New product</button>}
+        {editing === null && <button type="button" ref={newButton} onClick={() => setEditing("new")}>New product</button>}
       </div>
       {editing !== null && (
         <ProductForm key={editing === "new" ? "new" : editing.productId} product={editing === "new" ? null : editing} onCancel={() => setEditing(null)} onSaved={() => { setEditing(null); reload(); }} />
@@ -240,6 +249,7 @@ function Keys() {
   const [label, setLabel] = useState("");
   const [created, setCreated] = useState<{ key: string; label: string } | null>(null);
   const [createError, setCreateError] = useState<unknown>(null);
+  const labelInput = useRef<HTMLInputElement>(null);
   const create = async (e: Event) => {
     e.preventDefault();
     setCreateError(null);
@@ -257,7 +267,7 @@ function Keys() {
       <h1>API keys</h1>
       <form class="card row" onSubmit={create} aria-label="Create an API key">
         <label for="k-label" style="margin:0">Label</label>
-        <input id="k-label" required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
+        <input id="k-label" ref={labelInput} required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
         <button type="submit">Create key</button>
         <ErrorText error={createError} />
       </form>
@@ -265,7 +275,7 @@ function Keys() {
         <div class="card" role="status" data-testid="new-key">
           <p class="notice">Copy this key now. It is shown only once and cannot be shown again.</p>
           <div class="secret"><code data-testid="new-key-value">{created.key}</code><CopyButton text={created.key} /></div>
-          <button type="button" class="secondary" onClick={() => setCreated(null)}>Done, I have copied it</button>
+          <button type="button" class="secondary" onClick={() => { setCreated(null); labelInput.current?.focus(); }}>Done, I have copied it</button>
         </div>
       )}
       <ErrorText error={error} />
