@@ -116,9 +116,16 @@ e2e("more of the pages in Chromium", () => {
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByRole("cell", { name: /New title/ }).waitFor();
     await page.getByText("4.25 USDC").waitFor();
+    // A buyer has the checkout page open when the product is archived: Pay then says why, in place of Pay.
+    const open = await (await walletContext(browser!, newWallet())).newPage();
+    await open.goto(p.paymentUrl);
+    await open.getByRole("button", { name: "Pay with wallet" }).waitFor();
     await page.getByRole("button", { name: "Archive" }).click();
     await page.getByRole("button", { name: "Yes" }).click();
     await page.getByText("archived", { exact: true }).waitFor();
+    await open.getByRole("button", { name: "Pay with wallet" }).click();
+    await open.getByText("This product is no longer sold.").waitFor();
+    expect(await open.getByRole("button", { name: /Pay with wallet|Try again/ }).count()).toBe(0);
     const buyerPage = await (await walletContext(browser!, newWallet())).newPage();
     await buyerPage.goto(p.paymentUrl);
     await buyerPage.getByText("This product is no longer sold.").waitFor();

@@ -168,8 +168,12 @@ function Pay() {
       if (answer.status !== "completed") throw new Error("The payment is not confirmed yet. Keep this page open and press Try again in a minute.");
       finish(answer);
     } catch (err) {
-      // Closed, or not this wallet's (another account, or a stored one from an earlier visit): start anew.
-      if (err instanceof ApiError && (err.code === "INVALID_STATE" || err.code === "NOT_FOUND")) setCheckoutId(undefined);
+      // Closed, or not this wallet's (another account, or a stored one from an earlier visit): start anew;
+      // and the product is read again, since an archived one is why a checkout cannot open (said in place of Pay).
+      if (err instanceof ApiError && (err.code === "INVALID_STATE" || err.code === "NOT_FOUND")) {
+        setCheckoutId(undefined);
+        api<Product>(`/pay/${encodeURIComponent(productId)}/product`).then(setProduct, () => undefined);
+      }
       setError(err);
       setStep("idle");
     }
