@@ -253,6 +253,14 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.goto(`${server.url}/dashboard`);
     await page.getByRole("button", { name: "Connect wallet" }).click();
     await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    // A list that failed to load (the network dropped the request) says so and offers to load it again.
+    let failOnce = true;
+    await page.route("**/dashboard/api/keys", (route) => (failOnce ? ((failOnce = false), route.abort()) : route.continue()));
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByText("The server could not be reached").waitFor();
+    await page.getByRole("button", { name: "Try again" }).click();
+    await page.getByText("No keys yet.").waitFor();
+    await page.unroute("**/dashboard/api/keys");
     // A new owner: empty lists say so; a filter the server refuses shows its error, not the rows before it.
     await page.getByRole("link", { name: "Purchases" }).click();
     await page.getByText("No purchases yet.").waitFor();

@@ -101,13 +101,26 @@ function Chart({ daily }: { daily: Stats["daily"] }) {
   );
 }
 
+/** What a list shows until its data is there: "Loading…", or the failure in words with Try again. */
+function LoadState({ data, error, reload }: { data: unknown; error: unknown; reload: () => void }) {
+  if (error !== null) {
+    return (
+      <div class="row">
+        <ErrorText error={error} />
+        <button type="button" class="secondary" onClick={reload}>Try again</button>
+      </div>
+    );
+  }
+  return data === null ? <p class="muted" role="status">Loading…</p> : null;
+}
+
 function Overview({ me }: { me: Me }) {
-  const { data, error } = useData(() => api<Stats>("/dashboard/api/stats?days=30"));
+  const { data, error, reload } = useData(() => api<Stats>("/dashboard/api/stats?days=30"));
   const limits = me.usage.limits;
   return (
     <section>
       <h1>Overview</h1>
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && (
         <>
           <div class="stats">
@@ -214,7 +227,7 @@ function Products() {
       {editing !== null && (
         <ProductForm key={editing === "new" ? "new" : editing.productId} product={editing === "new" ? null : editing} onCancel={() => setEditing(null)} onSaved={() => { setEditing(null); reload(); }} />
       )}
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && data.products.length === 0 && <p class="muted">No products yet.</p>}
       {data && data.products.length > 0 && (
         <div class="card table-wrap"><table>
@@ -278,7 +291,7 @@ function Keys() {
           <button type="button" class="secondary" onClick={() => { setCreated(null); labelInput.current?.focus(); }}>Done, I have copied it</button>
         </div>
       )}
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
           <thead><tr><th>Label</th><th>Key</th><th>Created</th><th>Last used</th><th>Status</th><th></th></tr></thead>
@@ -347,7 +360,7 @@ function Tokens() {
           </select>
         </div>
       </div>
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
           <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th></th></tr></thead>
@@ -371,7 +384,7 @@ function Tokens() {
 function Purchases() {
   const [productId, setProductId] = useState("");
   const [offset, setOffset] = useState(0);
-  const { data, error } = useData(
+  const { data, error, reload } = useData(
     () => api<{ purchases: Purchase[]; total: number }>(`/dashboard/api/purchases${query({ productId, limit: PAGE_SIZE, offset })}`),
     [productId, offset],
   );
@@ -379,7 +392,7 @@ function Purchases() {
     <section>
       <h1>Purchases</h1>
       <div class="card" style="max-width:360px"><label>Product</label><ProductSelect value={productId} onChange={(v) => { setOffset(0); setProductId(v); }} /></div>
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
           <thead><tr><th>Product</th><th>Wallet</th><th>Amount</th><th>Transaction</th><th>Time</th></tr></thead>
@@ -413,10 +426,10 @@ type Attempt = { attempt: number; at: string; statusCode: number | null; duratio
 
 /** One delivery's attempts: what the receiver answered (up to 1 KiB) or why nothing was sent. */
 function Attempts({ deliveryId }: { deliveryId: string }) {
-  const { data, error } = useData(() => api<{ attempts: Attempt[] }>(`/dashboard/api/deliveries/${deliveryId}/attempts`), [deliveryId]);
+  const { data, error, reload } = useData(() => api<{ attempts: Attempt[] }>(`/dashboard/api/deliveries/${deliveryId}/attempts`), [deliveryId]);
   return (
     <div data-testid="attempts">
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && data.attempts.length === 0 && <p class="muted">Not attempted yet.</p>}
       {data && data.attempts.length > 0 && (
         <table>
@@ -443,7 +456,7 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
   return (
     <div>
       <div class="row"><h2 style="margin:.75rem 0 .25rem">Delivery log</h2><button type="button" class="secondary" onClick={reload}>Refresh</button></div>
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="table-wrap"><table data-testid="deliveries">
           <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th></th></tr></thead>
@@ -526,7 +539,7 @@ function Webhooks() {
         <ErrorText error={addError} />
         {created && <div class="secret"><span>Signing secret:</span><code>{created}</code><CopyButton text={created} /></div>}
       </form>
-      <ErrorText error={error} />
+      <LoadState data={data} error={error} reload={reload} />
       {data?.endpoints.map((ep) => <EndpointCard key={`${ep.endpointId} ${ep.enabled} ${ep.url} ${ep.events.join()}`} endpoint={ep} onChanged={reload} />)}
       {data && data.endpoints.length === 0 && <p class="muted">No endpoints yet.</p>}
     </section>
