@@ -74,6 +74,13 @@ e2e("dashboard and checkout pages in Chromium", () => {
     state.productId = products.products[0].productId;
     state.paymentUrl = products.products[0].paymentUrl;
     expect(state.paymentUrl).toBe(`${server.url}/pay/${state.productId}`);
+    // Copy link: the link is on the clipboard, and "Copied" is announced (the button is a live region).
+    await ownerPage.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+    const copy = ownerPage.getByRole("button", { name: "Copy link" });
+    expect(await copy.getAttribute("aria-live")).toBe("polite");
+    await copy.click();
+    await ownerPage.getByRole("button", { name: "Copied" }).waitFor();
+    expect(await ownerPage.evaluate(() => (globalThis as any).navigator.clipboard.readText())).toBe(state.paymentUrl);
     await shot(ownerPage, "products");
   }, 30_000);
 

@@ -18,6 +18,7 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
     <button
       type="button"
       class="secondary"
+      aria-live="polite"
       onClick={async () => {
         try {
           await navigator.clipboard.writeText(text);
