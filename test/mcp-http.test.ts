@@ -96,6 +96,7 @@ describe("tools/list", () => {
     expect(byName.get("wallet_get_history")!.inputSchema.properties!.limit).toMatchObject({ minimum: 1, maximum: 100 });
     // The service token is named by this server's symbol where a tool mentions it (SERVICE_TOKEN_SYMBOL, "wgt" by default).
     expect((byName.get("wallet_transfer")!.inputSchema.properties!.token as { description?: string }).description).toBe(`sol, usdc or the service token's symbol ("wgt")`);
+    expect((byName.get("payment_create")!.inputSchema.properties!.token as { description?: string }).description).toContain(`the service token's symbol ("wgt")`);
     // An amount is a number or a decimal string (spec README "Amounts"); the number's bounds are in the schema.
     expect(byName.get("wallet_create")!.inputSchema.properties!.airdropSol).toMatchObject({ anyOf: [{ type: "number", minimum: 0, maximum: 2 }, { type: "string" }] });
     // An unknown tool is a tool result, not a protocol error.

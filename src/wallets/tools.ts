@@ -274,7 +274,7 @@ export const paymentCreate = defineTool({
   input: {
     to: address("recipient (payTo)").optional(),
     amount: amount.optional(),
-    token: z.string().optional().describe("usdc or the service token (sol is not possible with x402 exact)"),
+    token: z.string().optional().describe("usdc or the service token's symbol (sol is not possible with x402 exact)"),
     feePayer: address("the facilitator's fee payer").optional(),
     memo: z.string().max(200).optional().describe("memo; 32 random hex characters when absent"),
     x402Version: z.union([z.literal(1), z.literal(2)]).optional().describe("1 (X-PAYMENT, default) or 2 (PAYMENT-SIGNATURE)"),

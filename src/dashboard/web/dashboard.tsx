@@ -32,11 +32,16 @@ function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [tick, setTick] = useState(0);
+  const asked = useRef<string | null>(null);
   useEffect(() => {
     let live = true;
     setError(null);
-    // A failed load (a bad filter) shows its error without the previous answer's rows under it.
-    load().then((d) => live && setData(d), (e) => { if (live) { setError(e); setData(null); } });
+    // A new question that fails (a bad filter) shows its error without the previous answer's rows under it;
+    // a reload of the same one that fails keeps what is shown (and the edits in it).
+    const key = JSON.stringify(deps);
+    const changed = asked.current !== key;
+    asked.current = key;
+    load().then((d) => live && setData(d), (e) => { if (live) { setError(e); if (changed) setData(null); } });
     return () => { live = false; };
   }, [...deps, tick]);
   return { data, error, reload: () => setTick((t) => t + 1) };
@@ -104,10 +109,12 @@ function Chart({ daily }: { daily: Stats["daily"] }) {
 /** What a list shows until its data is there: "Loading…", or the failure in words with Try again. */
 function LoadState({ data, error, reload }: { data: unknown; error: unknown; reload: () => void }) {
   if (error !== null) {
+    // A refused question (400: a bad filter) would be refused again: no Try again for it.
+    const refused = error instanceof ApiError && error.status === 400;
     return (
       <div class="row">
         <ErrorText error={error} />
-        <button type="button" class="secondary" onClick={reload}>Try again</button>
+        {!refused && <button type="button" class="secondary" onClick={reload}>Try again</button>}
       </div>
     );
   }
@@ -375,7 +382,7 @@ function Tokens() {
               )}</td>
             </tr>
           ))}</tbody>
-        </table>{data.total === 0 && <p class="muted">No tokens yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+        </table>{data.total === 0 && <p class="muted">{filter.productId || filter.walletAddress || filter.status ? "No tokens match these filters." : "No tokens yet."}</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
       )}
     </section>
   );
@@ -402,7 +409,7 @@ function Purchases() {
               <td><TxLink txHash={p.txHash} network={p.network} /></td><td>{when(p.purchasedAt)}</td>
             </tr>
           ))}</tbody>
-        </table>{data.total === 0 && <p class="muted">No purchases yet.</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
+        </table>{data.total === 0 && <p class="muted">{productId ? "No purchases of this product." : "No purchases yet."}</p>}<Pager offset={offset} total={data.total} onChange={setOffset} /></div>
       )}
     </section>
   );
