@@ -114,26 +114,9 @@ describe("upgrade from version 12", () => {
         "treasury",
       );
       db.query("INSERT INTO owners (wallet, tier, created_at) VALUES (?, 'pro', ?)").run(owner, now - 10 * DAY);
-      db.query("INSERT INTO api_keys (id, owner, key_hash, prefix, label, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)").run(
-        "key_live",
-        owner,
-        sha256Hex(apiKey),
-        apiKey.slice(0, 11),
-        "production",
-        now - 9 * DAY,
-        now - DAY,
-        null,
-      );
-      db.query("INSERT INTO api_keys (id, owner, key_hash, prefix, label, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)").run(
-        "key_gone",
-        owner,
-        sha256Hex(revokedKey),
-        revokedKey.slice(0, 11),
-        "old",
-        now - 9 * DAY,
-        null,
-        now - 2 * DAY,
-      );
+      const apiKeyRow = db.query("INSERT INTO api_keys (id, owner, key_hash, prefix, label, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      apiKeyRow.run("key_live", owner, sha256Hex(apiKey), apiKey.slice(0, 11), "production", now - 9 * DAY, now - DAY, null);
+      apiKeyRow.run("key_gone", owner, sha256Hex(revokedKey), revokedKey.slice(0, 11), "old", now - 9 * DAY, null, now - 2 * DAY);
       const product = db.query(
         `INSERT INTO products (id, owner, title, description, type, price, token, feature_ids, pay_to, access_days, redirect_origins, status, created_at, updated_at)
          VALUES (?, ?, ?, '', ?, 5000000, 'usdc', ?, ?, ?, '[]', 'active', ?, ?)`,

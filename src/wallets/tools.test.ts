@@ -30,6 +30,16 @@ function signedBase64(wire: Uint8Array, signer: Keypair): string {
 }
 
 /** A call context running as `walletAddress` (as a verified session token would make it). */
+/** A call with no wallet in its session (as wallet_create is made), from `client`. */
+function anonymousContext(deps: Deps, client: { ip: string; userAgent: string }) {
+  return {
+    deps,
+    caller: { kind: "anonymous" as const, tokenError: null },
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client,
+  };
+}
+
 function walletContext(deps: Deps, walletAddress: string) {
   return {
     deps,
@@ -42,12 +52,7 @@ function walletContext(deps: Deps, walletAddress: string) {
 test("wallet_create refused by the verification limit leaves no wallet behind", async () => {
   const { deps } = await testDeps({ AUTH_RATE_LIMIT: "on" });
   const registry = createToolRegistry(deps);
-  const ctx = {
-    deps,
-    caller: { kind: "anonymous" as const, tokenError: null },
-    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
-    client: { ip: "203.0.113.9", userAgent: "limits" },
-  };
+  const ctx = anonymousContext(deps, { ip: "203.0.113.9", userAgent: "limits" });
   const codes: string[] = [];
   for (let i = 0; i < 52; i++) {
     const envelope = await registry.call(ctx, "wallet_create", { airdropSol: 0 });
@@ -140,12 +145,7 @@ test("a transfer whose token and decimals nothing tells (a failed plain Token Tr
 test("wallet_create on devnet with the chain not answering still returns the wallet and its token, balances as known", async () => {
   const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9" }); // nothing listens there
   const registry = createToolRegistry(deps);
-  const ctx = {
-    deps,
-    caller: { kind: "anonymous" as const, tokenError: null },
-    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
-    client: { ip: "203.0.113.11", userAgent: "offline" },
-  };
+  const ctx = anonymousContext(deps, { ip: "203.0.113.11", userAgent: "offline" });
   const created = await registry.call(ctx, "wallet_create", { airdropSol: 1 });
   if (!created.success) throw new Error(`${created.code}: ${created.error}`);
   expect(created.data).toMatchObject({ authenticated: true, isNewSession: true, balances: { sol: 0, usdc: 0 } });

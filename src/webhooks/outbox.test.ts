@@ -487,13 +487,7 @@ describe("leases", () => {
   test("stop() aborts a request in flight, records nothing and gives the lease back", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();
-    let release: () => void = () => undefined;
-    const hang = new Promise<void>((resolve) => (release = resolve));
-    cleanups.push(() => release());
-    const rx = startReceiver(clock, () => [], async () => {
-      await hang;
-      return new Response("late");
-    });
+    const rx = hangingReceiver(clock);
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     await enqueue(deps, owner);
     const w = createDeliveryWorker(deps, { allowPrivate: true, pollIntervalMs: 10 });
