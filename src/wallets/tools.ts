@@ -53,6 +53,9 @@ function transferResult(deps: Deps, result: SubmitResult, transfer: { from: stri
   };
 }
 
+/** wallet_create's airdrop bounds in whole tokens (mcp.md): the schema's for numbers, the run's for decimal strings. */
+const AIRDROP_MAX = { sol: 2, usdc: 1_000_000 } as const;
+
 export const walletCreate = defineTool({
   name: "wallet_create",
   description:
@@ -62,11 +65,11 @@ export const walletCreate = defineTool({
   input: {
     // A JSON number or a decimal string, as every amount at the edge (spec README "Amounts").
     airdropSol: z
-      .union([z.number().min(0).max(2), z.string().max(32)])
+      .union([z.number().min(0).max(AIRDROP_MAX.sol), z.string().max(32)])
       .optional()
       .describe('SOL to airdrop (0-2, a number or a decimal string such as "0.5"); default 1 off mainnet, 0 on mainnet'),
     airdropUsdc: z
-      .union([z.number().min(0).max(1_000_000), z.string().max(32)])
+      .union([z.number().min(0).max(AIRDROP_MAX.usdc), z.string().max(32)])
       .optional()
       .describe("USDC to airdrop (localnet only), at most 1,000,000, a number or a decimal string"),
     label: z.string().max(64).optional().describe("a name for the wallet, up to 64 characters"),
@@ -78,8 +81,8 @@ export const walletCreate = defineTool({
     const airdropSol = amountField(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol.decimals, "airdropSol", { allowZero: true });
     const airdropUsdc = amountField(input.airdropUsdc ?? 0, usdc.decimals, "airdropUsdc", { allowZero: true });
     // The schema bounds the numbers; these bound the decimal strings alike.
-    if (airdropSol > 2n * 10n ** BigInt(sol.decimals)) throw invalidField("airdropSol", "at most 2");
-    if (airdropUsdc > 1_000_000n * 10n ** BigInt(usdc.decimals)) throw invalidField("airdropUsdc", "at most 1,000,000");
+    if (airdropSol > BigInt(AIRDROP_MAX.sol) * 10n ** BigInt(sol.decimals)) throw invalidField("airdropSol", `at most ${AIRDROP_MAX.sol}`);
+    if (airdropUsdc > BigInt(AIRDROP_MAX.usdc) * 10n ** BigInt(usdc.decimals)) throw invalidField("airdropUsdc", `at most ${AIRDROP_MAX.usdc.toLocaleString("en-US")}`);
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
     if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
