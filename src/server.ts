@@ -284,11 +284,11 @@ async function serve(
   const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets, agents: (await import("./marketplace/notify.ts")).agentTargets(deps) });
   webhooks.start();
   // Open checkouts are confirmed (or expired) in the background too, not only when the buyer asks.
-  let checkouts: { runOnce(): Promise<number> } | null = null; // loaded on the first tick: it needs web3.js
+  let checkouts: { runOnce(stopping: AbortSignal): Promise<number> } | null = null; // loaded on the first tick: it needs web3.js
   const checkoutWatch = startRepeating(
-    async () => {
+    async (stopping) => {
       checkouts ??= (await importQuietly(() => import("./paygate/checkout.ts"))).createCheckoutWatcher(deps);
-      return checkouts.runOnce();
+      return checkouts.runOnce(stopping);
     },
     CHECKOUT_WATCH_MS,
     onTimerError("checkout watcher"),
@@ -296,7 +296,7 @@ async function serve(
   // marketplace.md: proposals expire after 24 h, missed deadlines are refunded, deliveries auto-release
   // after 72 h. The due times are stored, so this only has to look; loaded on the first tick (web3.js).
   const orderTimers = startRepeating(
-    async () => (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps),
+    async (stopping) => (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps, undefined, stopping),
     ORDER_TIMERS_MS,
     onTimerError("order timers"),
   );
@@ -344,9 +344,21 @@ async function serve(
           log.warn("shutdown: in-flight requests cut off after grace period", { graceMs });
           await server.stop(true);
         }
-        await Promise.all([purge.stop(), sweep.stop(), mcpSweep.stop(), checkoutWatch.stop(), orderTimers.stop(), schemaWatch.stop(), webhooks.stop()]);
+        // The ledger stops with the timers, not after them: it cuts off their RPC calls in flight, which
+        // against a node that does not answer would each hold the shutdown for their timeout (15 s).
+        // What a cut-off tick left unsettled is settled by the next start, as after a crash.
+        await Promise.all([
+          purge.stop(),
+          sweep.stop(),
+          mcpSweep.stop(),
+          checkoutWatch.stop(),
+          orderTimers.stop(),
+          schemaWatch.stop(),
+          webhooks.stop(),
+          deps.ledger.stop(),
+        ]);
         await mcp.stop();
-        await Promise.all([verifier.stop(), deps.ledger.stop(), pages.stop()]);
+        await Promise.all([verifier.stop(), pages.stop()]);
         db.close();
         log.info("stopped");
         await log.flush();

@@ -1,10 +1,12 @@
 // Graceful shutdown over real sockets: an MCP client's open event stream (GET /mcp, which the SDK's
 // Streamable HTTP client opens by itself) does not hold SIGTERM for the whole grace period, while a tool
-// call in flight when the signal arrives still gets its answer.
+// call in flight when the signal arrives still gets its answer; a background check waiting on an RPC node
+// that stopped answering does not hold it either.
 import { afterAll, expect, test } from "bun:test";
 import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 import { connectMcp } from "./helpers/mcp.ts";
 import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
 afterAll(async () => {
@@ -52,6 +54,55 @@ test("SIGTERM with an MCP event stream open: the call in flight is answered, and
     expect(server.output()).not.toContain("cut off after grace period");
   } finally {
     await mcp.client.close().catch(() => undefined);
+    await proxy.stop(true);
+    await rpc.stop();
+  }
+}, 30_000);
+
+test("SIGTERM while the checkout watcher waits on an RPC node that stopped answering: the process exits at once", async () => {
+  const rpc = await startLiteSvmRpc();
+  // In front of the ledger's RPC: once `silent` is set, calls are taken and never answered (a node behind
+  // a firewall that drops packets), so each would wait for the ledger's 15-s request timeout.
+  let silent = false;
+  const heard = Promise.withResolvers<void>();
+  const never = Promise.withResolvers<Response>();
+  const proxy = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    idleTimeout: 0,
+    async fetch(request) {
+      const body = await request.text();
+      if (silent) {
+        heard.resolve();
+        return never.promise;
+      }
+      return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
+    },
+  });
+  const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${proxy.port}/`, AUTH_RATE_LIMIT: "off" });
+  servers.push(server);
+  try {
+    // An open checkout, which the watcher (every 5 s) looks for on the ledger.
+    const owner = (await signIn(server.url, newWallet())).sessionToken;
+    const product = await call(server.url, "/dashboard/api/products", { token: owner, body: { title: "Pass", type: "access", price: 1, description: "" } });
+    expect(product.status).toBe(201);
+    const opened = await call(server.url, `/pay/${product.body.productId}/checkout`, { body: { walletAddress: newWallet().address } });
+    expect(opened.status).toBe(200);
+
+    silent = true;
+    await heard.promise; // a watcher round is waiting on the node
+    const signalled = performance.now();
+    expect(await server.stop("SIGTERM")).toBe(0);
+    expect(performance.now() - signalled).toBeLessThan(3_000);
+    const lines = server
+      .output()
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { level: string; msg: string });
+    expect(lines.filter((l) => l.level === "error" || l.level === "warn")).toEqual([]);
+    expect(lines.at(-1)?.msg).toBe("stopped");
+  } finally {
+    never.resolve(new Response("", { status: 503 }));
     await proxy.stop(true);
     await rpc.stop();
   }

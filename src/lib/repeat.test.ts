@@ -60,3 +60,23 @@ test("a failing run is reported and the loop goes on", async () => {
   expect(runs).toBeGreaterThanOrEqual(2);
   expect(errors.length).toBe(runs);
 });
+
+test("stop() aborts the running task's signal; the error of a run cut short is not reported", async () => {
+  const errors: unknown[] = [];
+  let seen: AbortSignal | null = null;
+  const loop = startRepeating(
+    (stopping) =>
+      new Promise((_, reject) => {
+        seen = stopping;
+        stopping.addEventListener("abort", () => reject(new Error("cut short")));
+      }),
+    10_000,
+    (e) => errors.push(e),
+    true,
+  );
+  await Bun.sleep(5);
+  expect(seen!.aborted).toBe(false);
+  await loop.stop(); // would never end if the task were not told
+  expect(seen!.aborted).toBe(true);
+  expect(errors).toEqual([]);
+});

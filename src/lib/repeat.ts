@@ -5,24 +5,33 @@ export type Repeating = { stop(): Promise<void> };
 /**
  * Runs `task` every `periodMs` after the previous run finished (first at once when `runNow`);
  * errors go to `onError`. Timers do not keep the process alive.
+ *
+ * `task` gets a signal that aborts when stop() is called: a run that works through a list (or waits on
+ * the network) should end early on it, since stop() waits for the run in progress. An error of a run cut
+ * short by stop() is a consequence of the stop, not reported.
  */
 export function startRepeating(
-  task: () => Promise<unknown>,
+  task: (stopping: AbortSignal) => Promise<unknown>,
   periodMs: number,
   onError: (err: unknown) => void,
   runNow = false,
 ): Repeating {
   let timer: ReturnType<typeof setTimeout> | null = null;
   let running: Promise<void> | null = null;
-  let stopped = false;
+  const stopping = new AbortController();
   const schedule = () => {
-    if (!stopped) timer = setTimeout(run, periodMs).unref();
+    if (!stopping.signal.aborted) timer = setTimeout(run, periodMs).unref();
   };
   const run = () => {
     timer = null;
     running = Promise.resolve()
-      .then(task)
-      .then(() => undefined, onError)
+      .then(() => task(stopping.signal))
+      .then(
+        () => undefined,
+        (err) => {
+          if (!stopping.signal.aborted) onError(err);
+        },
+      )
       .finally(() => {
         running = null;
         schedule();
@@ -32,7 +41,7 @@ export function startRepeating(
   else schedule();
   return {
     async stop() {
-      stopped = true;
+      stopping.abort();
       if (timer !== null) clearTimeout(timer);
       if (running !== null) await running;
     },

@@ -653,7 +653,8 @@ export async function submitCheckout(
 
 export type CheckoutWatcher = {
   /** One bounded round: returns how many checkouts it completed or expired. */
-  runOnce(): Promise<number>;
+  /** One round; ends after the checkout in hand once `stopping` aborts (shutdown). */
+  runOnce(stopping?: AbortSignal): Promise<number>;
 };
 
 /**
@@ -664,7 +665,7 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
   const batchSize = options.batchSize ?? WATCH_BATCH;
   let after = "";
   return {
-    async runOnce() {
+    async runOnce(stopping) {
       // First the checkouts /submit sent a payment for lately (a crash may have cut its answer off), then
       // the next of all open ones in turn: a paid one is completed on the first round after a restart.
       const submitted = await store.listRecentlySubmittedOpenCheckouts(deps.db, deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS, SUBMITTED_FIRST);
@@ -674,6 +675,7 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
       const batch = [...submitted, ...inTurn.filter((c) => !seen.has(c.id))];
       let changed = 0;
       for (const checkout of batch) {
+        if (stopping?.aborted) break;
         let open = false; // transactions left unread: it may be paid
         try {
           const result = await settleCheckout(deps, checkout, () => (open = true));
@@ -684,7 +686,8 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
           if (open) continue;
         } catch (err) {
           if (outcomeUnknown(err)) {
-            deps.log.warn("checkout not settled", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, error: errorText(err) });
+            // Cut short by a shutdown (the ledger stopped under it): the next start settles it.
+            if (!stopping?.aborted) deps.log.warn("checkout not settled", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, error: errorText(err) });
             continue;
           }
         }

@@ -569,16 +569,18 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
  * transactions in flight on an RPC network are settled. Due times and transactions are stored, so a
  * restart loses nothing. Returns how many orders moved.
  */
-export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
+export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSignal): Promise<number> {
   let moved = 0;
   for (const row of await store.pendingOrders(deps.db, deps.clock.now() - RECONCILE_AFTER_MS, batch)) {
+    if (stopping?.aborted) return moved;
     try {
       if (await reconcile(deps, row)) moved++;
     } catch (err) {
-      deps.log.warn("escrow transaction not settled yet", { orderId: row.id, error: String(err) });
+      if (!stopping?.aborted) deps.log.warn("escrow transaction not settled yet", { orderId: row.id, error: String(err) });
     }
   }
   for (const row of await store.dueOrders(deps.db, deps.clock.now(), batch)) {
+    if (stopping?.aborted) return moved;
     try {
       if (row.status === "proposed") {
         const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
@@ -601,7 +603,7 @@ export async function runOrderTimers(deps: Deps, batch = 50): Promise<number> {
       moved++;
     } catch (err) {
       // A racing transition got there first (INVALID_STATE): nothing to do. Anything else is retried next round.
-      if (!(err instanceof AppError && err.code === "INVALID_STATE")) deps.log.warn("order timer failed", { orderId: row.id, error: String(err) });
+      if (!(err instanceof AppError && err.code === "INVALID_STATE") && !stopping?.aborted) deps.log.warn("order timer failed", { orderId: row.id, error: String(err) });
     }
   }
   return moved;
