@@ -122,6 +122,9 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.keyboard.press("Enter");
     await ownerPage.keyboard.press("Enter"); // Yes, by keyboard
     await ownerPage.getByText("revoked", { exact: true }).waitFor();
+    // The Revoke button is gone with its key's active state: the keyboard lands on the section's heading.
+    await ownerPage.waitForFunction(() => (globalThis as any).document.activeElement?.tagName === "H1");
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("API keys");
     expect(await publicCheck(state.key!)).toEqual({ status: 401, body: { error: "Invalid or expired API key", code: "INVALID_API_KEY" } });
   }, 30_000);
 

@@ -1,6 +1,6 @@
 // Small pieces the pages share: error text, copy buttons, a confirm step, a busy button, dates.
 import type { ComponentChildren } from "preact";
-import { useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { errorWords } from "./api.ts";
 
 export function ErrorText({ error }: { error: unknown }) {
@@ -76,6 +76,20 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
     if (focusNext.current === "button") button.current?.focus();
     focusNext.current = null;
   }, [asking]);
+  // Removed while it had the focus (a confirmed action that retires its row's button: a revoked key, an
+  // archived product), it hands the focus to its section's heading instead of letting it fall to the page.
+  useEffect(() => {
+    const heading = (button.current ?? group.current)?.closest("section")?.querySelector<HTMLElement>("h1") ?? null;
+    return () => {
+      const own = button.current ?? group.current;
+      if (heading === null || own === null || !own.contains(document.activeElement)) return;
+      setTimeout(() => {
+        if (!heading.isConnected || (document.activeElement !== null && document.activeElement !== document.body)) return;
+        heading.tabIndex = -1;
+        heading.focus();
+      });
+    };
+  }, []);
   const ask = (on: boolean) => {
     focusNext.current = on ? "question" : "button";
     setAsking(on);
