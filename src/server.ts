@@ -103,6 +103,11 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
   return Buffer.concat(chunks);
 }
 
+/** A Content-Length that is one plain decimal number, else null. */
+function declaredLength(header: string | null): number | null {
+  return header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
+}
+
 type Handler = (request: Request, server: Server<unknown>) => Response | Promise<Response>;
 
 /** Why HOST and PORT could not be listened on, naming both (operations.md: a message naming the variable). */
@@ -219,14 +224,16 @@ async function serve(
     const socketIp = addressOnDemand(path) ? null : socketAddress(server, incoming);
     let response: Response;
     try {
-      const length = incoming.headers.get("content-length");
+      // Trusted only as one plain number. Bun also takes the header sent twice with one value ("N, N"),
+      // which is no number here: such a body is counted as it is read, like one without a length.
+      const length = declaredLength(incoming.headers.get("content-length"));
       const page = pageOf(incoming.method, path);
       const asset = page === null && isAssetRequest(incoming.method, path) ? await pages.asset(path, incoming) : null;
       if (page !== null) {
         response = await pages.respond(page, incoming.method);
       } else if (asset !== null) {
         response = asset;
-      } else if (length !== null && Number(length) > config.maxBodyBytes) {
+      } else if (length !== null && length > config.maxBodyBytes) {
         response = errorResponse(tooLarge());
       } else if (length === null && incoming.body !== null) {
         const body = await readCapped(incoming, config.maxBodyBytes);

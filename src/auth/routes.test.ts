@@ -282,6 +282,36 @@ describe("POST /auth/verify", () => {
     expect(((await res.json()) as { code: string }).code).toBe("PAYLOAD_TOO_LARGE");
   });
 
+  test("Content-Length sent twice (which Bun accepts) does not lift the limit: the body is counted as read", async () => {
+    const { port, hostname } = new URL(url);
+    const raw = (path: string, body: string) =>
+      new Promise<string>((resolve, reject) => {
+        let text = "";
+        const length = Buffer.byteLength(body);
+        const socket = connect({ host: hostname, port: Number(port) }, () => {
+          socket.write(
+            `POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\nContent-Length: ${length}\r\nConnection: close\r\n\r\n${body}`,
+          );
+        });
+        socket.setEncoding("utf8");
+        socket.on("data", (chunk: string) => (text += chunk));
+        socket.on("close", () => resolve(text));
+        socket.on("error", reject);
+        setTimeout(() => reject(new Error(`no answer: ${JSON.stringify(text)}`)), 5_000).unref();
+      });
+    const big = JSON.stringify({ walletAddress: "x".repeat(70_000), nonce: "n", signature: "s" });
+    for (const path of ["/auth/verify", "/mcp"]) {
+      const answer = await raw(path, big);
+      expect(answer).toStartWith("HTTP/1.1 413");
+      expect(answer.toLowerCase()).toContain("x-request-id:");
+      expect(answer).toContain('"code":"PAYLOAD_TOO_LARGE"');
+    }
+    // Under the limit, such a request is answered as usual.
+    const small = await raw("/auth/verify", JSON.stringify({ walletAddress: "x", nonce: "n", signature: "s" }));
+    expect(small).toStartWith("HTTP/1.1 400");
+    expect(small).toContain('"code":"INVALID_ADDRESS"');
+  });
+
   test("a declared length of gigabytes is answered at once with the same 413 body and a request id", async () => {
     const { port, hostname } = new URL(url);
     const answer = await new Promise<string>((resolve, reject) => {
