@@ -153,6 +153,34 @@ describe("webhooks", () => {
     expect(delivered.id).toMatch(/^evt_/);
   }, 30_000);
 
+  test("a delivery in flight at kill -9 is sent again at once after the restart, ahead of its endpoint's later events", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    // Until the kill, the receiver answers with headers and a body that never ends: the attempt is in flight.
+    let hang = true;
+    const hook = verifyingReceiver({ answer: () => (hang ? new Response(new ReadableStream({ start: () => undefined })) : new Response("ok")) });
+    receivers.push(hook);
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
+    hook.setSecret(endpoint.body.secret);
+    const first = await dash("/products", { body: { ...product, title: "First" } });
+    const second = await dash("/products", { body: { ...product, title: "Second" } });
+    const held = await until(() => hook.received.find((r) => r.body.productId === first.body.productId), 5_000);
+    await server.kill9();
+    hang = false;
+    const before = hook.received.length;
+    servers.push(await server.restart());
+    const after = await until(() => {
+      const got = hook.received.slice(before);
+      return got.length >= 2 ? got : undefined;
+    }, 10_000); // the dead process's lease would have held the first for 75 s
+    expect(after.map((r) => [r.body.productId, r.verified])).toEqual([
+      [first.body.productId, true],
+      [second.body.productId, true],
+    ]);
+    expect(after[0]!.id).toBe(held.id); // the same webhook-id
+  }, 30_000);
+
   test("an owner whose 20 endpoints never answer holds a bounded share of the worker: another owner's delivery goes at once", async () => {
     const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
     servers.push(server);

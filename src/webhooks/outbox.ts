@@ -475,6 +475,12 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     start() {
       if (loop !== null || shutdown.signal.aborted) return;
       loop = (async () => {
+        try {
+          const given = await store.releaseAllClaims(deps.db);
+          if (given > 0) deps.log.info("webhook deliveries left in flight by an earlier process are due again", { deliveries: given });
+        } catch (err) {
+          deps.log.error("webhook worker could not give back earlier leases", { error: errorText(err) });
+        }
         while (!shutdown.signal.aborted) {
           let started = 0;
           try {

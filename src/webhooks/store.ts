@@ -352,6 +352,18 @@ export function claimDueDeliveries(
   });
 }
 
+/**
+ * Gives back every lease: at start, before this process's first claim, the leases still recorded are
+ * those of a process that died mid-attempt (one server owns one database). Otherwise they would hold
+ * their deliveries for the rest of the lease (75 s), while the same endpoints' later deliveries went
+ * first. Returns how many were given back.
+ */
+export function releaseAllClaims(db: Db): Promise<number> {
+  return db.write(
+    () => db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE status = 'pending' AND claim_token IS NOT NULL").run().changes,
+  );
+}
+
 /** Gives a lease back without an attempt (shutdown mid-request), so the delivery is due again at once. */
 export function releaseClaim(db: Db, id: string, token: string): Promise<void> {
   return db.write(() => {
