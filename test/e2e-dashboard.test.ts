@@ -53,6 +53,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Connect wallet" }).click();
     await ownerPage.getByRole("navigation", { name: "Dashboard" }).waitFor();
     await ownerPage.getByRole("heading", { name: "Overview" }).waitFor();
+    await ownerPage.getByRole("img", { name: "Revenue per day for the last 30 days: none yet" }).waitFor(); // nothing sold yet
     const cookie = (await ownerPage.context().cookies()).find((c) => c.name === "wg_session")!;
     expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite }).toEqual({ httpOnly: true, sameSite: "Strict" });
     expect(await ownerPage.evaluate(() => (globalThis as any).document.cookie as string)).not.toContain("wg_session"); // not readable by scripts
@@ -136,6 +137,9 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const secret = (await ownerPage.locator("form .secret code").textContent())!;
     expect(secret).toMatch(/^whsec_/);
     hook.setSecret(secret);
+    await ownerPage.locator("form .secret").getByRole("button", { name: "Hide" }).click(); // copied: off the screen
+    expect(await ownerPage.locator("form .secret").count()).toBe(0);
+    expect(await ownerPage.content()).not.toContain(secret);
   }, 30_000);
 
   test("a second wallet buys on the checkout page: a rejected signature, a retry, the token", async () => {
@@ -228,6 +232,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const bars = await ownerPage.locator("svg.chart rect.bar").evaluateAll((rects) => rects.map((r) => Number(r.getAttribute("height"))));
     expect(bars).toHaveLength(30);
     expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchases (the chart is in USDC)
+    await ownerPage.getByRole("img", { name: "Revenue per day for the last 30 days: up to 2.5 USDC a day" }).waitFor();
     await ownerPage.getByText(/^Tier free/).waitFor();
     await shot(ownerPage, "overview");
     await ownerPage.getByRole("button", { name: "Sign out" }).click();

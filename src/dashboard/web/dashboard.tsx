@@ -88,10 +88,12 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
 }
 
 function Chart({ daily }: { daily: Stats["daily"] }) {
-  const max = Math.max(1, ...daily.map((d) => Number(d.revenue)));
+  const top = Math.max(0, ...daily.map((d) => Number(d.revenue)));
+  const max = top > 0 ? top : 1; // the bars' scale; with no revenue every bar is empty
   const w = 600, h = 160, gap = 2, bw = w / daily.length - gap;
+  const label = `Revenue per day for the last ${daily.length} days: ${top > 0 ? `up to ${daily.find((d) => Number(d.revenue) === top)!.revenue} USDC a day` : "none yet"}`;
   return (
-    <svg class="chart" viewBox={`0 0 ${w} ${h + 20}`} role="img" aria-label={`Revenue per day for the last ${daily.length} days, up to ${max} USDC`}>
+    <svg class="chart" viewBox={`0 0 ${w} ${h + 20}`} role="img" aria-label={label}>
       {daily.map((d, i) => {
         const bh = Math.round((Number(d.revenue) / max) * h);
         return (
@@ -544,7 +546,12 @@ function Webhooks() {
         <EventBoxes value={events} onChange={setEvents} />
         <button type="submit">Add endpoint</button>
         <ErrorText error={addError} />
-        {created && <div class="secret"><span>Signing secret:</span><code>{created}</code><CopyButton text={created} /></div>}
+        {created && (
+          <div class="secret">
+            <span>Signing secret:</span><code>{created}</code><CopyButton text={created} />
+            <button type="button" class="secondary" onClick={() => setCreated(null)}>Hide</button>
+          </div>
+        )}
       </form>
       <LoadState data={data} error={error} reload={reload} />
       {data?.endpoints.map((ep) => <EndpointCard key={`${ep.endpointId} ${ep.enabled} ${ep.url} ${ep.events.join()}`} endpoint={ep} onChanged={reload} />)}
