@@ -20,8 +20,8 @@ export type Message = {
   conversationId: string;
   from: store.Sender;
   text: string;
-  /** system messages about an order */
-  orderId?: string;
+  /** the order a system message is about; null on other messages (as an order's absent fields are) */
+  orderId: string | null;
   createdAt: string;
 };
 
@@ -47,7 +47,7 @@ export function messageView(row: Pick<store.MessageRow, "id" | "conversationId" 
     conversationId: row.conversationId,
     from: row.from,
     text: row.text,
-    ...(row.orderId === null ? {} : { orderId: row.orderId }),
+    orderId: row.orderId,
     createdAt: toIso(row.createdAt),
   };
 }
