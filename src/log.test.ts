@@ -1,5 +1,7 @@
-// The logger's standard-output sink: lines held in memory come out whole and in order.
+// The logger's standard-output sink: lines held in memory come out whole and in order; a log that cannot
+// be written (a full disk) costs its lines, never the process.
 import { describe, expect, test } from "bun:test";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { createLogger } from "./log.ts";
 
 /** Runs `body` in a child process with `sink = stdoutSink()` and returns what it printed. */
@@ -26,6 +28,22 @@ describe("stdoutSink", () => {
   test("lines still held when the process exits are written out (process.exit in the same turn)", async () => {
     const out = await printed(`sink.write("r1\\n", true); sink.write("error\\n"); process.exit(0);`);
     expect(out).toBe("r1\nerror\n");
+  });
+
+  test.if(existsSync("/dev/full"))("a log on a full disk: lines are dropped, stderr says so once, the process goes on", async () => {
+    const full = openSync("/dev/full", "w"); // every write fails with ENOSPC
+    try {
+      const script = `const { stdoutSink } = await import(${JSON.stringify(new URL("./log.ts", import.meta.url).pathname)}); const sink = stdoutSink();
+        for (let i = 0; i < 3; i++) { sink.write("line " + i + "\\n"); sink.write("request " + i + "\\n", true); await sink.flush(); }
+        console.error("still running");`;
+      const child = Bun.spawn([process.execPath, "-e", script], { stdout: full, stderr: "pipe" });
+      const [code, err] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+      expect(code).toBe(0);
+      expect(err.match(/the log cannot be written \(.*\); its lines are dropped until it can/g)?.length).toBe(1);
+      expect(err).toContain("still running");
+    } finally {
+      closeSync(full);
+    }
   });
 
   test("a burst larger than the buffer is written without waiting, all of it", async () => {

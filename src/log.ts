@@ -37,26 +37,49 @@ const ACCESS_BUFFER_CHARS = 16 * 1024;
  * lines at most every ACCESS_FLUSH_MS (Bun's own writer would write at the end of every turn). Avoids
  * `process.stdout`, which is slow to create.
  */
-export function stdoutSink(): LogSink {
+export function stdoutSink(report: (text: string) => void = reportOnStderr): LogSink {
   const sink = Bun.stdout.writer();
   let pending: string[] = [];
   let pendingChars = 0;
   let soon = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
+  // A log that cannot be written (the reading end of a pipe closed, the disk full) must not stop the
+  // service: its lines are dropped, and stderr says so once, and how many when the log works again.
+  let broken = false;
+  let dropped = 0;
   const flush = async () => {
     soon = false;
     if (timer !== null) clearTimeout(timer);
     timer = null;
-    if (pending.length > 0) {
-      sink.write(pending.length === 1 ? pending[0]! : pending.join(""));
-      pending = [];
-      pendingChars = 0;
+    let lines = 0;
+    try {
+      if (pending.length > 0) {
+        const text = pending.length === 1 ? pending[0]! : pending.join("");
+        lines = pending.length;
+        pending = [];
+        pendingChars = 0;
+        sink.write(text);
+      }
+      await sink.flush(); // a Promise when the reader is slow
+    } catch (err) {
+      if (!broken) report(`walletgate: the log cannot be written (${err instanceof Error ? err.message : String(err)}); its lines are dropped until it can\n`);
+      broken = true;
+      dropped += lines;
+      return;
     }
-    await sink.flush(); // a Promise when the reader is slow
+    if (broken && lines > 0) {
+      report(`walletgate: the log can be written again; ${dropped} lines were dropped\n`);
+      broken = false;
+      dropped = 0;
+    }
   };
   // Bun writes out what its writer holds when the process exits (`process.exit` included): hand it ours.
   process.once("exit", () => {
-    if (pending.length > 0) sink.write(pending.join(""));
+    try {
+      if (pending.length > 0) sink.write(pending.join(""));
+    } catch {
+      // nowhere left to say it
+    }
     pending = [];
   });
   const soonFlush = () => {
@@ -73,6 +96,14 @@ export function stdoutSink(): LogSink {
     },
     flush,
   };
+}
+
+function reportOnStderr(text: string): void {
+  try {
+    Bun.stderr.writer().write(text);
+  } catch {
+    // stderr is gone too
+  }
 }
 
 /** A number as JSON.stringify writes it (null when not finite). */

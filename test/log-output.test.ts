@@ -1,0 +1,48 @@
+// The server's log is its standard output. When that cannot be written any more (the reader of a pipe
+// went away, as with `walletgate serve | head`), the server drops lines and goes on answering.
+import { expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "./helpers/server.ts";
+import { newWallet, signIn } from "./helpers/wallet.ts";
+
+const ROOT = join(import.meta.dir, "..");
+
+test("the log's reader goes away: every request is still answered, stderr says so once, SIGTERM exits 0", async () => {
+  const dataDir = tempDir();
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_FORMAT: "json" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  try {
+    const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    let out = "";
+    while (!out.includes('"msg":"listening"')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`server exited before listening:\n${out}`);
+      out += new TextDecoder().decode(value);
+    }
+    const url = JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!).url as string;
+    await reader.cancel(); // the pipe's reading end closes: the next log write fails (EPIPE)
+
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      statuses.push((await fetch(`${url}/healthz`)).status);
+      await Bun.sleep(5); // across several of the log's flushes
+    }
+    expect(statuses).toEqual(Array(40).fill(200));
+    expect((await signIn(url, newWallet())).sessionToken).toBeString(); // a write path too
+    expect(proc.exitCode).toBeNull();
+
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(0);
+    const stderr = await new Response(proc.stderr as ReadableStream).text();
+    expect(stderr.match(/walletgate: the log cannot be written \(.*\); its lines are dropped until it can/g)?.length).toBe(1);
+  } finally {
+    if (proc.exitCode === null) proc.kill(9);
+    await proc.exited;
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 30_000);
