@@ -55,8 +55,10 @@ describe("walletgate CLI", () => {
       expect(r.stderr).toContain(usage);
       expect(r.stderr).not.toContain("in one executable"); // not the program's usage as well
     }
-    // An amount out of the airdrop's bounds is a usage error too, as in keys.
-    const airdrop = await runCli(["ledger", "airdrop", "--to", "11111111111111111111111111111112", "--sol", "3"], { DATA_DIR: dataDir() });
+    // An amount out of the airdrop's bounds is a usage error too, as in keys (judged by the ledger: a database is needed).
+    const ledgerDir = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: ledgerDir })).code).toBe(0);
+    const airdrop = await runCli(["ledger", "airdrop", "--to", "11111111111111111111111111111112", "--sol", "3"], { DATA_DIR: ledgerDir });
     expect([airdrop.code, airdrop.stderr.trim()]).toEqual([2, "walletgate: a SOL airdrop is at most 2 SOL"]);
   });
 
@@ -145,9 +147,21 @@ describe("walletgate CLI", () => {
     };
     expect(version()).toBe(latest - 1); // untouched
     // (The migration's own statements are not re-run here: this test only removed its record.)
-    // A database never migrated is migrated by any command: no server can be using it.
+    // A database never migrated (an empty file) is migrated by any command: no server can be using it.
     const fresh = dataDir();
+    writeFileSync(join(fresh, "walletgate.db"), "");
     expect((await runCli(["owners", "list"], { DATA_DIR: fresh })).code).toBe(0);
+    expect(new Database(join(fresh, "walletgate.db")).query("SELECT MAX(version) AS v FROM schema_migrations").get()).toEqual({ v: latest });
+  });
+
+  test("a one-shot command on a DATA_DIR without a database (run from the wrong directory) exits 1 naming it, and creates nothing", async () => {
+    const dir = dataDir();
+    for (const args of [["owners", "set-tier", newWallet().address, "unlimited"], ["keys", "list", "--owner", newWallet().address], ["ledger", "airdrop", "--to", newWallet().address, "--sol", "1"]]) {
+      const r = await runCli(args, { DATA_DIR: dir });
+      expect({ args, code: r.code, stdout: r.stdout }).toEqual({ args, code: 1, stdout: "" });
+      expect(r.stderr).toContain(`DATA_DIR ${dir} holds no database`);
+    }
+    expect(readdirSync(dir)).toEqual([]); // no database, no secrets
   });
 
   test("a database holding sealed data never gets a new wallet encryption key beside it (a backup restored without its key)", async () => {

@@ -136,9 +136,12 @@ describe("secrets", () => {
     const root = tempDir();
     const dataDir = join(root, "new", "data");
     const trace = join(root, "strace.log");
-    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,close,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "owners", "list", "--json"], {
+    // `mcp` (tools over stdio, on a DATA_DIR of its own when it has none) with stdin closed: it sets up
+    // DATA_DIR, then ends. (Commands for a server's DATA_DIR refuse one without a database.)
+    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,close,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "mcp"], {
       cwd: join(import.meta.dir, ".."),
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, LOG_LEVEL: "silent" },
+      stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",
     });

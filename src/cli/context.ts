@@ -1,5 +1,6 @@
 // What one-shot commands share: the database of DATA_DIR (migrated when new), the secrets and a Deps object.
-import { inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
+import { existsSync } from "node:fs";
+import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
 import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
@@ -9,8 +10,22 @@ import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
 
-/** Runs `use` with Deps over DATA_DIR's database (the same one a running server uses, thanks to WAL). */
-export async function withCommandDeps<T>(config: Config, use: (deps: Deps) => Promise<T>, options: { logToStderr?: boolean } = {}): Promise<T> {
+/**
+ * Runs `use` with Deps over DATA_DIR's database (the same one a running server uses, thanks to WAL).
+ * The database must exist unless `create` (`mcp`, which serves on its own): a command run from the wrong
+ * directory, with DATA_DIR's default `./data`, would otherwise make a new database and secrets there and
+ * report success about a server that never sees it.
+ */
+export async function withCommandDeps<T>(
+  config: Config,
+  use: (deps: Deps) => Promise<T>,
+  options: { logToStderr?: boolean; create?: boolean } = {},
+): Promise<T> {
+  if (options.create !== true && !existsSync(config.databasePath)) {
+    throw new ConfigError(
+      `DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): set DATA_DIR to the directory the server uses, or start \`walletgate serve\` there first`,
+    );
+  }
   const db = inDataDir(config, () => {
     createFromImage(config.databasePath);
     return openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });

@@ -8,6 +8,7 @@ import { runCli, tempDir } from "../../test/helpers/server.ts";
 import { authenticateToken } from "../auth/sessions.ts";
 import { loadConfig, resolveSecrets } from "../config.ts";
 import { redeemDashboardLink } from "../dashboard/links.ts";
+import { freshDatabaseImage } from "../db/fresh.ts";
 import { openDatabase } from "../db/open.ts";
 import { createDeps } from "../deps.ts";
 import { systemClock } from "../lib/clock.ts";
@@ -19,10 +20,11 @@ const BASE_URL = "https://gate.example.test";
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
-/** A fresh DATA_DIR, and a helper to write files (keypairs) in it. */
+/** A fresh DATA_DIR holding a new database (as a first `serve` leaves it), and a helper to write files (keypairs) in it. */
 function dataDir(): { dir: string; env: Record<string, string>; file(name: string, text: string): string } {
   const dir = tempDir();
   dirs.push(dir);
+  writeFileSync(join(dir, "walletgate.db"), freshDatabaseImage(), { mode: 0o600 });
   return {
     dir,
     env: { DATA_DIR: dir, BASE_URL },
