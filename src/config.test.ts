@@ -1,6 +1,9 @@
 // Configuration: defaults, validation naming the variable, mainnet rules, flags over environment.
 import { describe, expect, test } from "bun:test";
-import { ConfigError, UsageError, dataDirError, loadConfig } from "./config.ts";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, UsageError, dataDirError, loadConfig, resolveSecrets } from "./config.ts";
 
 describe("loadConfig", () => {
   test("defaults of operations.md", () => {
@@ -160,5 +163,19 @@ describe("dataDirError", () => {
     expect(dataDirError(config, fail("ECONNRESET"))).toBeNull();
     expect(dataDirError(config, new ConfigError("WALLET_ENCRYPTION_KEY …"))).toBeNull();
     expect(dataDirError(config, new Error("no code"))).toBeNull();
+  });
+});
+
+describe("resolveSecrets", () => {
+  test("a jwt-secret file shorter than 32 bytes is refused, naming the file, as JWT_SECRET would be", () => {
+    const dir = mkdtempSync(join(tmpdir(), "walletgate-secrets-"));
+    try {
+      writeFileSync(join(dir, "jwt-secret"), "short\n", { mode: 0o600 });
+      expect(() => resolveSecrets(loadConfig({ DATA_DIR: dir }))).toThrow(`${join(dir, "jwt-secret")} holds fewer than 32 bytes`);
+      writeFileSync(join(dir, "jwt-secret"), `${"s".repeat(32)}\n`, { mode: 0o600 });
+      expect(new TextDecoder().decode(resolveSecrets(loadConfig({ DATA_DIR: dir })).jwtSecret)).toBe("s".repeat(32));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

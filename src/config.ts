@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { createFilesDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
-import { isListenHost, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
+import { isListenHost, MAX_TRUSTED_HOPS, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 import { DAY_MS } from "./lib/clock.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
@@ -235,7 +235,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
 
   const trustProxy = parseTrustProxy(vars.TRUST_PROXY);
   if (trustProxy === null) {
-    throw new ConfigError(`TRUST_PROXY must be a number of hops or a comma-separated list of CIDRs, got "${vars.TRUST_PROXY}"`);
+    throw new ConfigError(
+      `TRUST_PROXY must be a number of hops (at most ${MAX_TRUSTED_HOPS}) or a comma-separated list of addresses or CIDRs (IPv4 in four decimal parts, IPv6), got "${vars.TRUST_PROXY}"`,
+    );
   }
 
   const sessionTtlS = int(vars, "SESSION_TTL_S", 604800, 1, TEN_YEARS_S);
@@ -323,6 +325,10 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
     ...(config.walletEncryptionKey === null ? [{ name: "wallet-encryption-key", generate: () => randomText(32, "hex") }] : []),
   ]);
   const jwt = config.jwtSecret ?? generated.get("jwt-secret")!;
+  // The file is held to JWT_SECRET's rule: a hand-edited short key would sign tokens anyone could forge.
+  if (config.jwtSecret === null && Buffer.byteLength(jwt) < 32) {
+    throw new ConfigError(`${join(config.dataDir, "jwt-secret")} holds fewer than 32 bytes: put a longer secret there, or delete it to generate one (sessions signed with it end)`);
+  }
   const walletKey = config.walletEncryptionKey ?? generated.get("wallet-encryption-key")!;
   const walletKeyBytes = decodeKey32(walletKey);
   if (walletKeyBytes === null) throw new ConfigError(`${keyFile} does not hold a 32-byte key`);

@@ -40,5 +40,12 @@ describe("client address", () => {
     expect(parseTrustProxy("10.0.0.0/99")).toBeNull();
     expect(parseTrustProxy("banana")).toBeNull();
     expect(parseTrustProxy("")).toEqual({ kind: "none" });
+    // Address shorthands that would trust proxies nobody named, and absurd hop counts.
+    for (const value of ["1,2", "1.5", "0177.0.0.1", "0x7f000001", "127.1", "10.0.0.0/8/1", "10.0.0.0/", "fe80::1%eth0", "::1/129", "33", "100000000000000000000000"]) {
+      expect([value, parseTrustProxy(value)]).toEqual([value, null]);
+    }
+    expect(parseTrustProxy("32")).toEqual({ kind: "hops", hops: 32 });
+    const written = parseTrustProxy(" 10.0.0.0/8 , ::1, 2001:db8::/32 ")!;
+    expect(written.kind === "cidrs" && written.ranges.map(([a, bits]) => `${a.toString()}/${bits}`)).toEqual(["10.0.0.0/8", "::1/128", "2001:db8::/32"]);
   });
 });

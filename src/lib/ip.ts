@@ -4,26 +4,32 @@ import ipaddr from "ipaddr.js";
 /** Who may append to X-Forwarded-For: a number of proxy hops, or the proxies' CIDR ranges. */
 export type TrustProxy = { kind: "none" } | { kind: "hops"; hops: number } | { kind: "cidrs"; ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] };
 
-/** Parses a TRUST_PROXY value: empty → none, "2" → hops, "10.0.0.0/8, ::1/128" → CIDRs; else null. */
+/** More proxies than this in front of one server is a mistake (a number meant as something else). */
+export const MAX_TRUSTED_HOPS = 32;
+
+/**
+ * Parses a TRUST_PROXY value: empty → none, "2" → hops (at most MAX_TRUSTED_HOPS), "10.0.0.0/8, ::1/128"
+ * → CIDRs; else null. Addresses are written as they are meant: IPv4 in four decimal parts, IPv6 without
+ * a zone. The shorthands an address parser also takes ("1.5" for 1.0.0.5, "0177.0.0.1" in octal, a bare
+ * "1,2" for 0.0.0.1 and 0.0.0.2) would trust proxies the operator never named.
+ */
 export function parseTrustProxy(value: string | undefined): TrustProxy | null {
   const text = (value ?? "").trim();
   if (text === "" || text === "0" || text === "false") return { kind: "none" };
-  if (/^\d+$/.test(text)) return { kind: "hops", hops: Number(text) };
+  if (/^\d+$/.test(text)) {
+    const hops = Number(text);
+    return hops <= MAX_TRUSTED_HOPS ? { kind: "hops", hops } : null;
+  }
   const ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] = [];
   for (const part of text.split(",")) {
-    const item = part.trim();
-    try {
-      ranges.push(item.includes("/") ? ipaddr.parseCIDR(item) : cidrOfAddress(item));
-    } catch {
-      return null;
-    }
+    const [address = "", prefix, extra] = part.trim().split("/");
+    const v4 = ipaddr.IPv4.isValidFourPartDecimal(address);
+    if (extra !== undefined || !(v4 || (ipaddr.IPv6.isValid(address) && !address.includes("%")))) return null;
+    const bits = v4 ? 32 : 128;
+    if (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits)) return null;
+    ranges.push([ipaddr.parse(address), prefix === undefined ? bits : Number(prefix)]);
   }
   return { kind: "cidrs", ranges };
-}
-
-function cidrOfAddress(item: string): [ipaddr.IPv4 | ipaddr.IPv6, number] {
-  const addr = ipaddr.parse(item);
-  return [addr, addr.kind() === "ipv4" ? 32 : 128];
 }
 
 /** One DNS label: letters, digits and inner hyphens, 1-63 characters (RFC 1123). */
