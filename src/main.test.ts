@@ -105,6 +105,19 @@ describe("walletgate CLI", () => {
     }
   });
 
+  test("SERVICE_TOKEN_DECIMALS other than the embedded ledger's service token was made with: serve and the commands exit 1 naming it", async () => {
+    const dir = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: dir })).code).toBe(0);
+    const made = await runCli(["ledger", "airdrop", "--to", newWallet().address, "--token", "1"], { DATA_DIR: dir }); // genesis, 6 decimals
+    expect(made.code).toBe(0);
+    for (const args of [["serve"], ["owners", "list"]]) {
+      const r = await runCli(args, { DATA_DIR: dir, PORT: "0", SERVICE_TOKEN_DECIMALS: "0" });
+      expect({ args, code: r.code }).toEqual({ args, code: 1 });
+      expect(r.stderr).toContain("SERVICE_TOKEN_DECIMALS is 0, but this database's embedded ledger made its service token with 6 decimals");
+    }
+    expect((await runCli(["owners", "list"], { DATA_DIR: dir, SERVICE_TOKEN_DECIMALS: "6" })).code).toBe(0);
+  });
+
   test("migrate creates the schema, then has nothing to do", async () => {
     const dir = dataDir();
     const first = await runCli(["migrate"], { DATA_DIR: dir });

@@ -6,6 +6,7 @@ import { migrate, schemaVersion } from "./db/migrate.ts";
 import { createFromImage } from "./db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
+import { requireGenesisDecimals } from "./ledger/create.ts";
 import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
@@ -193,6 +194,7 @@ async function serve(
         log.info("database created", { version: migrated.version });
       }
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
+      requireGenesisDecimals(config, db);
     } catch (err) {
       db.close();
       throw err;

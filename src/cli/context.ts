@@ -2,6 +2,7 @@
 import { existsSync } from "node:fs";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
+import { requireGenesisDecimals } from "../ledger/create.ts";
 import { migrateFreshOnly } from "../db/migrate.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
@@ -35,6 +36,7 @@ export async function withCommandDeps<T>(
       migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
       const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
+      requireGenesisDecimals(config, db);
       return secrets;
     });
     const deps = await createDeps({

@@ -1,5 +1,5 @@
 // Chooses the ledger for NETWORK and loads it on first use, so @solana/web3.js costs nothing at start-up.
-import type { Config } from "../config.ts";
+import { ConfigError, type Config } from "../config.ts";
 import type { Db } from "../db/open.ts";
 import type { Clock } from "../lib/clock.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
@@ -9,8 +9,23 @@ import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
+import { readMeta } from "./embedded/store.ts";
 
 export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier; log?: Logger }>;
+
+/**
+ * On localnet, SERVICE_TOKEN_DECIMALS must still be what the embedded ledger made its service token with
+ * (a mint's decimals never change): otherwise amounts would be read with other decimals than the ones
+ * the setting promises, silently. Checked at start, before anything is served.
+ */
+export function requireGenesisDecimals(config: Config, db: Db): void {
+  if (config.network !== "localnet") return;
+  const made = readMeta(db, "service_decimals");
+  if (made === null || Number(made) === config.serviceToken.decimals) return;
+  throw new ConfigError(
+    `SERVICE_TOKEN_DECIMALS is ${config.serviceToken.decimals}, but this database's embedded ledger made its service token with ${made} decimals, which a mint keeps: set SERVICE_TOKEN_DECIMALS=${made} (or unset it if ${made} is the default), or start from a new DATA_DIR`,
+  );
+}
 
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
   if (deps.config.network === "localnet") {
