@@ -97,12 +97,21 @@ describe("walletgate CLI", () => {
       chmodSync(readOnly, 0o555);
       cases.push(readOnly);
     }
+    // A sound backup, for restore to get as far as DATA_DIR.
+    const source = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: source })).code).toBe(0);
+    const copy = join(dataDir(), "copy.db");
+    expect((await runCli(["backup", copy], { DATA_DIR: source })).code).toBe(0);
     for (const dir of cases) {
-      for (const args of [["serve"], ["keys", "list", "--owner", newWallet().address]]) {
+      for (const args of [["serve"], ["keys", "list", "--owner", newWallet().address], ["migrate"], ["backup", join(dataDir(), "b.db")], ["restore", copy]]) {
         const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
         expect({ args, dir, code: r.code, named: r.stderr.includes(`DATA_DIR ${dir}`) }).toEqual({ args, dir, code: 1, named: true });
       }
     }
+    // A backup into a directory that is not there says so, naming it.
+    const missing = join(dataDir(), "nodir");
+    const r = await runCli(["backup", join(missing, "x.db")], { DATA_DIR: source });
+    expect([r.code, r.stderr.trim().split("\n").at(-1)]).toEqual([1, `walletgate: backup failed: ${missing} is not a directory that exists: make it first, or back up elsewhere`]);
   });
 
   test("SERVICE_TOKEN_DECIMALS other than the embedded ledger's service token was made with: serve and the commands exit 1 naming it", async () => {

@@ -1,7 +1,7 @@
 // `walletgate backup <file> [--json]`: a consistent online copy of DATA_DIR's database, while a server
 // may be running on it. The secrets in DATA_DIR (JWT secret, wallet encryption key) are separate files.
 import { existsSync } from "node:fs";
-import type { Config } from "../config.ts";
+import { inDataDir, type Config } from "../config.ts";
 import { BackupTargetError, backupDatabase } from "../db/backup.ts";
 import { openDatabase } from "../db/open.ts";
 import { parseCommandArgs } from "./args.ts";
@@ -10,10 +10,10 @@ export async function backupCommand(config: Config, args: string[]): Promise<num
   const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 }, "Usage: walletgate backup <file> [--json]");
   const target = positionals[0]!;
   if (!existsSync(config.databasePath)) {
-    process.stderr.write(`walletgate: no database at ${config.databasePath} (DATA_DIR): nothing to back up\n`);
+    process.stderr.write(`walletgate: DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): nothing to back up\n`);
     return 1;
   }
-  const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
+  const db = inDataDir(config, () => openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }));
   try {
     process.stderr.write(`copying ${config.databasePath} to ${target} ...\n`); // progress: stdout is the result alone
     const started = performance.now();

@@ -1,5 +1,5 @@
 // `walletgate migrate`: applies pending migrations to the database in DATA_DIR and reports the version.
-import type { Config } from "../config.ts";
+import { inDataDir, type Config } from "../config.ts";
 import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
@@ -7,11 +7,16 @@ import { migrate } from "../db/migrate.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
-  const created = createFromImage(config.databasePath);
-  const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
+  // Failures of DATA_DIR's files (a file where the directory should be, a read-only or full disk) name DATA_DIR.
+  const { created, db } = inDataDir(config, () => {
+    const created = createFromImage(config.databasePath);
+    return { created, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }) };
+  });
   try {
     // Progress on stderr, before work that can take a while; stdout keeps the result alone.
-    const result = migrate(db.sqlite, Date.now(), undefined, (versions) => process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`));
+    const result = inDataDir(config, () =>
+      migrate(db.sqlite, Date.now(), undefined, (versions) => process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`)),
+    );
     const applied =
       result.applied.length > 0 ? `applied ${result.applied.join(", ")}` : created ? "created from the executable's built-in schema" : "nothing to apply";
     process.stdout.write(`schema version ${result.version} (${applied}) in ${config.databasePath}\n`);

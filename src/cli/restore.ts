@@ -1,5 +1,5 @@
 // `walletgate restore <file> [--json]`: a backup of `walletgate backup` put back as DATA_DIR's database.
-import type { Config } from "../config.ts";
+import { dataDirError, type Config } from "../config.ts";
 import { RestoreError, restoreDatabase } from "../db/restore.ts";
 import { parseCommandArgs } from "./args.ts";
 
@@ -13,7 +13,11 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
     return 0;
   } catch (err) {
     if (!(err instanceof RestoreError) && (err as NodeJS.ErrnoException).code === undefined) throw err;
-    process.stderr.write(`walletgate: restore failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    // A failure of DATA_DIR's files names DATA_DIR and says what is wrong, not only the system's word.
+    const path = (err as { path?: unknown }).path;
+    const ofDataDir = typeof path !== "string" || path.startsWith(config.dataDir); // not the backup file's
+    const said = err instanceof RestoreError || !ofDataDir ? err : (dataDirError(config, err) ?? err);
+    process.stderr.write(`walletgate: restore failed: ${said instanceof Error ? said.message : String(said)}\n`);
     return 1;
   }
 }

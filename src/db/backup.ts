@@ -20,7 +20,15 @@ const targetExists = (target: string) => new BackupTargetError(`${target} exists
  */
 export function backupDatabase(sqlite: Database, target: string): { bytes: number } {
   const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${Date.now()}`);
-  closeSync(openSync(partial, "wx", 0o600)); // VACUUM INTO writes into an empty file, keeping its mode
+  try {
+    closeSync(openSync(partial, "wx", 0o600)); // VACUUM INTO writes into an empty file, keeping its mode
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const dir = dirname(target);
+    if (code === "ENOENT" || code === "ENOTDIR") throw new BackupTargetError(`${dir} is not a directory that exists: make it first, or back up elsewhere`);
+    if (code === "EACCES" || code === "EPERM" || code === "EROFS") throw new BackupTargetError(`${dir} cannot be written by this user (${code})`);
+    throw err;
+  }
   try {
     sqlite.run("VACUUM INTO ?", [partial]);
     fsyncPath(partial);
