@@ -27,7 +27,7 @@ describe("walletgate CLI", () => {
     // A command's --help is that command's usage, not the whole program's.
     const keys = await runCli(["keys", "--help"]);
     expect(keys.code).toBe(0);
-    expect(keys.stdout).toStartWith("Usage: walletgate keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId>\n");
+    expect(keys.stdout).toStartWith("Usage: walletgate keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId> [--json]\n");
     expect(keys.stdout).not.toContain("restore");
     expect((await runCli(["restore", "-h"])).stdout).toStartWith("Usage: walletgate restore <file> [--json]\n");
   });
@@ -48,6 +48,10 @@ describe("walletgate CLI", () => {
       [["owners"], "missing argument", "Usage: walletgate owners list"],
       [["backup"], "missing argument", "Usage: walletgate backup <file>"],
       [["orders", "resolve", "ord_x"], "exactly one of --release and --refund", "Usage: walletgate orders resolve"],
+      [["keys", "create", "--owner", "bad", "--label", "x"], '--owner: "bad" is not a Solana address', "Usage: walletgate keys create"],
+      [["ledger", "airdrop", "--to", "bad", "--sol", "1"], '--to: "bad" is not a Solana address', "Usage: walletgate ledger airdrop"],
+      [["wallets", "export", "x"], '"x" is not a Solana address', "Usage: walletgate wallets export"],
+      [["wallets", "export", "11111111111111111111111111111112", "--format", "hex"], "--format must be base58 or json", "Usage: walletgate wallets export"],
     ];
     for (const [args, message, usage] of cases) {
       const r = await runCli(args, { DATA_DIR: dataDir() });

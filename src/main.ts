@@ -16,9 +16,10 @@ Commands:
   mcp        serve the tools over stdio (desktop MCP hosts); WALLETGATE_TOKEN optional
   ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
              send play money from the embedded ledger's faucet (localnet)
-  owners list | set-tier <wallet> free|pro|unlimited      the operator's owners and tiers
-  keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId>
-             API keys of /public/* for headless servers (--json for scripts)
+  owners list | set-tier <wallet> free|pro|unlimited [--json]
+             the operator's owners and tiers
+  keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId> [--json]
+             API keys of /public/* for headless servers
   wallets export <address> [--format base58|json]
              print a custodial wallet's secret key (operator only; warns on stderr)
   orders resolve <orderId> --release|--refund [--json]

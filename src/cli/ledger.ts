@@ -19,7 +19,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
   );
   if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"`, LEDGER_USAGE);
   if (values.to === undefined) throw new UsageError(`--to <address> is required`, LEDGER_USAGE);
-  if (decodeAddress(values.to) === null) throw new UsageError(`--to: "${values.to}" is not a Solana address (base58 of 32 bytes)`);
+  if (decodeAddress(values.to) === null) throw new UsageError(`--to: "${values.to}" is not a Solana address (base58 of 32 bytes)`, LEDGER_USAGE);
   if (config.network !== "localnet") {
     process.stderr.write(`walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is ${config.network})\n`);
     return 1;
@@ -31,7 +31,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
       const raw = values[flag];
       if (raw === undefined) return 0n;
       const parsed = parseAmount(raw, tokens.find((t) => t.key === key)!.decimals, { allowZero: true });
-      if ("error" in parsed) throw new UsageError(`--${flag}: ${parsed.error}`);
+      if ("error" in parsed) throw new UsageError(`--${flag}: ${parsed.error}`, LEDGER_USAGE);
       return parsed.value;
     };
     const amounts = { sol: amount("sol", "sol"), usdc: amount("usdc", "usdc"), token: amount("token", config.serviceToken.symbol) };

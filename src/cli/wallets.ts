@@ -6,6 +6,7 @@ import { exportSecretKey } from "../wallets/custody.ts";
 import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
 
+const USAGE = "Usage: walletgate wallets export <address> [--format base58|json]";
 const FORMATS = ["base58", "json"] as const;
 type Format = (typeof FORMATS)[number];
 const isFormat = (text: string): text is Format => (FORMATS as readonly string[]).includes(text);
@@ -21,13 +22,13 @@ function formatSecretKey(secretKey: Uint8Array, format: Format): string {
 }
 
 export async function walletsCommand(config: Config, args: string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, { format: { type: "string" } }, { min: 1, max: 2 }, "Usage: walletgate wallets export <address> [--format base58|json]");
+  const { values, positionals } = parseCommandArgs(args, { format: { type: "string" } }, { min: 1, max: 2 }, USAGE);
   const [subcommand, address] = positionals as [string, string | undefined];
-  if (subcommand !== "export") throw new UsageError(`unknown wallets command "${subcommand}" (expected: wallets export <address>)`);
-  if (address === undefined) throw new UsageError("wallets export needs the wallet's address");
-  if (decodeAddress(address) === null) throw new UsageError(`"${address}" is not a Solana address`);
+  if (subcommand !== "export") throw new UsageError(`unknown wallets command "${subcommand}" (expected: wallets export <address>)`, USAGE);
+  if (address === undefined) throw new UsageError("wallets export needs the wallet's address", USAGE);
+  if (decodeAddress(address) === null) throw new UsageError(`"${address}" is not a Solana address`, USAGE);
   const format = values.format ?? "base58";
-  if (!isFormat(format)) throw new UsageError(`--format must be base58 or json, got "${format}"`);
+  if (!isFormat(format)) throw new UsageError(`--format must be base58 or json, got "${format}"`, USAGE);
 
   return withCommandDeps(config, async (deps) => {
     let secretKey: Uint8Array;
