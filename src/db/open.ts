@@ -1,6 +1,6 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { closeSync, fsync, fsyncSync, openSync, realpathSync } from "node:fs";
+import { chmodSync, closeSync, fsync, fsyncSync, openSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -101,13 +101,22 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
 /**
  * A new database file is made readable by its owner only (SQLite would make it 0644 less the umask, and
  * gives its log and shared-memory files the database's mode): in a DATA_DIR that is not 0700 the tables of
- * owners, purchases and sessions would be readable by every user of the machine.
+ * owners, purchases and sessions would be readable by every user of the machine. An existing one that
+ * others may read (made by an earlier version, or copied in) is tightened, with its log and shared
+ * memory, as the secret files are; one this user does not own is left to its owner.
  */
 function createPrivately(path: string): void {
   try {
     closeSync(openSync(path, "wx", 0o600));
   } catch (err) {
     if ((err as { code?: string }).code !== "EEXIST") throw err;
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+      try {
+        if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+      } catch {
+        // not there, or not ours to change
+      }
+    }
   }
 }
 
