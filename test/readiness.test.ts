@@ -5,7 +5,9 @@ import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 import { Database } from "bun:sqlite";
 import { openSync, writeSync, closeSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { until } from "./helpers/until.ts";
+import { DISK_TROUBLE_MS } from "../src/db/open.ts";
 import { newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -57,7 +59,41 @@ describe("/readyz checks the ledger", () => {
   }, 20_000);
 });
 
+/** Whether this machine lets a test mount a small disk of its own (root, or user namespaces). */
+const canMountTmpfs = (() => {
+  try {
+    return Bun.spawnSync(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]).exitCode === 0;
+  } catch {
+    return false;
+  }
+})();
+
 describe("/readyz checks the database", () => {
+  test.skipIf(!canMountTmpfs)("a full disk: writes fail and /readyz is 503; with room again it is 200 within DISK_TROUBLE_MS, and writes work", async () => {
+    // DATA_DIR on a 4 MiB disk of the server's own (a mount namespace), filled and emptied from inside it.
+    const dir = tempDir();
+    const server = await startTestServer({ AUTH_RATE_LIMIT: "off" }, dir, ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=4m tmpfs "$DATA_DIR" && exec "$0" "$@"']);
+    servers.push(server);
+    const inside = (command: string) => Bun.$`nsenter -t ${server.pid} -m sh -c ${command}`.nothrow().quiet();
+    const database = async () => {
+      const res = await fetch(`${server.url}/readyz`);
+      return [res.status, ((await res.json()) as { checks: { database: string } }).checks.database];
+    };
+    await signIn(server.url, newWallet());
+    expect(await database()).toEqual([200, "ok"]);
+    await inside(`dd if=/dev/zero of="${dir}/filler" bs=64k 2>/dev/null`); // until the disk is full
+    const tried = await Promise.all(Array.from({ length: 20 }, () => signIn(server.url, newWallet()).then(() => "ok", () => "refused")));
+    expect(tried).toContain("refused"); // the log cannot grow: commits fail
+    expect(await database()).toEqual([503, "error"]);
+
+    await inside(`rm "${dir}/filler"`);
+    const since = performance.now();
+    await until(async () => ((await database())[0] === 200 ? true : undefined), DISK_TROUBLE_MS + 3_000, 250);
+    expect(performance.now() - since).toBeLessThan(DISK_TROUBLE_MS + 3_000);
+    await signIn(server.url, newWallet());
+    expect(await database()).toEqual([200, "ok"]);
+  }, 40_000);
+
   test("a database file SQLite reports damaged: writes stop and /readyz is 503 from the first such error", async () => {
     const server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
     servers.push(server);

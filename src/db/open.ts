@@ -46,7 +46,7 @@ export type Db = {
    * any other process — and then read again. For the lookups of every API request (key, product).
    */
   cache<V>(name: string, maxEntries: number): ReadCache<V>;
-  /** True when the database answers a trivial query (readiness). */
+  /** True when the database answers a trivial query and the disk takes writes (readiness). */
   ping(): boolean;
   /** From now on every write is refused with `reason`, and `ping` fails (until the process restarts). */
   refuseWrites(reason: Error): void;
@@ -120,6 +120,9 @@ function createPrivately(path: string): void {
   }
 }
 
+/** How long readiness fails after the disk refused a write (see `ping`). */
+export const DISK_TROUBLE_MS = 10_000;
+
 export function openDatabase(path: string, options: OpenOptions = {}): Db {
   if (path !== ":memory:") {
     makeDirDurably(dirname(path));
@@ -186,8 +189,22 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
   const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
 
+  /**
+   * When the disk last refused a write (full, or an I/O error); null once a commit succeeds. For
+   * DISK_TROUBLE_MS after it `ping` fails (readiness), so a load balancer stops sending requests that can
+   * only fail; then the server says it is ready again and the next writes tell. (A test write could not
+   * tell: the space of the failed commits' frames stays allocated in the log, and a small write fits.)
+   */
+  let diskTroubleAt: number | null = null;
+  const noteDiskTrouble = (err: unknown) => {
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && (code.startsWith("SQLITE_FULL") || code.startsWith("SQLITE_IOERR"))) diskTroubleAt = Date.now();
+  };
+
   /** Settles the current batch: committed → resolve (once durable), else reject with `failure`. */
   function settle(failure: unknown | null): void {
+    if (failure === null) diskTroubleAt = null;
+    else noteDiskTrouble(failure);
     const batch = waiters;
     waiters = [];
     inBatch = false;
@@ -283,6 +300,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       try {
         sqlite.run("BEGIN IMMEDIATE");
       } catch (err) {
+        noteDiskTrouble(err);
         return Promise.reject(err);
       }
       inBatch = true;
@@ -366,6 +384,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     ping() {
       if (broken !== null) return false;
+      if (diskTroubleAt !== null && Date.now() - diskTroubleAt < DISK_TROUBLE_MS) return false;
       try {
         return sqlite.query("SELECT 1 AS ok").get() !== null;
       } catch {

@@ -8,6 +8,8 @@ const ROOT = join(import.meta.dir, "../..");
 
 export type TestServer = {
   url: string;
+  /** The server's process id. */
+  pid: number;
   dataDir: string;
   env: Record<string, string>;
   /** Everything the server printed so far. */
@@ -63,7 +65,8 @@ export async function runCli(args: string[], env: Record<string, string> = {}, p
   return { stdout, stderr, code };
 }
 
-export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir()): Promise<TestServer> {
+/** `prefix` runs the server under another program that ends by exec'ing it (e.g. `unshare`), so it keeps the pid. */
+export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir(), prefix: string[] = []): Promise<TestServer> {
   const fullEnv: Record<string, string> = {
     PATH: process.env.PATH ?? "",
     HOME: process.env.HOME ?? "/tmp",
@@ -74,7 +77,7 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
     LOG_LEVEL: "info",
     ...env,
   };
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
+  const proc = Bun.spawn([...prefix, process.execPath, join(ROOT, "src/main.ts"), "serve"], {
     cwd: ROOT,
     env: fullEnv,
     stdout: "pipe",
@@ -100,6 +103,7 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
   });
   const server: TestServer = {
     url,
+    pid: proc.pid,
     dataDir,
     env: fullEnv,
     output: () => out,
