@@ -115,6 +115,9 @@ e2e("dashboard and checkout pages in Chromium", () => {
   }, 30_000);
 
   test("revoking the key asks first; the public API then refuses it", async () => {
+    // The row's Revoke is described by the key it revokes (every row has a button of that name).
+    const describedBy = await ownerPage.getByRole("button", { name: "Revoke" }).getAttribute("aria-describedby");
+    expect(await ownerPage.locator(`[id="${describedBy}"]`).textContent()).toBe("shop backend");
     await ownerPage.getByRole("button", { name: "Revoke" }).click();
     // The keyboard stays on the question: Yes is focused, and Cancel gives the focus back to Revoke.
     expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Yes");

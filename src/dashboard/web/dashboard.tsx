@@ -244,15 +244,15 @@ function Products() {
           <tbody>
             {data.products.map((p) => (
               <tr key={p.productId}>
-                <td>{p.title}<div class="muted mono">{p.productId}</div></td>
+                <td id={`row-${p.productId}`}>{p.title}<div class="muted mono">{p.productId}</div></td>
                 <td>{p.type === "access" ? "Access pass" : "Feature unlock"}</td>
                 <td>{p.price} {p.currency}</td>
                 <td><span class={`badge ${p.status === "active" ? "ok" : "bad"}`}>{p.status}</span></td>
                 <td><CopyButton text={p.paymentUrl} label="Copy link" /></td>
                 <td class="row">
-                  {p.status === "active" && editing === null && <button type="button" class="secondary" onClick={() => setEditing(p)}>Edit</button>}
+                  {p.status === "active" && editing === null && <button type="button" class="secondary" aria-describedby={`row-${p.productId}`} onClick={() => setEditing(p)}>Edit</button>}
                   {p.status === "active" && (
-                    <ConfirmButton question="Archive? New purchases stop." action={async () => { await api(`/dashboard/api/products/${p.productId}/archive`, { method: "POST" }); reload(); }}>
+                    <ConfirmButton question="Archive? New purchases stop." describedBy={`row-${p.productId}`} action={async () => { await api(`/dashboard/api/products/${p.productId}/archive`, { method: "POST" }); reload(); }}>
                       Archive
                     </ConfirmButton>
                   )}
@@ -307,10 +307,10 @@ function Keys() {
           <tbody>
             {data.keys.map((k) => (
               <tr key={k.keyId}>
-                <td>{k.label}</td><td><code>{k.prefix}…</code></td><td>{when(k.createdAt)}</td><td>{when(k.lastUsedAt)}</td>
+                <td id={`row-${k.keyId}`}>{k.label}</td><td><code>{k.prefix}…</code></td><td>{when(k.createdAt)}</td><td>{when(k.lastUsedAt)}</td>
                 <td>{k.revokedAt ? <span class="badge bad">revoked</span> : <span class="badge ok">active</span>}</td>
                 <td>{!k.revokedAt && (
-                  <ConfirmButton question={`Revoke “${k.label}”? Requests with it fail at once.`} action={async () => { await api(`/dashboard/api/keys/${k.keyId}`, { method: "DELETE" }); reload(); }}>
+                  <ConfirmButton question={`Revoke “${k.label}”? Requests with it fail at once.`} describedBy={`row-${k.keyId}`} action={async () => { await api(`/dashboard/api/keys/${k.keyId}`, { method: "DELETE" }); reload(); }}>
                     Revoke
                   </ConfirmButton>
                 )}</td>
@@ -373,12 +373,12 @@ function Tokens() {
       {data && (
         <div class="card table-wrap"><table>
           <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th></th></tr></thead>
-          <tbody>{data.tokens.map((t) => (
+          <tbody>{data.tokens.map((t, i) => (
             <tr key={t.accessToken}>
-              <td><code title={t.accessToken}>{short(t.accessToken, 8)}</code></td><td>{t.productTitle}</td><td><code title={t.walletAddress}>{short(t.walletAddress)}</code></td>
+              <td id={`token-row-${i}`}><code title={t.accessToken}>{short(t.accessToken, 8)}</code></td><td>{t.productTitle}</td><td><code title={t.walletAddress}>{short(t.walletAddress)}</code></td>
               <td><span class={`badge ${t.status === "active" ? "ok" : "bad"}`}>{t.status}</span></td><td>{when(t.createdAt)}</td>
               <td>{t.status === "active" && (
-                <ConfirmButton question="Revoke this token for good?" action={async () => { await api("/dashboard/api/tokens/revoke", { body: { accessToken: t.accessToken } }); reload(); }}>
+                <ConfirmButton question="Revoke this token for good?" describedBy={`token-row-${i}`} action={async () => { await api("/dashboard/api/tokens/revoke", { body: { accessToken: t.accessToken } }); reload(); }}>
                   Revoke
                 </ConfirmButton>
               )}</td>
@@ -471,13 +471,13 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
           <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th></th></tr></thead>
           <tbody>{data.deliveries.map((d) => [
             <tr key={d.deliveryId}>
-              <td>{d.type}<div class="muted mono">{d.eventId}</div></td>
+              <td id={`row-${d.deliveryId}`}>{d.type}<div class="muted mono">{d.eventId}</div></td>
               <td><span class={`badge ${d.status === "succeeded" ? "ok" : d.status === "failed" ? "bad" : ""}`}>{d.status}</span></td>
               <td>{d.attempts}</td><td>{d.lastStatusCode ?? "—"}</td><td>{when(d.nextAttemptAt)}</td><td>{when(d.createdAt)}</td>
               <td><div class="row">
-                <button type="button" class="secondary" aria-expanded={opened === d.deliveryId}
+                <button type="button" class="secondary" aria-expanded={opened === d.deliveryId} aria-describedby={`row-${d.deliveryId}`}
                   onClick={() => setOpened(opened === d.deliveryId ? null : d.deliveryId)}>Attempts</button>
-                <ActionButton class="secondary" action={async () => { await api(`/dashboard/api/deliveries/${d.deliveryId}/resend`, { method: "POST" }); reload(); }}>Resend</ActionButton>
+                <ActionButton class="secondary" describedBy={`row-${d.deliveryId}`} action={async () => { await api(`/dashboard/api/deliveries/${d.deliveryId}/resend`, { method: "POST" }); reload(); }}>Resend</ActionButton>
               </div></td>
             </tr>,
             opened === d.deliveryId && <tr key={`${d.deliveryId}-attempts`}><td colSpan={7}><Attempts deliveryId={d.deliveryId} /></td></tr>,

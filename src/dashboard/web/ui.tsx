@@ -35,7 +35,8 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
 }
 
 /** A button that runs `action`, is disabled while it runs, and shows its failure in words. */
-export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string }) {
+/** `describedBy`: the id of what the button acts on (its row's first cell), for buttons repeated per row. */
+export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string; describedBy?: string }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   return (
@@ -44,6 +45,7 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
         type="button"
         class={props.class}
         aria-label={props.label}
+        aria-describedby={props.describedBy}
         disabled={busy}
         onClick={async () => {
           setBusy(true);
@@ -65,7 +67,7 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
 }
 
 /** Two steps: the first click asks, the second does (keyboard-friendly, no browser dialog). */
-export function ConfirmButton(props: { action: () => Promise<unknown>; children: ComponentChildren; question: string }) {
+export function ConfirmButton(props: { action: () => Promise<unknown>; children: ComponentChildren; question: string; describedBy?: string }) {
   const [asking, setAsking] = useState(false);
   // Focus follows the buttons that replace one another, so a keyboard user stays where they were.
   const focusNext = useRef<"question" | "button" | null>(null);
@@ -96,7 +98,7 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
   };
   if (!asking) {
     return (
-      <button type="button" class="secondary" ref={button} onClick={() => ask(true)}>
+      <button type="button" class="secondary" ref={button} aria-describedby={props.describedBy} onClick={() => ask(true)}>
         {props.children}
       </button>
     );
