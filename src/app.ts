@@ -4,12 +4,13 @@
 import { Elysia, ValidationError } from "elysia";
 import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError, invalidJsonBody, type FieldProblem } from "./errors.ts";
-import { authRoutes } from "./auth/routes.ts";
+import { authRoutes, ErrorBody } from "./auth/routes.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
 import { routeTemplates } from "./lib/route-templates.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import type { OpenApiDocument } from "./docs/page.ts";
+import type { RouteInfo } from "./docs/complete.ts";
 import pkg from "../package.json" with { type: "json" };
 
 export type RequestMeta = ClientInfo & { requestId: string };
@@ -171,7 +172,9 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
       // The plugin's own page loads its viewer from a CDN (unpinned) onto this origin: /docs is ours below.
       provider: null,
       path: "/docs",
-      specPath: "/openapi.json",
+      // Not reachable from outside (only /openapi.json and /docs/* reach this app): the document is
+      // completed below (docs/complete.ts) and served as /openapi.json.
+      specPath: "/openapi.plugin.json",
       documentation: {
         info: { title: "walletgate", version: pkg.version, description: "Wallet sign-in, sessions and payment gating." },
         components: {
@@ -185,17 +188,26 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
   ) as Elysia<any, any, any, any, any, any, any>;
   const groups = await Promise.all(LAZY_GROUPS.map((g) => g.load(deps, clientOf)));
   for (const routes of [...eager, ...groups.flat()]) app = app.use(routes);
-  // The reference page, rendered once from the finished document.
+  // The document, completed once (docs/complete.ts), and the reference page rendered from it.
   const { DOCS_HEADERS, renderDocsPage } = await import("./docs/page.ts");
+  const { completeDocument } = await import("./docs/complete.ts");
+  let document: Promise<OpenApiDocument> | null = null;
+  const finished = () =>
+    (document ??= (async () => {
+      const built = (await (await app.handle(new Request("http://docs/openapi.plugin.json"))).json()) as OpenApiDocument;
+      return completeDocument(built, app.routes as RouteInfo[], ErrorBody);
+    })());
   let page: string | null = null;
-  return app.get(
-    "/docs",
-    async () => {
-      page ??= renderDocsPage((await (await app.handle(new Request("http://docs/openapi.json"))).json()) as OpenApiDocument);
-      return new Response(page, { headers: DOCS_HEADERS });
-    },
-    { detail: { hide: true } },
-  );
+  return app
+    .get("/openapi.json", async () => Response.json(await finished()), { detail: { hide: true } })
+    .get(
+      "/docs",
+      async () => {
+        page ??= renderDocsPage(await finished());
+        return new Response(page, { headers: DOCS_HEADERS });
+      },
+      { detail: { hide: true } },
+    );
 }
 
 export type App = {

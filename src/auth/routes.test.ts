@@ -555,6 +555,19 @@ describe("health, docs, logs", () => {
       expect(spec.paths[path].post.responses["404"].content["application/json"].schema.properties.success).toEqual({ const: false, type: "boolean" });
     }
     expect(spec.paths["/dashboard/api/products"].post.responses["429"].content["application/json"].schema.properties).toHaveProperty("retryAfter");
+    // Bodies are JSON with their schema, whichever parser reads them (ours, or the text read first for /public/*).
+    for (const [path, field] of [["/dashboard/api/products", "title"], ["/public/access/check", "productId"], ["/auth/verify", "signature"], ["/pay/{productId}/checkout", "walletAddress"]]) {
+      const body = spec.paths[path!].post.requestBody;
+      expect([path, Object.keys(body.content)]).toEqual([path, ["application/json"]]);
+      expect(body.content["application/json"].schema.properties).toHaveProperty(field!);
+    }
+    // The errors routes share by their kind are listed: no session (401), a cookie write without Origin (403),
+    // a body over the limit (413), a bad path parameter (400).
+    const responses = (path: string, method: string) => Object.keys(spec.paths[path][method].responses);
+    expect(responses("/dashboard/api/me", "get")).toContain("401");
+    expect(responses("/dashboard/api/keys", "post")).toEqual(expect.arrayContaining(["400", "401", "403", "409", "413"]));
+    expect(responses("/dashboard/api/products/{id}", "get")).toEqual(expect.arrayContaining(["400", "401", "404"]));
+    expect(spec.paths["/dashboard/api/me"].get.responses["401"].description).toStartWith("UNAUTHENTICATED");
     const docs = await fetch(url + "/docs");
     expect(docs.status).toBe(200);
     expect(docs.headers.get("content-type")).toContain("text/html");
