@@ -76,7 +76,7 @@ export function reasonOf(err: unknown): string | undefined {
 
 /** A request body that does not parse as JSON (wherever bodies are parsed). */
 export function invalidJsonBody(): AppError {
-  return new AppError("VALIDATION_ERROR", "request body is not valid JSON");
+  return fieldError("body", "request body is not valid JSON");
 }
 
 /** How deep a request body's arrays and objects may nest: every body of the API needs four levels at most. */

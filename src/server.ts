@@ -213,7 +213,12 @@ async function serve(
     if (page !== null) return page === "dashboard" ? "/dashboard" : "/pay/:productId";
     return isAssetRequest(method, path) ? "asset" : appRouteOf(method, path);
   };
-  const tooLarge = () => new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`);
+  /** The 413 answered before any route runs; an owner's answers are never cached, errors included (as routes/dashboard do). */
+  const tooLarge = (path: string) => {
+    const response = errorResponse(new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`));
+    if (path.startsWith("/dashboard/api/")) response.headers.set("cache-control", "no-store");
+    return response;
+  };
 
   const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
@@ -236,10 +241,10 @@ async function serve(
       } else if (asset !== null) {
         response = asset;
       } else if (length !== null && length > config.maxBodyBytes) {
-        response = errorResponse(tooLarge());
+        response = tooLarge(path);
       } else if (length === null && incoming.body !== null) {
         const body = await readCapped(incoming, config.maxBodyBytes);
-        if (body === null) response = errorResponse(tooLarge());
+        if (body === null) response = tooLarge(path);
         else request = new Request(incoming, { body });
       }
       response ??= await (() => {

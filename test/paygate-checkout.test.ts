@@ -350,7 +350,7 @@ describe("refusals", () => {
     expect(await payApi(feature, "confirm", { checkoutId: "chk_nothing" })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     const mine = await checkout(feature, alice);
     expect(await payApi(feature, "checkout", { walletAddress: bob.address, checkoutId: mine.checkoutId })).toMatchObject({ status: 404 });
-    expect(await payApi(feature, "checkout", { walletAddress: "not-a-wallet" })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
+    expect(await payApi(feature, "checkout", { walletAddress: "not-a-wallet" })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS", details: { fields: [{ field: "walletAddress" }] } } });
     expect(await payApi(feature, "checkout", {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
     for (const step of ["submit", "confirm"] as const) expect(await payApi(feature, step, {})).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
     const notJson = await fetch(`${server.url}/pay/${feature}/confirm`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
@@ -377,7 +377,10 @@ describe("refusals", () => {
 
   test("another owner's product is 404 through /public/*; /public needs a key", async () => {
     expect(await pub("/access/check", ownerB.key, { body: { productId: feature, walletAddress: alice.address } })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
-    expect(await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: "nope" } })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
+    expect(await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: "nope" } })).toMatchObject({
+      status: 400,
+      body: { code: "INVALID_ADDRESS", details: { fields: [{ field: "walletAddress" }] } },
+    });
     expect(await call(server.url, "/public/stats")).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
     expect(await call(server.url, `/public/verify/${randomTxHash()}`)).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
   });

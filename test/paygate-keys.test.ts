@@ -128,7 +128,9 @@ describe("Dashboard API: owners and products", () => {
       expect(await dash(`/products/${mine}`, o.token, { method: "PATCH", body })).toMatchObject({ status: 200, body: before });
     }
     expect((await dash(`/products/${mine}`, o.token, { method: "PATCH", body: { title: "Renamed" } })).body.updatedAt).not.toBe(before.updatedAt);
-    for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }]) expect(await code(dash("/keys", o.token, { body }))).toEqual([400, "VALIDATION_ERROR"]);
+    for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }, { label: "a\u0000b" }, { label: "a\u001bb" }]) {
+      expect([body, await code(dash("/keys", o.token, { body }))]).toEqual([body, [400, "VALIDATION_ERROR"]]);
+    }
     for (const query of ["limit=0", "limit=1.5", "offset=-1", "status=gone"]) {
       expect([query, await code(dash(`/tokens?${query}`, o.token))]).toEqual([query, [400, "VALIDATION_ERROR"]]);
     }
@@ -173,7 +175,7 @@ describe("Dashboard API: owners and products", () => {
     expect(await bad({ ...product, price: "1.0000001" })).toMatchObject({ code: "VALIDATION_ERROR" });
     expect(await bad({ ...product, featureIds: [] })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "featureIds" }] } });
     expect(await bad({ ...product, currency: "DOGE" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "currency" }] } });
-    expect(await bad({ ...product, payTo: "nope" })).toMatchObject({ code: "INVALID_ADDRESS" });
+    expect(await bad({ ...product, payTo: "nope" })).toMatchObject({ code: "INVALID_ADDRESS", details: { fields: [{ field: "payTo" }] } });
     expect(await bad({ ...product, redirectOrigins: ["https://x.example/path"] })).toMatchObject({ code: "VALIDATION_ERROR" });
     expect(await bad({ ...product, title: " " })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "title" }] } });
     const access = await dash("/products", ownerA.token, { body: { title: "Day pass", description: "", type: "access", price: 1, currency: "wgt" } });
@@ -264,7 +266,7 @@ describe("API keys and /public/*", () => {
       expect(await pub(path, null, { body: "{not json" })).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });
       expect(await pub(path, "pk_" + "0".repeat(64), { body: "{not json" })).toMatchObject({ status: 401, body: { code: "INVALID_API_KEY" } });
       const bad = await pub(path, key, { body: "{not json" });
-      expect(bad).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR", error: "request body is not valid JSON" } });
+      expect(bad).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR", error: "request body is not valid JSON", details: { fields: [{ field: "body" }] } } });
       expect(bad.headers.get("x-ratelimit-limit")).toBe("60"); // an answer to a valid key: counted, with its headers
     }
     expect(await pub("/no-such-endpoint", null)).toMatchObject({ status: 401, body: { code: "MISSING_API_KEY" } });

@@ -280,6 +280,9 @@ describe("POST /auth/verify", () => {
     const res = await fetch(url + "/auth/verify", { method: "POST", body: stream, headers: { "content-type": "application/json" } });
     expect(res.status).toBe(413);
     expect(((await res.json()) as { code: string }).code).toBe("PAYLOAD_TOO_LARGE");
+    // An owner's answers are never cached, this one included (it comes before any route runs).
+    const owner = await call(url, "/dashboard/api/keys", { body: { label: "x".repeat(70_000) } });
+    expect([owner.status, owner.body.code, owner.headers.get("cache-control")]).toEqual([413, "PAYLOAD_TOO_LARGE", "no-store"]);
   });
 
   test("Content-Length sent twice (which Bun accepts) does not lift the limit: the body is counted as read", async () => {

@@ -142,7 +142,7 @@ export async function startCheckout(
   checkoutId?: string,
   limits: { maxAmount?: number | string | undefined; currency?: string | undefined } = {},
 ): Promise<CheckoutView> {
-  if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = await productForSale(deps, productId);
   if (limits.maxAmount !== undefined || limits.currency !== undefined) await refuseAbove(deps, product, limits);
   let checkout: store.CheckoutRow;

@@ -1,6 +1,6 @@
 // API keys of owners: `pk_` + 64 hex, shown once, SHA-256 at rest; the X-API-Key check of /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError } from "../errors.ts";
+import { AppError, textField } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
@@ -26,12 +26,9 @@ function view(row: store.ApiKeyRow): ApiKeyView {
   };
 }
 
+/** A key's label: 1 to 100 characters, no control characters (as a product's title). */
 export function requireLabel(label: string): string {
-  const trimmed = label.trim();
-  if (trimmed.length < 1 || trimmed.length > 100) {
-    throw fieldError("label", "label must be 1 to 100 characters");
-  }
-  return trimmed;
+  return textField(label, "label", 100, true);
 }
 
 /** A new key for `owner` (created if needed); the only time the key itself is seen. */

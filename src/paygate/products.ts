@@ -1,7 +1,7 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, invalidField, textField } from "../errors.ts";
+import { AppError, amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { isAddress } from "../lib/encoding.ts";
@@ -134,7 +134,7 @@ function checkAccessDays(days: number | null): number | null {
 }
 
 function checkPayTo(payTo: string): string {
-  if (!isAddress(payTo)) throw new AppError("INVALID_ADDRESS", "payTo must be a base58 address of 32 bytes");
+  if (!isAddress(payTo)) throw fieldError("payTo", "payTo must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   return payTo;
 }
 

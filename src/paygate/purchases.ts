@@ -54,7 +54,7 @@ export type AccessAnswer = { hasAccess: true; txHash: string; purchasedAt: strin
  * until its token is revoked or expires. Archived products keep the access already sold.
  */
 export function checkAccess(deps: Deps, owner: string, productId: string, walletAddress: string): AccessAnswer {
-  if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+  if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = ownedProductKind(deps, owner, productId);
   const now = deps.clock.now();
   const purchase =

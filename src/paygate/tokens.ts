@@ -120,7 +120,7 @@ export function requirePage(limit: number | undefined, offset: number | undefine
 export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQuery): Promise<{ tokens: TokenRecord[]; total: number; limit: number; offset: number }> {
   const page = requirePage(query.limit, query.offset, TOKEN_LIST_LIMIT);
   if (query.walletAddress !== undefined && !isAddress(query.walletAddress)) {
-    throw new AppError("INVALID_ADDRESS", "walletAddress must be a base58 address of 32 bytes");
+    throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   }
   // A product filter names one of the owner's products: another owner's id is 404, as everywhere.
   if (query.productId !== undefined) ownedProductKind(deps, owner, query.productId);
