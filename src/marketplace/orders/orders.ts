@@ -9,7 +9,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
+import { escrowPayment, escrowPayout, escrowWallet, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { usdcToken } from "../agents.ts";
@@ -453,6 +453,12 @@ async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatu
   await deps.db.write(() => store.transitionInWrite(deps.db, orderId, pending, { ...NOT_PENDING, status: from }, deps.clock.now()));
 }
 
+/** Whether the escrow's balance of the order's token covers what it holds for orders, this one's payout included. */
+async function escrowStillHolds(deps: Deps, row: store.OrderRow): Promise<boolean> {
+  const balance = (await deps.ledger.getBalances(await escrowWallet(deps)))[row.token] ?? 0n;
+  return balance >= ((await store.escrowedTotals(deps.db))[row.token] ?? 0n);
+}
+
 /** Settles one order whose escrow transaction is in flight: finish, go back, or send it again. */
 async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   const move = JSON.parse(row.pendingMove!) as Move;
@@ -461,7 +467,19 @@ async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   const height = await deps.ledger.blockHeight();
   const landed = await deps.ledger.getTransaction(row.pendingTx!);
   if (landed?.status === "confirmed") return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
-  if (landed?.status === "failed" || height > row.pendingValidHeight!) {
+  if (landed?.status === "failed") {
+    await revertMove(deps, row.id, row.status, from);
+    return true;
+  }
+  if (height > row.pendingValidHeight!) {
+    // "Not found" is proof only from a node that has the transaction's history: one that pruned it, or a
+    // load-balanced one whose answering node is behind, says null for a payout that paid. Going back then
+    // would let the order pay out again, from other orders' money. So a payout goes back only while the
+    // escrow still holds it: every order counted as held, this one included.
+    if (move.kind !== "accept" && !(await escrowStillHolds(deps, row))) {
+      deps.log.error("escrow payout not found on the ledger, yet the escrow no longer holds it: left pending", { orderId: row.id, tx: row.pendingTx });
+      return false;
+    }
     await revertMove(deps, row.id, row.status, from);
     return true;
   }

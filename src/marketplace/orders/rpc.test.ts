@@ -12,7 +12,19 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import { escrowWallet } from "./escrow.ts";
-import { acceptOrder, cancelOrder, completeOrder, createOrder, deliverOrder, escrowedTotals, listOrders, PROPOSAL_TTL_MS, RECONCILE_AFTER_MS, runOrderTimers } from "./orders.ts";
+import {
+  acceptOrder,
+  cancelOrder,
+  completeOrder,
+  createOrder,
+  deliverOrder,
+  disputeOrder,
+  escrowedTotals,
+  listOrders,
+  PROPOSAL_TTL_MS,
+  RECONCILE_AFTER_MS,
+  runOrderTimers,
+} from "./orders.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
@@ -148,6 +160,35 @@ describe("orders on an RPC network", () => {
     expect(await m.status(orderId)).toBe("completed");
     expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore]).toEqual([19_500_000n, 500_000n]);
     expect(await m.reconcile()).toBe(0);
+  }, 30_000);
+
+  test("a release that paid, which a node without its history calls unknown past its height, is not undone: paid once", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const [a, b] = [await m.propose("10"), await m.propose("10")];
+    for (const id of [a, b]) {
+      await m.accept(m.deps, id);
+      await deliverOrder(m.deps, m.provider, { orderId: id, result: "done" });
+    }
+    await disputeOrder(m.deps, m.consumer, b, "not what I asked for"); // its 10 stay in escrow
+    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId: a })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect([await m.status(a), await m.usdc(escrow)]).toEqual(["releasing", 10n * USDC]); // a's payout landed
+    // A pruned or lagging node: the payout is unknown to it, and the chain moves past its blockhash's life.
+    rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
+    try {
+      rpc.advanceSlots(400);
+      expect(await m.reconcile()).toBe(0);
+      expect(await m.status(a)).toBe("releasing"); // not back to delivered, from where it would pay out again
+      clockAdvance(m, 72 * 3_600_000); // past the auto-release of a delivered order
+      expect(await m.reconcile()).toBe(0);
+      expect(await m.status(a)).toBe("releasing");
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect(await m.reconcile()).toBe(1); // a node that has it: found, finished
+    expect([await m.status(a), await m.status(b)]).toEqual(["completed", "disputed"]);
+    expect([await m.usdc(m.provider), await m.usdc(escrow)]).toEqual([9_750_000n, 10n * USDC]); // 10 less the 2.5 % fee, once
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
   }, 30_000);
 
   test("a resend refused before the blockhash can expire does not give the payment up", async () => {
