@@ -181,6 +181,31 @@ describe("webhooks", () => {
     expect(after[0]!.id).toBe(held.id); // the same webhook-id
   }, 30_000);
 
+  test("a 410 from the URL an endpoint had when the attempt began does not disable it once its owner moved it", async () => {
+    const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    servers.push(server);
+    // The old receiver answers 410, but holds the answer's end until the owner has moved the endpoint.
+    const answer = Promise.withResolvers<void>();
+    const old = verifyingReceiver({ answer: () => new Response(new ReadableStream({ start: (c) => void answer.promise.then(() => c.close()) }), { status: 410 }) });
+    const moved = receiver();
+    receivers.push(old);
+    const { dash } = await ownerOn(server);
+    const endpoint = await dash("/webhooks", { body: { url: old.url, events: ["product.created"] } });
+    old.setSecret(endpoint.body.secret);
+    moved.setSecret(endpoint.body.secret);
+    await dash("/products", { body: { ...product, title: "First" } });
+    await until(() => old.received[0], 5_000);
+    expect((await dash(`/webhooks/${endpoint.body.endpointId}`, { method: "PATCH", body: { url: moved.url } })).status).toBe(200);
+    answer.resolve();
+    const deliveries = `/webhooks/${endpoint.body.endpointId}/deliveries`;
+    await until(async () => ((await dash(deliveries)).body.deliveries[0]?.lastStatusCode === 410 ? true : undefined), 5_000);
+    const listed = (await dash("/webhooks")).body.endpoints.find((e: Json) => e.endpointId === endpoint.body.endpointId);
+    expect(listed).toMatchObject({ url: moved.url, enabled: true });
+    const second = await dash("/products", { body: { ...product, title: "Second" } });
+    const got = await until(() => moved.received.find((r) => r.body.productId === second.body.productId), 5_000);
+    expect(got.verified).toBe(true);
+  }, 30_000);
+
   test("an owner whose 20 endpoints never answer holds a bounded share of the worker: another owner's delivery goes at once", async () => {
     const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
     servers.push(server);

@@ -162,4 +162,30 @@ describe("agent notifications", () => {
     await w.runOnce();
     expect(ep.seen.map((s) => s.body.text)).toEqual(["hi", "while paused", "anyone?", "back"]);
   });
+
+  test("a 410 that arrives after the owner moved the agent's endpoint pauses nothing: the new endpoint gets the next notification", async () => {
+    const { deps } = await testDeps(LOCAL_AGENTS);
+    const heard = Promise.withResolvers<void>();
+    const answer = Promise.withResolvers<void>();
+    // The old endpoint holds its answer (a 410) until the owner has moved the agent.
+    const old = endpoint(deps, () => "", () => {
+      heard.resolve();
+      return new Response(new ReadableStream({ start: (c) => void answer.promise.then(() => c.close()) }), { status: 410 });
+    });
+    const moved = endpoint(deps, () => "", () => new Response("ok"));
+    const owner = wallet();
+    const agent = await registerAgent(deps, owner, { endpoint: old.url, profile: { name: "Moving", basePrice: "1" } });
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
+    const w = worker(deps);
+    const round = w.runOnce();
+    await heard.promise;
+    await updateAgent(deps, owner, agent.agentId, { endpoint: moved.url });
+    answer.resolve();
+    await round;
+    expect(await getAgent(deps, agent.agentId, owner)).toMatchObject({ status: "active", endpointGone: false });
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "still there?");
+    await w.runOnce();
+    expect(moved.seen.map((s) => s.body.text)).toEqual(["still there?"]);
+  });
 });

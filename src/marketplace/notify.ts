@@ -56,9 +56,8 @@ export function agentTargets(deps: Deps): AgentTargets {
       if (text === null) return null;
       return agentReplyWrite(deps, { eventId: delivery.eventId, agentId: delivery.agentId, text });
     },
-    async onGone(agentId) {
-      await store.markEndpointGone(deps.db, agentId, deps.clock.now());
-      deps.log.warn("marketplace agent paused: its endpoint answered 410 Gone", { agentId });
+    async onGone(agentId, url) {
+      if (await store.markEndpointGone(deps.db, agentId, url, deps.clock.now())) deps.log.warn("marketplace agent paused: its endpoint answered 410 Gone", { agentId });
     },
   };
 }

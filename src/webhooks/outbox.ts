@@ -236,8 +236,8 @@ export type AgentTargets = {
    * is still recorded (logged). Null: nothing to write.
    */
   answerWrite?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<(() => void) | null>;
-  /** After a `410 Gone` was recorded. */
-  onGone?(agentId: string): Promise<void>;
+  /** After a `410 Gone` from `url` was recorded. */
+  onGone?(agentId: string, url: string): Promise<void>;
 };
 
 export type DeliveryWorkerOptions = {
@@ -371,9 +371,10 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
         deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
       }
     }
+    let disabled = false;
     const recorded = await deps.db.write(() => {
       const ok = store.recordAttemptInWrite(deps.db, d.id, token, record, next, now);
-      if (ok && gone && d.endpointKind === "owner_endpoint") store.disableEndpointInWrite(deps.db, d.endpointId, now);
+      if (ok && gone && d.endpointKind === "owner_endpoint") disabled = store.disableEndpointInWrite(deps.db, d.endpointId, target.url, now);
       // The answer's own failure (a reply its table refuses) undoes only the answer: the attempt is
       // recorded either way, or the delivery would be sent again for ever.
       if (ok && answer !== null) deps.db.tryInWrite(answer, (err) => deps.log.error("agent answer not recorded", { ...ids, error: errorText(err) }));
@@ -385,11 +386,11 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     }
     deps.log.info("webhook attempt", { ...ids, attempt, statusCode, durationMs, status: next.status, ...(error === null ? {} : { error }) });
     deps.metrics.webhookAttempt(succeeded ? "success" : gone ? "gone" : "failure");
-    if (gone && d.endpointKind === "owner_endpoint") deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
+    if (disabled) deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
 
     if (gone && agent?.onGone !== undefined) {
       try {
-        await agent.onGone(d.endpointId);
+        await agent.onGone(d.endpointId, target.url);
       } catch (err) {
         deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
       }

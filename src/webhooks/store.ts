@@ -128,9 +128,13 @@ export function deleteEndpoint(db: Db, owner: string, id: string): Promise<boole
   });
 }
 
-/** A `410 Gone` answer: the endpoint stops receiving until its owner enables it again. */
-export function disableEndpointInWrite(db: Db, id: string, now: number): void {
-  db.sqlite.query("UPDATE webhook_endpoints SET enabled = 0, updated_at = ? WHERE id = ?").run(now, id);
+/**
+ * A `410 Gone` answer from `url`: the endpoint stops receiving until its owner enables it again; unless
+ * its URL was changed while the attempt ran (the owner moved it away from the receiver that is gone).
+ * True when it was disabled.
+ */
+export function disableEndpointInWrite(db: Db, id: string, url: string, now: number): boolean {
+  return db.sqlite.query("UPDATE webhook_endpoints SET enabled = 0, updated_at = ? WHERE id = ? AND url = ? AND enabled = 1").run(now, id, url).changes > 0;
 }
 
 /**
