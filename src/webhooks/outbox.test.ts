@@ -277,6 +277,28 @@ describe("delivery", () => {
     expect(await codeOf(resendDelivery(deps, owner, (await deliveriesOf(deps, owner, disabled.endpointId))[0]!.deliveryId))).toBe("INVALID_STATE");
   });
 
+  test("a retry of a type the owner unsubscribed from is not sent; resending it is refused until the type is back", async () => {
+    const { deps, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => [], () => new Response(null, { status: 500 }));
+    const ep = await createEndpoint(deps, owner, { url: rx.url("/hook"), events: ["payment.completed", "product.created"] });
+    await enqueue(deps, owner);
+    const w = worker(deps);
+    await w.runOnce();
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "pending", attempts: 1 });
+    await updateEndpoint(deps, owner, ep.endpointId, { events: ["product.created"] });
+    clock.advance(5000);
+    await w.runOnce();
+    expect(rx.received).toHaveLength(1);
+    const [dropped] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(dropped).toMatchObject({ status: "failed", attempts: 1 });
+    expect(await codeOf(resendDelivery(deps, owner, dropped!.deliveryId))).toBe("INVALID_STATE");
+    await updateEndpoint(deps, owner, ep.endpointId, { events: ["product.created", "payment.completed"] });
+    await resendDelivery(deps, owner, dropped!.deliveryId);
+    await w.runOnce();
+    expect(rx.received).toHaveLength(2);
+  });
+
   test("a retry goes to the endpoint's current URL and is signed with both secrets during a rotation", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

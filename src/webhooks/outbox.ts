@@ -128,6 +128,9 @@ export function enqueueEventInWrite(deps: OutboxDeps, event: OutboxEvent): strin
 const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
 const endpointDisabled = () => new AppError("INVALID_STATE", "the webhook endpoint is disabled; enable it first");
 
+/** Whether an owner's endpoint still wants events of `type` (a test event goes to it whatever it subscribes to). */
+const subscribes = (endpoint: store.EndpointRow, type: string) => type === "webhook.test" || (JSON.parse(endpoint.events) as string[]).includes(type);
+
 /** POST /webhooks/:id/test: a `webhook.test` event to this one endpoint, whatever it subscribes to. */
 export async function sendTestEvent(deps: Deps, owner: string, endpointId: string): Promise<{ deliveryId: string }> {
   const endpoint = await store.findOwnerEndpoint(deps.db, owner, endpointId);
@@ -155,6 +158,9 @@ export async function resendDelivery(deps: Deps, owner: string, deliveryId: stri
   const endpoint = delivery?.endpointKind === "owner_endpoint" ? await store.findOwnerEndpoint(deps.db, owner, delivery.endpointId) : null;
   if (delivery === null || endpoint === null) throw new AppError("NOT_FOUND", "no such delivery");
   if (endpoint.enabled !== 1) throw endpointDisabled();
+  if (!subscribes(endpoint, delivery.type)) {
+    throw new AppError("INVALID_STATE", `the webhook endpoint no longer subscribes to ${delivery.type}; add it to its events first`);
+  }
   const id = newId("whd", deps.random);
   const now = deps.clock.now();
   await deps.db.write(() => store.insertDeliveryInWrite(deps.db, { id, eventId: delivery.eventId, endpointKind: "owner_endpoint", endpointId: endpoint.id, now }));
@@ -289,7 +295,8 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
   async function resolveTarget(d: store.ClaimedDelivery, now: number): Promise<Target | null> {
     if (d.endpointKind === "owner_endpoint") {
       const row = await store.findEndpoint(deps.db, d.endpointId);
-      if (row === null || row.enabled !== 1) return null;
+      // An edit applies to pending retries: a type the owner unsubscribed from is no longer sent.
+      if (row === null || row.enabled !== 1 || !subscribes(row, d.type)) return null;
       const previous = await store.listSigningPreviousSecrets(deps.db, row.id, now);
       return { url: row.url, secrets: endpointSigningSecrets(deps, row, previous, now), maxResponseBytes: RECORDED_RESPONSE_BYTES };
     }
@@ -304,7 +311,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     const target = await resolveTarget(d, startedAt);
     if (target === null) {
       await store.failClaimedDelivery(deps.db, d.id, token, startedAt);
-      deps.log.info("webhook delivery dropped: endpoint disabled or gone", ids);
+      deps.log.info("webhook delivery dropped: endpoint disabled, gone, or no longer subscribed to its type", ids);
       return;
     }
     const attempt = d.attempts + 1;
