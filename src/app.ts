@@ -191,11 +191,12 @@ async function docsApp(deps: Deps, options: AppOptions, clientOf: Client, eager:
   // The document, completed once (docs/complete.ts), and the reference page rendered from it.
   const { DOCS_HEADERS, renderDocsPage } = await import("./docs/page.ts");
   const { completeDocument } = await import("./docs/complete.ts");
+  const { ANSWERS } = await import("./docs/answers.ts");
   let document: Promise<OpenApiDocument> | null = null;
   const finished = () =>
     (document ??= (async () => {
       const built = (await (await app.handle(new Request("http://docs/openapi.plugin.json"))).json()) as OpenApiDocument;
-      return completeDocument(built, app.routes as RouteInfo[], ErrorBody);
+      return completeDocument(built, app.routes as RouteInfo[], ErrorBody, ANSWERS);
     })());
   let page: string | null = null;
   return app

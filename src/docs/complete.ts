@@ -1,7 +1,8 @@
 // The OpenAPI document as @elysiajs/openapi builds it, completed where the plugin cannot know: the bodies
 // our own JSON parser reads (it lists no content type for a parser that is a function, and `text/plain`
-// for the /public/* routes, which read the text to check its depth first), and the errors every route of
-// a kind can answer, by the rules of the error catalogue (spec/README.md) that routes share.
+// for the /public/* routes, which read the text to check its depth first), the success answers
+// (docs/answers.ts: routes declare only their errors), and the errors every route of a kind can answer,
+// by the rules of the error catalogue (spec/README.md) that routes share.
 import type { OpenApiDocument } from "./page.ts";
 
 /** What `app.routes` tells of a route (Elysia): its method, its path (`:id`) and its schemas. */
@@ -48,7 +49,12 @@ function asWritten(schema: unknown): unknown {
   );
 }
 
-export function completeDocument(doc: OpenApiDocument, routes: readonly RouteInfo[], errorBody: unknown): OpenApiDocument {
+export function completeDocument(
+  doc: OpenApiDocument,
+  routes: readonly RouteInfo[],
+  errorBody: unknown,
+  answers: Readonly<Record<string, { status: number; schema: unknown }>> = {},
+): OpenApiDocument {
   const errorResponse = (status: string): Response => ({ description: WHY[status], content: { "application/json": { schema: errorBody } } });
   for (const route of routes) {
     const path = route.path.replace(/:([^/]+)/g, "{$1}");
@@ -58,6 +64,10 @@ export function completeDocument(doc: OpenApiDocument, routes: readonly RouteInf
     if (operation === undefined) continue;
     if (route.hooks.body !== undefined) operation.requestBody = { required: true, content: { "application/json": { schema: asWritten(route.hooks.body) } } };
     const responses = (operation.responses ??= {});
+    const answer = answers[`${route.method.toUpperCase()} ${route.path}`];
+    if (answer !== undefined && !Object.keys(responses).some((status) => status.startsWith("2"))) {
+      responses[String(answer.status)] = { description: answer.status === 201 ? "Created" : "OK", content: { "application/json": { schema: asWritten(answer.schema) } } };
+    }
     for (const status of sharedErrors(route)) responses[status] ??= errorResponse(status);
     // The plugin names declared statuses "Response for status N": say what they mean where the catalogue does.
     for (const [status, response] of Object.entries(responses)) {
