@@ -444,9 +444,15 @@ async function runMove(
     if (landed?.status !== "confirmed") throw err;
   }
   await deps.db.write(() => {
-    if (!finishInWrite(deps, row, pending, move, signature)) throw stale();
+    // The reconciler may have finished it meanwhile with this very transaction (a slow answer): done, not stale.
+    if (!finishInWrite(deps, row, pending, move, signature) && !finishedWith(store.findOrderInWrite(deps.db, row.id)!, signature)) throw stale();
   });
   return (await store.findOrder(deps.db, row.id))!;
+}
+
+/** Whether an order's escrow transaction of record is `signature` and it is no longer pending. */
+function finishedWith(row: store.OrderRow, signature: string): boolean {
+  return row.pendingTx === null && (row.escrowTx === signature || row.releaseTx === signature || row.refundTx === signature);
 }
 
 async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatus, from: store.OrderStatus): Promise<void> {

@@ -191,6 +191,33 @@ describe("orders on an RPC network", () => {
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
   }, 30_000);
 
+  test("a completion whose answer comes after the reconciler finished it with the same transaction is answered completed", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await m.accept(m.deps, orderId);
+    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    const landed = Promise.withResolvers<void>();
+    const answer = Promise.withResolvers<void>();
+    const slow: Deps = {
+      ...m.deps,
+      ledger: {
+        ...m.deps.ledger,
+        submit: async (wire, options) => {
+          const result = await m.deps.ledger.submit(wire, options); // on chain
+          landed.resolve();
+          await answer.promise; // but its answer is slow to come back
+          return result;
+        },
+      },
+    };
+    const completing = completeOrder(slow, m.consumer, { orderId, rating: 5 });
+    await landed.promise;
+    expect(await m.reconcile()).toBe(1); // the reconciler finds it landed and finishes the order
+    answer.resolve();
+    expect(await completing).toMatchObject({ orderId, status: "completed", rating: 5 });
+    expect(await m.usdc(m.provider)).toBe(9_750_000n); // paid once
+  }, 30_000);
+
   test("a resend refused before the blockhash can expire does not give the payment up", async () => {
     const m = await setup();
     const orderId = await m.propose("10");
