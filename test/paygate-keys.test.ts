@@ -176,6 +176,14 @@ describe("Dashboard API: owners and products", () => {
     expect(await bad({ ...product, featureIds: [] })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "featureIds" }] } });
     expect(await bad({ ...product, currency: "DOGE" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "currency" }] } });
     expect(await bad({ ...product, payTo: "nope" })).toMatchObject({ code: "INVALID_ADDRESS", details: { fields: [{ field: "payTo" }] } });
+    // An unknown (or misspelt) field is refused, not dropped; so is a body that is not an object.
+    expect(await bad({ ...product, acessDays: 30 })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "acessDays", message: expect.stringMatching(/^unknown field/) }] } });
+    expect((await dash("/products", ownerA.token, { body: [] })).body).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "body", message: "must be a JSON object" }] } });
+    expect((await dash("/keys", ownerA.token, { body: { label: "x", revoked: true } })).body).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "revoked" }] } });
+    expect((await dash("/webhooks", ownerA.token, { body: { url: "https://example.com/h", events: ["product.created"], enabled: false } })).body).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { fields: [{ field: "enabled" }] },
+    });
     expect(await bad({ ...product, redirectOrigins: ["https://x.example/path"] })).toMatchObject({ code: "VALIDATION_ERROR" });
     expect(await bad({ ...product, title: " " })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "title" }] } });
     const access = await dash("/products", ownerA.token, { body: { title: "Day pass", description: "", type: "access", price: 1, currency: "wgt" } });

@@ -564,6 +564,9 @@ describe("health, docs, logs", () => {
       expect([path, Object.keys(body.content)]).toEqual([path, ["application/json"]]);
       expect(body.content["application/json"].schema.properties).toHaveProperty(field!);
     }
+    // The dashboard's bodies refuse unknown fields, and say so; the others drop them.
+    expect(spec.paths["/dashboard/api/products"].post.requestBody.content["application/json"].schema.additionalProperties).toBe(false);
+    expect(spec.paths["/public/access/check"].post.requestBody.content["application/json"].schema).not.toHaveProperty("additionalProperties");
     // The errors routes share by their kind are listed: no session (401), a cookie write without Origin (403),
     // a body over the limit (413), a bad path parameter (400).
     const responses = (path: string, method: string) => Object.keys(spec.paths[path][method].responses);

@@ -13,7 +13,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
 import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
-import { AccessToken, patchObject, QueryInteger, revokeAnswer, RevokeMissing, TokenListQuery } from "../paygate/routes.ts";
+import { AccessToken, knownFieldsOnly, QueryInteger, revokeAnswer, RevokeMissing, TokenListQuery } from "../paygate/routes.ts";
 import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
@@ -51,6 +51,7 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         return { walletAddress: session.walletAddress, expiresAt: new Date(session.expiresAtS * 1000).toISOString() };
       },
       {
+        transform: knownFieldsOnly(["sessionToken"]),
         parse: jsonBodyParser,
         body: t.Object({ sessionToken: t.String({ maxLength: 2048 }) }),
         detail: { summary: "Keep a session token in the pages' HttpOnly, SameSite=Strict cookie (Origin must be this server)" },
@@ -66,6 +67,7 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         return { walletAddress: session.walletAddress, expiresAt: session.expiresAt };
       },
       {
+        transform: knownFieldsOnly(["code"]),
         parse: jsonBodyParser,
         body: t.Object({ code: t.String({ maxLength: 100 }) }),
         detail: { summary: "Redeem a one-time link of `walletgate dashboard-link` for the pages' session cookie" },
@@ -138,6 +140,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createProduct(deps, counted(request, "write"), body);
         },
         {
+          transform: knownFieldsOnly([...Object.keys(ProductFields), "type"]),
           parse: jsonBodyParser,
           body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
@@ -146,7 +149,7 @@ export function dashboardApiRoutes(deps: Deps) {
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
-        transform: patchObject([...Object.keys(ProductFields), "type"]),
+        transform: knownFieldsOnly([...Object.keys(ProductFields), "type"]),
         parse: jsonBodyParser,
         body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
         detail: { summary: "Edit a product (not its type)" },
@@ -167,6 +170,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createApiKey(deps, ownerOf(request).walletAddress, body.label);
         },
         {
+          transform: knownFieldsOnly(["label"]),
           parse: jsonBodyParser,
           body: t.Object({ label: t.String({ maxLength: 100 }) }),
           detail: { summary: "Create an API key: the key appears only in this answer (409 past 100 unrevoked or 1,000 in all)" },
@@ -186,6 +190,7 @@ export function dashboardApiRoutes(deps: Deps) {
           return createEndpoint(deps, ownerOf(request).walletAddress, body);
         },
         {
+          transform: knownFieldsOnly(["url", "events"]),
           parse: jsonBodyParser,
           body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
           detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later); at most 20 (409 past it)" },
@@ -194,7 +199,7 @@ export function dashboardApiRoutes(deps: Deps) {
       )
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {
         params: Id,
-        transform: patchObject(["url", "events", "enabled"]),
+        transform: knownFieldsOnly(["url", "events", "enabled"]),
         parse: jsonBodyParser,
         body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
         detail: { summary: "Edit an endpoint: its URL, its events, or enable it again (a 410 from it disables it)" },
@@ -249,6 +254,7 @@ export function dashboardApiRoutes(deps: Deps) {
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
+        transform: knownFieldsOnly(["accessToken"]),
         parse: jsonBodyParser,
         body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },

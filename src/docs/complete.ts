@@ -62,7 +62,12 @@ export function completeDocument(
       | { requestBody?: { content?: Record<string, { schema?: unknown }>; required?: boolean }; responses?: Record<string, Response> }
       | undefined;
     if (operation === undefined) continue;
-    if (route.hooks.body !== undefined) operation.requestBody = { required: true, content: { "application/json": { schema: asWritten(route.hooks.body) } } };
+    if (route.hooks.body !== undefined) {
+      const schema = asWritten(route.hooks.body) as Record<string, unknown>;
+      // The dashboard's bodies refuse fields they do not name (dashboard/routes.ts, knownFieldsOnly).
+      if (route.path.startsWith("/dashboard/api/")) schema.additionalProperties = false;
+      operation.requestBody = { required: true, content: { "application/json": { schema } } };
+    }
     const responses = (operation.responses ??= {});
     const answer = answers[`${route.method.toUpperCase()} ${route.path}`];
     if (answer !== undefined && !Object.keys(responses).some((status) => status.startsWith("2"))) {

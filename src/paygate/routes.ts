@@ -27,11 +27,12 @@ export function QueryInteger(field: string, minimum: number, maximum?: number, d
 }
 
 /**
- * A PATCH body's own check, before its schema (a partial object, which Elysia would otherwise make `{}` of an
- * array, a string or a form and answer 200 with nothing changed): a JSON object naming only known fields,
- * sent as application/json.
+ * An owner's body's own check, before its schema: a JSON object naming only known fields, sent as
+ * application/json. For a PATCH (a partial object, which Elysia would otherwise make `{}` of an array, a
+ * string or a form and answer 200 with nothing changed), and for a POST, whose unknown fields Elysia would
+ * drop: `enabled: false` on a new endpoint, or a misspelt field, would be ignored without a word.
  */
-export function patchObject(fields: readonly string[]) {
+export function knownFieldsOnly(fields: readonly string[]) {
   return ({ body, request }: { body: unknown; request: Request }) => {
     // A form (urlencoded or multipart) parses to an object too: only JSON is a PATCH body here.
     const type = request.headers.get("content-type")?.split(";")[0]?.trim().toLowerCase();
