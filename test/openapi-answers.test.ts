@@ -5,11 +5,15 @@ import { afterAll, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
+import { FormatRegistry } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { ANSWERS } from "../src/docs/answers.ts";
 import { newBuyer, signCheckout } from "./helpers/checkout.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+
+// spec/README.md: times are ISO 8601 UTC with milliseconds.
+if (!FormatRegistry.Has("date-time")) FormatRegistry.Set("date-time", (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v));
 
 let server: TestServer | null = null;
 afterAll(async () => server?.dispose());

@@ -2,8 +2,7 @@
 // response schema on a route would also make Elysia check every answer against it, on the hot paths too),
 // so the document gets its 2xx entries from here (docs/complete.ts). test/openapi-answers.test.ts checks
 // every one against what the running server answers.
-import type { TSchema } from "@sinclair/typebox";
-import { t } from "elysia";
+import { Type as t, type TSchema } from "@sinclair/typebox";
 
 const Iso = t.String({ format: "date-time" });
 const Address = t.String({ description: "base58 Solana address" });
