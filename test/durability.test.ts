@@ -134,40 +134,43 @@ describe("secrets", () => {
   }
   test.skipIf(strace === null)("a generated secret is flushed before it is linked into place, and so are the directory entries", async () => {
     const root = tempDir();
-    const dataDir = join(root, "new", "data");
-    const trace = join(root, "strace.log");
-    // `mcp` (tools over stdio, on a DATA_DIR of its own when it has none) with stdin closed: it sets up
-    // DATA_DIR, then ends. (Commands for a server's DATA_DIR refuse one without a database.)
-    const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,close,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "mcp"], {
-      cwd: join(import.meta.dir, ".."),
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, LOG_LEVEL: "silent" },
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    expect(await proc.exited).toBe(0);
-    // One line per call, in order: "<pid> openat(AT_FDCWD, \"<path>\", ...) = <fd>", "<pid> fsync(<fd>) = 0", ...
-    const calls = readFileSync(trace, "utf8").split("\n");
-    const openedAt = (path: string) => calls.flatMap((l, i) => (l.includes(`openat(AT_FDCWD, "${path}"`) && / = \d+$/.test(l) ? [{ i, fd: l.match(/ = (\d+)$/)![1]! }] : []));
-    // fd was opened on `path` at line i: flushed before that descriptor was closed (numbers are reused)
-    const flushedBeforeClose = (i: number, fd: string) => {
-      const closed = calls.findIndex((l, j) => j > i && l.includes(`close(${fd})`));
-      return calls.slice(i, closed === -1 ? undefined : closed).some((l) => l.includes(`fsync(${fd})`));
-    };
-    const fsyncedAfter = (path: string, from: number) => openedAt(path).some(({ i, fd }) => i >= from && flushedBeforeClose(i, fd));
-    for (const name of ["jwt-secret", "wallet-encryption-key"]) {
-      const secret = join(dataDir, name);
-      const linked = calls.findIndex((l) => /link(at)?\(/.test(l) && l.includes(`"${secret}"`));
-      expect(linked).toBeGreaterThan(0);
-      const temp = calls[linked]!.match(/"([^"]+)"/)![1]!; // link(old, new) or linkat(dirfd, old, dirfd, new, flags)
-      // the temp file's data before the link, DATA_DIR's entries after it
-      expect(openedAt(temp).some(({ i, fd }) => i < linked && flushedBeforeClose(i, fd))).toBe(true);
-      expect(fsyncedAfter(dataDir, linked)).toBe(true);
+    try {
+      const dataDir = join(root, "new", "data");
+      const trace = join(root, "strace.log");
+      // `mcp` (tools over stdio, on a DATA_DIR of its own when it has none) with stdin closed: it sets up
+      // DATA_DIR, then ends. (Commands for a server's DATA_DIR refuse one without a database.)
+      const proc = Bun.spawn(["strace", "-f", "-e", "trace=openat,close,fsync,fdatasync,link,linkat", "-o", trace, process.execPath, "src/main.ts", "mcp"], {
+        cwd: join(import.meta.dir, ".."),
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, LOG_LEVEL: "silent" },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expect(await proc.exited).toBe(0);
+      // One line per call, in order: "<pid> openat(AT_FDCWD, \"<path>\", ...) = <fd>", "<pid> fsync(<fd>) = 0", ...
+      const calls = readFileSync(trace, "utf8").split("\n");
+      const openedAt = (path: string) => calls.flatMap((l, i) => (l.includes(`openat(AT_FDCWD, "${path}"`) && / = \d+$/.test(l) ? [{ i, fd: l.match(/ = (\d+)$/)![1]! }] : []));
+      // fd was opened on `path` at line i: flushed before that descriptor was closed (numbers are reused)
+      const flushedBeforeClose = (i: number, fd: string) => {
+        const closed = calls.findIndex((l, j) => j > i && l.includes(`close(${fd})`));
+        return calls.slice(i, closed === -1 ? undefined : closed).some((l) => l.includes(`fsync(${fd})`));
+      };
+      const fsyncedAfter = (path: string, from: number) => openedAt(path).some(({ i, fd }) => i >= from && flushedBeforeClose(i, fd));
+      for (const name of ["jwt-secret", "wallet-encryption-key"]) {
+        const secret = join(dataDir, name);
+        const linked = calls.findIndex((l) => /link(at)?\(/.test(l) && l.includes(`"${secret}"`));
+        expect(linked).toBeGreaterThan(0);
+        const temp = calls[linked]!.match(/"([^"]+)"/)![1]!; // link(old, new) or linkat(dirfd, old, dirfd, new, flags)
+        // the temp file's data before the link, DATA_DIR's entries after it
+        expect(openedAt(temp).some(({ i, fd }) => i < linked && flushedBeforeClose(i, fd))).toBe(true);
+        expect(fsyncedAfter(dataDir, linked)).toBe(true);
+      }
+      // The two directories made for DATA_DIR are entries of their parents: both flushed.
+      expect(fsyncedAfter(root, 0)).toBe(true);
+      expect(fsyncedAfter(join(root, "new"), 0)).toBe(true);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
-    // The two directories made for DATA_DIR are entries of their parents: both flushed.
-    expect(fsyncedAfter(root, 0)).toBe(true);
-    expect(fsyncedAfter(join(root, "new"), 0)).toBe(true);
-    rmSync(root, { recursive: true, force: true });
   });
 
   test("rotation: JWT_SECRET_PREVIOUS keeps old tokens valid by kid; dropping it ends them", async () => {
