@@ -5,7 +5,7 @@ import { connect } from "node:net";
 import { SignJWT } from "jose";
 import { base58 } from "@scure/base";
 import { columnsHolding } from "../../test/helpers/db-scan.ts";
-import { startTestServer, type TestServer } from "../../test/helpers/server.ts";
+import { logged, startTestServer, type TestServer } from "../../test/helpers/server.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "../../test/helpers/wallet.ts";
 
 const SECRET = "test-secret-0123456789-0123456789-abcdef";
@@ -631,8 +631,9 @@ describe("health, docs, logs", () => {
     const ch = await getChallenge(url, wallet);
     const signature = wallet.sign(ch.message);
     const res = await call(url, "/auth/verify", { body: { walletAddress: wallet.address, nonce: ch.nonce, signature } });
-    await call(url, "/auth/session", { token: res.body.sessionToken });
-    await Bun.sleep(50);
+    const session = await call(url, "/auth/session", { token: res.body.sessionToken });
+    // Request lines reach the pipe within the log's flush interval (50 ms), later on a busy machine.
+    await logged(server, (lines) => lines.some((l) => l.requestId === session.headers.get("x-request-id")));
     const out = server.output();
     expect(out).not.toContain(res.body.sessionToken);
     expect(out).not.toContain(signature);
