@@ -9,7 +9,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, escrowWallet, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
+import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { usdcToken } from "../agents.ts";
@@ -459,10 +459,23 @@ async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatu
   await deps.db.write(() => store.transitionInWrite(deps.db, orderId, pending, { ...NOT_PENDING, status: from }, deps.clock.now()));
 }
 
-/** Whether the escrow's balance of the order's token covers what it holds for orders, this one's payout included. */
-async function escrowStillHolds(deps: Deps, row: store.OrderRow): Promise<boolean> {
-  const balance = (await deps.ledger.getBalances(await escrowWallet(deps)))[row.token] ?? 0n;
-  return balance >= ((await store.escrowedTotals(deps.db))[row.token] ?? 0n);
+/** Pages of the signer's history searched for a transaction before giving it up (1,000 signatures each). */
+const SIGNER_HISTORY_PAGES = 5;
+
+/**
+ * Whether `signature` is among the transactions that name its fee payer (the escrow for a payout, the
+ * consumer for a payment), newest first: "absent" only when the whole history was read without it.
+ */
+async function inSignerHistory(deps: Deps, wire: Uint8Array, signature: string): Promise<"found" | "absent" | "unknown"> {
+  const payer = parseTransaction(wire).accountKeys[0]!;
+  let before: string | undefined;
+  for (let page = 0; page < SIGNER_HISTORY_PAGES; page++) {
+    const list = await deps.ledger.signatures(payer, { limit: 1000, before });
+    if (list.includes(signature)) return "found";
+    if (list.length < 1000) return "absent";
+    before = list.at(-1);
+  }
+  return "unknown";
 }
 
 /** Settles one order whose escrow transaction is in flight: finish, go back, or send it again. */
@@ -478,12 +491,13 @@ async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
     return true;
   }
   if (height > row.pendingValidHeight!) {
-    // "Not found" is proof only from a node that has the transaction's history: one that pruned it, or a
-    // load-balanced one whose answering node is behind, says null for a payout that paid. Going back then
-    // would let the order pay out again, from other orders' money. So a payout goes back only while the
-    // escrow still holds it: every order counted as held, this one included.
-    if (move.kind !== "accept" && !(await escrowStillHolds(deps, row))) {
-      deps.log.error("escrow payout not found on the ledger, yet the escrow no longer holds it: left pending", { orderId: row.id, tx: row.pendingTx });
+    // One "not found" is not proof: a node that pruned the transaction, or a load-balanced one answering
+    // from behind, says null for a transfer that went through, and going back would let the order pay (or
+    // be paid) again. So the signer's own history is asked too, a second question (often another node).
+    const asked = await inSignerHistory(deps, row.pendingWire!, row.pendingTx!);
+    if (asked === "found") return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
+    if (asked === "unknown") {
+      deps.log.error("escrow transaction not found, but its signer's history is longer than is searched: left pending", { orderId: row.id, tx: row.pendingTx });
       return false;
     }
     await revertMove(deps, row.id, row.status, from);

@@ -8,6 +8,7 @@ import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-
 import { testDeps } from "../../../test/helpers/deps.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
+import { encodeBase58 } from "../../lib/encoding.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
@@ -28,6 +29,7 @@ import {
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
+const randomSignature = () => encodeBase58(crypto.getRandomValues(new Uint8Array(64)));
 const USDC = 1_000_000n;
 const FEE_WALLET = Keypair.generate().publicKey.toBase58();
 let rpc: LiteSvmRpc;
@@ -162,33 +164,52 @@ describe("orders on an RPC network", () => {
     expect(await m.reconcile()).toBe(0);
   }, 30_000);
 
-  test("a release that paid, which a node without its history calls unknown past its height, is not undone: paid once", async () => {
+  test("a release that paid, which the node calls unknown past its height, is found in the escrow's history: finished, paid once", async () => {
     const m = await setup();
     const escrow = await escrowWallet(m.deps);
-    const [a, b] = [await m.propose("10"), await m.propose("10")];
-    for (const id of [a, b]) {
+    const [a, b, c] = [await m.propose("10"), await m.propose("10"), await m.propose("10")];
+    for (const id of [a, b, c]) {
       await m.accept(m.deps, id);
       await deliverOrder(m.deps, m.provider, { orderId: id, result: "done" });
     }
-    await disputeOrder(m.deps, m.consumer, b, "not what I asked for"); // its 10 stay in escrow
-    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId: a })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
-    expect([await m.status(a), await m.usdc(escrow)]).toEqual(["releasing", 10n * USDC]); // a's payout landed
-    // A pruned or lagging node: the payout is unknown to it, and the chain moves past its blockhash's life.
+    await disputeOrder(m.deps, m.consumer, c, "not what I asked for"); // its 10 stay in escrow
+    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId: a })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" }); // landed
+    await expect(completeOrder(losingAnswers(m.deps, false), m.consumer, { orderId: b })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" }); // never sent
+    expect([await m.status(a), await m.status(b), await m.usdc(escrow)]).toEqual(["releasing", "releasing", 20n * USDC]);
+    // A node without the transactions (pruned, or behind another): both unknown, and the chain moves past their blockhash's life.
     rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
     try {
       rpc.advanceSlots(400);
-      expect(await m.reconcile()).toBe(0);
-      expect(await m.status(a)).toBe("releasing"); // not back to delivered, from where it would pay out again
-      clockAdvance(m, 72 * 3_600_000); // past the auto-release of a delivered order
-      expect(await m.reconcile()).toBe(0);
-      expect(await m.status(a)).toBe("releasing");
+      expect(await m.reconcile()).toBe(2);
     } finally {
       rpc.setAnswerFilter(null);
     }
-    expect(await m.reconcile()).toBe(1); // a node that has it: found, finished
-    expect([await m.status(a), await m.status(b)]).toEqual(["completed", "disputed"]);
-    expect([await m.usdc(m.provider), await m.usdc(escrow)]).toEqual([9_750_000n, 10n * USDC]); // 10 less the 2.5 % fee, once
+    // a is in the escrow's own history: finished, not undone; b is not: back to delivered, to be released anew.
+    expect([await m.status(a), await m.status(b), await m.status(c)]).toEqual(["completed", "delivered", "disputed"]);
+    clockAdvance(m, 72 * 3_600_000); // b's auto-release
+    expect(await m.reconcile()).toBe(1);
+    expect(await m.status(b)).toBe("completed");
+    expect([await m.usdc(m.provider), await m.usdc(escrow)]).toEqual([2n * 9_750_000n, 10n * USDC]); // each paid once, less the 2.5 % fee
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
+  }, 30_000);
+
+  test("a transaction unknown to the node whose signer has more history than is searched is left pending, not undone", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await m.accept(m.deps, orderId);
+    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    // A node that knows neither the transaction nor, in the pages searched, the escrow's signing it.
+    const busy: Deps = {
+      ...m.deps,
+      ledger: { ...m.deps.ledger, getTransaction: async () => null, signatures: async () => Array.from({ length: 1000 }, () => randomSignature()) },
+    };
+    rpc.advanceSlots(400);
+    clockAdvance(m, RECONCILE_AFTER_MS);
+    expect(await runOrderTimers(busy)).toBe(0);
+    expect(await m.status(orderId)).toBe("releasing");
+    expect(await m.reconcile()).toBe(1); // a node that has it
+    expect([await m.status(orderId), await m.usdc(m.provider)]).toEqual(["completed", 9_750_000n]);
   }, 30_000);
 
   test("a completion whose answer comes after the reconciler finished it with the same transaction is answered completed", async () => {
