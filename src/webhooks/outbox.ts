@@ -126,6 +126,10 @@ export function enqueueEventInWrite(deps: OutboxDeps, event: OutboxEvent): strin
 }
 
 const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
+/** After the attempt timeout, how long an attempt's own record may take before its lease counts as a dead process's. */
+const INHERITED_MARGIN_MS = 5_000;
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
+
 const endpointDisabled = () => new AppError("INVALID_STATE", "the webhook endpoint is disabled; enable it first");
 
 /** Whether an owner's endpoint still wants events of `type` (a test event goes to it whatever it subscribes to). */
@@ -440,11 +444,13 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
   // hold their connections for the whole timeout, or have thousands due, take at most perOwner slots
   // whatever their number, and an owner with nothing in flight takes the next free slot.
   const inFlight = new Set<string>();
+  /** Endpoints with a delivery leased when this worker started: none of their later deliveries goes first. */
+  const inheritedBusy = new Set<string>();
   const ownerLoad = new Map<string, number>();
   async function fill(): Promise<number> {
     const free = batchSize - inFlight.size;
     if (free <= 0 || shutdown.signal.aborted) return 0;
-    const { token, claimed } = await claim(free, { perEndpoint: 1, busy: [...inFlight], ownerLoad: Object.fromEntries(ownerLoad), perOwner });
+    const { token, claimed } = await claim(free, { perEndpoint: 1, busy: [...inFlight, ...inheritedBusy], ownerLoad: Object.fromEntries(ownerLoad), perOwner });
     for (const d of claimed) {
       const key = `${d.endpointKind} ${d.endpointId}`; // as claimDueDeliveries names endpoints
       inFlight.add(key);
@@ -478,16 +484,39 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     });
   }
 
+  /**
+   * Leases held when this worker starts belong to a process that died mid-attempt (kill -9), or to another
+   * server on the same database that is still sending them. Those still held under the same claim once
+   * any attempt would have ended (the timeout, and a margin for its record) are the dead process's:
+   * given back then, they are due at once, ahead of their endpoints' later deliveries, instead of after
+   * the rest of their lease (a minute more).
+   */
+  async function takeOverInherited(inherited: { id: string; token: string; endpoint: string }[]): Promise<void> {
+    try {
+      await Promise.race([delay(timeoutMs + INHERITED_MARGIN_MS), new Promise((r) => shutdown.signal.addEventListener("abort", r, { once: true }))]);
+      if (shutdown.signal.aborted) return;
+      const given = await store.releaseClaims(deps.db, inherited);
+      if (given > 0) deps.log.info("webhook deliveries left in flight by a process that ended are due again", { deliveries: given });
+    } catch (err) {
+      deps.log.error("webhook worker could not give back earlier leases", { error: errorText(err) });
+    } finally {
+      inheritedBusy.clear();
+      wakeSleep?.();
+    }
+  }
+
+
   return {
     runOnce,
     start() {
       if (loop !== null || shutdown.signal.aborted) return;
       loop = (async () => {
         try {
-          const given = await store.releaseAllClaims(deps.db);
-          if (given > 0) deps.log.info("webhook deliveries left in flight by an earlier process are due again", { deliveries: given });
+          const inherited = await store.heldClaims(deps.db);
+          for (const claim of inherited) inheritedBusy.add(claim.endpoint);
+          if (inherited.length > 0) void takeOverInherited(inherited);
         } catch (err) {
-          deps.log.error("webhook worker could not give back earlier leases", { error: errorText(err) });
+          deps.log.error("webhook worker could not read earlier leases", { error: errorText(err) });
         }
         while (!shutdown.signal.aborted) {
           let started = 0;

@@ -356,16 +356,24 @@ export function claimDueDeliveries(
   });
 }
 
-/**
- * Gives back every lease: at start, before this process's first claim, the leases still recorded are
- * those of a process that died mid-attempt (one server owns one database). Otherwise they would hold
- * their deliveries for the rest of the lease (75 s), while the same endpoints' later deliveries went
- * first. Returns how many were given back.
- */
-export function releaseAllClaims(db: Db): Promise<number> {
-  return db.write(
-    () => db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE status = 'pending' AND claim_token IS NOT NULL").run().changes,
-  );
+/** The leases held now (deliveries in flight): delivery id, claim token, and the endpoint ("<kind> <id>", as claims name them). */
+export async function heldClaims(db: Db): Promise<{ id: string; token: string; endpoint: string }[]> {
+  return db.sqlite
+    .query(
+      "SELECT id, claim_token AS token, endpoint_kind || ' ' || endpoint_id AS endpoint FROM webhook_deliveries WHERE status = 'pending' AND claim_token IS NOT NULL",
+    )
+    .all() as { id: string; token: string; endpoint: string }[];
+}
+
+/** Gives back those of `claims` still held under the same token. Returns how many. */
+export function releaseClaims(db: Db, claims: readonly { id: string; token: string }[]): Promise<number> {
+  if (claims.length === 0) return Promise.resolve(0);
+  return db.write(() => {
+    const release = db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE id = ? AND claim_token = ?");
+    let released = 0;
+    for (const { id, token } of claims) released += release.run(id, token).changes;
+    return released;
+  });
 }
 
 /** Gives a lease back without an attempt (shutdown mid-request), so the delivery is due again at once. */
