@@ -574,6 +574,10 @@ describe("health, docs, logs", () => {
     expect(responses("/dashboard/api/keys", "post")).toEqual(expect.arrayContaining(["400", "401", "403", "409", "413"]));
     expect(responses("/dashboard/api/products/{id}", "get")).toEqual(expect.arrayContaining(["400", "401", "404"]));
     expect(spec.paths["/dashboard/api/me"].get.responses["401"].description).toStartWith("UNAUTHENTICATED");
+    // Operation ids are unique (OpenAPI); /mcp lists the three methods its transport uses.
+    const ids = Object.values(spec.paths as Record<string, Record<string, { operationId: string }>>).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
+    expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
+    expect(Object.keys(spec.paths["/mcp"]).sort()).toEqual(["delete", "get", "post"]);
     const docs = await fetch(url + "/docs");
     expect(docs.status).toBe(200);
     expect(docs.headers.get("content-type")).toContain("text/html");

@@ -26,16 +26,18 @@ describe("openDatabase", () => {
     db.close();
   });
 
-  test("an existing database others may read (an earlier version's, or copied in) is tightened to 0600, with its log", async () => {
-    const path = join(dir, "loose.db");
-    const first = openDatabase(path);
-    await first.write(() => first.sqlite.run("CREATE TABLE t (x INTEGER) STRICT"));
-    first.close();
-    chmodSync(path, 0o644);
-    const db = openDatabase(path);
-    await db.write(() => db.sqlite.run("INSERT INTO t VALUES (1)"));
-    for (const file of [path, `${path}-wal`, `${path}-shm`]) expect({ file, mode: statSync(file).mode & 0o777 }).toEqual({ file, mode: 0o600 });
-    db.close();
+  test("an existing database every user may read (an earlier version's, or copied in) loses those bits, with its log; its group keeps its own", async () => {
+    for (const [given, kept] of [[0o644, 0o640], [0o606, 0o600], [0o640, 0o640]] as const) {
+      const path = join(dir, `loose-${given.toString(8)}.db`);
+      const first = openDatabase(path);
+      await first.write(() => first.sqlite.run("CREATE TABLE t (x INTEGER) STRICT"));
+      first.close();
+      chmodSync(path, given);
+      const db = openDatabase(path);
+      await db.write(() => db.sqlite.run("INSERT INTO t VALUES (1)"));
+      for (const file of [path, `${path}-wal`, `${path}-shm`]) expect({ file, mode: statSync(file).mode & 0o777 }).toEqual({ file, mode: kept });
+      db.close();
+    }
   });
 
   test("WAL and foreign keys on; FULL flushes the log itself (SQLite commits with NORMAL), EXTRA and NORMAL are SQLite's", () => {

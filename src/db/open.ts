@@ -102,8 +102,9 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * A new database file is made readable by its owner only (SQLite would make it 0644 less the umask, and
  * gives its log and shared-memory files the database's mode): in a DATA_DIR that is not 0700 the tables of
  * owners, purchases and sessions would be readable by every user of the machine. An existing one that
- * others may read (made by an earlier version, or copied in) is tightened, with its log and shared
- * memory, as the secret files are; one this user does not own is left to its owner.
+ * every user may read (made 0644 by an earlier version, or copied in) loses those bits, with its log and
+ * shared memory; its group keeps what it has (an operator may give a backup group read access); one this
+ * user does not own is left to its owner.
  */
 function createPrivately(path: string): void {
   try {
@@ -112,7 +113,8 @@ function createPrivately(path: string): void {
     if ((err as { code?: string }).code !== "EEXIST") throw err;
     for (const file of [path, `${path}-wal`, `${path}-shm`]) {
       try {
-        if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+        const mode = statSync(file).mode & 0o777;
+        if ((mode & 0o007) !== 0) chmodSync(file, mode & 0o770);
       } catch {
         // not there, or not ours to change
       }
@@ -190,10 +192,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
 
   /**
-   * When the disk last refused a write (full, or an I/O error); null once a commit succeeds. For
-   * DISK_TROUBLE_MS after it `ping` fails (readiness), so a load balancer stops sending requests that can
-   * only fail; then the server says it is ready again and the next writes tell. (A test write could not
-   * tell: the space of the failed commits' frames stays allocated in the log, and a small write fits.)
+   * When the disk last refused a write (full, or an I/O error). For DISK_TROUBLE_MS after it `ping` fails
+   * (readiness), so a load balancer stops sending requests that can only fail; then the server says it is
+   * ready again and the next writes tell. A commit that succeeds meanwhile does not end it early: on a
+   * nearly full disk small commits pass while larger ones fail, and readiness would flap with traffic. (A
+   * test write could not tell either: the failed commits' frames stay allocated in the log, so a small
+   * write fits.)
    */
   let diskTroubleAt: number | null = null;
   const noteDiskTrouble = (err: unknown) => {
@@ -203,8 +207,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
 
   /** Settles the current batch: committed → resolve (once durable), else reject with `failure`. */
   function settle(failure: unknown | null): void {
-    if (failure === null) diskTroubleAt = null;
-    else noteDiskTrouble(failure);
+    if (failure !== null) noteDiskTrouble(failure);
     const batch = waiters;
     waiters = [];
     inBatch = false;

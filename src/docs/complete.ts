@@ -80,5 +80,14 @@ export function completeDocument(
     }
     operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
   }
+  // /mcp is one route for every method (the MCP transport answers them all); the Streamable HTTP transport
+  // uses three, each its own operation with an id of its own (an OpenAPI document's ids are unique).
+  const mcp = doc.paths?.["/mcp"] as Record<string, { operationId?: string }> | undefined;
+  if (mcp !== undefined) {
+    for (const method of Object.keys(mcp)) {
+      if (!["get", "post", "delete"].includes(method)) delete mcp[method];
+      else mcp[method]!.operationId = `${method}Mcp`;
+    }
+  }
   return doc;
 }
