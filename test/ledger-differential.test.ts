@@ -151,6 +151,27 @@ async function balances(): Promise<{ embedded: Record<string, string>; svm: Reco
   return { embedded: e, svm: s };
 }
 
+/** How many leading bytes two addresses share: creating a token account costs 9 units per byte its address shares with its mint's and its payer's. */
+function shared(a: PublicKey, b: PublicKey): number {
+  const [x, y] = [a.toBytes(), b.toBytes()];
+  let n = 0;
+  while (n < 32 && x[n] === y[n]) n++;
+  return n;
+}
+
+/** A new owner whose associated token account for `mint` passes `fits` (found by trying keys; the same one for both slacks of a case). */
+const sharing = new Map<string, { owner: Keypair; ata: PublicKey; bump: number }>();
+function ownerSharingWith(mint: PublicKey, fits: (ata: PublicKey) => boolean): { owner: Keypair; ata: PublicKey; bump: number } {
+  const key = `${mint.toBase58()} ${fits.toString()}`;
+  let found = sharing.get(key);
+  while (found === undefined) {
+    const owner = Keypair.generate();
+    const [ata, bump] = PublicKey.findProgramAddressSync([owner.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+    if (fits(ata)) sharing.set(key, (found = { owner, ata, bump }));
+  }
+  return found;
+}
+
 /** `owner`'s USDC associated token account. */
 function usdcAccount(owner: Keypair): PublicKey {
   return new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), usdcMint));
@@ -292,8 +313,10 @@ const cases: Case[] = [
     name: `a token account's creation under a limit ${slack < 0 ? "one unit short of" : "exactly"} what it uses`,
     expected: slack < 0 ? "failed" : "confirmed",
     instructions: () => {
-      const tries = 255 - PublicKey.findProgramAddressSync([frank.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), new PublicKey(usdcMint).toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID)[1];
-      return [ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 + 1_500 * tries + 105 + slack }), ...usdcTransfer(alice, frank, 1n, true)];
+      const mint = new PublicKey(usdcMint);
+      const [ata, bump] = PublicKey.findProgramAddressSync([frank.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      const units = 150 + 13_525 + 1_500 * (255 - bump) + 9 * (shared(ata, mint) + shared(ata, alice.publicKey)) + 105;
+      return [ComputeBudgetProgram.setComputeUnitLimit({ units: units + slack }), ...usdcTransfer(alice, frank, 1n, true)];
     },
     feePayer: () => alice,
     signers: () => [alice],
@@ -306,12 +329,41 @@ const cases: Case[] = [
       const mint = new PublicKey(usdcMint);
       const [ata, bump] = PublicKey.findProgramAddressSync([dave.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
       return [
-        ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 - 101 + 1_500 * (255 - bump) + slack }),
+        ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 - 101 + 1_500 * (255 - bump) + 9 * (shared(ata, mint) + shared(ata, dave.publicKey)) + slack }),
         createAssociatedTokenAccountIdempotentInstruction(dave.publicKey, ata, dave.publicKey, mint),
       ];
     },
     feePayer: () => dave,
     signers: () => [dave],
+  })),
+  // The program compares the new account's address with its mint's and its payer's byte by byte: 9 units
+  // for each leading byte they share (a random account shares one with either about 1 % of the time).
+  ...[-1, 0].map((slack): Case => ({
+    name: `a token account whose address shares its first byte with its mint's, under a limit ${slack < 0 ? "one unit short of" : "exactly"} what it uses`,
+    expected: slack < 0 ? "failed" : "confirmed",
+    instructions: () => {
+      const mint = new PublicKey(usdcMint);
+      const { owner, ata, bump } = ownerSharingWith(mint, (ata) => shared(ata, mint) === 1 && shared(ata, alice.publicKey) === 0);
+      const units = 150 + 13_525 + 1_500 * (255 - bump) + 9 + slack;
+      return [ComputeBudgetProgram.setComputeUnitLimit({ units }), createAssociatedTokenAccountIdempotentInstruction(alice.publicKey, ata, owner.publicKey, mint)];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+  })),
+  // A wallet's own existing account looked at by itself: 99 units less than by another payer.
+  ...[-1, 0].map((slack): Case => ({
+    name: `a wallet's idempotent look at its own existing token account under a limit ${slack < 0 ? "one unit short of" : "exactly"} what it uses`,
+    expected: slack < 0 ? "failed" : "confirmed",
+    instructions: () => {
+      const mint = new PublicKey(usdcMint);
+      const [ata, bump] = PublicKey.findProgramAddressSync([alice.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      return [
+        ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 4_437 - 99 + 1_500 * (255 - bump) + slack }),
+        createAssociatedTokenAccountIdempotentInstruction(alice.publicKey, ata, alice.publicKey, mint),
+      ];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
   })),
   {
     name: "x402's layout (a limit of 20,000) with a memo of 54 quote characters: 19,739 units, confirmed",

@@ -1,6 +1,7 @@
 // The embedded ledger's runtime: charges the fee and executes the supported instruction subset over
 // account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
 import type { AccountRow } from "./store.ts";
+import { decodeAddress } from "../../lib/encoding.ts";
 import {
   DEPLOYED_PROGRAMS,
   RESERVED_ACCOUNT_KEYS,
@@ -15,7 +16,8 @@ import {
 /**
  * Compute units each instruction uses, as the runtime with the programs LiteSVM carries measures them:
  * builtins 150; Token Transfer 76 and TransferChecked 105; an associated token account's creation or
- * idempotent look pays 1,500 per bump-seed try. A memo costs 1,382 plus what logging each character costs
+ * idempotent look pays 1,500 per bump-seed try, and its creation 9 per leading byte its address shares
+ * with its mint's and its payer's. A memo costs 1,382 plus what logging each character costs
  * there, which depends on where the character sits in Rust's Unicode tables (from ~300 to ~17,000: CJK
  * ~11,000): counted here as a lower bound per class (printable ASCII 334, other ASCII 819, anything else
  * 290), so no memo fails here that passes there, though non-ASCII text may pass here and fail there.
@@ -33,8 +35,15 @@ const UNITS = {
   ataCreate: 13_487,
   ataCreateIdempotent: 13_525,
   ataPerTry: 1_500,
-  /** Less when the payer is the owner (a wallet making its own account): 99–101 less, measured with LiteSVM. */
+  /** Less when the payer is the owner (a wallet making its own account), measured with LiteSVM: 101 when creating, 99 when it exists. */
   ataPayerIsOwner: -101,
+  ataExistingPayerIsOwner: -99,
+  /**
+   * Creating, per leading byte the account's address shares with its mint's, and with its payer's: the
+   * program compares them byte by byte (measured with LiteSVM over thousands of random keys: 9 units a
+   * byte, ~1 % of accounts share one with either).
+   */
+  ataPerSharedByte: 9,
   memo: 1_382,
   memoSigner: 12_000,
   memoV1: 232,
@@ -260,6 +269,15 @@ function tokenTransfer(ix: Extract<DecodedInstruction, { program: "token" }>, c:
   c.set(ix.destination, { ...after, amount: after.amount + ix.amount });
 }
 
+/** How many leading bytes two addresses share. */
+function sharedLeadingBytes(a: string, b: string): number {
+  const x = decodeAddress(a)!;
+  const y = decodeAddress(b)!;
+  let n = 0;
+  while (n < 32 && x[n] === y[n]) n++;
+  return n;
+}
+
 function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata" }>, c: Context): void {
   const owner = c.keys[ix.owner]!;
   const mintAddress = c.keys[ix.mint]!;
@@ -268,16 +286,23 @@ function createAssociatedAccount(ix: Extract<DecodedInstruction, { program: "ata
   if (c.keys[ix.account] !== derived.address) {
     throw new InstructionFailure("the account is not the associated token account of this owner and mint");
   }
-  const searched = UNITS.ataPerTry * (255 - derived.bump) + (c.keys[ix.payer] === owner ? UNITS.ataPayerIsOwner : 0);
+  const searched = UNITS.ataPerTry * (255 - derived.bump);
+  const payerIsOwner = c.keys[ix.payer] === owner;
   const mint = c.get(ix.mint);
   if (mint.kind !== "mint") throw new InstructionFailure(`${mintAddress} is not a mint`);
   const existing = c.get(ix.account);
   if (existing.kind === "token") {
-    c.consume(UNITS.ataExisting + searched);
+    c.consume(UNITS.ataExisting + searched + (payerIsOwner ? UNITS.ataExistingPayerIsOwner : 0));
     if (ix.type === "createIdempotent" && existing.owner === owner && existing.mint === mintAddress) return;
     throw new InstructionFailure("the associated token account already exists");
   }
-  c.consume((ix.type === "createIdempotent" ? UNITS.ataCreateIdempotent : UNITS.ataCreate) + searched);
+  const shared = sharedLeadingBytes(derived.address, mintAddress) + sharedLeadingBytes(derived.address, c.keys[ix.payer]!);
+  c.consume(
+    (ix.type === "createIdempotent" ? UNITS.ataCreateIdempotent : UNITS.ataCreate) +
+      searched +
+      (payerIsOwner ? UNITS.ataPayerIsOwner : 0) +
+      UNITS.ataPerSharedByte * shared,
+  );
   if (existing.kind !== "system") throw new InstructionFailure("the address is in use");
   // Only creating calls the System Program: an idempotent look at an existing account never uses it.
   if (c.keys[ix.systemProgram] !== SYSTEM_PROGRAM) throw new InstructionFailure("the System Program account is wrong");
