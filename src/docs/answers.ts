@@ -28,19 +28,8 @@ const Product = t.Object({
   updatedAt: Iso,
 });
 
-/** What the checkout page reads of a product: no owner's wallet, no feature ids. */
-const PayProduct = t.Object({
-  productId: t.String(),
-  title: t.String(),
-  description: t.String(),
-  type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]),
-  price: Decimal,
-  currency: Currency,
-  network: t.String(),
-  accessDays: t.Union([t.Integer(), t.Null()]),
-  redirectOrigins: t.Array(t.String()),
-  status: t.Union([t.Literal("active"), t.Literal("archived")]),
-});
+/** What the checkout page reads of a product: no owner's wallet, no feature ids, no link to itself, no times. */
+const PayProduct = t.Pick(Product, ["productId", "title", "description", "type", "price", "currency", "network", "accessDays", "redirectOrigins", "status"]);
 
 const Stats = t.Object({
   totalRevenue: t.Number({ description: "USDC, in whole USDC" }),
