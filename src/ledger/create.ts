@@ -134,6 +134,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
       return auditedSubmit(deps, await ledger(), wire, options);
     },
     getTransaction: (signature, options) => call((l) => l.getTransaction(signature, options)),
+    transactionStatus: (signature) => call((l) => l.transactionStatus(signature)),
     history: (address, options) => call((l) => l.history(address, options)),
     signatures: (address, options) => call((l) => l.signatures(address, options)),
     ping: () => {

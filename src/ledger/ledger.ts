@@ -161,6 +161,13 @@ export type Ledger = Readonly<{
   /** With `finalized`, only once the cluster has finalized it (RPC ledger), as `history`. */
   getTransaction(signature: string, options?: { finalized?: boolean }): Promise<LedgerTransaction | null>;
   /**
+   * What became of a transaction, asked of the ledger's whole history (RPC: getSignatureStatuses with
+   * searchTransactionHistory, one call, which a node answers from its archive where getTransaction may
+   * say null): landed and succeeded (confirmed or finalized), landed and failed, seen but only processed,
+   * or unknown (null).
+   */
+  transactionStatus(signature: string): Promise<"confirmed" | "failed" | "processed" | null>;
+  /**
    * Newest first; `before` is a signature to page from. With `finalized`, only transactions the cluster
    * has finalized (RPC ledger; what a mainnet purchase is judged on), not those merely confirmed.
    */

@@ -351,6 +351,11 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return row === null ? null : toLedgerTransaction(row);
     },
 
+    async transactionStatus(signature) {
+      const row = await store.findTransaction(deps.db, signature);
+      return row === null ? null : toLedgerTransaction(row).status;
+    },
+
     // `finalized` asks nothing more here: an accepted transaction is final at once.
     async history(address, query) {
       const { limit, beforeSeq } = await historyQuery(deps.db, address, query);

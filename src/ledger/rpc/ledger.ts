@@ -688,6 +688,13 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     buildTransfer,
     submit,
     getTransaction: (signature, options) => getTransaction(signature, options?.finalized === true ? "finalized" : "confirmed"),
+    transactionStatus: async (signature) => {
+      if (!isSignature(signature)) throw new AppError("VALIDATION_ERROR", "not a transaction signature");
+      const status = (await call(() => connection.getSignatureStatuses([signature], { searchTransactionHistory: true }))).value[0] ?? null;
+      if (status === null) return null;
+      if (status.err !== null) return "failed";
+      return status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized" ? "confirmed" : "processed";
+    },
     history,
     signatures,
     ping: async () => {

@@ -459,25 +459,6 @@ async function revertMove(deps: Deps, orderId: string, pending: store.OrderStatu
   await deps.db.write(() => store.transitionInWrite(deps.db, orderId, pending, { ...NOT_PENDING, status: from }, deps.clock.now()));
 }
 
-/** Pages of the signer's history searched for a transaction before giving it up (1,000 signatures each). */
-const SIGNER_HISTORY_PAGES = 5;
-
-/**
- * Whether `signature` is among the transactions that name its fee payer (the escrow for a payout, the
- * consumer for a payment), newest first: "absent" only when the whole history was read without it.
- */
-async function inSignerHistory(deps: Deps, wire: Uint8Array, signature: string): Promise<"found" | "absent" | "unknown"> {
-  const payer = parseTransaction(wire).accountKeys[0]!;
-  let before: string | undefined;
-  for (let page = 0; page < SIGNER_HISTORY_PAGES; page++) {
-    const list = await deps.ledger.signatures(payer, { limit: 1000, before });
-    if (list.includes(signature)) return "found";
-    if (list.length < 1000) return "absent";
-    before = list.at(-1);
-  }
-  return "unknown";
-}
-
 /** Settles one order whose escrow transaction is in flight: finish, go back, or send it again. */
 async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   const move = JSON.parse(row.pendingMove!) as Move;
@@ -493,14 +474,11 @@ async function reconcile(deps: Deps, row: store.OrderRow): Promise<boolean> {
   if (height > row.pendingValidHeight!) {
     // One "not found" is not proof: a node that pruned the transaction, or a load-balanced one answering
     // from behind, says null for a transfer that went through, and going back would let the order pay (or
-    // be paid) again. So the signer's own history is asked too, a second question (often another node).
-    const asked = await inSignerHistory(deps, row.pendingWire!, row.pendingTx!);
-    if (asked === "found") return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
-    if (asked === "unknown") {
-      deps.log.error("escrow transaction not found, but its signer's history is longer than is searched: left pending", { orderId: row.id, tx: row.pendingTx });
-      return false;
-    }
-    await revertMove(deps, row.id, row.status, from);
+    // be paid) again. So the ledger's whole history is asked too, a second question (often another node).
+    const status = await deps.ledger.transactionStatus(row.pendingTx!);
+    if (status === "confirmed") return deps.db.write(() => finishInWrite(deps, row, row.status, move, row.pendingTx!));
+    if (status === "processed") return false; // seen, not yet confirmed: asked again next round
+    await revertMove(deps, row.id, row.status, from); // failed, or unknown to the whole history
     return true;
   }
   try {

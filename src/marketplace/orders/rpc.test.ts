@@ -3,12 +3,13 @@
 // confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
 // never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Keypair } from "@solana/web3.js";
+import { Keypair, PublicKey } from "@solana/web3.js";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../../test/helpers/deps.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { encodeBase58 } from "../../lib/encoding.ts";
+import { associatedTokenAddress } from "../../ledger/transactions.ts";
+import { setTokenAccount } from "../../../test/helpers/litesvm-accounts.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
@@ -29,7 +30,6 @@ import {
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
-const randomSignature = () => encodeBase58(crypto.getRandomValues(new Uint8Array(64)));
 const USDC = 1_000_000n;
 const FEE_WALLET = Keypair.generate().publicKey.toBase58();
 let rpc: LiteSvmRpc;
@@ -193,23 +193,40 @@ describe("orders on an RPC network", () => {
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
   }, 30_000);
 
-  test("a transaction unknown to the node whose signer has more history than is searched is left pending, not undone", async () => {
+  test("a payment that landed and failed, which the node calls unknown past its height, is undone, not counted as paid", async () => {
     const m = await setup();
     const orderId = await m.propose("10");
-    await m.accept(m.deps, orderId);
-    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
-    await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
-    // A node that knows neither the transaction nor, in the pages searched, the escrow's signing it.
-    const busy: Deps = {
+    // The consumer's USDC is gone by the time the payment lands: it fails there, its fee charged.
+    let landedFailed = "";
+    const draining: Deps = {
       ...m.deps,
-      ledger: { ...m.deps.ledger, getTransaction: async () => null, signatures: async () => Array.from({ length: 1000 }, () => randomSignature()) },
+      ledger: {
+        ...m.deps.ledger,
+        submit: async (wire) => {
+          setTokenAccount(rpc.svm, new PublicKey(associatedTokenAddress(m.consumer, rpc.usdcMint)), { mint: new PublicKey(rpc.usdcMint), owner: new PublicKey(m.consumer), amount: 0n });
+          // Sent as a wallet would, past any check of ours: it lands, and fails in execution.
+          const sent = await fetch(rpc.url, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "sendTransaction", params: [Buffer.from(wire).toString("base64"), { encoding: "base64", skipPreflight: true }] }),
+          });
+          landedFailed = ((await sent.json()) as { result: string }).result;
+          throw new AppError("CHAIN_UNAVAILABLE", "the RPC did not answer");
+        },
+      },
     };
-    rpc.advanceSlots(400);
-    clockAdvance(m, RECONCILE_AFTER_MS);
-    expect(await runOrderTimers(busy)).toBe(0);
-    expect(await m.status(orderId)).toBe("releasing");
-    expect(await m.reconcile()).toBe(1); // a node that has it
-    expect([await m.status(orderId), await m.usdc(m.provider)]).toEqual(["completed", 9_750_000n]);
+    await expect(m.accept(draining, orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect(await m.status(orderId)).toBe("paying");
+    rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
+    try {
+      rpc.advanceSlots(400);
+      expect(await m.reconcile()).toBe(1);
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect([await m.status(orderId), await m.usdc(await escrowWallet(m.deps))]).toEqual(["proposed", 0n]);
+    expect(await escrowedTotals(m.deps)).toEqual({});
+    expect(await m.deps.ledger.transactionStatus(landedFailed)).toBe("failed"); // it is on the chain, failed
   }, 30_000);
 
   test("a completion whose answer comes after the reconciler finished it with the same transaction is answered completed", async () => {
