@@ -26,8 +26,8 @@ describe("openDatabase", () => {
     db.close();
   });
 
-  test("an existing database every user may read (an earlier version's, or copied in) loses those bits, with its log; its group keeps its own", async () => {
-    for (const [given, kept] of [[0o644, 0o640], [0o606, 0o600], [0o640, 0o640]] as const) {
+  test("an existing database every user may read (an earlier version's, or copied in) loses those bits and group write, with its log; its group keeps read", async () => {
+    for (const [given, kept] of [[0o644, 0o640], [0o606, 0o600], [0o640, 0o640], [0o664, 0o640]] as const) {
       const path = join(dir, `loose-${given.toString(8)}.db`);
       const first = openDatabase(path);
       await first.write(() => first.sqlite.run("CREATE TABLE t (x INTEGER) STRICT"));

@@ -102,9 +102,9 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * A new database file is made readable by its owner only (SQLite would make it 0644 less the umask, and
  * gives its log and shared-memory files the database's mode): in a DATA_DIR that is not 0700 the tables of
  * owners, purchases and sessions would be readable by every user of the machine. An existing one that
- * every user may read (made 0644 by an earlier version, or copied in) loses those bits, with its log and
- * shared memory; its group keeps what it has (an operator may give a backup group read access); one this
- * user does not own is left to its owner.
+ * every user may read (made 0644 by an earlier version, or copied in) loses those bits, and its group any
+ * write access, with its log and shared memory; its group keeps read access (an operator may give a
+ * backup group that); one this user does not own is left to its owner.
  */
 function createPrivately(path: string): void {
   try {
@@ -114,7 +114,7 @@ function createPrivately(path: string): void {
     for (const file of [path, `${path}-wal`, `${path}-shm`]) {
       try {
         const mode = statSync(file).mode & 0o777;
-        if ((mode & 0o007) !== 0) chmodSync(file, mode & 0o770);
+        if ((mode & 0o027) !== 0) chmodSync(file, mode & 0o740);
       } catch {
         // not there, or not ours to change
       }
