@@ -8,6 +8,7 @@ import { clusterName } from "../ledger/ledger.ts";
 import { AES_GCM_IV_BYTES, decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
+import { sleep as sleepUnlessStopped } from "../lib/sleep.ts";
 import { endpointSigningSecrets } from "./endpoints.ts";
 import { DEFAULT_TIMEOUT_MS, GuardedFetchError, guardedFetch, utf8Prefix } from "./guarded-fetch.ts";
 import { signWebhook } from "./signing.ts";
@@ -26,6 +27,9 @@ export const DEFAULT_PER_OWNER = 4;
 export const RECORDED_RESPONSE_BYTES = 1024;
 
 const USER_AGENT = "walletgate-webhooks/1";
+
+/** After the attempt timeout, how long an attempt's own record may take before its lease counts as a dead process's. */
+const INHERITED_MARGIN_MS = 5_000;
 
 export type OutboxEvent = {
   /** `evt_…`; a new one when absent. */
@@ -126,10 +130,6 @@ export function enqueueEventInWrite(deps: OutboxDeps, event: OutboxEvent): strin
 }
 
 const endpointNotFound = () => new AppError("NOT_FOUND", "no such webhook endpoint");
-/** After the attempt timeout, how long an attempt's own record may take before its lease counts as a dead process's. */
-const INHERITED_MARGIN_MS = 5_000;
-const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).unref());
-
 const endpointDisabled = () => new AppError("INVALID_STATE", "the webhook endpoint is disabled; enable it first");
 
 /** Whether an owner's endpoint still wants events of `type` (a test event goes to it whatever it subscribes to). */
@@ -493,7 +493,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
    */
   async function takeOverInherited(inherited: { id: string; token: string; endpoint: string }[]): Promise<void> {
     try {
-      await Promise.race([delay(timeoutMs + INHERITED_MARGIN_MS), new Promise((r) => shutdown.signal.addEventListener("abort", r, { once: true }))]);
+      await sleepUnlessStopped(timeoutMs + INHERITED_MARGIN_MS, shutdown.signal);
       if (shutdown.signal.aborted) return;
       const given = await store.releaseClaims(deps.db, inherited);
       if (given > 0) deps.log.info("webhook deliveries left in flight by a process that ended are due again", { deliveries: given });
@@ -504,7 +504,6 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       wakeSleep?.();
     }
   }
-
 
   return {
     runOnce,

@@ -377,10 +377,8 @@ export function releaseClaims(db: Db, claims: readonly { id: string; token: stri
 }
 
 /** Gives a lease back without an attempt (shutdown mid-request), so the delivery is due again at once. */
-export function releaseClaim(db: Db, id: string, token: string): Promise<void> {
-  return db.write(() => {
-    db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL, claim_token = NULL WHERE id = ? AND claim_token = ?").run(id, token);
-  });
+export async function releaseClaim(db: Db, id: string, token: string): Promise<void> {
+  await releaseClaims(db, [{ id, token }]);
 }
 
 export type AttemptRecord = {

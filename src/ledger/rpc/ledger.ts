@@ -5,6 +5,7 @@ import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token
 import { AppError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
+import { sleep } from "../../lib/sleep.ts";
 import {
   recipientBelowRent,
   requireHistoryLimit,
@@ -112,18 +113,6 @@ type RawTransaction = {
   meta?: { err?: unknown; status?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown; loadedAddresses?: unknown } | null;
 };
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
 
 function oneLine(text: string, max = 160): string {
   const flat = text.replace(/\s+/g, " ").trim();
