@@ -4,6 +4,11 @@ import ipaddr from "ipaddr.js";
 /** Who may append to X-Forwarded-For: a number of proxy hops, or the proxies' CIDR ranges. */
 export type TrustProxy = { kind: "none" } | { kind: "hops"; hops: number } | { kind: "cidrs"; ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] };
 
+/** An IP address written as one is meant: IPv4 in four decimal parts, or IPv6 without a zone. */
+function isAddressAsWritten(text: string): boolean {
+  return ipaddr.IPv4.isValidFourPartDecimal(text) || (ipaddr.IPv6.isValid(text) && !text.includes("%"));
+}
+
 /** More proxies than this in front of one server is a mistake (a number meant as something else). */
 export const MAX_TRUSTED_HOPS = 32;
 
@@ -23,9 +28,8 @@ export function parseTrustProxy(value: string | undefined): TrustProxy | null {
   const ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] = [];
   for (const part of text.split(",")) {
     const [address = "", prefix, extra] = part.trim().split("/");
-    const v4 = ipaddr.IPv4.isValidFourPartDecimal(address);
-    if (extra !== undefined || !(v4 || (ipaddr.IPv6.isValid(address) && !address.includes("%")))) return null;
-    const bits = v4 ? 32 : 128;
+    if (extra !== undefined || !isAddressAsWritten(address)) return null;
+    const bits = address.includes(":") ? 128 : 32;
     if (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits)) return null;
     ranges.push([ipaddr.parse(address), prefix === undefined ? bits : Number(prefix)]);
   }
@@ -42,7 +46,7 @@ const HOST_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
  * Whether a hostname resolves to an address of this machine is learnt by listening on it.
  */
 export function isListenHost(text: string): boolean {
-  if (ipaddr.IPv4.isValidFourPartDecimal(text) || (ipaddr.IPv6.isValid(text) && !text.includes("%"))) return true;
+  if (isAddressAsWritten(text)) return true;
   const name = text.endsWith(".") ? text.slice(0, -1) : text;
   if (name.length === 0 || name.length > 253) return false;
   const labels = name.split(".");
