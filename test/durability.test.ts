@@ -4,7 +4,7 @@ import { chmodSync, copyFileSync, readdirSync, readFileSync, rmSync, statSync } 
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { Database } from "bun:sqlite";
-import { runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { commandSucceeds, runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { openedByAnother } from "../src/db/restore.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 
@@ -318,13 +318,7 @@ describe("walletgate restore", () => {
 });
 
 // Another PID namespace, as a container beside the server's has: the restore cannot see the server in /proc.
-const canUnshare = (() => {
-  try {
-    return Bun.spawnSync(["unshare", "--pid", "--fork", "--mount-proc", "true"]).exitCode === 0;
-  } catch {
-    return false;
-  }
-})();
+const canUnshare = commandSucceeds(["unshare", "--pid", "--fork", "--mount-proc", "true"]);
 
 describe("walletgate restore beside a server it cannot see", () => {
   test("an exclusive lock on the database is refused while another process has it open, whatever /proc shows", async () => {

@@ -5,7 +5,7 @@ import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 import { Database } from "bun:sqlite";
 import { openSync, writeSync, closeSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { commandSucceeds, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/until.ts";
 import { DISK_TROUBLE_MS } from "../src/db/open.ts";
 import { newWallet, signIn } from "./helpers/wallet.ts";
@@ -60,13 +60,7 @@ describe("/readyz checks the ledger", () => {
 });
 
 /** Whether this machine lets a test mount a small disk of its own (root, or user namespaces). */
-const canMountTmpfs = (() => {
-  try {
-    return Bun.spawnSync(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]).exitCode === 0;
-  } catch {
-    return false;
-  }
-})();
+const canMountTmpfs = commandSucceeds(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]);
 
 describe("/readyz checks the database", () => {
   test.skipIf(!canMountTmpfs)("a full disk: writes fail and /readyz is 503; with room again it is 200 within DISK_TROUBLE_MS, and writes work", async () => {

@@ -52,6 +52,15 @@ export function tempDir(prefix = "walletgate-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
+/** Whether `command` runs and exits 0 on this machine (for tests that need a privilege or a tool). */
+export function commandSucceeds(command: string[]): boolean {
+  try {
+    return Bun.spawnSync(command).exitCode === 0;
+  } catch {
+    return false;
+  }
+}
+
 /** Runs the CLI to completion: `walletgate <args>`. */
 /** `walletgate <args>` from the checkout; `prefix` runs it under another program (e.g. `unshare`). */
 export async function runCli(args: string[], env: Record<string, string> = {}, prefix: string[] = []) {
