@@ -52,6 +52,13 @@ async function setup() {
   const propose = async (price: string) =>
     (await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "work", price, deliveryTime: 60 })).orderId;
   const accept = (d: Deps, orderId: string) => acceptOrder(d, consumer, { orderId, conversationId: conversation.conversationId, paymentMethod: "usdc" });
+  /** An order proposed, paid into escrow and delivered: ready to be released. */
+  const delivered = async (price: string) => {
+    const orderId = await propose(price);
+    await accept(deps, orderId);
+    await deliverOrder(deps, provider, { orderId, result: "done" });
+    return orderId;
+  };
   const status = async (orderId: string) => (await listOrders(deps, consumer, "consumer", { limit: 100 })).orders.find((o) => o.orderId === orderId)!.status;
   const usdc = async (address: string) => (await deps.ledger.getBalances(address)).usdc ?? 0n;
   /** The reconciler's round once a recorded transaction is old enough to be its business. */
@@ -59,11 +66,25 @@ async function setup() {
     clock.advance(RECONCILE_AFTER_MS);
     return runOrderTimers(deps);
   };
-  return { deps, provider, consumer, propose, accept, status, usdc, reconcile };
+  return { deps, provider, consumer, propose, accept, delivered, status, usdc, reconcile };
 }
 
 function clockAdvance(m: { deps: Deps }, ms: number) {
   (m.deps.clock as unknown as { advance(ms: number): void }).advance(ms);
+}
+
+/**
+ * The reconciler's round on a node that answers getTransaction with null (it pruned the transactions, or is
+ * behind another), once the chain has moved past the recorded transactions' blockhash life.
+ */
+async function reconcilePastLifeWithoutTransactions(m: { reconcile(): Promise<number> }): Promise<number> {
+  rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
+  try {
+    rpc.advanceSlots(400);
+    return await m.reconcile();
+  } finally {
+    rpc.setAnswerFilter(null);
+  }
 }
 
 /** The same deps whose ledger loses the answer of `submit`: `sent` says whether the transaction went out first. */
@@ -151,9 +172,7 @@ describe("orders on an RPC network", () => {
 
   test("a release whose answer was lost: releasing, then completed by the reconciler, paid once", async () => {
     const m = await setup();
-    const orderId = await m.propose("20");
-    await m.accept(m.deps, orderId);
-    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    const orderId = await m.delivered("20");
     const feeBefore = await m.usdc(FEE_WALLET); // the fee wallet is shared by the tests of this file
     await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
     expect(await m.status(orderId)).toBe("releasing");
@@ -164,27 +183,17 @@ describe("orders on an RPC network", () => {
     expect(await m.reconcile()).toBe(0);
   }, 30_000);
 
-  test("a release that paid, which the node calls unknown past its height, is found in the escrow's history: finished, paid once", async () => {
+  test("a release that paid, which the node calls unknown past its height, is found in the ledger's history: finished, paid once", async () => {
     const m = await setup();
     const escrow = await escrowWallet(m.deps);
-    const [a, b, c] = [await m.propose("10"), await m.propose("10"), await m.propose("10")];
-    for (const id of [a, b, c]) {
-      await m.accept(m.deps, id);
-      await deliverOrder(m.deps, m.provider, { orderId: id, result: "done" });
-    }
+    const [a, b, c] = [await m.delivered("10"), await m.delivered("10"), await m.delivered("10")];
     await disputeOrder(m.deps, m.consumer, c, "not what I asked for"); // its 10 stay in escrow
     await expect(completeOrder(losingAnswers(m.deps, true), m.consumer, { orderId: a })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" }); // landed
     await expect(completeOrder(losingAnswers(m.deps, false), m.consumer, { orderId: b })).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" }); // never sent
     expect([await m.status(a), await m.status(b), await m.usdc(escrow)]).toEqual(["releasing", "releasing", 20n * USDC]);
-    // A node without the transactions (pruned, or behind another): both unknown, and the chain moves past their blockhash's life.
-    rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
-    try {
-      rpc.advanceSlots(400);
-      expect(await m.reconcile()).toBe(2);
-    } finally {
-      rpc.setAnswerFilter(null);
-    }
-    // a is in the escrow's own history: finished, not undone; b is not: back to delivered, to be released anew.
+    // A node without the transactions (pruned, or behind another): both unknown to getTransaction.
+    expect(await reconcilePastLifeWithoutTransactions(m)).toBe(2);
+    // a is in the ledger's history as succeeded: finished, not undone; b is not there: back to delivered, to be released anew.
     expect([await m.status(a), await m.status(b), await m.status(c)]).toEqual(["completed", "delivered", "disputed"]);
     clockAdvance(m, 72 * 3_600_000); // b's auto-release
     expect(await m.reconcile()).toBe(1);
@@ -217,13 +226,7 @@ describe("orders on an RPC network", () => {
     };
     await expect(m.accept(draining, orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
     expect(await m.status(orderId)).toBe("paying");
-    rpc.setAnswerFilter((method, answer) => (method === "getTransaction" ? { ...answer, result: null } : answer));
-    try {
-      rpc.advanceSlots(400);
-      expect(await m.reconcile()).toBe(1);
-    } finally {
-      rpc.setAnswerFilter(null);
-    }
+    expect(await reconcilePastLifeWithoutTransactions(m)).toBe(1);
     expect([await m.status(orderId), await m.usdc(await escrowWallet(m.deps))]).toEqual(["proposed", 0n]);
     expect(await escrowedTotals(m.deps)).toEqual({});
     expect(await m.deps.ledger.transactionStatus(landedFailed)).toBe("failed"); // it is on the chain, failed
@@ -231,9 +234,7 @@ describe("orders on an RPC network", () => {
 
   test("a completion whose answer comes after the reconciler finished it with the same transaction is answered completed", async () => {
     const m = await setup();
-    const orderId = await m.propose("10");
-    await m.accept(m.deps, orderId);
-    await deliverOrder(m.deps, m.provider, { orderId, result: "done" });
+    const orderId = await m.delivered("10");
     const landed = Promise.withResolvers<void>();
     const answer = Promise.withResolvers<void>();
     const slow: Deps = {
