@@ -159,6 +159,11 @@ function shared(a: PublicKey, b: PublicKey): number {
   return n;
 }
 
+/** `owner`'s associated token account for `mint`, and the bump seed its derivation found. */
+function ataAndBump(owner: PublicKey, mint: PublicKey): [PublicKey, number] {
+  return PublicKey.findProgramAddressSync([owner.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+}
+
 /** A new owner whose associated token account for `mint` passes `fits` (found by trying keys; the same one for both slacks of a case). */
 const sharing = new Map<string, { owner: Keypair; ata: PublicKey; bump: number }>();
 function ownerSharingWith(mint: PublicKey, fits: (ata: PublicKey) => boolean): { owner: Keypair; ata: PublicKey; bump: number } {
@@ -166,7 +171,7 @@ function ownerSharingWith(mint: PublicKey, fits: (ata: PublicKey) => boolean): {
   let found = sharing.get(key);
   while (found === undefined) {
     const owner = Keypair.generate();
-    const [ata, bump] = PublicKey.findProgramAddressSync([owner.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+    const [ata, bump] = ataAndBump(owner.publicKey, mint);
     if (fits(ata)) sharing.set(key, (found = { owner, ata, bump }));
   }
   return found;
@@ -314,7 +319,7 @@ const cases: Case[] = [
     expected: slack < 0 ? "failed" : "confirmed",
     instructions: () => {
       const mint = new PublicKey(usdcMint);
-      const [ata, bump] = PublicKey.findProgramAddressSync([frank.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      const [ata, bump] = ataAndBump(frank.publicKey, mint);
       const units = 150 + 13_525 + 1_500 * (255 - bump) + 9 * (shared(ata, mint) + shared(ata, alice.publicKey)) + 105;
       return [ComputeBudgetProgram.setComputeUnitLimit({ units: units + slack }), ...usdcTransfer(alice, frank, 1n, true)];
     },
@@ -327,7 +332,7 @@ const cases: Case[] = [
     expected: slack < 0 ? "failed" : "confirmed",
     instructions: () => {
       const mint = new PublicKey(usdcMint);
-      const [ata, bump] = PublicKey.findProgramAddressSync([dave.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      const [ata, bump] = ataAndBump(dave.publicKey, mint);
       return [
         ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 13_525 - 101 + 1_500 * (255 - bump) + 9 * (shared(ata, mint) + shared(ata, dave.publicKey)) + slack }),
         createAssociatedTokenAccountIdempotentInstruction(dave.publicKey, ata, dave.publicKey, mint),
@@ -356,7 +361,7 @@ const cases: Case[] = [
     expected: slack < 0 ? "failed" : "confirmed",
     instructions: () => {
       const mint = new PublicKey(usdcMint);
-      const [ata, bump] = PublicKey.findProgramAddressSync([alice.publicKey.toBuffer(), TOKEN_PROGRAM_ID.toBuffer(), mint.toBuffer()], ASSOCIATED_TOKEN_PROGRAM_ID);
+      const [ata, bump] = ataAndBump(alice.publicKey, mint);
       return [
         ComputeBudgetProgram.setComputeUnitLimit({ units: 150 + 4_437 - 99 + 1_500 * (255 - bump) + slack }),
         createAssociatedTokenAccountIdempotentInstruction(alice.publicKey, ata, alice.publicKey, mint),
