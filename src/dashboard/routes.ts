@@ -144,7 +144,7 @@ export function dashboardApiRoutes(deps: Deps) {
           parse: jsonBodyParser,
           body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
-          response: { 400: ErrorBody, 409: ErrorBody, 429: ErrorBody },
+          response: { 400: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
         },
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
@@ -153,7 +153,7 @@ export function dashboardApiRoutes(deps: Deps) {
         parse: jsonBodyParser,
         body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
         detail: { summary: "Edit a product (not its type)" },
-        response: { 400: ErrorBody, 404: ErrorBody, 429: ErrorBody },
+        response: { 400: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody },
       })
       .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, counted(request, "write"), params.id), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),

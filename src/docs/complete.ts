@@ -31,8 +31,6 @@ function sharedErrors(route: RouteInfo): string[] {
     statuses.push("401");
     if (method !== "GET") statuses.push("403");
   }
-  if (route.path === "/dashboard/api/products" && method === "POST") statuses.push("422");
-  if (route.path === "/dashboard/api/products/:id" && method === "PATCH") statuses.push("422");
   return statuses;
 }
 
