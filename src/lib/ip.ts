@@ -71,6 +71,7 @@ export function normalizeIp(text: string): string | null {
 
 /** The network an address belongs to for per-network limits: IPv4 itself, IPv6 by its /64. */
 export function networkKey(ip: string): string {
+  if (PLAIN_IPV4.test(ip)) return ip; // the common case, without parsing (as normalizeIp)
   try {
     const addr = ipaddr.parse(ip);
     if (addr.kind() === "ipv4") return ip;
