@@ -282,9 +282,9 @@ async function serve(
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
   const purge = startRepeating(
-    async () =>
+    async (stopping) =>
       log.debug("purge", {
-        ...(await purgeAuth(deps)),
+        ...(await purgeAuth(deps, stopping)),
         ...(await purgeMcpSessions(deps)),
         ...(await purgeWebhooks(deps)),
         // Imported here: the checkout store is not loaded at start-up (its routes are built on first use).

@@ -5,9 +5,9 @@ import { purgeDashboardLinks } from "../dashboard/links.ts";
 import * as store from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
 
-export async function purgeAuth(deps: Deps): Promise<store.PurgeCounts & { rateWindows: number; dashboardLinks: number }> {
+export async function purgeAuth(deps: Deps, stopping?: AbortSignal): Promise<store.PurgeCounts & { rateWindows: number; dashboardLinks: number }> {
   const now = deps.clock.now();
   const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
-  const counts = await store.purgeExpired(deps.db, now, now - DAY_MS, now - longestTokenMs - DAY_MS);
+  const counts = await store.purgeExpired(deps.db, now, now - DAY_MS, now - longestTokenMs - DAY_MS, stopping);
   return { ...counts, ...(await purgeDashboardLinks(deps)), rateWindows: deps.auth.rateLimiter.purge(now) };
 }

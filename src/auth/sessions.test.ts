@@ -14,6 +14,7 @@ import { authenticateToken, findLinkedSession, restoreSession, revokeSessionToke
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 import { purgeAuth } from "./purge.ts";
 import * as store from "./store.ts";
+import { STEP_ROWS } from "../db/steps.ts";
 
 const client = { ip: "192.0.2.10", userAgent: "test-agent/1" };
 type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
@@ -182,6 +183,63 @@ describe("purge", () => {
     expect(counts.links).toBe(0); // already gone with the token's expiry below
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 0 });
     expect(await codeOf(authenticateToken(deps, s.token))).toBe("TOKEN_EXPIRED");
+  });
+});
+
+describe("purge in steps", () => {
+  const DAY = 86_400_000;
+  /** Expired and live rows of every purged kind, more of each than one step takes, interleaved. */
+  function seed(db: Deps["db"], now: number) {
+    db.sqlite.run("BEGIN");
+    const challenge = db.sqlite.query("INSERT INTO auth_challenges (nonce, wallet, message, issued_at, expires_at) VALUES (?, 'w', 'm', ?, ?)");
+    for (let i = 0; i < 2_500; i++) challenge.run(`old-${i}`, now - DAY, now - 1);
+    challenge.run("live", now, now + 60_000);
+    const token = db.sqlite.query(
+      "INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at) VALUES (?, 's', ?, ?, ?, ?)",
+    );
+    const link = db.sqlite.query("INSERT INTO fingerprint_wallet_links (fingerprint, wallet, session_id, jti, updated_at) VALUES (?, ?, 's', ?, ?)");
+    for (let i = 0; i < 3_000; i++) {
+      const expired = i % 3 !== 0; // 2,000 long expired, 1,000 live, mixed through the table
+      token.run(`jti-${i}`, `wallet-${i}`, now - 3 * DAY, expired ? now - 2 * DAY : now + DAY, now - 3 * DAY);
+      if (i % 2 === 0) link.run(`fp-${i}`, `wallet-${i}`, `jti-${i}`, now);
+    }
+    const cutoff = db.sqlite.query("INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)");
+    for (let i = 0; i < 1_200; i++) cutoff.run(`cut-${i}`, now - 400 * DAY); // older than any token could live
+    cutoff.run("cut-recent", now);
+    db.sqlite.run("COMMIT");
+  }
+  const count = (db: Deps["db"], table: string) => (db.sqlite.query(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+
+  test("tables larger than a step are purged whole, and only what is due", async () => {
+    const { deps, db, clock } = await testDeps();
+    seed(db, clock.now());
+    const counts = await purgeAuth(deps);
+    expect(counts).toMatchObject({ challenges: 2_500, tokens: 2_000, links: 1_000, cutoffs: 1_200 });
+    expect([count(db, "auth_challenges"), count(db, "auth_tokens"), count(db, "fingerprint_wallet_links"), count(db, "auth_wallet_cutoffs")]).toEqual([
+      1, 1_000, 500, 1,
+    ]);
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens WHERE expires_at < ?").get(clock.now())).toEqual({ n: 0 });
+  });
+
+  test("other writes are answered between its steps, not after the whole purge", async () => {
+    const { deps, db, clock } = await testDeps();
+    seed(db, clock.now());
+    const purge = purgeAuth(deps);
+    await store.insertChallenge(db, { nonce: "meanwhile", wallet: "w", message: "m", issuedAt: clock.now(), expiresAt: clock.now() + 60_000 });
+    // Answered after the first step's commit: the expired token rows are still there, a few steps later.
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens WHERE expires_at < ?").get(clock.now())).toEqual({ n: 2_000 });
+    await purge;
+    expect(await store.findChallenge(db, "meanwhile")).not.toBeNull();
+  });
+
+  test("a stop between steps leaves the rest to the next run", async () => {
+    const { deps, db, clock } = await testDeps();
+    seed(db, clock.now());
+    const stopping = new AbortController();
+    const first = purgeAuth(deps, stopping.signal);
+    stopping.abort(); // after the first step began: it finishes, no other starts
+    expect(await first).toMatchObject({ challenges: STEP_ROWS, tokens: 0, links: 0, cutoffs: 0 });
+    expect(await purgeAuth(deps)).toMatchObject({ challenges: 2_500 - STEP_ROWS, tokens: 2_000, links: 1_000, cutoffs: 1_200 });
   });
 });
 

@@ -1,5 +1,6 @@
 // SQL for wallet sign-in: challenges, token rows, per-wallet cutoffs, fingerprint links.
 import type { Db } from "../db/open.ts";
+import { deleteInWindow, inSteps, STEP_ROWS } from "../db/steps.ts";
 
 export type ChallengeRow = {
   nonce: string;
@@ -199,20 +200,36 @@ export type PurgeCounts = { challenges: number; tokens: number; links: number; c
 
 /**
  * Deletes expired challenges, token rows expired before `tokenHorizon`, links to tokens that are gone
- * or expired, and cutoffs older than any token that could still be alive.
+ * or expired, and cutoffs older than any token that could still be alive; in steps of STEP_ROWS rows,
+ * each its own write (db/steps.ts), until done or `stopping` aborts.
  */
-export function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHorizon: number): Promise<PurgeCounts> {
-  return db.write(() => {
-    const challenges = db.sqlite.query("DELETE FROM auth_challenges WHERE expires_at <= ?").run(now).changes;
-    const tokens = db.sqlite.query("DELETE FROM auth_tokens WHERE expires_at < ?").run(tokenHorizon).changes;
-    const links = db.sqlite
-      .query(
-        `DELETE FROM fingerprint_wallet_links WHERE NOT EXISTS (
-           SELECT 1 FROM auth_tokens t
+export async function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHorizon: number, stopping?: AbortSignal): Promise<PurgeCounts> {
+  // Challenges have an expires_at index: each step takes the oldest expired ones.
+  const challenges = await inSteps(
+    db,
+    () => {
+      const removed = db.sqlite
+        .query(`DELETE FROM auth_challenges WHERE rowid IN (SELECT rowid FROM auth_challenges WHERE expires_at <= ? ORDER BY expires_at LIMIT ${STEP_ROWS})`)
+        .run(now).changes;
+      return { removed, next: removed < STEP_ROWS ? null : 0 };
+    },
+    stopping,
+  );
+  // The others are walked in rowid order (token rows have no expires_at index: it cost every sign-in).
+  const tokens = await inSteps(db, (after) => deleteInWindow(db, "auth_tokens", after, "expires_at < ?", tokenHorizon), stopping);
+  const links = await inSteps(
+    db,
+    (after) =>
+      deleteInWindow(
+        db,
+        "fingerprint_wallet_links",
+        after,
+        `NOT EXISTS (SELECT 1 FROM auth_tokens t
            WHERE t.wallet = fingerprint_wallet_links.wallet AND t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
-      )
-      .run(now).changes;
-    const cutoffs = db.sqlite.query("DELETE FROM auth_wallet_cutoffs WHERE tokens_valid_after < ?").run(cutoffHorizon).changes;
-    return { challenges, tokens, links, cutoffs };
-  });
+        now,
+      ),
+    stopping,
+  );
+  const cutoffs = await inSteps(db, (after) => deleteInWindow(db, "auth_wallet_cutoffs", after, "tokens_valid_after < ?", cutoffHorizon), stopping);
+  return { challenges, tokens, links, cutoffs };
 }
