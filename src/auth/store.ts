@@ -1,6 +1,6 @@
 // SQL for wallet sign-in: challenges, token rows, per-wallet cutoffs, fingerprint links.
 import type { Db } from "../db/open.ts";
-import { deleteInWindow, inSteps, STEP_ROWS } from "../db/steps.ts";
+import { deleteFirst, deleteInWindow, inSteps } from "../db/steps.ts";
 
 export type ChallengeRow = {
   nonce: string;
@@ -205,16 +205,7 @@ export type PurgeCounts = { challenges: number; tokens: number; links: number; c
  */
 export async function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHorizon: number, stopping?: AbortSignal): Promise<PurgeCounts> {
   // Challenges have an expires_at index: each step takes the oldest expired ones.
-  const challenges = await inSteps(
-    db,
-    () => {
-      const removed = db.sqlite
-        .query(`DELETE FROM auth_challenges WHERE rowid IN (SELECT rowid FROM auth_challenges WHERE expires_at <= ? ORDER BY expires_at LIMIT ${STEP_ROWS})`)
-        .run(now).changes;
-      return { removed, next: removed < STEP_ROWS ? null : 0 };
-    },
-    stopping,
-  );
+  const challenges = await inSteps(db, () => deleteFirst(db, "auth_challenges", "expires_at <= ?", "expires_at", now), stopping);
   // The others are walked in rowid order (token rows have no expires_at index: it cost every sign-in).
   const tokens = await inSteps(db, (after) => deleteInWindow(db, "auth_tokens", after, "expires_at < ?", tokenHorizon), stopping);
   const links = await inSteps(

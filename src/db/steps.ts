@@ -14,6 +14,9 @@ export const STEP_ROWS = 250;
 /** What a step removed, and the cursor the next step starts after (null: that was the last step). */
 export type Step = { removed: number; next: number | null };
 
+/** A step that takes up to STEP_ROWS of what is due: the last one is the one that found fewer. */
+export const stepOf = (removed: number): Step => ({ removed, next: removed < STEP_ROWS ? null : 0 });
+
 /**
  * Runs `step` as one write after another, from cursor 0, until a step returns `next: null` or
  * `stopping` aborts (shutdown: the rest is left to the next run). Returns the total removed.
@@ -53,4 +56,15 @@ export function deleteInWindow(db: Db, table: string, after: number, where: stri
       ? db.sqlite.query(`DELETE FROM ${table} WHERE rowid > ? AND (${where})`).run(after, ...args).changes
       : db.sqlite.query(`DELETE FROM ${table} WHERE rowid > ? AND rowid <= ? AND (${where})`).run(after, last, ...args).changes;
   return { removed, next: last };
+}
+
+/**
+ * A step that takes the first STEP_ROWS rows of `table` that `where` selects in `order` (a condition an
+ * index serves) and deletes them; the last step is the one that found fewer.
+ */
+export function deleteFirst(db: Db, table: string, where: string, order: string, ...args: (string | number | null)[]): Step {
+  const removed = db.sqlite
+    .query(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} ORDER BY ${order} LIMIT ${STEP_ROWS})`)
+    .run(...args).changes;
+  return stepOf(removed);
 }

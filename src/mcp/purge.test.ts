@@ -4,6 +4,7 @@ import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { purgeMcpSessions } from "./purge.ts";
 import { endSession, findSession, insertSession, UNBOUND_SURPLUS } from "./store.ts";
+import { STEP_ROWS } from "../db/steps.ts";
 
 test("ended, long-idle and idle never-bound MCP session records are purged; live ones stay", async () => {
   const { deps, clock } = await testDeps();
@@ -47,4 +48,20 @@ test("records without a wallet are bounded in number: past the cap the least rec
   // The surplus is found through the partial index, not a scan of every record: the store's own query.
   const plan = deps.db.sqlite.query(`EXPLAIN QUERY PLAN ${UNBOUND_SURPLUS}`).all(now, 2) as { detail: string }[];
   expect(plan.map((p) => p.detail).join("; ")).toContain("mcp_sessions_unbound_activity");
+});
+
+test("more records than a purge step takes: every idle one and the whole surplus go", async () => {
+  const { deps, clock } = await testDeps();
+  const now = clock.now();
+  const idle = 2 * deps.config.mcpSessionTimeoutMs + 60_000;
+  const insert = deps.db.sqlite.query(
+    "INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version, wallet, session_id, jti) VALUES (?, ?, ?, '2025-06-18', ?, ?, ?)",
+  );
+  deps.db.sqlite.run("BEGIN");
+  for (let i = 0; i < STEP_ROWS + 40; i++) insert.run(`old-${i}`, now, now - 40 * 86_400_000, "W", "s", "j"); // idle past any token
+  for (let i = 0; i < 2 * STEP_ROWS + 9; i++) insert.run(`anon-${i}`, now, now - idle - 1 - i, null, null, null); // never bound
+  deps.db.sqlite.run("COMMIT");
+  expect(await purgeMcpSessions(deps, 5)).toEqual({ mcpSessions: STEP_ROWS + 40 + 2 * STEP_ROWS + 4 });
+  const left = deps.db.sqlite.query("SELECT id FROM mcp_sessions ORDER BY last_activity_at DESC").values().flat();
+  expect(left).toEqual(["anon-0", "anon-1", "anon-2", "anon-3", "anon-4"]); // the cap keeps the most recently active
 });

@@ -10,11 +10,11 @@ import { DAY_MS } from "../lib/clock.ts";
  */
 export const UNBOUND_RECORDS_KEPT = 100_000;
 
-export async function purgeMcpSessions(deps: Deps, unboundKept = UNBOUND_RECORDS_KEPT): Promise<{ mcpSessions: number }> {
+export async function purgeMcpSessions(deps: Deps, unboundKept = UNBOUND_RECORDS_KEPT, stopping?: AbortSignal): Promise<{ mcpSessions: number }> {
   const now = deps.clock.now();
   const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
   // Only records idle for two session timeouts and a sweep's period count toward the cap: the sweep drops a
   // session from memory within a timeout and a period of going idle, so no server holds such a one.
   const cappableBefore = now - 2 * deps.config.mcpSessionTimeoutMs - 60_000;
-  return { mcpSessions: await purgeSessions(deps.db, now - DAY_MS, now - longestTokenMs - DAY_MS, { kept: unboundKept, cappableBefore }) };
+  return { mcpSessions: await purgeSessions(deps.db, now - DAY_MS, now - longestTokenMs - DAY_MS, { kept: unboundKept, cappableBefore }, stopping) };
 }

@@ -1,6 +1,7 @@
 // SQL of MCP session records: what a session bound, so it can be rebuilt after an idle sweep. Records are
 // keyed by the SHA-256 of the session id: an id works like a password and is never stored.
 import type { Db } from "../db/open.ts";
+import { deleteInWindow, inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
 export type McpSessionRow = {
   id: string;
@@ -82,12 +83,28 @@ export const UNBOUND_SURPLUS = `SELECT id FROM mcp_sessions WHERE wallet IS NULL
  * sweep drops one idle for a timeout and records its activity): deleting a live one's record would leave a
  * wallet it binds later unsaved.
  */
-export function purgeSessions(db: Db, endedBefore: number, idleBefore: number, unbound: { kept: number; cappableBefore: number }): Promise<number> {
-  return db.write(() => {
-    const old = db.sqlite
-      .query("DELETE FROM mcp_sessions WHERE (ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?")
-      .run(endedBefore, idleBefore).changes;
-    const surplus = db.sqlite.query(`DELETE FROM mcp_sessions WHERE id IN (${UNBOUND_SURPLUS})`).run(unbound.cappableBefore, unbound.kept).changes;
-    return old + surplus;
-  });
+export async function purgeSessions(
+  db: Db,
+  endedBefore: number,
+  idleBefore: number,
+  unbound: { kept: number; cappableBefore: number },
+  stopping?: AbortSignal,
+): Promise<number> {
+  // In steps of STEP_ROWS, each its own write (db/steps.ts): a walk for the old ones, then the surplus.
+  const old = await inSteps(
+    db,
+    (after) => deleteInWindow(db, "mcp_sessions", after, "(ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?", endedBefore, idleBefore),
+    stopping,
+  );
+  const surplus = await inSteps(
+    db,
+    () =>
+      stepOf(
+        db.sqlite
+          .query(`DELETE FROM mcp_sessions WHERE id IN (SELECT id FROM (${UNBOUND_SURPLUS}) LIMIT ${STEP_ROWS})`)
+          .run(unbound.cappableBefore, unbound.kept).changes,
+      ),
+    stopping,
+  );
+  return old + surplus;
 }

@@ -33,6 +33,7 @@ import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tok
 import { eventBody } from "../webhooks/outbox.ts";
 import { EXPIRED_CHECKOUT_KEPT_MS, purgeCheckouts } from "./purge.ts";
 import * as paygateStore from "./store.ts";
+import { STEP_ROWS } from "../db/steps.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -617,5 +618,27 @@ describe("purge of expired checkouts", () => {
     expect(await codeOf(confirmCheckout(deps, productId, unpaid.checkoutId))).toBe("NOT_FOUND");
     expect((await paygateStore.findCheckout(deps.db, paid.checkout.checkoutId))?.status).toBe("completed");
     expect((await paygateStore.findCheckout(deps.db, late.checkoutId))?.status).toBe("open");
+  });
+});
+
+describe("purge of expired checkouts in steps", () => {
+  test("more than a step's worth, all expiring in the same millisecond, go with their submissions", async () => {
+    const { deps, clock, owner, productId, wallet } = await setup();
+    const count = (table: string) => (deps.db.sqlite.query(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+    const expiresAt = clock.now() - 1;
+    deps.db.sqlite.run("BEGIN");
+    for (let i = 0; i < 2 * STEP_ROWS + 17; i++) {
+      deps.db.sqlite
+        .query(
+          `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status)
+           VALUES (?, ?, ?, ?, ?, 'to', 1, 'usdc', ?, ?, 'expired')`,
+        )
+        .run(`co_${String(i).padStart(4, "0")}`, productId, owner, wallet, `ref-${i}`, expiresAt, expiresAt);
+      deps.db.sqlite.query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, 'b', ?)").run(`co_${String(i).padStart(4, "0")}`, `sig-${i}`, expiresAt);
+    }
+    deps.db.sqlite.run("COMMIT");
+    clock.advance(EXPIRED_CHECKOUT_KEPT_MS + 1);
+    expect(await purgeCheckouts(deps)).toEqual({ checkouts: 2 * STEP_ROWS + 17 });
+    expect([count("checkouts"), count("checkout_submissions")]).toEqual([0, 0]);
   });
 });

@@ -9,6 +9,6 @@ import * as store from "./store.ts";
 /** How long a checkout that expired unpaid is kept: a buyer coming back to it hears "expired", not "not found". */
 export const EXPIRED_CHECKOUT_KEPT_MS = 7 * DAY_MS;
 
-export async function purgeCheckouts(deps: Deps): Promise<{ checkouts: number }> {
-  return { checkouts: await store.purgeExpiredCheckouts(deps.db, deps.clock.now() - EXPIRED_CHECKOUT_KEPT_MS) };
+export async function purgeCheckouts(deps: Deps, stopping?: AbortSignal): Promise<{ checkouts: number }> {
+  return { checkouts: await store.purgeExpiredCheckouts(deps.db, deps.clock.now() - EXPIRED_CHECKOUT_KEPT_MS, stopping) };
 }

@@ -1,6 +1,7 @@
 // SQL of payment gating: owners, API keys, products, checkouts, purchases and feature tokens.
 import type { Db } from "../db/open.ts";
 import { joinSum, splitSum } from "../db/sum.ts";
+import { inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
 export type Tier = "free" | "pro" | "unlimited";
 export type OwnerRow = { wallet: string; tier: Tier; createdAt: number };
@@ -371,13 +372,18 @@ export function expireCheckout(db: Db, id: string): Promise<boolean> {
 }
 
 /** Deletes checkouts marked expired (unpaid, nothing left to land) whose expiry is before `before`, with their kept transactions. */
-export function purgeExpiredCheckouts(db: Db, before: number): Promise<number> {
-  return db.write(() => {
-    db.sqlite
-      .query("DELETE FROM checkout_submissions WHERE checkout_id IN (SELECT id FROM checkouts WHERE status = 'expired' AND expires_at < ?)")
-      .run(before);
-    return db.sqlite.query("DELETE FROM checkouts WHERE status = 'expired' AND expires_at < ?").run(before).changes;
-  });
+export async function purgeExpiredCheckouts(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
+  // In steps of STEP_ROWS checkouts, each with its submissions, one write each (db/steps.ts). Both
+  // statements pick the same checkouts: the same order, ties broken by id, in the same write.
+  const due = `SELECT id FROM checkouts WHERE status = 'expired' AND expires_at < ? ORDER BY expires_at, id LIMIT ${STEP_ROWS}`;
+  return inSteps(
+    db,
+    () => {
+      db.sqlite.query(`DELETE FROM checkout_submissions WHERE checkout_id IN (${due})`).run(before);
+      return stepOf(db.sqlite.query(`DELETE FROM checkouts WHERE id IN (${due})`).run(before).changes);
+    },
+    stopping,
+  );
 }
 
 // ---- purchases ----

@@ -31,6 +31,7 @@ import {
 import { newWebhookSecret } from "./signing.ts";
 import { purgeWebhooks } from "./purge.ts";
 import * as store from "./store.ts";
+import { STEP_ROWS } from "../db/steps.ts";
 
 type Clock = ReturnType<typeof manualClock>;
 
@@ -870,6 +871,27 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect(await store.findEvent(db, nobodysEvent)).toBeNull();
     expect(await codeOf(listDeliveryAttempts(deps, owner, oldOk!.deliveryId))).toBe("NOT_FOUND");
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?").get(oldOk!.deliveryId)).toEqual({ n: 0 });
+  });
+
+  test("more than a purge step takes: every old finished delivery and unreferenced event goes, pending ones and theirs stay", async () => {
+    const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30" });
+    const old = clock.now() - 31 * DAY_MS;
+    const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', 'o', 'payment.completed', 'x', ?)");
+    const delivery = db.sqlite.query(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, next_attempt_at, created_at, updated_at)
+       VALUES (?, ?, 'owner_endpoint', 'whe_1', ?, ?, ?, ?)`,
+    );
+    db.sqlite.run("BEGIN");
+    for (let i = 0; i < 2 * STEP_ROWS + 3; i++) {
+      event.run(`evt_${i}`, old);
+      const pending = i % 50 === 0;
+      delivery.run(`whd_${i}`, `evt_${i}`, pending ? "pending" : i % 2 ? "succeeded" : "failed", pending ? clock.now() : null, old, old);
+    }
+    db.sqlite.run("COMMIT");
+    const pending = Math.ceil((2 * STEP_ROWS + 3) / 50);
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 2 * STEP_ROWS + 3 - pending, webhookEvents: 2 * STEP_ROWS + 3 - pending });
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending'").get()).toEqual({ n: pending });
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get()).toEqual({ n: pending });
   });
 
   test("off by default: nothing is purged however old", async () => {

@@ -1,6 +1,7 @@
 // SQL of webhooks: owners' endpoints, the outbox of events, deliveries with their claim lease, attempts.
 // Functions named …InWrite run inside a caller's db.write (they never open one themselves).
 import type { Db } from "../db/open.ts";
+import { deleteFirst, inSteps } from "../db/steps.ts";
 
 // ---------------------------------------------------------------------------------------------------
 // Endpoints
@@ -451,15 +452,20 @@ export async function listAttempts(db: Db, deliveryId: string): Promise<AttemptR
  * attempts (ON DELETE CASCADE), then events from before `before` that no delivery refers to any more.
  * A pending delivery, and so its event, is never purged.
  */
-export function purgeFinishedDeliveries(db: Db, before: number): Promise<{ deliveries: number; events: number }> {
-  return db.write(() => {
-    const deliveries = db.sqlite.query("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND updated_at < ?").run(before).changes;
-    const events = db.sqlite
-      .query(
-        `DELETE FROM outbox_events WHERE created_at < ?
-           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)`,
-      )
-      .run(before).changes;
-    return { deliveries, events };
-  });
+export async function purgeFinishedDeliveries(db: Db, before: number, stopping?: AbortSignal): Promise<{ deliveries: number; events: number }> {
+  // In steps of STEP_ROWS, each its own write (db/steps.ts).
+  const deliveries = await inSteps(db, () => deleteFirst(db, "webhook_deliveries", "status <> 'pending' AND updated_at < ?", "updated_at", before), stopping);
+  const events = await inSteps(
+    db,
+    () =>
+      deleteFirst(
+        db,
+        "outbox_events",
+        "created_at < ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)",
+        "created_at",
+        before,
+      ),
+    stopping,
+  );
+  return { deliveries, events };
 }
