@@ -33,24 +33,21 @@ export async function inSteps(db: Db, step: (after: number) => Step, stopping?: 
   return removed;
 }
 
-/**
- * For a step that walks `table` in rowid order (a condition no index serves): the last rowid of the
- * next STEP_ROWS rows after `after`, or null when fewer are left (the walk's last window, open-ended).
- * Inside a write's fn only.
- */
-export function rowidWindow(db: Db, table: string, after: number): { last: number | null } {
+/** The last rowid of the next STEP_ROWS rows of `table` after `after`, or null when fewer are left. */
+function windowEnd(db: Db, table: string, after: number): number | null {
   const row = db.sqlite.query(`SELECT rowid AS id FROM ${table} WHERE rowid > ? ORDER BY rowid LIMIT 1 OFFSET ${STEP_ROWS - 1}`).get(after) as {
     id: number;
   } | null;
-  return { last: row?.id ?? null };
+  return row?.id ?? null;
 }
 
 /**
- * A step of a walk over `table` in rowid order: deletes the rows of the next window that `where` selects
- * (`args` are its parameters). Inside a write's fn only (inSteps runs it so).
+ * A step of a walk over `table` in rowid order, for a condition no index serves: deletes the rows of the
+ * next window of STEP_ROWS rows that `where` selects (`args` are its parameters); the last window is
+ * open-ended. Inside a write's fn only (inSteps runs it so).
  */
 export function deleteInWindow(db: Db, table: string, after: number, where: string, ...args: (string | number | null)[]): Step {
-  const { last } = rowidWindow(db, table, after);
+  const last = windowEnd(db, table, after);
   const removed =
     last === null
       ? db.sqlite.query(`DELETE FROM ${table} WHERE rowid > ? AND (${where})`).run(after, ...args).changes
