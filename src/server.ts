@@ -285,7 +285,7 @@ async function serve(
     async (stopping) =>
       log.debug("purge", {
         ...(await purgeAuth(deps, stopping)),
-        ...(await purgeMcpSessions(deps, undefined, stopping)),
+        ...(await purgeMcpSessions(deps, { stopping })),
         ...(await purgeWebhooks(deps, stopping)),
         // Imported here: the checkout store is not loaded at start-up (its routes are built on first use).
         ...(await (await import("./paygate/purge.ts")).purgeCheckouts(deps, stopping)),

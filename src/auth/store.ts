@@ -205,11 +205,12 @@ export type PurgeCounts = { challenges: number; tokens: number; links: number; c
  */
 export async function purgeExpired(db: Db, now: number, tokenHorizon: number, cutoffHorizon: number, stopping?: AbortSignal): Promise<PurgeCounts> {
   // Challenges have an expires_at index: each step takes the oldest expired ones.
-  const challenges = await inSteps(db, () => deleteFirst(db, "auth_challenges", "expires_at <= ?", "expires_at", now), stopping);
+  const challenges = await inSteps(db, 0, () => deleteFirst(db, "auth_challenges", "expires_at <= ?", "expires_at", now), stopping);
   // The others are walked in rowid order (token rows have no expires_at index: it cost every sign-in).
-  const tokens = await inSteps(db, (after) => deleteInWindow(db, "auth_tokens", after, "expires_at < ?", tokenHorizon), stopping);
+  const tokens = await inSteps(db, 0, (after) => deleteInWindow(db, "auth_tokens", after, "expires_at < ?", tokenHorizon), stopping);
   const links = await inSteps(
     db,
+    0,
     (after) =>
       deleteInWindow(
         db,
@@ -221,6 +222,6 @@ export async function purgeExpired(db: Db, now: number, tokenHorizon: number, cu
       ),
     stopping,
   );
-  const cutoffs = await inSteps(db, (after) => deleteInWindow(db, "auth_wallet_cutoffs", after, "tokens_valid_after < ?", cutoffHorizon), stopping);
+  const cutoffs = await inSteps(db, 0, (after) => deleteInWindow(db, "auth_wallet_cutoffs", after, "tokens_valid_after < ?", cutoffHorizon), stopping);
   return { challenges, tokens, links, cutoffs };
 }

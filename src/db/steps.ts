@@ -12,21 +12,21 @@ import type { Db } from "./open.ts";
 export const STEP_ROWS = 250;
 
 /** What a step removed, and the cursor the next step starts after (null: that was the last step). */
-export type Step = { removed: number; next: number | null };
+export type Step<C = number> = { removed: number; next: C | null };
 
 /** A step that takes up to STEP_ROWS of what is due: the last one is the one that found fewer. */
 export const stepOf = (removed: number): Step => ({ removed, next: removed < STEP_ROWS ? null : 0 });
 
 /**
- * Runs `step` as one write after another, from cursor 0, until a step returns `next: null` or
+ * Runs `step` as one write after another, from cursor `from`, until a step returns `next: null` or
  * `stopping` aborts (shutdown: the rest is left to the next run). Returns the total removed.
  */
-export async function inSteps(db: Db, step: (after: number) => Step, stopping?: AbortSignal): Promise<number> {
+export async function inSteps<C>(db: Db, from: C, step: (after: C) => Step<C>, stopping?: AbortSignal): Promise<number> {
   let removed = 0;
-  let after: number | null = 0;
+  let after: C | null = from;
   while (after !== null && stopping?.aborted !== true) {
-    const from: number = after;
-    const done: Step = await db.write(() => step(from));
+    const cursor: C = after;
+    const done: Step<C> = await db.write(() => step(cursor));
     removed += done.removed;
     after = done.next;
   }
@@ -42,7 +42,7 @@ function windowEnd(db: Db, table: string, after: number): number | null {
 }
 
 /**
- * A step of a walk over `table` in rowid order, for a condition no index serves: deletes the rows of the
+ * A step of a walk over `table` (not a WITHOUT ROWID table) in rowid order, for a condition no index serves: deletes the rows of the
  * next window of STEP_ROWS rows that `where` selects (`args` are its parameters); the last window is
  * open-ended. Inside a write's fn only (inSteps runs it so).
  */

@@ -41,7 +41,7 @@ test("records without a wallet are bounded in number: past the cap the least rec
   await endSession(deps.db, "anon-ended", now); // ended: its 404 is kept for a day, whatever the cap
   // Sessions that may be live in a server's memory are never counted, however many newer ones there are.
   for (let i = 0; i < 3; i++) await insertSession(deps.db, { id: `recent-${i}`, createdAt: now, lastActivityAt: now - i * 1000, ...unbound });
-  expect(await purgeMcpSessions(deps, 2)).toEqual({ mcpSessions: 3 });
+  expect(await purgeMcpSessions(deps, { unboundKept: 2 })).toEqual({ mcpSessions: 3 });
   for (const [id, kept] of [["anon-0", true], ["anon-1", true], ["anon-2", false], ["anon-4", false], ["bound-old", true], ["anon-ended", true], ["recent-2", true]] as const) {
     expect([id, (await findSession(deps.db, id)) !== null]).toEqual([id, kept]);
   }
@@ -61,7 +61,7 @@ test("more records than a purge step takes: every idle one and the whole surplus
   for (let i = 0; i < STEP_ROWS + 40; i++) insert.run(`old-${i}`, now, now - 40 * 86_400_000, "W", "s", "j"); // idle past any token
   for (let i = 0; i < 2 * STEP_ROWS + 9; i++) insert.run(`anon-${i}`, now, now - idle - 1 - i, null, null, null); // never bound
   deps.db.sqlite.run("COMMIT");
-  expect(await purgeMcpSessions(deps, 5)).toEqual({ mcpSessions: STEP_ROWS + 40 + 2 * STEP_ROWS + 4 });
+  expect(await purgeMcpSessions(deps, { unboundKept: 5 })).toEqual({ mcpSessions: STEP_ROWS + 40 + 2 * STEP_ROWS + 4 });
   const left = deps.db.sqlite.query("SELECT id FROM mcp_sessions ORDER BY last_activity_at DESC").values().flat();
   expect(left).toEqual(["anon-0", "anon-1", "anon-2", "anon-3", "anon-4"]); // the cap keeps the most recently active
 });

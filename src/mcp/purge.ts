@@ -10,7 +10,7 @@ import { DAY_MS } from "../lib/clock.ts";
  */
 export const UNBOUND_RECORDS_KEPT = 100_000;
 
-export async function purgeMcpSessions(deps: Deps, unboundKept = UNBOUND_RECORDS_KEPT, stopping?: AbortSignal): Promise<{ mcpSessions: number }> {
+export async function purgeMcpSessions(deps: Deps, { unboundKept = UNBOUND_RECORDS_KEPT, stopping }: { unboundKept?: number; stopping?: AbortSignal } = {}): Promise<{ mcpSessions: number }> {
   const now = deps.clock.now();
   const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
   // Only records idle for two session timeouts and a sweep's period count toward the cap: the sweep drops a

@@ -93,11 +93,13 @@ export async function purgeSessions(
   // In steps of STEP_ROWS, each its own write (db/steps.ts): a walk for the old ones, then the surplus.
   const old = await inSteps(
     db,
+    0,
     (after) => deleteInWindow(db, "mcp_sessions", after, "(ended_at IS NOT NULL AND ended_at < ?) OR last_activity_at < ?", endedBefore, idleBefore),
     stopping,
   );
   const surplus = await inSteps(
     db,
+    0,
     () =>
       stepOf(
         db.sqlite

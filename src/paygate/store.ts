@@ -378,6 +378,7 @@ export async function purgeExpiredCheckouts(db: Db, before: number, stopping?: A
   const due = `SELECT id FROM checkouts WHERE status = 'expired' AND expires_at < ? ORDER BY expires_at, id LIMIT ${STEP_ROWS}`;
   return inSteps(
     db,
+    0,
     () => {
       db.sqlite.query(`DELETE FROM checkout_submissions WHERE checkout_id IN (${due})`).run(before);
       return stepOf(db.sqlite.query(`DELETE FROM checkouts WHERE id IN (${due})`).run(before).changes);

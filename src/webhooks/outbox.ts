@@ -85,10 +85,10 @@ export async function eventBody(deps: Pick<Deps, "db" | "wallets">, eventId: str
   return row === null ? null : openEventBody(deps, eventId, row.payload);
 }
 
-/** Seals the bodies stored in clear by earlier versions, a batch per write; returns how many. */
-export async function sealClearEventBodies(deps: OutboxDeps, batch = 500): Promise<number> {
+/** Seals the bodies stored in clear by earlier versions, a batch per write, until done or `stopping`; returns how many. */
+export async function sealClearEventBodies(deps: OutboxDeps, { batch = 500, stopping }: { batch?: number; stopping?: AbortSignal } = {}): Promise<number> {
   let sealed = 0;
-  for (;;) {
+  while (stopping?.aborted !== true) {
     const rows = await store.findClearEvents(deps.db, batch); // a read: no write at all when there are none
     if (rows.length > 0) {
       await deps.db.write(() => {
@@ -96,8 +96,9 @@ export async function sealClearEventBodies(deps: OutboxDeps, batch = 500): Promi
       });
     }
     sealed += rows.length;
-    if (rows.length < batch) return sealed;
+    if (rows.length < batch) break;
   }
+  return sealed;
 }
 
 function enqueueInWrite(deps: OutboxDeps, event: OutboxEvent): { eventId: string; deliveryIds: string[] } {

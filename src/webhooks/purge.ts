@@ -8,7 +8,7 @@ import * as store from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
 
 export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
-  const webhookBodiesSealed = await sealClearEventBodies(deps); // left in clear by an earlier version
+  const webhookBodiesSealed = await sealClearEventBodies(deps, { stopping }); // left in clear by an earlier version
   const webhookOldSecrets = await store.purgePreviousSecrets(deps.db, deps.clock.now()); // past their 24 hours
   const days = deps.config.webhookRetentionDays;
   if (days === 0) return { webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed, webhookOldSecrets };

@@ -1,7 +1,7 @@
 // SQL of webhooks: owners' endpoints, the outbox of events, deliveries with their claim lease, attempts.
 // Functions named …InWrite run inside a caller's db.write (they never open one themselves).
 import type { Db } from "../db/open.ts";
-import { deleteFirst, inSteps } from "../db/steps.ts";
+import { deleteFirst, inSteps, STEP_ROWS } from "../db/steps.ts";
 
 // ---------------------------------------------------------------------------------------------------
 // Endpoints
@@ -454,17 +454,27 @@ export async function listAttempts(db: Db, deliveryId: string): Promise<AttemptR
  */
 export async function purgeFinishedDeliveries(db: Db, before: number, stopping?: AbortSignal): Promise<{ deliveries: number; events: number }> {
   // In steps of STEP_ROWS, each its own write (db/steps.ts).
-  const deliveries = await inSteps(db, () => deleteFirst(db, "webhook_deliveries", "status <> 'pending' AND updated_at < ?", "updated_at", before), stopping);
-  const events = await inSteps(
+  const deliveries = await inSteps(db, 0, () => deleteFirst(db, "webhook_deliveries", "status <> 'pending' AND updated_at < ?", "updated_at", before), stopping);
+  // Events walk the created_at index with a cursor: one a pending delivery still needs is looked at once
+  // a purge, not again by every step (NOT EXISTS is not in the index).
+  const inWindow = "created_at < ? AND created_at >= ? AND (created_at > ? OR rowid > ?)";
+  const unreferenced = "NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)";
+  const events = await inSteps<{ at: number; id: number }>(
     db,
-    () =>
-      deleteFirst(
-        db,
-        "outbox_events",
-        "created_at < ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)",
-        "created_at",
-        before,
-      ),
+    { at: Number.MIN_SAFE_INTEGER, id: 0 },
+    (c) => {
+      const from = [before, c.at, c.at, c.id];
+      const end = db.sqlite
+        .query(`SELECT created_at AS at, rowid AS id FROM outbox_events WHERE ${inWindow} ORDER BY created_at, rowid LIMIT 1 OFFSET ${STEP_ROWS - 1}`)
+        .get(...from) as { at: number; id: number } | null;
+      const removed =
+        end === null
+          ? db.sqlite.query(`DELETE FROM outbox_events WHERE ${inWindow} AND ${unreferenced}`).run(...from).changes
+          : db.sqlite
+              .query(`DELETE FROM outbox_events WHERE ${inWindow} AND created_at <= ? AND (created_at < ? OR rowid <= ?) AND ${unreferenced}`)
+              .run(...from, end.at, end.at, end.id).changes;
+      return { removed, next: end };
+    },
     stopping,
   );
   return { deliveries, events };
