@@ -35,7 +35,9 @@ test("the README's MCP SDK client prints the balances and exits, with a token an
     writeFileSync(script, readmeBlock("**Over HTTP (Streamable HTTP at `/mcp`)**"));
     const created = await call(server.url, "/mcp", { method: "POST", body: { tool: "wallet_create", params: {} } });
     const token = created.body.data.sessionToken as string;
+    const liveSessions = async () => Number(/^walletgate_mcp_sessions_live (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
     for (const env of [{ WALLETGATE_TOKEN: token }, {}]) {
+      const before = await liveSessions();
       const proc = Bun.spawn([process.execPath, script], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", ...env } });
       const timer = setTimeout(() => proc.kill(9), 15_000); // it hung until this before it closed its client
       const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
@@ -46,6 +48,7 @@ test("the README's MCP SDK client prints the balances and exits, with a token an
       expect(out).toContain("success:");
       expect(out).not.toContain("TOKEN_INVALID");
       if (env.WALLETGATE_TOKEN !== undefined) expect(out).toContain(created.body.data.address);
+      expect(await liveSessions()).toBe(before); // it ended its MCP session (DELETE /mcp), not left it to time out
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
