@@ -330,6 +330,7 @@ describe("API keys and /public/*", () => {
     expect((await pub("/products", key)).status).toBe(200);
     const plain = await cli("keys", "create", "--owner", ownerB.address, "--label", "plain");
     expect(plain.stdout.trim()).toMatch(/^pk_[0-9a-f]{64}$/);
+    expect(plain.stderr).toMatch(/^key id key_\w+ \(walletgate keys revoke key_\w+\); the key is shown only this once\n$/);
     const listed = JSON.parse((await cli("keys", "list", "--owner", ownerB.address, "--json")).stdout) as { keys: Json[] };
     expect(listed.keys.map((k) => k.keyId)).toContain(keyId);
     expect((await cli("keys", "revoke", keyId)).code).toBe(0);

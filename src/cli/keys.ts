@@ -43,6 +43,8 @@ export async function keysCommand(config: Config, args: string[]): Promise<numbe
     return run(async (deps) => {
       const created = await createApiKey(deps, owner, label);
       print(created, created.key);
+      // The key alone on stdout (KEY=$(walletgate keys create …)); what revokes it beside, for the reader.
+      if (!values.json) process.stderr.write(`key id ${created.keyId} (walletgate keys revoke ${created.keyId}); the key is shown only this once\n`);
       return 0;
     });
   }
