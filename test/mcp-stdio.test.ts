@@ -47,7 +47,8 @@ describe("walletgate mcp (stdio)", () => {
     for (const name of ["wallet_create", "session_auth", "wallet_connect", "session_info", "session_restore", "wallet_disconnect", "wallet_get_balance", "wallet_transfer", "wallet_get_history", "wallet_submit_transaction"]) {
       expect(names).toContain(name);
     }
-    expect(await call(client, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
+    // The hint names what works here: no HTTP header over stdio.
+    expect(await call(client, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED", error: expect.stringContaining("WALLETGATE_TOKEN") });
     const created = await call(client, "wallet_create", { label: "desk", airdropUsdc: 3 });
     expect(created).toMatchObject({ success: true, data: { label: "desk", network: "localnet", balances: { sol: 1, usdc: 3 } } });
     token = created.data!.sessionToken;

@@ -81,7 +81,7 @@ export function failure(err: AppError): Envelope {
 /** The caller of a tool that needs one; else the reason there is none. */
 export function requireWallet(caller: Caller): WalletCaller {
   if (caller.kind === "wallet") return caller;
-  throw caller.tokenError ?? new AppError("UNAUTHENTICATED", "no wallet in this session: call wallet_create, wallet_connect or session_restore, or send Authorization: Bearer <token>");
+  throw caller.tokenError ?? new AppError("UNAUTHENTICATED", "no wallet in this session: call wallet_create, wallet_connect or session_restore, or send a session token (Authorization: Bearer <token> over HTTP, WALLETGATE_TOKEN for walletgate mcp)");
 }
 
 function validationError(error: z.ZodError): AppError {
