@@ -16,7 +16,7 @@ export type BuildOptions = {
   bytecode?: boolean;
 };
 
-export type BuildResult = { outfile: string; bytes: number; sourcemapBytes: number | null };
+export type BuildResult = { outfile: string; bytes: number; sourcemaps: { count: number; bytes: number } };
 
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
@@ -50,12 +50,12 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
   if (!result.success) {
     throw new AggregateError(result.logs, `build failed:\n${result.logs.map(String).join("\n")}`);
   }
-  // The executable's own map (the worker entrypoint writes one of its own beside it).
-  const sourcemap = result.outputs.find((o) => o.kind === "sourcemap" && o.path.endsWith(`${outfile.split("/").pop()}.map`));
+  // Written beside it: the executable's own map, the worker entrypoint's, and one per lazily loaded chunk.
+  const sourcemaps = result.outputs.filter((o) => o.kind === "sourcemap");
   return {
     outfile,
     bytes: statSync(outfile).size,
-    sourcemapBytes: sourcemap === undefined ? null : statSync(sourcemap.path).size,
+    sourcemaps: { count: sourcemaps.length, bytes: sourcemaps.reduce((sum, o) => sum + statSync(o.path).size, 0) },
   };
 }
 
@@ -77,7 +77,8 @@ async function cli(): Promise<number> {
     return 1;
   }
   const shown = relative(process.cwd(), built.outfile) || built.outfile;
-  const map = built.sourcemapBytes === null ? "" : ` (+ ${shown}.map ${megabytes(built.sourcemapBytes)})`;
+  const { count, bytes } = built.sourcemaps;
+  const map = count === 0 ? "" : ` (+ ${count} source maps beside it, ${megabytes(bytes)}, which it does not need)`;
   process.stdout.write(
     `${shown}  ${megabytes(built.bytes)}${map}  walletgate ${probe.stdout.toString().trim()}  ` +
       `in ${Math.round(performance.now() - started)} ms\n`,
