@@ -243,6 +243,7 @@ describe("walletgate CLI", () => {
     // in it, or it would be recorded and the right key refused ever after.
     const forget = () => {
       const raw = new Database(join(second.dataDir, "walletgate.db"));
+      raw.run("PRAGMA busy_timeout = 5000");
       raw.run("DELETE FROM sealing_key_check");
       raw.close();
     };
@@ -261,6 +262,7 @@ describe("walletgate CLI", () => {
     try {
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
       const db = new Database(join(server.dataDir, "walletgate.db"));
+      db.run("PRAGMA busy_timeout = 5000"); // as every process of ours: the server may be in a write (its start-up purge)
       db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)");
       db.close();
       let status = 200;

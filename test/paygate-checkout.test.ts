@@ -363,6 +363,7 @@ describe("refusals", () => {
     // Fifteen minutes pass for this checkout alone: its expiry is moved into the past in the server's database.
     const db = new Database(join(server.dataDir, "walletgate.db"));
     try {
+      db.run("PRAGMA busy_timeout = 5000"); // the server may be in a write of its own
       db.run("UPDATE checkouts SET expires_at = ? WHERE id = ?", [Date.now() - 1000, open.checkoutId]);
     } finally {
       db.close();
