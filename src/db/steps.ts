@@ -42,9 +42,9 @@ function windowEnd(db: Db, table: string, after: number): number | null {
 }
 
 /**
- * A step of a walk over `table` (not a WITHOUT ROWID table) in rowid order, for a condition no index serves: deletes the rows of the
- * next window of STEP_ROWS rows that `where` selects (`args` are its parameters); the last window is
- * open-ended. Inside a write's fn only (inSteps runs it so).
+ * A step of a walk over `table` (not a WITHOUT ROWID table) in rowid order, for a condition no index
+ * serves: deletes the rows of the next window of STEP_ROWS rows that `where` selects (`args` are its
+ * parameters); the last window is open-ended. Inside a write's fn only (inSteps runs it so).
  */
 export function deleteInWindow(db: Db, table: string, after: number, where: string, ...args: (string | number | null)[]): Step {
   const last = windowEnd(db, table, after);

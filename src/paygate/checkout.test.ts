@@ -628,13 +628,14 @@ describe("purge of expired checkouts in steps", () => {
     const expiresAt = clock.now() - 1;
     deps.db.sqlite.run("BEGIN");
     for (let i = 0; i < 2 * STEP_ROWS + 17; i++) {
+      const id = `co_${String(i).padStart(4, "0")}`;
       deps.db.sqlite
         .query(
           `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status)
            VALUES (?, ?, ?, ?, ?, 'to', 1, 'usdc', ?, ?, 'expired')`,
         )
-        .run(`co_${String(i).padStart(4, "0")}`, productId, owner, wallet, `ref-${i}`, expiresAt, expiresAt);
-      deps.db.sqlite.query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, 'b', ?)").run(`co_${String(i).padStart(4, "0")}`, `sig-${i}`, expiresAt);
+        .run(id, productId, owner, wallet, `ref-${i}`, expiresAt, expiresAt);
+      deps.db.sqlite.query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, 'b', ?)").run(id, `sig-${i}`, expiresAt);
     }
     deps.db.sqlite.run("COMMIT");
     clock.advance(EXPIRED_CHECKOUT_KEPT_MS + 1);
