@@ -71,14 +71,14 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
  * A product, a custodial buyer holding 10 USDC, and a ledger that sends, then loses the answer (the
  * chain stopped answering while it waited) until `losing.off` is set.
  */
-async function losingAnswers(input: ProductInput) {
+async function losingAnswers(input: ProductInput, lost: () => Error = () => new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed")) {
   const { deps: base } = await testDeps();
   const losing = { off: false };
   const ledger = {
     ...base.ledger,
     submit: async (...args: Parameters<typeof base.ledger.submit>) => {
       const sent = await base.ledger.submit(...args);
-      if (!losing.off) throw new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed");
+      if (!losing.off) throw lost();
       return sent;
     },
   };
@@ -115,6 +115,17 @@ test("checkout_pay after an error that came once the payment had landed answers 
   // A later call is a new purchase (access is extended), paid again on purpose.
   expect(await registry.call(ctx, "checkout_pay", { productId: product.productId })).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(6_000_000n);
+});
+
+test("checkout_pay failing unexpectedly once the payment was sent answers INTERNAL_ERROR with the checkoutId to resume with", async () => {
+  const { deps, registry, losing, product, buyer, ctx } = await losingAnswers({ title: "Pass", description: "", type: "access", price: "2" }, () => new TypeError("a bug"));
+  const failed = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
+  const checkoutId = (failed as { details?: { checkoutId?: string } }).details?.checkoutId;
+  expect([failed.success, (failed as { code?: string }).code, (failed as { error?: string }).error]).toEqual([false, "INTERNAL_ERROR", "internal error"]);
+  expect(checkoutId).toMatch(/^chk_/);
+  losing.off = true;
+  expect(await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
 });
 
 test("checkout_pay with the checkoutId of a call whose payment the watcher completed answers it; a stranger's checkoutId is NOT_FOUND", async () => {

@@ -1,7 +1,7 @@
 // Tool edge of payment gating: checkout_pay, with which an agent's custodial session wallet buys a product
 // through the same checkout, submit and confirm steps as the checkout page (paygate.md "Checkout").
 import { z } from "zod";
-import { AppError, outcomeUnknown } from "../errors.ts";
+import { AppError, errorText, outcomeUnknown } from "../errors.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
@@ -49,7 +49,12 @@ export const checkoutPay = defineTool({
     } catch (err) {
       // Only where the payment may have been sent (its outcome unknown) is the checkoutId worth resuming with;
       // a refusal before sending (funds, mismatch, state) leaves nothing that can land.
-      if (!(err instanceof AppError) || !outcomeUnknown(err)) throw err;
+      if (!outcomeUnknown(err)) throw err;
+      if (!(err instanceof AppError)) {
+        // Unexpected, so answered INTERNAL_ERROR as any tool's would be, but with the checkoutId to resume with.
+        deps.log.error("checkout_pay failed once its payment may have been sent", { checkoutId: checkout.checkoutId, error: errorText(err) });
+        throw new AppError("INTERNAL_ERROR", "internal error", { details: { checkoutId: checkout.checkoutId } });
+      }
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
       throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
     }
