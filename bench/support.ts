@@ -140,9 +140,10 @@ export function parseWrkSummary(out: string): { requestsPerSecond: number; laten
     return m[2] === "us" ? value / 1000 : m[2] === "s" ? value * 1000 : value;
   };
   return {
-    requestsPerSecond: Math.round(Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1])),
-    latencyP50Ms: round(ms("50"), 2),
-    latencyP99Ms: round(ms("99"), 2),
+    // As wrk printed them (not rounded again: ratios and their verdicts are taken from these).
+    requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]),
+    latencyP50Ms: ms("50"),
+    latencyP99Ms: ms("99"),
     non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0),
   };
 }
