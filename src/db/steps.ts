@@ -4,10 +4,9 @@ import type { Db } from "./open.ts";
 
 /**
  * The rows one step looks at. Purging a day's expired rows among a million token rows held the JS thread
- * for 2.4 s as one write; in steps of 250 no stretch was over 36 ms (the longest are the log's
- * checkpoints), in steps of 1,000 or 2,000 up to 53–74 ms, for the same 6–6.5 s in all. A step's rows
- * sit on random pages of the random-key indexes, so a step dirties about a page per row: larger steps
- * outgrow SQLite's page cache.
+ * for 2.4 s as one write; in steps of 250 the longest stretches were 36–41 ms (the log's checkpoints), in
+ * steps of 1,000 or 2,000 53–74 ms, for the same 6–6.5 s in all. A step's rows sit on random pages of the
+ * random-key indexes, so a step dirties about a page per row: larger steps outgrow SQLite's page cache.
  */
 export const STEP_ROWS = 250;
 
