@@ -3,7 +3,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
-import { runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
+import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
 import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
 import pkg from "../package.json" with { type: "json" };
@@ -242,8 +242,7 @@ describe("walletgate CLI", () => {
     // A database from before the check was kept (no check value yet): the key must open what is sealed
     // in it, or it would be recorded and the right key refused ever after.
     const forget = () => {
-      const raw = new Database(join(second.dataDir, "walletgate.db"));
-      raw.run("PRAGMA busy_timeout = 5000");
+      const raw = openServerDatabase(second.dataDir);
       raw.run("DELETE FROM sealing_key_check");
       raw.close();
     };
@@ -261,8 +260,7 @@ describe("walletgate CLI", () => {
     const server = await startTestServer();
     try {
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
-      const db = new Database(join(server.dataDir, "walletgate.db"));
-      db.run("PRAGMA busy_timeout = 5000"); // as every process of ours: the server may be in a write (its start-up purge)
+      const db = openServerDatabase(server.dataDir); // the server may be in a write (its start-up purge)
       db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)");
       db.close();
       let status = 200;

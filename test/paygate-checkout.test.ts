@@ -2,15 +2,13 @@
 // @solana/web3.js, submitted through /pay or by the buyer itself (MCP), then what the owner sees through
 // /public/* (access, verification, tokens, stats) and the Dashboard API; refusals and isolation.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Database } from "bun:sqlite";
-import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
 import { base58 } from "@scure/base";
 import { createHash } from "node:crypto";
 import { newBuyer, paymentVariant, signCheckout, signatureOf } from "./helpers/checkout.ts";
 import { columnsHolding } from "./helpers/db-scan.ts";
 import { connectMcp } from "./helpers/mcp.ts";
-import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { openServerDatabase, runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
 let server: TestServer;
@@ -361,9 +359,8 @@ describe("refusals", () => {
     const open = await checkout(pass, alice);
     const signed = signCheckout(open.transaction, alice.keypair);
     // Fifteen minutes pass for this checkout alone: its expiry is moved into the past in the server's database.
-    const db = new Database(join(server.dataDir, "walletgate.db"));
+    const db = openServerDatabase(server.dataDir);
     try {
-      db.run("PRAGMA busy_timeout = 5000"); // the server may be in a write of its own
       db.run("UPDATE checkouts SET expires_at = ? WHERE id = ?", [Date.now() - 1000, open.checkoutId]);
     } finally {
       db.close();

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { Database } from "bun:sqlite";
 
 const ROOT = join(import.meta.dir, "../..");
 
@@ -50,6 +51,16 @@ export async function logged(server: TestServer, predicate: (lines: Record<strin
 
 export function tempDir(prefix = "walletgate-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * The database of a DATA_DIR a server may be running on, opened as every process of ours opens it: a write
+ * waits up to 5 s for the server's own write to end instead of failing with SQLITE_BUSY.
+ */
+export function openServerDatabase(dataDir: string): Database {
+  const db = new Database(join(dataDir, "walletgate.db"));
+  db.run("PRAGMA busy_timeout = 5000");
+  return db;
 }
 
 /** Whether `command` runs and exits 0 on this machine (for tests that need a privilege or a tool). */
