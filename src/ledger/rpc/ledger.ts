@@ -113,7 +113,6 @@ type RawTransaction = {
   meta?: { err?: unknown; status?: unknown; fee?: unknown; preTokenBalances?: unknown; postTokenBalances?: unknown; loadedAddresses?: unknown } | null;
 };
 
-
 function oneLine(text: string, max = 160): string {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
