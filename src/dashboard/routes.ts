@@ -38,6 +38,9 @@ const ProductFields = {
   accessDays: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 36500 }), t.Null()])),
   redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
 };
+/** A product as its owner writes it: whole when it is created, in part when it is edited. */
+const Product = t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) });
+const PRODUCT_KEYS = Object.keys(Product.properties);
 
 /** The pages' cookie: set from a session token the page got by signing in, and cleared (and revoked) on sign-out. */
 export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
@@ -140,18 +143,18 @@ export function dashboardApiRoutes(deps: Deps) {
           return createProduct(deps, counted(request, "write"), body);
         },
         {
-          transform: knownFieldsOnly([...Object.keys(ProductFields), "type"]),
+          transform: knownFieldsOnly(PRODUCT_KEYS),
           parse: jsonBodyParser,
-          body: t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) }),
+          body: Product,
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
           response: { 400: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
         },
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
-        transform: knownFieldsOnly([...Object.keys(ProductFields), "type"]),
+        transform: knownFieldsOnly(PRODUCT_KEYS),
         parse: jsonBodyParser,
-        body: t.Partial(t.Object({ ...ProductFields, type: t.Union([t.Literal("feature_unlock"), t.Literal("access")]) })),
+        body: t.Partial(Product),
         detail: { summary: "Edit a product (not its type)" },
         response: { 400: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody },
       })
