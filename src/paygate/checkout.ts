@@ -421,7 +421,7 @@ async function stillGrants(deps: Deps, product: store.ProductRow, purchase: stor
 }
 
 /** How log lines name a checkout: never by its id, which with the product id reveals the buyer's token (completedResult). */
-const checkoutKey = (checkoutId: string) => sha256Hex(checkoutId).slice(0, 12);
+export const checkoutKey = (checkoutId: string) => sha256Hex(checkoutId).slice(0, 12);
 
 const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carrying this checkout's reference is listed but cannot be read yet");
 

@@ -11,6 +11,8 @@ import { createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
 import { verifyFeatureToken } from "./tokens.ts";
+import { createLogger } from "../log.ts";
+import { sha256Hex } from "../lib/hash.ts";
 
 test("checkout_pay: a custodial buyer pays, gets the purchase and its token; others are refused clearly", async () => {
   const { deps } = await testDeps();
@@ -72,7 +74,9 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
  * chain stopped answering while it waited) until `losing.off` is set.
  */
 async function losingAnswers(input: ProductInput, lost: () => Error = () => new AppError("CHAIN_UNAVAILABLE", "the RPC stopped answering while the transaction was confirmed")) {
-  const { deps: base } = await testDeps();
+  const { deps: quiet } = await testDeps();
+  const logLines: string[] = [];
+  const base = { ...quiet, log: createLogger("info", "json", (line) => logLines.push(line)) } as typeof quiet;
   const losing = { off: false };
   const ledger = {
     ...base.ledger,
@@ -88,8 +92,14 @@ async function losingAnswers(input: ProductInput, lost: () => Error = () => new 
   const buyer = (await createCustodialWallet(deps)).address;
   await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
   const caller = (walletAddress: string): Caller => ({ kind: "wallet", walletAddress, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" });
-  const ctx = (walletAddress: string) => ({ deps, caller: caller(walletAddress), session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } });
-  return { deps, registry: createToolRegistry(deps), losing, owner, product, buyer, ctx };
+  const ctx = (walletAddress: string) => ({
+    deps,
+    caller: caller(walletAddress),
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client: { ip: "192.0.2.9", userAgent: "t" },
+    requestId: "req-losing-1",
+  });
+  return { deps, registry: createToolRegistry(deps), losing, owner, product, buyer, ctx, logLines };
 }
 
 test("checkout_pay after an error that came once the payment had landed answers that purchase, not a second payment", async () => {
@@ -118,11 +128,17 @@ test("checkout_pay after an error that came once the payment had landed answers 
 });
 
 test("checkout_pay failing unexpectedly once the payment was sent answers INTERNAL_ERROR with the checkoutId to resume with", async () => {
-  const { deps, registry, losing, product, buyer, ctx } = await losingAnswers({ title: "Pass", description: "", type: "access", price: "2" }, () => new TypeError("a bug"));
+  const { deps, registry, losing, product, buyer, ctx, logLines } = await losingAnswers({ title: "Pass", description: "", type: "access", price: "2" }, () => new TypeError("a bug"));
   const failed = await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId });
   const checkoutId = (failed as { details?: { checkoutId?: string } }).details?.checkoutId;
   expect([failed.success, (failed as { code?: string }).code, (failed as { error?: string }).error]).toEqual([false, "INTERNAL_ERROR", "internal error"]);
   expect(checkoutId).toMatch(/^chk_/);
+  // The cause is logged under the request's id, the checkout by its key: its id with the (public) product id
+  // would let a reader of the log fetch the buyer's access token from the confirm step.
+  await deps.log.flush();
+  const line = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === "checkout_pay failed once its payment may have been sent");
+  expect(line).toMatchObject({ level: "error", requestId: "req-losing-1", checkoutKey: sha256Hex(checkoutId!).slice(0, 12), error: "TypeError: a bug" });
+  expect(logLines.join("\n")).not.toContain(checkoutId!);
   losing.off = true;
   expect(await registry.call(ctx(buyer), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once

@@ -29,13 +29,13 @@ export const checkoutPay = defineTool({
     currency: z.string().max(16).optional().describe('the currency the price was seen in ("USDC" or the service token\'s symbol); another one is refused'),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
+  run: async ({ deps, caller, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
     if (signer.kind !== "custodial") {
       throw new AppError("NOT_SUPPORTED", "checkout_pay pays with a custodial wallet; a connected wallet pays on the checkout page (paymentUrl)");
     }
-    const { earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
+    const { checkoutKey, earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
     if (input.checkoutId !== undefined) return resumeCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId);
     // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
@@ -52,7 +52,12 @@ export const checkoutPay = defineTool({
       if (!outcomeUnknown(err)) throw err;
       if (!(err instanceof AppError)) {
         // Unexpected, so answered INTERNAL_ERROR as any tool's would be, but with the checkoutId to resume with.
-        deps.log.error("checkout_pay failed once its payment may have been sent", { checkoutId: checkout.checkoutId, error: errorText(err) });
+        // Logged under the request's id, the checkout by its key: its id would reveal the buyer's token.
+        deps.log.error("checkout_pay failed once its payment may have been sent", {
+          ...(requestId === undefined ? {} : { requestId }),
+          checkoutKey: checkoutKey(checkout.checkoutId),
+          error: errorText(err),
+        });
         throw new AppError("INTERNAL_ERROR", "internal error", { details: { checkoutId: checkout.checkoutId } });
       }
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
