@@ -34,6 +34,8 @@ export type Deps = Readonly<{
     rateLimiter: RateLimiter;
     /** Key under which client fingerprints are stored (HMAC), never in clear. */
     fingerprintKey: Uint8Array;
+    /** Key from which a refreshed token's id is derived from its parent's (sessions.ts). */
+    refreshKey: Uint8Array;
   }>;
   /** The ledger of NETWORK: embedded on localnet, Solana RPC on devnet and mainnet (ledger.md). */
   ledger: Ledger;
@@ -85,6 +87,7 @@ export async function createDeps(input: DepsInput): Promise<Deps> {
       rateLimiter: createRateLimiter({ enabled: input.config.authRateLimit }),
       // Derived, so no further secret has to be kept; rotating JWT_SECRET only forgets the links.
       fingerprintKey: hmacSha256(secrets.jwtSecret, "walletgate fingerprint link v1"),
+      refreshKey: hmacSha256(secrets.jwtSecret, "walletgate refreshed token id v1"),
     }),
     ledger: input.ledger ?? createLedger({ config: input.config, db: input.db, clock: input.clock, random: input.random, verifier, log: input.log }),
     paygate: Object.freeze({ rateLimiter: createOwnerRateLimiter(), referenceReads: createReferenceReads(), submitLock: createKeyedLock() }),

@@ -37,6 +37,8 @@ async function connect(server: TestServer, userAgent: string, token?: string): P
 
 /** session_restore of `token` refreshed it: the same session, a new token and jti, expiresAt its exp. The answer and the new claims. */
 async function restoreRefreshed(mcp: Mcp, token: string, walletAddress: string, old: Json) {
+  // A refresh is made only if it ends later than the token it replaces: not within that token's own second.
+  await sleep((old.iat + 1) * 1000 + 20 - Date.now());
   const restored = await mcp.ok("session_restore", { token });
   expect(restored).toMatchObject({ walletAddress, sessionId: old.sessionId, refreshed: true, isNewSession: false });
   expect(restored.sessionToken).not.toBe(token);
@@ -153,7 +155,7 @@ describe("fingerprint restore off", () => {
 });
 
 describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
-  // SESSION_TTL_S=5 is under the 3600 s refresh threshold (every restore refreshes) and lets a token
+  // SESSION_TTL_S=5 is under the 3600 s refresh threshold (every restore a second or more after issue refreshes) and lets a token
   // expire within the test; idle MCP sessions are swept after 300 ms (checked every 300 ms).
   const TTL_S = 5;
   const env = { SESSION_TTL_S: String(TTL_S), MCP_SESSION_TIMEOUT_MS: "300", LOG_LEVEL: "debug", BASE_URL: "http://walletgate.test" };
@@ -283,8 +285,8 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
 });
 
 describe("maximum session age", () => {
-  // Every restore refreshes (3 s left is under the 3600 s threshold), and a session may be refreshed for
-  // 4 s after its sign-in. No token outlives its session (docs/decisions.md), so at the maximum age the
+  // A restore refreshes whenever the new token would end later (3 s left is under the 3600 s threshold),
+  // and a session may be refreshed for 4 s after its sign-in. No token outlives its session (docs/decisions.md), so at the maximum age the
   // newest token has expired too.
   const TTL_S = 3;
   const MAX_AGE_S = 4;
@@ -299,26 +301,31 @@ describe("maximum session age", () => {
     const sessionEndS = first.iat + MAX_AGE_S;
 
     const mcp = await connect(server, ua("max-age"));
-    const { restored: r1, claims: second } = await restoreRefreshed(mcp, signedIn.sessionToken, wallet.address, first);
-    expect(second.exp).toBe(Math.min(second.iat + TTL_S, sessionEndS));
-
     // Two seconds in, a full TTL would outlive the session: the new token ends with it. The one
-    // refreshed is still valid (its exp is at least the sign-in's second + TTL_S).
+    // refreshed is still valid (its exp is the sign-in's second + TTL_S).
     await sleep((first.iat + MAX_AGE_S - TTL_S + 1) * 1000 + 50 - Date.now());
-    const { restored: r2, claims: third } = await restoreRefreshed(mcp, r1.sessionToken, wallet.address, second);
-    expect(third.iat + TTL_S).toBeGreaterThan(sessionEndS);
-    expect(third.exp).toBe(sessionEndS);
+    const { restored: r1, claims: second } = await restoreRefreshed(mcp, signedIn.sessionToken, wallet.address, first);
+    expect(second.iat + TTL_S).toBeGreaterThan(sessionEndS);
+    expect(second.exp).toBe(sessionEndS);
+    // No refresh could end later now: the capped token comes back as it is, and no other is made.
+    for (const token of [r1.sessionToken, r1.sessionToken]) {
+      expect(await mcp.ok("session_restore", { token })).toMatchObject({ refreshed: false, sessionToken: r1.sessionToken, expiresAt: r1.expiresAt });
+    }
+    // Its parent again: the same refresh, not a second one.
+    expect(await mcp.ok("session_restore", { token: signedIn.sessionToken })).toMatchObject({ refreshed: true, sessionToken: r1.sessionToken });
 
     await sleep(signedInBy + MAX_AGE_S * 1000 + 150 - Date.now());
     // A fresh client without a binding or a fingerprint link: the refusal is session_restore's own.
     const late = await connect(server, ua("max-age-late"));
-    for (const token of [r2.sessionToken, r1.sessionToken, signedIn.sessionToken]) {
+    for (const token of [r1.sessionToken, signedIn.sessionToken]) {
       expect(await late.call("session_restore", { token })).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
     }
-    expect(await httpCall(server.url, "/auth/session", { token: r2.sessionToken })).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
-    // Signing in again starts a new session.
+    expect(await httpCall(server.url, "/auth/session", { token: r1.sessionToken })).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
+    // Signing in again starts a new session (refreshed from its second second on).
     const again = await signIn(server.url, wallet);
-    expect(decodeJwt(again.sessionToken).payload.sessionId).not.toBe(first.sessionId);
+    const againClaims = decodeJwt(again.sessionToken).payload;
+    expect(againClaims.sessionId).not.toBe(first.sessionId);
+    await sleep((againClaims.iat + 1) * 1000 + 20 - Date.now());
     expect(await late.ok("session_restore", { token: again.sessionToken })).toMatchObject({ walletAddress: wallet.address, refreshed: true });
   });
 });

@@ -2,7 +2,8 @@
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
-import { newUuid } from "../lib/ids.ts";
+import { hmacSha256 } from "../lib/hash.ts";
+import { newUuid, uuidV4Of } from "../lib/ids.ts";
 import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
 import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
@@ -33,10 +34,25 @@ export type PreparedSession = {
   record: store.NewToken;
 };
 
+/** A token's `exp` (Unix s) when issued at `iatS` in a session begun at `sessionStartedAtMs`: TTL, capped by SESSION_MAX_AGE_S. */
+function expiryOf(deps: Deps, iatS: number, sessionStartedAtMs: number): number {
+  return Math.min(iatS + deps.config.sessionTtlS, Math.floor(sessionStartedAtMs / 1000) + deps.config.sessionMaxAgeS);
+}
+
+/**
+ * The id of the token that refreshes the token `parentJti`: a keyed hash of the parent's id, so each token
+ * is refreshed at most once (a second refresh finds the first one's row) and the id is as unguessable as a
+ * random one to anyone without the server's key.
+ */
+function refreshedJti(deps: Deps, parentJti: string): string {
+  return uuidV4Of(hmacSha256(deps.auth.refreshKey, parentJti));
+}
+
 /**
  * Decides a new token: a new session, unless `continues` names one (refresh from the token
- * `parentJti`), whose absolute age is then capped by SESSION_MAX_AGE_S. With a client, and fingerprint
- * restore on, the client's fingerprint will be linked to it. Pure: nothing is written.
+ * `parentJti`, with the id refreshedJti gives it), whose absolute age is then capped by SESSION_MAX_AGE_S.
+ * With a client, and fingerprint restore on, the client's fingerprint will be linked to it. Pure: nothing is
+ * written.
  */
 export function prepareSession(
   deps: Deps,
@@ -47,11 +63,10 @@ export function prepareSession(
   const now = deps.clock.now();
   const iat = Math.floor(now / 1000);
   const sessionStartedAtMs = continues?.sessionStartedAtMs ?? now;
-  const hardEnd = Math.floor(sessionStartedAtMs / 1000) + deps.config.sessionMaxAgeS;
-  const exp = Math.min(iat + deps.config.sessionTtlS, hardEnd);
+  const exp = expiryOf(deps, iat, sessionStartedAtMs);
   if (exp <= iat) throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
   const sessionId = continues?.sessionId ?? newUuid(deps.random);
-  const jti = newUuid(deps.random);
+  const jti = continues === undefined ? newUuid(deps.random) : refreshedJti(deps, continues.parentJti);
   const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
   const { kid } = deps.auth.jwtKeys.current;
   const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint, kid, issuer: deps.auth.jwtKeys.issuer };
@@ -65,7 +80,11 @@ export function signPreparedSession(deps: Deps, p: PreparedSession): IssuedSessi
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
 
-/** Prepares, records and signs a token (see prepareSession). */
+/**
+ * Prepares, records and signs a token (see prepareSession). A refresh already made of the same parent is
+ * answered again, signed anew from its row (the same claims: the same token while the key is the same),
+ * unless it was revoked since: then the session was signed out, and its parent starts no new token.
+ */
 export async function issueSession(
   deps: Deps,
   walletAddress: string,
@@ -73,8 +92,12 @@ export async function issueSession(
   continues?: { sessionId: string; sessionStartedAtMs: number; parentJti: string },
 ): Promise<IssuedSession> {
   const prepared = prepareSession(deps, walletAddress, client, continues);
-  if (!(await store.insertToken(deps.db, prepared.record))) throw revoked(); // the token being refreshed was revoked meanwhile
-  return signPreparedSession(deps, prepared);
+  const recorded = await store.insertToken(deps.db, prepared.record);
+  if (recorded === "parent revoked") throw revoked(); // the token being refreshed was revoked meanwhile
+  if (recorded === "recorded") return signPreparedSession(deps, prepared);
+  const { existing: row } = recorded;
+  if (row.revokedAt !== null) throw revoked();
+  return signPreparedSession(deps, { ...prepared, issuedAtS: Math.floor(row.issuedAt / 1000), expiresAtS: Math.floor(row.expiresAt / 1000) });
 }
 
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */
@@ -179,7 +202,9 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
     throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
   }
   const remainingS = session.expiresAtS - Math.floor(now / 1000);
-  if (remainingS >= deps.config.refreshThresholdS) {
+  // No refresh that would not outlast the token itself (near the session's maximum age): each refresh is a
+  // row, and the token's holder could otherwise mint one per call until the session ends.
+  if (remainingS >= deps.config.refreshThresholdS || expiryOf(deps, Math.floor(now / 1000), session.sessionStartedAtMs) <= session.expiresAtS) {
     return {
       walletAddress: session.walletAddress,
       sessionId: session.sessionId,

@@ -73,24 +73,30 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
   });
 }
 
+/** What recording a token did: recorded; refused (the token it refreshes is revoked); or found recorded already. */
+export type TokenInsert = "recorded" | "parent revoked" | { existing: TokenRow };
+
 /**
  * Records an issued token and, when given, links the client's fingerprint to it. One atomic write.
  * A refresh names its `parentJti`: it is recorded only while the parent is unrevoked (so a refresh
- * racing a revoke-all cannot outlive it), and fingerprint links follow it to the new token.
- * Returns false when the parent was revoked.
+ * racing a revoke-all cannot outlive it), and fingerprint links follow it to the new token. A refresh's
+ * `jti` is derived from its parent's (sessions.ts), so a row already there under it is the parent's
+ * earlier refresh: it is returned, and nothing is written.
  */
-export function insertToken(db: Db, token: NewToken): Promise<boolean> {
+export function insertToken(db: Db, token: NewToken): Promise<TokenInsert> {
   return db.write(() => insertTokenRows(db, token));
 }
 
 /** The SQL of insertToken, run inside a caller's write. */
-function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
+function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): TokenInsert {
   if (parentJti !== null) {
     // A refresh continues the parent's session, so the parent is a token of the same wallet.
     const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE wallet = ? AND jti = ?").get(row.wallet, parentJti) as {
       revokedAt: number | null;
     } | null;
-    if (parent === null || parent.revokedAt !== null) return false;
+    if (parent === null || parent.revokedAt !== null) return "parent revoked";
+    const existing = selectToken(db, row.wallet, row.jti);
+    if (existing !== null) return { existing };
   }
   db.sqlite
     .query(
@@ -112,7 +118,7 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): boolean {
       .query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE wallet = ? AND jti = ?")
       .run(row.jti, now, row.wallet, parentJti);
   }
-  return true;
+  return "recorded";
 }
 
 /** Tokens and cutoffs are read on every authenticated call: kept until the database next changes (Db.cache). */
@@ -120,18 +126,18 @@ const TOKENS_KEPT = 10_000;
 
 /** The token row of `wallet` with id `jti` (every caller knows both: see migration 14). */
 export async function findToken(db: Db, wallet: string, jti: string): Promise<TokenRow | null> {
-  return db.cache<TokenRow | null>("auth_tokens.wallet_jti", TOKENS_KEPT).get(`${wallet} ${jti}`, () =>
-    db.read(() => {
-      return (
-        (db.sqlite
-          .query(
-            `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
-                    session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt, kid, issuer
-             FROM auth_tokens WHERE wallet = ? AND jti = ?`,
-          )
-          .get(wallet, jti) as TokenRow | null) ?? null
-      );
-    }),
+  return db.cache<TokenRow | null>("auth_tokens.wallet_jti", TOKENS_KEPT).get(`${wallet} ${jti}`, () => db.read(() => selectToken(db, wallet, jti)));
+}
+
+function selectToken(db: Db, wallet: string, jti: string): TokenRow | null {
+  return (
+    (db.sqlite
+      .query(
+        `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
+                session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt, kid, issuer
+         FROM auth_tokens WHERE wallet = ? AND jti = ?`,
+      )
+      .get(wallet, jti) as TokenRow | null) ?? null
   );
 }
 

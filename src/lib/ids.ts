@@ -17,7 +17,12 @@ export function newSecretBase58(random: Random): string {
 
 /** RFC 4122 version 4 UUID from the injected random source. */
 export function newUuid(random: Random): string {
-  const b = random(16);
+  return uuidV4Of(random(16));
+}
+
+/** A version 4 UUID made of the first 16 of `bytes`, which must be random or a keyed hash's output. */
+export function uuidV4Of(bytes: Uint8Array): string {
+  const b = bytes.slice(0, 16);
   b[6] = (b[6]! & 0x0f) | 0x40;
   b[8] = (b[8]! & 0x3f) | 0x80;
   const h = Buffer.from(b).toString("hex");
