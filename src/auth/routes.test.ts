@@ -385,6 +385,8 @@ describe("GET /auth/session", () => {
       unknownJti: await forge({ ...payload, jti: crypto.randomUUID() }),
       futureIat: await forge({ ...payload, iat: now + 120, exp: now + 3600 }),
       tampered: sessionToken.slice(0, -2) + (sessionToken.endsWith("A") ? "BB" : "AA"),
+      spaced: "a b",
+      trailingWord: `${sessionToken} extra`,
     };
     for (const [name, token] of Object.entries(cases)) {
       const res = await call(url, "/auth/session", { token });
