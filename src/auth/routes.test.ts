@@ -233,6 +233,29 @@ describe("POST /auth/verify", () => {
     for (const r of losers) expect([r.status, r.body.code]).toEqual([401, "NONCE_USED"]);
   });
 
+  test("verifications and revoke-alls racing for one nonce: exactly one wins, and only a winning revoke-all revokes", async () => {
+    for (let round = 0; round < 4; round++) {
+      const wallet = newWallet();
+      const earlier = await signIn(url, wallet);
+      const ch = await getChallenge(url, wallet);
+      const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+      // Interleaved, and which kind goes first alternates by round.
+      const paths = Array.from({ length: 20 }, (_, i) => ((i + round) % 2 === 0 ? "/auth/verify" : "/auth/revoke-all"));
+      const results = await Promise.all(paths.map((path) => call(url, path, { body })));
+      const winners = results.flatMap((r, i) => (r.status === 200 ? [{ path: paths[i], body: r.body }] : []));
+      expect(winners.length).toBe(1);
+      for (const r of results.filter((r) => r.status !== 200)) expect([r.status, r.body.code]).toEqual([401, "NONCE_USED"]);
+      const earlierNow = await call(url, "/auth/session", { token: earlier.sessionToken });
+      if (winners[0]!.path === "/auth/revoke-all") {
+        expect(winners[0]!.body).toEqual({ revoked: 1, walletAddress: wallet.address });
+        expect([earlierNow.status, earlierNow.body.code]).toEqual([401, "TOKEN_REVOKED"]);
+      } else {
+        expect(earlierNow.status).toBe(200);
+        expect((await call(url, "/auth/session", { token: winners[0]!.body.sessionToken })).status).toBe(200);
+      }
+    }
+  });
+
   test("invalid address is refused first (step 1), before the signature form (step 2)", async () => {
     const res = await call(url, "/auth/verify", { body: { walletAddress: "nope", nonce: "x", signature: "zz" } });
     expect(res.status).toBe(400);
