@@ -8,7 +8,7 @@ import { manualClock } from "../../src/lib/clock.ts";
 import { cryptoRandom, type Random } from "../../src/lib/ids.ts";
 import { createLogger } from "../../src/log.ts";
 
-export async function testDeps(env: Record<string, string> = {}, options: { random?: Random; dbPath?: string } = {}) {
+export async function testDeps(env: Record<string, string> = {}, options: { random?: Random; dbPath?: string; baseUrl?: string } = {}) {
   const config = loadConfig({ DATA_DIR: "/nonexistent", LOG_LEVEL: "silent", AUTH_RATE_LIMIT: "off", ...env });
   const clock = manualClock();
   const db = openDatabase(options.dbPath ?? ":memory:");
@@ -21,7 +21,7 @@ export async function testDeps(env: Record<string, string> = {}, options: { rand
   const deps: Deps = await createDeps({
     config,
     secrets,
-    baseUrl: "http://walletgate.test",
+    baseUrl: options.baseUrl ?? "http://walletgate.test",
     db,
     clock,
     random: options.random ?? cryptoRandom,
