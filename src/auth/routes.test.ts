@@ -578,6 +578,13 @@ describe("health, docs, logs", () => {
     ]) {
       expect(Object.keys(spec.paths)).toContain(path);
     }
+    // The pages, answered before the routes, are endpoints too.
+    for (const path of ["/dashboard", "/pay/{productId}"]) {
+      expect(Object.keys(spec.paths[path])).toEqual(["get"]);
+      expect(Object.keys(spec.paths[path].get.responses["200"].content)).toEqual(["text/html"]);
+      expect((await fetch(url + path.replace("{productId}", "prod_x"))).headers.get("content-type")).toContain("text/html");
+    }
+    expect(spec.paths["/pay/{productId}"].get.parameters).toMatchObject([{ name: "productId", in: "path", required: true }]);
     // The documented answers include those in a shape of their own (paygate.md: revoke's 404) and a 429's retryAfter.
     for (const path of ["/public/feature/revoke", "/dashboard/api/tokens/revoke"]) {
       expect(spec.paths[path].post.responses["404"].content["application/json"].schema.properties.success).toEqual({ const: false, type: "boolean" });

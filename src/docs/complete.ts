@@ -47,6 +47,23 @@ function asWritten(schema: unknown): unknown {
   );
 }
 
+/** A page (dashboard.md) in the document: answered before the app's routes (server.ts), so no route declares it. */
+const page = (summary: string, operationId: string, parameters: unknown[] = []) => ({
+  tags: ["pages"],
+  summary,
+  operationId,
+  ...(parameters.length === 0 ? {} : { parameters }),
+  responses: { "200": { description: "an HTML page; its script calls the API routes", content: { "text/html": { schema: { type: "string" } } } } },
+});
+
+/** The pages, so that the document names every endpoint the server answers (operations.md). */
+const PAGES: Record<string, ReturnType<typeof page>> = {
+  "/dashboard": page("The owner dashboard: sign in with a wallet, then products, keys, webhooks and sales", "getDashboardPage"),
+  "/pay/{productId}": page("The checkout page of a product (its payment link): pay with a browser wallet", "getPayPage", [
+    { name: "productId", in: "path", required: true, schema: { type: "string" }, description: "the product's id, prod_…" },
+  ]),
+};
+
 export function completeDocument(
   doc: OpenApiDocument,
   routes: readonly RouteInfo[],
@@ -87,5 +104,7 @@ export function completeDocument(
       else mcp[method]!.operationId = `${method}Mcp`;
     }
   }
+  const paths = (doc.paths ??= {}) as Record<string, Record<string, unknown>>;
+  for (const [path, get] of Object.entries(PAGES)) paths[path] = { ...paths[path], get };
   return doc;
 }

@@ -144,7 +144,10 @@ function operationBlock(methods: string[], path: string, op: Operation): string 
   const responses = Object.entries(op.responses ?? {});
   const answers = responses.filter(([status]) => status.startsWith("2"));
   const errors = responses.filter(([status]) => !status.startsWith("2")).map(([status]) => status);
-  for (const [status, response] of answers) parts.push(`<p>${escape(status)}</p>${schemaBlock(response.content?.["application/json"]?.schema)}`);
+  for (const [status, response] of answers) {
+    const json = response.content?.["application/json"]?.schema;
+    parts.push(`<p>${escape(status)}</p>${json === undefined && response.content?.["text/html"] !== undefined ? `<p class="muted">${escape(response.description ?? "HTML")}</p>` : schemaBlock(json)}`);
+  }
   if (errors.length > 0) parts.push(`<p class="muted">Errors: ${escape(errors.join(", "))}, as <code>{ error, code, retryAfter?, details? }</code></p>`);
   parts.push("</section>");
   return parts.join("");
