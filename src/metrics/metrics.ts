@@ -152,6 +152,8 @@ export type ServiceMetrics = {
   signIn(outcome: string): void;
   /** One webhook delivery attempt's result. */
   webhookAttempt(result: "success" | "failure" | "gone"): void;
+  /** A webhook delivery's end: delivered, or failed for good (410, or its last attempt failed). */
+  webhookDelivered(result: "succeeded" | "failed"): void;
   /** A tool call refused by a rate limit, over any transport (over MCP it is not an HTTP 429). */
   toolRateLimited(tool: string): void;
 };
@@ -164,6 +166,11 @@ export function createServiceMetrics(): ServiceMetrics {
   const signIns = registry.counter("walletgate_auth_sign_ins_total", "Wallet sign-ins (HTTP and MCP), by outcome: success or the error code.", ["outcome"]);
   const toolsLimited = registry.counter("walletgate_tool_rate_limited_total", "Tool calls refused by a rate limit (MCP, stdio or the JSON envelope), by tool.", ["tool"]);
   const webhooks = registry.counter("walletgate_webhook_attempts_total", "Webhook delivery attempts, by result: success (2xx), gone (410) or failure.", ["result"]);
+  const deliveries = registry.counter(
+    "walletgate_webhook_deliveries_total",
+    "Webhook deliveries ended, by result: succeeded, or failed for good (410 Gone, or every attempt failed).",
+    ["result"],
+  );
   // The series each recent (method, path, status) counts into: most requests repeat a few of them, and
   // labelling a path takes a split and a pattern per segment. Forgotten all at once when full (paths
   // with ids keep arriving); the series themselves stay.
@@ -190,6 +197,7 @@ export function createServiceMetrics(): ServiceMetrics {
     },
     signIn: (outcome) => signIns.inc(outcome),
     webhookAttempt: (result) => webhooks.inc(result),
+    webhookDelivered: (result) => deliveries.inc(result),
     toolRateLimited: (tool) => toolsLimited.inc(tool),
   };
 }

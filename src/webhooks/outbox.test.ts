@@ -210,6 +210,9 @@ describe("delivery", () => {
     const metrics = deps.metrics.registry.render();
     expect(metrics).toContain('walletgate_webhook_attempts_total{result="failure"} 1\n');
     expect(metrics).toContain('walletgate_webhook_attempts_total{result="success"} 1\n');
+    // ... and the deliveries by how they ended: one, delivered at its second attempt.
+    expect(metrics).toContain('walletgate_webhook_deliveries_total{result="succeeded"} 1\n');
+    expect(metrics).not.toContain('walletgate_webhook_deliveries_total{result="failed"}');
   });
 
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
@@ -236,6 +239,9 @@ describe("delivery", () => {
 
     const [d] = await deliveriesOf(deps, owner, ep.endpointId);
     expect(d).toMatchObject({ status: "failed", attempts: 8, lastStatusCode: 503, nextAttemptAt: null });
+    // Eight failed attempts, one delivery failed for good.
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_attempts_total{result="failure"} 8\n');
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 1\n');
     const { attempts } = await listDeliveryAttempts(deps, owner, d!.deliveryId);
     expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(attempts.every((a) => a.statusCode === 503 && a.response === "unavailable")).toBe(true);
@@ -254,6 +260,7 @@ describe("delivery", () => {
     expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "failed", attempts: 1, lastStatusCode: 410 });
     expect((await getEndpoint(deps, owner, ep.endpointId)).enabled).toBe(false);
     expect(deps.metrics.registry.render()).toContain('walletgate_webhook_attempts_total{result="gone"} 1\n');
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 1\n');
 
     await enqueue(deps, owner);
     clock.advance(24 * 3600e3);

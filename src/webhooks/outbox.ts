@@ -398,6 +398,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     }
     deps.log.info("webhook attempt", { ...ids, attempt, statusCode, durationMs, status: next.status, ...(error === null ? {} : { error }) });
     deps.metrics.webhookAttempt(succeeded ? "success" : gone ? "gone" : "failure");
+    if (next.status !== "pending") deps.metrics.webhookDelivered(next.status);
     if (disabled) deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
 
     if (gone && agent?.onGone !== undefined) {
