@@ -40,6 +40,7 @@ async function call(client: Client, name: string, args: Record<string, unknown> 
 describe("walletgate mcp (stdio)", () => {
   let token = "";
   let address = "";
+  let lastCreated = "";
 
   test("lists the tools and binds the process's session with wallet_create", async () => {
     const client = await stdioClient();
@@ -56,10 +57,19 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(client, "session_info")).toMatchObject({ success: true, data: { walletAddress: address, restoredBy: "binding", custodial: true, mcpSessionId: null } });
     // A second wallet_create binds the process to the new wallet; session_restore binds it back.
     const other = (await call(client, "wallet_create", { airdropSol: 0 })).data!.address as string;
+    lastCreated = other;
     expect(await call(client, "session_info")).toMatchObject({ data: { walletAddress: other } });
     expect(await call(client, "session_restore", { token })).toMatchObject({ success: true, data: { walletAddress: address, refreshed: false } });
     const sent = await call(client, "wallet_transfer", { to: other, amount: "1.25", token: "usdc" });
     expect(sent).toMatchObject({ success: true, data: { from: address, to: other, token: "usdc", amount: "1.25", status: "confirmed" } });
+  }, 30_000);
+
+  test("a restarted process gets the wallet last signed in from this host back by fingerprint, unless restore is off", async () => {
+    const restarted = await stdioClient();
+    expect(await call(restarted, "session_info")).toMatchObject({ success: true, data: { walletAddress: lastCreated, restoredBy: "fingerprint", custodial: true } });
+    expect(await call(restarted, "wallet_get_balance")).toMatchObject({ success: true, data: { address: lastCreated } });
+    const off = await stdioClient({ FINGERPRINT_RESTORE: "off" });
+    expect(await call(off, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
   }, 30_000);
 
   test("WALLETGATE_TOKEN makes every call run as that token's wallet; a bad one answers its code", async () => {

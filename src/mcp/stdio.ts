@@ -1,6 +1,8 @@
 // The tools over stdio (desktop MCP hosts): one McpServer on the process's stdin/stdout until the host
-// closes stdin or a signal arrives. The session's binding lives as long as the process.
+// closes stdin or a signal arrives. The session's binding lives as long as the process; a new process starts
+// from WALLETGATE_TOKEN, else from the host's fingerprint link.
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import type { Binding, Registry } from "./registry.ts";
 import { createToolServer, type SessionState } from "./server.ts";
@@ -21,8 +23,12 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
   // session (wallet_create, wallet_connect, session_restore) or unbinds it (wallet_disconnect), calls run as
   // that, so a token that expired or was revoked can be replaced without restarting the host.
   let startToken = token;
+  // Fingerprint restore (mcp.md), as for a new session over HTTP: without a token, the wallet last
+  // authenticated from this host (stdio's fixed client) is bound while its token is good, so a host that
+  // restarts `walletgate mcp` keeps its custodial wallet.
+  const linked = token === null && deps.config.fingerprintRestore ? await findLinkedSession(deps, STDIO_CLIENT) : null;
   const state: SessionState = {
-    binding: null,
+    binding: linked === null ? null : { ...linked, source: "fingerprint" },
     client: STDIO_CLIENT,
     handle: {
       id: null,
