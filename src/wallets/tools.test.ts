@@ -153,3 +153,35 @@ test("wallet_create on devnet with the chain not answering still returns the wal
   expect(created.data.balancesError).toStartWith("CHAIN_UNAVAILABLE");
   expect(typeof created.data.sessionToken).toBe("string");
 });
+
+test("wallet_create off localnet: no airdrop on mainnet (none by default, one asked for is NOT_SUPPORTED), no USDC airdrop on devnet", async () => {
+  const mainnetEnv = {
+    NETWORK: "mainnet",
+    SOLANA_RPC_URL: "http://127.0.0.1:9", // nothing listens there: no airdrop may even be tried
+    JWT_SECRET: "mainnet-test-secret-mainnet-test-secret-01",
+    WALLET_ENCRYPTION_KEY: "00".repeat(32),
+    AUTH_RATE_LIMIT: "on", // required on mainnet; one wallet_create per test client stays under its limits
+  };
+  const { deps: mainnet } = await testDeps(mainnetEnv);
+  const onMainnet = createToolRegistry(mainnet);
+  const ctx = anonymousContext(mainnet, { ip: "203.0.113.12", userAgent: "mainnet" });
+  const wallets = () => (mainnet.db.sqlite.query("SELECT count(*) AS n FROM custodial_wallets").get() as { n: number }).n;
+  for (const params of [{ airdropSol: 1 }, { airdropSol: "0.5" }, { airdropUsdc: 1 }]) {
+    expect(await onMainnet.call(ctx, "wallet_create", params)).toMatchObject({ success: false, code: "NOT_SUPPORTED", error: "there are no airdrops on mainnet" });
+  }
+  expect(wallets()).toBe(0); // a refused call makes no wallet
+  const created = await onMainnet.call(ctx, "wallet_create", {});
+  if (!created.success) throw new Error(`${created.code}: ${created.error}`);
+  expect(created.data).toMatchObject({ network: "mainnet", authenticated: true });
+  expect(created.data).not.toHaveProperty("airdropError"); // none asked for by default, none tried
+  expect(wallets()).toBe(1);
+
+  const { deps: devnet } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9" });
+  const onDevnet = createToolRegistry(devnet);
+  const devCtx = anonymousContext(devnet, { ip: "203.0.113.13", userAgent: "devnet" });
+  expect(await onDevnet.call(devCtx, "wallet_create", { airdropSol: 0, airdropUsdc: 1 })).toMatchObject({
+    success: false,
+    code: "NOT_SUPPORTED",
+    error: "USDC airdrops exist only on localnet",
+  });
+});

@@ -1,0 +1,36 @@
+// The whole tool registry: which tools need a wallet (mcp.md), walked tool by tool so that a tool added or
+// changed with the wrong needsWallet cannot pass unnoticed.
+import { expect, test } from "bun:test";
+import { testDeps } from "../../test/helpers/deps.ts";
+import { createToolRegistry } from "./tools.ts";
+
+/** mcp.md: every tool needs a wallet except these. */
+const OPEN_TOOLS = ["wallet_create", "session_auth", "wallet_connect", "session_restore", "session_info"];
+
+test("every tool but the five that make or describe a session answers UNAUTHENTICATED without a wallet", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const names = registry.tools.map((t) => t.name);
+  for (const name of OPEN_TOOLS) expect(names).toContain(name);
+  expect(names.length).toBeGreaterThan(OPEN_TOOLS.length + 10);
+  const ctx = { deps, caller: { kind: "anonymous" as const, tokenError: null }, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.30", userAgent: "t" } };
+  let called = 0;
+  for (const tool of registry.tools) {
+    if (OPEN_TOOLS.includes(tool.name)) {
+      expect({ name: tool.name, needsWallet: tool.needsWallet }).toEqual({ name: tool.name, needsWallet: false });
+    } else if (tool.input.safeParse({}).success) {
+      // Called with no parameters: the missing wallet is what is answered (wallet_disconnect checks it itself,
+      // as it also signs out of a binding whose token died).
+      expect({ name: tool.name, answer: await registry.call(ctx, tool.name, {}) }).toMatchObject({ name: tool.name, answer: { success: false, code: "UNAUTHENTICATED" } });
+      called++;
+    } else {
+      // Parameters are checked first; the registry then refuses the call for want of a wallet.
+      expect({ name: tool.name, needsWallet: tool.needsWallet }).toEqual({ name: tool.name, needsWallet: true });
+    }
+  }
+  expect(called).toBeGreaterThan(3);
+  // A token that failed is reported instead (its own code), by every tool that needs a wallet.
+  const { AppError } = await import("../errors.ts");
+  const expired = { ...ctx, caller: { kind: "anonymous" as const, tokenError: new AppError("TOKEN_EXPIRED", "expired") } };
+  expect(await registry.call(expired, "wallet_get_balance", {})).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+});
