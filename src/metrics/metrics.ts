@@ -152,7 +152,7 @@ export type ServiceMetrics = {
   signIn(outcome: string): void;
   /** One webhook delivery attempt's result. */
   webhookAttempt(result: "success" | "failure" | "gone"): void;
-  /** A webhook delivery's end: delivered, or failed for good (410, or its last attempt failed). */
+  /** A webhook delivery's end: delivered, or failed for good (410, its last attempt failed, or dropped unsent). */
   webhookDelivered(result: "succeeded" | "failed"): void;
   /** A tool call refused by a rate limit, over any transport (over MCP it is not an HTTP 429). */
   toolRateLimited(tool: string): void;
@@ -168,7 +168,7 @@ export function createServiceMetrics(): ServiceMetrics {
   const webhooks = registry.counter("walletgate_webhook_attempts_total", "Webhook delivery attempts, by result: success (2xx), gone (410) or failure.", ["result"]);
   const deliveries = registry.counter(
     "walletgate_webhook_deliveries_total",
-    "Webhook deliveries ended, by result: succeeded, or failed for good (410 Gone, or every attempt failed).",
+    "Webhook deliveries ended, by result: succeeded, or failed for good (410 Gone, every attempt failed, or its endpoint disabled or gone).",
     ["result"],
   );
   // The series each recent (method, path, status) counts into: most requests repeat a few of them, and

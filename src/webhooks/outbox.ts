@@ -315,7 +315,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     const startedAt = deps.clock.now();
     const target = await resolveTarget(d, startedAt);
     if (target === null) {
-      await store.failClaimedDelivery(deps.db, d.id, token, startedAt);
+      if (await store.failClaimedDelivery(deps.db, d.id, token, startedAt)) deps.metrics.webhookDelivered("failed");
       deps.log.info("webhook delivery dropped: endpoint disabled, gone, or no longer subscribed to its type", ids);
       return;
     }
