@@ -375,6 +375,30 @@ describe("timers", () => {
     await expect(declineOrder(deps, e.address, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: "the proposal has expired" });
   });
 
+  test("an escrow transfer the consumer sent itself, presented after its blockhash ran out, pays the order at once", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, c.address, c.ask);
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    const signed = signCheckout(offer.unsignedTransaction, c.keypair);
+    const { signature } = await deps.ledger.submit(Buffer.from(signed, "base64"));
+    clock.advance(70_000); // its blockhash has expired: the ledger refuses it for that before it looks for a duplicate
+    const accepted = await acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signed });
+    expect(accepted.order).toMatchObject({ status: "paid", escrowTx: signature });
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
+    expect(await usdcOf(deps, c.address)).toBe(95n * USDC);
+    // A transaction that never landed, presented after its blockhash ran out, is still refused, the order left as it was.
+    const d = await connectedConsumer(deps);
+    const late = await acceptOrder(deps, d.address, d.ask);
+    if (!("unsignedTransaction" in late)) throw new Error("a connected consumer gets an offer");
+    clock.advance(70_000);
+    await expect(acceptOrder(deps, d.address, { ...d.ask, signedTransaction: signCheckout(late.unsignedTransaction, d.keypair) })).rejects.toMatchObject({
+      code: "TRANSACTION_REJECTED",
+    });
+    expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
+    expect(await usdcOf(deps, d.address)).toBe(100n * USDC);
+  });
+
   test("asked for the offer twice (a retry, a second tab, two at once): one transaction, so one payment — nothing stranded", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

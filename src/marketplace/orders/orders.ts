@@ -339,6 +339,17 @@ export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
 const REFUSED = new Set(["TRANSACTION_REJECTED", "INSUFFICIENT_FUNDS", "PAYMENT_MISMATCH", "VALIDATION_ERROR"]);
 
+/**
+ * Refusals a transaction already on the ledger gets when sent again: a duplicate (CONFLICT), or its blockhash
+ * no longer known or valid (the ledger checks that first), as when a consumer sent its escrow transfer itself
+ * and presents it a minute later. Its signature is then looked up before the order is refused.
+ */
+function mayHaveLanded(err: unknown): boolean {
+  if (!(err instanceof AppError)) return false;
+  const reason = reasonOf(err);
+  return err.code === "CONFLICT" || reason === "blockhash_expired" || reason === "blockhash_not_found";
+}
+
 /** One escrow payment pays one order: a transaction that already paid another is PAYMENT_MISMATCH. SYNCHRONOUS, in a write. */
 function refuseReusedPayment(deps: Deps, row: store.OrderRow, signature: string): void {
   if (store.orderPaidByInWrite(deps.db, signature, row.id) !== null) {
@@ -408,7 +419,7 @@ async function runMove(
       });
     } catch (err) {
       // The very transaction is already on the ledger (the consumer sent it itself): finish from what it moved.
-      if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
+      if (!mayHaveLanded(err)) throw err;
       const landed = await deps.ledger.getTransaction(parseTransaction(wire).signature);
       if (landed === null || landed.status !== "confirmed") throw err;
       check?.(landed.transfers);
@@ -438,10 +449,13 @@ async function runMove(
         details: { signature },
       });
     }
-    if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
-    // Already on chain (the consumer broadcast it itself): finished below; anything else is the reconciler's.
-    const landed = err instanceof AppError && err.code === "CONFLICT" ? await deps.ledger.getTransaction(signature) : null;
-    if (landed?.status !== "confirmed") throw err;
+    // Already on chain (the consumer broadcast it itself, perhaps before its blockhash ran out): finished
+    // below. A refusal goes back to where it was; anything else is the reconciler's.
+    const landed = mayHaveLanded(err) ? await deps.ledger.getTransaction(signature) : null;
+    if (landed?.status !== "confirmed") {
+      if (err instanceof AppError && REFUSED.has(err.code)) await revertMove(deps, row.id, pending, from);
+      throw err;
+    }
   }
   await deps.db.write(() => {
     // The reconciler may have finished it meanwhile with this very transaction (a slow answer): done, not stale.
