@@ -6,6 +6,7 @@ import { importQuietly } from "../lib/quiet-import.ts";
 import type { Random } from "../lib/ids.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
 import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
+import { encodeBase58 } from "../lib/encoding.ts";
 import type { Logger } from "../log.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
@@ -61,21 +62,7 @@ function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
  * the ledger's answer (the money moved, or did not, all the same): the row then stays `unknown`.
  */
 async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array, options: SubmitOptions | undefined): Promise<SubmitResult> {
-  const { parseTransaction, transfersOf } = await import("./transactions.ts");
-  const parsed = parseTransaction(wire); // throws for what is not a transaction: nothing sent, nothing to log
-  const transfers = JSON.stringify(
-    transfersOf(parsed, () => null, () => null),
-    (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v),
-  );
-  const id = await store.insertAudit(deps.db, {
-    at: deps.clock.now(),
-    network: deps.config.network,
-    signature: parsed.signature,
-    feePayer: parsed.accountKeys[0]!,
-    transfers,
-    outcome: "unknown",
-    errorCode: null,
-  });
+  const { id, parsed } = await insertUnknownAudit(deps, wire); // throws for what is not a transaction: nothing sent, nothing to log
   const settle = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
     store.setAuditOutcome(deps.db, id, outcome, errorCode).catch((err: unknown) => {
       // The row stays `unknown` (see above); the operator hears which one and what it should say.
@@ -91,6 +78,41 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
     await settle(reason === "execution_failed" ? "failed" : outcomeUnknown(err) ? "unknown" : "rejected", code);
     throw err;
   }
+}
+
+/**
+ * An audit row for `wire` with the outcome `unknown`: its id, and the transaction parsed. `signed`: the row
+ * names the first signature present instead of the transaction's own (its fee payer's, not there yet).
+ */
+async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array, signed = false) {
+  const { parseTransaction, transfersOf } = await import("./transactions.ts");
+  const parsed = parseTransaction(wire);
+  const present = parsed.signatures.find((s) => s.some((b) => b !== 0));
+  const signature = signed && present !== undefined ? encodeBase58(present) : parsed.signature;
+  const transfers = JSON.stringify(
+    transfersOf(parsed, () => null, () => null),
+    (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v),
+  );
+  const id = await store.insertAudit(deps.db, {
+    at: deps.clock.now(),
+    network: deps.config.network,
+    signature,
+    feePayer: parsed.accountKeys[0]!,
+    transfers,
+    outcome: "unknown",
+    errorCode: null,
+  });
+  return { id, parsed };
+}
+
+/**
+ * The same rule for a transfer this service signs or passes on but does not send: an x402 payment, which the
+ * paid resource's facilitator settles. On mainnet it is logged, as `unknown` (its outcome is the
+ * facilitator's), before it is handed out; if the row cannot be written, it is not handed out. The row names
+ * the payer's signature: the transaction's own id is the fee payer's, which the facilitator adds.
+ */
+export async function auditHandedOut(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array): Promise<void> {
+  if (deps.config.network === "mainnet") await insertUnknownAudit(deps, wire, true);
 }
 
 /** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */

@@ -18,6 +18,7 @@ import { signerFor } from "../wallets/signer.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { setMint, setSystemAccount, setTokenAccount } from "../../test/helpers/litesvm-accounts.ts";
 import type { Ledger } from "./ledger.ts";
+import { listAudit } from "./store.ts";
 import { MEMO_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction } from "./transactions.ts";
 import { createPayment, type PaymentHeaderResult, type PaymentParams, type PaymentResult, type UnsignedPaymentResult, type X402Payload } from "./x402.ts";
 
@@ -161,6 +162,29 @@ describe("the transaction", () => {
     const tx = parseTransaction(fromB64((random.payload.payload as { transaction: string }).transaction));
     expect(tx.accountKeys[0]).toBe(configured);
   });
+});
+
+test("on mainnet every payment handed out is in the audit table (as unknown: the facilitator sends it); elsewhere none is", async () => {
+  const world = await ledgerWorld();
+  const feePayer = Keypair.generate().publicKey.toBase58();
+  const onMainnet: Deps = { ...world.deps, config: { ...world.deps.config, network: "mainnet" } };
+  // Rows name the payer's signature: the transaction's own id is the fee payer's, which the facilitator adds.
+  const signatureOf = (r: PaymentHeaderResult) => encodeBase58(parseTransaction(fromB64((r.payload.payload as { transaction: string }).transaction)).signatures[1]!);
+  // The custodial wallet's payment, signed here...
+  const custodial = headerOf(await createPayment(onMainnet, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));
+  const [row] = await listAudit(world.deps.db, signatureOf(custodial));
+  expect(row).toMatchObject({ network: "mainnet", outcome: "unknown", errorCode: null, feePayer: custodial.feePayer });
+  expect(JSON.parse(row!.transfers)).toMatchObject([{ from: world.payer, amount: PRICE.toString() }]);
+  // ...and a connected wallet's, signed by its owner and passed on as the header.
+  const userAddress = world.user.publicKey.toBase58();
+  const unsigned = unsignedOf(await createPayment(onMainnet, userAddress, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));
+  const tx = VersionedTransaction.deserialize(fromB64(unsigned.unsignedTransaction));
+  tx.sign([world.user]);
+  const passed = headerOf(await createPayment(onMainnet, userAddress, { to: world.recipient, amount: PRICE, token: "usdc", feePayer, signedTransaction: Buffer.from(tx.serialize()).toString("base64") }));
+  expect(await listAudit(world.deps.db, signatureOf(passed))).toMatchObject([{ outcome: "unknown", network: "mainnet" }]);
+  // Off mainnet nothing is logged.
+  const local = headerOf(await createPayment(world.deps, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));
+  expect(await listAudit(world.deps.db, signatureOf(local))).toEqual([]);
 });
 
 describe("compatibility with @x402/core and @x402/svm (facilitator verify over LiteSVM, signatures on)", () => {

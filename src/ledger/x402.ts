@@ -8,6 +8,7 @@ import { AppError, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
+import { auditHandedOut } from "./create.ts";
 import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
 import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction } from "./transactions.ts";
 
@@ -412,11 +413,14 @@ export async function createPayment(deps: Deps, payer: string, params: PaymentPa
   const payment = await resolvePayment(deps, payer, params);
   if (params.signedTransaction !== undefined) {
     const { wire, memo } = await checkSignedPayment(deps, payment, params.signedTransaction);
+    await auditHandedOut(deps, wire);
     return headerResult(deps, payment, wire, memo);
   }
   const memo = payment.memo ?? bytesToHex(deps.random(RANDOM_MEMO_BYTES));
   const { blockhash } = await deps.ledger.latestBlockhash();
   const unsigned = compileTransaction(paymentInstructions(payment, memo), payment.feePayer, blockhash, 0);
   if (signer.kind === "connected") return { unsignedTransaction: encodeBase64(unsigned), ...summary(deps, payment, memo) };
-  return headerResult(deps, payment, await signer.sign(unsigned), memo);
+  const signed = await signer.sign(unsigned);
+  await auditHandedOut(deps, signed);
+  return headerResult(deps, payment, signed, memo);
 }
