@@ -74,10 +74,15 @@ describe("orders", () => {
     const c = await consumer(100);
     const orderId = await propose(c.conversationId, "40");
     const before = { provider: await balances(providerAddress), fee: await balances(FEE_WALLET) };
+    const paying = Date.now();
     const paid = await accept(c, orderId);
     expect(paid).toMatchObject({ success: true, data: { order: { status: "paid", price: "40", token: "usdc" } } });
     expect(paid.data!.order.escrowTx).toBeString();
-    expect(paid.data!.order.deadline).toBeString();
+    // deadline = the moment of payment (the order's updatedAt) + deliveryTime (60 minutes), to the millisecond.
+    const paidAt = Date.parse(paid.data!.order.updatedAt);
+    expect(paidAt).toBeGreaterThanOrEqual(paying);
+    expect(paidAt).toBeLessThanOrEqual(Date.now());
+    expect(paid.data!.order.deadline).toBe(new Date(paidAt + 60 * 60_000).toISOString());
     const escrowAddress = await escrow();
     expect((await balances(c.address)).usdc).toBe(60n * USDC);
     const escrowBefore = (await balances(escrowAddress)).usdc;
@@ -116,6 +121,33 @@ describe("orders", () => {
     expect((await balances(c.address)).usdc).toBe(10n * USDC);
     expect(await accept(c, a)).toMatchObject({ success: false, code: "INVALID_STATE" });
     expect(await accept(c, b)).toMatchObject({ success: false, code: "INVALID_STATE" });
+  }, 30_000);
+
+  test("the agent hears order.declined and order.disputed, signed, once each, with the order's fields", async () => {
+    const c = await consumer(10);
+    const declinedId = await propose(c.conversationId, "5");
+    const disputedId = await propose(c.conversationId, "4");
+    const since = Date.now();
+    await c.client.ok("consumer_decline_order", { orderId: declinedId, reason: "too slow" });
+    expect((await accept(c, disputedId)).success).toBe(true);
+    await provider.ok("provider_deliver_order", { orderId: disputedId, result: "done" });
+    await c.client.ok("consumer_dispute_order", { orderId: disputedId, reason: "wrong language" });
+    const until = Date.now();
+    const ofOrder = (id: string) => received.filter((r) => r.body.orderId === id);
+    const deadline = Date.now() + 15_000;
+    while ((ofOrder(declinedId).length < 1 || ofOrder(disputedId).length < 2) && Date.now() < deadline) await Bun.sleep(100);
+    await Bun.sleep(300); // room for anything else queued with them
+    expect(ofOrder(declinedId).map((r) => [r.type, r.verified])).toEqual([["order.declined", true]]);
+    expect(ofOrder(disputedId).map((r) => [r.type, r.verified])).toEqual([["order.accepted", true], ["order.disputed", true]]);
+    const fields = { conversationId: c.conversationId, agentId, consumerWallet: c.address, description: "Translate one page", token: "usdc" };
+    const [declined] = ofOrder(declinedId);
+    const disputed = ofOrder(disputedId)[1]!;
+    expect(declined!.body).toEqual({ id: declined!.id, type: "order.declined", orderId: declinedId, ...fields, price: "5", reason: "too slow", timestamp: expect.any(String) });
+    expect(disputed.body).toEqual({ id: disputed.id, type: "order.disputed", orderId: disputedId, ...fields, price: "4", reason: "wrong language", timestamp: expect.any(String) });
+    for (const r of [declined!, disputed]) {
+      const at = Date.parse(r.body.timestamp);
+      expect([at >= since, at <= until, new Date(at).toISOString() === r.body.timestamp]).toEqual([true, true, true]);
+    }
   }, 30_000);
 
   test("a paid order cancelled by the provider is refunded in full", async () => {

@@ -3,8 +3,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { Keypair, PublicKey, SystemProgram, VersionedTransaction } from "@solana/web3.js";
-import { createAssociatedTokenAccountIdempotentInstruction, createTransferInstruction } from "@solana/spl-token";
+import { Keypair, PublicKey, SystemProgram, VersionedTransaction, type TransactionInstruction } from "@solana/web3.js";
+import { createAssociatedTokenAccountIdempotentInstruction, createTransferCheckedInstruction, createTransferInstruction } from "@solana/spl-token";
 import { associatedTokenAddress, compileTransaction } from "../ledger/transactions.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { tempDir } from "../../test/helpers/server.ts";
@@ -30,6 +30,7 @@ import {
 import { archiveProduct, createProduct, updateProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases, ownerStatsWithDaily, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
+import { revokeAnswer } from "./routes.ts";
 import { eventBody } from "../webhooks/outbox.ts";
 import { EXPIRED_CHECKOUT_KEPT_MS, purgeCheckouts } from "./purge.ts";
 import * as paygateStore from "./store.ts";
@@ -56,6 +57,55 @@ async function pay(deps: Deps, productId: string, buyer: Keypair) {
   const signed = signCheckout(checkout.transaction, buyer);
   await deps.ledger.submit(Buffer.from(signed, "base64"));
   return { checkout, signed, txHash: signatureOf(signed) };
+}
+
+
+/** The bodies of the owner's outbox events of `type`, oldest first, as they would be delivered. */
+async function eventsOf(deps: Deps, owner: string, type: string): Promise<Record<string, unknown>[]> {
+  const rows = deps.db.sqlite.query("SELECT id FROM outbox_events WHERE target_id = ? AND type = ? ORDER BY created_at, id").all(owner, type) as { id: string }[];
+  return Promise.all(
+    rows.map(async (row) => {
+      const body = JSON.parse((await eventBody(deps, row.id))!) as Record<string, unknown>;
+      expect(body.id).toBe(row.id); // the body's id is the event's (webhook-id)
+      return body;
+    }),
+  );
+}
+
+/** How toIso writes a time: ISO 8601 in UTC with milliseconds. */
+const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** A TransferChecked of `amount` base units of `token` from the buyer's token account to payTo's, with `references` on it. */
+function transferToPayTo(buyer: Keypair, payTo: string, token: { mint: string; decimals: number }, amount: bigint, references: string[]): TransactionInstruction {
+  const mint = new PublicKey(token.mint);
+  const transfer = createTransferCheckedInstruction(
+    new PublicKey(associatedTokenAddress(buyer.publicKey.toBase58(), token.mint)),
+    mint,
+    new PublicKey(associatedTokenAddress(payTo, token.mint)),
+    buyer.publicKey,
+    amount,
+    token.decimals,
+  );
+  for (const reference of references) transfer.keys.push({ pubkey: new PublicKey(reference), isSigner: false, isWritable: false });
+  return transfer;
+}
+
+/** payTo's token account for `mint`, created if missing, paid by the buyer (as the checkout's transaction does). */
+const createPayToAccount = (buyer: Keypair, payTo: string, mint: string) =>
+  createAssociatedTokenAccountIdempotentInstruction(buyer.publicKey, new PublicKey(associatedTokenAddress(payTo, mint)), new PublicKey(payTo), new PublicKey(mint));
+
+/** The buyer's own transaction of `instructions` on a fresh blockhash, signed, base64. */
+async function buyerTransaction(deps: Deps, buyer: Keypair, instructions: TransactionInstruction[]): Promise<string> {
+  const wire = compileTransaction(instructions, buyer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
+  return signCheckout(Buffer.from(wire).toString("base64"), buyer);
+}
+
+/** Step 4 never ran: no purchase, no token, no payment event, and the checkout still open. */
+async function expectNothingBought(deps: Deps, owner: string, checkoutId: string) {
+  expect((await listPurchases(deps, owner, {})).total).toBe(0);
+  expect((await listFeatureTokens(deps, owner, {})).total).toBe(0);
+  expect([...(await eventsOf(deps, owner, "payment.completed")), ...(await eventsOf(deps, owner, "feature.unlocked"))]).toEqual([]);
+  expect(await paygateStore.findCheckout(deps.db, checkoutId)).toMatchObject({ status: "open", purchaseId: null });
 }
 
 
@@ -178,6 +228,63 @@ describe("checkout", () => {
     expect(await reasonOf(submitCheckout(deps, productId, tooLittle.checkoutId, short))).toBe("PAYMENT_MISMATCH:amount");
     await deps.ledger.submit(Buffer.from(short, "base64"));
     expect(await reasonOf(confirmCheckout(deps, productId, tooLittle.checkoutId))).toBe("PAYMENT_MISMATCH:amount");
+  });
+
+  // paygate.md "Checkout" step 3: exactly one TransferChecked to payTo's associated token account, of the
+  // product's mint, carrying the reference. /submit refuses before sending; a payment the buyer sent
+  // itself is refused when confirmed.
+  test("a payment in another mint than the product's is PAYMENT_MISMATCH (mint), and buys nothing", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup(); // priced in USDC
+    const other = (await deps.ledger.tokens()).find((t) => t.kind === "spl" && t.key !== "usdc")!;
+    const whole = 10n ** BigInt(other.decimals);
+    await deps.ledger.airdrop(wallet, { token: 10n * whole }); // the service token
+    const checkout = await startCheckout(deps, productId, wallet);
+    // As many whole tokens as the price, to payTo's token account of that mint, with the reference.
+    const token = { mint: other.mint!, decimals: other.decimals };
+    const signed = await buyerTransaction(deps, buyer, [createPayToAccount(buyer, owner, token.mint), transferToPayTo(buyer, owner, token, 2n * whole, [checkout.reference])]);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:mint");
+    expect((await deps.ledger.getBalances(wallet))[other.key]).toBe(10n * whole); // refused before it was sent
+    await deps.ledger.submit(Buffer.from(signed, "base64")); // the buyer sends it itself
+    expect((await deps.ledger.getBalances(owner))[other.key]).toBe(2n * whole);
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:mint");
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId, signatureOf(signed)))).toBe("PAYMENT_MISMATCH:mint");
+    await expectNothingBought(deps, owner, checkout.checkoutId);
+  });
+
+  test("a right transfer without the reference, named to confirm by its txHash, is PAYMENT_MISMATCH (reference), and buys nothing", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const usdc = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
+    const token = { mint: usdc.mint!, decimals: usdc.decimals };
+    const checkout = await startCheckout(deps, productId, wallet);
+    const signed = await buyerTransaction(deps, buyer, [createPayToAccount(buyer, owner, token.mint), transferToPayTo(buyer, owner, token, 2n * USDC, [])]);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:reference");
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // refused before it was sent
+    await deps.ledger.submit(Buffer.from(signed, "base64")); // the buyer sends it itself
+    expect((await deps.ledger.getBalances(owner)).usdc).toBe(2n * USDC);
+    // Not found by the reference; named by its txHash, it is read and refused.
+    expect(await confirmCheckout(deps, productId, checkout.checkoutId)).toEqual({ status: "pending" });
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId, signatureOf(signed)))).toBe("PAYMENT_MISMATCH:reference");
+    await expectNothingBought(deps, owner, checkout.checkoutId);
+  });
+
+  test("two TransferChecked to payTo in one transaction, each a full payment with the reference, is PAYMENT_MISMATCH (recipient), and buys nothing", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const usdc = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
+    const token = { mint: usdc.mint!, decimals: usdc.decimals };
+    const checkout = await startCheckout(deps, productId, wallet);
+    // The checkout's own transaction, with another transfer of the price to payTo put before it.
+    const signed = paymentVariant(checkout.transaction, {
+      payer: buyer,
+      prepend: [createPayToAccount(buyer, owner, token.mint), transferToPayTo(buyer, owner, token, 2n * USDC, [checkout.reference])],
+    });
+    expect(VersionedTransaction.deserialize(Buffer.from(signed, "base64")).message.compiledInstructions.filter((ix) => ix.data[0] === 12)).toHaveLength(2);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:recipient");
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // refused before it was sent
+    await deps.ledger.submit(Buffer.from(signed, "base64")); // the buyer sends it itself
+    expect((await deps.ledger.getBalances(owner)).usdc).toBe(4n * USDC);
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:recipient");
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId, signatureOf(signed)))).toBe("PAYMENT_MISMATCH:recipient");
+    await expectNothingBought(deps, owner, checkout.checkoutId);
   });
 
   describe("strangers' transactions carrying a checkout's reference", () => {
@@ -498,6 +605,110 @@ describe("checkout", () => {
     expect(await codeOf(confirmCheckout(deps, productId, open.checkoutId))).toBe("INVALID_STATE");
     expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed" });
     expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, txHash: paid.txHash });
+  });
+});
+
+// paygate.md "Webhooks": the bodies of the purchase and token events, flat, with `id` and `network`.
+describe("webhook events of purchases and feature tokens", () => {
+  const product: ProductInput = { title: "Pro plan", type: "feature_unlock", price: "2.5", featureIds: ["export", "api"], accessDays: 30 };
+
+  test("a purchase writes payment.completed and feature.unlocked once, with exactly the spec's fields", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup(product);
+    const paid = await pay(deps, productId, buyer);
+    clock.advance(61_000); // the events carry the time the purchase was recorded
+    const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    const timestamp = new Date(clock.now()).toISOString();
+    const [completed, ...moreCompleted] = await eventsOf(deps, owner, "payment.completed");
+    const [unlocked, ...moreUnlocked] = await eventsOf(deps, owner, "feature.unlocked");
+    expect([moreCompleted, moreUnlocked]).toEqual([[], []]);
+    // { id, type, productId, productTitle, walletAddress, txHash, amount, currency, timestamp, network }
+    expect(Object.keys(completed!).sort()).toEqual(["amount", "currency", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
+    expect(completed).toEqual({
+      id: expect.stringMatching(/^evt_/),
+      type: "payment.completed",
+      productId,
+      productTitle: "Pro plan",
+      walletAddress: wallet,
+      txHash: paid.txHash,
+      amount: "2.5", // the price's decimal string, in whole USDC
+      currency: "USDC",
+      timestamp,
+      network: "localnet",
+    });
+    // { id, type, productId, productTitle, accessToken, featureIds, walletAddress, txHash, timestamp, network }
+    expect(Object.keys(unlocked!).sort()).toEqual(["accessToken", "featureIds", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
+    expect(unlocked).toEqual({
+      id: expect.stringMatching(/^evt_/),
+      type: "feature.unlocked",
+      productId,
+      productTitle: "Pro plan",
+      accessToken: done.accessToken,
+      featureIds: ["export", "api"],
+      walletAddress: wallet,
+      txHash: paid.txHash,
+      timestamp,
+      network: "localnet",
+    });
+    expect(unlocked!.id).not.toBe(completed!.id);
+    expect(timestamp).toMatch(ISO_MS);
+    // The same time as the purchase's record.
+    expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.purchasedAt)).toEqual([timestamp]);
+    // Confirmed again: the same purchase, no second event.
+    await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    expect([(await eventsOf(deps, owner, "payment.completed")).length, (await eventsOf(deps, owner, "feature.unlocked")).length]).toEqual([1, 1]);
+  });
+
+  test("an access purchase writes payment.completed only (no token, no feature.unlocked)", async () => {
+    const { deps, owner, productId, buyer } = await setup({ title: "Day pass", type: "access", price: "0.75", accessDays: 1 });
+    const paid = await pay(deps, productId, buyer);
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).not.toHaveProperty("accessToken");
+    expect((await eventsOf(deps, owner, "payment.completed")).map((e) => [e.productTitle, e.amount, e.currency])).toEqual([["Day pass", "0.75", "USDC"]]);
+    expect(await eventsOf(deps, owner, "feature.unlocked")).toEqual([]);
+  });
+
+  test("revoking a token writes exactly one feature.revoked, with exactly the spec's fields; revoking it again writes none", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup(product);
+    const paid = await pay(deps, productId, buyer);
+    const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    expect(await eventsOf(deps, owner, "feature.revoked")).toEqual([]);
+    // Another owner's revoke (404) writes nothing.
+    const stranger: { status?: number | string } = {};
+    expect(await revokeAnswer(deps, Keypair.generate().publicKey.toBase58(), done.accessToken, stranger)).toMatchObject({ success: false, code: "NOT_FOUND" });
+    expect(stranger.status).toBe(404);
+    expect(await eventsOf(deps, owner, "feature.revoked")).toEqual([]);
+
+    clock.advance(3_600_000); // revoked an hour after the purchase: the event carries the revocation's time
+    const revokedAt = new Date(clock.now()).toISOString();
+    // revokeAnswer is what /public/feature/revoke and /dashboard/api/tokens/revoke both answer with.
+    const set: { status?: number | string } = {};
+    expect(await revokeAnswer(deps, owner, done.accessToken, set)).toEqual({ success: true, message: "Token revoked" });
+    expect(set.status).toBeUndefined();
+    const events = await eventsOf(deps, owner, "feature.revoked");
+    expect(events).toHaveLength(1);
+    // { id, type, productId, productTitle, accessToken, featureIds, walletAddress, txHash, timestamp, network }
+    expect(Object.keys(events[0]!).sort()).toEqual(["accessToken", "featureIds", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
+    expect(events[0]).toEqual({
+      id: expect.stringMatching(/^evt_/),
+      type: "feature.revoked",
+      productId,
+      productTitle: "Pro plan",
+      accessToken: done.accessToken,
+      featureIds: ["export", "api"],
+      walletAddress: wallet,
+      txHash: paid.txHash,
+      timestamp: revokedAt,
+      network: "localnet",
+    });
+    expect(revokedAt).toMatch(ISO_MS);
+    expect((await listFeatureTokens(deps, owner, { status: "revoked" })).tokens.map((t) => t.revokedAt)).toEqual([revokedAt]);
+
+    // Revoking again (by either route, later) succeeds and writes no second event.
+    clock.advance(60_000);
+    expect(await revokeAnswer(deps, owner, done.accessToken, {})).toEqual({ success: true, message: "Token was already revoked" });
+    expect(await revokeFeatureToken(deps, owner, done.accessToken)).toEqual({ success: true, message: "Token was already revoked" });
+    expect(await eventsOf(deps, owner, "feature.revoked")).toEqual(events);
   });
 });
 

@@ -12,7 +12,7 @@ import { createDeps, type Deps } from "../../deps.ts";
 import { migrate } from "../../db/migrate.ts";
 import { openDatabase } from "../../db/open.ts";
 import { AppError } from "../../errors.ts";
-import { manualClock } from "../../lib/clock.ts";
+import { manualClock, toIso } from "../../lib/clock.ts";
 import { cryptoRandom } from "../../lib/ids.ts";
 import { encodeBase58 } from "../../lib/encoding.ts";
 import { createLogger } from "../../log.ts";
@@ -51,6 +51,17 @@ async function market(deps: Deps, consumers = 1) {
 const usdcOf = async (deps: Deps, address: string) => (await deps.ledger.getBalances(address)).usdc ?? 0n;
 const statusOf = async (deps: Deps, orderId: string, wallet: string) =>
   (await (await import("./orders.ts")).listOrders(deps, wallet, "consumer", { limit: 100 })).orders.find((o) => o.orderId === orderId)!.status;
+
+/** The agent's notifications (outbox events), oldest first: type, body as sent, and who it is queued for. */
+async function agentEvents(deps: Deps, agentId: string) {
+  const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", agentId, 100, 0);
+  return Promise.all(
+    rows.reverse().map(async (d) => {
+      const owner = deps.db.sqlite.query("SELECT target_kind AS kind, target_id AS target, agent_owner AS owner FROM outbox_events WHERE id = ?").get(d.eventId);
+      return { type: d.type, body: JSON.parse((await eventBody(deps, d.eventId))!) as Record<string, unknown>, queued: owner };
+    }),
+  );
+}
 
 describe("late actions and the fee", () => {
   test("a delivery after the deadline and a dispute after 72 hours are refused, even before the timer runs", async () => {
@@ -184,6 +195,39 @@ describe("timers", () => {
     expect(await usdcOf(deps, provider)).toBe(20n * USDC);
     expect(await usdcOf(deps, escrow)).toBe(0n);
     expect(await runOrderTimers(deps)).toBe(0);
+  });
+
+  test("the deadline is the moment the payment is confirmed plus deliveryTime, to the millisecond: paid until then, expired from then", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, agentId, buyers } = await market(deps);
+    const [b] = buyers;
+    const order = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "x", price: "5", deliveryTime: 90 });
+    clock.advance(7 * 60_000 + 123); // the deadline counts from the payment, not from the proposal
+    const paidAt = clock.now();
+    const { order: paid } = await acceptOrder(deps, b!.address, { orderId: order.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+    const deadline = paidAt + 90 * 60_000;
+    expect(paid).toMatchObject({ status: "paid", deadline: toIso(deadline), updatedAt: toIso(paidAt) });
+    expect(await ordersStore.findOrder(deps.db, order.orderId)).toMatchObject({ deadline, dueAt: deadline });
+    // The provider hears the same deadline with the payment.
+    const accepted = (await agentEvents(deps, agentId)).filter((e) => e.type === "order.accepted");
+    expect(accepted.map((e) => e.body.deadline)).toEqual([toIso(deadline)]);
+    clock.set(deadline - 1);
+    expect(await runOrderTimers(deps)).toBe(0);
+    expect(await statusOf(deps, order.orderId, b!.address)).toBe("paid");
+    expect(await usdcOf(deps, b!.address)).toBe(95n * USDC);
+    clock.advance(1);
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect(await statusOf(deps, order.orderId, b!.address)).toBe("expired");
+    expect(await usdcOf(deps, b!.address)).toBe(100n * USDC);
+
+    // A connected consumer: counted from when it presents the signed transfer, not from the offer.
+    const c = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, c.address, c.ask);
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    clock.advance(45_000);
+    const presentedAt = clock.now();
+    const done = await acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signCheckout(offer.unsignedTransaction, c.keypair) });
+    expect(done.order).toMatchObject({ status: "paid", deadline: toIso(presentedAt + 10 * 60_000) });
   });
 
   /** The same deps whose ledger cannot read any history (an RPC outage). */
@@ -488,6 +532,88 @@ describe("timers", () => {
     expect(await usdcOf(second.deps, b!.address)).toBe(100n * USDC);
     await second.deps.ledger.stop();
     second.db.close();
+  });
+});
+
+describe("provider notifications (marketplace.md): order.declined, order.disputed, order.expired", () => {
+  /** The body of an order's notification: the order's fields, then the event's own, stamped with the clock. */
+  const orderBody = (o: { orderId: string; conversationId: string; agentId: string; consumerWallet: string; description: string; price: string }, at: number) => ({
+    orderId: o.orderId, conversationId: o.conversationId, agentId: o.agentId, consumerWallet: o.consumerWallet,
+    description: o.description, price: o.price, token: "usdc", timestamp: toIso(at),
+  });
+
+  test("a declined proposal: one order.declined to its agent's provider, with the reason (null without one); proposing and withdrawing send none", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, agentId, buyers } = await market(deps);
+    const other = await market(deps); // another provider's agent, in a conversation of its own: hears nothing of these orders
+    const [b] = buyers;
+    clock.advance(1000);
+    const slow = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "Translate one page", price: "7.5", deliveryTime: 30 });
+    const quiet = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "Proofread", price: "2", deliveryTime: 30 });
+    const gone = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "Summarise", price: "3", deliveryTime: 30 });
+    expect((await agentEvents(deps, agentId)).map((e) => e.type)).toEqual(["conversation.started"]); // a proposal is the provider's own act
+    clock.advance(1000);
+    expect(await declineOrder(deps, b!.address, slow.orderId, "too slow")).toMatchObject({ status: "declined" });
+    const declinedAt = clock.now();
+    clock.advance(1000);
+    await withdrawOrder(deps, provider, gone.orderId);
+    clock.advance(1000);
+    await declineOrder(deps, b!.address, quiet.orderId);
+    const events = await agentEvents(deps, agentId);
+    expect(events.map((e) => [e.type, e.body.orderId ?? null])).toEqual([
+      ["conversation.started", null],
+      ["order.declined", slow.orderId],
+      ["order.declined", quiet.orderId],
+    ]);
+    const [, declined, bare] = events;
+    expect(declined!.body).toEqual({ id: declined!.body.id, type: "order.declined", ...orderBody(slow, declinedAt), reason: "too slow" });
+    expect(declined!.body.id).toMatch(/^evt_/);
+    expect(declined!.queued).toEqual({ kind: "agent", target: agentId, owner: provider });
+    expect(bare!.body).toEqual({ id: bare!.body.id, type: "order.declined", ...orderBody(quiet, clock.now()), reason: null });
+    expect((await agentEvents(deps, other.agentId)).map((e) => e.type)).toEqual(["conversation.started"]);
+  });
+
+  test("a disputed delivery: one order.disputed with the consumer's reason; the payment is order.accepted, the delivery sends none", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, agentId, buyers } = await market(deps);
+    const other = await market(deps);
+    const [b] = buyers;
+    const order = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "Translate one page", price: "4.25", deliveryTime: 60 });
+    clock.advance(1000);
+    await acceptOrder(deps, b!.address, { orderId: order.orderId, conversationId: b!.conversationId, paymentMethod: "usdc" });
+    clock.advance(1000);
+    await deliverOrder(deps, provider, { orderId: order.orderId, result: "https://example.com/page.fr.pdf", message: "Voilà" });
+    const ofOrder = async () => (await agentEvents(deps, agentId)).filter((e) => e.body.orderId === order.orderId);
+    expect((await ofOrder()).map((e) => e.type)).toEqual(["order.accepted"]);
+    clock.advance(1000);
+    expect(await disputeOrder(deps, b!.address, order.orderId, "wrong language")).toMatchObject({ status: "disputed" });
+    const events = await ofOrder();
+    expect(events.map((e) => e.type)).toEqual(["order.accepted", "order.disputed"]);
+    const disputed = events[1]!;
+    expect(disputed.body).toEqual({ id: disputed.body.id, type: "order.disputed", ...orderBody(order, clock.now()), reason: "wrong language" });
+    expect(disputed.queued).toEqual({ kind: "agent", target: agentId, owner: provider });
+    expect((await agentEvents(deps, other.agentId)).map((e) => e.type)).toEqual(["conversation.started"]);
+  });
+
+  test("an unanswered proposal: one order.expired with reason proposal_expired when the timer ends it, at its 24 hours", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, agentId, buyers } = await market(deps);
+    const other = await market(deps);
+    const [b] = buyers;
+    const order = await createOrder(deps, provider, { conversationId: b!.conversationId, description: "Translate one page", price: "5", deliveryTime: 10 });
+    const ofOrder = async () => (await agentEvents(deps, agentId)).filter((e) => e.body.orderId === order.orderId);
+    clock.advance(PROPOSAL_TTL_MS - 1);
+    expect(await runOrderTimers(deps)).toBe(0);
+    expect(await ofOrder()).toEqual([]);
+    clock.advance(1);
+    expect(await runOrderTimers(deps)).toBe(1);
+    expect(await runOrderTimers(deps)).toBe(0); // ended once, heard once
+    const events = await ofOrder();
+    expect(events.map((e) => e.type)).toEqual(["order.expired"]);
+    // Nothing was paid, so nothing refunded: the reason, no refundTx.
+    expect(events[0]!.body).toEqual({ id: events[0]!.body.id, type: "order.expired", ...orderBody(order, Date.parse(order.createdAt) + PROPOSAL_TTL_MS), reason: "proposal_expired" });
+    expect(events[0]!.queued).toEqual({ kind: "agent", target: agentId, owner: provider });
+    expect((await agentEvents(deps, other.agentId)).map((e) => e.type)).toEqual(["conversation.started"]);
   });
 });
 
