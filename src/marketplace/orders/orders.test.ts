@@ -189,6 +189,9 @@ describe("timers", () => {
     const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", a.agentId, 100, 0);
     const events = await Promise.all(rows.map(async (d) => JSON.parse((await eventBody(deps, d.eventId))!)));
     expect(events.filter((e) => e.orderId === a.orderId).map((e) => e.type).sort()).toEqual(["order.accepted", "order.expired"]);
+    // The missed deadline says so, as a proposal's expiry says proposal_expired, with the refund's transaction.
+    const expiredRow = await ordersStore.findOrder(deps.db, a.orderId);
+    expect(events.find((e) => e.orderId === a.orderId && e.type === "order.expired")).toMatchObject({ reason: "deadline_passed", refundTx: expiredRow!.refundTx });
     clock.advance(AUTO_RELEASE_MS);
     expect(await runOrderTimers(deps)).toBe(1);
     expect(await statusOf(deps, b.orderId, quiet!.address)).toBe("completed");

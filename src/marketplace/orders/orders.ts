@@ -378,7 +378,8 @@ function finishInWrite(deps: Deps, row: store.OrderRow, from: store.OrderStatus,
     const change: store.OrderChange = { ...NOT_PENDING, status: move.to, refundTx: signature, dueAt: null, ...(move.reason === null ? {} : { reason: move.reason }) };
     if (!store.transitionInWrite(deps.db, row.id, from, change, now)) return false;
     systemMessageInWrite(deps, row, move.note);
-    if (move.event !== null) orderEventInWrite(deps, row, move.event, { refundTx: signature });
+    // With the reason, as a proposal's expiry carries its own: a provider tells a missed deadline from it.
+    if (move.event !== null) orderEventInWrite(deps, row, move.event, { refundTx: signature, ...(move.reason === null ? {} : { reason: move.reason }) });
     return true;
   }
   const change: store.OrderChange = {
