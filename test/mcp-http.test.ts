@@ -571,6 +571,13 @@ describe("the plain JSON envelope", () => {
     expect((missing.body.details!.fields as Json[]).map((f) => f.field).sort()).toEqual(["amount", "token"]);
     expect(await plain({ tool: "session_info", params: [1] })).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });
     expect(await plain({ tool: 5 })).toMatchObject({ status: 400, body: { success: false, code: "VALIDATION_ERROR" } });
+    // The envelope is {tool, params?}: a misspelt or extra member is refused, not ignored (nothing is made).
+    const typo = await plain({ tool: "wallet_create", parmas: { airdropSol: 0 } });
+    expect(typo).toMatchObject({ status: 400, body: { success: false, code: "VALIDATION_ERROR", details: { fields: [{ field: "parmas" }] } } });
+    // A JSON object that is no JSON-RPC message is an envelope without its tool.
+    for (const body of [{}, { params: {} }]) {
+      expect(await plain(body)).toMatchObject({ status: 400, body: { success: false, code: "VALIDATION_ERROR", details: { fields: [{ field: "tool" }] } } });
+    }
     expect(await plain({ tool: "session_auth", params: { walletAddress: "zzz" } })).toMatchObject({ status: 400, body: { code: "INVALID_ADDRESS" } });
     expect(await plain({ tool: "wallet_get_balance" }, { token: "garbage" })).toMatchObject({ status: 401, body: { success: false, code: "TOKEN_INVALID" } });
     expect(await plain({ tool: "session_info" }, { token: "garbage" })).toMatchObject({ status: 401, body: { code: "TOKEN_INVALID" } });

@@ -13,7 +13,7 @@ export const sessionAuth = defineTool({
   name: "session_auth",
   description:
     "Step 1 of signing in with your own wallet: get a challenge for walletAddress. Sign `message` (its UTF-8 bytes, " +
-    "exactly) with the wallet's key, then call wallet_connect with the nonce and the base64 signature within 5 minutes.",
+    "exactly) with the wallet's key, then call wallet_connect with the nonce and the base64 signature before the challenge's expiresAt (5 minutes by default).",
   input: { walletAddress },
   needsWallet: false,
   run: async ({ deps, client }, input) => issueChallenge(deps, input.walletAddress, client),

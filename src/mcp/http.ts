@@ -108,10 +108,15 @@ function settleAbandoned(live: LiveSession): void {
   }
 }
 
-/** The body of a plain-envelope call: `{tool, params?}` without `jsonrpc`. */
-function isEnvelopeCall(body: unknown): body is { tool: unknown; params?: unknown } {
-  return typeof body === "object" && body !== null && !Array.isArray(body) && !("jsonrpc" in body) && "tool" in body;
+/**
+ * The body of a plain-envelope call: a JSON object without `jsonrpc` (every JSON-RPC message has it), meant
+ * to be `{tool, params?}`; what else it holds is refused by envelopeCall, so a misspelt member is not ignored.
+ */
+function isEnvelopeCall(body: unknown): body is { tool?: unknown; params?: unknown } {
+  return typeof body === "object" && body !== null && !Array.isArray(body) && !("jsonrpc" in body);
 }
+
+const ENVELOPE_MEMBERS = new Set(["tool", "params"]);
 
 export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const sessions = new Map<string, LiveSession>();
@@ -329,13 +334,16 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     return pending;
   }
 
-  async function envelopeCall(body: { tool: unknown; params?: unknown }, bearer: string | null, client: ClientInfo, requestId: string | undefined): Promise<Response> {
+  async function envelopeCall(body: { tool?: unknown; params?: unknown }, bearer: string | null, client: ClientInfo, requestId: string | undefined): Promise<Response> {
     const caller = await resolveCaller(deps, bearer, null);
     const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
+    const unknown = Object.keys(body).find((member) => !ENVELOPE_MEMBERS.has(member));
     const envelope =
-      typeof body.tool !== "string"
-        ? failure(fieldError("tool", "tool must be the name of a tool (a string)"))
-        : await registry.call({ deps, caller, session: detached, client, requestId }, body.tool, body.params ?? {});
+      unknown !== undefined
+        ? failure(fieldError(unknown, `${unknown}: not a member of the envelope, which is {tool, params?} (a tool's parameters go in params)`))
+        : typeof body.tool !== "string"
+          ? failure(fieldError("tool", "tool must be the name of a tool (a string)"))
+          : await registry.call({ deps, caller, session: detached, client, requestId }, body.tool, body.params ?? {});
     const status = envelope.success ? 200 : ERROR_STATUS[envelope.code];
     const headers: Record<string, string> = {};
     if (!envelope.success && envelope.retryAfter !== undefined) headers["retry-after"] = String(envelope.retryAfter);
