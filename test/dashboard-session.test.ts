@@ -66,6 +66,20 @@ describe("the dashboard session cookie", () => {
     } finally {
       await https.dispose();
     }
+    // However the scheme is written: URL schemes and hosts are case-insensitive.
+    const shouted = await startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "HTTPS://Wallet.Example" });
+    try {
+      const token = (await signIn(shouted.url, newWallet())).sessionToken as string;
+      const answer = await fetch(`${shouted.url}/dashboard/api/session`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: "https://wallet.example" },
+        body: JSON.stringify({ sessionToken: token }),
+      });
+      const set = answer.headers.get("set-cookie")!;
+      expect([answer.status, set.startsWith(`__Host-wg_session=${token}; `), set.endsWith("; Secure")]).toEqual([200, true, true]);
+    } finally {
+      await shouted.dispose();
+    }
     // Over http too, two cookies of the name are refused rather than the first one used.
     const { cookie } = await cookieSession();
     const two = await raw("/dashboard/api/me", { headers: { cookie: `wg_session=planted; ${cookie}` } });

@@ -10,7 +10,12 @@ import { bearerToken } from "../lib/bearer.ts";
  * cookie beside ours (and sign the owner's pages into the planter's account).
  */
 function cookieName(deps: Deps): string {
-  return deps.baseUrl.startsWith("https:") ? "__Host-wg_session" : "wg_session";
+  return underHttps(deps) ? "__Host-wg_session" : "wg_session";
+}
+
+/** Whether BASE_URL is https, however its scheme is written (`HTTPS://…` too: URL schemes are case-insensitive). */
+function underHttps(deps: Deps): boolean {
+  return new URL(deps.baseUrl).protocol === "https:";
 }
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -26,7 +31,7 @@ export function clearedSessionCookie(deps: Deps): string {
 }
 
 function secure(deps: Deps): string {
-  return deps.baseUrl.startsWith("https:") ? "; Secure" : "";
+  return underHttps(deps) ? "; Secure" : "";
 }
 
 /**
