@@ -75,6 +75,12 @@ async function eventsOf(deps: Deps, owner: string, type: string): Promise<Record
 /** How toIso writes a time: ISO 8601 in UTC with milliseconds. */
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
+/** USDC's mint and decimals on the test's ledger. */
+async function usdcToken(deps: Deps): Promise<{ mint: string; decimals: number }> {
+  const usdc = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
+  return { mint: usdc.mint!, decimals: usdc.decimals };
+}
+
 /** A TransferChecked of `amount` base units of `token` from the buyer's token account to payTo's, with `references` on it. */
 function transferToPayTo(buyer: Keypair, payTo: string, token: { mint: string; decimals: number }, amount: bigint, references: string[]): TransactionInstruction {
   const mint = new PublicKey(token.mint);
@@ -253,8 +259,7 @@ describe("checkout", () => {
 
   test("a right transfer without the reference, named to confirm by its txHash, is PAYMENT_MISMATCH (reference), and buys nothing", async () => {
     const { deps, owner, productId, buyer, wallet } = await setup();
-    const usdc = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
-    const token = { mint: usdc.mint!, decimals: usdc.decimals };
+    const token = await usdcToken(deps);
     const checkout = await startCheckout(deps, productId, wallet);
     const signed = await buyerTransaction(deps, buyer, [createPayToAccount(buyer, owner, token.mint), transferToPayTo(buyer, owner, token, 2n * USDC, [])]);
     expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:reference");
@@ -269,8 +274,7 @@ describe("checkout", () => {
 
   test("two TransferChecked to payTo in one transaction, each a full payment with the reference, is PAYMENT_MISMATCH (recipient), and buys nothing", async () => {
     const { deps, owner, productId, buyer, wallet } = await setup();
-    const usdc = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!;
-    const token = { mint: usdc.mint!, decimals: usdc.decimals };
+    const token = await usdcToken(deps);
     const checkout = await startCheckout(deps, productId, wallet);
     // The checkout's own transaction, with another transfer of the price to payTo put before it.
     const signed = paymentVariant(checkout.transaction, {
