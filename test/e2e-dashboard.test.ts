@@ -1,7 +1,8 @@
 // The pages end to end in real headless Chromium (dashboard.md "Testing"): an owner signs in with a
 // browser wallet, creates a product and an API key (shown once), revokes the key (the public API then
 // refuses it) and adds a webhook endpoint; a second wallet buys on the checkout page (a rejected
-// signature first, then a retry); the delivery log shows the verified delivery. Screenshots are saved.
+// signature first, then a retry, its progress shown step by step); the delivery log shows the verified
+// delivery. Screenshots are saved.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -145,7 +146,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(await ownerPage.content()).not.toContain(secret);
   }, 30_000);
 
-  test("a second wallet buys on the checkout page: a rejected signature, a retry, the token", async () => {
+  test("a second wallet buys on the checkout page: a rejected signature, a retry shown step by step, the token", async () => {
     const airdrop = await runCli(["ledger", "airdrop", "--to", buyer.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir });
     expect(airdrop.code).toBe(0);
     const context = await walletContext(browser!, buyer);
@@ -157,9 +158,29 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByRole("button", { name: "Pay with wallet" }).click();
     await page.getByText("You rejected the signature in your wallet").waitFor();
     context.setReject(false);
+    // The progress: each step is the current one while it lasts. The wallet holds the signing request, and
+    // the page's /submit is held, as long as it takes to look.
+    const steps = () => page.locator("ol.steps li").evaluateAll((items) => items.map((li) => `${li.getAttribute("data-state")}${li.getAttribute("aria-current") === "step" ? " current" : ""}: ${li.textContent}`));
+    const current = (label: string) => page.locator('ol.steps li[aria-current="step"]').filter({ hasText: label }).waitFor({ timeout: 20_000 });
+    const wallet = context.holdSignatures();
+    let sendSubmit = () => {};
+    const submitHeld = new Promise<void>((resolve) => (sendSubmit = resolve));
+    await page.route("**/submit", async (route) => {
+      await submitHeld;
+      await route.continue();
+    });
     await page.getByRole("button", { name: "Try again" }).click();
+    await wallet.requested;
+    await current("Waiting for your signature");
+    expect(await steps()).toEqual(["done: ✓ Connect wallet", "active current: → Waiting for your signature", "todo: · Confirming the payment", "todo: · Done"]);
+    wallet.release();
+    await current("Confirming the payment");
+    expect(await steps()).toEqual(["done: ✓ Connect wallet", "done: ✓ Waiting for your signature", "active current: → Confirming the payment", "todo: · Done"]);
+    sendSubmit();
     const token = (await page.getByTestId("access-token").textContent({ timeout: 20_000 }))!;
     expect(token).toMatch(/^ft_/);
+    expect(await steps()).toEqual(["done: ✓ Connect wallet", "done: ✓ Waiting for your signature", "done: ✓ Confirming the payment", "done current: ✓ Done"]);
+    await page.unroute("**/submit");
     // The progress is a live region: a screen reader hears each step as it changes.
     expect(await page.locator("ol.steps").getAttribute("aria-live")).toBe("polite");
     await page.getByRole("link", { name: /Return to/ }).waitFor();

@@ -1,13 +1,14 @@
 // The rest of the pages in real headless Chromium: a Wallet Standard wallet and the keyboard alone for
 // sign-in; editing and archiving a product; an access pass bought ("Access granted", then back to the
-// redirect with ?txHash); a buyer without the money told so in words; a page that follows another
+// redirect with ?txHash); a buyer without the money told so in words; a checkout expired before it was
+// paid, said in words, and a fresh one bought with Try again; a page that follows another
 // checkout's landing payment; a changed price never signed unseen; tokens filtered and revoked;
 // purchases listed; a webhook secret revealed and rotated, a test event sent and resent; phone width.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sign } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, walletContext } from "./helpers/browser.ts";
-import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
+import { openServerDatabase, runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
 const browser: Browser | null = await launchChromium();
@@ -184,6 +185,53 @@ e2e("more of the pages in Chromium", () => {
     await fund(buyer, "5");
     await page.getByRole("button", { name: "Try again" }).click();
     await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
+  }, 45_000);
+
+  test("a checkout that expired before the buyer paid is said in words; Try again opens a fresh one that completes", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Slow buyer", type: "access", price: "1", accessDays: 1 });
+    const paid = async () => ((await call(server.url, "/dashboard/api/purchases", { token })).body.purchases as Json[]).map((x) => x.walletAddress);
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const context = await walletContext(browser!, buyer);
+    const page = await context.newPage();
+    const asked: { path: string; body: Json }[] = [];
+    page.on("request", (r) => {
+      if (r.method() === "POST" && r.url().startsWith(`${server.url}/pay/`)) asked.push({ path: new URL(r.url()).pathname.split("/").pop()!, body: r.postDataJSON() });
+    });
+    // A checkout opened, its signature rejected: the page keeps that checkout for the tab.
+    await page.goto(p.paymentUrl);
+    const opened = page.waitForResponse((r) => r.url().endsWith("/checkout"));
+    context.setReject(true);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    const expiredId = (await (await opened).json()).checkoutId as string;
+    await page.getByText("You rejected the signature in your wallet").waitFor({ timeout: 20_000 });
+    context.setReject(false);
+    // Fifteen minutes pass for this checkout alone: its expiry is moved into the past in the server's database.
+    const db = openServerDatabase(server.dataDir);
+    try {
+      expect(db.run("UPDATE checkouts SET expires_at = ? WHERE id = ?", [Date.now() - 1000, expiredId]).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    // The buyer comes back to the tab (a reload keeps the tab's checkout) and pays: that checkout is closed.
+    await page.reload();
+    asked.length = 0;
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("This checkout can no longer be paid (it expired, the product was archived, or too many attempts failed). Start again.").waitFor({ timeout: 20_000 });
+    expect(asked).toEqual([{ path: "confirm", body: { checkoutId: expiredId } }]); // nothing opened or signed
+    expect(await page.getByText("This product is no longer sold.").count()).toBe(0);
+    expect(await paid()).toEqual([]);
+    // Try again opens a fresh checkout (no id of the closed one), which the buyer signs and completes.
+    const fresh = page.waitForResponse((r) => r.url().endsWith("/checkout"));
+    await page.getByRole("button", { name: "Try again" }).click();
+    const reopened = await fresh;
+    expect(reopened.request().postDataJSON()).toEqual({ walletAddress: buyer.address });
+    expect((await reopened.json()).checkoutId).not.toBe(expiredId);
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    expect(await paid()).toEqual([buyer.address]);
+    await context.close();
   }, 45_000);
 
   test("an answer lost on the way back: the retry finds the payment made, and nothing is paid twice", async () => {

@@ -25,12 +25,22 @@ export async function launchChromium(): Promise<Browser | null> {
 /**
  * A browser context whose pages have `window.solana`: connect, signMessage and signTransaction (the
  * provider API of Phantom and the like), signing with `wallet`'s key. `setReject(true)` makes the next
- * signatures fail as a user's "Reject" does (code 4001).
+ * signatures fail as a user's "Reject" does (code 4001). `holdSignatures()` keeps the next ones waiting,
+ * as a wallet's popup does until the user answers: `requested` resolves when one is asked for, and
+ * `release()` lets them through.
  */
-export async function walletContext(browser: Browser, wallet: TestWallet): Promise<BrowserContext & { setReject(on: boolean): void }> {
+export async function walletContext(
+  browser: Browser,
+  wallet: TestWallet,
+): Promise<BrowserContext & { setReject(on: boolean): void; holdSignatures(): { requested: Promise<void>; release(): void } }> {
   const context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
   let reject = false;
-  await context.exposeBinding("__wgSign", (_source, messageBase64: string) => {
+  let held: { gate: Promise<void>; asked(): void } | null = null;
+  await context.exposeBinding("__wgSign", async (_source, messageBase64: string) => {
+    if (held !== null) {
+      held.asked();
+      await held.gate;
+    }
     if (reject) return null;
     return sign(null, Buffer.from(messageBase64, "base64"), wallet.privateKey).toString("base64");
   });
@@ -62,5 +72,19 @@ export async function walletContext(browser: Browser, wallet: TestWallet): Promi
       },
     };
   }, wallet.address);
-  return Object.assign(context, { setReject: (on: boolean) => void (reject = on) });
+  const holdSignatures = () => {
+    let open = () => {};
+    let asked = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const requested = new Promise<void>((resolve) => (asked = resolve));
+    held = { gate, asked };
+    return {
+      requested,
+      release() {
+        held = null;
+        open();
+      },
+    };
+  };
+  return Object.assign(context, { setReject: (on: boolean) => void (reject = on), holdSignatures });
 }
