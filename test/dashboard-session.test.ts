@@ -194,6 +194,7 @@ describe("one-time links of walletgate dashboard-link", () => {
     expect([unknown.status, unknown.body.code]).toEqual([401, "NONCE_NOT_FOUND"]);
     const malformed = await raw("/dashboard/api/session/link", { body: { code: "not base58!" }, headers: { origin: origin() } });
     expect([malformed.status, malformed.body.code]).toEqual([400, "VALIDATION_ERROR"]);
+    expect(malformed.body.details).toEqual({ fields: [{ field: "code", message: "a sign-in link code is base58 of 32 bytes" }] });
     // The refused attempts did not spend the real link.
     expect((await raw("/dashboard/api/session/link", { body: { code }, headers: { origin: origin() } })).status).toBe(200);
   });

@@ -1,7 +1,7 @@
 // One-time dashboard sign-in links for headless servers (`walletgate dashboard-link`): made by proving
 // control of a wallet with its keypair, redeemed once for a session token of that wallet.
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { issueChallenge } from "../auth/challenge.ts";
 import { issueSession, type IssuedSession } from "../auth/sessions.ts";
 import { proveWalletControl } from "../auth/sign-in.ts";
@@ -32,7 +32,7 @@ const utf8 = new TextEncoder();
  * send, so it stays out of access logs and Referer headers.
  */
 export async function createDashboardLink(deps: Deps, secretKey: Uint8Array): Promise<DashboardLink> {
-  if (secretKey.length !== 64) throw new AppError("VALIDATION_ERROR", "a Solana keypair is 64 bytes: the 32-byte seed, then the public key");
+  if (secretKey.length !== 64) throw fieldError("keypair", "a Solana keypair is 64 bytes: the 32-byte seed, then the public key");
   const walletAddress = encodeBase58(secretKey.subarray(32));
   const challenge = await issueChallenge(deps, walletAddress, LINK_CLIENT);
   const signature = encodeBase64(ed25519Sign(secretKey.subarray(0, 32), utf8.encode(challenge.message)));
@@ -48,7 +48,7 @@ export async function createDashboardLink(deps: Deps, secretKey: Uint8Array): Pr
 function requireLinkCode(code: string): string {
   const bytes = code.length <= CODE_MAX_CHARS ? decodeBase58(code) : null;
   if (bytes === null || bytes.length !== CODE_BYTES) {
-    throw new AppError("VALIDATION_ERROR", "a sign-in link code is base58 of 32 bytes");
+    throw fieldError("code", "a sign-in link code is base58 of 32 bytes");
   }
   return code;
 }

@@ -370,7 +370,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           const origin = request.headers.get("origin");
           if (origin !== null && origin !== ownOrigin) return Response.json(failure(new AppError("FORBIDDEN", "Invalid Origin header")), { status: 403 });
           if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
-            return Response.json(failure(new AppError("VALIDATION_ERROR", "send the body as content-type: application/json")), { status: 400 });
+            return Response.json(failure(fieldError("content-type", "send the body as content-type: application/json")), { status: 400 });
           }
           return envelopeCall(body, bearer, client, requestId);
         }

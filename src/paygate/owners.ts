@@ -1,7 +1,7 @@
 // Owners: a wallet signed in to the dashboard, created on first use, with the tier the operator sets.
 import { authenticateToken } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { isAddress } from "../lib/encoding.ts";
 import * as store from "./store.ts";
@@ -30,7 +30,7 @@ export const TIERS: readonly store.Tier[] = ["free", "pro", "unlimited"];
 /** `walletgate owners set-tier`: the operator's lever (unlimited is for their own apps and benchmarks). */
 export async function setOwnerTier(deps: Deps, walletAddress: string, tier: string): Promise<Owner> {
   if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "the owner must be a base58 wallet address of 32 bytes");
-  if (!(TIERS as readonly string[]).includes(tier)) throw new AppError("VALIDATION_ERROR", `tier must be one of ${TIERS.join(", ")}`);
+  if (!(TIERS as readonly string[]).includes(tier)) throw fieldError("tier", `tier must be one of ${TIERS.join(", ")}`);
   await store.setOwnerTier(deps.db, walletAddress, tier as store.Tier, deps.clock.now());
   return view((await store.findOwner(deps.db, walletAddress))!);
 }

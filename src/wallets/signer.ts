@@ -1,7 +1,7 @@
 // Who signs a wallet's transactions (ledger.md): this service for custodial wallets, the user for connected ones.
 import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { AppError, fieldError } from "../errors.ts";
 import { isAddress } from "../lib/encoding.ts";
 import { isCustodial, signMessageAsCustodian } from "./custody.ts";
 
@@ -25,16 +25,16 @@ async function signTransaction(deps: Deps, address: string, wire: Uint8Array): P
   try {
     tx = VersionedTransaction.deserialize(wire);
   } catch {
-    throw new AppError("VALIDATION_ERROR", "not a serialized Solana transaction");
+    throw fieldError("transaction", "not a serialized Solana transaction");
   }
   const { header, staticAccountKeys } = tx.message;
   if (tx.signatures.length !== header.numRequiredSignatures || header.numRequiredSignatures > staticAccountKeys.length) {
-    throw new AppError("VALIDATION_ERROR", "the transaction's signatures and its message header disagree");
+    throw fieldError("transaction", "the transaction's signatures and its message header disagree");
   }
   // The first numRequiredSignatures static keys are the signers, in signature-slot order.
   const slot = staticAccountKeys.slice(0, header.numRequiredSignatures).findIndex((key) => key.toBase58() === address);
   // Checked before decrypting anything: a key is opened only for a transaction it can sign.
-  if (slot === -1) throw new AppError("VALIDATION_ERROR", `the transaction does not name ${address} as a signer`);
+  if (slot === -1) throw fieldError("transaction", `the transaction does not name ${address} as a signer`);
   const message = tx.message.serialize();
   const signature = await signMessageAsCustodian(deps, address, message);
   tx.signatures[slot] = signature;

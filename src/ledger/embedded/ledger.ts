@@ -152,7 +152,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
 
   const tokenOf = (key: string): TokenInfo => {
     const token = tokenList.find((t) => t.key === key);
-    if (token === undefined) throw new AppError("VALIDATION_ERROR", `unknown token "${key}"; one of ${tokenList.map((t) => t.key).join(", ")}`);
+    if (token === undefined) throw fieldError("token", `unknown token "${key}"; one of ${tokenList.map((t) => t.key).join(", ")}`);
     return token;
   };
 
@@ -280,9 +280,9 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     async airdrop(address: string, amounts: AirdropAmounts) {
       requireAddress(address, "address");
       const sol = amounts.sol ?? 0n;
-      if (sol < 0n || sol > MAX_AIRDROP_LAMPORTS) throw new AppError("VALIDATION_ERROR", "a SOL airdrop is at most 2 SOL");
+      if (sol < 0n || sol > MAX_AIRDROP_LAMPORTS) throw fieldError("sol", "a SOL airdrop is at most 2 SOL");
       if (sol > 0n && sol < RENT_EXEMPT_SYSTEM && (await balanceOf(address, tokenList[0]!)) === 0n) {
-        throw new AppError("VALIDATION_ERROR", "an empty account needs at least 0.00089088 SOL (the rent-exempt minimum)");
+        throw fieldError("sol", "an empty account needs at least 0.00089088 SOL (the rent-exempt minimum)");
       }
       const splDrops: [TokenInfo, bigint][] = [
         [tokenList[1]!, amounts.usdc ?? 0n],
@@ -290,7 +290,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       ];
       for (const [token, amount] of splDrops) {
         if (amount < 0n || amount > MAX_AIRDROP_TOKEN_WHOLE_UNITS * 10n ** BigInt(token.decimals)) {
-          throw new AppError("VALIDATION_ERROR", `a ${token.key} airdrop is at most ${MAX_AIRDROP_TOKEN_WHOLE_UNITS} ${token.key}`);
+          throw fieldError(token.key, `a ${token.key} airdrop is at most ${MAX_AIRDROP_TOKEN_WHOLE_UNITS} ${token.key}`);
         }
       }
       const signatures: string[] = [];

@@ -2,7 +2,7 @@
 // by polling signature statuses against the blockhash's last valid block height (no websocket needed).
 import { Connection, PublicKey, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
 import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token";
-import { AppError } from "../../errors.ts";
+import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { sleep } from "../../lib/sleep.ts";
@@ -306,7 +306,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
 
   function tokenByKey(key: string): TokenInfo {
     const token = tokens.find((t) => t.key === key);
-    if (token === undefined) throw new AppError("VALIDATION_ERROR", `unknown token "${key}"; one of ${tokens.map((t) => t.key).join(", ")}`);
+    if (token === undefined) throw fieldError("token", `unknown token "${key}"; one of ${tokens.map((t) => t.key).join(", ")}`);
     return token;
   }
 
@@ -478,12 +478,12 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const to = address(text, "address");
     const sol = amounts.sol ?? 0n;
     for (const [key, amount] of Object.entries(amounts)) {
-      if (amount !== undefined && amount < 0n) throw new AppError("VALIDATION_ERROR", `the ${key} airdrop amount cannot be negative`);
+      if (amount !== undefined && amount < 0n) throw fieldError(key, `the ${key} airdrop amount cannot be negative`);
     }
     if ((amounts.usdc ?? 0n) > 0n || (amounts.token ?? 0n) > 0n) {
       throw new AppError("NOT_SUPPORTED", `only SOL can be airdropped on ${network}; get tokens from their own faucet`);
     }
-    if (sol > MAX_AIRDROP_LAMPORTS) throw new AppError("VALIDATION_ERROR", "a SOL airdrop is at most 2 SOL");
+    if (sol > MAX_AIRDROP_LAMPORTS) throw fieldError("sol", "a SOL airdrop is at most 2 SOL");
     if (sol === 0n) return [];
     const { lastValidBlockHeight } = await latestBlockhash();
     const signature = await call(() => connection.requestAirdrop(to, Number(sol)));
@@ -630,7 +630,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   function historyQuery(query: HistoryOptions): { limit: number; before: string | undefined; commitment: Commitment } {
     const { limit, before } = query;
     requireHistoryLimit(limit);
-    if (before !== undefined && !isSignature(before)) throw new AppError("VALIDATION_ERROR", "before must be a transaction signature");
+    if (before !== undefined && !isSignature(before)) throw fieldError("before", "before must be a transaction signature");
     return { limit, before, commitment: query.finalized === true ? "finalized" : "confirmed" };
   }
 
@@ -677,7 +677,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     submit,
     getTransaction: (signature, options) => getTransaction(signature, options?.finalized === true ? "finalized" : "confirmed"),
     transactionStatus: async (signature) => {
-      if (!isSignature(signature)) throw new AppError("VALIDATION_ERROR", "not a transaction signature");
+      if (!isSignature(signature)) throw fieldError("signature", "not a transaction signature");
       const status = (await call(() => connection.getSignatureStatuses([signature], { searchTransactionHistory: true }))).value[0] ?? null;
       if (status === null) return null;
       if (status.err !== null) return "failed";

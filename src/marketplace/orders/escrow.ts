@@ -1,7 +1,7 @@
 // The marketplace's escrow: one custodial service wallet per network, and the signed transactions that
 // move money into and out of it (orders.ts decides when and how they are sent).
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
+import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
 import { waitsForFinality, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
@@ -58,12 +58,12 @@ export async function escrowPayment(
     return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), intent) };
   }
   const wire = decodeBase64Strict(payment.signed);
-  if (wire === null) throw new AppError("VALIDATION_ERROR", "signedTransaction must be standard base64");
+  if (wire === null) throw fieldError("signedTransaction", "signedTransaction must be standard base64");
   let hash: string;
   try {
     hash = messageHash(wire);
   } catch {
-    throw new AppError("VALIDATION_ERROR", "signedTransaction is not a serialized Solana transaction");
+    throw fieldError("signedTransaction", "signedTransaction is not a serialized Solana transaction");
   }
   // The offer names its message and what it pays: a transaction offered for another token or amount is refused.
   if (payment.offerHash === null || offerOf(hash, intent) !== payment.offerHash) {
