@@ -309,7 +309,8 @@ describe("refusals", () => {
     const short = paymentVariant(open.transaction, { payer: alice.keypair, amount: 2_499_999n });
     expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: short })).toMatchObject({
       status: 422,
-      body: { code: "PAYMENT_MISMATCH", details: { reason: "amount" } },
+      // In whole tokens, as every amount the service shows (spec README), never base units.
+      body: { code: "PAYMENT_MISMATCH", error: "the payment is 2.499999 USDC; 2.5 USDC are asked", details: { reason: "amount" } },
     });
     expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: "bm90IGEgdHJhbnNhY3Rpb24=" })).toMatchObject({ status: 422, body: { code: "TRANSACTION_REJECTED" } });
     expect(await payApi(feature, "submit", { checkoutId: open.checkoutId, transaction: "not base64!" })).toMatchObject({ status: 400, body: { code: "VALIDATION_ERROR" } });

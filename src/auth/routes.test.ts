@@ -606,6 +606,11 @@ describe("health, docs, logs", () => {
     expect(responses("/dashboard/api/keys", "post")).toEqual(expect.arrayContaining(["400", "401", "403", "409", "413"]));
     expect(responses("/dashboard/api/products/{id}", "get")).toEqual(expect.arrayContaining(["400", "401", "404"]));
     expect(spec.paths["/dashboard/api/me"].get.responses["401"].description).toStartWith("UNAUTHENTICATED");
+    // What each status means follows the catalogue: a checkout's 422 is a refused payment, and a route that
+    // reads the chain says it can answer 503.
+    expect(spec.paths["/pay/{productId}/submit"].post.responses["422"].description).toContain("PAYMENT_MISMATCH");
+    expect(spec.paths["/public/verify/{txHash}"].get.responses["503"].description).toStartWith("CHAIN_UNAVAILABLE");
+    expect(Object.keys(spec.paths["/dashboard/api/tokens/revoke"].post.responses)).not.toContain("429"); // nothing limits it
     // Operation ids are unique (OpenAPI); /mcp lists the three methods its transport uses.
     const ids = Object.values(spec.paths as Record<string, Record<string, { operationId: string }>>).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
     expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);

@@ -34,7 +34,8 @@ const ProductFields = {
   price: Amount,
   currency: t.Optional(t.String({ maxLength: 20, description: "USDC (default) or the service token's symbol" })),
   featureIds: t.Optional(t.Array(t.String({ maxLength: 64 }), { maxItems: 50 })),
-  payTo: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()], { description: "wallet that receives payments; default (or null) the owner's" })),
+  // No maxLength: an over-long address is INVALID_ADDRESS like any other bad one (spec README), and the body limit bounds it.
+  payTo: t.Optional(t.Union([t.String(), t.Null()], { description: "wallet that receives payments; default (or null) the owner's" })),
   accessDays: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 36500 }), t.Null()])),
   redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
 };
@@ -261,7 +262,7 @@ export function dashboardApiRoutes(deps: Deps) {
         parse: jsonBodyParser,
         body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
-        response: { 400: ErrorBody, 404: RevokeMissing, 429: ErrorBody },
+        response: { 400: ErrorBody, 404: RevokeMissing },
       })
       .get("/purchases", ({ request, query }) => listPurchases(deps, ownerOf(request).walletAddress, query), {
         query: t.Object({

@@ -11,11 +11,12 @@ export type RouteInfo = { method: string; path: string; hooks: { body?: unknown;
 type Response = { description?: string; content?: Record<string, { schema?: unknown }> };
 
 const WHY: Record<string, string> = {
-  "400": "VALIDATION_ERROR: the body, query or path parameters fail their schema (details lists the fields)",
+  "400": "VALIDATION_ERROR: the body, query or path parameters fail their schema (details lists the fields); INVALID_ADDRESS where a wallet address is taken",
   "401": "UNAUTHENTICATED, TOKEN_INVALID, TOKEN_EXPIRED or TOKEN_REVOKED: no usable session (Bearer token or the pages' cookie)",
   "403": "FORBIDDEN: a write carried by the pages' cookie without this server's Origin",
   "413": "PAYLOAD_TOO_LARGE: the body is over MAX_BODY_BYTES",
-  "422": "NOT_SUPPORTED: the currency has no mint on this network",
+  "422": "a refusal its code names: PAYMENT_MISMATCH, TRANSACTION_REJECTED or INSUFFICIENT_FUNDS (a payment), NOT_SUPPORTED (not on this network or configuration)",
+  "503": "CHAIN_UNAVAILABLE: the Solana RPC node did not answer",
 };
 
 /** Dashboard routes that need no session (they make one). */

@@ -208,13 +208,23 @@ async function refuseAbove(deps: Deps, product: store.ProductRow, limits: { maxA
   });
 }
 
+/** The token a checkout is paid in, as its payment is checked. */
+type PaidToken = { key: string; mint: string; decimals: number };
+
+/** Words for a payment below the price, in whole tokens (spec README: amounts are never base units). */
+function shortPayment(token: PaidToken, paid: bigint, asked: bigint): string {
+  const symbol = token.key.toUpperCase();
+  return `the payment is ${formatAmount(paid, token.decimals)} ${symbol}; ${formatAmount(asked, token.decimals)} ${symbol} are asked`;
+}
+
 /**
  * The rules of paygate.md step 3 on the signed bytes, before anything is sent: fee payer = the checkout's
  * wallet; exactly one token transfer to payTo's token account, a TransferChecked of the checkout's mint
  * and at least its amount, from the wallet's own token account under the wallet's authority, carrying the
  * reference as a read-only non-signer account of that instruction.
  */
-function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: ParsedTransaction, wire: Uint8Array): void {
+function checkSignedPayment(checkout: store.CheckoutRow, token: PaidToken, tx: ParsedTransaction, wire: Uint8Array): void {
+  const mint = token.mint;
   const key = (i: number) => tx.accountKeys[i]!;
   if (key(0) !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
   const toPayTo = tx.instructions.flatMap((ix, index) =>
@@ -226,7 +236,7 @@ function checkSignedPayment(checkout: store.CheckoutRow, mint: string, tx: Parse
   const { ix, index } = toPayTo[0]!;
   if (ix.type !== "transferChecked") throw mismatch("recipient", "the payment must be a TransferChecked instruction");
   if (key(ix.mint) !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
-  if (ix.amount < checkout.amount) throw mismatch("amount", `the payment is ${ix.amount} base units; ${checkout.amount} are asked`);
+  if (ix.amount < checkout.amount) throw mismatch("amount", shortPayment(token, ix.amount, checkout.amount));
   if (key(ix.owner) !== checkout.wallet || key(ix.source) !== associatedTokenAddress(checkout.wallet, mint)) {
     throw mismatch("payer", "the tokens must come from the checkout wallet's own token account, under its authority");
   }
@@ -257,14 +267,15 @@ function parsedOrMismatch(tx: LedgerTransaction): ParsedTransaction {
  * confirmed, fee payer = wallet, exactly one token transfer to payTo, of the mint, of at least the amount,
  * from the wallet, landed before the checkout expired. Returns that transfer.
  */
-function checkLandedPayment(checkout: store.CheckoutRow, mint: string, tx: LedgerTransaction): ParsedTransfer {
+function checkLandedPayment(checkout: store.CheckoutRow, token: PaidToken, tx: LedgerTransaction): ParsedTransfer {
+  const mint = token.mint;
   if (tx.status === "failed") throw mismatch("failed", `the payment transaction failed${tx.error === null ? "" : `: ${tx.error}`}`);
   if (tx.feePayer !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
   const toPayTo = tx.transfers.filter((t) => t.to === checkout.payTo && t.mint !== null);
   if (toPayTo.length !== 1) throw mismatch("recipient", `exactly one token transfer to payTo is expected, found ${toPayTo.length}`);
   const transfer = toPayTo[0]!;
   if (transfer.mint !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
-  if (transfer.amount < checkout.amount) throw mismatch("amount", `the payment is ${transfer.amount} base units; ${checkout.amount} are asked`);
+  if (transfer.amount < checkout.amount) throw mismatch("amount", shortPayment(token, transfer.amount, checkout.amount));
   if (transfer.from !== checkout.wallet) throw mismatch("payer", "the tokens must come from the checkout's wallet");
   // 0: the node does not know the block's time (yet). Whether it landed in time cannot be told: asked
   // again later (the watcher skips it without expiring the checkout, as in any chain outage).
@@ -432,8 +443,9 @@ const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carry
  */
 async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction): Promise<ConfirmResult | AppError> {
   try {
-    const transfer = checkLandedPayment(checkout, token.mint, tx);
-    checkSignedPayment(checkout, token.mint, parsedOrMismatch(tx), tx.wire);
+    const paid = { key: token.key, mint: token.mint!, decimals: token.decimals };
+    const transfer = checkLandedPayment(checkout, paid, tx);
+    checkSignedPayment(checkout, paid, parsedOrMismatch(tx), tx.wire);
     return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
@@ -584,7 +596,7 @@ export async function submitCheckout(
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
   const token = await splToken(deps, checkout.token);
-  checkSignedPayment(checkout, token.mint, tx, wire);
+  checkSignedPayment(checkout, { key: token.key, mint: token.mint!, decimals: token.decimals }, tx, wire);
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
   // Only a transaction the wallet really signed is looked into and kept: anyone may open checkouts for

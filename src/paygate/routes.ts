@@ -130,7 +130,8 @@ export function publicRoutes(deps: Deps) {
       .get("/verify/:txHash", ({ request, params }) => verifyTransaction(deps, ownerOf(request), params.txHash), {
         params: t.Object({ txHash: t.String({ maxLength: 100 }) }),
         detail: { summary: "Whether a transaction is a purchase of one of the owner's products (valid: false otherwise)" },
-        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
+        // 503: the transaction is read from the chain when it is not a recorded purchase.
+        response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody, 503: ErrorBody },
       })
       .post("/feature/verify", ({ request, body }) => verifyFeatureToken(deps, ownerOf(request), body.accessToken), {
         parse: "text",
