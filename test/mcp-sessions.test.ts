@@ -16,7 +16,7 @@ const clients: Mcp[] = [];
 const servers: TestServer[] = [];
 let uaCount = 0;
 const ua = (what: string) => `walletgate-test/${what}-${++uaCount}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.client.close()));
@@ -327,7 +327,7 @@ describe("maximum session age", () => {
     expect(againClaims.sessionId).not.toBe(first.sessionId);
     await sleep((againClaims.iat + 1) * 1000 + 20 - Date.now());
     expect(await late.ok("session_restore", { token: again.sessionToken })).toMatchObject({ walletAddress: wallet.address, refreshed: true });
-  });
+  }, 15_000); // it waits out a 4-second session, then a second of the next one
 });
 
 describe("requests in flight: one id at a time, counted until the exchange ends, the cap held", () => {
