@@ -208,11 +208,8 @@ async function refuseAbove(deps: Deps, product: store.ProductRow, limits: { maxA
   });
 }
 
-/** The token a checkout is paid in, as its payment is checked. */
-type PaidToken = { key: string; mint: string; decimals: number };
-
 /** Words for a payment below the price, in whole tokens (spec README: amounts are never base units). */
-function shortPayment(token: PaidToken, paid: bigint, asked: bigint): string {
+function shortPayment(token: SplToken, paid: bigint, asked: bigint): string {
   const symbol = token.key.toUpperCase();
   return `the payment is ${formatAmount(paid, token.decimals)} ${symbol}; ${formatAmount(asked, token.decimals)} ${symbol} are asked`;
 }
@@ -223,7 +220,7 @@ function shortPayment(token: PaidToken, paid: bigint, asked: bigint): string {
  * and at least its amount, from the wallet's own token account under the wallet's authority, carrying the
  * reference as a read-only non-signer account of that instruction.
  */
-function checkSignedPayment(checkout: store.CheckoutRow, token: PaidToken, tx: ParsedTransaction, wire: Uint8Array): void {
+function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: ParsedTransaction, wire: Uint8Array): void {
   const mint = token.mint;
   const key = (i: number) => tx.accountKeys[i]!;
   if (key(0) !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
@@ -267,7 +264,7 @@ function parsedOrMismatch(tx: LedgerTransaction): ParsedTransaction {
  * confirmed, fee payer = wallet, exactly one token transfer to payTo, of the mint, of at least the amount,
  * from the wallet, landed before the checkout expired. Returns that transfer.
  */
-function checkLandedPayment(checkout: store.CheckoutRow, token: PaidToken, tx: LedgerTransaction): ParsedTransfer {
+function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: LedgerTransaction): ParsedTransfer {
   const mint = token.mint;
   if (tx.status === "failed") throw mismatch("failed", `the payment transaction failed${tx.error === null ? "" : `: ${tx.error}`}`);
   if (tx.feePayer !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
@@ -443,9 +440,8 @@ const notReadable = () => new AppError("CHAIN_UNAVAILABLE", "a transaction carry
  */
 async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction): Promise<ConfirmResult | AppError> {
   try {
-    const paid = { key: token.key, mint: token.mint!, decimals: token.decimals };
-    const transfer = checkLandedPayment(checkout, paid, tx);
-    checkSignedPayment(checkout, paid, parsedOrMismatch(tx), tx.wire);
+    const transfer = checkLandedPayment(checkout, token, tx);
+    checkSignedPayment(checkout, token, parsedOrMismatch(tx), tx.wire);
     return await recordPurchase(deps, checkout, product, token, tx, transfer.amount);
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
@@ -596,7 +592,7 @@ export async function submitCheckout(
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
   const token = await splToken(deps, checkout.token);
-  checkSignedPayment(checkout, { key: token.key, mint: token.mint!, decimals: token.decimals }, tx, wire);
+  checkSignedPayment(checkout, token, tx, wire);
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
   // Only a transaction the wallet really signed is looked into and kept: anyone may open checkouts for
