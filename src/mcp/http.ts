@@ -4,7 +4,6 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
-import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, ERROR_STATUS, errorText, fieldError } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
@@ -14,7 +13,7 @@ import { mcpInitializeHits } from "../auth/rate-limit.ts";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
-import { createToolServer, type HttpCallInfo, type SessionState } from "./server.ts";
+import { createToolServer, fingerprintBinding, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
 
 type LiveSession = SessionState & {
@@ -254,9 +253,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     }
     const id = newUuid(deps.random);
     const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;
-    // Fingerprint restore: the wallet last authenticated from this client, while its token is good.
-    const linked = fingerprint === null ? null : await findLinkedSession(deps, client);
-    const binding: Binding | null = linked === null ? null : { ...linked, source: "fingerprint" };
+    const binding = await fingerprintBinding(deps, client);
     const opening = await open(id, client, binding, async (protocolVersion) => {
       const now = deps.clock.now();
       await store.insertSession(deps.db, {

@@ -3,6 +3,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { ClientInfo } from "../auth/fingerprint.ts";
+import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import pkg from "../../package.json" with { type: "json" };
 import { resolveCaller } from "./caller.ts";
@@ -22,6 +23,16 @@ const INSTRUCTIONS =
 
 export function toolResult(envelope: Envelope) {
   return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], structuredContent: envelope, isError: !envelope.success };
+}
+
+/**
+ * Fingerprint restore (mcp.md), for a new session over either transport: bound to the wallet last
+ * authenticated from `client` while that token is good; null when restore is off or there is none.
+ */
+export async function fingerprintBinding(deps: Deps, client: ClientInfo): Promise<Binding | null> {
+  if (!deps.config.fingerprintRestore) return null;
+  const linked = await findLinkedSession(deps, client);
+  return linked === null ? null : { ...linked, source: "fingerprint" };
 }
 
 /** What /mcp over HTTP tells the tool handlers of each request, as the transport's `authInfo.extra`. */

@@ -2,10 +2,9 @@
 // closes stdin or a signal arrives. The session's binding lives as long as the process; a new process starts
 // from WALLETGATE_TOKEN, else from the host's fingerprint link.
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import type { Binding, Registry } from "./registry.ts";
-import { createToolServer, type SessionState } from "./server.ts";
+import { createToolServer, fingerprintBinding, type SessionState } from "./server.ts";
 
 /** Stands for the MCP host on this machine in fingerprints and rate limits. */
 const STDIO_CLIENT = { ip: "stdio", userAgent: "walletgate-stdio" };
@@ -26,9 +25,8 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
   // Fingerprint restore (mcp.md), as for a new session over HTTP: without a token, the wallet last
   // authenticated from this host (stdio's fixed client) is bound while its token is good, so a host that
   // restarts `walletgate mcp` keeps its custodial wallet.
-  const linked = token === null && deps.config.fingerprintRestore ? await findLinkedSession(deps, STDIO_CLIENT) : null;
   const state: SessionState = {
-    binding: linked === null ? null : { ...linked, source: "fingerprint" },
+    binding: token === null ? await fingerprintBinding(deps, STDIO_CLIENT) : null,
     client: STDIO_CLIENT,
     handle: {
       id: null,
