@@ -86,6 +86,17 @@ describe("architecture (STYLE.md)", () => {
     for (const f of files) expect({ file: f.rel, barrel: /export\s+\*/.test(f.text) }).toEqual({ file: f.rel, barrel: false });
   });
 
+  test("one error vocabulary: a VALIDATION_ERROR names its fields (details), as spec/README.md's catalogue says", () => {
+    const bare: string[] = [];
+    for (const f of files) {
+      for (const m of f.text.matchAll(/new AppError\(\s*"VALIDATION_ERROR"/g)) {
+        // The statement's arguments, up to its end, must carry details: use fieldError / invalidField, or pass them.
+        if (!f.text.slice(m.index, f.text.indexOf(";", m.index)).includes("details")) bare.push(`${f.rel}:${f.text.slice(0, m.index).split("\n").length}`);
+      }
+    }
+    expect(bare).toEqual([]);
+  });
+
   test("every file starts with a sentence saying what it is for", () => {
     for (const f of files.filter((f) => !f.rel.endsWith(".sql"))) {
       const first = f.text.split("\n").find((l) => l.trim() !== "" && !l.startsWith("#!"));
