@@ -19,6 +19,9 @@ import { STEP_ROWS } from "../db/steps.ts";
 const client = { ip: "192.0.2.10", userAgent: "test-agent/1" };
 type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
 
+/** How many token rows the store holds. */
+const tokenRows = (deps: Deps) => (deps.db.sqlite.query("SELECT count(*) AS n FROM auth_tokens").get() as { n: number }).n;
+
 async function login(deps: Deps, wallet = newWallet(), from = client) {
   const ch = await issueChallenge(deps, wallet.address, from);
   return signIn(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, from);
@@ -68,25 +71,24 @@ describe("session_restore", () => {
   test("a token is refreshed once: restoring it again answers the same new token and writes no row", async () => {
     const { deps, clock } = await testDeps();
     const s = await login(deps);
-    const rows = () => (deps.db.sqlite.query("SELECT count(*) AS n FROM auth_tokens").get() as { n: number }).n;
     clock.advance((604800 - 1800) * 1000);
     const first = await restoreSession(deps, s.token);
     expect(first.refreshed).toBe(true);
     expect(first.session.jti).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(first.session.jti).not.toBe(s.jti);
-    expect(rows()).toBe(2);
+    expect(tokenRows(deps)).toBe(2);
     // Later calls (one at a time, and twenty at once) answer the first refresh, not a new token each.
     clock.advance(60_000);
     const again = [await restoreSession(deps, s.token), ...(await Promise.all(Array.from({ length: 20 }, () => restoreSession(deps, s.token))))];
     for (const r of again) {
       expect(r).toMatchObject({ refreshed: true, sessionToken: first.sessionToken, expiresAt: first.expiresAt, sessionId: s.sessionId });
     }
-    expect(rows()).toBe(2);
+    expect(tokenRows(deps)).toBe(2);
     expect(await codeOf(authenticateToken(deps, first.sessionToken))).toBe("OK");
     // Once that refresh is revoked (signed out), its parent starts no other one.
     await revokeSessionToken(deps, first.sessionToken);
     expect(await codeOf(restoreSession(deps, s.token))).toBe("TOKEN_REVOKED");
-    expect(rows()).toBe(2);
+    expect(tokenRows(deps)).toBe(2);
   });
 
   test("near the maximum age, a refresh that would not outlast the token is not made", async () => {
@@ -97,13 +99,12 @@ describe("session_restore", () => {
     const r1 = await restoreSession(deps, s.token);
     expect(r1.refreshed).toBe(true);
     expect(Date.parse(r1.expiresAt)).toBe(start + 5400 * 1000); // capped at the session's end
-    const rows = () => (deps.db.sqlite.query("SELECT count(*) AS n FROM auth_tokens").get() as { n: number }).n;
     // The new token has under REFRESH_THRESHOLD_S left, but no refresh could end later: it comes back as it is.
     clock.advance(2000 * 1000);
     for (let i = 0; i < 5; i++) {
       expect(await restoreSession(deps, r1.sessionToken)).toMatchObject({ refreshed: false, sessionToken: r1.sessionToken, expiresAt: r1.expiresAt });
     }
-    expect(rows()).toBe(2);
+    expect(tokenRows(deps)).toBe(2);
     clock.advance(1400 * 1000);
     expect(await codeOf(restoreSession(deps, r1.sessionToken))).toBe("TOKEN_EXPIRED");
   });
