@@ -6,6 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
 import { FormatRegistry } from "@sinclair/typebox";
+import { ISO_MS } from "./helpers/time.ts";
 import { Value } from "@sinclair/typebox/value";
 import { ANSWERS } from "../src/docs/answers.ts";
 import { newBuyer, signCheckout } from "./helpers/checkout.ts";
@@ -13,7 +14,7 @@ import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 
 // spec/README.md: times are ISO 8601 UTC with milliseconds.
-if (!FormatRegistry.Has("date-time")) FormatRegistry.Set("date-time", (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v));
+if (!FormatRegistry.Has("date-time")) FormatRegistry.Set("date-time", (v) => ISO_MS.test(v));
 
 let server: TestServer | null = null;
 afterAll(async () => server?.dispose());

@@ -6,11 +6,11 @@ import { SignJWT } from "jose";
 import { base58 } from "@scure/base";
 import { columnsHolding } from "../../test/helpers/db-scan.ts";
 import { logged, startTestServer, type TestServer } from "../../test/helpers/server.ts";
+import { ISO_MS } from "../../test/helpers/time.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "../../test/helpers/wallet.ts";
 
 const SECRET = "test-secret-0123456789-0123456789-abcdef";
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 let server: TestServer;
 let url: string;

@@ -8,6 +8,7 @@ import { createAssociatedTokenAccountIdempotentInstruction, createTransferChecke
 import { associatedTokenAddress, compileTransaction } from "../ledger/transactions.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { tempDir } from "../../test/helpers/server.ts";
+import { ISO_MS } from "../../test/helpers/time.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
 import { AppError } from "../errors.ts";
@@ -71,9 +72,6 @@ async function eventsOf(deps: Deps, owner: string, type: string): Promise<Record
     }),
   );
 }
-
-/** How toIso writes a time: ISO 8601 in UTC with milliseconds. */
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** USDC's mint and decimals on the test's ledger. */
 async function usdcToken(deps: Deps): Promise<{ mint: string; decimals: number }> {
