@@ -186,8 +186,7 @@ describe("timers", () => {
     expect(await runOrderTimers(deps)).toBe(1); // the deadline of `a`; `b` waits for its 72 hours
     expect(await statusOf(deps, a.orderId, late!.address)).toBe("expired");
     expect(await usdcOf(deps, late!.address)).toBe(100n * USDC);
-    const { rows } = await webhooksStore.listDeliveries(deps.db, "agent", a.agentId, 100, 0);
-    const events = await Promise.all(rows.map(async (d) => JSON.parse((await eventBody(deps, d.eventId))!)));
+    const events = (await agentEvents(deps, a.agentId)).map((e) => e.body);
     expect(events.filter((e) => e.orderId === a.orderId).map((e) => e.type).sort()).toEqual(["order.accepted", "order.expired"]);
     // The missed deadline says so, as a proposal's expiry says proposal_expired, with the refund's transaction.
     const expiredRow = await ordersStore.findOrder(deps.db, a.orderId);
