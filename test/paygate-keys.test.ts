@@ -177,6 +177,8 @@ describe("Dashboard API: owners and products", () => {
     expect(await bad({ ...product, currency: "DOGE" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "currency" }] } });
     expect(await bad({ ...product, payTo: "nope" })).toMatchObject({ code: "INVALID_ADDRESS", details: { fields: [{ field: "payTo" }] } });
     expect(await bad({ ...product, payTo: "1".repeat(65) })).toMatchObject({ code: "INVALID_ADDRESS", details: { fields: [{ field: "payTo" }] } });
+    // A program's address is no wallet: a sale's money would be lost for good (the mint and token accounts: products.test.ts).
+    expect(await bad({ ...product, payTo: "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA" })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "payTo" }] } });
     // An unknown (or misspelt) field is refused, not dropped; so is a body that is not an object.
     expect(await bad({ ...product, acessDays: 30 })).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "acessDays", message: expect.stringMatching(/^unknown field/) }] } });
     expect((await dash("/products", ownerA.token, { body: [] })).body).toMatchObject({ code: "VALIDATION_ERROR", details: { fields: [{ field: "body", message: "must be a JSON object" }] } });

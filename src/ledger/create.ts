@@ -146,6 +146,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
     getBalances: (address) => call((l) => l.getBalances(address)),
     accountExists: (address) => call((l) => l.accountExists(address)),
     tokenAccountExists: (address) => call((l) => l.tokenAccountExists(address)),
+    programAccount: (address) => call((l) => l.programAccount(address)),
     airdrop: (address, amounts) => call((l) => l.airdrop(address, amounts)),
     latestBlockhash: () => call((l) => l.latestBlockhash()),
     blockhashValid: (blockhash) => call((l) => l.blockhashValid(blockhash)),

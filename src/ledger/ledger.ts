@@ -135,6 +135,8 @@ export type Blockhash = Readonly<{ blockhash: string; lastValidBlockHeight: numb
 
 export type AirdropAmounts = Readonly<{ sol?: bigint; usdc?: bigint; token?: bigint }>;
 
+export type ProgramAccountKind = "token" | "mint" | "program";
+
 export type Ledger = Readonly<{
   network: Network;
   tokens(): Promise<readonly TokenInfo[]>;
@@ -147,6 +149,12 @@ export type Ledger = Readonly<{
    * would then fail every time (a cluster still creates the account at such an address).
    */
   tokenAccountExists(address: string): Promise<boolean>;
+  /**
+   * What owns the account at this address when it is not a wallet: a token program (a token account or a
+   * mint) or another program (its state, a program itself, a sysvar). Null when there is no account or it
+   * is a wallet's (the System program's, without data).
+   */
+  programAccount(address: string): Promise<ProgramAccountKind | null>;
   /** localnet and devnet (SOL only on devnet); mainnet is NOT_SUPPORTED. Returns one signature per token sent. */
   airdrop(address: string, amounts: AirdropAmounts): Promise<string[]>;
   latestBlockhash(): Promise<Blockhash>;

@@ -431,6 +431,16 @@ describe("errors", () => {
     expect(await pay({ ...usdcParams(), to: "not-an-address" })).toEqual({ code: "INVALID_ADDRESS", fields: ["to"] });
   });
 
+  test("a recipient that is no wallet (a token account, a mint), even with a token account of its own, is VALIDATION_ERROR on to or requirements.payTo", async () => {
+    const tokenAccount = associatedTokenAddress(world.recipient, world.mint);
+    // What a pasted token-account or mint address would pay into: a token account derived for it, which nobody can sign for.
+    for (const to of [tokenAccount, world.mint]) await world.deps.ledger.airdrop(to, { usdc: USDC });
+    for (const to of [tokenAccount, world.mint]) {
+      expect(await pay({ ...usdcParams(), to })).toEqual({ code: "VALIDATION_ERROR", fields: ["to"] });
+      expect(await pay({ requirements: v1Requirements(world, feePayer, { payTo: to }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.payTo"] });
+    }
+  });
+
   test("a connected wallet's signedTransaction must be the same payment (PAYMENT_MISMATCH) and carry its valid signature (INVALID_SIGNATURE)", async () => {
     const user = world.user.publicKey.toBase58();
     const params: PaymentParams = { to: world.recipient, amount: PRICE, token: "usdc", feePayer };

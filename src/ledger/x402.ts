@@ -10,6 +10,7 @@ import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress 
 import { signerFor } from "../wallets/signer.ts";
 import { auditHandedOut } from "./create.ts";
 import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
+import { requireWalletRecipient } from "./recipients.ts";
 import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction } from "./transactions.ts";
 
 export type X402Version = 1 | 2;
@@ -277,6 +278,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
   }
   requireAddress(payment.to, "to");
   requireAddress(payment.feePayer, "feePayer");
+  await requireWalletRecipient(deps, payment.to, params.requirements !== undefined ? "requirements.payTo" : "to");
   requireTransferAmount(payment.amount);
   // The facilitator refuses a transfer signed by its own fee payer, and the fee payer's slot stays empty here.
   if (payment.feePayer === payer) throw fieldError("feePayer", "feePayer must be the facilitator's address, not the paying wallet");

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
+import { associatedTokenAddress } from "../ledger/transactions.ts";
 import { eventBody } from "../webhooks/outbox.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, MAX_PRODUCTS_PER_OWNER, updateProduct } from "./products.ts";
 
@@ -83,4 +84,27 @@ test("a product priced in a token the service no longer has: other edits work; a
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("payTo must be a wallet: a program, sysvar, mint or token account is VALIDATION_ERROR on payTo, in a new product and in an edit", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const holder = newWallet().address;
+  await deps.ledger.airdrop(holder, { sol: 1_000_000_000n, usdc: 1_000_000n });
+  const usdcMint = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+  const pass = { title: "Pass", description: "", type: "access" as const, price: "1" };
+  const product = await createProduct(deps, owner, pass);
+  const refusal = async (p: Promise<unknown>) => {
+    const err = (await p.catch((e: unknown) => e)) as { code?: string; message?: string; extra?: { details?: { fields?: { field: string }[] } } };
+    return [err.code, err.extra?.details?.fields?.[0]?.field, err.message?.includes("not a wallet")];
+  };
+  const unfit = ["11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", usdcMint, associatedTokenAddress(holder, usdcMint)];
+  for (const payTo of unfit) {
+    expect(await refusal(createProduct(deps, owner, { ...pass, payTo }))).toEqual(["VALIDATION_ERROR", "payTo", true]);
+    expect(await refusal(updateProduct(deps, owner, product.productId, { payTo }))).toEqual(["VALIDATION_ERROR", "payTo", true]);
+  }
+  expect((await getProduct(deps, owner, product.productId)).payTo).toBe(owner);
+  // A wallet, funded or not yet, is fine.
+  expect((await createProduct(deps, owner, { ...pass, payTo: holder })).payTo).toBe(holder);
+  expect((await updateProduct(deps, owner, product.productId, { payTo: newWallet().address })).payTo).not.toBe(owner);
 });

@@ -1,12 +1,12 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, fieldError, invalidField, textField } from "../errors.ts";
+import { AppError, amountField, invalidField, textField } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
-import { isAddress } from "../lib/encoding.ts";
 import { newId } from "../lib/ids.ts";
 import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
+import { requireWalletRecipient } from "../ledger/recipients.ts";
 import { enqueueEventInWrite } from "../webhooks/outbox.ts";
 import * as store from "./store.ts";
 
@@ -133,8 +133,9 @@ function checkAccessDays(days: number | null): number | null {
   return days;
 }
 
-function checkPayTo(payTo: string): string {
-  if (!isAddress(payTo)) throw fieldError("payTo", "payTo must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
+/** The wallet paid for a product: the owner's own, or another that is a wallet (not a mint, a token account or a program). */
+async function checkPayTo(deps: Deps, payTo: string, owner: string): Promise<string> {
+  if (payTo !== owner) await requireWalletRecipient(deps, payTo, "payTo");
   return payTo;
 }
 
@@ -155,7 +156,7 @@ export async function createProduct(deps: Deps, owner: string, input: ProductInp
     price: amountField(input.price, token.decimals, "price"),
     token: token.key,
     featureIds,
-    payTo: checkPayTo(input.payTo ?? owner),
+    payTo: await checkPayTo(deps, input.payTo ?? owner, owner),
     accessDays: checkAccessDays(input.accessDays ?? null),
     redirectOrigins: checkOrigins(input.redirectOrigins ?? []),
     status: "active",
@@ -239,7 +240,7 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
     price,
     token: token?.key ?? row.token,
     featureIds,
-    payTo: patch.payTo === undefined ? row.payTo : checkPayTo(patch.payTo ?? owner),
+    payTo: patch.payTo === undefined ? row.payTo : await checkPayTo(deps, patch.payTo ?? owner, owner),
     accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
     redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
     updatedAt: deps.clock.now(),

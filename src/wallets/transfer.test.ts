@@ -99,13 +99,17 @@ describe("transferFromWallet", () => {
     expect((await transferFromWallet(deps, { from: user, to: user, token: "sol", amount: 1n })).kind).toBe("unsigned"); // an account that exists
   });
 
-  test("a recipient that is a program or sysvar is VALIDATION_ERROR on to, custodial or connected, nothing charged", async () => {
+  test("a recipient that is a program, sysvar, mint or token account is VALIDATION_ERROR on to, custodial or connected, nothing charged", async () => {
     const { deps } = await testDeps();
     const custodial = (await createCustodialWallet(deps)).address;
     const connected = Keypair.generate().publicKey.toBase58();
+    const holder = (await createCustodialWallet(deps)).address;
+    await deps.ledger.airdrop(holder, { sol: SOL, usdc: USDC });
+    const usdcMint = (await deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const tokenAccount = associatedTokenAddress(holder, usdcMint);
     for (const from of [custodial, connected]) {
       await deps.ledger.airdrop(from, { sol: SOL, usdc: USDC });
-      for (const to of ["11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"]) {
+      for (const to of ["11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", usdcMint, tokenAccount]) {
         for (const token of ["sol", "usdc"]) {
           const refused = await transferFromWallet(deps, { from, to, token, amount: SOL / 10n }).catch((err: unknown) => err);
           expect([to, token, (refused as { code?: string }).code, ((refused as { extra?: { details?: { fields?: { field: string }[] } } }).extra?.details?.fields ?? [])[0]?.field]).toEqual([to, token, "VALIDATION_ERROR", "to"]);

@@ -5,7 +5,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { encodeBase64 } from "../lib/encoding.ts";
 import { RENT_EXEMPT_WALLET_LAMPORTS, recipientBelowRent, type SubmitResult, type TransferIntent } from "../ledger/ledger.ts";
-import { isProgramOrSysvar } from "../ledger/transactions.ts";
+import { requireWalletRecipient } from "../ledger/recipients.ts";
 import { signerFor } from "./signer.ts";
 
 export type TransferOutcome =
@@ -15,9 +15,7 @@ export type TransferOutcome =
 
 export async function transferFromWallet(deps: Deps, intent: TransferIntent): Promise<TransferOutcome> {
   const signer = await signerFor(deps, intent.from);
-  if (isProgramOrSysvar(intent.to)) {
-    throw fieldError("to", `to: ${intent.to} is a program or sysvar, not a wallet: a transfer to it fails or is lost for good`);
-  }
+  await requireWalletRecipient(deps, intent.to, "to");
   const wire = await deps.ledger.buildTransfer(intent);
   await requireRentForNewAccount(deps, intent);
   if (signer.kind === "connected") return { kind: "unsigned", intent, transaction: encodeBase64(wire) };

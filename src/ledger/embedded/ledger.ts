@@ -277,6 +277,12 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return (await store.findAccount(deps.db, address))?.kind === "token";
     },
 
+    async programAccount(address) {
+      requireAddress(address, "address");
+      const kind = (await store.findAccount(deps.db, address))?.kind;
+      return kind === "token" || kind === "mint" ? kind : null;
+    },
+
     async airdrop(address: string, amounts: AirdropAmounts) {
       requireAddress(address, "address");
       const sol = amounts.sol ?? 0n;

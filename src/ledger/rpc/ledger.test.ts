@@ -106,6 +106,17 @@ describe("tokens and balances", () => {
     expect((await failure(ledger.getBalances("not-an-address"))).code).toBe("INVALID_ADDRESS");
   });
 
+  test("programAccount: null for a wallet or no account, token, mint, program", async () => {
+    const rich = wallet(SOL);
+    const ata = rpc.mintUsdc(addr(rich), USDC);
+    expect(await ledger.programAccount(addr(rich))).toBeNull();
+    expect(await ledger.programAccount(addr(wallet()))).toBeNull(); // no account at all
+    expect(await ledger.programAccount(ata)).toBe("token");
+    expect(await ledger.programAccount(rpc.usdcMint)).toBe("mint");
+    expect(await ledger.programAccount("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA")).toBe("program");
+    expect((await failure(ledger.programAccount("not-an-address"))).code).toBe("INVALID_ADDRESS");
+  });
+
   test("a service token with a mint is read from its ATA under its symbol", async () => {
     const mint = rpc.createMint(6);
     const withMint = makeLedger(rpc.url, { tokens: rpcTokens("devnet", { symbol: "wgt", decimals: 6, mint }) });

@@ -1,7 +1,7 @@
 // The Solana RPC ledger (devnet, mainnet): the Ledger interface over @solana/web3.js v1's Connection, confirming
 // by polling signature statuses against the blockhash's last valid block height (no websocket needed).
-import { Connection, PublicKey, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
-import { ACCOUNT_SIZE, AccountLayout, TOKEN_PROGRAM_ID } from "@solana/spl-token";
+import { Connection, PublicKey, SystemProgram, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
+import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
@@ -18,6 +18,7 @@ import {
   type LedgerTransaction,
   type SubmitOptions,
   type SubmitResult,
+  type ProgramAccountKind,
   type TokenInfo,
   type TransferIntent,
 } from "../ledger.ts";
@@ -351,6 +352,17 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     return info !== null && info.owner.equals(TOKEN_PROGRAM_ID) && info.data.length >= ACCOUNT_SIZE;
   }
 
+  async function programAccount(text: string): Promise<ProgramAccountKind | null> {
+    const key = address(text, "address");
+    const info = await call(() => connection.getAccountInfo(key, "confirmed"));
+    if (info === null || (info.owner.equals(SystemProgram.programId) && info.data.length === 0)) return null;
+    if (!info.owner.equals(TOKEN_PROGRAM_ID) && !info.owner.equals(TOKEN_2022_PROGRAM_ID)) return "program";
+    // A mint is 82 bytes; an account 165. Token-2022 accounts with extensions are longer and say which they are
+    // in the byte after an account's 165 (1 a mint, 2 an account).
+    const { length } = info.data;
+    return length === MINT_SIZE || (length > ACCOUNT_SIZE && info.data[ACCOUNT_SIZE] === 1) ? "mint" : "token";
+  }
+
   /**
    * Why a transaction was refused before execution (preflight or simulation), as the catalogue says it. An own
    * transfer's shortfall is INSUFFICIENT_FUNDS; anyone else's is a rejection with Solana's reason.
@@ -669,6 +681,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     getBalances,
     accountExists,
     tokenAccountExists,
+    programAccount,
     airdrop,
     latestBlockhash,
     blockhashValid: async (blockhash) => (await call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" }))).value,
