@@ -36,6 +36,8 @@ export type Config = Readonly<{
   fingerprintRestore: boolean;
   trustProxy: TrustProxy;
   maxBodyBytes: number;
+  /** Seconds a connection may stay silent (between requests, or a request that cannot wait on the ledger). */
+  httpIdleTimeoutS: number;
   logLevel: LogLevel;
   logFormat: "json" | "pretty";
   sqliteSynchronous: "FULL" | "NORMAL" | "EXTRA";
@@ -77,7 +79,7 @@ export class UsageError extends ConfigError {
 export const CONFIG_VARIABLES = [
   "PORT", "HOST", "BASE_URL", "DATA_DIR", "DATABASE_URL", "NETWORK", "JWT_SECRET", "JWT_SECRET_PREVIOUS",
   "WALLET_ENCRYPTION_KEY", "SESSION_TTL_S", "SESSION_MAX_AGE_S", "REFRESH_THRESHOLD_S", "CHALLENGE_TTL_MS",
-  "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "LOG_LEVEL",
+  "PURGE_INTERVAL_MS", "AUTH_RATE_LIMIT", "FINGERPRINT_RESTORE", "TRUST_PROXY", "MAX_BODY_BYTES", "HTTP_IDLE_TIMEOUT_S", "LOG_LEVEL",
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
   "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "MCP_MAX_SESSIONS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
   "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET", "WEBHOOK_RETENTION_DAYS",
@@ -261,6 +263,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     fingerprintRestore: onOff(vars, "FINGERPRINT_RESTORE", !mainnet),
     trustProxy,
     maxBodyBytes: int(vars, "MAX_BODY_BYTES", 65536, 1024, 64 * 1024 * 1024),
+    httpIdleTimeoutS: int(vars, "HTTP_IDLE_TIMEOUT_S", 10, 1, 255),
     logLevel: oneOf(vars, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     logFormat: oneOf(vars, "LOG_FORMAT", ["json", "pretty"] as const, isatty(1) ? "pretty" : "json"),
     sqliteSynchronous: oneOf(vars, "SQLITE_SYNCHRONOUS", ["FULL", "NORMAL", "EXTRA"] as const, "FULL"),

@@ -111,6 +111,16 @@ function declaredLength(header: string | null): number | null {
 
 type Handler = (request: Request, server: Server<unknown>) => Response | Promise<Response>;
 
+/**
+ * How long a request without a body that may wait on the ledger may go without a byte: Bun's most. Bun resets
+ * a connection silent for HTTP_IDLE_TIMEOUT_S even while the answer to such a request is being made (one with
+ * a body it lets finish), and an RPC node may take longer than that to answer a lookup.
+ */
+const LEDGER_WAIT_TIMEOUT_S = 255;
+
+/** The requests without a body whose answer waits on the ledger: a txHash verified. */
+const waitsOnLedgerWithoutBody = (path: string) => path.startsWith("/public/verify/");
+
 /** Why HOST and PORT could not be listened on, naming both (operations.md: a message naming the variable). */
 function listenFailure(config: Config, err: unknown): string {
   const where = `cannot listen on HOST=${config.host} PORT=${config.port}`;
@@ -140,6 +150,7 @@ function listen(config: Config, fetch: Handler): Server<unknown> {
       hostname: config.host,
       reusePort: false,
       development: false,
+      idleTimeout: config.httpIdleTimeoutS,
       // The limit, with the catalogue's 413 body, a request id and a log line, is enforced in `handle`,
       // which answers a declared length over MAX_BODY_BYTES without reading the body and stops reading an
       // undeclared one at the limit. Bun's own cap must therefore never be the one that answers: above it,
@@ -226,6 +237,7 @@ async function serve(
     const requestId = crypto.randomUUID();
     let request = incoming;
     const path = pathOf(incoming.url); // never the query: the access log shows it too
+    if (waitsOnLedgerWithoutBody(path)) server.timeout(incoming, LEDGER_WAIT_TIMEOUT_S);
     // No request reads a database state older than its arrival (another process's commits included).
     db.endReads();
     const socketIp = addressOnDemand(path) ? null : socketAddress(server, incoming);

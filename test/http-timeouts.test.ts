@@ -1,0 +1,71 @@
+// Connections over raw sockets: an idle one is closed after HTTP_IDLE_TIMEOUT_S, while a request without a
+// body that waits on the ledger longer than that (a txHash verified against an RPC node answering slowly)
+// still gets its answer instead of a reset connection (Bun cuts such a request at the idle timeout).
+import { afterAll, expect, test } from "bun:test";
+import { connect } from "node:net";
+import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { call, newWallet, signIn } from "./helpers/wallet.ts";
+
+const servers: TestServer[] = [];
+afterAll(async () => {
+  for (const s of servers) await s.dispose();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One HTTP/1.1 request on its own socket: the answer's first line and body, and when the server closed the socket (ms after sending). */
+function rawRequest(url: string, request: string): Promise<{ statusLine: string; body: string; closedAfterMs: number }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let received = "";
+    const sent = performance.now();
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    socket.on("error", reject);
+    socket.on("close", () => {
+      const [head = "", body = ""] = received.split("\r\n\r\n");
+      resolve({ statusLine: head.split("\r\n")[0] ?? "", body, closedAfterMs: performance.now() - sent });
+    });
+  });
+}
+
+test("HTTP_IDLE_TIMEOUT_S closes an idle connection; a request waiting on a slow RPC node longer than that is still answered", async () => {
+  const rpc = await startLiteSvmRpc();
+  // In front of the ledger's RPC: once `slow` is set, each call waits 6 s, longer than the 1-s idle timeout
+  // however Bun rounds it (its timers tick every ~4 s).
+  let slow = false;
+  const proxy = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(request) {
+      const body = await request.text();
+      if (slow) await sleep(6_000);
+      return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
+    },
+  });
+  try {
+    const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${proxy.port}/`, HTTP_IDLE_TIMEOUT_S: "1" });
+    servers.push(server);
+    const host = new URL(server.url).host;
+    const { sessionToken } = await signIn(server.url, newWallet());
+    const key = (await call(server.url, "/dashboard/api/keys", { token: sessionToken, body: { label: "server" } })).body.key as string;
+    const txHash = "1".repeat(64); // base58 of 64 zero bytes: a signature no transaction has
+    slow = true;
+    const [idle, verified] = await Promise.all([
+      // Idle after its answer (keep-alive): closed by the server within a few seconds (Bun checks every ~4 s), not after ten.
+      rawRequest(server.url, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n`),
+      // The ledger is asked for the transaction: one RPC call, silent for 6 s.
+      rawRequest(server.url, `GET /public/verify/${txHash} HTTP/1.1\r\nHost: ${host}\r\nX-Api-Key: ${key}\r\nConnection: close\r\n\r\n`),
+    ]);
+    expect(idle.statusLine).toBe("HTTP/1.1 200 OK");
+    expect(idle.closedAfterMs).toBeLessThan(8_000);
+    expect(verified.statusLine).toBe("HTTP/1.1 200 OK");
+    expect(JSON.parse(verified.body)).toEqual({ valid: false, txHash, error: "transaction not found" });
+    expect(verified.closedAfterMs).toBeGreaterThan(6_000);
+  } finally {
+    await proxy.stop(true);
+    await rpc.stop();
+  }
+}, 30_000);
