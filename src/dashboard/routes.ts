@@ -148,7 +148,8 @@ export function dashboardApiRoutes(deps: Deps) {
           parse: jsonBodyParser,
           body: Product,
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
-          response: { 400: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
+          // 503: a payTo other than the owner's wallet is looked up on the chain (is it a wallet?).
+          response: { 400: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
         },
       )
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
@@ -156,8 +157,9 @@ export function dashboardApiRoutes(deps: Deps) {
         transform: knownFieldsOnly(PRODUCT_KEYS),
         parse: jsonBodyParser,
         body: t.Partial(Product),
-        detail: { summary: "Edit a product (not its type)" },
-        response: { 400: ErrorBody, 404: ErrorBody, 422: ErrorBody, 429: ErrorBody },
+        detail: { summary: "Edit a product (not its type); the fields given are applied to the product as it is when written" },
+        // 409: the product kept changing under this edit (ten tries); 503: a new payTo is looked up on the chain.
+        response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
       })
       .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, counted(request, "write"), params.id), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),

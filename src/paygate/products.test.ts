@@ -108,3 +108,26 @@ test("payTo must be a wallet: a program, sysvar, mint or token account is VALIDA
   expect((await createProduct(deps, owner, { ...pass, payTo: holder })).payTo).toBe(holder);
   expect((await updateProduct(deps, owner, product.productId, { payTo: newWallet().address })).payTo).not.toBe(owner);
 });
+
+test("edits of different fields at once all land, each answer and event as written", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1" });
+  const payTo = newWallet().address;
+  const answers = await Promise.all([
+    updateProduct(deps, owner, product.productId, { title: "Day pass" }),
+    updateProduct(deps, owner, product.productId, { payTo }),
+    updateProduct(deps, owner, product.productId, { description: "One day" }),
+    updateProduct(deps, owner, product.productId, { price: "2.5" }),
+    updateProduct(deps, owner, product.productId, { accessDays: 1 }),
+  ]);
+  const final = await getProduct(deps, owner, product.productId);
+  expect(final).toMatchObject({ title: "Day pass", payTo, description: "One day", price: "2.5", accessDays: 1 });
+  // Each answer is the product as its own write left it: times strictly increasing, the last one the product's.
+  const times = answers.map((a) => a.updatedAt).sort();
+  expect(new Set(times).size).toBe(answers.length);
+  expect(times.at(-1)).toBe(final.updatedAt);
+  const events = deps.db.sqlite.query("SELECT id FROM outbox_events WHERE type = 'product.updated' ORDER BY rowid").all() as { id: string }[];
+  expect(events).toHaveLength(answers.length);
+  expect(JSON.parse((await eventBody(deps, events.at(-1)!.id))!)).toMatchObject({ productTitle: "Day pass", price: "2.5", timestamp: final.updatedAt });
+});

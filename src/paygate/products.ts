@@ -214,7 +214,24 @@ function sameProduct(a: store.ProductRow, b: store.ProductRow): boolean {
   );
 }
 
+/** Attempts of an edit that finds the product changed by another request between its read and its write. */
+const EDIT_ATTEMPTS = 10;
+
+/**
+ * Applies the fields of `patch` to the product as it is when written: an edit made from a row that another
+ * change has since replaced is made again from the new row, so two edits of different fields at once both
+ * land (the last of two edits of one field wins).
+ */
 export async function updateProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product> {
+  for (let attempt = 1; ; attempt++) {
+    const edited = await editProduct(deps, owner, productId, patch);
+    if (edited !== null) return edited;
+    if (attempt === EDIT_ATTEMPTS) throw new AppError("CONFLICT", "the product kept changing while this edit was made: send it again");
+  }
+}
+
+/** One attempt of updateProduct: null when the product changed between its read and its write. */
+async function editProduct(deps: Deps, owner: string, productId: string, patch: ProductInput): Promise<Product | null> {
   const row = await ownedProduct(deps, owner, productId);
   if (patch.type !== undefined && patch.type !== row.type) throw invalidField("type", "cannot change; create another product");
   // The row's own token is null when the service no longer has it (SERVICE_TOKEN_SYMBOL changed since).
@@ -249,8 +266,10 @@ export async function updateProduct(deps: Deps, owner: string, productId: string
   if (sameProduct(row, next)) return productView(deps, row);
   const view = await productView(deps, next);
   // The status and time are the row's at the write (an archive may have come in between): in the event and the answer.
-  const now = await store.updateProduct(deps.db, next, (at) => productEvent(deps, "product.updated", owner, { ...view, status: at.status, updatedAt: toIso(at.updatedAt) })());
-  return { ...view, status: now.status, updatedAt: toIso(now.updatedAt) };
+  const now = await store.updateProduct(deps.db, next, row.updatedAt, (at) =>
+    productEvent(deps, "product.updated", owner, { ...view, status: at.status, updatedAt: toIso(at.updatedAt) })(),
+  );
+  return now === null ? null : { ...view, status: now.status, updatedAt: toIso(now.updatedAt) };
 }
 
 /**

@@ -198,16 +198,18 @@ export async function listProducts(db: Db, owner: string): Promise<ProductRow[]>
 export type ProductNow = { status: ProductRow["status"]; updatedAt: number };
 
 /**
- * Writes an edit's fields (never the status: an archive racing the edit stays archived; and `updated_at`
- * never goes back), then runs `alsoInWrite` in the same write with the status and time the row has.
- * Resolves with them.
+ * Writes an edit's fields if the row is still as it was read (`readUpdatedAt`: every edit moves `updated_at`
+ * forward by at least a millisecond, so it works as the row's version), then runs `alsoInWrite` in the same
+ * write with the status and time the row has, and resolves with them; null, writing nothing, when another
+ * change came in between. The status is never written: an archive racing the edit stays archived.
  */
-export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (now: ProductNow) => void): Promise<ProductNow> {
+export function updateProduct(db: Db, row: ProductRow, readUpdatedAt: number, alsoInWrite?: (now: ProductNow) => void): Promise<ProductNow | null> {
   return db.write(() => {
     const now = db.sqlite
       .query(
         `UPDATE products SET title = ?, description = ?, price = ?, token = ?, feature_ids = ?, pay_to = ?, access_days = ?,
-           redirect_origins = ?, updated_at = MAX(updated_at, ?) WHERE id = ? AND owner = ? RETURNING status, updated_at AS updatedAt`,
+           redirect_origins = ?, updated_at = MAX(updated_at + 1, ?) WHERE id = ? AND owner = ? AND updated_at = ?
+         RETURNING status, updated_at AS updatedAt`,
       )
       .get(
         row.title,
@@ -221,8 +223,9 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (now: Produ
         row.updatedAt,
         row.id,
         row.owner,
-      ) as ProductNow;
-    alsoInWrite?.(now);
+        readUpdatedAt,
+      ) as ProductNow | null;
+    if (now !== null) alsoInWrite?.(now);
     return now;
   });
 }
@@ -230,7 +233,7 @@ export function updateProduct(db: Db, row: ProductRow, alsoInWrite?: (now: Produ
 /** Archives an active product of `owner`, running `alsoInWrite` in the same write only then; false when it was not active. */
 export function archiveProduct(db: Db, owner: string, id: string, now: number, alsoInWrite: () => void): Promise<boolean> {
   return db.write(() => {
-    const changed = db.sqlite.query("UPDATE products SET status = 'archived', updated_at = ? WHERE id = ? AND owner = ? AND status = 'active'").run(now, id, owner);
+    const changed = db.sqlite.query("UPDATE products SET status = 'archived', updated_at = MAX(updated_at + 1, ?) WHERE id = ? AND owner = ? AND status = 'active'").run(now, id, owner);
     if (changed.changes === 0) return false;
     alsoInWrite();
     return true;
