@@ -72,7 +72,8 @@ export type HistoryOptions = { limit: number; before?: string | undefined; final
 
 export type SubmitOptions = Readonly<{
   /**
-   * The service's own transfer (wallet_transfer, escrow, refunds): a shortfall of funds for amount, fee
+   * The service's own transfer (wallet_transfer, escrow, refunds), or a payment it sends for a buyer (a
+   * checkout's, whose balance it checked): tried before it is executed; a shortfall of funds for amount, fee
    * or the payer's rent is `INSUFFICIENT_FUNDS`, a recipient left below the rent is `VALIDATION_ERROR`
    * on amount, and nothing is recorded or charged.
    */

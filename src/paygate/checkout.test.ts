@@ -105,6 +105,13 @@ async function buyerTransaction(deps: Deps, buyer: Keypair, instructions: Transa
 }
 
 /** Step 4 never ran: no purchase, no token, no payment event, and the checkout still open. */
+/**
+ * A cluster where a payment passes its trial and then fails when executed (another payment of the wallet
+ * landed in between): the embedded ledger, which tries and executes a checkout's payment in one write, never
+ * does that by itself.
+ */
+const executedAsSent = (deps: Deps): Deps => ({ ...deps, ledger: { ...deps.ledger, submit: (wire, options) => deps.ledger.submit(wire, { ...options, ownTransfer: false }) } });
+
 async function expectNothingBought(deps: Deps, owner: string, checkoutId: string) {
   expect((await listPurchases(deps, owner, {})).total).toBe(0);
   expect((await listFeatureTokens(deps, owner, {})).total).toBe(0);
@@ -354,7 +361,13 @@ describe("checkout", () => {
       const failing = await startCheckout(deps, productId, wallet);
       await strangerSends(deps, failing.transaction, 3);
       const overdraw = paymentVariant(failing.transaction, { payer: buyer, amount: 500n * USDC });
-      expect(await reasonOf(submitCheckout(deps, productId, failing.checkoutId, overdraw))).toBe("TRANSACTION_REJECTED:execution_failed");
+      // Tried before it is executed: a payment the wallet cannot make is refused, nothing kept or charged.
+      const solBefore = (await deps.ledger.getBalances(wallet)).sol;
+      expect(await reasonOf(submitCheckout(deps, productId, failing.checkoutId, overdraw))).toBe("INSUFFICIENT_FUNDS:");
+      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(failing.checkoutId)).toEqual({ n: 0 });
+      expect((await deps.ledger.getBalances(wallet)).sol).toBe(solBefore);
+      // On a cluster it may still pass its trial and fail when executed.
+      expect(await reasonOf(submitCheckout(executedAsSent(deps), productId, failing.checkoutId, overdraw))).toBe("TRANSACTION_REJECTED:execution_failed");
       // Sent, landed and failed: kept (it was sent), and judged refused, so it holds nothing back.
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(failing.checkoutId)).toEqual({ n: 1 });
       expect(await reasonOf(confirmCheckout(deps, productId, failing.checkoutId))).toBe("PAYMENT_MISMATCH:failed");
@@ -409,9 +422,10 @@ describe("checkout", () => {
       // Transactions that land and fail are kept (they were sent); past MAX_SUBMISSIONS, no more.
       const fresh = (await startCheckout(deps, productId, wallet, checkout.checkoutId)).transaction;
       const failing = (i: number) => paymentVariant(fresh, { payer: buyer, amount: 500n * USDC + BigInt(i) });
-      for (let i = 0; i < MAX_SUBMISSIONS; i++) expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(i)))).toBe("TRANSACTION_REJECTED:execution_failed");
-      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(MAX_SUBMISSIONS)))).toBe("INVALID_STATE:");
-      expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, failing(0)))).not.toBe("INVALID_STATE:"); // the same one again
+      const onCluster = executedAsSent(deps);
+      for (let i = 0; i < MAX_SUBMISSIONS; i++) expect(await reasonOf(submitCheckout(onCluster, productId, checkout.checkoutId, failing(i)))).toBe("TRANSACTION_REJECTED:execution_failed");
+      expect(await reasonOf(submitCheckout(onCluster, productId, checkout.checkoutId, failing(MAX_SUBMISSIONS)))).toBe("INVALID_STATE:");
+      expect(await reasonOf(submitCheckout(onCluster, productId, checkout.checkoutId, failing(0)))).not.toBe("INVALID_STATE:"); // the same one again
       expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions").get()).toEqual({ n: MAX_SUBMISSIONS });
     });
 

@@ -644,7 +644,10 @@ export async function submitCheckout(
   if (!("onChain" in decided)) return decided;
   if (decided.onChain) return settleCheckout(deps, checkout);
   try {
-    await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network) });
+    // Tried before it is executed, as the service's own transfers are: the balance read above may be stale
+    // (another purchase of the wallet, under another lock, spent it since), and a payment that cannot be
+    // made is then INSUFFICIENT_FUNDS with nothing recorded or charged, not a failed transaction and its fee.
+    await deps.ledger.submit(wire, { finalized: waitsForFinality(deps.config.network), ownTransfer: true });
   } catch (err) {
     // CONFLICT here means the ledger already has this very transaction: go on and confirm it.
     if (err instanceof AppError && err.code === "CONFLICT") return settleCheckout(deps, checkout);

@@ -247,3 +247,25 @@ test("two checkout_pay calls at once pay once; the later one answers pending wit
   expect(sends).toBe(1);
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
 });
+
+test("two checkout_pay calls at once for two products the wallet cannot both afford: one buys, the other is INSUFFICIENT_FUNDS and costs nothing", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const owner = Keypair.generate().publicKey.toBase58();
+  const pass = { description: "", type: "access" as const, price: "3" };
+  const products = [await createProduct(deps, owner, { ...pass, title: "A" }), await createProduct(deps, owner, { ...pass, title: "B" })];
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 4_000_000n });
+  const caller: Caller = { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" };
+  const ctx = { deps, caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+  const answers = await Promise.all(products.map((p) => registry.call(ctx, "checkout_pay", { productId: p.productId })));
+  expect(answers.map((a) => (a.success ? (a.data.status as string) : a.code)).sort()).toEqual(["INSUFFICIENT_FUNDS", "completed"]);
+  const paid = answers.find((a) => a.success)!;
+  const fee = (await deps.ledger.getTransaction(paid.success ? (paid.data.txHash as string) : ""))!.fee;
+  // One payment and its fee (and the payee's new token account's rent); no failed transaction was charged.
+  const balances = await deps.ledger.getBalances(buyer);
+  expect(balances.usdc).toBe(1_000_000n);
+  expect(balances.sol).toBe(1_000_000_000n - fee - 2_039_280n);
+  const statuses = (await deps.ledger.history(buyer, { limit: 10 })).map((t) => t.status);
+  expect([statuses.length, statuses.includes("failed")]).toEqual([3, false]); // two airdrops (SOL, USDC), the payment
+});
