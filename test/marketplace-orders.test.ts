@@ -284,6 +284,9 @@ describe("orders", () => {
     await field(provider, "provider_create_order", { ...order, description: " " }, "description");
     const orderId = await propose(c.conversationId, "1");
     await field(c.client, "consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "sol" }, "paymentMethod");
+    // A custodial consumer's escrow payment is signed by the service: a transaction it passes is refused, not ignored.
+    await field(c.client, "consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "usdc", signedTransaction: "abc" }, "signedTransaction");
+    expect((await balances(c.address)).usdc).toBe(10n * USDC);
     await field(c.client, "consumer_list_orders", { limit: 0 }, "limit");
     await field(c.client, "consumer_list_orders", { status: "lost" }, "status");
     await field(provider, "provider_list_orders", { limit: 101 }, "limit");

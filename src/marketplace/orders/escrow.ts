@@ -52,7 +52,13 @@ export async function escrowPayment(
   const escrow = await escrowWallet(deps);
   const intent: TransferIntent = { from: payment.from, to: escrow, token: payment.token, amount: payment.amount };
   const signer = await signerFor(deps, payment.from);
-  if (signer.kind === "custodial") return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
+  if (signer.kind === "custodial") {
+    // Its payment is signed here: a transaction it passes would be ignored while money moves, so it is refused.
+    if (payment.signed !== undefined) {
+      throw fieldError("signedTransaction", "signedTransaction is for connected wallets: this wallet is custodial and its escrow payment is signed by the service; call without it");
+    }
+    return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
+  }
   if (payment.signed === undefined) {
     const wire = await deps.ledger.buildTransfer(intent);
     return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), intent) };
