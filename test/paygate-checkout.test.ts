@@ -216,6 +216,11 @@ describe("a purchase the buyer submits itself (access pass)", () => {
     expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: signatureOf(signed) })).body).toMatchObject({ code: "PAYMENT_MISMATCH" });
     expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: signatureOf(mine) })).body).toMatchObject({ status: "completed", txHash: signatureOf(mine) });
     expect((await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash: "x".repeat(101) })).body).toMatchObject({ code: "VALIDATION_ERROR" });
+    // Not base58 of 64 bytes (as GET /public/verify/:txHash says): refused naming the field, not answered "pending".
+    for (const txHash of ["abc", "0".repeat(88), "1".repeat(43)]) {
+      const refused = await payApi(pass, "confirm", { checkoutId: other.checkoutId, txHash });
+      expect([txHash, refused.status, refused.body]).toMatchObject([txHash, 400, { code: "VALIDATION_ERROR", details: { fields: [{ field: "txHash" }] } }]);
+    }
   });
 
   test("two concurrent confirms make one purchase", async () => {

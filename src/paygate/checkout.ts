@@ -13,7 +13,7 @@ import { associatedTokenAddress, compileTransaction, parseTransaction, requireSi
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
 import { clusterName, waitsForFinality } from "../ledger/ledger.ts";
-import { currencyOf } from "./purchases.ts";
+import { currencyOf, isTxHash } from "./purchases.ts";
 import * as store from "./store.ts";
 import { mintFeatureToken, revealFeatureToken, statusOf } from "./tokens.ts";
 
@@ -556,6 +556,8 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
  * answered with its refusal.
  */
 export async function confirmCheckout(deps: Deps, productId: string, checkoutId: string, txHash?: string): Promise<ConfirmResult> {
+  // As /public/verify: a txHash that cannot be a signature is refused, not looked for in vain.
+  if (txHash !== undefined && !isTxHash(txHash)) throw fieldError("txHash", "txHash must be a transaction signature (base58 of 64 bytes)");
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (txHash !== undefined && checkout.purchaseId === null) {
     const sale = await saleOf(deps, checkout);
