@@ -150,6 +150,11 @@ export function invalidField(field: string, problem: string): AppError {
 /** C0 control characters and DEL, but tab, line feed and carriage return. */
 const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
+/** `text` without the control characters textField refuses: for text from elsewhere, kept rather than refused. */
+export function withoutControlCharacters(text: string): string {
+  return text.replace(new RegExp(CONTROL_CHARACTERS.source, "g"), "");
+}
+
 /**
  * Characters as the tools' schemas (JSON Schema's maxLength) and SQLite's length() count them: code
  * points, so an emoji is one, not the two UTF-16 units of `string.length`.

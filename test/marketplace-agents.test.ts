@@ -155,6 +155,12 @@ describe("agents", () => {
     ]) {
       expect(await provider.call("provider_register", bad)).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
     }
+    // A category with a control character, as any free text: refused naming the field.
+    expect(await provider.call("provider_register", { endpoint: "https://agent.example/", profile: profile({ categories: ["ok", "a\u0000"] }) })).toMatchObject({
+      success: false,
+      code: "VALIDATION_ERROR",
+      details: { fields: [{ field: "profile.categories" }] },
+    });
     expect((await plain("provider_register", { endpoint: "ftp://x", profile: profile() }, provider.token)).status).toBe(400);
   }, 30_000);
 

@@ -105,6 +105,7 @@ function checkCategories(categories: string[]): { display: string[]; keys: strin
     if (category.length === 0 || characters(category) > AGENT_LIMITS.categoryChars) {
       throw invalidField("profile.categories", `each category is 1 to ${AGENT_LIMITS.categoryChars} characters`);
     }
+    textField(category, "profile.categories", AGENT_LIMITS.categoryChars, true); // no control characters
     const key = category.toLowerCase();
     if (keys.includes(key)) continue;
     keys.push(key);

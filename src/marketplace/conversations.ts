@@ -1,7 +1,7 @@
 // Conversations between a consumer wallet and an agent, and their messages (marketplace.md "Records"):
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
-import { AppError, invalidField, textField } from "../errors.ts";
+import { AppError, invalidField, textField, withoutControlCharacters } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";
@@ -242,7 +242,8 @@ export function addOrderMessageInWrite(
  * conversation.
  */
 export async function agentReplyWrite(deps: Deps, input: { eventId: string; agentId: string; text: string }): Promise<(() => void) | null> {
-  const text = capMessageText(input.text.trim());
+  // From the agent's server: its control characters (an escape sequence, a NUL) are dropped, as a user's are refused.
+  const text = capMessageText(withoutControlCharacters(input.text).trim());
   if (text.length === 0) return null;
   const answered = await store.findMessageByEvent(deps.db, input.eventId);
   if (answered === null || answered.from !== "consumer") return null;

@@ -107,11 +107,11 @@ describe("agent notifications", () => {
     expect(claimed.map((d) => [d.endpointId, d.owner])).toEqual([[agent.agentId, provider]]);
   });
 
-  test("answers that are not a reply are ignored; a long reply is cut to 4000 characters", async () => {
+  test("answers that are not a reply are ignored; control characters are dropped from a reply; a long reply is cut to 4000 characters", async () => {
     const { deps } = await testDeps(LOCAL_AGENTS);
-    // A reply the messages table refuses (SQLite's length() stops at a NUL): the delivery still counts
-    // as delivered, once, and nothing is recorded.
-    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', JSON.stringify({ reply: "y".repeat(5000) })];
+    // Each delivery counts as delivered, once, whatever its answer. Control characters (a NUL, which would
+    // cut the text short in SQLite's length(); an escape sequence; a bell) are dropped, as a user's are refused.
+    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', '{"reply": "a\\u0000b\\u001b[31mc\\u0007\\td\\ne"}', JSON.stringify({ reply: "y".repeat(5000) })];
     let n = 0;
     const ep = endpoint(deps, () => "", () => new Response(answers[n++] ?? "ok"));
     const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Odd", basePrice: "1" } });
@@ -126,7 +126,7 @@ describe("agent notifications", () => {
     expect(ep.seen).toHaveLength(answers.length);
     expect(deps.db.sqlite.query("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'succeeded'").get()).toEqual({ n: answers.length });
     const provider = (await getConversation(deps, consumer, conversation.conversationId)).messages.filter((m) => m.from === "provider");
-    expect(provider.map((m) => m.text)).toEqual(["y".repeat(4000)]);
+    expect(provider.map((m) => m.text)).toEqual(["hi", "ab[31mc\td\ne", "y".repeat(4000)]);
     expect(replyText('{"reply":"hi"}')).toBe("hi");
     expect(replyText("not json")).toBeNull();
   });

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { issueChallenge } from "../auth/challenge.ts";
 import { signIn } from "../auth/sign-in.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, fieldError, invalidField } from "../errors.ts";
+import { AppError, amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
@@ -77,6 +77,7 @@ export const walletCreate = defineTool({
   needsWallet: false,
   run: async ({ deps, session, client }, input) => {
     const network = deps.config.network;
+    const label = input.label === undefined ? null : textField(input.label, "label", 64, false);
     const [sol, usdc] = await Promise.all([tokenInfo(deps, "sol"), tokenInfo(deps, "usdc")]);
     const airdropSol = amountField(input.airdropSol ?? (network === "mainnet" ? 0 : 1), sol.decimals, "airdropSol", { allowZero: true });
     const airdropUsdc = amountField(input.airdropUsdc ?? 0, usdc.decimals, "airdropUsdc", { allowZero: true });
@@ -91,7 +92,7 @@ export const walletCreate = defineTool({
 
     // The same path as wallet_connect: a challenge, signed with the new key, verified. The wallet is stored
     // only once the sign-in went through, so a refused one (rate limits) leaves nothing behind.
-    const wallet = prepareCustodialWallet(deps, input.label ?? null);
+    const wallet = prepareCustodialWallet(deps, label);
     const walletAddress = wallet.address;
     const challenge = await issueChallenge(deps, walletAddress, client);
     const signature = wallet.signMessage(new TextEncoder().encode(challenge.message));
@@ -126,7 +127,7 @@ export const walletCreate = defineTool({
     }
     return {
       address: walletAddress,
-      label: input.label ?? null,
+      label,
       network,
       balances,
       ...balancesError,
