@@ -375,6 +375,22 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     return Number(/^walletgate_mcp_sessions_live (\d+)$/m.exec(text)![1]);
   }
 
+  test("a malformed tools/call (no name, arguments not an object) is InvalidParams (-32602), not an internal error; the session goes on", async () => {
+    const server = await start({});
+    const mcp = await connect(server, ua("malformed"));
+    const sessionId = mcp.transport.sessionId!;
+    for (const [id, params] of [
+      [1, { arguments: {} }],
+      [2, { name: 5 }],
+      [3, { name: "session_info", arguments: "x" }],
+      [4, { name: "session_info", arguments: [1] }],
+    ] as const) {
+      const answer = await post(server, sessionId, { jsonrpc: "2.0", id, method: "tools/call", params });
+      expect(answer).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id, error: { code: -32602, message: expect.stringContaining("Invalid tools/call request") } } });
+    }
+    expect(await post(server, sessionId, toolCall(5, "session_info"))).toMatchObject({ status: 200, body: { id: 5, result: { structuredContent: { success: true } } } });
+  });
+
   test("a request under an id still in flight in its session is refused at once; the first is answered", async () => {
     const server = await start({});
     const mcp = await connect(server, ua("duplicate"));

@@ -1,7 +1,8 @@
 // One McpServer over the tool registry: tools/list from the registry's schemas, tools/call answering
 // the envelope as structuredContent and as JSON text, isError = !success (mcp.md "Results").
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ListToolsRequestSchema, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
@@ -20,6 +21,14 @@ const INSTRUCTIONS =
   "walletgate: Solana wallet identity, sessions and payments. Start with wallet_create (a new custodial wallet, " +
   "signed in at once) or session_auth + wallet_connect (your own wallet signs a challenge), or session_restore with " +
   "a token from earlier. Every tool answers {success, data} or {success: false, error, code}.";
+
+/**
+ * What our tools/call handler is registered under. The SDK's Server checks every tools/call request against
+ * its own CallToolRequestSchema before the handler runs, and answers a malformed one (no `name`, `arguments`
+ * not an object) with InvalidParams (-32602); the schema given here is checked first, and its failure would
+ * be answered as an internal error (-32603) with the schema library's dump. So it checks only the method.
+ */
+const ToolsCall = z.looseObject({ method: z.literal("tools/call") });
 
 export function toolResult(envelope: Envelope) {
   return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], structuredContent: envelope, isError: !envelope.success };
@@ -46,7 +55,8 @@ export type HttpCallInfo = { bearer: string | null; requestId: string | undefine
 export function createToolServer(deps: Deps, registry: Registry, state: SessionState, defaultBearer: () => string | null = () => null): McpServer {
   const server = new McpServer({ name: "walletgate", version: pkg.version }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
   server.server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...registry.listing] }));
-  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  server.server.setRequestHandler(ToolsCall, async (raw, extra) => {
+    const request = raw as unknown as CallToolRequest; // as the SDK's check (above) found it
     // Over HTTP, authInfo.extra carries the request's bearer token (null when none) and its id (http.ts).
     const http = extra.authInfo?.extra as HttpCallInfo | undefined;
     const bearer = http?.bearer ?? defaultBearer();
