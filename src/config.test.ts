@@ -131,11 +131,12 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ SERVICE_TOKEN_DECIMALS: "10" })).toThrow("SERVICE_TOKEN_DECIMALS");
   });
 
-  test("flags override the environment, in both spellings; unknown flags are usage errors", () => {
+  test("flags override the environment, in both spellings; unknown and repeated flags are usage errors", () => {
     const c = loadConfig({ PORT: "1" }, ["--port", "2", "--log-level=debug", "--data-dir", "/tmp/x"]);
     expect([c.port, c.logLevel, c.dataDir]).toEqual([2, "debug", "/tmp/x"]);
     expect(() => loadConfig({}, ["--frobnicate", "1"])).toThrow(UsageError);
     expect(() => loadConfig({}, ["--port"])).toThrow(UsageError);
+    expect(() => loadConfig({}, ["--port", "2", "--port=3"])).toThrow("option --port is given twice");
   });
 });
 

@@ -104,6 +104,8 @@ export function flagsToVars(flags: string[]): Vars {
       value = flags[++i];
       if (value === undefined) throw new UsageError(`option ${flag} needs a value`);
     }
+    // Given twice, one of them would be dropped without a word: which was meant is not ours to guess.
+    if (name in vars) throw new UsageError(`option --${match[1]} is given twice`);
     vars[name as keyof Vars] = value;
   }
   return vars;

@@ -52,6 +52,9 @@ describe("walletgate CLI", () => {
       [["ledger", "airdrop", "--to", "bad", "--sol", "1"], '--to: "bad" is not a Solana address', "Usage: walletgate ledger airdrop"],
       [["wallets", "export", "x"], '"x" is not a Solana address', "Usage: walletgate wallets export"],
       [["wallets", "export", "11111111111111111111111111111112", "--format", "hex"], "--format must be base58 or json", "Usage: walletgate wallets export"],
+      // An option given twice: which value was meant is not guessed (the last one used to win silently).
+      [["keys", "create", "--owner", "11111111111111111111111111111112", "--owner", "11111111111111111111111111111113", "--label", "x"], "option --owner is given twice", "Usage: walletgate keys create"],
+      [["ledger", "airdrop", "--to", "11111111111111111111111111111112", "--to=11111111111111111111111111111113", "--sol", "1"], "option --to is given twice", "Usage: walletgate ledger airdrop"],
     ];
     for (const [args, message, usage] of cases) {
       const r = await runCli(args, { DATA_DIR: dataDir() });

@@ -33,11 +33,18 @@ export function parseCommandArgs<O extends OptionSpec>(
 ): { values: { [K in keyof O]?: O[K]["type"] extends "boolean" ? boolean : string }; positionals: string[] } {
   let parsed;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true, tokens: true });
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err), usage);
   }
+  // An option given twice would keep only its last value (`keys create --owner A --owner B` for B).
+  const seen = new Set<string>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== "option") continue;
+    if (seen.has(token.name)) throw new UsageError(`option --${token.name} is given twice`, usage);
+    seen.add(token.name);
+  }
   if (parsed.positionals.length < positionals.min) throw new UsageError("missing argument", usage);
   if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`, usage);
-  return parsed as never;
+  return { values: parsed.values, positionals: parsed.positionals } as never;
 }
