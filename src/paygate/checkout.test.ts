@@ -563,7 +563,7 @@ describe("checkout", () => {
       // A transaction that does not pay this checkout is answered with its refusal; an unknown one decides nothing.
       expect(await reasonOf(confirmCheckout(flooded, productId, checkout.checkoutId, stranger))).toBe("PAYMENT_MISMATCH:payer");
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, encodeBase58(randomBytes(64)))).toEqual({ status: "pending" });
-      expect(await confirmCheckout(flooded, productId, checkout.checkoutId, "not a signature")).toEqual({ status: "pending" });
+      expect(await reasonOf(confirmCheckout(flooded, productId, checkout.checkoutId, "not a signature"))).toBe("VALIDATION_ERROR:"); // as /public/verify
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, signatureOf(signed))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
       // Completed: a later hint changes nothing.
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, stranger)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
