@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AppError, ERROR_STATUS, fieldError, type ErrorCode } from "./errors.ts";
+import { AppError, ERROR_STATUS, fieldError, requirePage, type ErrorCode } from "./errors.ts";
 
 const SPEC_README = join(import.meta.dir, "../../shared/spec/README.md");
 
@@ -16,4 +16,25 @@ test("every code of the spec's error table, and only those, with the spec's HTTP
 test("fieldError is a VALIDATION_ERROR naming its field in details.fields (test/architecture.test.ts holds the source to it)", () => {
   expect(fieldError("tier", "tier must be one of free, pro").extra).toEqual({ details: { fields: [{ field: "tier", message: "tier must be one of free, pro" }] } });
   expect(fieldError("tier", "x").code).toBe("VALIDATION_ERROR");
+});
+
+test("requirePage: defaults, the ranges, and a refusal that says the range (every list pages through it)", () => {
+  const range = { default: 20, max: 100 };
+  expect(requirePage({}, range)).toEqual({ limit: 20, offset: 0 });
+  expect(requirePage({ limit: 100, offset: Number.MAX_SAFE_INTEGER }, range)).toEqual({ limit: 100, offset: Number.MAX_SAFE_INTEGER });
+  const refusal = (page: { limit?: number; offset?: number }) => {
+    try {
+      requirePage(page, range);
+    } catch (err) {
+      return (err as AppError).extra.details;
+    }
+    return null;
+  };
+  for (const limit of [0, 101, 1.5, -1, Number.NaN]) {
+    expect(refusal({ limit })).toEqual({ fields: [{ field: "limit", message: "limit: must be a whole number from 1 to 100" }] });
+  }
+  // 2^53 and 1e20 are whole numbers of 0 or more: the refusal names the largest one taken.
+  for (const offset of [-1, 0.5, 2 ** 53, 1e20]) {
+    expect(refusal({ offset })).toEqual({ fields: [{ field: "offset", message: "offset: must be a whole number from 0 to 9007199254740991" }] });
+  }
 });

@@ -176,6 +176,21 @@ export function textField(value: string | undefined, field: string, max: number,
   return text;
 }
 
+/** How a list pages: the `limit` when none is asked, and the most one page may hold. */
+export type PageRange = Readonly<{ default: number; max: number }>;
+
+/**
+ * The page asked of a list, defaults filled in: `limit` a whole number from 1 to `range.max`, `offset` one
+ * from 0 (to the largest exact integer); outside is VALIDATION_ERROR naming the field, never clamped.
+ */
+export function requirePage(page: { limit?: number | undefined; offset?: number | undefined }, range: PageRange): { limit: number; offset: number } {
+  const limit = page.limit ?? range.default;
+  const offset = page.offset ?? 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > range.max) throw invalidField("limit", `must be a whole number from 1 to ${range.max}`);
+  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", `must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`);
+  return { limit, offset };
+}
+
 /**
  * `value` as base units of a token with `decimals`, or VALIDATION_ERROR naming `field`: parseAmount refuses
  * zero (unless `allowZero`), too many decimals and more than 2^63-1 (spec README "Amounts").

@@ -1,7 +1,7 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, characters, invalidField, textField } from "../errors.ts";
+import { AppError, amountField, characters, invalidField, textField, requirePage } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -295,10 +295,7 @@ export type SearchInput = {
  * best rated first, then most completed orders, then oldest.
  */
 export async function searchAgents(deps: Deps, input: SearchInput): Promise<{ agents: Agent[]; total: number; limit: number; offset: number }> {
-  const limit = input.limit ?? SEARCH_PAGE.default;
-  const offset = input.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_PAGE.max) throw invalidField("limit", `must be 1 to ${SEARCH_PAGE.max}`);
-  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
+  const { limit, offset } = requirePage(input, SEARCH_PAGE);
   const usdc = await usdcToken(deps);
   const category = input.category?.trim() ?? "";
   const { rows, total } = await store.searchAgents(deps.db, {

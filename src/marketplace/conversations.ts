@@ -1,7 +1,7 @@
 // Conversations between a consumer wallet and an agent, and their messages (marketplace.md "Records"):
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
-import { AppError, invalidField, textField, withoutControlCharacters } from "../errors.ts";
+import { AppError, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";
@@ -160,21 +160,13 @@ export async function sendMessage(deps: Deps, wallet: string, side: Side, conver
   return { message: messageView({ ...message, orderId: null }) };
 }
 
-function checkPage(page: { limit?: number | undefined; offset?: number | undefined }, limits: { default: number; max: number }): { limit: number; offset: number } {
-  const limit = page.limit ?? limits.default;
-  const offset = page.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > limits.max) throw invalidField("limit", `must be 1 to ${limits.max}`);
-  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "must be a whole number ≥ 0");
-  return { limit, offset };
-}
-
 /** provider_list_conversations: conversations of the agents `ownerWallet` owns (or of one), most recently active first. */
 export async function listProviderConversations(
   deps: Deps,
   ownerWallet: string,
   input: { agentId?: string | undefined; limit?: number | undefined; offset?: number | undefined },
 ): Promise<{ conversations: ConversationSummary[]; total: number; limit: number; offset: number }> {
-  const { limit, offset } = checkPage(input, CONVERSATION_PAGE);
+  const { limit, offset } = requirePage(input, CONVERSATION_PAGE);
   if (input.agentId !== undefined) await ownedAgent(deps, ownerWallet, input.agentId);
   const { rows, total } = await store.listOwnerConversations(deps.db, ownerWallet, input.agentId ?? null, limit, offset);
   const conversations = rows.map((r) => ({
@@ -199,7 +191,7 @@ export async function getConversation(
   conversationId: string,
   input: { since?: string | undefined; limit?: number | undefined } = {},
 ): Promise<{ conversation: Conversation; messages: Message[]; hasMore: boolean; side: Side }> {
-  const { limit } = checkPage({ limit: input.limit }, MESSAGE_PAGE);
+  const { limit } = requirePage({ limit: input.limit }, MESSAGE_PAGE);
   const party = await conversationParty(deps, wallet, conversationId);
   let afterSeq = 0;
   if (input.since !== undefined) {

@@ -1,14 +1,13 @@
 // What buyers bought, as owners see it (paygate.md "Public API"): access checks, transaction
 // verification, the purchase list and revenue statistics.
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError } from "../errors.ts";
+import { AppError, fieldError, requirePage } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase58 } from "../lib/encoding.ts";
 import type { TokenInfo } from "../ledger/ledger.ts";
 import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
-import { requirePage } from "./tokens.ts";
 
 export const PURCHASE_LIST_LIMIT = { default: 100, max: 1000 };
 export const STATS_DAYS = { default: 30, max: 365 };
@@ -111,7 +110,7 @@ export async function listPurchases(
   owner: string,
   query: { productId?: string | undefined; limit?: number | undefined; offset?: number | undefined },
 ): Promise<{ purchases: PurchaseView[]; total: number }> {
-  const page = requirePage(query.limit, query.offset, PURCHASE_LIST_LIMIT);
+  const page = requirePage(query, PURCHASE_LIST_LIMIT);
   if (query.productId !== undefined) ownedProductKind(deps, owner, query.productId); // as listFeatureTokens
   const { rows, total } = await store.listPurchases(deps.db, owner, { productId: query.productId, ...page });
   return { purchases: await Promise.all(rows.map((row) => purchaseView(deps, row))), total };

@@ -1,7 +1,7 @@
 // Feature access tokens (paygate.md "Public API"): `ft_` + 32 random bytes base58, issued with a
 // feature_unlock purchase, looked up by SHA-256, kept sealed (AES-256-GCM) so the owner can list them.
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError } from "../errors.ts";
+import { AppError, fieldError, requirePage } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { toIso } from "../lib/clock.ts";
 import { isAddress } from "../lib/encoding.ts";
@@ -105,20 +105,9 @@ export type TokenQuery = {
 };
 
 /** Checks a page: limit 1..max (default `fallback`), offset ≥ 0, whole numbers; out of range is 400, never clamped. */
-export function requirePage(limit: number | undefined, offset: number | undefined, range: { default: number; max: number }): { limit: number; offset: number } {
-  const page = { limit: limit ?? range.default, offset: offset ?? 0 };
-  if (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > range.max) {
-    throw fieldError("limit", `limit must be a whole number from 1 to ${range.max}`);
-  }
-  if (!Number.isSafeInteger(page.offset) || page.offset < 0) {
-    throw fieldError("offset", "offset must be a whole number, 0 or more");
-  }
-  return page;
-}
-
 /** GET /public/feature/tokens: the owner's tokens, newest first, each with the token in clear. */
 export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQuery): Promise<{ tokens: TokenRecord[]; total: number; limit: number; offset: number }> {
-  const page = requirePage(query.limit, query.offset, TOKEN_LIST_LIMIT);
+  const page = requirePage(query, TOKEN_LIST_LIMIT);
   if (query.walletAddress !== undefined && !isAddress(query.walletAddress)) {
     throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   }

@@ -2,7 +2,7 @@
 // the worker that sends each attempt (signed anew) on the retry schedule until success or failure.
 import type { Db } from "../db/open.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, errorText, fieldError } from "../errors.ts";
+import { AppError, errorText, requirePage } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { clusterName } from "../ledger/ledger.ts";
 import { AES_GCM_IV_BYTES, decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
@@ -193,14 +193,7 @@ export async function listDeliveries(
   endpointId: string,
   page: { limit?: number | undefined; offset?: number | undefined } = {},
 ): Promise<{ deliveries: DeliveryView[]; total: number }> {
-  const limit = page.limit ?? DELIVERY_LIST_LIMIT.default;
-  const offset = page.offset ?? 0;
-  if (!Number.isInteger(limit) || limit < 1 || limit > DELIVERY_LIST_LIMIT.max) {
-    throw fieldError("limit", `limit: must be 1 to ${DELIVERY_LIST_LIMIT.max}`);
-  }
-  if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw fieldError("offset", "offset: must be a whole number ≥ 0");
-  }
+  const { limit, offset } = requirePage(page, DELIVERY_LIST_LIMIT);
   if ((await store.findOwnerEndpoint(deps.db, owner, endpointId)) === null) throw endpointNotFound();
   const { rows, total } = await store.listDeliveries(deps.db, "owner_endpoint", endpointId, limit, offset);
   return {

@@ -2,7 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
-import { AppError, amountField, invalidField, reasonOf, textField } from "../../errors.ts";
+import { AppError, amountField, invalidField, reasonOf, textField, requirePage } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
@@ -578,10 +578,7 @@ export const ORDER_LIST_LIMIT = { default: 20, max: 100 };
 export async function listOrders(deps: Deps, wallet: string, side: Side, q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
   const statuses: readonly string[] = store.ORDER_STATUSES;
   if (q.status !== undefined && !statuses.includes(q.status)) throw invalidField("status", `one of ${statuses.join(", ")}`);
-  const limit = q.limit ?? ORDER_LIST_LIMIT.default;
-  if (!Number.isInteger(limit) || limit < 1 || limit > ORDER_LIST_LIMIT.max) throw invalidField("limit", `1 to ${ORDER_LIST_LIMIT.max}`);
-  const offset = q.offset ?? 0;
-  if (!Number.isSafeInteger(offset) || offset < 0) throw invalidField("offset", "0 or more");
+  const { limit, offset } = requirePage(q, ORDER_LIST_LIMIT);
   const { rows, total } = await store.listOrders(deps.db, { wallet, side, status: (q.status as store.OrderStatus) ?? null, limit, offset });
   return { orders: rows.map(orderView), total, limit, offset };
 }
