@@ -84,9 +84,16 @@ export function requireWallet(caller: Caller): WalletCaller {
   throw caller.tokenError ?? new AppError("UNAUTHENTICATED", "no wallet in this session: call wallet_create, wallet_connect or session_restore, or send a session token (Authorization: Bearer <token> over HTTP, WALLETGATE_TOKEN for walletgate mcp)");
 }
 
+/** A refusal names at most this many fields, each cut to FIELD_NAME_CHARS (as the HTTP edge does): params are the caller's. */
+const NAMED_FIELDS = 10;
+const FIELD_NAME_CHARS = 100;
+
 function validationError(error: z.ZodError): AppError {
-  const fields: FieldProblem[] = error.issues.map((issue) => ({ field: issue.path.join(".") || "(params)", message: issue.message }));
-  const summary = fields.map((f) => `${f.field}: ${f.message}`).join("; ");
+  const fields: FieldProblem[] = error.issues
+    .slice(0, NAMED_FIELDS)
+    .map((issue) => ({ field: (issue.path.join(".") || "(params)").slice(0, FIELD_NAME_CHARS), message: issue.message.slice(0, 500) }));
+  const more = error.issues.length > NAMED_FIELDS ? `; and ${error.issues.length - NAMED_FIELDS} more` : "";
+  const summary = fields.map((f) => `${f.field}: ${f.message}`).join("; ") + more;
   return new AppError("VALIDATION_ERROR", `invalid params: ${summary}`, { details: { fields } });
 }
 
@@ -115,7 +122,7 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
     async call(ctx, name, params) {
       const tool = byName.get(name);
       if (tool === undefined) {
-        return failure(new AppError("NOT_FOUND", `unknown tool "${name}"; tools/list names them`));
+        return failure(new AppError("NOT_FOUND", `unknown tool "${name.slice(0, FIELD_NAME_CHARS)}"; tools/list names them`));
       }
       try {
         const parsed = tool.input.safeParse(params ?? {});

@@ -34,3 +34,24 @@ test("every tool but the five that make or describe a session answers UNAUTHENTI
   const expired = { ...ctx, caller: { kind: "anonymous" as const, tokenError: new AppError("TOKEN_EXPIRED", "expired") } };
   expect(await registry.call(expired, "wallet_get_balance", {})).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
 });
+
+test("a refusal of what the caller sent stays small: at most 10 fields named, names and messages cut, the tool name too", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const ctx = { deps, caller: { kind: "anonymous" as const, tokenError: null }, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.31", userAgent: "t" } };
+  const params = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`extra_${"k".repeat(200)}_${i}`, 1]));
+  const unknownParams = await registry.call(ctx, "session_info", params);
+  expect(unknownParams).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  expect(JSON.stringify(unknownParams).length).toBeLessThan(2_000);
+  // Many wrong values: ten named, the rest counted.
+  const services = Array.from({ length: 20 }, () => ({ title: 5, price: "1", deliveryTime: 1 }));
+  const wrong = (await registry.call(ctx, "provider_register", { endpoint: "https://agent.example/", profile: { name: "A", basePrice: "1" }, services })) as {
+    error: string;
+    details: { fields: unknown[] };
+  };
+  expect(wrong.details.fields).toHaveLength(10);
+  expect(wrong.error).toEndWith("; and 10 more");
+  const unknownTool = await registry.call(ctx, "t".repeat(10_000), {});
+  expect(unknownTool).toMatchObject({ success: false, code: "NOT_FOUND" });
+  expect(JSON.stringify(unknownTool).length).toBeLessThan(300);
+});
