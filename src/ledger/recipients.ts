@@ -6,9 +6,10 @@ import { isAddress } from "../lib/encoding.ts";
 import { isProgramOrSysvar } from "./transactions.ts";
 
 /**
- * Refuses, as VALIDATION_ERROR on `field` (INVALID_ADDRESS when it is no address at all), a recipient that is not a wallet: a program or sysvar, a mint, a
- * token account (its owner is the wallet meant) or an account holding another program's data. An address
- * without an account passes: a wallet not funded yet, or a program's address that holds no data (a vault).
+ * Refuses, as VALIDATION_ERROR on `field` (INVALID_ADDRESS when it is no address at all), a recipient
+ * that is not a wallet: a program or sysvar, a mint, a token account (its owner is the wallet meant) or an
+ * account holding another program's data. An address without an account passes: a wallet not funded yet,
+ * or a program's address that holds no data (a vault).
  */
 export async function requireWalletRecipient(deps: Deps, address: string, field: string): Promise<void> {
   if (!isAddress(address)) throw fieldError(field, `${field} must be a base58 address of 32 bytes`, {}, "INVALID_ADDRESS");
