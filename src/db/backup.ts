@@ -3,6 +3,7 @@ import type { Database } from "bun:sqlite";
 import { closeSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath } from "../lib/durable.ts";
+import { removeLeftovers } from "./leftovers.ts";
 
 export class BackupTargetError extends Error {
   override name = "BackupTargetError";
@@ -19,7 +20,9 @@ const targetExists = (target: string) => new BackupTargetError(`${target} exists
  * create and the copy renamed over that empty file). Returns the copy's size in bytes.
  */
 export function backupDatabase(sqlite: Database, target: string): { bytes: number } {
-  const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${Date.now()}`);
+  const prefix = `.${basename(target)}.partial-`;
+  removeLeftovers(dirname(target), prefix); // copies of runs killed mid-way
+  const partial = join(dirname(target), `${prefix}${process.pid}-${Date.now()}`);
   try {
     closeSync(openSync(partial, "wx", 0o600)); // VACUUM INTO writes into an empty file, keeping its mode
   } catch (err) {

@@ -1,8 +1,9 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, linkSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
+import { removeLeftovers } from "./leftovers.ts";
 import { latestOf, schemaVersion } from "./migrate.ts";
 
 export class RestoreError extends Error {
@@ -113,12 +114,20 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
 
 /**
  * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
- * stopped: refused while another process has the database open (its pids named where /proc tells them). The current database and its
- * `-wal`/`-shm` move aside together (`<name>.replaced-<time>`, still a pair SQLite can open), so the
- * backup is never replayed onto by an old log; the backup is copied beside the database, flushed, and
- * renamed into place. Migrations the backup lacks are applied by the next `serve` or `migrate`.
+ * stopped: refused while another process has the database open (its pids named where /proc tells them).
+ * The name always holds a whole database, whenever the process dies: the current one is first
+ * checkpointed (its log folded into the file), then linked as `<name>.replaced-<time>` (its `-wal`/`-shm`,
+ * if any are left, moved beside it, so the backup is never replayed onto by an old log); the backup is
+ * copied beside the database, flushed, and renamed over the name at once. Migrations the backup lacks are
+ * applied by the next `serve` or `migrate`.
  */
-export function restoreDatabase(databasePath: string, backup: string, now: Date): RestoreResult {
+export function restoreDatabase(
+  databasePath: string,
+  backup: string,
+  now: Date,
+  /** Tests: runs just before the backup takes the name (a throw there is a restore killed at that instant). */
+  beforeReplace: () => void = () => undefined,
+): RestoreResult {
   if (!existsSync(backup)) throw new RestoreError(`no file ${backup}`);
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
@@ -128,25 +137,54 @@ export function restoreDatabase(databasePath: string, backup: string, now: Date)
   }
   const dir = dirname(databasePath);
   makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
-  const partial = join(dir, `.${basename(databasePath)}.restoring-${process.pid}`);
+  const prefix = `.${basename(databasePath)}.restoring-`;
+  removeLeftovers(dir, prefix); // copies of runs killed mid-way
+  const partial = join(dir, `${prefix}${process.pid}`);
   try {
     copyFileSync(backup, partial);
     chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644
     fsyncPath(partial);
     let movedAside: string | null = null;
     if (existsSync(databasePath)) {
+      foldLog(databasePath);
       movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
-      renameSync(databasePath, movedAside);
+      try {
+        linkSync(databasePath, movedAside); // both names hold it until the backup takes the first
+      } catch (err) {
+        // A filesystem without hard links (FAT, some network mounts): moved instead, the name empty a moment.
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw err;
+        renameSync(databasePath, movedAside);
+      }
     }
     for (const suffix of COMPANIONS) {
       if (!existsSync(databasePath + suffix)) continue;
       if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
       else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
     }
+    beforeReplace();
     renameSync(partial, databasePath);
     fsyncDir(dir);
     return { restored: databasePath, schemaVersion: version, movedAside };
   } finally {
     rmSync(partial, { force: true });
+  }
+}
+
+/**
+ * Folds the database's log into its file and removes it (closing the last connection does), so the file
+ * alone is the whole database while its log is moved aside. A database that cannot be opened (a damaged
+ * one is what restores are for) is left as it is: its log then moves aside with it.
+ */
+function foldLog(databasePath: string): void {
+  try {
+    const db = new Database(databasePath);
+    try {
+      db.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    } finally {
+      db.close();
+    }
+  } catch {
+    // as it is
   }
 }

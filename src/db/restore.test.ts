@@ -1,0 +1,100 @@
+// restore and backup at the instants a kill could cut them: the database's name always holds a whole
+// database (the old one, its log folded in, or the backup), and copies left by killed runs are cleared.
+import { afterAll, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../../test/helpers/server.ts";
+import { backupDatabase } from "./backup.ts";
+import { migrate } from "./migrate.ts";
+import { restoreDatabase } from "./restore.ts";
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const newDir = () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  return dir;
+};
+
+/** A migrated database with `rows` owners, in WAL mode. */
+function database(path: string, rows: number): void {
+  const db = new Database(path);
+  db.run("PRAGMA journal_mode = WAL");
+  migrate(db, Date.now());
+  for (let i = 0; i < rows; i++) db.run("INSERT INTO owners (wallet, tier, created_at) VALUES (?, 'free', ?)", [`owner-${i}`, Date.now()]);
+  db.close();
+}
+
+/** What a server killed with writes still in its log leaves: the database file and its `-wal`, unfolded. */
+function crashedDatabase(path: string, rows: number): void {
+  const scratch = join(newDir(), "live.db");
+  database(scratch, 0);
+  const live = new Database(scratch);
+  live.run("PRAGMA wal_autocheckpoint = 0");
+  for (let i = 0; i < rows; i++) live.run("INSERT INTO owners (wallet, tier, created_at) VALUES (?, 'free', ?)", [`owner-${i}`, Date.now()]);
+  copyFileSync(scratch, path);
+  copyFileSync(`${scratch}-wal`, `${path}-wal`);
+  live.close();
+}
+
+const owners = (path: string) => {
+  const db = new Database(path, { readonly: true });
+  try {
+    expect(db.query("PRAGMA quick_check").get()).toEqual({ quick_check: "ok" });
+    return (db.query("SELECT count(*) AS n FROM owners").get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+};
+
+test("killed just before the backup takes the name: the name still holds the old database, its log folded in", () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  crashedDatabase(path, 7);
+  const backup = join(newDir(), "backup.db");
+  database(backup, 2);
+  expect(() =>
+    restoreDatabase(path, backup, new Date(), () => {
+      throw new Error("killed");
+    }),
+  ).toThrow("killed");
+  expect(existsSync(`${path}-wal`)).toBe(false); // no log left to replay onto a backup
+  expect(owners(path)).toBe(7); // whole, with what was only in its log
+  // The restore run again finishes it; the old database stays beside, whole.
+  const result = restoreDatabase(path, backup, new Date());
+  expect(owners(path)).toBe(2);
+  expect(owners(result.movedAside!)).toBe(7);
+});
+
+test("a restore over a damaged database (what restores are for) puts the backup in place, with no log of the old one under the name", async () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  writeFileSync(path, "not a database at all");
+  writeFileSync(`${path}-wal`, "a log of something");
+  const backup = join(newDir(), "backup.db");
+  database(backup, 3);
+  const result = restoreDatabase(path, backup, new Date());
+  expect(existsSync(`${path}-wal`)).toBe(false); // looked at before anything opens it
+  expect(owners(path)).toBe(3);
+  expect(await Bun.file(result.movedAside!).text()).toBe("not a database at all");
+});
+
+test("copies left by a backup or restore killed mid-way are deleted by the next run; a running process's stay", () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  database(path, 1);
+  const backupDir = newDir();
+  // A pid no process has (past the kernel's largest), and this process's own.
+  const dead = 4_194_305;
+  const leftovers = [join(dataDir, `.walletgate.db.restoring-${dead}`), join(backupDir, `.b.db.partial-${dead}-1700000000000`)];
+  const running = join(backupDir, `.b.db.partial-${process.pid}-1`);
+  for (const file of [...leftovers, running]) writeFileSync(file, "a copy of a database");
+  const db = new Database(path);
+  backupDatabase(db, join(backupDir, "b.db"));
+  db.close();
+  restoreDatabase(path, join(backupDir, "b.db"), new Date());
+  expect(leftovers.filter((f) => existsSync(f))).toEqual([]);
+  expect(existsSync(running)).toBe(true);
+  expect(readdirSync(dataDir).filter((n) => n.startsWith("."))).toEqual([]);
+});
