@@ -94,10 +94,24 @@ export async function issueSession(
   const prepared = prepareSession(deps, walletAddress, client, continues);
   const recorded = await store.insertToken(deps.db, prepared.record);
   if (recorded === "parent revoked") throw revoked(); // the token being refreshed was revoked meanwhile
+  if (recorded === "not spent") throw new Error("no proof was given to spend"); // never: insertToken got no `spend`
   if (recorded === "recorded") return signPreparedSession(deps, prepared);
   const { existing: row } = recorded;
   if (row.revokedAt !== null) throw revoked();
   return signPreparedSession(deps, { ...prepared, issuedAtS: Math.floor(row.issuedAt / 1000), expiresAtS: Math.floor(row.expiresAt / 1000) });
+}
+
+/**
+ * A new session for a wallet proven by another feature's single-use proof (a dashboard sign-in link), spent
+ * in the same write as the token is recorded, as sign-in spends its nonce: `spend` (that store's synchronous
+ * …InWrite) false records nothing and answers null. So no proof is spent without its session, or the reverse.
+ */
+export async function issueSessionSpending(deps: Deps, walletAddress: string, client: ClientInfo | null, spend: () => boolean): Promise<IssuedSession | null> {
+  const prepared = prepareSession(deps, walletAddress, client);
+  const recorded = await store.insertToken(deps.db, prepared.record, spend);
+  if (recorded === "not spent") return null;
+  if (recorded !== "recorded") throw new Error("a new session's token has no parent and a fresh id"); // never: no parent, fresh jti
+  return signPreparedSession(deps, prepared);
 }
 
 /** Verifies a token and then the token store: row present, not revoked, not before the wallet's cutoff. */

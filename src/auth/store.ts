@@ -73,8 +73,11 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
   });
 }
 
-/** What recording a token did: recorded; refused (the token it refreshes is revoked); or found recorded already. */
-export type TokenInsert = "recorded" | "parent revoked" | { existing: TokenRow };
+/**
+ * What recording a token did: recorded; refused (the token it refreshes is revoked, or the proof it was to
+ * spend was spent already); or found recorded already.
+ */
+export type TokenInsert = "recorded" | "parent revoked" | "not spent" | { existing: TokenRow };
 
 /**
  * Records an issued token and, when given, links the client's fingerprint to it. One atomic write.
@@ -83,8 +86,13 @@ export type TokenInsert = "recorded" | "parent revoked" | { existing: TokenRow }
  * `jti` is derived from its parent's (sessions.ts), so a row already there under it is the parent's
  * earlier refresh: it is returned, and nothing is written.
  */
-export function insertToken(db: Db, token: NewToken): Promise<TokenInsert> {
-  return db.write(() => insertTokenRows(db, token));
+export function insertToken(
+  db: Db,
+  token: NewToken,
+  /** Another feature's single-use proof (its store's synchronous …InWrite), spent in the same write; false records nothing. */
+  spend?: () => boolean,
+): Promise<TokenInsert> {
+  return db.write(() => (spend !== undefined && !spend() ? "not spent" : insertTokenRows(db, token)));
 }
 
 /** The SQL of insertToken, run inside a caller's write. */

@@ -99,6 +99,18 @@ describe("redeemDashboardLink", () => {
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 1 });
   });
 
+  test("a session that cannot be recorded leaves the link unspent: the link and its token are one write", async () => {
+    const { deps, db } = await testDeps();
+    const link = await createDashboardLink(deps, Keypair.generate().secretKey);
+    const code = codeOfLink(link.url);
+    db.sqlite.run("CREATE TEMP TRIGGER refuse_tokens BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+    expect(await redeemDashboardLink(deps, code, browser).catch((err: Error) => err.message)).toContain("disk full");
+    expect(db.sqlite.query("SELECT used_at AS usedAt FROM dashboard_links").get()).toEqual({ usedAt: null });
+    db.sqlite.run("DROP TRIGGER refuse_tokens");
+    expect(await codeOf(redeemDashboardLink(deps, code, browser))).toBe("OK");
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 1 });
+  });
+
   test("works until its expiry and is refused from then on (CHALLENGE_EXPIRED)", async () => {
     const { deps, clock } = await testDeps();
     const early = await createDashboardLink(deps, Keypair.generate().secretKey);

@@ -3,7 +3,7 @@
 import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { issueChallenge } from "../auth/challenge.ts";
-import { issueSession, type IssuedSession } from "../auth/sessions.ts";
+import { issueSessionSpending, type IssuedSession } from "../auth/sessions.ts";
 import { proveWalletControl } from "../auth/sign-in.ts";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { ed25519Sign } from "../lib/ed25519-sign.ts";
@@ -54,22 +54,21 @@ function requireLinkCode(code: string): string {
 }
 
 /**
- * Spends a link (one of any number of racing redeems wins) and issues a new session token for its
- * wallet, as sign-in does.
+ * Spends a link (one of any number of racing redeems wins) and issues a new session token for its wallet,
+ * as sign-in does: in one write, so a link is never spent without its session.
  */
 export async function redeemDashboardLink(deps: Deps, code: string, client: ClientInfo): Promise<IssuedSession> {
   const codeHash = sha256Hex(requireLinkCode(code));
   const now = deps.clock.now();
-  const wallet = await store.consumeLink(deps.db, codeHash, now);
-  if (wallet === null) {
-    // A link code is a server-issued single-use secret with a lifetime, as a challenge nonce is: the
-    // catalogue's nonce codes name its three failures (unknown, replayed, expired) exactly.
-    const row = await store.findLink(deps.db, codeHash);
-    if (row === null) throw new AppError("NONCE_NOT_FOUND", "unknown sign-in link; run `walletgate dashboard-link` for a new one");
-    if (row.usedAt !== null) throw new AppError("NONCE_USED", "this sign-in link was already used; run `walletgate dashboard-link` for a new one");
-    throw new AppError("CHALLENGE_EXPIRED", "this sign-in link has expired; run `walletgate dashboard-link` for a new one");
-  }
-  return issueSession(deps, wallet, client);
+  const link = await store.findLink(deps.db, codeHash);
+  const issued = link === null ? null : await issueSessionSpending(deps, link.wallet, client, () => store.consumeLinkInWrite(deps.db, codeHash, link.wallet, now));
+  if (issued !== null) return issued;
+  // A link code is a server-issued single-use secret with a lifetime, as a challenge nonce is: the
+  // catalogue's nonce codes name its three failures (unknown, replayed, expired) exactly.
+  const row = await store.findLink(deps.db, codeHash);
+  if (row === null) throw new AppError("NONCE_NOT_FOUND", "unknown sign-in link; run `walletgate dashboard-link` for a new one");
+  if (row.usedAt !== null) throw new AppError("NONCE_USED", "this sign-in link was already used; run `walletgate dashboard-link` for a new one");
+  throw new AppError("CHALLENGE_EXPIRED", "this sign-in link has expired; run `walletgate dashboard-link` for a new one");
 }
 
 /** The purge's part: links expired or used more than a day ago (kept a day to tell "used" from "unknown"). */
