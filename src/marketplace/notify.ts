@@ -56,8 +56,6 @@ export function agentTargets(deps: Deps): AgentTargets {
       if (text === null) return null;
       return agentReplyWrite(deps, { eventId: delivery.eventId, agentId: delivery.agentId, text });
     },
-    async onGone(agentId, url) {
-      if (await store.markEndpointGone(deps.db, agentId, url, deps.clock.now())) deps.log.warn("marketplace agent paused: its endpoint answered 410 Gone", { agentId });
-    },
+    goneInWrite: (agentId, url, now) => store.markEndpointGoneInWrite(deps.db, agentId, url, now),
   };
 }

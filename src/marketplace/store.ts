@@ -201,14 +201,10 @@ export function updateAgent(db: Db, ownerWallet: string, id: string, patch: Agen
 /**
  * A `410 Gone` answer to a notification sent to `endpoint`: the agent is paused and receives nothing until
  * its owner changes endpoint or status; unless the endpoint was changed while the notification ran. True
- * when it was paused.
+ * when it was paused. SYNCHRONOUS, inside the write that records that attempt (webhooks/outbox.ts).
  */
-export function markEndpointGone(db: Db, id: string, endpoint: string, now: number): Promise<boolean> {
-  return db.write(
-    () =>
-      db.sqlite.query("UPDATE market_agents SET status = 'paused', endpoint_gone_at = ?, updated_at = ? WHERE id = ? AND endpoint = ?").run(now, now, id, endpoint)
-        .changes > 0,
-  );
+export function markEndpointGoneInWrite(db: Db, id: string, endpoint: string, now: number): boolean {
+  return db.sqlite.query("UPDATE market_agents SET status = 'paused', endpoint_gone_at = ?, updated_at = ? WHERE id = ? AND endpoint = ?").run(now, now, id, endpoint).changes > 0;
 }
 
 /**

@@ -730,16 +730,26 @@ describe("agent targets (marketplace notifications)", () => {
           answers.push({ type: d.type, body: response.body });
           return null;
         },
-        onGone: async (agentId) => void gone.push(agentId),
+        goneInWrite: (agentId) => {
+          gone.push(agentId);
+          if (gone.length === 1) throw new Error("disk full"); // the pause cannot be written: nor is the attempt
+          return true;
+        },
       },
     });
     expect(await w.runOnce()).toBe(1);
     expect(rx.received[0]).toMatchObject({ path: "/agent", id: eventId, verified: [true] });
     expect(answers).toEqual([{ type: "conversation.started", body: '{"reply":"hello from the agent"}' }]);
 
-    await enqueueAgent("message.received");
-    expect(await w.runOnce()).toBe(1);
-    expect(gone).toEqual(["agt_1"]);
+    const goneId = await enqueueAgent("message.received");
+    const status = () => db.sqlite.query("SELECT status, attempts FROM webhook_deliveries WHERE event_id = ?").get(goneId);
+    await w.runOnce();
+    // The 410 and the pause are one write: neither was recorded, so the delivery is not failed for good.
+    expect(status()).toMatchObject({ status: "pending", attempts: 0 });
+    clock.advance(10 * 60_000); // its lease ran out
+    await w.runOnce();
+    expect(gone).toEqual(["agt_1", "agt_1"]);
+    expect(status()).toMatchObject({ status: "failed", attempts: 1 });
   });
 });
 

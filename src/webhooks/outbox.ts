@@ -240,8 +240,12 @@ export type AgentTargets = {
    * is still recorded (logged). Null: nothing to write.
    */
   answerWrite?(delivery: { deliveryId: string; eventId: string; type: string; agentId: string }, response: { status: number; body: string }): Promise<(() => void) | null>;
-  /** After a `410 Gone` from `url` was recorded. */
-  onGone?(agentId: string, url: string): Promise<void>;
+  /**
+   * A `410 Gone` from `url`: pauses the agent inside the write that records the attempt (as an owner's
+   * endpoint is disabled), so the delivery is never failed for good with the agent left active. True when
+   * it paused it (still at that url).
+   */
+  goneInWrite?(agentId: string, url: string, now: number): boolean;
 };
 
 export type DeliveryWorkerOptions = {
@@ -380,6 +384,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     const recorded = await deps.db.write(() => {
       const ok = store.recordAttemptInWrite(deps.db, d.id, token, record, next, now);
       if (ok && gone && d.endpointKind === "owner_endpoint") disabled = store.disableEndpointInWrite(deps.db, d.endpointId, target.url, now);
+      if (ok && gone && agent?.goneInWrite !== undefined) disabled = agent.goneInWrite(d.endpointId, target.url, now);
       // The answer's own failure (a reply its table refuses) undoes only the answer: the attempt is
       // recorded either way, or the delivery would be sent again for ever.
       if (ok && answer !== null) deps.db.tryInWrite(answer, (err) => deps.log.error("agent answer not recorded", { ...ids, error: errorText(err) }));
@@ -392,15 +397,7 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
     deps.log.info("webhook attempt", { ...ids, attempt, statusCode, durationMs, status: next.status, ...(error === null ? {} : { error }) });
     deps.metrics.webhookAttempt(succeeded ? "success" : gone ? "gone" : "failure");
     if (next.status !== "pending") deps.metrics.webhookDelivered(next.status);
-    if (disabled) deps.log.warn("webhook endpoint disabled after 410 Gone", ids);
-
-    if (gone && agent?.onGone !== undefined) {
-      try {
-        await agent.onGone(d.endpointId, target.url);
-      } catch (err) {
-        deps.log.error("agent notification hook failed", { ...ids, error: errorText(err) });
-      }
-    }
+    if (disabled) deps.log.warn(agent === undefined ? "webhook endpoint disabled after 410 Gone" : "marketplace agent paused: its endpoint answered 410 Gone", ids);
   }
 
   /** Leases up to `limit` due deliveries (with `fair`: at most so many per endpoint and per owner, some endpoints left out). */
