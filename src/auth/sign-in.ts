@@ -75,10 +75,17 @@ export async function proveWalletControl(
  * A sign-in: proof of wallet control buying a session. `newCustodialWallet`: wallet_create signing in the
  * wallet it just made, counted as a wallet made, not as a verification attempt of the client's network.
  */
-export async function signIn(deps: Deps, input: SignedChallenge, client: ClientInfo, newCustodialWallet = false): Promise<IssuedSession> {
+export async function signIn(
+  deps: Deps,
+  input: SignedChallenge,
+  client: ClientInfo,
+  /** wallet_create: the new key, stored in the write that spends the nonce and records the token. */
+  newCustodialWallet?: { saveInWrite(): void },
+): Promise<IssuedSession> {
   try {
     const prepared = prepareSession(deps, input.walletAddress, client);
-    await proveWalletControl(deps, input, client, { token: prepared.record }, newCustodialWallet ? walletCreateHits(client.ip) : undefined);
+    const buys = { token: prepared.record, alsoInWrite: newCustodialWallet?.saveInWrite };
+    await proveWalletControl(deps, input, client, buys, newCustodialWallet !== undefined ? walletCreateHits(client.ip) : undefined);
     const issued = signPreparedSession(deps, prepared);
     deps.metrics.signIn("success");
     return issued;

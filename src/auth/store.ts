@@ -49,8 +49,11 @@ export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow
 /** A token row to record, with the time its fingerprint link is stamped and the token it refreshes. */
 export type NewToken = { row: Omit<TokenRow, "revokedAt">; now: number; parentJti: string | null };
 
-/** What a proof of wallet control buys, recorded in the write that spends its nonce. */
-export type ProofPurchase = { token?: NewToken | undefined; revokeAllBefore?: number | undefined };
+/**
+ * What a proof of wallet control buys, recorded in the write that spends its nonce; `alsoInWrite`: another
+ * feature's synchronous …InWrite that goes with it (wallet_create's new key).
+ */
+export type ProofPurchase = { token?: NewToken | undefined; revokeAllBefore?: number | undefined; alsoInWrite?: (() => void) | undefined };
 
 /**
  * The single conditional UPDATE that makes a nonce single-use: `won` for exactly one caller. When the
@@ -67,6 +70,7 @@ export function consumeChallenge(db: Db, nonce: string, wallet: string, now: num
       )
       .get(now, nonce, wallet, now);
     if (won === null) return { won: false, revoked: 0 };
+    buys.alsoInWrite?.();
     if (buys.token !== undefined) insertTokenRows(db, buys.token);
     const revoked = buys.revokeAllBefore === undefined ? 0 : revokeWalletRows(db, wallet, buys.revokeAllBefore, now);
     return { won: true, revoked };

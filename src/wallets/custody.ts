@@ -26,9 +26,10 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 /**
  * A new wallet whose key is sealed but not yet stored: it can sign (wallet_create's sign-in) before
  * anything is written, so a refused sign-in (a rate limit) leaves no orphan wallet behind. `save()` stores
- * it; nothing is stored if it is never called. The seed is wiped as soon as the key is sealed.
+ * it, or `saveInWrite()` inside the caller's write (the sign-in's: the key and its session together); nothing
+ * is stored if neither is called. The seed is wiped as soon as the key is sealed.
  */
-export type PreparedWallet = Readonly<{ address: string; signMessage(message: Uint8Array): Uint8Array; save(): Promise<void> }>;
+export type PreparedWallet = Readonly<{ address: string; signMessage(message: Uint8Array): Uint8Array; save(): Promise<void>; saveInWrite(): void }>;
 
 export function prepareCustodialWallet(deps: Deps, label: string | null = null): PreparedWallet {
   const seed = deps.random(SEED_BYTES);
@@ -39,6 +40,7 @@ export function prepareCustodialWallet(deps: Deps, label: string | null = null):
     secretKey.set(publicKey, SEED_BYTES);
     const address = encodeBase58(publicKey);
     const sealed = encryptAesGcm(deps.wallets.encryptionKey, secretKey, aadOf(address), deps.random);
+    const row = () => ({ address, secretIv: sealed.iv, secretCiphertext: sealed.ciphertext, createdAt: deps.clock.now(), label });
     const open = () => {
       const secret = decryptAesGcm(deps.wallets.encryptionKey, sealed.iv, sealed.ciphertext, aadOf(address));
       if (secret === null) throw undecryptable();
@@ -55,14 +57,11 @@ export function prepareCustodialWallet(deps: Deps, label: string | null = null):
         }
       },
       async save() {
-        await store.insertCustodialWallet(deps.db, {
-          address,
-          secretIv: sealed.iv,
-          secretCiphertext: sealed.ciphertext,
-          createdAt: deps.clock.now(),
-          label,
-        });
+        await store.insertCustodialWallet(deps.db, row());
         deps.log.info("custodial wallet created", { address });
+      },
+      saveInWrite() {
+        store.insertCustodialWalletInWrite(deps.db, row());
       },
     };
   } finally {

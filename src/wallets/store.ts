@@ -11,11 +11,14 @@ export type CustodialWalletRow = {
 };
 
 export function insertCustodialWallet(db: Db, row: CustodialWalletRow): Promise<void> {
-  return db.write(() => {
-    db.sqlite
-      .query("INSERT INTO custodial_wallets (address, secret_iv, secret_ciphertext, created_at, label) VALUES (?, ?, ?, ?, ?)")
-      .run(row.address, row.secretIv, row.secretCiphertext, row.createdAt, row.label);
-  });
+  return db.write(() => insertCustodialWalletInWrite(db, row));
+}
+
+/** insertCustodialWallet inside the caller's write (wallet_create: with the sign-in that proves the new key). */
+export function insertCustodialWalletInWrite(db: Db, row: CustodialWalletRow): void {
+  db.sqlite
+    .query("INSERT INTO custodial_wallets (address, secret_iv, secret_ciphertext, created_at, label) VALUES (?, ?, ?, ?, ?)")
+    .run(row.address, row.secretIv, row.secretCiphertext, row.createdAt, row.label);
 }
 
 export async function findCustodialWallet(db: Db, address: string): Promise<CustodialWalletRow | null> {

@@ -64,6 +64,23 @@ test("wallet_create refused by the verification limit leaves no wallet behind", 
   expect(deps.db.sqlite.query("SELECT COUNT(*) AS n FROM custodial_wallets").get()).toEqual({ n: 50 });
 });
 
+test("wallet_create stores its key in the write of its sign-in: a session that cannot be recorded leaves no key, and the reverse", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const ctx = anonymousContext(deps, { ip: "203.0.113.11", userAgent: "one write" });
+  const count = (table: string) => (deps.db.sqlite.query(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+  deps.db.sqlite.run("CREATE TEMP TRIGGER refuse_tokens BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+  expect(await registry.call(ctx, "wallet_create", { airdropSol: 0 })).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  expect([count("custodial_wallets"), count("auth_tokens")]).toEqual([0, 0]);
+  deps.db.sqlite.run("DROP TRIGGER refuse_tokens");
+  deps.db.sqlite.run("CREATE TEMP TRIGGER refuse_wallets BEFORE INSERT ON custodial_wallets BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+  expect(await registry.call(ctx, "wallet_create", { airdropSol: 0 })).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  expect([count("custodial_wallets"), count("auth_tokens")]).toEqual([0, 0]);
+  deps.db.sqlite.run("DROP TRIGGER refuse_wallets");
+  expect(await registry.call(ctx, "wallet_create", { airdropSol: 0 })).toMatchObject({ success: true });
+  expect([count("custodial_wallets"), count("auth_tokens")]).toEqual([1, 1]);
+});
+
 test("wallet_transfer: SOL too little for a new recipient account is VALIDATION_ERROR on amount; the sender's own shortfall stays INSUFFICIENT_FUNDS", async () => {
   const { deps } = await testDeps();
   const registry = createToolRegistry(deps);

@@ -91,13 +91,14 @@ export const walletCreate = defineTool({
     }
 
     // The same path as wallet_connect: a challenge, signed with the new key, verified. The wallet is stored
-    // only once the sign-in went through, so a refused one (rate limits) leaves nothing behind.
+    // in the write that spends the challenge and records the token: a refused sign-in (rate limits) leaves
+    // nothing behind, and a crash keeps the key and its session together or neither.
     const wallet = prepareCustodialWallet(deps, label);
     const walletAddress = wallet.address;
     const challenge = await issueChallenge(deps, walletAddress, client);
     const signature = wallet.signMessage(new TextEncoder().encode(challenge.message));
-    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client, true);
-    await wallet.save();
+    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client, wallet);
+    deps.log.info("custodial wallet created", { address: walletAddress });
     await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
 
     let airdrop: { airdropSignature?: string; airdropSignatures?: string[]; airdropError?: string } = {};
