@@ -131,3 +131,27 @@ test("edits of different fields at once all land, each answer and event as writt
   expect(events).toHaveLength(answers.length);
   expect(JSON.parse((await eventBody(deps, events.at(-1)!.id))!)).toMatchObject({ productTitle: "Day pass", price: "2.5", timestamp: final.updatedAt });
 });
+
+test("an edit that sends payTo back unchanged does not ask the chain about it (the dashboard's form always sends it)", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const payTo = newWallet().address;
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1", payTo });
+  let asked = 0;
+  const counting = { ...deps, ledger: { ...deps.ledger, programAccount: (a: string) => (asked++, deps.ledger.programAccount(a)) } };
+  expect((await updateProduct(counting, owner, product.productId, { title: "Day pass", payTo })).title).toBe("Day pass");
+  expect(asked).toBe(0);
+  await updateProduct(counting, owner, product.productId, { payTo: newWallet().address });
+  expect(asked).toBe(1);
+});
+
+test("an archive in the same millisecond as the product's last change answers and tells the time the row has", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1" });
+  const archived = await archiveProduct(deps, owner, product.productId); // the test clock has not moved
+  expect(archived.updatedAt).not.toBe(product.updatedAt);
+  expect(archived.updatedAt).toBe((await getProduct(deps, owner, product.productId)).updatedAt);
+  const [event] = deps.db.sqlite.query("SELECT id FROM outbox_events WHERE type = 'product.archived'").all() as { id: string }[];
+  expect(JSON.parse((await eventBody(deps, event!.id))!).timestamp).toBe(archived.updatedAt);
+});

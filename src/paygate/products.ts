@@ -257,7 +257,8 @@ async function editProduct(deps: Deps, owner: string, productId: string, patch: 
     price,
     token: token?.key ?? row.token,
     featureIds,
-    payTo: patch.payTo === undefined ? row.payTo : await checkPayTo(deps, patch.payTo ?? owner, owner),
+    // Checked only when it changes: the dashboard's form sends it back with every edit.
+    payTo: patch.payTo === undefined || (patch.payTo ?? owner) === row.payTo ? row.payTo : await checkPayTo(deps, patch.payTo ?? owner, owner),
     accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
     redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
     updatedAt: deps.clock.now(),
@@ -281,8 +282,8 @@ export async function archiveProduct(deps: Deps, owner: string, productId: strin
   if (row.status === "archived") return productView(deps, row);
   const now = deps.clock.now();
   const view = await productView(deps, { ...row, status: "archived", updatedAt: now });
-  if (!(await store.archiveProduct(deps.db, owner, productId, now, productEvent(deps, "product.archived", owner, view)))) {
-    return productView(deps, await ownedProduct(deps, owner, productId)); // archived meanwhile by another request
-  }
-  return view;
+  // The time is the row's as the write left it (a change in the same millisecond moves it on): in the event and the answer.
+  const archivedAt = await store.archiveProduct(deps.db, owner, productId, now, (at) => productEvent(deps, "product.archived", owner, { ...view, updatedAt: toIso(at) })());
+  if (archivedAt === null) return productView(deps, await ownedProduct(deps, owner, productId)); // archived meanwhile by another request
+  return { ...view, updatedAt: toIso(archivedAt) };
 }

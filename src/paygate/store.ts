@@ -230,13 +230,18 @@ export function updateProduct(db: Db, row: ProductRow, readUpdatedAt: number, al
   });
 }
 
-/** Archives an active product of `owner`, running `alsoInWrite` in the same write only then; false when it was not active. */
-export function archiveProduct(db: Db, owner: string, id: string, now: number, alsoInWrite: () => void): Promise<boolean> {
+/**
+ * Archives an active product of `owner`, running `alsoInWrite` in the same write only then, with the time
+ * the row now has; null when it was not active.
+ */
+export function archiveProduct(db: Db, owner: string, id: string, now: number, alsoInWrite: (updatedAt: number) => void): Promise<number | null> {
   return db.write(() => {
-    const changed = db.sqlite.query("UPDATE products SET status = 'archived', updated_at = MAX(updated_at + 1, ?) WHERE id = ? AND owner = ? AND status = 'active'").run(now, id, owner);
-    if (changed.changes === 0) return false;
-    alsoInWrite();
-    return true;
+    const archived = db.sqlite
+      .query("UPDATE products SET status = 'archived', updated_at = MAX(updated_at + 1, ?) WHERE id = ? AND owner = ? AND status = 'active' RETURNING updated_at AS updatedAt")
+      .get(now, id, owner) as { updatedAt: number } | null;
+    if (archived === null) return null;
+    alsoInWrite(archived.updatedAt);
+    return archived.updatedAt;
   });
 }
 
