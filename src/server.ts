@@ -112,9 +112,9 @@ function declaredLength(header: string | null): number | null {
 type Handler = (request: Request, server: Server<unknown>) => Response | Promise<Response>;
 
 /**
- * How long a request without a body that may wait on the ledger may go without a byte: Bun's most. Bun resets
- * a connection silent for HTTP_IDLE_TIMEOUT_S even while the answer to such a request is being made (one with
- * a body it lets finish), and an RPC node may take longer than that to answer a lookup.
+ * How long a request without a body that may wait on the ledger may go without a byte, while it is answered:
+ * Bun's most. Bun resets a connection silent for HTTP_IDLE_TIMEOUT_S even while the answer to such a request
+ * is being made (one with a body it lets finish), and an RPC node may take longer than that to answer a lookup.
  */
 const LEDGER_WAIT_TIMEOUT_S = 255;
 
@@ -237,7 +237,8 @@ async function serve(
     const requestId = crypto.randomUUID();
     let request = incoming;
     const path = pathOf(incoming.url); // never the query: the access log shows it too
-    if (waitsOnLedgerWithoutBody(path)) server.timeout(incoming, LEDGER_WAIT_TIMEOUT_S);
+    const waitsOnLedger = waitsOnLedgerWithoutBody(path);
+    if (waitsOnLedger) server.timeout(incoming, LEDGER_WAIT_TIMEOUT_S);
     // No request reads a database state older than its arrival (another process's commits included).
     db.endReads();
     const socketIp = addressOnDemand(path) ? null : socketAddress(server, incoming);
@@ -267,6 +268,8 @@ async function serve(
       log.error("request failed", { requestId, error: errorText(err) });
       response = errorResponse(internalError());
     }
+    // Answered: the connection is held to the usual idle timeout again (Bun keeps a request's for its connection).
+    if (waitsOnLedger) server.timeout(incoming, config.httpIdleTimeoutS);
     response.headers.set("x-request-id", requestId);
     const ms = Math.round((performance.now() - started) * 100) / 100;
     log.request({ requestId, method: incoming.method, path, status: response.status, ms });

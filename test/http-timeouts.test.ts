@@ -53,14 +53,18 @@ test("HTTP_IDLE_TIMEOUT_S closes an idle connection; a request waiting on a slow
     const key = (await call(server.url, "/dashboard/api/keys", { token: sessionToken, body: { label: "server" } })).body.key as string;
     const txHash = "1".repeat(64); // base58 of 64 zero bytes: a signature no transaction has
     slow = true;
-    const [idle, verified] = await Promise.all([
+    const [idle, idleAfterVerify, verified] = await Promise.all([
       // Idle after its answer (keep-alive): closed by the server within a few seconds (Bun checks every ~4 s), not after ten.
       rawRequest(server.url, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n`),
+      // The longer wait lasts only while the answer is made (here a 401 without a key): idle, the same.
+      rawRequest(server.url, `GET /public/verify/${"1".repeat(64)} HTTP/1.1\r\nHost: ${host}\r\n\r\n`),
       // The ledger is asked for the transaction: one RPC call, silent for 6 s.
       rawRequest(server.url, `GET /public/verify/${txHash} HTTP/1.1\r\nHost: ${host}\r\nX-Api-Key: ${key}\r\nConnection: close\r\n\r\n`),
     ]);
     expect(idle.statusLine).toBe("HTTP/1.1 200 OK");
     expect(idle.closedAfterMs).toBeLessThan(8_000);
+    expect(idleAfterVerify.statusLine).toBe("HTTP/1.1 401 Unauthorized");
+    expect(idleAfterVerify.closedAfterMs).toBeLessThan(8_000);
     expect(verified.statusLine).toBe("HTTP/1.1 200 OK");
     expect(JSON.parse(verified.body)).toEqual({ valid: false, txHash, error: "transaction not found" });
     expect(verified.closedAfterMs).toBeGreaterThan(6_000);
