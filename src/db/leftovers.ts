@@ -1,23 +1,16 @@
 // Temporary copies a `backup` or `restore` killed mid-way left behind: each a whole database (token rows,
-// sealed secrets) under a hidden name no later run would reuse, so each run clears those of dead runs.
-import { readdirSync, rmSync } from "node:fs";
+// sealed secrets) under a hidden name no later run would reuse, so each run clears the stale ones.
+import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 
-/** Whether a process with this id is running (one of another user's counts: it cannot be signalled, but is there). */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /**
- * Deletes the files of `dir` named `<prefix><pid>` or `<prefix><pid>-<anything>` whose process is no longer
- * running; returns their names. A file of a running process (this one, or a run going on beside it) stays.
+ * A copy not written for this long is no run's any more. Judged by the file, not by its process id: in a
+ * container every run may be process 1, and a run in another container on the same volume is not seen.
  */
-export function removeLeftovers(dir: string, prefix: string): string[] {
+export const LEFTOVER_AFTER_MS = 3_600_000;
+
+/** Deletes the files of `dir` whose names start with `prefix` and that were last written LEFTOVER_AFTER_MS ago or more; returns their names. */
+export function removeLeftovers(dir: string, prefix: string, now = Date.now()): string[] {
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -27,9 +20,13 @@ export function removeLeftovers(dir: string, prefix: string): string[] {
   const removed: string[] = [];
   for (const name of names) {
     if (!name.startsWith(prefix)) continue;
-    const pid = Number(/^(\d+)(?:-|$)/.exec(name.slice(prefix.length))?.[1]);
-    if (!Number.isSafeInteger(pid) || pid <= 0 || running(pid)) continue;
-    rmSync(join(dir, name), { force: true });
+    const path = join(dir, name);
+    try {
+      if (now - statSync(path).mtimeMs < LEFTOVER_AFTER_MS) continue;
+    } catch {
+      continue; // gone meanwhile
+    }
+    rmSync(path, { force: true });
     removed.push(name);
   }
   return removed;

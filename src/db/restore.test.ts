@@ -1,11 +1,12 @@
 // restore and backup at the instants a kill could cut them: the database's name always holds a whole
-// database (the old one, its log folded in, or the backup), and copies left by killed runs are cleared.
+// database (the old one, its log folded in, or the backup), and stale copies left by killed runs are cleared.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
+import { LEFTOVER_AFTER_MS } from "./leftovers.ts";
 import { migrate } from "./migrate.ts";
 import { restoreDatabase } from "./restore.ts";
 
@@ -80,21 +81,22 @@ test("a restore over a damaged database (what restores are for) puts the backup 
   expect(await Bun.file(result.movedAside!).text()).toBe("not a database at all");
 });
 
-test("copies left by a backup or restore killed mid-way are deleted by the next run; a running process's stay", () => {
+test("copies left by a backup or restore killed mid-way are deleted by a later run once stale; fresh ones (a run going on) stay", () => {
   const dataDir = newDir();
   const path = join(dataDir, "walletgate.db");
   database(path, 1);
   const backupDir = newDir();
-  // A pid no process has (past the kernel's largest), and this process's own.
-  const dead = 4_194_305;
-  const leftovers = [join(dataDir, `.walletgate.db.restoring-${dead}`), join(backupDir, `.b.db.partial-${dead}-1700000000000`)];
-  const running = join(backupDir, `.b.db.partial-${process.pid}-1`);
-  for (const file of [...leftovers, running]) writeFileSync(file, "a copy of a database");
+  // Process 1, as every run in a container may be: judged by the file's last write, not by the process.
+  const stale = [join(dataDir, ".walletgate.db.restoring-1"), join(dataDir, ".walletgate.db.restoring-1-aside"), join(backupDir, ".b.db.partial-1-1700000000000")];
+  const fresh = join(backupDir, ".b.db.partial-1-1800000000000");
+  const hourAgo = new Date(Date.now() - LEFTOVER_AFTER_MS - 1_000);
+  for (const file of [...stale, fresh]) writeFileSync(file, "a copy of a database");
+  for (const file of stale) utimesSync(file, hourAgo, hourAgo);
   const db = new Database(path);
   backupDatabase(db, join(backupDir, "b.db"));
   db.close();
   restoreDatabase(path, join(backupDir, "b.db"), new Date());
-  expect(leftovers.filter((f) => existsSync(f))).toEqual([]);
-  expect(existsSync(running)).toBe(true);
+  expect(stale.filter((f) => existsSync(f))).toEqual([]);
+  expect(existsSync(fresh)).toBe(true);
   expect(readdirSync(dataDir).filter((n) => n.startsWith("."))).toEqual([]);
 });

@@ -1,6 +1,6 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { chmodSync, copyFileSync, existsSync, linkSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "./leftovers.ts";
@@ -116,9 +116,9 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
  * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
  * stopped: refused while another process has the database open (its pids named where /proc tells them).
  * The name always holds a whole database, whenever the process dies: the current one is first
- * checkpointed (its log folded into the file), then linked as `<name>.replaced-<time>` (its `-wal`/`-shm`,
- * if any are left, moved beside it, so the backup is never replayed onto by an old log); the backup is
- * copied beside the database, flushed, and renamed over the name at once. Migrations the backup lacks are
+ * checkpointed (its log folded into the file), then copied whole to `<name>.replaced-<time>` (its
+ * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
+ * log); the backup is copied beside the database, flushed, and renamed over the name at once. Migrations the backup lacks are
  * applied by the next `serve` or `migrate`.
  */
 export function restoreDatabase(
@@ -148,14 +148,11 @@ export function restoreDatabase(
     if (existsSync(databasePath)) {
       foldLog(databasePath);
       movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
-      try {
-        linkSync(databasePath, movedAside); // both names hold it until the backup takes the first
-      } catch (err) {
-        // A filesystem without hard links (FAT, some network mounts): moved instead, the name empty a moment.
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw err;
-        renameSync(databasePath, movedAside);
-      }
+      // A copy, given its name whole: the old database stays under its own name until the backup takes it.
+      const aside = `${partial}-aside`;
+      copyFileSync(databasePath, aside);
+      fsyncPath(aside);
+      renameSync(aside, movedAside);
     }
     for (const suffix of COMPANIONS) {
       if (!existsSync(databasePath + suffix)) continue;
@@ -168,6 +165,7 @@ export function restoreDatabase(
     return { restored: databasePath, schemaVersion: version, movedAside };
   } finally {
     rmSync(partial, { force: true });
+    rmSync(`${partial}-aside`, { force: true });
   }
 }
 
