@@ -18,10 +18,9 @@ export function insertLink(db: Db, row: Omit<LinkRow, "usedAt">): Promise<void> 
 }
 
 /**
- * The single conditional UPDATE that makes a link single-use: the wallet for exactly one caller while
- * the link is unused and unexpired, null for everyone else.
+ * The single conditional UPDATE that makes a link single-use, inside the caller's write (auth's insertToken):
+ * true for exactly one of racing spends of `wallet`'s link while it is unused and unexpired.
  */
-/** Spends `wallet`'s unused, unexpired link inside the caller's write (auth's insertToken): one of racing spends wins. */
 export function consumeLinkInWrite(db: Db, codeHash: string, wallet: string, now: number): boolean {
   return db.sqlite.query("UPDATE dashboard_links SET used_at = ? WHERE code_hash = ? AND wallet = ? AND used_at IS NULL AND expires_at > ?").run(now, codeHash, wallet, now).changes === 1;
 }

@@ -118,8 +118,8 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
  * The name always holds a whole database, whenever the process dies: the current one is first
  * checkpointed (its log folded into the file), then copied whole to `<name>.replaced-<time>` (its
  * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
- * log); the backup is copied beside the database, flushed, and renamed over the name at once. Migrations the backup lacks are
- * applied by the next `serve` or `migrate`.
+ * log); the backup is copied beside the database, flushed, and renamed over the name at once. Migrations
+ * the backup lacks are applied by the next `serve` or `migrate`.
  */
 export function restoreDatabase(
   databasePath: string,

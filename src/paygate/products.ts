@@ -249,6 +249,7 @@ async function editProduct(deps: Deps, owner: string, productId: string, patch: 
     price = amountField(formatAmount(row.price, current.decimals), token.decimals, "price");
   }
   const featureIds = patch.featureIds === undefined ? row.featureIds : checkFeatureIds(patch.featureIds);
+  const payTo = patch.payTo === undefined ? row.payTo : (patch.payTo ?? owner);
   if (row.type === "feature_unlock" && featureIds.length === 0) throw invalidField("featureIds", "a feature_unlock product unlocks at least one feature");
   const next: store.ProductRow = {
     ...row,
@@ -258,7 +259,7 @@ async function editProduct(deps: Deps, owner: string, productId: string, patch: 
     token: token?.key ?? row.token,
     featureIds,
     // Checked only when it changes: the dashboard's form sends it back with every edit.
-    payTo: patch.payTo === undefined || (patch.payTo ?? owner) === row.payTo ? row.payTo : await checkPayTo(deps, patch.payTo ?? owner, owner),
+    payTo: payTo === row.payTo ? payTo : await checkPayTo(deps, payTo, owner),
     accessDays: patch.accessDays === undefined ? row.accessDays : checkAccessDays(patch.accessDays),
     redirectOrigins: patch.redirectOrigins === undefined ? row.redirectOrigins : checkOrigins(patch.redirectOrigins),
     updatedAt: deps.clock.now(),

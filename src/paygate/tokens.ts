@@ -104,7 +104,6 @@ export type TokenQuery = {
   offset?: number | undefined;
 };
 
-/** Checks a page: limit 1..max (default `fallback`), offset ≥ 0, whole numbers; out of range is 400, never clamped. */
 /** GET /public/feature/tokens: the owner's tokens, newest first, each with the token in clear. */
 export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQuery): Promise<{ tokens: TokenRecord[]; total: number; limit: number; offset: number }> {
   const page = requirePage(query, TOKEN_LIST_LIMIT);
