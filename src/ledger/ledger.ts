@@ -30,6 +30,8 @@ export function requireTransferAmount(amount: bigint): void {
 
 /** Solana's rent-exempt minimum of an account without data (a wallet): 0.00089088 SOL. */
 export const RENT_EXEMPT_WALLET_LAMPORTS = 890_880n;
+/** The rent-exempt minimum of a token account (165 bytes), paid by whoever creates one: 0.00203928 SOL. */
+export const RENT_EXEMPT_TOKEN_ACCOUNT_LAMPORTS = 2_039_280n;
 
 /**
  * The service's own transfer would leave its recipient (an account that only receives) below the

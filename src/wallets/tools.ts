@@ -8,7 +8,7 @@ import { AppError, amountField, fieldError, invalidField, textField } from "../e
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
-import type { LedgerTransaction, ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
+import { RENT_EXEMPT_WALLET_LAMPORTS, type LedgerTransaction, type ParsedTransfer, type SubmitResult, type TokenInfo } from "../ledger/ledger.ts";
 import { parseTransaction } from "../ledger/transactions.ts";
 import { createPayment } from "../ledger/x402.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
@@ -16,8 +16,6 @@ import { prepareCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 
 const SOL_DECIMALS = 9;
-/** What a new system account must hold at least (Solana's rent exemption for 0 bytes). */
-const RENT_EXEMPT_LAMPORTS = 890_880n;
 const address = (what: string) => z.string().describe(`${what}: a Solana address (base58 of 32 bytes)`);
 const amount = z
   .union([z.number(), z.string()])
@@ -86,7 +84,7 @@ export const walletCreate = defineTool({
     if (airdropUsdc > BigInt(AIRDROP_MAX.usdc) * 10n ** BigInt(usdc.decimals)) throw invalidField("airdropUsdc", `at most ${AIRDROP_MAX.usdc.toLocaleString("en-US")}`);
     if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
     if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
-    if (airdropSol > 0n && airdropSol < RENT_EXEMPT_LAMPORTS) {
+    if (airdropSol > 0n && airdropSol < RENT_EXEMPT_WALLET_LAMPORTS) {
       throw fieldError("airdropSol", "airdropSol: a new account needs at least 0.00089088 SOL (the rent-exempt minimum), or 0");
     }
 

@@ -58,6 +58,27 @@ describe("transferFromWallet", () => {
     expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 2n);
   });
 
+  test("a connected wallet short of the amount, the fee or a new token account's rent is INSUFFICIENT_FUNDS before it signs", async () => {
+    const { deps } = await testDeps();
+    const user = Keypair.generate().publicKey.toBase58();
+    const to = Keypair.generate().publicKey.toBase58(); // no USDC account yet: the transfer creates it
+    const transfer = (token: string, amount: bigint) => codeOf(transferFromWallet(deps, { from: user, to, token, amount }));
+    await deps.ledger.airdrop(user, { sol: 10_000_000n, usdc: 3n * USDC });
+    expect(await transfer("usdc", 5n * USDC)).toBe("INSUFFICIENT_FUNDS"); // more USDC than it holds
+    expect(await transfer("usdc", 3n * USDC)).toBe("OK"); // 0.01 SOL pays the fee and the new account's rent
+    expect(await transfer("sol", 10_000_000n)).toBe("INSUFFICIENT_FUNDS"); // all of it leaves nothing for the fee
+    expect(await transfer("sol", 10_000_000n - 5_000n)).toBe("OK"); // all but the fee: the wallet ends at 0
+    expect(await transfer("sol", 10_000_000n - 5_000n - 1_000n)).toBe("INSUFFICIENT_FUNDS"); // 1,000 lamports left: below rent
+    const poor = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(poor, { sol: 2_000_000n, usdc: USDC });
+    // 0.002 SOL pays the fee but not the 0.00203928 SOL of the recipient's new token account.
+    expect(await codeOf(transferFromWallet(deps, { from: poor, to, token: "usdc", amount: USDC }))).toBe("INSUFFICIENT_FUNDS");
+    const known = (await createCustodialWallet(deps)).address;
+    await deps.ledger.airdrop(known, { usdc: 1n }); // its USDC account exists: no rent to pay
+    expect(await codeOf(transferFromWallet(deps, { from: poor, to: known, token: "usdc", amount: USDC }))).toBe("OK");
+    expect(await deps.ledger.getBalances(user)).toEqual({ sol: 10_000_000n, usdc: 3n * USDC, wgt: 0n }); // nothing was charged
+  });
+
   test("ten custodial transfers at once from one wallet: no overdraw, the rest INSUFFICIENT_FUNDS and free", async () => {
     const { deps } = await testDeps();
     const a = (await createCustodialWallet(deps)).address;

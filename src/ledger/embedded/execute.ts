@@ -2,6 +2,7 @@
 // account state, with Solana's outcomes — rejected before execution, failed (fee charged) or confirmed.
 import type { AccountRow } from "./store.ts";
 import { decodeAddress } from "../../lib/encoding.ts";
+import { RENT_EXEMPT_TOKEN_ACCOUNT_LAMPORTS, RENT_EXEMPT_WALLET_LAMPORTS } from "../ledger.ts";
 import {
   DEPLOYED_PROGRAMS,
   RESERVED_ACCOUNT_KEYS,
@@ -61,8 +62,8 @@ function memoUnits(text: string): number {
 }
 
 /** Rent-exempt minimums of Solana's default rent (3480 lamports per byte-year, 2 years, +128 bytes). */
-export const RENT_EXEMPT_SYSTEM = 890_880n;
-export const RENT_EXEMPT_TOKEN_ACCOUNT = 2_039_280n;
+export const RENT_EXEMPT_SYSTEM = RENT_EXEMPT_WALLET_LAMPORTS;
+export const RENT_EXEMPT_TOKEN_ACCOUNT = RENT_EXEMPT_TOKEN_ACCOUNT_LAMPORTS;
 export const RENT_EXEMPT_MINT = 1_461_600n;
 
 /** Every account the runtime will not let a transaction change: reserved keys and the programs it calls. */
