@@ -189,6 +189,35 @@ describe("refresh and revocation", () => {
     expect(res.revoked).toBe(1);
   });
 
+  test("a sign-in whose signature is checked while a revoke-all of its wallet lands in the next second gets a live token", async () => {
+    const { deps, clock } = await testDeps();
+    clock.set(Date.UTC(2026, 10, 22, 0, 0, 0, 900));
+    const wallet = newWallet();
+    const first = await issueChallenge(deps, wallet.address, client);
+    const second = await issueChallenge(deps, wallet.address, client);
+    // The sign-in's times are read before its signature is checked; the revoke-all runs during the check.
+    const verifier = deps.verifier;
+    let revokeAll: unknown = null;
+    const racing: Deps = {
+      ...deps,
+      verifier: {
+        ...verifier,
+        verify: async (...args: Parameters<typeof verifier.verify>) => {
+          if (revokeAll === null) {
+            clock.advance(200); // 00:00:01.100: the cutoff is 00:00:01
+            revokeAll = await revokeAllSessions(deps, { walletAddress: wallet.address, nonce: second.nonce, signature: wallet.sign(second.message) }, client);
+          }
+          return verifier.verify(...args);
+        },
+      },
+    };
+    const session = await signIn(racing, { walletAddress: wallet.address, nonce: first.nonce, signature: wallet.sign(first.message) }, client);
+    expect(revokeAll).toEqual({ revoked: 0, walletAddress: wallet.address });
+    expect(session.issuedAtS).toBe(Date.UTC(2026, 10, 22, 0, 0, 1) / 1000); // moved to the cutoff, and signed so
+    expect(session.expiresAtS - session.issuedAtS).toBe(deps.config.sessionTtlS);
+    expect((await authenticateToken(deps, session.token)).jti).toBe(session.jti);
+  });
+
   test("revoke-all spends its nonce and revokes in one write: when the revocation fails, the nonce is not spent", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();

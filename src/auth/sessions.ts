@@ -24,13 +24,14 @@ export type AuthenticatedSession = SessionToken & { sessionStartedAtMs: number }
 
 const revoked = () => new AppError("TOKEN_REVOKED", "session token has been revoked; sign in again");
 
-/** A session token decided but not yet recorded or signed. */
+/**
+ * A session token decided but not yet recorded or signed. Its times are those of `record.row`, which the
+ * write recording it may move forward (store.ts insertTokenRows: past a revoke-all's cutoff).
+ */
 export type PreparedSession = {
   walletAddress: string;
   sessionId: string;
   jti: string;
-  issuedAtS: number;
-  expiresAtS: number;
   record: store.NewToken;
 };
 
@@ -70,12 +71,14 @@ export function prepareSession(
   const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
   const { kid } = deps.auth.jwtKeys.current;
   const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint, kid, issuer: deps.auth.jwtKeys.issuer };
-  return { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp, record: { row, now, parentJti: continues?.parentJti ?? null } };
+  return { walletAddress, sessionId, jti, record: { row, now, parentJti: continues?.parentJti ?? null } };
 }
 
-/** Signs the JWT of a prepared (and recorded) session. */
-export function signPreparedSession(deps: Deps, p: PreparedSession): IssuedSession {
-  const { walletAddress, sessionId, jti, issuedAtS: iat, expiresAtS: exp } = p;
+/** Signs the JWT of a prepared session as recorded (`times`: its row, or the row found recorded already). */
+export function signPreparedSession(deps: Deps, p: PreparedSession, times: { issuedAt: number; expiresAt: number } = p.record.row): IssuedSession {
+  const { walletAddress, sessionId, jti } = p;
+  const iat = Math.floor(times.issuedAt / 1000);
+  const exp = Math.floor(times.expiresAt / 1000);
   const token = signSessionJwt(deps.auth.jwtKeys, { walletAddress, sessionId, jti, iat, exp });
   return { walletAddress, sessionId, jti, token, issuedAtS: iat, expiresAtS: exp, expiresAt: toIso(exp * 1000) };
 }
@@ -98,7 +101,7 @@ export async function issueSession(
   if (recorded === "recorded") return signPreparedSession(deps, prepared);
   const { existing: row } = recorded;
   if (row.revokedAt !== null) throw revoked();
-  return signPreparedSession(deps, { ...prepared, issuedAtS: Math.floor(row.issuedAt / 1000), expiresAtS: Math.floor(row.expiresAt / 1000) });
+  return signPreparedSession(deps, prepared, row);
 }
 
 /**

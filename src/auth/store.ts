@@ -99,9 +99,22 @@ export function insertToken(
   return db.write(() => (spend !== undefined && !spend() ? "not spent" : insertTokenRows(db, token)));
 }
 
-/** The SQL of insertToken, run inside a caller's write. */
+/**
+ * The SQL of insertToken, run inside a caller's write. A new session's times were read before its proof was
+ * checked; a revoke-all of the wallet written meanwhile may have set a cutoff after them, which would make
+ * the token dead on arrival (auth.md: a sign-in after the revoke-all works at once). Its times then move to
+ * the cutoff, no later than now. (A refresh racing a revoke-all is refused instead: its parent is revoked.)
+ */
 function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): TokenInsert {
-  if (parentJti !== null) {
+  if (parentJti === null) {
+    const cutoff = db.sqlite.query("SELECT tokens_valid_after AS at FROM auth_wallet_cutoffs WHERE wallet = ?").get(row.wallet) as { at: number } | null;
+    if (cutoff !== null && row.issuedAt < cutoff.at) {
+      const late = cutoff.at - row.issuedAt;
+      row.issuedAt += late;
+      row.expiresAt += late;
+      row.sessionStartedAt += late;
+    }
+  } else {
     // A refresh continues the parent's session, so the parent is a token of the same wallet.
     const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE wallet = ? AND jti = ?").get(row.wallet, parentJti) as {
       revokedAt: number | null;
