@@ -315,6 +315,46 @@ describe("walletgate restore", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  test("revocations made after the backup survive the restore: session tokens, revoke-all, API keys, feature tokens", async () => {
+    const server = await start();
+    const dir = tempDir();
+    try {
+      const owner = await signIn(server.url, newWallet());
+      const dash = (path: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token: owner.sessionToken });
+      const keys = [(await dash("/keys", { body: { label: "revoked later" } })).body, (await dash("/keys", { body: { label: "kept" } })).body];
+      const product = await dash("/products", { body: { title: "Export", description: "", type: "feature_unlock", price: "1", featureIds: ["export"] } });
+      const agent = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 1, airdropUsdc: 5 } } });
+      const paid = await call(server.url, "/mcp", { body: { tool: "checkout_pay", params: { productId: product.body.productId } }, token: agent.body.data.sessionToken });
+      const accessToken = paid.body.data.accessToken as string;
+      const [a, b, c] = [newWallet(), newWallet(), newWallet()];
+      const [revoked, cutOff, kept] = [await signIn(server.url, a), await signIn(server.url, b), await signIn(server.url, c)];
+      const backup = join(dir, "before.db");
+      expect((await runCli(["backup", backup], { DATA_DIR: server.dataDir })).code).toBe(0);
+      // After the backup: one token revoked, a revoke-all, one API key and the feature token revoked.
+      expect((await call(server.url, "/auth/revoke", { method: "POST", token: revoked.sessionToken })).status).toBe(200);
+      const ch = await getChallenge(server.url, b);
+      expect((await call(server.url, "/auth/revoke-all", { body: { walletAddress: b.address, nonce: ch.nonce, signature: b.sign(ch.message) } })).body.revoked).toBe(1);
+      expect((await dash(`/keys/${keys[0]!.keyId}`, { method: "DELETE" })).status).toBe(200);
+      const pub = (path: string, key: string, body: unknown) => call(server.url, `/public${path}`, { body, headers: { "x-api-key": key } });
+      expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
+      await server.stop();
+      const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
+      expect(out.code).toBe(0);
+      expect(JSON.parse(out.stdout).revocations).toEqual({ sessionTokens: 2, walletCutoffs: 1, apiKeys: 1, featureTokens: 1 });
+      expect(out.stderr).toContain("carried over");
+      const after = await server.restart();
+      servers.push(after);
+      expect(await status(after.url, revoked.sessionToken)).toBe("TOKEN_REVOKED");
+      expect(await status(after.url, cutOff.sessionToken)).toBe("TOKEN_REVOKED");
+      for (const s of [kept, owner]) expect(await status(after.url, s.sessionToken)).toBe("OK");
+      expect((await call(after.url, "/public/products", { headers: { "x-api-key": keys[0]!.key } })).body.code).toBe("INVALID_API_KEY");
+      const verified = await call(after.url, "/public/feature/verify", { body: { accessToken }, headers: { "x-api-key": keys[1]!.key } });
+      expect(verified.body.valid).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 // Another PID namespace, as a container beside the server's has: the restore cannot see the server in /proc.

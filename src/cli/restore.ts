@@ -9,6 +9,15 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
     const result = restoreDatabase(config.databasePath, positionals[0]!, new Date());
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${result.restored}\n`);
     if (result.movedAside !== null) process.stderr.write(`the database it replaced, with its log, is now ${result.movedAside}\n`);
+    const carried = result.revocations;
+    if (carried !== null && "skipped" in carried) {
+      process.stderr.write(`warning: revocations made after the backup were NOT carried over (${carried.skipped}): revoke leaked tokens and keys again\n`);
+    } else if (carried !== null) {
+      const { sessionTokens, walletCutoffs, apiKeys, featureTokens } = carried;
+      process.stderr.write(
+        `revocations made after the backup, carried over: ${sessionTokens} session tokens, ${walletCutoffs} revoke-alls, ${apiKeys} API keys, ${featureTokens} feature tokens\n`,
+      );
+    }
     process.stderr.write("restored; start the server with the secret files (or JWT_SECRET, WALLET_ENCRYPTION_KEY) of the backup's DATA_DIR\n");
     return 0;
   } catch (err) {

@@ -66,6 +66,9 @@ test("killed just before the backup takes the name: the name still holds the old
   const result = restoreDatabase(path, backup, new Date());
   expect(owners(path)).toBe(2);
   expect(owners(result.movedAside!)).toBe(7);
+  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0 }); // none were made
+  // No copy left, nor a log of the copy (written carrying revocations): folded in before it took the name.
+  expect(readdirSync(dataDir).filter((name) => name.includes(".restoring-"))).toEqual([]);
 });
 
 test("a restore over a damaged database (what restores are for) puts the backup in place, with no log of the old one under the name", async () => {
@@ -79,6 +82,7 @@ test("a restore over a damaged database (what restores are for) puts the backup 
   expect(existsSync(`${path}-wal`)).toBe(false); // looked at before anything opens it
   expect(owners(path)).toBe(3);
   expect(await Bun.file(result.movedAside!).text()).toBe("not a database at all");
+  expect(result.revocations).toEqual({ skipped: expect.stringContaining("cannot be read") }); // said, and the restore done
 });
 
 test("copies left by a backup or restore killed mid-way are deleted by a later run once stale; fresh ones (a run going on) stay", () => {

@@ -4,7 +4,7 @@ import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpat
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "./leftovers.ts";
-import { latestOf, schemaVersion } from "./migrate.ts";
+import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 
 export class RestoreError extends Error {
   override name = "RestoreError";
@@ -110,7 +110,13 @@ function checkBackup(file: string): number {
   }
 }
 
-export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null };
+/**
+ * Revocations the replaced database knew that the backup did not, copied into the restored one (how many
+ * rows each changed); or why they could not be (`skipped`). Null when no database was replaced.
+ */
+export type CarriedRevocations = { sessionTokens: number; walletCutoffs: number; apiKeys: number; featureTokens: number } | { skipped: string };
+
+export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null; revocations: CarriedRevocations | null };
 
 /**
  * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
@@ -118,8 +124,12 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
  * The name always holds a whole database, whenever the process dies: the current one is first
  * checkpointed (its log folded into the file), then copied whole to `<name>.replaced-<time>` (its
  * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
- * log); the backup is copied beside the database, flushed, and renamed over the name at once. Migrations
- * the backup lacks are applied by the next `serve` or `migrate`.
+ * log); the backup is copied beside the database, flushed, and renamed over the name at once.
+ *
+ * Revocations survive: a session token, API key or feature token revoked, or a wallet's revoke-all, after
+ * the backup was taken is copied from the replaced database into the backup's copy before it takes the
+ * name (that copy is then migrated to this version first). A restore must not bring a leaked token back.
+ * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
 export function restoreDatabase(
   databasePath: string,
@@ -159,13 +169,71 @@ export function restoreDatabase(
       if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
       else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
     }
+    const revocations = movedAside === null ? null : carryRevocations(partial, movedAside, now.getTime());
     beforeReplace();
     renameSync(partial, databasePath);
     fsyncDir(dir);
-    return { restored: databasePath, schemaVersion: version, movedAside };
+    return { restored: databasePath, schemaVersion: revocations === null || "skipped" in revocations ? version : latestOf(), movedAside, revocations };
   } finally {
     rmSync(partial, { force: true });
     rmSync(`${partial}-aside`, { force: true });
+  }
+}
+
+/**
+ * Copies into `restoredPath` (the backup's copy, not yet under the database's name) every revocation of
+ * `replacedPath` it lacks, in one transaction, after migrating it to this version. The replaced database
+ * must be a sound one of this version; else nothing is copied and `skipped` says why (the restore goes on:
+ * a damaged database is what restores are for). The copy is flushed, its log folded in, before it returns.
+ */
+function carryRevocations(restoredPath: string, replacedPath: string, now: number): CarriedRevocations {
+  let replacedVersion: number;
+  try {
+    const replaced = new Database(replacedPath, { readonly: true });
+    try {
+      const check = replaced.query("PRAGMA quick_check").all() as { quick_check: string }[];
+      if (check.length !== 1 || check[0]!.quick_check !== "ok") return { skipped: `${replacedPath} is damaged` };
+      replacedVersion = schemaVersion(replaced);
+    } finally {
+      replaced.close();
+    }
+  } catch (err) {
+    return { skipped: `${replacedPath} cannot be read: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (replacedVersion !== latestOf()) return { skipped: `${replacedPath} has schema version ${replacedVersion}, not ${latestOf()}` };
+  const db = new Database(restoredPath);
+  try {
+    migrate(db, now);
+    db.run("ATTACH DATABASE ? AS replaced", [replacedPath]);
+    const carried = db.transaction(() => ({
+      sessionTokens: db.run(
+        `UPDATE auth_tokens SET revoked_at = r.revoked_at
+         FROM (SELECT wallet, jti, revoked_at FROM replaced.auth_tokens WHERE revoked_at IS NOT NULL) AS r
+         WHERE auth_tokens.wallet = r.wallet AND auth_tokens.jti = r.jti AND auth_tokens.revoked_at IS NULL`,
+      ).changes,
+      walletCutoffs: db.run(
+        `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after)
+         SELECT wallet, tokens_valid_after FROM replaced.auth_wallet_cutoffs WHERE true
+         ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = excluded.tokens_valid_after
+         WHERE excluded.tokens_valid_after > auth_wallet_cutoffs.tokens_valid_after`,
+      ).changes,
+      apiKeys: db.run(
+        `UPDATE api_keys SET revoked_at = r.revoked_at
+         FROM (SELECT id, revoked_at FROM replaced.api_keys WHERE revoked_at IS NOT NULL) AS r
+         WHERE api_keys.id = r.id AND api_keys.revoked_at IS NULL`,
+      ).changes,
+      featureTokens: db.run(
+        `UPDATE feature_tokens SET revoked_at = r.revoked_at
+         FROM (SELECT token_hash, revoked_at FROM replaced.feature_tokens WHERE revoked_at IS NOT NULL) AS r
+         WHERE feature_tokens.token_hash = r.token_hash AND feature_tokens.revoked_at IS NULL`,
+      ).changes,
+    }))();
+    db.run("DETACH DATABASE replaced");
+    db.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    return carried;
+  } finally {
+    db.close();
+    fsyncPath(restoredPath);
   }
 }
 
