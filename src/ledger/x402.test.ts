@@ -210,7 +210,11 @@ describe("compatibility with @x402/core and @x402/svm (facilitator verify over L
     svm = new LiteSVM(); // signature verification and blockhash checks on
     const base = await ledgerWorld();
     // The payment must name a blockhash LiteSVM knows; everything else is the embedded ledger's.
-    const ledger: Ledger = { ...base.deps.ledger, latestBlockhash: async () => ({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: 0 }) };
+    const ledger: Ledger = {
+      ...base.deps.ledger,
+      latestBlockhash: async () => ({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: 0 }),
+      blockhashValid: async (blockhash) => blockhash === svm.latestBlockhash(),
+    };
     world = { ...base, deps: { ...base.deps, ledger } };
     setMint(svm, new PublicKey(world.mint), { decimals: 6, supply: 1_000_000n * USDC, authority: Keypair.generate().publicKey });
     for (const owner of [world.payer, world.user.publicKey.toBase58(), world.recipient]) {
@@ -395,6 +399,15 @@ describe("errors", () => {
     expect(await failure(createPayment({ ...world.deps, ledger }, world.payer, { ...usdcParams(), token: "wgt" }))).toEqual({ code: "NOT_SUPPORTED" });
   });
 
+  test("an amount in whole tokens is read with the decimals of token, or of the requirements' asset when token is absent", async () => {
+    const requirements = v1Requirements(world, feePayer); // 0.01 USDC
+    for (const amount of ["0.01", 0.01, PRICE]) expect(await pay({ requirements, amount })).toEqual({ code: "OK" });
+    expect(await pay({ requirements, amount: "0.02" })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] }); // disagrees
+    expect(await pay({ requirements, amount: "0.0100001" })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] }); // 7 decimals
+    expect(await pay({ ...usdcParams(), amount: "0.01" })).toEqual({ code: "OK" });
+    expect(await pay({ ...usdcParams(), amount: "1e-2" })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
+  });
+
   test("without requirements, feePayer is required (no X402_FEE_PAYER here)", async () => {
     expect(await pay({ to: world.recipient, amount: PRICE, token: "usdc" })).toEqual({ code: "VALIDATION_ERROR", fields: ["feePayer"] });
   });
@@ -482,5 +495,10 @@ describe("errors", () => {
     expect(await pay({ ...params, signedTransaction: b64(flipped.serialize()) }, user)).toEqual({ code: "INVALID_SIGNATURE" });
     const unsigned = unsignedOf(await createPayment(world.deps, user, params)).unsignedTransaction;
     expect(await pay({ ...params, signedTransaction: unsigned }, user)).toEqual({ code: "INVALID_SIGNATURE" });
+    // Signed by the payer, but on a blockhash the ledger does not know: it could never settle.
+    const stale = VersionedTransaction.deserialize(fromB64(unsigned));
+    stale.message.recentBlockhash = Keypair.generate().publicKey.toBase58();
+    stale.sign([world.user]);
+    expect(await pay({ ...params, signedTransaction: b64(stale.serialize()) }, user)).toEqual({ code: "TRANSACTION_REJECTED", reason: "blockhash_expired" });
   });
 });

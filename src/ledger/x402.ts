@@ -4,7 +4,7 @@ import { ComputeBudgetProgram, PublicKey, type TransactionInstruction } from "@s
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import type { Network } from "../config.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError } from "../errors.ts";
+import { AppError, amountField, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
@@ -19,7 +19,8 @@ export type X402Header = "X-PAYMENT" | "PAYMENT-SIGNATURE";
 /** What payment_create is asked; `amount` is in base units of `token` (the tool edge parsed it). */
 export type PaymentParams = {
   to?: string;
-  amount?: bigint;
+  /** Base units (bigint), or whole tokens as the tool's caller gives them (read with the token's decimals). */
+  amount?: bigint | number | string;
   token?: string;
   feePayer?: string;
   memo?: string;
@@ -194,6 +195,11 @@ function splToken(tokens: readonly TokenInfo[], key: string): SplToken {
   return { ...token, mint: token.mint };
 }
 
+/** An amount param in base units: as given when a bigint, else whole tokens read with the token's decimals. */
+function baseUnits(amount: PaymentParams["amount"], token: SplToken): bigint | undefined {
+  return amount === undefined || typeof amount === "bigint" ? amount : amountField(amount, token.decimals, "amount");
+}
+
 /** A param that is also in the requirements must say the same. */
 function agree<T>(field: string, given: T | undefined, required: T, shown: (value: T) => string = String): void {
   if (given !== undefined && given !== required) {
@@ -226,7 +232,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
       }
       token = splToken(tokens, known.key);
     }
-    agree("amount", params.amount, req.amount, (units) => formatAmount(units, token.decimals));
+    agree("amount", baseUnits(params.amount, token), req.amount, (units) => formatAmount(units, token.decimals));
     if (req.feePayer !== null) agree("feePayer", params.feePayer, req.feePayer);
     if (req.memo !== null) agree("memo", params.memo, req.memo);
     const feePayer = req.feePayer ?? params.feePayer ?? configuredFeePayer;
@@ -249,6 +255,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     if (params.amount === undefined) throw fieldError("amount", "amount is required");
     if (params.token === undefined) throw fieldError("token", "token is required");
     const token = splToken(tokens, params.token);
+    const amount = baseUnits(params.amount, token)!;
     const feePayer = params.feePayer ?? configuredFeePayer;
     if (feePayer === null) throw fieldError("feePayer", "feePayer is required (the facilitator's fee payer) unless X402_FEE_PAYER is configured");
     const network = x402Network(deps.config.network, version);
@@ -260,14 +267,14 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
       to: params.to,
       feePayer,
       token,
-      amount: params.amount,
+      amount,
       memo,
       accepted:
         version === 2
           ? {
               scheme: "exact",
               network,
-              amount: params.amount.toString(),
+              amount: amount.toString(),
               asset: token.mint,
               payTo: params.to,
               maxTimeoutSeconds: DEFAULT_MAX_TIMEOUT_SECONDS,
@@ -400,6 +407,15 @@ async function checkSignedPayment(deps: Deps, payment: Payment, signedTransactio
   if (signature.every((byte) => byte === 0)) throw new AppError("INVALID_SIGNATURE", `signedTransaction is not signed by ${payment.payer}`);
   if (!(await deps.verifier.verify(decodeAddress(payment.payer)!, tx.messageBytes, signature))) {
     throw new AppError("INVALID_SIGNATURE", `the signature of ${payment.payer} on signedTransaction does not verify`);
+  }
+  // A header on a blockhash the ledger no longer knows could never settle: refused rather than handed out
+  // with an expiresAt it cannot meet (a wallet that took longer than the blockhash lives to sign).
+  if (!(await deps.ledger.blockhashValid(tx.recentBlockhash))) {
+    throw new AppError(
+      "TRANSACTION_REJECTED",
+      "signedTransaction's blockhash is unknown or expired, so the payment could never settle: call payment_create again without it and sign the new transaction",
+      { details: { reason: "blockhash_expired" } },
+    );
   }
   return { wire, memo };
 }

@@ -286,14 +286,8 @@ export const paymentCreate = defineTool({
   },
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
-    const wallet = requireWallet(caller);
-    let amountBaseUnits: bigint | undefined;
-    if (input.amount !== undefined) {
-      if (input.token === undefined) throw fieldError("token", "amount needs token (its decimals)");
-      amountBaseUnits = amountField(input.amount, (await tokenInfo(deps, input.token)).decimals, "amount");
-    }
-    const { amount: _, ...rest } = input;
-    return { ...(await createPayment(deps, wallet.walletAddress, { ...rest, amount: amountBaseUnits })) };
+    // The amount is read with the decimals of the token named by `token` or by the requirements' asset.
+    return { ...(await createPayment(deps, requireWallet(caller).walletAddress, input)) };
   },
 });
 
