@@ -570,6 +570,25 @@ describe("checkout", () => {
     });
   });
 
+  test("a payment the buyer sent itself is confirmed by /submit after the product was archived or the checkout expired", async () => {
+    const { deps, clock, owner, productId, buyer } = await setup();
+    const beforeArchive = await pay(deps, productId, buyer);
+    const beforeExpiry = await pay(deps, productId, buyer);
+    await archiveProduct(deps, owner, productId);
+    expect(await submitCheckout(deps, productId, beforeArchive.checkout.checkoutId, beforeArchive.signed)).toMatchObject({ status: "completed", txHash: beforeArchive.txHash });
+    clock.advance(CHECKOUT_TTL_MS + 1);
+    expect(await submitCheckout(deps, productId, beforeExpiry.checkout.checkoutId, beforeExpiry.signed)).toMatchObject({ status: "completed", txHash: beforeExpiry.txHash });
+    expect((await listPurchases(deps, owner, {})).total).toBe(2);
+    // Not on chain: refused as before, whatever the transaction.
+    const fresh = await setup();
+    const open = await startCheckout(fresh.deps, fresh.productId, fresh.wallet);
+    fresh.clock.advance(CHECKOUT_TTL_MS + 1);
+    for (const body of [signCheckout(open.transaction, fresh.buyer), "not base64!", Buffer.from("junk").toString("base64")]) {
+      expect(await reasonOf(submitCheckout(fresh.deps, fresh.productId, open.checkoutId, body))).toBe("INVALID_STATE:");
+    }
+    expect((await fresh.deps.ledger.getBalances(fresh.wallet)).usdc).toBe(50n * USDC); // nothing was sent
+  });
+
   test("a payment that landed before the product was archived is still recorded, by confirm and by the watcher", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup();
     const byConfirm = await pay(deps, productId, buyer);

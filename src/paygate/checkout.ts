@@ -570,6 +570,19 @@ export async function confirmCheckout(deps: Deps, productId: string, checkoutId:
   return settleCheckout(deps, checkout);
 }
 
+/** The signature of a signed transaction (standard base64 of its wire bytes) the ledger has; null otherwise. */
+async function signatureOnChain(deps: Deps, signedBase64: string): Promise<string | null> {
+  const wire = decodeBase64Strict(signedBase64);
+  if (wire === null) return null;
+  let signature: string;
+  try {
+    signature = parseTransaction(wire).signature;
+  } catch {
+    return null;
+  }
+  return (await deps.ledger.getTransaction(signature)) === null ? null : signature;
+}
+
 /**
  * POST /pay/:productId/submit: checks the signed transaction against the checkout before sending it (a
  * mismatch costs the buyer nothing), submits it and waits for confirmation (finalized on mainnet), then
@@ -588,8 +601,17 @@ export async function submitCheckout(
 ): Promise<ConfirmResult> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
-  const product = await productForSale(deps, productId);
-  if (isClosed(deps, checkout)) throw expired();
+  let product: store.ProductRow;
+  try {
+    product = await productForSale(deps, productId);
+    if (isClosed(deps, checkout)) throw expired();
+  } catch (err) {
+    // Archived, or expired, since: a transaction the buyer sent itself meanwhile is confirmed as /confirm
+    // would (it pays if it landed before the checkout expired); anything else is refused.
+    const landed = err instanceof AppError && err.code === "INVALID_STATE" ? await signatureOnChain(deps, signedBase64) : null;
+    if (landed === null) throw err;
+    return confirmCheckout(deps, productId, checkoutId, landed);
+  }
   const wire = decodeBase64Strict(signedBase64);
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
