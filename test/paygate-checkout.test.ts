@@ -406,3 +406,18 @@ describe("statistics", () => {
     expect((await dash("/purchases", ownerA.token)).body.total).toBe(5);
   });
 });
+
+describe("/public/verify of a payment the buyer sent itself", () => {
+  test("is recorded by the verify (not only by the watcher, every 5 s) and answered valid; to another owner it is no payment", async () => {
+    const owner = await newOwner();
+    const product = await newProduct(owner, { title: "Self-sent", type: "access", price: "1" });
+    const open = await checkout(product, bob);
+    const signed = signCheckout(open.transaction as string, bob.keypair);
+    await submitOwn(bob, signed);
+    const txHash = signatureOf(signed);
+    expect((await pub(`/verify/${txHash}`, ownerB.key)).body).toEqual({ valid: false, txHash, error: "not a payment for your products" });
+    expect((await pub(`/verify/${txHash}`, owner.key)).body).toMatchObject({ valid: true, txHash, productId: product, productTitle: "Self-sent", walletAddress: bob.address, currency: "USDC" });
+    expect((await payApi(product, "confirm", { checkoutId: open.checkoutId })).body).toMatchObject({ status: "completed", txHash });
+    expect((await dash("/purchases", owner.token)).body.total).toBe(1);
+  });
+});

@@ -25,6 +25,7 @@ import {
   REFERENCE_READS,
   confirmCheckout,
   createCheckoutWatcher,
+  recordPaymentOf,
   startCheckout,
   submitCheckout,
 } from "./checkout.ts";
@@ -587,6 +588,23 @@ describe("checkout", () => {
       expect(await reasonOf(submitCheckout(fresh.deps, fresh.productId, open.checkoutId, body))).toBe("INVALID_STATE:");
     }
     expect((await fresh.deps.ledger.getBalances(fresh.wallet)).usdc).toBe(50n * USDC); // nothing was sent
+  });
+
+  test("/public/verify records a confirmed payment of one of the owner's checkouts that nothing recorded yet", async () => {
+    const { deps, owner, productId, buyer } = await setup();
+    const { txHash, checkout } = await pay(deps, productId, buyer);
+    const record = (who: string) => (tx: Parameters<typeof recordPaymentOf>[2]) => recordPaymentOf(deps, who, tx);
+    const stranger = Keypair.generate().publicKey.toBase58();
+    expect(await verifyTransaction(deps, owner, txHash)).toEqual({ valid: false, txHash, error: "not a payment for your products" }); // nothing asked to record
+    expect(await verifyTransaction(deps, stranger, txHash, record(stranger))).toEqual({ valid: false, txHash, error: "not a payment for your products" });
+    expect((await listPurchases(deps, owner, {})).total).toBe(0);
+    expect(await verifyTransaction(deps, owner, txHash, record(owner))).toMatchObject({ valid: true, txHash, productId });
+    expect(await confirmCheckout(deps, productId, checkout.checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    // A confirmed transaction that pays no checkout: still no payment, nothing recorded.
+    const plain = compileTransaction([SystemProgram.transfer({ fromPubkey: buyer.publicKey, toPubkey: new PublicKey(owner), lamports: 1_000_000 })], buyer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
+    const elsewhere = await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(plain).toString("base64"), buyer), "base64"));
+    expect(await verifyTransaction(deps, owner, elsewhere.signature, record(owner))).toEqual({ valid: false, txHash: elsewhere.signature, error: "not a payment for your products" });
   });
 
   test("a payment that landed before the product was archived is still recorded, by confirm and by the watcher", async () => {

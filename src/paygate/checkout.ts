@@ -570,6 +570,29 @@ export async function confirmCheckout(deps: Deps, productId: string, checkoutId:
   return settleCheckout(deps, checkout);
 }
 
+/**
+ * /public/verify's question about a confirmed transaction no purchase names: does it pay one of the owner's
+ * checkouts (it carries the checkout's reference)? Then it is confirmed as /confirm would, now rather than
+ * at the watcher's next look; true when that made the purchase.
+ */
+export async function recordPaymentOf(deps: Deps, owner: string, tx: LedgerTransaction): Promise<boolean> {
+  let keys: readonly string[];
+  try {
+    keys = parseTransaction(tx.wire, { loadedAddresses: tx.loadedAddresses }).accountKeys;
+  } catch {
+    return false; // not a transaction a checkout could be paid with
+  }
+  let recorded = false;
+  for (const checkout of await store.findUnpaidCheckoutsByReference(deps.db, owner, keys)) {
+    try {
+      recorded = (await confirmCheckout(deps, checkout.productId, checkout.id, tx.signature)).status === "completed" || recorded;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err; // it does not pay that checkout: the answer stays "not a payment"
+    }
+  }
+  return recorded;
+}
+
 /** The signature of a signed transaction (standard base64 of its wire bytes) the ledger has; null otherwise. */
 async function signatureOnChain(deps: Deps, signedBase64: string): Promise<string | null> {
   const wire = decodeBase64Strict(signedBase64);

@@ -5,7 +5,7 @@ import { AppError, fieldError, requirePage } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase58 } from "../lib/encoding.ts";
-import type { TokenInfo } from "../ledger/ledger.ts";
+import type { LedgerTransaction, TokenInfo } from "../ledger/ledger.ts";
 import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
 
@@ -79,12 +79,29 @@ export type Verification =
   | ({ valid: true; txHash: string } & Omit<PurchaseView, "purchaseId" | "txHash" | "expiresAt">)
   | { valid: false; txHash: string; error: string };
 
-/** GET /public/verify/:txHash: a purchase of this owner's, or why not (another owner's looks like any non-payment). */
-export async function verifyTransaction(deps: Deps, owner: string, txHash: string): Promise<Verification> {
+/**
+ * GET /public/verify/:txHash: a purchase of this owner's, or why not (another owner's looks like any
+ * non-payment). `recordPayment`: asked of a confirmed transaction with no purchase of the owner's (a payment
+ * the buyer sent itself, not recorded yet), to record it if it pays one of the owner's checkouts; true when
+ * it did. Without it such a transaction reads as no payment until /confirm or the watcher records it.
+ */
+export async function verifyTransaction(
+  deps: Deps,
+  owner: string,
+  txHash: string,
+  recordPayment?: (tx: LedgerTransaction) => Promise<boolean>,
+): Promise<Verification> {
   if (!isTxHash(txHash)) {
     throw fieldError("txHash", "txHash must be a transaction signature (base58 of 64 bytes)");
   }
-  const purchase = await store.findPurchaseByTxHash(deps.db, txHash);
+  let purchase = await store.findPurchaseByTxHash(deps.db, txHash);
+  if (purchase === null || purchase.owner !== owner) {
+    const tx = await deps.ledger.getTransaction(txHash);
+    if (tx === null) return { valid: false, txHash, error: "transaction not found" };
+    if (tx.status === "failed") return { valid: false, txHash, error: "transaction failed" };
+    if (recordPayment === undefined || !(await recordPayment(tx))) return { valid: false, txHash, error: "not a payment for your products" };
+    purchase = await store.findPurchaseByTxHash(deps.db, txHash);
+  }
   if (purchase !== null && purchase.owner === owner) {
     const view = await purchaseView(deps, purchase);
     return {
@@ -99,9 +116,6 @@ export async function verifyTransaction(deps: Deps, owner: string, txHash: strin
       purchasedAt: view.purchasedAt,
     };
   }
-  const tx = await deps.ledger.getTransaction(txHash);
-  if (tx === null) return { valid: false, txHash, error: "transaction not found" };
-  if (tx.status === "failed") return { valid: false, txHash, error: "transaction failed" };
   return { valid: false, txHash, error: "not a payment for your products" };
 }
 

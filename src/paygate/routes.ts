@@ -127,7 +127,11 @@ export function publicRoutes(deps: Deps) {
         detail: { summary: "Whether a wallet has access to a product now; without it, the paymentUrl to buy it" },
         response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
       })
-      .get("/verify/:txHash", ({ request, params }) => verifyTransaction(deps, ownerOf(request), params.txHash), {
+      // A payment the buyer sent itself is recorded here if the watcher has not yet.
+      .get("/verify/:txHash", ({ request, params }) => {
+        const owner = ownerOf(request);
+        return verifyTransaction(deps, owner, params.txHash, async (tx) => (await checkout()).recordPaymentOf(deps, owner, tx));
+      }, {
         params: t.Object({ txHash: t.String({ maxLength: 100 }) }),
         detail: { summary: "Whether a transaction is a purchase of one of the owner's products (valid: false otherwise)" },
         // 503: the transaction is read from the chain when it is not a recorded purchase.

@@ -286,6 +286,15 @@ export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | nu
   return raw === null ? null : toCheckout(raw);
 }
 
+/** The owner's checkouts not yet paid whose reference is one of `addresses` (a transaction's account keys). */
+export async function findUnpaidCheckoutsByReference(db: Db, owner: string, addresses: readonly string[]): Promise<CheckoutRow[]> {
+  return (
+    db.sqlite
+      .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE reference IN (SELECT value FROM json_each(?)) AND owner = ? AND purchase_id IS NULL`)
+      .all(JSON.stringify(addresses), owner) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+  ).map(toCheckout);
+}
+
 /** The wallet's open checkouts of a product that /submit sent a transaction for, newest first (at most `limit`). */
 export async function findSubmittedOpenCheckoutsOf(db: Db, productId: string, wallet: string, limit: number): Promise<CheckoutRow[]> {
   return (
