@@ -550,6 +550,22 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
 }
 
 /**
+ * checkout_pay's second call from a connected wallet: the transaction its first call handed out, signed by
+ * the wallet, submitted as /pay/:productId/submit does, for that checkout only (another wallet's is
+ * NOT_FOUND). Answers as a custodial wallet's call: the purchase, or pending while it may still land.
+ */
+export async function submitOwnCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string, signedBase64: string): Promise<CheckoutPayAnswer> {
+  const checkout = await checkoutOf(deps, productId, checkoutId);
+  if (checkout.wallet !== walletAddress) throw noCheckout();
+  const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false });
+  // Waiting on another call's payment (two at once): that checkout is the one to resume with.
+  if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkoutId) {
+    return resumeCheckout(deps, productId, walletAddress, result.checkoutId);
+  }
+  return checkoutPayAnswer(deps, checkout, result);
+}
+
+/**
  * POST /pay/:productId/confirm: `pending` until the payment is found; idempotent once completed. With
  * `txHash` (a payment the buyer sent itself), that transaction is read first, by its signature: no crowd
  * of strangers' transactions carrying the reference can hide it. One that does not pay this checkout is

@@ -1,12 +1,12 @@
 // checkout_pay through the tool registry: an agent's custodial wallet buys a product end to end.
 import { expect, test } from "bun:test";
-import { Keypair } from "@solana/web3.js";
+import { Keypair, VersionedTransaction } from "@solana/web3.js";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
 import { REFERENCE_READS, createCheckoutWatcher, startCheckout } from "./checkout.ts";
-import { paymentVariant } from "../../test/helpers/checkout.ts";
+import { paymentVariant, signCheckout } from "../../test/helpers/checkout.ts";
 import { createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
@@ -60,8 +60,31 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
   expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: product.productId, maxAmount: 2.5, currency: "USDC" })).toMatchObject({ success: true, data: { status: "completed" } });
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(5_000_000n);
 
-  const connected = Keypair.generate().publicKey.toBase58();
-  expect(await registry.call(ctx(as(connected)), "checkout_pay", { productId: product.productId })).toMatchObject({ success: false, code: "NOT_SUPPORTED" });
+  // A connected wallet: the transaction to sign first, then the purchase when it comes back signed.
+  const connectedKey = Keypair.generate();
+  const connected = connectedKey.publicKey.toBase58();
+  await deps.ledger.airdrop(connected, { sol: 1_000_000_000n, usdc: 5_000_000n });
+  const first = await registry.call(ctx(as(connected)), "checkout_pay", { productId: product.productId, maxAmount: "2.5", currency: "USDC" });
+  if (!first.success) throw new Error(JSON.stringify(first));
+  // Read first: Bun's toMatchObject puts its matchers in place of what they matched.
+  const { checkoutId, unsignedTransaction } = first.data as { checkoutId: string; unsignedTransaction: string };
+  expect(first.data).toMatchObject({ amount: "2.5", currency: "USDC", payTo: owner, checkoutId: expect.stringMatching(/^chk_/), unsignedTransaction: expect.any(String) });
+  expect((await deps.ledger.getBalances(connected)).usdc).toBe(5_000_000n); // nothing sent yet
+  const signedTransaction = signCheckout(unsignedTransaction, connectedKey);
+  const call = (params: Record<string, unknown>, who = connected) => registry.call(ctx(as(who)), "checkout_pay", { productId: product.productId, ...params });
+  expect(await call({ signedTransaction })).toMatchObject({ success: false, code: "VALIDATION_ERROR" }); // no checkoutId
+  expect(await call({ checkoutId, signedTransaction }, buyer)).toMatchObject({ success: false, code: "VALIDATION_ERROR" }); // custodial
+  const stranger = Keypair.generate().publicKey.toBase58();
+  expect(await call({ checkoutId, signedTransaction }, stranger)).toMatchObject({ success: false, code: "NOT_FOUND" }); // not its checkout
+  const forged = VersionedTransaction.deserialize(Buffer.from(signedTransaction, "base64"));
+  forged.signatures[0]![0]! ^= 1;
+  expect(await call({ checkoutId, signedTransaction: Buffer.from(forged.serialize()).toString("base64") })).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "invalid_signature" } });
+  expect((await deps.ledger.getBalances(connected)).usdc).toBe(5_000_000n);
+  const bought = await call({ checkoutId, signedTransaction });
+  expect(bought).toMatchObject({ success: true, data: { status: "completed", checkoutId, amount: "2.5", currency: "USDC", accessToken: expect.stringMatching(/^ft_/) } });
+  expect((await deps.ledger.getBalances(connected)).usdc).toBe(2_500_000n);
+  expect(await call({ checkoutId, signedTransaction })).toMatchObject({ success: true, data: { status: "completed", checkoutId } }); // again: answered, not paid twice
+  expect((await deps.ledger.getBalances(connected)).usdc).toBe(2_500_000n);
   expect(await registry.call(ctx(as(buyer)), "checkout_pay", { productId: "prod_nothing" })).toMatchObject({ success: false, code: "NOT_FOUND" });
   expect(await registry.call(ctx({ kind: "anonymous", tokenError: null }), "checkout_pay", { productId: product.productId })).toMatchObject({
     success: false,

@@ -1,7 +1,8 @@
-// Tool edge of payment gating: checkout_pay, with which an agent's custodial session wallet buys a product
-// through the same checkout, submit and confirm steps as the checkout page (paygate.md "Checkout").
+// Tool edge of payment gating: checkout_pay, with which a session's wallet buys a product through the same
+// checkout, submit and confirm steps as the checkout page (paygate.md "Checkout"): a custodial wallet in one
+// call, a connected wallet in two (the transaction handed out, then sent back signed).
 import { z } from "zod";
-import { AppError, errorText, outcomeUnknown } from "../errors.ts";
+import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
@@ -11,8 +12,9 @@ export const checkoutPay = defineTool({
   name: "checkout_pay",
   description:
     "Buy a product sold through this service (its productId is in the payment link /pay/<productId>) with this " +
-    "session's custodial wallet: pays the price in USDC or the service token and returns the purchase, with the " +
-    "feature access token (accessToken) for feature unlocks. A connected wallet pays on the checkout page instead. " +
+    "session's wallet: pays the price in USDC or the service token and returns the purchase, with the " +
+    "feature access token (accessToken) for feature unlocks. A connected wallet gets unsignedTransaction and checkoutId " +
+    "first, and completes by calling again with that checkoutId and signedTransaction (the transaction, signed). " +
     "After CHAIN_UNAVAILABLE or INTERNAL_ERROR (the payment may have been sent), call it again with the checkoutId " +
     "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
     "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
@@ -27,20 +29,28 @@ export const checkoutPay = defineTool({
       .optional()
       .describe('the most this call may pay, in `currency` (e.g. "2.50"); a higher price is refused and nothing is paid'),
     currency: z.string().max(16).optional().describe('the currency the price was seen in ("USDC" or the service token\'s symbol); another one is refused'),
+    signedTransaction: z.string().max(1700).optional().describe("connected wallets: the unsignedTransaction of the first call, signed (standard base64), with its checkoutId"),
   },
   needsWallet: true,
   run: async ({ deps, caller, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
-    if (signer.kind !== "custodial") {
-      throw new AppError("NOT_SUPPORTED", "checkout_pay pays with a custodial wallet; a connected wallet pays on the checkout page (paymentUrl)");
+    const { checkoutKey, earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout, submitOwnCheckout } = await importQuietly(() => import("./checkout.ts"));
+    if (input.signedTransaction !== undefined) {
+      if (signer.kind === "custodial") throw fieldError("signedTransaction", "signedTransaction is for connected wallets; this session's custodial wallet is signed for here");
+      if (input.checkoutId === undefined) throw fieldError("checkoutId", "signedTransaction needs the checkoutId of the call that handed the transaction out");
+      return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction);
     }
-    const { checkoutKey, earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout } = await importQuietly(() => import("./checkout.ts"));
     if (input.checkoutId !== undefined) return resumeCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId);
     // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
     if (earlier !== null) return earlier;
     const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency });
+    if (signer.kind !== "custodial") {
+      // The service holds no key: the wallet signs, then calls again with the checkoutId (mcp.md's non-custodial flow).
+      const { transaction, checkoutId, amount, currency, payTo, expiresAt } = checkout;
+      return { unsignedTransaction: transaction, checkoutId, amount, currency, payTo, expiresAt };
+    }
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
     let result;
     try {
