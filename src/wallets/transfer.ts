@@ -59,8 +59,9 @@ async function requireRentForNewAccount(deps: Deps, intent: TransferIntent): Pro
  * transaction creates, leaving SOL at 0 or at least the rent-exempt minimum; else INSUFFICIENT_FUNDS.
  */
 async function requireFundsToSign(deps: Deps, intent: TransferIntent, wire: Uint8Array): Promise<void> {
-  const token = (await deps.ledger.tokens()).find((t) => t.key === intent.token)!;
-  const sol = (await deps.ledger.tokens()).find((t) => t.kind === "native")!;
+  const tokens = await deps.ledger.tokens();
+  const token = tokens.find((t) => t.key === intent.token)!;
+  const sol = tokens.find((t) => t.kind === "native")!;
   const tx = parseTransaction(wire);
   const payer = intent.feePayer ?? intent.from;
   const newAccounts = BigInt(tx.instructions.filter((ix) => ix.program === "ata").length);
