@@ -584,10 +584,15 @@ describe("checkout", () => {
     const fresh = await setup();
     const open = await startCheckout(fresh.deps, fresh.productId, fresh.wallet);
     fresh.clock.advance(CHECKOUT_TTL_MS + 1);
-    for (const body of [signCheckout(open.transaction, fresh.buyer), "not base64!", Buffer.from("junk").toString("base64")]) {
+    // On chain but not this checkout's: another checkout's payment, a plain transfer. Refused as before too.
+    const othersPayment = await pay(fresh.deps, fresh.productId, fresh.buyer);
+    const plain = compileTransaction([SystemProgram.transfer({ fromPubkey: fresh.buyer.publicKey, toPubkey: new PublicKey(fresh.owner), lamports: 1_000_000 })], fresh.wallet, (await fresh.deps.ledger.latestBlockhash()).blockhash);
+    const sentPlain = signCheckout(Buffer.from(plain).toString("base64"), fresh.buyer);
+    await fresh.deps.ledger.submit(Buffer.from(sentPlain, "base64"));
+    for (const body of [signCheckout(open.transaction, fresh.buyer), "not base64!", Buffer.from("junk").toString("base64"), othersPayment.signed, sentPlain]) {
       expect(await reasonOf(submitCheckout(fresh.deps, fresh.productId, open.checkoutId, body))).toBe("INVALID_STATE:");
     }
-    expect((await fresh.deps.ledger.getBalances(fresh.wallet)).usdc).toBe(50n * USDC); // nothing was sent
+    expect((await fresh.deps.ledger.getBalances(fresh.wallet)).usdc).toBe(48n * USDC); // only the other checkout's payment
   });
 
   test("/public/verify records a confirmed payment of one of the owner's checkouts that nothing recorded yet", async () => {
@@ -601,6 +606,17 @@ describe("checkout", () => {
     expect(await verifyTransaction(deps, owner, txHash, record(owner))).toMatchObject({ valid: true, txHash, productId });
     expect(await confirmCheckout(deps, productId, checkout.checkoutId)).toMatchObject({ status: "completed", txHash });
     expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    // A transaction naming many of the owner's checkouts (their references are public) is judged as it is,
+    // against a few of them: no ledger read per checkout.
+    const crowd = await Promise.all(Array.from({ length: 8 }, () => startCheckout(deps, productId, buyer.publicKey.toBase58())));
+    const transfer = SystemProgram.transfer({ fromPubkey: buyer.publicKey, toPubkey: new PublicKey(owner), lamports: 1_000_000 });
+    for (const c of crowd) transfer.keys.push({ pubkey: new PublicKey(c.reference), isSigner: false, isWritable: false });
+    const crowded = compileTransaction([transfer], buyer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
+    const sentCrowded = await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(crowded).toString("base64"), buyer), "base64"));
+    let reads = 0;
+    const counting = { ...deps, ledger: { ...deps.ledger, getTransaction: (...args: Parameters<Deps["ledger"]["getTransaction"]>) => (reads++, deps.ledger.getTransaction(...args)) } };
+    expect(await verifyTransaction(counting, owner, sentCrowded.signature, (tx) => recordPaymentOf(counting, owner, tx))).toMatchObject({ valid: false });
+    expect(reads).toBe(1); // verify's own
     // A confirmed transaction that pays no checkout: still no payment, nothing recorded.
     const plain = compileTransaction([SystemProgram.transfer({ fromPubkey: buyer.publicKey, toPubkey: new PublicKey(owner), lamports: 1_000_000 })], buyer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
     const elsewhere = await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(plain).toString("base64"), buyer), "base64"));

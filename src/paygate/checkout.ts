@@ -549,6 +549,26 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
   return checkoutPayAnswer(deps, checkout, await settleCheckout(deps, checkout));
 }
 
+/** What checkout_pay hands a connected wallet to sign: the checkout's transaction, id, price, recipient and expiry. */
+export type UnsignedCheckout = { unsignedTransaction: string; checkoutId: string; amount: string; currency: string; payTo: string; expiresAt: string };
+
+export function unsignedCheckout({ transaction, checkoutId, amount, currency, payTo, expiresAt }: CheckoutView): UnsignedCheckout {
+  return { unsignedTransaction: transaction, checkoutId, amount, currency, payTo, expiresAt };
+}
+
+/**
+ * checkout_pay {checkoutId} from a connected wallet: the checkout's outcome, as resumeCheckout answers it;
+ * but while it is pending with nothing sent through this service for it (the signed transaction never came
+ * back, or was refused, e.g. on an expired blockhash), a fresh transaction to sign for the same checkout
+ * (paygate.md step 1: a fresh blockhash while it is open), so the wallet does not wait for nothing. One the
+ * wallet sent itself is found by its reference once it lands; a wallet that did so waits for that instead.
+ */
+export async function resumeConnectedCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string): Promise<CheckoutPayAnswer | UnsignedCheckout> {
+  const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
+  if (answer.status !== "pending" || answer.checkoutId !== checkoutId || (await store.listSubmissions(deps.db, checkoutId)).length > 0) return answer;
+  return unsignedCheckout(await startCheckout(deps, productId, walletAddress, checkoutId));
+}
+
 /**
  * checkout_pay's second call from a connected wallet: the transaction its first call handed out, signed by
  * the wallet, submitted as /pay/:productId/submit does, for that checkout only (another wallet's is
@@ -586,10 +606,14 @@ export async function confirmCheckout(deps: Deps, productId: string, checkoutId:
   return settleCheckout(deps, checkout);
 }
 
+/** The most unpaid checkouts one transaction is judged against by /public/verify (a valid payment names one). */
+const VERIFY_CHECKOUTS = 4;
+
 /**
  * /public/verify's question about a confirmed transaction no purchase names: does it pay one of the owner's
- * checkouts (it carries the checkout's reference)? Then it is confirmed as /confirm would, now rather than
- * at the watcher's next look; true when that made the purchase.
+ * checkouts (it carries the checkout's reference)? Then it is recorded as /confirm would, now rather than at
+ * the watcher's next look; true when that made the purchase. The transaction in hand is judged (on mainnet
+ * it is read once more, finalized, as purchases are judged there); a chain failure is thrown, not a "no".
  */
 export async function recordPaymentOf(deps: Deps, owner: string, tx: LedgerTransaction): Promise<boolean> {
   let keys: readonly string[];
@@ -598,28 +622,35 @@ export async function recordPaymentOf(deps: Deps, owner: string, tx: LedgerTrans
   } catch {
     return false; // not a transaction a checkout could be paid with
   }
+  const checkouts = await store.findUnpaidCheckoutsByReference(deps.db, owner, keys, VERIFY_CHECKOUTS);
+  if (checkouts.length === 0) return false;
+  const judged = waitsForFinality(deps.config.network) ? await deps.ledger.getTransaction(tx.signature, { finalized: true }) : tx;
+  if (judged === null) return false; // not final yet: not a purchase yet
   let recorded = false;
-  for (const checkout of await store.findUnpaidCheckoutsByReference(deps.db, owner, keys)) {
-    try {
-      recorded = (await confirmCheckout(deps, checkout.productId, checkout.id, tx.signature)).status === "completed" || recorded;
-    } catch (err) {
-      if (!(err instanceof AppError)) throw err; // it does not pay that checkout: the answer stays "not a payment"
-    }
+  for (const checkout of checkouts) {
+    const sale = await saleOf(deps, checkout);
+    if (sale === null) continue;
+    const outcome = await judgePayment(deps, checkout, sale.product, sale.token, judged);
+    if (!(outcome instanceof AppError) && outcome.status === "completed") recorded = true;
   }
   return recorded;
 }
 
-/** The signature of a signed transaction (standard base64 of its wire bytes) the ledger has; null otherwise. */
-async function signatureOnChain(deps: Deps, signedBase64: string): Promise<string | null> {
+/**
+ * The signature of a signed transaction (standard base64 of its wire bytes) that carries `reference` and
+ * that the ledger has; null otherwise.
+ */
+async function paymentOnChain(deps: Deps, signedBase64: string, reference: string): Promise<string | null> {
   const wire = decodeBase64Strict(signedBase64);
   if (wire === null) return null;
-  let signature: string;
+  let parsed: ParsedTransaction;
   try {
-    signature = parseTransaction(wire).signature;
+    parsed = parseTransaction(wire);
   } catch {
     return null;
   }
-  return (await deps.ledger.getTransaction(signature)) === null ? null : signature;
+  if (!parsed.accountKeys.includes(reference)) return null;
+  return (await deps.ledger.getTransaction(parsed.signature)) === null ? null : parsed.signature;
 }
 
 /**
@@ -645,9 +676,10 @@ export async function submitCheckout(
     product = await productForSale(deps, productId);
     if (isClosed(deps, checkout)) throw expired();
   } catch (err) {
-    // Archived, or expired, since: a transaction the buyer sent itself meanwhile is confirmed as /confirm
-    // would (it pays if it landed before the checkout expired); anything else is refused.
-    const landed = err instanceof AppError && err.code === "INVALID_STATE" ? await signatureOnChain(deps, signedBase64) : null;
+    // Archived, or expired, since: a transaction for this checkout (its reference) the buyer sent itself
+    // meanwhile is confirmed as /confirm would (it pays if it landed before the checkout expired); anything
+    // else is refused as before.
+    const landed = err instanceof AppError && err.code === "INVALID_STATE" ? await paymentOnChain(deps, signedBase64, checkout.reference) : null;
     if (landed === null) throw err;
     return confirmCheckout(deps, productId, checkoutId, landed);
   }

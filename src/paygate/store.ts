@@ -286,12 +286,12 @@ export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | nu
   return raw === null ? null : toCheckout(raw);
 }
 
-/** The owner's checkouts not yet paid whose reference is one of `addresses` (a transaction's account keys). */
-export async function findUnpaidCheckoutsByReference(db: Db, owner: string, addresses: readonly string[]): Promise<CheckoutRow[]> {
+/** At most `limit` of the owner's checkouts not yet paid whose reference is one of `addresses` (a transaction's account keys). */
+export async function findUnpaidCheckoutsByReference(db: Db, owner: string, addresses: readonly string[], limit: number): Promise<CheckoutRow[]> {
   return (
     db.sqlite
-      .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE reference IN (SELECT value FROM json_each(?)) AND owner = ? AND purchase_id IS NULL`)
-      .all(JSON.stringify(addresses), owner) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+      .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE reference IN (SELECT value FROM json_each(?)) AND owner = ? AND purchase_id IS NULL LIMIT ?`)
+      .all(JSON.stringify(addresses), owner, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
   ).map(toCheckout);
 }
 

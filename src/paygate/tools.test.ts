@@ -80,6 +80,9 @@ test("checkout_pay: a custodial buyer pays, gets the purchase and its token; oth
   forged.signatures[0]![0]! ^= 1;
   expect(await call({ checkoutId, signedTransaction: Buffer.from(forged.serialize()).toString("base64") })).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "invalid_signature" } });
   expect((await deps.ledger.getBalances(connected)).usdc).toBe(5_000_000n);
+  // Asked again before it sent anything: a fresh transaction for the same checkout, not a pending that waits for nothing.
+  const again = await call({ checkoutId });
+  expect(again).toMatchObject({ success: true, data: { checkoutId, unsignedTransaction: expect.any(String), amount: "2.5" } });
   const bought = await call({ checkoutId, signedTransaction });
   expect(bought).toMatchObject({ success: true, data: { status: "completed", checkoutId, amount: "2.5", currency: "USDC", accessToken: expect.stringMatching(/^ft_/) } });
   expect((await deps.ledger.getBalances(connected)).usdc).toBe(2_500_000n);
@@ -124,6 +127,29 @@ async function losingAnswers(input: ProductInput, lost: () => Error = () => new 
   });
   return { deps, registry: createToolRegistry(deps), losing, owner, product, buyer, ctx, logLines };
 }
+
+test("checkout_pay from a connected wallet whose signature came too late: a fresh transaction for the checkout, then the purchase", async () => {
+  const { deps, clock } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const owner = Keypair.generate().publicKey.toBase58();
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "1" });
+  const key = Keypair.generate();
+  const wallet = key.publicKey.toBase58();
+  await deps.ledger.airdrop(wallet, { sol: 1_000_000_000n, usdc: 5_000_000n });
+  const caller: Caller = { kind: "wallet", walletAddress: wallet, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller;
+  const call = (params: Record<string, unknown>) =>
+    registry.call({ deps, caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } }, "checkout_pay", { productId: product.productId, ...params });
+  type Unsigned = { data: { checkoutId: string; unsignedTransaction: string } };
+  const first = (await call({})) as unknown as Unsigned;
+  const { checkoutId } = first.data;
+  const stale = signCheckout(first.data.unsignedTransaction, key);
+  clock.advance(120_000); // the wallet took two minutes to sign: its blockhash expired
+  expect(await call({ checkoutId, signedTransaction: stale })).toMatchObject({ success: false, code: "TRANSACTION_REJECTED", details: { reason: "blockhash_expired" } });
+  const fresh = (await call({ checkoutId })) as unknown as Unsigned;
+  expect(fresh.data.checkoutId).toBe(checkoutId);
+  expect(await call({ checkoutId, signedTransaction: signCheckout(fresh.data.unsignedTransaction, key) })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect((await deps.ledger.getBalances(wallet)).usdc).toBe(4_000_000n);
+});
 
 test("checkout_pay after an error that came once the payment had landed answers that purchase, not a second payment", async () => {
   const { deps, registry, losing, owner, product, buyer, ctx: as } = await losingAnswers({ title: "Pro", description: "", type: "feature_unlock", price: "2", featureIds: ["pro"] });

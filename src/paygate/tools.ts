@@ -14,7 +14,8 @@ export const checkoutPay = defineTool({
     "Buy a product sold through this service (its productId is in the payment link /pay/<productId>) with this " +
     "session's wallet: pays the price in USDC or the service token and returns the purchase, with the " +
     "feature access token (accessToken) for feature unlocks. A connected wallet gets unsignedTransaction and checkoutId " +
-    "first, and completes by calling again with that checkoutId and signedTransaction (the transaction, signed). " +
+    "first, and completes by calling again with that checkoutId and signedTransaction (the transaction, signed); with " +
+    "the checkoutId alone, before anything was sent, it gets a fresh unsignedTransaction (after blockhash_expired). " +
     "After CHAIN_UNAVAILABLE or INTERNAL_ERROR (the payment may have been sent), call it again with the checkoutId " +
     "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
     "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
@@ -35,22 +36,23 @@ export const checkoutPay = defineTool({
   run: async ({ deps, caller, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
-    const { checkoutKey, earlierPurchaseOf, resumeCheckout, startCheckout, submitCheckout, submitOwnCheckout } = await importQuietly(() => import("./checkout.ts"));
+    const { checkoutKey, earlierPurchaseOf, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
+      await importQuietly(() => import("./checkout.ts"));
     if (input.signedTransaction !== undefined) {
       if (signer.kind === "custodial") throw fieldError("signedTransaction", "signedTransaction is for connected wallets; this session's custodial wallet is signed for here");
       if (input.checkoutId === undefined) throw fieldError("checkoutId", "signedTransaction needs the checkoutId of the call that handed the transaction out");
       return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction);
     }
-    if (input.checkoutId !== undefined) return resumeCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId);
+    if (input.checkoutId !== undefined) {
+      const resume = signer.kind === "custodial" ? resumeCheckout : resumeConnectedCheckout;
+      return resume(deps, input.productId, wallet.walletAddress, input.checkoutId);
+    }
     // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
     if (earlier !== null) return earlier;
     const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency });
-    if (signer.kind !== "custodial") {
-      // The service holds no key: the wallet signs, then calls again with the checkoutId (mcp.md's non-custodial flow).
-      const { transaction, checkoutId, amount, currency, payTo, expiresAt } = checkout;
-      return { unsignedTransaction: transaction, checkoutId, amount, currency, payTo, expiresAt };
-    }
+    // The service holds no key: the wallet signs, then calls again with the checkoutId (mcp.md's non-custodial flow).
+    if (signer.kind !== "custodial") return unsignedCheckout(checkout);
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
     let result;
     try {
