@@ -328,9 +328,29 @@ describe("walletgate restore", () => {
       const paid = await call(server.url, "/mcp", { body: { tool: "checkout_pay", params: { productId: product.body.productId } }, token: agent.body.data.sessionToken });
       const accessToken = paid.body.data.accessToken as string;
       const [a, b, c] = [newWallet(), newWallet(), newWallet()];
-      const [revoked, cutOff, kept] = [await signIn(server.url, a), await signIn(server.url, b), await signIn(server.url, c)];
+      // b signs in last from this client: the client's fingerprint link names b until b's revoke-all removes it.
+      const [revoked, kept, cutOff] = [await signIn(server.url, a), await signIn(server.url, c), await signIn(server.url, b)];
+      const hook = (await dash("/webhooks", { body: { url: "https://hooks.example.test/walletgate", events: ["product.created"] } })).body;
+      const replay = newWallet();
+      const replayChallenge = await getChallenge(server.url, replay);
+      const replayBody = { walletAddress: replay.address, nonce: replayChallenge.nonce, signature: replay.sign(replayChallenge.message) };
       const backup = join(dir, "before.db");
       expect((await runCli(["backup", backup], { DATA_DIR: server.dataDir })).code).toBe(0);
+      // After the backup: the challenge spent (its signed body could be replayed on the restored database),
+      // the webhook secret rotated (the old one leaked, say).
+      const elsewhere = { "user-agent": "another-client/1" }; // its own fingerprint: b's link stays until the revoke-all
+      expect((await call(server.url, "/auth/verify", { body: replayBody, headers: elsewhere })).status).toBe(200);
+      const rotation = await dash(`/webhooks/${hook.endpointId}/rotate-secret`, { method: "POST" });
+      expect(rotation.status).toBe(200);
+      const rotated = rotation.body.secret as string;
+      const links = () => {
+        const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+        try {
+          return (db.query("SELECT count(*) AS n FROM fingerprint_wallet_links").get() as { n: number }).n;
+        } finally {
+          db.close();
+        }
+      };
       // After the backup: one token revoked, a revoke-all, one API key and the feature token revoked.
       expect((await call(server.url, "/auth/revoke", { method: "POST", token: revoked.sessionToken })).status).toBe(200);
       const ch = await getChallenge(server.url, b);
@@ -339,9 +359,21 @@ describe("walletgate restore", () => {
       const pub = (path: string, key: string, body: unknown) => call(server.url, `/public${path}`, { body, headers: { "x-api-key": key } });
       expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
       await server.stop();
+      const linksBefore = links(); // the other client's only: b's revoke-all removed this client's
       const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
       expect(out.code).toBe(0);
-      expect(JSON.parse(out.stdout).revocations).toEqual({ sessionTokens: 2, walletCutoffs: 1, apiKeys: 1, featureTokens: 1 });
+      expect(JSON.parse(out.stdout).revocations).toEqual({
+        sessionTokens: 2,
+        walletCutoffs: 1,
+        apiKeys: 1,
+        featureTokens: 1,
+        spentProofs: 1,
+        webhookSecrets: 1,
+        fingerprintLinks: 1, // this client's, to b
+      });
+      // The backup's one link (this client's, to b) is gone as b's revoke-all removed it; the other client's
+      // link was made after the backup, so it is not in the backup either.
+      expect([linksBefore, links()]).toEqual([1, 0]);
       expect(out.stderr).toContain("carried over");
       const after = await server.restart();
       servers.push(after);
@@ -351,6 +383,9 @@ describe("walletgate restore", () => {
       expect((await call(after.url, "/public/products", { headers: { "x-api-key": keys[0]!.key } })).body.code).toBe("INVALID_API_KEY");
       const verified = await call(after.url, "/public/feature/verify", { body: { accessToken }, headers: { "x-api-key": keys[1]!.key } });
       expect(verified.body.valid).toBe(false);
+      expect((await call(after.url, "/auth/verify", { body: replayBody })).body.code).toBe("NONCE_USED");
+      const secret = await call(after.url, `/dashboard/api/webhooks/${hook.endpointId}/secret`, { token: owner.sessionToken });
+      expect(secret.body.secret).toBe(rotated);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

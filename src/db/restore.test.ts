@@ -66,7 +66,8 @@ test("killed just before the backup takes the name: the name still holds the old
   const result = restoreDatabase(path, backup, new Date());
   expect(owners(path)).toBe(2);
   expect(owners(result.movedAside!)).toBe(7);
-  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0 }); // none were made
+  // None were made.
+  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0, fingerprintLinks: 0 });
   // No copy left, nor a log of the copy (written carrying revocations): folded in before it took the name.
   expect(readdirSync(dataDir).filter((name) => name.includes(".restoring-"))).toEqual([]);
 });

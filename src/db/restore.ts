@@ -114,7 +114,20 @@ function checkBackup(file: string): number {
  * Revocations the replaced database knew that the backup did not, copied into the restored one (how many
  * rows each changed); or why they could not be (`skipped`). Null when no database was replaced.
  */
-export type CarriedRevocations = { sessionTokens: number; walletCutoffs: number; apiKeys: number; featureTokens: number } | { skipped: string };
+export type CarriedRevocations =
+  | {
+      sessionTokens: number;
+      walletCutoffs: number;
+      apiKeys: number;
+      featureTokens: number;
+      /** Single-use proofs spent after the backup: sign-in challenges and dashboard sign-in links. */
+      spentProofs: number;
+      /** Webhook endpoints whose signing secret was rotated after the backup (with their previous secrets). */
+      webhookSecrets: number;
+      /** Fingerprint links removed after the backup (sign-out, revoke-all), removed again. */
+      fingerprintLinks: number;
+    }
+  | { skipped: string };
 
 export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null; revocations: CarriedRevocations | null };
 
@@ -126,9 +139,10 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
  * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
  * log); the backup is copied beside the database, flushed, and renamed over the name at once.
  *
- * Revocations survive: a session token, API key or feature token revoked, or a wallet's revoke-all, after
- * the backup was taken is copied from the replaced database into the backup's copy before it takes the
- * name (that copy is then migrated to this version first). A restore must not bring a leaked token back.
+ * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
+ * challenge or dashboard link spent, a webhook secret rotated or a fingerprint link removed after the backup
+ * was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
+ * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
 export function restoreDatabase(
@@ -227,6 +241,22 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
          FROM (SELECT token_hash, revoked_at FROM replaced.feature_tokens WHERE revoked_at IS NOT NULL) AS r
          WHERE feature_tokens.token_hash = r.token_hash AND feature_tokens.revoked_at IS NULL`,
       ).changes,
+      spentProofs:
+        db.run(
+          `UPDATE auth_challenges SET consumed_at = r.consumed_at
+           FROM (SELECT nonce, consumed_at FROM replaced.auth_challenges WHERE consumed_at IS NOT NULL) AS r
+           WHERE auth_challenges.nonce = r.nonce AND auth_challenges.consumed_at IS NULL`,
+        ).changes +
+        db.run(
+          `UPDATE dashboard_links SET used_at = r.used_at
+           FROM (SELECT code_hash, used_at FROM replaced.dashboard_links WHERE used_at IS NOT NULL) AS r
+           WHERE dashboard_links.code_hash = r.code_hash AND dashboard_links.used_at IS NULL`,
+        ).changes,
+      webhookSecrets: carryWebhookSecrets(db),
+      fingerprintLinks: db.run(
+        `DELETE FROM fingerprint_wallet_links
+         WHERE NOT EXISTS (SELECT 1 FROM replaced.fingerprint_wallet_links r WHERE r.fingerprint = fingerprint_wallet_links.fingerprint)`,
+      ).changes,
     }))();
     db.run("DETACH DATABASE replaced");
     db.run("PRAGMA wal_checkpoint(TRUNCATE)");
@@ -235,6 +265,34 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
     db.close();
     fsyncPath(restoredPath);
   }
+}
+
+/**
+ * In carryRevocations' transaction: each webhook endpoint whose secret the replaced database rotated after
+ * the backup (a later `updated_at`, another sealed secret) gets that secret and its previous secrets, so a
+ * secret rotated away because it leaked does not sign again. Only when both databases seal under the same
+ * key (their sealing_key_check agrees): a secret sealed under another key could not be opened.
+ */
+function carryWebhookSecrets(db: Database): number {
+  const check = (schema: string) => (db.query(`SELECT key_check AS k FROM ${schema}.sealing_key_check WHERE id = 1`).get() as { k: string } | null)?.k ?? null;
+  const [ours, theirs] = [check("main"), check("replaced")];
+  if (ours === null || ours !== theirs) return 0;
+  const rotated = db
+    .query(
+      `SELECT r.id FROM replaced.webhook_endpoints AS r JOIN webhook_endpoints AS w ON w.id = r.id
+       WHERE r.updated_at > w.updated_at AND (r.secret_iv <> w.secret_iv OR r.secret_ciphertext <> w.secret_ciphertext)`,
+    )
+    .all() as { id: string }[];
+  for (const { id } of rotated) {
+    db.run(
+      `UPDATE webhook_endpoints SET secret_iv = r.secret_iv, secret_ciphertext = r.secret_ciphertext
+       FROM (SELECT secret_iv, secret_ciphertext FROM replaced.webhook_endpoints WHERE id = ?1) AS r WHERE webhook_endpoints.id = ?1`,
+      [id],
+    );
+    db.run("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?", [id]);
+    db.run("INSERT INTO webhook_previous_secrets SELECT * FROM replaced.webhook_previous_secrets WHERE endpoint_id = ?", [id]);
+  }
+  return rotated.length;
 }
 
 /**
