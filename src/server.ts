@@ -356,6 +356,12 @@ async function serve(
 
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info("listening", { url, baseUrl, network: config.network, dataDir: config.dataDir });
+  if (config.allowPrivateNetworkTargets) {
+    // Said at every start: it turns off the outbound guard, cloud metadata addresses included.
+    log.warn("ALLOW_PRIVATE_NETWORK_TARGETS=true: webhooks and agent endpoints may reach private, loopback and link-local addresses", {
+      network: config.network,
+    });
+  }
 
   let stopping: Promise<void> | null = null;
   return {

@@ -60,6 +60,8 @@ describe("webhooks", () => {
   test("product events reach a verifying receiver; a failed first attempt is retried with the same webhook-id", async () => {
     const server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
     servers.push(server);
+    // The guard is off: said at start (a server with the guard on says nothing of it, below).
+    expect(server.output()).toContain('"level":"warn","msg":"ALLOW_PRIVATE_NETWORK_TARGETS=true');
     const hook = receiver({ failFirst: 1 });
     const { dash } = await ownerOn(server);
     const endpoint = await dash("/webhooks", { body: { url: hook.url, events: ["product.created", "product.archived"] } });
@@ -252,6 +254,7 @@ describe("webhooks", () => {
   test("a private address literal or localhost is refused as a webhook URL unless ALLOW_PRIVATE_NETWORK_TARGETS is set", async () => {
     const server = await startTestServer({ NETWORK: "localnet" });
     servers.push(server);
+    expect(server.output()).not.toContain("ALLOW_PRIVATE_NETWORK_TARGETS=true"); // the guard is on: no warning
     const { dash } = await ownerOn(server);
     const hook = receiver();
     for (const url of [hook.url, "http://localhost:9/x", "http://api.localhost/x", "http://[::1]/x", "http://10.1.2.3/x", "http://169.254.169.254/latest", "http://0x7f.1/x", "http://[::ffff:192.168.0.1]/x"]) {

@@ -195,10 +195,17 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
   let total = 0;
   try {
     while (total < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      total += value.length;
+      let read: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        read = await reader.read();
+      } catch {
+        // The status came, then the body stopped (the timeout, a reset): the answer is that status with the
+        // body read so far. paygate.md: any 2xx within the timeout is success, and the status is recorded.
+        break;
+      }
+      if (read.done) break;
+      chunks.push(read.value);
+      total += read.value.length;
     }
   } finally {
     // Whatever is left is not read: the connection is not reused, so nothing needs draining.

@@ -517,6 +517,21 @@ describe("leases", () => {
     expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "succeeded", attempts: 1 });
   });
 
+  test("a started worker takes a lease that ran out before it started as no one's: sent at once, its endpoint not held back", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    await enqueue(deps, owner);
+    await store.claimDueDeliveries(db, { now: clock.now(), leaseUntil: clock.now() + 75_000, token: "claim_dead", limit: 10, kinds: ["owner_endpoint"] });
+    clock.advance(75_001); // the process that claimed it died long ago
+    const w = worker(deps, { pollIntervalMs: 10 });
+    w.start();
+    for (let i = 0; i < 400 && rx.received.length === 0; i++) await Bun.sleep(5);
+    await w.stop();
+    expect(rx.received).toHaveLength(1); // within 2 s, not after the 15-s timeout and its margin
+  });
+
   test("stop() aborts a request in flight, records nothing and gives the lease back", async () => {
     const { deps, db, clock } = await setup();
     const owner = wallet();

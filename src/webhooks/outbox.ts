@@ -503,7 +503,8 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       if (loop !== null || shutdown.signal.aborted) return;
       loop = (async () => {
         try {
-          const inherited = await store.heldClaims(deps.db);
+          // Leases run out already are no one's: their deliveries are claimed as any due one, at once.
+          const inherited = await store.heldClaims(deps.db, deps.clock.now());
           for (const claim of inherited) inheritedBusy.add(claim.endpoint);
           if (inherited.length > 0) void takeOverInherited(inherited);
         } catch (err) {

@@ -358,12 +358,13 @@ export function claimDueDeliveries(
 }
 
 /** The leases held now (deliveries in flight): delivery id, claim token, and the endpoint ("<kind> <id>", as claims name them). */
-export async function heldClaims(db: Db): Promise<{ id: string; token: string; endpoint: string }[]> {
+export async function heldClaims(db: Db, now: number): Promise<{ id: string; token: string; endpoint: string }[]> {
   return db.sqlite
     .query(
-      "SELECT id, claim_token AS token, endpoint_kind || ' ' || endpoint_id AS endpoint FROM webhook_deliveries WHERE status = 'pending' AND claim_token IS NOT NULL",
+      `SELECT id, claim_token AS token, endpoint_kind || ' ' || endpoint_id AS endpoint FROM webhook_deliveries
+       WHERE status = 'pending' AND claim_token IS NOT NULL AND claimed_until > ?`,
     )
-    .all() as { id: string; token: string; endpoint: string }[];
+    .all(now) as { id: string; token: string; endpoint: string }[];
 }
 
 /** Gives back those of `claims` still held under the same token. Returns how many. */
