@@ -345,3 +345,78 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await context.close();
   }, 30_000);
 });
+
+e2e("dashboard forms under a second hand and a double click", () => {
+  const seller = newWallet();
+  let page: Page;
+  let token: string;
+  const api = (path: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });
+
+  beforeAll(async () => {
+    page = await (await walletContext(browser!, seller)).newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    token = (await signIn(server.url, seller)).sessionToken;
+  });
+
+  test("an edit form opened before payTo was moved elsewhere saves only what it changed: payTo stays moved", async () => {
+    const first = newWallet().address;
+    const moved = newWallet().address;
+    const created = await api("/products", { body: { title: "Moved", description: "old words", type: "access", price: "3", payTo: first } });
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("cell", { name: /Moved/ }).waitFor();
+    await page.getByRole("button", { name: "Edit" }).click();
+    // Meanwhile, from another tab or a script: payTo moved off a compromised wallet, and a new price.
+    expect((await api(`/products/${created.body.productId}`, { method: "PATCH", body: { payTo: moved, price: "4" } })).status).toBe(200);
+    await page.getByLabel("Description").fill("new words");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("button", { name: "New product" }).waitFor();
+    expect((await api(`/products/${created.body.productId}`)).body).toMatchObject({ payTo: moved, price: "4", description: "new words" });
+    // A save that changed nothing sends nothing.
+    await page.getByRole("button", { name: "Edit" }).click();
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("button", { name: "New product" }).waitFor();
+    expect((await api(`/products/${created.body.productId}`)).body).toMatchObject({ payTo: moved, price: "4" });
+  }, 30_000);
+
+  test("a double click on Create key, Create product or Add endpoint makes one; a refusal says the field's own reason", async () => {
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByLabel("Label").fill("twice");
+    await page.getByRole("button", { name: "Create key" }).dblclick();
+    await page.getByTestId("new-key-value").waitFor();
+    await page.getByRole("cell", { name: "twice" }).waitFor();
+    expect((await api("/keys")).body.keys.filter((k: Json) => k.label === "twice")).toHaveLength(1);
+
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.getByLabel("Title").fill("Once");
+    await page.getByLabel("Price").fill("1");
+    await page.getByLabel("Type").selectOption("access");
+    await page.getByLabel("Access days (empty: forever)").fill("0");
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.getByText(/accessDays.*1 to 36500/).waitFor(); // the server's reason, not only the field's name
+    await page.getByLabel("Access days (empty: forever)").fill("30");
+    await page.getByRole("button", { name: "Create product" }).dblclick();
+    await page.getByRole("cell", { name: /Once/ }).waitFor();
+    expect((await api("/products")).body.products.filter((p: Json) => p.title === "Once")).toHaveLength(1);
+    // The repeated Copy link names its product for screen readers, as Edit and Archive do.
+    const copy = page.getByRole("row", { name: /Once/ }).getByRole("button", { name: "Copy link" });
+    expect(await page.locator(`#${await copy.getAttribute("aria-describedby")}`).textContent()).toContain("Once");
+
+    await page.getByRole("link", { name: "Webhooks" }).click();
+    await page.getByLabel("Endpoint URL").fill(hook.url);
+    await page.getByRole("button", { name: "Add endpoint" }).dblclick();
+    await page.getByTestId("endpoint").first().waitFor();
+    expect((await api("/webhooks")).body.endpoints).toHaveLength(1);
+    const rotate = page.getByTestId("endpoint").getByRole("button", { name: "Rotate secret" });
+    expect(await page.locator(`#${await rotate.getAttribute("aria-describedby")}`).textContent()).toContain(hook.url);
+  }, 30_000);
+
+  test("the overview shows the API use as it is when it is opened", async () => {
+    const key = (await api("/keys", { body: { label: "use" } })).body.key as string;
+    for (let i = 0; i < 3; i++) expect((await fetch(`${server.url}/public/products`, { headers: { "x-api-key": key } })).status).toBe(200);
+    await page.getByRole("link", { name: "Overview" }).click();
+    await page.getByText(/^Tier free · 3 \/ 60 requests this minute, 3 \/ 10000 today/).waitFor();
+  }, 30_000);
+});

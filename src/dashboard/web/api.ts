@@ -49,11 +49,20 @@ export async function api<T>(path: string, options: { method?: string; body?: un
   }
   if (!response.ok) {
     const message = typeof data?.error === "string" ? data.error : `The server answered ${response.status}. Try again in a moment.`;
-    // details.fields names what was wrong; the names are added when the text does not say them already.
+    // details.fields says what was wrong with which field: each is added when the text does not say it already.
     const named: unknown = data?.details?.fields;
-    const fields = Array.isArray(named) ? named.map((d: { field?: string }) => d.field).filter((f): f is string => typeof f === "string" && !message.includes(f)) : [];
+    const fields = Array.isArray(named)
+      ? named
+          .map((d: { field?: unknown; message?: unknown }) => {
+            if (typeof d.field !== "string") return null;
+            if (typeof d.message !== "string" || d.message === "") return message.includes(d.field) ? null : d.field;
+            if (message.includes(d.message)) return null;
+            return d.message.includes(d.field) ? d.message : `${d.field} ${d.message}`;
+          })
+          .filter((f): f is string => f !== null)
+      : [];
     const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
-    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join(", ")}` : message, reason);
+    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason);
     if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
     throw error;
   }

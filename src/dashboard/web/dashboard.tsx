@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, query, SIGNED_OUT_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
-import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, when } from "./ui.tsx";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, useSubmit, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
@@ -123,8 +123,11 @@ function LoadState({ data, error, reload }: { data: unknown; error: unknown; rel
   return data === null ? <p class="muted" role="status">Loading…</p> : null;
 }
 
-function Overview({ me }: { me: Me }) {
+function Overview({ me: signedIn }: { me: Me }) {
   const { data, error, reload } = useData(() => api<Stats>("/dashboard/api/stats?days=30"));
+  // The usage as it is now, each time the page is shown (the sign-in's copy until it comes).
+  const now = useData(() => api<Me>("/dashboard/api/me"));
+  const me = now.data ?? signedIn;
   const limits = me.usage.limits;
   return (
     <section>
@@ -153,43 +156,48 @@ function Overview({ me }: { me: Me }) {
   );
 }
 
+type ProductFields = { title: string; description: string; type: Product["type"]; price: string; currency: string; featureIds: string; payTo: string; accessDays: string; redirectOrigins: string };
+
+/** The form's fields as an API body (`type` apart: it is set once, at creation). */
+function productBody(form: ProductFields): Record<string, unknown> {
+  const list = (text: string) => text.split(",").map((s) => s.trim()).filter(Boolean);
+  return {
+    title: form.title, description: form.description, price: form.price, currency: form.currency, featureIds: list(form.featureIds),
+    accessDays: form.accessDays.trim() === "" ? null : Number(form.accessDays), redirectOrigins: list(form.redirectOrigins),
+    // Empty means the owner's wallet: said as null, or on an edit the old address would stay.
+    payTo: form.payTo.trim() === "" ? null : form.payTo.trim(),
+  };
+}
+
 function ProductForm({ product, onSaved, onCancel }: { product: Product | null; onSaved: () => void; onCancel: () => void }) {
   const title = useRef<HTMLInputElement>(null);
   useLayoutEffect(() => title.current?.focus(), []); // the keyboard goes where the form begins
-  const [form, setForm] = useState({
+  const [opened] = useState<ProductFields>(() => ({
     title: product?.title ?? "", description: product?.description ?? "", type: product?.type ?? "feature_unlock",
     price: product?.price ?? "", currency: product?.currency ?? "USDC", featureIds: product?.featureIds.join(", ") ?? "",
     payTo: product?.payTo ?? "", accessDays: product?.accessDays?.toString() ?? "",
     redirectOrigins: product?.redirectOrigins.join(", ") ?? "",
-  });
-  const [error, setError] = useState<unknown>(null);
-  const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
-  const save = async (e: Event) => {
-    e.preventDefault();
-    setError(null);
-    const body: Record<string, unknown> = {
-      title: form.title, description: form.description, price: form.price, currency: form.currency,
-      featureIds: form.featureIds.split(",").map((s) => s.trim()).filter(Boolean),
-      accessDays: form.accessDays.trim() === "" ? null : Number(form.accessDays),
-      redirectOrigins: form.redirectOrigins.split(",").map((s) => s.trim()).filter(Boolean),
-    };
+  }));
+  const [form, setForm] = useState(opened);
+  const set = (k: keyof ProductFields) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
+  const { busy, error, submit } = useSubmit(async () => {
+    const body = productBody(form);
     if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
-      setError(new Error("Access days must be a whole number of days, or empty for access that never ends."));
-      return;
+      throw new Error("Access days must be a whole number of days, or empty for access that never ends.");
     }
-    // Empty means the owner's wallet: on an edit that is said (null), or the old address would stay.
-    if (form.payTo.trim() !== "") body.payTo = form.payTo.trim();
-    else if (product !== null) body.payTo = null;
-    try {
-      if (product === null) await api("/dashboard/api/products", { body: { ...body, type: form.type } });
-      else await api(`/dashboard/api/products/${product.productId}`, { method: "PATCH", body });
-      onSaved();
-    } catch (err) {
-      setError(err);
+    if (product === null) {
+      await api("/dashboard/api/products", { body: { ...body, type: form.type, ...(body.payTo === null ? { payTo: undefined } : {}) } });
+    } else {
+      // Only what the owner changed in this form: an edit saved from a form opened earlier must not put back
+      // fields changed since (a payTo moved off a compromised wallet, a new price).
+      const before = productBody(opened);
+      const changed = Object.fromEntries(Object.entries(body).filter(([k, v]) => JSON.stringify(v) !== JSON.stringify(before[k])));
+      if (Object.keys(changed).length > 0) await api(`/dashboard/api/products/${product.productId}`, { method: "PATCH", body: changed });
     }
-  };
+    onSaved();
+  });
   return (
-    <form class="card" onSubmit={save} aria-label={product ? "Edit product" : "New product"}>
+    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
         <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} /></div>
@@ -211,7 +219,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
       <textarea id="p-description" rows={3} maxLength={2000} value={form.description} onInput={set("description")} />
       <ErrorText error={error} />
       <div class="row" style="margin-top:.75rem">
-        <button type="submit">{product ? "Save" : "Create product"}</button>
+        <button type="submit" disabled={busy}>{product ? "Save" : "Create product"}</button>
         <button type="button" class="secondary" onClick={onCancel}>Cancel</button>
       </div>
     </form>
@@ -248,7 +256,7 @@ function Products() {
                 <td>{p.type === "access" ? "Access pass" : "Feature unlock"}</td>
                 <td>{p.price} {p.currency}</td>
                 <td><span class={`badge ${p.status === "active" ? "ok" : "bad"}`}>{p.status}</span></td>
-                <td><CopyButton text={p.paymentUrl} label="Copy link" /></td>
+                <td><CopyButton text={p.paymentUrl} label="Copy link" describedBy={`row-${p.productId}`} /></td>
                 <td class="row">
                   {p.status === "active" && editing === null && <button type="button" class="secondary" aria-describedby={`row-${p.productId}`} onClick={() => setEditing(p)}>Edit</button>}
                   {p.status === "active" && (
@@ -270,27 +278,20 @@ function Keys() {
   const { data, error, reload } = useData(() => api<{ keys: Key[] }>("/dashboard/api/keys"));
   const [label, setLabel] = useState("");
   const [created, setCreated] = useState<{ key: string; label: string } | null>(null);
-  const [createError, setCreateError] = useState<unknown>(null);
   const labelInput = useRef<HTMLInputElement>(null);
-  const create = async (e: Event) => {
-    e.preventDefault();
-    setCreateError(null);
-    try {
-      const answer = await api<{ key: string; label: string }>("/dashboard/api/keys", { body: { label } });
-      setCreated(answer);
-      setLabel("");
-      reload();
-    } catch (err) {
-      setCreateError(err);
-    }
-  };
+  const { busy, error: createError, submit: create } = useSubmit(async () => {
+    const answer = await api<{ key: string; label: string }>("/dashboard/api/keys", { body: { label } });
+    setCreated(answer);
+    setLabel("");
+    reload();
+  });
   return (
     <section>
       <h1>API keys</h1>
       <form class="card row" onSubmit={create} aria-label="Create an API key">
         <label for="k-label" style="margin:0">Label</label>
         <input id="k-label" ref={labelInput} required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
-        <button type="submit">Create key</button>
+        <button type="submit" disabled={busy}>Create key</button>
         <ErrorText error={createError} />
       </form>
       {created && (
@@ -494,8 +495,12 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
   const [events, setEvents] = useState(endpoint.events);
   const [refresh, setRefresh] = useState(0);
   const path = `/dashboard/api/webhooks/${endpoint.endpointId}`;
+  const named = `ep-${endpoint.endpointId}`; // what this card's buttons act on, for screen readers
+  // Only what was changed here: a save from a card shown earlier must not put back a URL or events changed since.
+  const edits = { ...(url !== endpoint.url ? { url } : {}), ...(events.join() !== endpoint.events.join() ? { events } : {}) };
   return (
     <div class="card" data-testid="endpoint">
+      <span id={named} class="visually-hidden">{`Endpoint ${endpoint.url}`}</span>
       <div class="row" style="justify-content:space-between">
         {/* Editable: a retry goes to the URL as it is at that attempt. */}
         <input class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
@@ -503,16 +508,16 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
       </div>
       <EventBoxes value={events} onChange={setEvents} />
       <div class="row">
-        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { url, events } }); onChanged(); }}>Save URL and events</ActionButton>
-        <ActionButton class="secondary" action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
+        <ActionButton class="secondary" describedBy={named} action={async () => { if (Object.keys(edits).length > 0) await api(path, { method: "PATCH", body: edits }); onChanged(); }}>Save URL and events</ActionButton>
+        <ActionButton class="secondary" describedBy={named} action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
           {endpoint.enabled ? "Disable" : "Enable"}
         </ActionButton>
-        <ActionButton class="secondary" action={async () => setSecret((await api<{ secret: string }>(`${path}/secret`)).secret)}>Reveal secret</ActionButton>
-        <ConfirmButton question="Rotate? The old secret keeps signing for 24 hours." action={async () => setSecret((await api<{ secret: string }>(`${path}/rotate-secret`, { method: "POST" })).secret)}>
+        <ActionButton class="secondary" describedBy={named} action={async () => setSecret((await api<{ secret: string }>(`${path}/secret`)).secret)}>Reveal secret</ActionButton>
+        <ConfirmButton question="Rotate? The old secret keeps signing for 24 hours." describedBy={named} action={async () => setSecret((await api<{ secret: string }>(`${path}/rotate-secret`, { method: "POST" })).secret)}>
           Rotate secret
         </ConfirmButton>
-        <ActionButton class="secondary" action={async () => { await api(`${path}/test`, { method: "POST" }); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
-        <ConfirmButton question="Delete this endpoint?" action={async () => { await api(path, { method: "DELETE" }); onChanged(); }}>Delete</ConfirmButton>
+        <ActionButton class="secondary" describedBy={named} action={async () => { await api(`${path}/test`, { method: "POST" }); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
+        <ConfirmButton question="Delete this endpoint?" describedBy={named} action={async () => { await api(path, { method: "DELETE" }); onChanged(); }}>Delete</ConfirmButton>
       </div>
       {secret && <div class="secret"><code>{secret}</code><CopyButton text={secret} /><button type="button" class="secondary" onClick={() => setSecret(null)}>Hide</button></div>}
       <Deliveries endpointId={endpoint.endpointId} refresh={refresh} />
@@ -525,18 +530,11 @@ function Webhooks() {
   const [url, setUrl] = useState("");
   const [events, setEvents] = useState<string[]>(["payment.completed", "feature.unlocked"]);
   const [created, setCreated] = useState<string | null>(null);
-  const [addError, setAddError] = useState<unknown>(null);
-  const add = async (e: Event) => {
-    e.preventDefault();
-    setAddError(null);
-    try {
-      setCreated((await api<{ secret: string }>("/dashboard/api/webhooks", { body: { url, events } })).secret);
-      setUrl("");
-      reload();
-    } catch (err) {
-      setAddError(err);
-    }
-  };
+  const { busy, error: addError, submit: add } = useSubmit(async () => {
+    setCreated((await api<{ secret: string }>("/dashboard/api/webhooks", { body: { url, events } })).secret);
+    setUrl("");
+    reload();
+  });
   return (
     <section>
       <h1>Webhooks</h1>
@@ -544,7 +542,7 @@ function Webhooks() {
         <label for="w-url">Endpoint URL</label>
         <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
         <EventBoxes value={events} onChange={setEvents} />
-        <button type="submit">Add endpoint</button>
+        <button type="submit" disabled={busy}>Add endpoint</button>
         <ErrorText error={addError} />
         {created && (
           <div class="secret">

@@ -12,12 +12,13 @@ export function ErrorText({ error }: { error: unknown }) {
   );
 }
 
-export function CopyButton({ text, label = "Copy" }: { text: string; label?: string }) {
+export function CopyButton({ text, label = "Copy", describedBy }: { text: string; label?: string; describedBy?: string }) {
   const [done, setDone] = useState(false);
   return (
     <button
       type="button"
       class="secondary"
+      aria-describedby={describedBy}
       aria-live="polite"
       onClick={async () => {
         try {
@@ -32,6 +33,33 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
       {done ? "Copied" : label}
     </button>
   );
+}
+
+/**
+ * A form's submit: runs `action` one at a time (a second click while it runs does nothing: a double click
+ * must not create two keys, products or endpoints), with `busy` to disable its button and `error` to show
+ * why it failed.
+ */
+export function useSubmit(action: () => Promise<void>) {
+  const running = useRef(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (e?: Event) => {
+    e?.preventDefault();
+    if (running.current) return;
+    running.current = true;
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+    } catch (err) {
+      setError(err);
+    } finally {
+      running.current = false;
+      setBusy(false);
+    }
+  };
+  return { busy, error, submit };
 }
 
 /** A button that runs `action`, is disabled while it runs, and shows its failure in words. */
