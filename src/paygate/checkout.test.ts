@@ -595,6 +595,19 @@ describe("checkout", () => {
     expect((await fresh.deps.ledger.getBalances(fresh.wallet)).usdc).toBe(48n * USDC); // only the other checkout's payment
   });
 
+  test("/submit of a fresh transaction for a checkout the wallet already paid itself answers that payment and sends nothing", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup();
+    const first = await startCheckout(deps, productId, wallet);
+    const paid = signCheckout(first.transaction, buyer);
+    await deps.ledger.submit(Buffer.from(paid, "base64")); // sent by the wallet itself; its answer lost, say
+    clock.advance(1000);
+    const fresh = await startCheckout(deps, productId, wallet, first.checkoutId); // the same reference, a new blockhash
+    expect(await submitCheckout(deps, productId, first.checkoutId, signCheckout(fresh.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(paid) });
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
+    expect((await deps.ledger.getBalances(owner)).usdc).toBe(2n * USDC);
+    expect((await listPurchases(deps, owner, {})).total).toBe(1);
+  });
+
   test("/public/verify records a confirmed payment of one of the owner's checkouts that nothing recorded yet", async () => {
     const { deps, owner, productId, buyer } = await setup();
     const { txHash, checkout } = await pay(deps, productId, buyer);

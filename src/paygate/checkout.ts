@@ -503,6 +503,28 @@ async function earlierPayment(deps: Deps, productId: string, walletAddress: stri
   return null;
 }
 
+/** The most of a wallet's own transactions carrying a checkout's reference that /submit reads before sending. */
+const SELF_SENT_READS = 4;
+
+/**
+ * The purchase made by a landed payment of the checkout that its wallet sent itself, not through /submit
+ * (paygate.md: the buyer submits it itself or posts it; confirm finds it by its reference); null when none.
+ * Only the transactions both the reference and the wallet name are read, newest first and at most
+ * SELF_SENT_READS: a payment is signed and paid for by the wallet, and strangers' transactions crowding the
+ * reference are not read here. A fresh checkout's reference names nothing, which costs one listing.
+ */
+async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken): Promise<ConfirmResult | null> {
+  const finalized = waitsForFinality(deps.config.network);
+  const onReference = await deps.ledger.signatures(checkout.reference, { limit: REFERENCE_PAGE, finalized });
+  if (onReference.length === 0) return null;
+  const mine = new Set(await deps.ledger.signatures(checkout.wallet, { limit: REFERENCE_PAGE, finalized }));
+  for (const signature of onReference.filter((s) => mine.has(s)).slice(0, SELF_SENT_READS)) {
+    const outcome = await readPayment(deps, checkout, product, token, signature);
+    if (outcome !== null && !(outcome instanceof AppError)) return outcome;
+  }
+  return null;
+}
+
 /** How long a kept transaction that is not seen is kept at least, whatever a node says of its blockhash. */
 const SUBMISSION_KEPT_MS = 2 * 60_000;
 
@@ -701,6 +723,10 @@ export async function submitCheckout(
     // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
     const earlier = await settleSubmissions(deps, checkout, product, token, tx.signature);
     if (earlier !== null) return earlier;
+    // A payment of this checkout the wallet sent itself (and whose answer it then lost, say): its purchase,
+    // and nothing sent again.
+    const ownPayment = await selfSentPayment(deps, checkout, product, token);
+    if (ownPayment !== null) return ownPayment;
     const elsewhere = await earlierPayment(deps, productId, checkout.wallet, checkout.id);
     // This checkout will never be paid then: the caller follows the other one.
     if (elsewhere !== null) return elsewhere.result.status === "pending" ? { status: "pending", checkoutId: elsewhere.checkout.id } : elsewhere.result;
