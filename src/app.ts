@@ -17,7 +17,7 @@ export type RequestMeta = ClientInfo & { requestId: string };
 
 export type AppOptions = { metaOf: (request: Request) => RequestMeta; mcp: McpEndpoint };
 
-type SchemaLike = { anyOf?: SchemaLike[]; const?: unknown; type?: string; format?: string; minimum?: number; maximum?: number };
+type SchemaLike = { anyOf?: SchemaLike[]; const?: unknown; type?: string; format?: string; minimum?: number; maximum?: number; multipleOf?: number };
 
 /**
  * What a union (`t.Union`) accepts, in words: Elysia's own summary lists its members' types only ("should
@@ -38,7 +38,7 @@ function memberInWords(m: SchemaLike): string | null {
   // t.Integer in a body: a number, or its text in a form or query (Elysia's coercion adds the second).
   const numeric = m.anyOf?.find((x) => x.type === "integer" || x.type === "number") ?? m;
   if (numeric.type !== "integer" && numeric.type !== "number") return null;
-  const kind = numeric.type === "integer" ? "an integer" : "a number";
+  const kind = numeric.type === "integer" || numeric.multipleOf === 1 ? "an integer" : "a number";
   const [min, max] = [numeric.minimum ?? m.minimum, numeric.maximum ?? m.maximum];
   if (min !== undefined && max !== undefined) return `${kind} from ${min} to ${max}`;
   if (min !== undefined) return `${kind} of at least ${min}`;
@@ -51,7 +51,7 @@ function validationDetails(err: ValidationError, where: string): { fields: Field
   try {
     const fields = err.all.map((e) => {
       const path = "path" in e && typeof e.path === "string" ? e.path.replace(/^\//, "").replaceAll("/", ".") : "";
-      // A query number out of its bounds fails alone, before its query, with no path: its schema's title names it.
+      // An error with no path names the schema by its title, else the whole input.
       const title = "schema" in e && typeof e.schema?.title === "string" ? e.schema.title : where;
       // Not the refused value: Elysia's summary of a wrong type ends in "but found: <value>", which may be a secret in the wrong field.
       const choices = "schema" in e ? choicesOf(e.schema) : null;
@@ -78,8 +78,7 @@ function withErrors(deps: Deps, options: AppOptions) {
     if (error instanceof AppError) return errorResponse(error, decided);
     // A response that fails its own schema is our bug, not the client's: it falls through to 500.
     if (code === "VALIDATION" && error instanceof ValidationError && error.type !== "response") {
-      // "property": a query number checked on its own (QueryInteger in paygate/routes.ts)
-      const where = error.type === "property" ? "query" : error.type;
+      const where = error.type; // body, query, params, headers
       return errorResponse(new AppError("VALIDATION_ERROR", `invalid ${where}`, { details: validationDetails(error, where) }), decided);
     }
     // A parse hook's own refusal (errors.ts parseJsonBody) comes wrapped, as its cause.

@@ -165,9 +165,11 @@ describe("Dashboard API: owners and products", () => {
       code: "VALIDATION_ERROR",
       details: { fields: [{ field: "type", message: `Property 'type' should be one of: "feature_unlock", "access"` }] },
     });
-    for (const accessDays of [0, 2.5, -1, 36501]) {
+    // Its text too: a JSON number is asked for ("0x10" is not 16 days, nor "0" a number out of range).
+    for (const accessDays of [0, 2.5, -1, 36501, "0x10", "30", "1e3", "0"]) {
       expect(await bad({ ...product, type: "access", accessDays })).toMatchObject({
         code: "VALIDATION_ERROR",
+        error: "invalid body",
         details: { fields: [{ field: "accessDays", message: "Property 'accessDays' should be an integer from 1 to 36500 or null" }] },
       });
     }

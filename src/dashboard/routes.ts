@@ -36,7 +36,8 @@ const ProductFields = {
   featureIds: t.Optional(t.Array(t.String({ maxLength: 64 }), { maxItems: 50 })),
   // No maxLength: an over-long address is INVALID_ADDRESS like any other bad one (spec README), and the body limit bounds it.
   payTo: t.Optional(t.Union([t.String(), t.Null()], { description: "wallet that receives payments; default (or null) the owner's" })),
-  accessDays: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 36500 }), t.Null()])),
+  // A JSON number: t.Integer would also take its text, as `Number()` reads it ("0x10" as 16).
+  accessDays: t.Optional(t.Union([t.Number({ minimum: 1, maximum: 36500, multipleOf: 1 }), t.Null()])),
   redirectOrigins: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 10 })),
 };
 /** A product as its owner writes it: whole when it is created, in part when it is edited. */

@@ -19,11 +19,17 @@ const Address = t.String({ description: "a Solana address (base58 of 32 bytes)" 
 export const AccessToken = t.String({ description: "an ft_ feature access token" });
 
 /**
- * An optional whole number in a query string. Elysia checks a query number's bounds on its own, before the
- * query, in an error that names no field: the schema's `title` names it in the 400's `details` (app.ts).
+ * An optional whole number in a query string: decimal digits only. Elysia's own numbers take whatever
+ * `Number()` reads (`0x10` as 16, `1e1`, `0b11`, ` 1 `), which the owner did not mean; its bounds are the
+ * domain's to check (requirePage, the stats' days), which name the field and the range.
  */
 export function QueryInteger(field: string, minimum: number, maximum?: number, description?: string) {
-  return t.Optional(t.Numeric({ minimum, ...(maximum === undefined ? {} : { maximum }), multipleOf: 1, title: field, ...(description === undefined ? {} : { description }) }));
+  const range = maximum === undefined ? `${minimum} or more` : `${minimum} to ${maximum}`;
+  return t.Optional(
+    t.Transform(t.String({ pattern: "^[0-9]{1,16}$", title: field, description: `${description ?? range} (decimal digits)` }))
+      .Decode((digits) => Number(digits))
+      .Encode((value) => String(value)),
+  );
 }
 
 /**
