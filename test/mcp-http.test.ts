@@ -99,8 +99,12 @@ describe("tools/list", () => {
     expect((byName.get("payment_create")!.inputSchema.properties!.token as { description?: string }).description).toContain(`the service token's symbol ("wgt")`);
     // An amount is a number or a decimal string (spec README "Amounts"); the number's bounds are in the schema.
     expect(byName.get("wallet_create")!.inputSchema.properties!.airdropSol).toMatchObject({ anyOf: [{ type: "number", minimum: 0, maximum: 2 }, { type: "string" }] });
-    // An unknown tool is a tool result, not a protocol error.
-    expect(await (await connect(ua("list-unknown"))).call("no_such_tool")).toMatchObject({ success: false, code: "NOT_FOUND" });
+    // An unknown tool is a protocol error over MCP (InvalidParams, as the MCP spec lists it), and the session
+    // goes on; the plain envelope answers it 404 NOT_FOUND (below).
+    const asker = await connect(ua("list-unknown"));
+    const refused = await asker.client.callTool({ name: "no_such_tool", arguments: {} }).then(() => null, (err: unknown) => err as { code?: number; message?: string });
+    expect(refused).toMatchObject({ code: -32602, message: expect.stringContaining("Unknown tool: no_such_tool") });
+    expect(await asker.ok("session_info")).toMatchObject({ authenticated: false });
   });
 });
 
@@ -595,6 +599,13 @@ describe("the plain JSON envelope", () => {
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
     });
     expect(noSession.status).toBe(400);
+    // An empty batch is an Invalid Request (JSON-RPC 2.0); a method /mcp does not take is 405 with Allow.
+    const empty = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": ua("raw") }, body: "[]" });
+    expect([empty.status, ((await empty.json()) as { error: { code: number } }).error.code]).toEqual([400, -32600]);
+    for (const method of ["PUT", "PATCH"]) {
+      const other = await fetch(`${server.url}/mcp`, { method, headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: "{}" });
+      expect([method, other.status, other.headers.get("allow")]).toEqual([method, 405, "POST, GET, DELETE"]);
+    }
   });
 });
 

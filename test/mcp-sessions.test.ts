@@ -452,6 +452,26 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     for (const sessionId of pinned) expect(await post(server, sessionId, toolCall(3, "session_info"))).toMatchObject({ status: 200, body: { id: 3 } });
   });
 
+  test("idle SDK clients past MCP_MAX_SESSIONS do not evict each other in turn; each still works when it calls", async () => {
+    const server = await start({ MCP_MAX_SESSIONS: "3", LOG_LEVEL: "debug" });
+    const idle: Mcp[] = [];
+    for (let i = 0; i < 5; i++) {
+      const mcp = await connect(server, ua(`idle-${i}`));
+      await mcp.ok("session_info");
+      idle.push(mcp);
+    }
+    const rebuilds = () => server.output().split("\n").filter((line) => line.includes('"msg":"mcp session rebuilt"')).length;
+    const before = rebuilds();
+    await sleep(3000); // each client's event stream, closed by an eviction, is reopened by the SDK about a second later
+    expect(rebuilds() - before).toBe(0); // a stream alone does not bring a session back into memory
+    for (const mcp of idle) expect(await mcp.ok("session_info")).toMatchObject({ authenticated: false }); // a call does
+    // A GET for an ended session is still 404.
+    const ended = idle[0]!.transport.sessionId!;
+    await idle[0]!.transport.terminateSession();
+    const stream = await fetch(`${server.url}/mcp`, { headers: { accept: "text/event-stream", "mcp-session-id": ended, "mcp-protocol-version": "2025-06-18" } });
+    expect(stream.status).toBe(404);
+  }, 20_000);
+
   test("initializations at MCP_MAX_SESSIONS with every session busy: each is served or refused 503, never evicted while initializing", async () => {
     const server = await start({ MCP_MAX_SESSIONS: "4" });
     // Three sessions busy with a call that stays open while its client holds it; one place is free.

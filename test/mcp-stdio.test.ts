@@ -107,6 +107,30 @@ describe("walletgate mcp (stdio)", () => {
     expect(code).toBe(0);
   }, 30_000);
 
+  test("a line that is not a message is said on stderr; a message over the 10 MB buffer ends the process with exit 1", async () => {
+    const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "mcp"], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const send = (text: string) => proc.stdin.write(`${text}\n`);
+    send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } }));
+    send("this is not JSON");
+    try {
+      send(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "session_auth", arguments: { walletAddress: "x".repeat(11 * 1024 * 1024) } } }));
+      await proc.stdin.flush();
+    } catch {
+      // the process stopped reading past its buffer: the rest of the message has nowhere to go
+    }
+    // stdin stays open: the process ends on its own.
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(out.trim().split("\n").map((line) => (JSON.parse(line) as { id?: number }).id)).toEqual([1]); // stdout: messages only
+    expect(err).toContain("stdio: a message could not be read");
+    expect(err).toContain("exceeded maximum size");
+    expect(code).toBe(1);
+  }, 30_000);
+
   test("the same database as the HTTP server: the stdio wallet's token works over /mcp", async () => {
     const server = await startTestServer({ BASE_URL }, dataDir);
     try {

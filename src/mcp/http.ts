@@ -331,6 +331,19 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     return pending;
   }
 
+  /**
+   * GET /mcp for a session swept or evicted from memory: no event stream, which is not a reason to bring it
+   * back (405, which the MCP client takes as "no stream here" and goes on without one; its next POST
+   * rebuilds it). Rebuilding for the stream made idle clients past MCP_MAX_SESSIONS evict each other in
+   * turn without end: each eviction closes a client's stream, which it reopens a second later. This server
+   * sends nothing on the stream of its own. An unknown or ended session is 404, as for any request.
+   */
+  async function streamOfSessionOutOfMemory(id: string): Promise<Response> {
+    const row = await store.findSession(deps.db, sha256Hex(id));
+    if (row === null || row.endedAt !== null) return jsonRpcError(404, -32001, "Session not found");
+    return jsonRpcError(405, -32000, "Method Not Allowed: no event stream for this session now; POST requests to it as before", { allow: "POST, DELETE" });
+  }
+
   async function envelopeCall(body: { tool?: unknown; params?: unknown }, bearer: string | null, client: ClientInfo, requestId: string | undefined): Promise<Response> {
     const caller = await resolveCaller(deps, bearer, null);
     const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
@@ -349,6 +362,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
 
   return {
     async handle(request, client, requestId) {
+      if (request.method !== "POST" && request.method !== "GET" && request.method !== "DELETE") {
+        return jsonRpcError(405, -32000, `Method Not Allowed: /mcp takes POST, GET and DELETE`, { allow: "POST, GET, DELETE" });
+      }
       const bearer = bearerToken(request.headers.get("authorization") ?? undefined);
       // How the tool handlers (server.ts) learn of the request: its bearer token and its id.
       const call: HttpCallInfo = { bearer, requestId };
@@ -361,6 +377,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         } catch {
           return jsonRpcError(400, -32700, "Parse error: the body is not JSON");
         }
+        if (Array.isArray(body) && body.length === 0) return jsonRpcError(400, -32600, "Invalid Request: an empty batch");
         if (isEnvelopeCall(body)) {
           // As the MCP transport does: a browser page of another origin may not call tools (DNS rebinding),
           // and a JSON body must say so (a cross-site form or text/plain POST needs no preflight).
@@ -381,6 +398,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       // Held in the same turn as it is looked up: between a rebuild and the hold, another open may have
       // evicted it again (then it is rebuilt again).
       let live = sessions.get(id);
+      if (live === undefined && request.method === "GET") return streamOfSessionOutOfMemory(id);
       for (let attempt = 0; live === undefined && attempt < 3; attempt++) {
         const rebuilt = await liveSession(id, client);
         if (rebuilt === null) return jsonRpcError(404, -32001, "Session not found");

@@ -99,6 +99,8 @@ function validationError(error: z.ZodError): AppError {
 
 export type Registry = Readonly<{
   tools: readonly Tool[];
+  /** Whether a tool of this name exists. */
+  has(name: string): boolean;
   /** Validates the params, checks for a wallet where needed, runs the tool; every outcome is an envelope. */
   call(ctx: ToolContext, name: string, params: unknown): Promise<Envelope>;
   /** tools/list entries: name, description and JSON Schema of the input. */
@@ -119,6 +121,7 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
   return {
     tools,
     listing,
+    has: (name) => byName.has(name),
     async call(ctx, name, params) {
       const tool = byName.get(name);
       if (tool === undefined) {

@@ -1,7 +1,7 @@
 // One McpServer over the tool registry: tools/list from the registry's schemas, tools/call answering
 // the envelope as structuredContent and as JSON text, isError = !success (mcp.md "Results").
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { ListToolsRequestSchema, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
@@ -57,6 +57,11 @@ export function createToolServer(deps: Deps, registry: Registry, state: SessionS
   server.server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...registry.listing] }));
   server.server.setRequestHandler(ToolsCall, async (raw, extra) => {
     const request = raw as unknown as CallToolRequest; // as the SDK's check (above) found it
+    // An unknown tool is a protocol error over MCP (the MCP spec's "Unknown tools"), not a tool's failure;
+    // the plain envelope answers it 404 NOT_FOUND (registry.call).
+    if (!registry.has(request.params.name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name.slice(0, 100)}; tools/list names them`);
+    }
     // Over HTTP, authInfo.extra carries the request's bearer token (null when none) and its id (http.ts).
     const http = extra.authInfo?.extra as HttpCallInfo | undefined;
     const bearer = http?.bearer ?? defaultBearer();

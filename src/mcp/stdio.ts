@@ -15,7 +15,7 @@ const DRAIN_MS = 10_000;
 /**
  * Serves until the host closes stdin or a signal arrives, then lets every request already received be
  * answered on stdout (up to DRAIN_MS): a call that wrote (a transfer) is answered, not dropped. False
- * when some were still unanswered at the end.
+ * when some were still unanswered at the end, or when the transport gave up on what it read.
  */
 export async function serveStdio(deps: Deps, registry: Registry, token: string | null): Promise<boolean> {
   // WALLETGATE_TOKEN is where the session starts, not a header that outlives it: once a tool binds the
@@ -41,14 +41,23 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
     },
   };
   const server = createToolServer(deps, registry, state, () => startToken);
-  const { promise: closed, resolve } = Promise.withResolvers<void>();
+  const { promise: closed, resolve } = Promise.withResolvers<"transport" | "host">();
   const transport = new StdioServerTransport();
-  transport.onclose = () => resolve();
+  transport.onclose = () => resolve("transport");
   // stdout carries protocol messages only; the host ends the session by closing stdin.
-  process.stdin.once("end", () => resolve());
-  process.once("SIGINT", () => resolve());
-  process.once("SIGTERM", () => resolve());
+  process.stdin.once("end", () => resolve("host"));
+  process.once("SIGINT", () => resolve("host"));
+  process.once("SIGTERM", () => resolve("host"));
   await server.connect(transport);
+  // What the transport could not read (a line that is not a message; one over its 10 MB buffer, after which
+  // it closes) is said on stderr: a host would otherwise see only the server gone, with exit 0.
+  let broken: unknown = null;
+  const onTransportError = transport.onerror;
+  transport.onerror = (err) => {
+    broken = err;
+    deps.log.error("stdio: a message could not be read", { error: err instanceof Error ? err.message : String(err) });
+    onTransportError?.(err);
+  };
   // Requests read but not yet answered: counted as the transport hands them over and as answers go out.
   let unanswered = 0;
   const isRequest = (m: object) => "id" in m && "method" in m;
@@ -63,11 +72,13 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
     await send(message); // written to stdout (or waited for it to drain)
     if (isAnswer(message)) unanswered--;
   };
-  await closed;
+  const endedBy = await closed;
   const deadline = Date.now() + DRAIN_MS;
   while (unanswered > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   if (unanswered > 0) deps.log.warn("stdio: requests still unanswered were cut off after the drain time", { unanswered, drainMs: DRAIN_MS });
   const drained = unanswered === 0;
+  // Closed by the transport itself after an error (its buffer overflowed), not by the host: a failure.
+  const failed = endedBy === "transport" && broken !== null;
   await server.close();
-  return drained;
+  return drained && !failed;
 }
