@@ -13,11 +13,10 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
     if (carried !== null && "skipped" in carried) {
       process.stderr.write(`warning: revocations made after the backup were NOT carried over (${carried.skipped}): revoke leaked tokens and keys again\n`);
     } else if (carried !== null) {
-      const { sessionTokens, walletCutoffs, apiKeys, featureTokens, spentProofs, webhookSecrets, fingerprintLinks } = carried;
+      const { sessionTokens, walletCutoffs, apiKeys, featureTokens, spentProofs, webhookSecrets } = carried;
       process.stderr.write(
         `revocations made after the backup, carried over: ${sessionTokens} session tokens, ${walletCutoffs} revoke-alls, ${apiKeys} API keys, ` +
-          `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets, ` +
-          `${fingerprintLinks} removed fingerprint links\n`,
+          `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets\n`,
       );
     }
     process.stderr.write("restored; start the server with the secret files (or JWT_SECRET, WALLET_ENCRYPTION_KEY) of the backup's DATA_DIR\n");

@@ -124,8 +124,6 @@ export type CarriedRevocations =
       spentProofs: number;
       /** Webhook endpoints whose signing secret was rotated after the backup (with their previous secrets). */
       webhookSecrets: number;
-      /** Fingerprint links removed after the backup (sign-out, revoke-all), removed again. */
-      fingerprintLinks: number;
     }
   | { skipped: string };
 
@@ -140,8 +138,7 @@ export type RestoreResult = { restored: string; schemaVersion: number; movedAsid
  * log); the backup is copied beside the database, flushed, and renamed over the name at once.
  *
  * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
- * challenge or dashboard link spent, a webhook secret rotated or a fingerprint link removed after the backup
- * was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
+ * challenge or dashboard link spent, or a webhook secret rotated after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
  * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
@@ -253,10 +250,7 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
            WHERE dashboard_links.code_hash = r.code_hash AND dashboard_links.used_at IS NULL`,
         ).changes,
       webhookSecrets: carryWebhookSecrets(db),
-      fingerprintLinks: db.run(
-        `DELETE FROM fingerprint_wallet_links
-         WHERE NOT EXISTS (SELECT 1 FROM replaced.fingerprint_wallet_links r WHERE r.fingerprint = fingerprint_wallet_links.fingerprint)`,
-      ).changes,
+      // Fingerprint links need nothing: one whose token was revoked or cut off (carried above) restores nothing.
     }))();
     db.run("DETACH DATABASE replaced");
     db.run("PRAGMA wal_checkpoint(TRUNCATE)");

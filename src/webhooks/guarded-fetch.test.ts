@@ -189,6 +189,11 @@ describe("allowed requests", () => {
       const cut = await guardedFetch(`${at}/cut`, {}, { allowPrivate: true });
       expect([cut.status, ["", "short"].includes(cut.body)]).toEqual([200, true]); // the runtime may hold back a body it finds short
       expect(await guardedFetch(`${at}/open`, {}, { allowPrivate: true, timeoutMs: 300 })).toMatchObject({ status: 202, body: "still" });
+      // Stopped by its caller (shutdown) while the body comes: aborted, no answer to record.
+      const stop = new AbortController();
+      const stopped = guardedFetch(`${at}/open`, { signal: stop.signal }, { allowPrivate: true });
+      setTimeout(() => stop.abort(), 150);
+      expect(await reasonOf(stopped)).toBe("aborted");
     } finally {
       raw.close();
     }

@@ -185,7 +185,7 @@ async function resolveChecked(url: URL, options: GuardedFetchOptions, signal: Ab
   return addresses[0]!;
 }
 
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
+async function readCapped(response: Response, maxBytes: number, stopped?: AbortSignal): Promise<string> {
   if (response.body === null || maxBytes <= 0) {
     await response.body?.cancel();
     return "";
@@ -198,7 +198,10 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
       let read: Awaited<ReturnType<typeof reader.read>>;
       try {
         read = await reader.read();
-      } catch {
+      } catch (err) {
+        // The caller stopped it (shutdown): nothing is answered, so the attempt is not recorded and its lease
+        // goes back (an agent's reply cut short would otherwise be lost for good).
+        if (stopped?.aborted) throw err;
         // The status came, then the body stopped (the timeout, a reset): the answer is that status with the
         // body read so far. paygate.md: any 2xx within the timeout is success, and the status is recorded.
         break;
@@ -270,7 +273,7 @@ export async function guardedFetch(rawUrl: string, init: GuardedRequest, options
           }
         : undefined,
     });
-    const body = await readCapped(response, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
+    const body = await readCapped(response, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, init.signal);
     return { status: response.status, body, durationMs: Math.round(performance.now() - started) };
   } catch (err) {
     throw failed(err);
