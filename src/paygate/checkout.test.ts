@@ -608,6 +608,42 @@ describe("checkout", () => {
     expect((await listPurchases(deps, owner, {})).total).toBe(1);
   });
 
+  test("strangers naming the reference and the wallet cannot push a self-sent payment out of /submit's sight", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup();
+    const stranger = Keypair.generate();
+    await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL, usdc: 50n * USDC });
+    const first = await startCheckout(deps, productId, wallet);
+    const paid = signCheckout(first.transaction, buyer);
+    await deps.ledger.submit(Buffer.from(paid, "base64")); // sent by the wallet itself
+    const crowd = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const { blockhash } = await deps.ledger.latestBlockhash();
+        await deps.ledger.submit(Buffer.from(paymentVariant(first.transaction, { payer: stranger, amount: BigInt(i + 1), extraReferences: [wallet], blockhash }), "base64"));
+      }
+    };
+    await crowd(4); // newer than the payment: the payment is still read
+    clock.advance(1000);
+    let fresh = await startCheckout(deps, productId, wallet, first.checkoutId);
+    expect(await submitCheckout(deps, productId, first.checkoutId, signCheckout(fresh.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(paid) });
+    // Past what /submit reads: it cannot rule out a payment among them, so it sends nothing (pending).
+    const second = await startCheckout(deps, productId, wallet);
+    await deps.ledger.submit(Buffer.from(signCheckout(second.transaction, buyer), "base64"));
+    const many = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const { blockhash } = await deps.ledger.latestBlockhash();
+        await deps.ledger.submit(Buffer.from(paymentVariant(second.transaction, { payer: stranger, amount: BigInt(i + 1), extraReferences: [wallet], blockhash }), "base64"));
+      }
+    };
+    await many(9);
+    clock.advance(1000);
+    const usdcBefore = (await deps.ledger.getBalances(wallet)).usdc;
+    fresh = await startCheckout(deps, productId, wallet, second.checkoutId);
+    expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(fresh.transaction, buyer))).toEqual({ status: "pending" });
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(usdcBefore); // nothing sent
+    expect(await confirmCheckout(deps, productId, second.checkoutId)).toMatchObject({ status: "completed" }); // confirm walks them all
+    expect((await listPurchases(deps, owner, {})).total).toBe(2);
+  });
+
   test("/public/verify records a confirmed payment of one of the owner's checkouts that nothing recorded yet", async () => {
     const { deps, owner, productId, buyer } = await setup();
     const { txHash, checkout } = await pay(deps, productId, buyer);

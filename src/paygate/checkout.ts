@@ -503,24 +503,27 @@ async function earlierPayment(deps: Deps, productId: string, walletAddress: stri
   return null;
 }
 
-/** The most of a wallet's own transactions carrying a checkout's reference that /submit reads before sending. */
-const SELF_SENT_READS = 4;
+/** The most transactions naming both a checkout's reference and its wallet that /submit reads before sending. */
+const SELF_SENT_READS = 8;
 
 /**
- * The purchase made by a landed payment of the checkout that its wallet sent itself, not through /submit
- * (paygate.md: the buyer submits it itself or posts it; confirm finds it by its reference); null when none.
- * Only the transactions both the reference and the wallet name are read, newest first and at most
- * SELF_SENT_READS: a payment is signed and paid for by the wallet, and strangers' transactions crowding the
- * reference are not read here. A fresh checkout's reference names nothing, which costs one listing.
+ * Before /submit sends: a payment of the checkout that its wallet sent itself, not through /submit (paygate.md:
+ * the buyer submits it itself or posts it; its answer lost, say). The transactions naming both the reference
+ * and the wallet are read (listed as confirmed, on mainnet too): the purchase one of them made; `pending`
+ * while one is listed but not readable or not final yet, or when more of them than SELF_SENT_READS are
+ * listed (anyone can name both in a transaction of their own, so a payment among them cannot be ruled out:
+ * nothing is sent, and confirm walks them); null when none is a payment. A fresh reference costs one listing.
  */
 async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken): Promise<ConfirmResult | null> {
-  const finalized = waitsForFinality(deps.config.network);
-  const onReference = await deps.ledger.signatures(checkout.reference, { limit: REFERENCE_PAGE, finalized });
+  const onReference = await deps.ledger.signatures(checkout.reference, { limit: REFERENCE_PAGE });
   if (onReference.length === 0) return null;
-  const mine = new Set(await deps.ledger.signatures(checkout.wallet, { limit: REFERENCE_PAGE, finalized }));
-  for (const signature of onReference.filter((s) => mine.has(s)).slice(0, SELF_SENT_READS)) {
+  const mine = new Set(await deps.ledger.signatures(checkout.wallet, { limit: REFERENCE_PAGE }));
+  const candidates = onReference.filter((s) => mine.has(s));
+  if (candidates.length > SELF_SENT_READS) return { status: "pending" };
+  for (const signature of candidates) {
     const outcome = await readPayment(deps, checkout, product, token, signature);
-    if (outcome !== null && !(outcome instanceof AppError)) return outcome;
+    if (outcome === null) return { status: "pending" };
+    if (!(outcome instanceof AppError)) return outcome;
   }
   return null;
 }
