@@ -70,7 +70,16 @@ export type TransferIntent = Readonly<{
   split?: Readonly<{ to: string; amount: bigint }> | undefined;
 }>;
 
-export type HistoryOptions = { limit: number; before?: string | undefined; finalized?: boolean };
+export type HistoryOptions = {
+  limit: number;
+  before?: string | undefined;
+  finalized?: boolean;
+  /**
+   * RPC ledger: a transaction the node lists but cannot return yet (a node behind another) is CHAIN_UNAVAILABLE
+   * rather than left out. For a search whose "not found" moves money (escrow's look for a sent offer).
+   */
+  complete?: boolean;
+};
 
 export type SubmitOptions = Readonly<{
   /**

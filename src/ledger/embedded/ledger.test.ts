@@ -242,6 +242,9 @@ describe("embedded ledger", () => {
     expect(outcomes.map((o) => o.status).sort()).toEqual(["fulfilled", "rejected"]);
     expect(await codeOf(Promise.reject((outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult).reason))).toBe("CONFLICT");
     expect((await t.ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL / 2n - 5000n);
+    // Sent again after its blockhash expired (its first answer lost, say): still a duplicate, not "unknown".
+    t.clock.advance(SLOT_MS * 151);
+    expect(await codeOf(t.ledger.submit(signed))).toBe("CONFLICT");
   });
 
   test("a message already recorded is CONFLICT under other signatures too: a fee payer cannot replay a co-signer's transfer", async () => {

@@ -164,14 +164,15 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
     const messageHash = sha256Hex(tx.messageBytes);
     await requireSignatures(deps.verifier, tx);
     const recorded = await store.applyTransaction(deps.db, (reader) => {
+      // By its message too, as a cluster does: the fee payer could sign another party's once-signed
+      // message again, and replay that party's transfer under a new signature. Before the blockhash: bytes
+      // that landed, sent again after their blockhash expired (a lost answer), are a duplicate, not "unknown".
+      if (reader.transactionExists(tx.signature, messageHash)) {
+        throw new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
+      }
       const blockhash = hashes.check(tx.recentBlockhash);
       if (!blockhash.ok) {
         throw rejected(blockhash.reason, blockhash.reason === "blockhash_expired" ? "the blockhash has expired; build the transaction again" : "unknown blockhash");
-      }
-      // By its message too, as a cluster does: the fee payer could sign another party's once-signed
-      // message again, and replay that party's transfer under a new signature.
-      if (reader.transactionExists(tx.signature, messageHash)) {
-        throw new AppError("CONFLICT", "this transaction was already submitted", { details: { signature: tx.signature } });
       }
       const outcome = execute(tx, fee, reader.account);
       if (outcome.kind === "rejected" || (outcome.kind === "failed" && options.ownTransfer)) {

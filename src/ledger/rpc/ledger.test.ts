@@ -287,6 +287,17 @@ describe("history", () => {
     expect(await ledger.history(addr(dave), { limit: 2, before: solIn.signature })).toEqual([]);
     expect((await ledger.history(addr(alice), { limit: 1 })).map((t) => t.signature)).toEqual([solOut.signature]);
 
+    // A transaction the node lists but cannot return yet: left out, or, asked for complete, CHAIN_UNAVAILABLE.
+    const slotOf = (answer: Record<string, unknown>) => (answer.result as { slot?: number } | null)?.slot;
+    rpc.setAnswerFilter((method, answer) => (method === "getTransaction" && slotOf(answer) === solOut.slot ? { ...answer, result: null } : answer));
+    try {
+      expect((await ledger.history(addr(dave), { limit: 10 })).map((t) => t.signature)).toEqual([usdcIn.signature, ataCreated.signature, solIn.signature]);
+      expect((await failure(ledger.history(addr(dave), { limit: 10, complete: true }))).code).toBe("CHAIN_UNAVAILABLE");
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect(await ledger.history(addr(dave), { limit: 10, complete: true })).toHaveLength(4);
+
     expect((await failure(ledger.history(addr(dave), { limit: 0 }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.history(addr(dave), { limit: 1001 }))).code).toBe("VALIDATION_ERROR");
     expect((await failure(ledger.history(addr(dave), { limit: 5, before: "abc" }))).code).toBe("VALIDATION_ERROR");
@@ -422,6 +433,49 @@ describe("rejections", () => {
     expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "blockhash_not_found"]);
     expect((await failure(ledger.submit(wire, { ownTransfer: true }))).code).toBe("TRANSACTION_REJECTED");
     expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
+  test("a send whose answer is lost (an HTTP error after the node took it) is confirmed by its signature, not reported unavailable", async () => {
+    const alice = wallet(SOL);
+    const bob = addr(wallet());
+    let lose = true;
+    const lossy: typeof fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      const answer = await fetch(input, init);
+      if (lose && typeof init?.body === "string" && init.body.includes('"sendTransaction"')) {
+        lose = false;
+        return new Response("bad gateway", { status: 502 });
+      }
+      return answer;
+    }) as typeof fetch;
+    const flaky = makeLedger(rpc.url, { fetch: lossy });
+    try {
+      const wire = await signedTransfer(alice, bob, "sol", SOL / 10n);
+      const sent = await flaky.submit(wire);
+      expect(sent.signature).toBe(parseTransaction(wire).signature);
+      expect((await ledger.getBalances(bob)).sol).toBe(SOL / 10n); // once
+      // The same bytes again once their blockhash has expired: a duplicate that landed, not "nothing was charged".
+      rpc.expireBlockhash();
+      const again = await failure(ledger.submit(wire));
+      expect([again.code, (again.extra.details as { signature?: string }).signature]).toEqual(["CONFLICT", sent.signature]);
+      expect((await ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL - SOL / 10n - FEE);
+    } finally {
+      await flaky.stop();
+    }
+  });
+
+  test("a node whose block height stops moving is waited for at most the confirmation limit, then the outcome is unknown with the signature", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);
+    const stuck = makeLedger(rpc.url, { confirmLimitMs: 500 });
+    rpc.setDropTransactions(true);
+    try {
+      const e = await failure(stuck.submit(wire));
+      expect([e.code, (e.extra.details as { signature?: string }).signature]).toEqual(["CHAIN_UNAVAILABLE", parseTransaction(wire).signature]);
+      expect(e.message).toContain("outcome is unknown");
+    } finally {
+      rpc.setDropTransactions(false);
+      await stuck.stop();
+    }
   });
 
   test("a sent transaction that never lands is reported expired once the block height passes its blockhash", async () => {
@@ -562,6 +616,23 @@ describe("an RPC that is down, failing or slow", () => {
       await proxied.stop();
       await server.stop(true);
       await own.stop();
+    }
+  });
+
+  test("a redirect from the RPC URL is not followed: unavailable, and the other address is never asked", async () => {
+    let reached = 0;
+    const elsewhere = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => (reached++, Response.json({ jsonrpc: "2.0", id: 1, result: 0 })) });
+    const redirector = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(null, { status: 307, headers: { location: `http://127.0.0.1:${elsewhere.port}/admin` } }) });
+    const redirected = makeLedger(`http://127.0.0.1:${redirector.port}`);
+    try {
+      const e = await failure(redirected.getBalances(addr(wallet())));
+      expect(e.code).toBe("CHAIN_UNAVAILABLE");
+      expectNoSecret(e);
+      expect(reached).toBe(0);
+    } finally {
+      await redirected.stop();
+      redirector.stop(true);
+      elsewhere.stop(true);
     }
   });
 

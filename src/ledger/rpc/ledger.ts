@@ -48,6 +48,8 @@ export type RpcLedgerOptions = Readonly<{
   pollIntervalMs?: number;
   /** Each HTTP exchange with the RPC, body included (default 15 s). */
   requestTimeoutMs?: number;
+  /** The longest a sent transaction is waited for (default CONFIRM_LIMIT_MS). */
+  confirmLimitMs?: number;
   fetch?: typeof fetch;
 }>;
 
@@ -75,6 +77,11 @@ const HISTORY_FETCH_CONCURRENCY = 8;
 const MAX_POLL_FAILURES = 5;
 /** Re-sending the identical signed bytes is safe (same signature, executes at most once) and helps them land. */
 const REBROADCAST_MS = 2000;
+/**
+ * The longest a sent transaction is waited for: its blockhash's 150 blocks (~60-90 s) and finality after it.
+ * A node whose block height stops moving would otherwise be polled without end.
+ */
+const CONFIRM_LIMIT_MS = 180_000;
 // Marks failures raised by our own fetch wrapper, whose text survives web3.js's error wrapping.
 const TRANSPORT = "rpc transport: ";
 
@@ -229,6 +236,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   const tokens: readonly TokenInfo[] = Object.freeze(options.tokens.map((t) => Object.freeze({ ...t })));
   const pollIntervalMs = options.pollIntervalMs ?? 400;
   const requestTimeoutMs = options.requestTimeoutMs ?? 15_000;
+  const confirmLimitMs = options.confirmLimitMs ?? CONFIRM_LIMIT_MS;
   const baseFetch = options.fetch ?? globalThis.fetch;
   const lifetime = new AbortController();
   const redact = redactor(options.rpcUrl);
@@ -243,7 +251,9 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     let status: number;
     let body: string;
     try {
-      const response = await baseFetch(input, { ...init, signal });
+      // No redirects: SOLANA_RPC_URL is the node; a redirect would carry the request (and a key in a header)
+      // to an address nobody configured.
+      const response = await baseFetch(input, { ...init, signal, redirect: "error" });
       status = response.status;
       body = await response.text();
     } catch {
@@ -435,7 +445,13 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   async function confirm(signature: string, lastValidBlockHeight: number, target: Commitment, tx: ParsedTransaction | null, wire: Uint8Array | null): Promise<SignatureStatus> {
     let failures = 0;
     let lastSentAt = performance.now();
+    const giveUpAt = performance.now() + confirmLimitMs;
     for (;;) {
+      if (performance.now() > giveUpAt) {
+        throw new AppError("CHAIN_UNAVAILABLE", `Solana RPC unavailable: no outcome within ${confirmLimitMs / 1000} s; transaction ${signature} was sent and its outcome is unknown`, {
+          details: { signature },
+        });
+      }
       try {
         // Height first: a status still missing after the height passed the limit means it can no longer land.
         const height = await connection.getBlockHeight("confirmed");
@@ -478,11 +494,32 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     try {
       await connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" });
     } catch (e) {
-      if (e instanceof RpcCallError && !lifetime.signal.aborted) throw sendFailure(e, tx, submitOptions.ownTransfer === true);
-      throw unavailable(e);
+      if (lifetime.signal.aborted) throw unavailable(e);
+      if (e instanceof RpcCallError) {
+        const refused = sendFailure(e, tx, submitOptions.ownTransfer === true);
+        // A blockhash the node no longer knows, on bytes that landed already (a re-send after a lost answer):
+        // that is a duplicate, not "nothing was charged".
+        const reason = (refused.extra.details as { reason?: unknown } | undefined)?.reason;
+        if (reason === "blockhash_not_found" && (await landedAlready(tx.signature))) {
+          throw new AppError("CONFLICT", "this transaction was already submitted, and it landed", { details: { signature: tx.signature } });
+        }
+        throw refused;
+      }
+      // No answer (a timeout, an HTTP error, a reset): the node may have taken it. Its outcome is looked for
+      // by its signature, re-sending the same bytes, until it lands or its blockhash can no longer land; a
+      // caller never hears "unavailable" for a transaction that then lands without its signature.
     }
     const status = await confirm(tx.signature, lastValidBlockHeight, submitOptions.finalized === true ? "finalized" : "confirmed", tx, wire);
     return { signature: tx.signature, slot: status.slot, confirmedAt: clock.now(), fee: transactionFee(tx) };
+  }
+
+  /** Whether a signature is on chain (any status), from the node's whole history; a failing node says no. */
+  async function landedAlready(signature: string): Promise<boolean> {
+    try {
+      return ((await connection.getSignatureStatuses([signature], { searchTransactionHistory: true })).value[0] ?? null) !== null;
+    } catch {
+      return false;
+    }
   }
 
   async function airdrop(text: string, amounts: AirdropAmounts): Promise<string[]> {
@@ -672,6 +709,10 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       }
     };
     await Promise.all(Array.from({ length: Math.min(HISTORY_FETCH_CONCURRENCY, merged.length) }, worker));
+    const missing = out.findIndex((t) => t === null);
+    if (query.complete === true && missing !== -1) {
+      throw new AppError("CHAIN_UNAVAILABLE", `Solana RPC unavailable: transaction ${merged[missing]!.signature} is listed but not readable yet; ask again shortly`);
+    }
     return out.filter((t): t is LedgerTransaction => t !== null);
   }
 

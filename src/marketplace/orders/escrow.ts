@@ -131,7 +131,9 @@ export async function sentOffer(
   const since = offeredAt - OFFER_CLOCK_SLACK_MS;
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
-    const txs = await deps.ledger.history(consumer, { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network) });
+    // complete: a payment listed but not readable yet must not read as "not sent" (the order would end with
+    // the money in escrow); the caller hears CHAIN_UNAVAILABLE and asks again.
+    const txs = await deps.ledger.history(consumer, { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network), complete: true });
     if (txs.length === 0) return null;
     for (const tx of txs) {
       // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.

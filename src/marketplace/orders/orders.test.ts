@@ -414,6 +414,17 @@ describe("timers", () => {
       await expect(act).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("meanwhile") });
       expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     }
+    // The look for a sent offer asks for the whole history: a payment listed but not readable yet (an RPC node
+    // behind another) is CHAIN_UNAVAILABLE, not "not sent", so the proposal is not ended with money in escrow.
+    const f = await connectedConsumer(deps);
+    expect("unsignedTransaction" in (await acceptOrder(deps, f.address, f.ask))).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async (owner, query) => {
+      if (query.complete === true) throw new AppError("CHAIN_UNAVAILABLE", "Solana RPC unavailable: a transaction is listed but not readable yet");
+      return deps.ledger.history(owner, query);
+    } } };
+    await expect(declineOrder(behind, f.address, f.order.orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect(await statusOf(deps, f.order.orderId, f.address)).toBe("proposed");
     // A proposal past its 24 hours is the timer's to expire (order.expired), not to withdraw or decline.
     const e = await connectedConsumer(deps);
     clock.advance(PROPOSAL_TTL_MS);
