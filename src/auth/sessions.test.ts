@@ -12,7 +12,7 @@ import { newWallet } from "../../test/helpers/wallet.ts";
 import { issueChallenge } from "./challenge.ts";
 import { authenticateToken, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
-import { purgeAuth } from "./purge.ts";
+import { CHALLENGE_PURGE_MARGIN_MS, purgeAuth } from "./purge.ts";
 import * as store from "./store.ts";
 import { STEP_ROWS } from "../db/steps.ts";
 
@@ -218,6 +218,29 @@ describe("refresh and revocation", () => {
     expect((await authenticateToken(deps, session.token)).jti).toBe(session.jti);
   });
 
+  test("a sign-in that arrived just before its challenge expired is judged the same whether the purge runs during its check", async () => {
+    for (const purgeDuring of [false, true]) {
+      const { deps, clock } = await testDeps();
+      const wallet = newWallet();
+      const challenge = await issueChallenge(deps, wallet.address, client);
+      clock.set(Date.parse(challenge.expiresAt) - 1); // it arrives 1 ms before the expiry
+      const verifier = deps.verifier;
+      const racing: Deps = {
+        ...deps,
+        verifier: {
+          ...verifier,
+          verify: async (...args: Parameters<typeof verifier.verify>) => {
+            clock.advance(2); // the check ends just after it
+            if (purgeDuring) await purgeAuth(deps);
+            return verifier.verify(...args);
+          },
+        },
+      };
+      const body = { walletAddress: wallet.address, nonce: challenge.nonce, signature: wallet.sign(challenge.message) };
+      expect([purgeDuring, await codeOf(signIn(racing, body, client))]).toEqual([purgeDuring, "OK"]);
+    }
+  });
+
   test("revoke-all spends its nonce and revokes in one write: when the revocation fails, the nonce is not spent", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
@@ -247,6 +270,8 @@ describe("purge", () => {
     const s = await login(deps);
     await issueChallenge(deps, newWallet().address, client);
     clock.advance(300_001);
+    expect((await purgeAuth(deps)).challenges).toBe(0); // expired, but kept a minute: a sign-in that arrived in time is still judged
+    clock.advance(CHALLENGE_PURGE_MARGIN_MS);
     let counts = await purgeAuth(deps);
     expect(counts.challenges).toBe(2); // the spent one and the unused one
     expect(counts.tokens).toBe(0);
@@ -265,7 +290,7 @@ describe("purge in steps", () => {
   function seed(db: Deps["db"], now: number) {
     db.sqlite.run("BEGIN");
     const challenge = db.sqlite.query("INSERT INTO auth_challenges (nonce, wallet, message, issued_at, expires_at) VALUES (?, 'w', 'm', ?, ?)");
-    for (let i = 0; i < 2_500; i++) challenge.run(`old-${i}`, now - DAY, now - 1);
+    for (let i = 0; i < 2_500; i++) challenge.run(`old-${i}`, now - DAY, now - CHALLENGE_PURGE_MARGIN_MS - 1); // past the purge's margin
     challenge.run("live", now, now + 60_000);
     const token = db.sqlite.query(
       "INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at) VALUES (?, 's', ?, ?, ?, ?)",

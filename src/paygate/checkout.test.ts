@@ -644,6 +644,26 @@ describe("checkout", () => {
     expect((await listPurchases(deps, owner, {})).total).toBe(2);
   });
 
+  test("a checkout purged while a late confirm judges its payment is NOT_FOUND, not a database error", async () => {
+    const { deps, clock, productId, buyer } = await setup();
+    const { checkout } = await pay(deps, productId, buyer);
+    deps.db.sqlite.run("UPDATE checkouts SET status = 'expired' WHERE id = ?", [checkout.checkoutId]); // as a watcher behind a lagging node might
+    clock.advance(CHECKOUT_TTL_MS + EXPIRED_CHECKOUT_KEPT_MS + 1);
+    let purged = 0;
+    const racing: Deps = {
+      ...deps,
+      ledger: {
+        ...deps.ledger,
+        getTransaction: async (...args: Parameters<Deps["ledger"]["getTransaction"]>) => {
+          if (purged++ === 0) await purgeCheckouts(deps); // the hourly purge, while the payment is read
+          return deps.ledger.getTransaction(...args);
+        },
+      },
+    };
+    expect(await codeOf(confirmCheckout(racing, productId, checkout.checkoutId))).toBe("NOT_FOUND");
+    expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("NOT_FOUND");
+  });
+
   test("/public/verify records a confirmed payment of one of the owner's checkouts that nothing recorded yet", async () => {
     const { deps, owner, productId, buyer } = await setup();
     const { txHash, checkout } = await pay(deps, productId, buyer);

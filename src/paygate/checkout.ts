@@ -323,6 +323,7 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
     },
     () => recordPaymentEvents(deps, facts),
   );
+  if (outcome.kind === "gone") throw noCheckout(); // purged meanwhile (decisions.md: NOT_FOUND follows the purge)
   if (outcome.kind === "signature_used") throw new AppError("CONFLICT", "this transaction already paid for another purchase");
   if (outcome.kind === "existing") return completedResult(deps, checkout, outcome.purchase);
   deps.log.info("purchase completed", { purchaseId: outcome.purchase.id, productId: product.id, owner: checkout.owner }); // not the checkout id: see completedResult

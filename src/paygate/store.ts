@@ -458,7 +458,9 @@ export type CompleteCheckout = {
 export type CompleteOutcome =
   | { kind: "created"; purchase: PurchaseRow }
   | { kind: "existing"; purchase: PurchaseRow }
-  | { kind: "signature_used"; purchase: PurchaseRow };
+  | { kind: "signature_used"; purchase: PurchaseRow }
+  /** The checkout was purged while its payment was judged (expired unpaid a week ago, confirmed late). */
+  | { kind: "gone" };
 
 /**
  * Completes a checkout in one write: the purchase, the checkout marked completed, the feature token,
@@ -471,7 +473,8 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
   return db.write((): CompleteOutcome => {
     const { checkout, purchase } = input;
     const current = db.sqlite.query("SELECT purchase_id AS purchaseId FROM checkouts WHERE id = ?").get(checkout.id) as { purchaseId: string | null } | null;
-    if (current?.purchaseId) return { kind: "existing", purchase: purchaseWhere(db, "p.id = ?", current.purchaseId)! };
+    if (current === null) return { kind: "gone" };
+    if (current.purchaseId) return { kind: "existing", purchase: purchaseWhere(db, "p.id = ?", current.purchaseId)! };
     const used = purchaseWhere(db, "p.tx_hash = ?", purchase.txHash);
     if (used !== null) return { kind: "signature_used", purchase: used };
 

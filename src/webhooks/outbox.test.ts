@@ -891,13 +891,14 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, gone))[0]).toMatchObject({ status: "failed" });
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
-    clock.advance(30 * DAY_MS - 1); // not yet past the retention
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    clock.advance(30 * DAY_MS - 1); // not yet past the retention; an event no delivery refers to goes after a day, whatever it
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await store.findEvent(db, nobodysEvent)).toBeNull();
     clock.advance(2);
     const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -911,6 +912,9 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
   test("more than a purge step takes: every old finished delivery and unreferenced event goes, pending ones and theirs stay", async () => {
     const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30" });
     const old = clock.now() - 31 * DAY_MS;
+    // The deliveries' endpoint exists (a delivery of a deleted one is purged as an orphan, whatever its age).
+    const endpoint = await createEndpoint(deps, "o", { url: "https://hooks.example.test/x", events: ["payment.completed"] });
+    db.sqlite.run("UPDATE webhook_endpoints SET id = 'whe_1' WHERE id = ?", [endpoint.endpointId]);
     const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', 'o', 'payment.completed', 'x', ?)");
     const delivery = db.sqlite.query(
       `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, next_attempt_at, created_at, updated_at)
@@ -927,6 +931,33 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 2 * STEP_ROWS + 3 - pending, webhookEvents: 2 * STEP_ROWS + 3 - pending });
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'pending'").get()).toEqual({ n: pending });
     expect(db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get()).toEqual({ n: pending });
+  });
+
+  test("an endpoint's delete takes its deliveries in steps; the purge takes those a crash left, and events no delivery refers to", async () => {
+    const { deps, db, clock } = await testDeps({});
+    const owner = wallet();
+    const ep = await createEndpoint(deps, owner, { url: "https://hooks.example.test/x", events: ["payment.completed"] });
+    const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', ?, 'payment.completed', 'x', ?)");
+    const delivery = db.sqlite.query(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, next_attempt_at, created_at, updated_at)
+       VALUES (?, ?, 'owner_endpoint', ?, 'succeeded', NULL, ?, ?)`,
+    );
+    const many = 2 * STEP_ROWS + 3;
+    db.sqlite.run("BEGIN");
+    for (let i = 0; i < many; i++) {
+      event.run(`evt_${i}`, owner, clock.now());
+      delivery.run(`whd_${i}`, `evt_${i}`, ep.endpointId, clock.now(), clock.now());
+      delivery.run(`whd_gone_${i}`, `evt_${i}`, "whe_deleted_before_a_crash", clock.now(), clock.now());
+    }
+    db.sqlite.run("COMMIT");
+    const deliveries = (id: string) => (db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").get(id) as { n: number }).n;
+    expect(await deleteEndpoint(deps, owner, ep.endpointId)).toEqual({ deleted: true });
+    expect(deliveries(ep.endpointId)).toBe(0);
+    // Retention off: the orphans of an endpoint deleted before a crash go; the events once a day old.
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: many, webhookEvents: 0 });
+    expect(deliveries("whe_deleted_before_a_crash")).toBe(0);
+    clock.advance(DAY_MS + 1);
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 0, webhookEvents: many });
   });
 
   test("off by default: nothing is purged however old", async () => {

@@ -1,5 +1,6 @@
 // The purge's webhook part (WEBHOOK_RETENTION_DAYS): finished deliveries, their attempts and their
 // events, once older than the retention. Off (0) by default: paygate.md lets an owner resend any delivery.
+// Always: deliveries of deleted endpoints, and events no delivery refers to, which nothing can read.
 // It also seals event bodies that an earlier version stored in clear, and deletes replaced signing
 // secrets past their 24 hours.
 import type { Deps } from "../deps.ts";
@@ -10,8 +11,12 @@ import { DAY_MS } from "../lib/clock.ts";
 export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
   const webhookBodiesSealed = await sealClearEventBodies(deps, { stopping }); // left in clear by an earlier version
   const webhookOldSecrets = await store.purgePreviousSecrets(deps.db, deps.clock.now()); // past their 24 hours
+  // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
+  // refers to (nothing can read or resend them), a day old.
+  const orphans = await store.purgeOrphanDeliveries(deps.db, stopping);
+  const unreferenced = await store.purgeUnreferencedEvents(deps.db, deps.clock.now() - DAY_MS, stopping);
   const days = deps.config.webhookRetentionDays;
-  if (days === 0) return { webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed, webhookOldSecrets };
+  if (days === 0) return { webhookDeliveries: orphans, webhookEvents: unreferenced, webhookBodiesSealed, webhookOldSecrets };
   const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS, stopping);
-  return { webhookDeliveries: deliveries, webhookEvents: events, webhookBodiesSealed, webhookOldSecrets };
+  return { webhookDeliveries: orphans + deliveries, webhookEvents: unreferenced + events, webhookBodiesSealed, webhookOldSecrets };
 }

@@ -1,7 +1,7 @@
 // SQL of webhooks: owners' endpoints, the outbox of events, deliveries with their claim lease, attempts.
 // Functions named …InWrite run inside a caller's db.write (they never open one themselves).
 import type { Db } from "../db/open.ts";
-import { deleteFirst, inSteps, STEP_ROWS } from "../db/steps.ts";
+import { deleteFirst, deleteInWindow, inSteps, STEP_ROWS } from "../db/steps.ts";
 
 // ---------------------------------------------------------------------------------------------------
 // Endpoints
@@ -118,15 +118,27 @@ export function purgePreviousSecrets(db: Db, now: number): Promise<number> {
   return db.write(() => db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE signs_until <= ?").run(now).changes);
 }
 
-/** Deletes the owner's endpoint with its deliveries (and, by cascade, their attempts). */
-export function deleteEndpoint(db: Db, owner: string, id: string): Promise<boolean> {
-  return db.write(() => {
+/**
+ * Deletes the owner's endpoint, then its deliveries (and, by cascade, their attempts) in steps: an endpoint
+ * with hundreds of thousands of them (retention is off by default) held every request for seconds as one
+ * write. No delivery of a deleted endpoint is sent meanwhile; the purge removes any a crash left
+ * (purgeOrphanDeliveries).
+ */
+export async function deleteEndpoint(db: Db, owner: string, id: string): Promise<boolean> {
+  const deleted = await db.write(() => {
     const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
     if (row === null) return false;
-    db.sqlite.query("DELETE FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ?").run(id);
     db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
     return true;
   });
+  if (deleted) await inSteps(db, 0, () => deleteFirst(db, "webhook_deliveries", "endpoint_kind = 'owner_endpoint' AND endpoint_id = ?", "created_at", id));
+  return deleted;
+}
+
+/** The purge: deliveries of owner endpoints that no longer exist (a delete cut short by a crash), in steps. */
+export async function purgeOrphanDeliveries(db: Db, stopping?: AbortSignal): Promise<number> {
+  const orphan = "endpoint_kind = 'owner_endpoint' AND NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id)";
+  return inSteps(db, 0, (after) => deleteInWindow(db, "webhook_deliveries", after, orphan), stopping);
 }
 
 /**
@@ -456,6 +468,15 @@ export async function listAttempts(db: Db, deliveryId: string): Promise<AttemptR
 export async function purgeFinishedDeliveries(db: Db, before: number, stopping?: AbortSignal): Promise<{ deliveries: number; events: number }> {
   // In steps of STEP_ROWS, each its own write (db/steps.ts).
   const deliveries = await inSteps(db, 0, () => deleteFirst(db, "webhook_deliveries", "status <> 'pending' AND updated_at < ?", "updated_at", before), stopping);
+  return { deliveries, events: await purgeUnreferencedEvents(db, before, stopping) };
+}
+
+/**
+ * Events from before `before` that no delivery refers to: nothing can read or resend them (a resend starts
+ * from a delivery). Run whatever the retention, a day back: events of owners with no endpoint, and those
+ * an endpoint's delete left, would otherwise be kept for ever.
+ */
+export async function purgeUnreferencedEvents(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
   // Events walk the created_at index with a cursor: one a pending delivery still needs is looked at once
   // a purge, not again by every step (NOT EXISTS is not in the index).
   const inWindow = "created_at < ? AND created_at >= ? AND (created_at > ? OR rowid > ?)";
@@ -478,5 +499,5 @@ export async function purgeFinishedDeliveries(db: Db, before: number, stopping?:
     },
     stopping,
   );
-  return { deliveries, events };
+  return events;
 }
