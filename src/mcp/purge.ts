@@ -1,6 +1,5 @@
 // The purge's MCP part: session records that cannot be rebuilt any more (ended, or idle past any token's
-// life: SESSION_TTL_S and a day), and the least recently active of those that never bound a wallet past
-// UNBOUND_RECORDS_KEPT.
+// life), and the least recently active of those that never bound a wallet past UNBOUND_RECORDS_KEPT.
 import type { Deps } from "../deps.ts";
 import { purgeSessions } from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
@@ -13,9 +12,7 @@ export const UNBOUND_RECORDS_KEPT = 100_000;
 
 export async function purgeMcpSessions(deps: Deps, { unboundKept = UNBOUND_RECORDS_KEPT, stopping }: { unboundKept?: number; stopping?: AbortSignal } = {}): Promise<{ mcpSessions: number }> {
   const now = deps.clock.now();
-  // A token lives at most SESSION_TTL_S from its issue (a refresh issues a new one, while the session is
-  // active): a record idle longer than that holds no live token, whatever SESSION_MAX_AGE_S says.
-  const longestTokenMs = deps.config.sessionTtlS * 1000;
+  const longestTokenMs = Math.max(deps.config.sessionTtlS, deps.config.sessionMaxAgeS) * 1000;
   // Only records idle for two session timeouts and a sweep's period count toward the cap: the sweep drops a
   // session from memory within a timeout and a period of going idle, so no server holds such a one.
   const cappableBefore = now - 2 * deps.config.mcpSessionTimeoutMs - 60_000;
