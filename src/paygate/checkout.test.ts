@@ -608,6 +608,50 @@ describe("checkout", () => {
     expect((await listPurchases(deps, owner, {})).total).toBe(1);
   });
 
+  test("a self-sent payment listed but not readable, not final or with its block time unknown: /submit waits (pending), sends nothing", async () => {
+    const { deps, clock, productId, buyer, wallet } = await setup();
+    const first = await startCheckout(deps, productId, wallet);
+    const paid = signCheckout(first.transaction, buyer);
+    await deps.ledger.submit(Buffer.from(paid, "base64"));
+    clock.advance(1000);
+    const fresh = signCheckout((await startCheckout(deps, productId, wallet, first.checkoutId)).transaction, buyer);
+    const usdc = (await deps.ledger.getBalances(wallet)).usdc;
+    type Read = Deps["ledger"]["getTransaction"];
+    const reading = (read: (tx: Awaited<ReturnType<Read>>) => Awaited<ReturnType<Read>>): Deps => ({
+      ...deps,
+      ledger: { ...deps.ledger, getTransaction: async (...args: Parameters<Read>) => (args[0] === signatureOf(paid) ? read(await deps.ledger.getTransaction(...args)) : deps.ledger.getTransaction(...args)) },
+    });
+    // Not readable yet (a node behind, or on mainnet not final yet), then its block time not known yet.
+    for (const node of [reading(() => null), reading((tx) => (tx === null ? null : { ...tx, timestamp: 0 }))]) {
+      expect(await submitCheckout(node, productId, first.checkoutId, fresh)).toEqual({ status: "pending" });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(usdc); // nothing sent
+    }
+    expect(await submitCheckout(deps, productId, first.checkoutId, fresh)).toMatchObject({ status: "completed", txHash: signatureOf(paid) });
+  });
+
+  test("a listing /submit cannot see to its end: a full one of the reference sends nothing; of the wallet, every reference transaction is read", async () => {
+    const { deps, clock, productId, buyer, wallet } = await setup();
+    const first = await startCheckout(deps, productId, wallet);
+    const flooded = (address: string): Deps => ({
+      ...deps,
+      ledger: {
+        ...deps.ledger,
+        signatures: async (listed, query) => (listed === address ? Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64))) : deps.ledger.signatures(listed, query)),
+      },
+    });
+    const usdc = (await deps.ledger.getBalances(wallet)).usdc!;
+    // A thousand transactions carry the reference (a payment among the older ones cannot be ruled out).
+    expect(await submitCheckout(flooded(first.reference), productId, first.checkoutId, signCheckout(first.transaction, buyer))).toEqual({ status: "pending" });
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(usdc);
+    // The wallet's own payment, then a thousand newer transactions naming the wallet: still found.
+    const paid = signCheckout(first.transaction, buyer);
+    await deps.ledger.submit(Buffer.from(paid, "base64"));
+    clock.advance(1000);
+    const fresh = signCheckout((await startCheckout(deps, productId, wallet, first.checkoutId)).transaction, buyer);
+    expect(await submitCheckout(flooded(wallet), productId, first.checkoutId, fresh)).toMatchObject({ status: "completed", txHash: signatureOf(paid) });
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(usdc - 2n * USDC); // paid once
+  });
+
   test("strangers naming the reference and the wallet cannot push a self-sent payment out of /submit's sight", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup();
     const stranger = Keypair.generate();

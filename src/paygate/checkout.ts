@@ -510,20 +510,25 @@ const SELF_SENT_READS = 8;
 /**
  * Before /submit sends: a payment of the checkout that its wallet sent itself, not through /submit (paygate.md:
  * the buyer submits it itself or posts it; its answer lost, say). The transactions naming both the reference
- * and the wallet are read (listed as confirmed, on mainnet too): the purchase one of them made; `pending`
- * while one is listed but not readable or not final yet, or when more of them than SELF_SENT_READS are
- * listed (anyone can name both in a transaction of their own, so a payment among them cannot be ruled out:
- * nothing is sent, and confirm walks them); null when none is a payment. A fresh reference costs one listing.
+ * and the wallet (listed as confirmed, on mainnet too) are read: the purchase one of them made; `pending`
+ * while one is listed but not readable, not final, or not judged yet (its block time unknown). Strangers'
+ * transactions that carry the reference but not the wallet cannot be the wallet's payment and are not read.
+ * Where a payment cannot be ruled out, nothing is sent and the answer is `pending` (confirm walks them): the
+ * reference's listing is full, more than SELF_SENT_READS name both, or the wallet's listing is full (its
+ * payment may be older than what it lists: then every transaction on the reference is a candidate). A
+ * fresh reference names nothing, which costs one listing.
  */
 async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken): Promise<ConfirmResult | null> {
   const onReference = await deps.ledger.signatures(checkout.reference, { limit: REFERENCE_PAGE });
   if (onReference.length === 0) return null;
-  const mine = new Set(await deps.ledger.signatures(checkout.wallet, { limit: REFERENCE_PAGE }));
-  const candidates = onReference.filter((s) => mine.has(s));
+  if (onReference.length >= REFERENCE_PAGE) return { status: "pending" };
+  const walletListed = await deps.ledger.signatures(checkout.wallet, { limit: REFERENCE_PAGE });
+  const mine = new Set(walletListed);
+  const candidates = walletListed.length >= REFERENCE_PAGE ? onReference : onReference.filter((s) => mine.has(s));
   if (candidates.length > SELF_SENT_READS) return { status: "pending" };
   for (const signature of candidates) {
     const outcome = await readPayment(deps, checkout, product, token, signature);
-    if (outcome === null) return { status: "pending" };
+    if (outcome === null || (outcome instanceof AppError && outcomeUnknown(outcome))) return { status: "pending" };
     if (!(outcome instanceof AppError)) return outcome;
   }
   return null;
