@@ -457,6 +457,8 @@ describe("rejections", () => {
       rpc.expireBlockhash();
       const again = await failure(ledger.submit(wire));
       expect([again.code, (again.extra.details as { signature?: string }).signature]).toEqual(["CONFLICT", sent.signature]);
+      const own = await failure(ledger.submit(wire, { ownTransfer: true })); // tried first: the trial's refusal too
+      expect([own.code, (own.extra.details as { signature?: string }).signature]).toEqual(["CONFLICT", sent.signature]);
       expect((await ledger.getBalances(alice.publicKey.toBase58())).sol).toBe(SOL - SOL / 10n - FEE);
     } finally {
       await flaky.stop();

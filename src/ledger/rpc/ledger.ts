@@ -489,28 +489,35 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     // An empty slot would only come back as "signature verification failure"; say which signature is missing.
     const missing = tx.signatures.findIndex((s) => s.every((b) => b === 0));
     if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
-    if (submitOptions.ownTransfer === true) await preflightOwnTransfer(wire, tx);
+    if (submitOptions.ownTransfer === true) {
+      try {
+        await preflightOwnTransfer(wire, tx);
+      } catch (err) {
+        throw await duplicateIfLanded(err, tx.signature);
+      }
+    }
     const lastValidBlockHeight = await lastValidHeightOf(tx.recentBlockhash);
     try {
       await connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" });
     } catch (e) {
       if (lifetime.signal.aborted) throw unavailable(e);
-      if (e instanceof RpcCallError) {
-        const refused = sendFailure(e, tx, submitOptions.ownTransfer === true);
-        // A blockhash the node no longer knows, on bytes that landed already (a re-send after a lost answer):
-        // that is a duplicate, not "nothing was charged".
-        const reason = (refused.extra.details as { reason?: unknown } | undefined)?.reason;
-        if (reason === "blockhash_not_found" && (await landedAlready(tx.signature))) {
-          throw new AppError("CONFLICT", "this transaction was already submitted, and it landed", { details: { signature: tx.signature } });
-        }
-        throw refused;
-      }
+      if (e instanceof RpcCallError) throw await duplicateIfLanded(sendFailure(e, tx, submitOptions.ownTransfer === true), tx.signature);
       // No answer (a timeout, an HTTP error, a reset): the node may have taken it. Its outcome is looked for
       // by its signature, re-sending the same bytes, until it lands or its blockhash can no longer land; a
       // caller never hears "unavailable" for a transaction that then lands without its signature.
     }
     const status = await confirm(tx.signature, lastValidBlockHeight, submitOptions.finalized === true ? "finalized" : "confirmed", tx, wire);
     return { signature: tx.signature, slot: status.slot, confirmedAt: clock.now(), fee: transactionFee(tx) };
+  }
+
+  /**
+   * A blockhash the node no longer knows, on bytes that landed already (a re-send after a lost answer): a
+   * duplicate (CONFLICT), not "nothing was charged". Any other refusal as it is.
+   */
+  async function duplicateIfLanded(refused: unknown, signature: string): Promise<unknown> {
+    const reason = refused instanceof AppError ? (refused.extra.details as { reason?: unknown } | undefined)?.reason : undefined;
+    if (reason !== "blockhash_not_found" || !(await landedAlready(signature))) return refused;
+    return new AppError("CONFLICT", "this transaction was already submitted, and it landed", { details: { signature } });
   }
 
   /** Whether a signature is on chain (any status), from the node's whole history; a failing node says no. */

@@ -4,7 +4,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
-import { waitsForFinality, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
+import { waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
@@ -131,26 +131,44 @@ export async function sentOffer(
   const since = offeredAt - OFFER_CLOCK_SLACK_MS;
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
-    // complete: a payment listed but not readable yet must not read as "not sent" (the order would end with
-    // the money in escrow); the caller hears CHAIN_UNAVAILABLE and asks again.
-    const txs = await deps.ledger.history(consumer, { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network), complete: true });
-    if (txs.length === 0) return null;
-    for (const tx of txs) {
-      // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.
-      if (tx.timestamp > 0 && tx.timestamp < since) return null;
-      if (tx.status !== "confirmed" || !matchesOffer(tx.wire, offer.hash)) continue;
-      try {
-        requireExactTransfer(tx.transfers, intent);
-      } catch {
-        continue;
-      }
-      return { signature: tx.signature, token: intent.token, amount: intent.amount };
+    // A payment listed but not readable yet must not read as "not sent" (the order would end with the money
+    // in escrow): the page is asked complete; when it is not, what is readable is still looked at, and
+    // only if the offer is not among it is CHAIN_UNAVAILABLE the answer (asked again later).
+    const query = { limit: OFFER_SEARCH_PAGE, before, finalized: waitsForFinality(deps.config.network) };
+    let unreadable: AppError | null = null;
+    let txs: LedgerTransaction[];
+    try {
+      txs = await deps.ledger.history(consumer, { ...query, complete: true });
+    } catch (err) {
+      if (!(err instanceof AppError) || err.code !== "CHAIN_UNAVAILABLE") throw err;
+      unreadable = err;
+      txs = await deps.ledger.history(consumer, query);
     }
+    const scanned = scanForOffer(txs, offer.hash, intent, since);
+    if (scanned !== "ended" && scanned !== "on") return scanned;
+    if (unreadable !== null) throw unreadable;
+    if (scanned === "ended" || txs.length === 0) return null;
     // Not "fewer than a page, so the end": an RPC history leaves out what its node could not return.
     before = txs[txs.length - 1]!.signature;
   }
   deps.log.warn("escrow payment not searched to the offer's time: the consumer's history is longer", { consumer, pages: OFFER_SEARCH_PAGES });
   return null;
+}
+
+/** A page of history, newest first: the offer's payment, "ended" past the offer's time, or "on" to the next page. */
+function scanForOffer(txs: readonly LedgerTransaction[], hash: string, intent: TransferIntent, since: number) {
+  for (const tx of txs) {
+    // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.
+    if (tx.timestamp > 0 && tx.timestamp < since) return "ended" as const;
+    if (tx.status !== "confirmed" || !matchesOffer(tx.wire, hash)) continue;
+    try {
+      requireExactTransfer(tx.transfers, intent);
+    } catch {
+      continue;
+    }
+    return { signature: tx.signature, token: intent.token, amount: intent.amount };
+  }
+  return "on" as const;
 }
 
 function matchesOffer(wire: Uint8Array, hash: string): boolean {

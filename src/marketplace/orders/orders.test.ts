@@ -257,6 +257,20 @@ describe("timers", () => {
     return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another };
   }
 
+  test("an escrow transfer the consumer sent itself is found at expiry even when the node cannot return all of its history page", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const signature = await c.sendOfferItself();
+    clock.advance(PROPOSAL_TTL_MS);
+    // The page asked complete fails (another transaction on it is listed but not readable); the readable rest holds the payment.
+    const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async (owner, query) => {
+      if (query.complete === true) throw new AppError("CHAIN_UNAVAILABLE", "Solana RPC unavailable: a transaction is listed but not readable yet");
+      return deps.ledger.history(owner, query);
+    } } };
+    expect(await runOrderTimers(behind)).toBe(1);
+    expect((await listOrders(deps, c.address, "consumer", { limit: 100 })).orders[0]).toMatchObject({ orderId: c.order.orderId, status: "paid", escrowTx: signature });
+  });
+
   test("an escrow transfer the consumer sent itself and never presented pays the order at its expiry, not left in escrow", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
