@@ -891,14 +891,13 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, gone))[0]).toMatchObject({ status: "failed" });
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
-    clock.advance(30 * DAY_MS - 1); // not yet past the retention; an event no delivery refers to goes after a day, whatever it
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
-    expect(await store.findEvent(db, nobodysEvent)).toBeNull();
+    clock.advance(30 * DAY_MS - 1); // not yet past the retention
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
     clock.advance(2);
     const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -951,13 +950,19 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     }
     db.sqlite.run("COMMIT");
     const deliveries = (id: string) => (db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").get(id) as { n: number }).n;
+    const events = () => (db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get() as { n: number }).n;
     expect(await deleteEndpoint(deps, owner, ep.endpointId)).toEqual({ deleted: true });
-    expect(deliveries(ep.endpointId)).toBe(0);
-    // Retention off: the orphans of an endpoint deleted before a crash go; the events once a day old.
-    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: many, webhookEvents: 0 });
-    expect(deliveries("whe_deleted_before_a_crash")).toBe(0);
+    expect([deliveries(ep.endpointId), events()]).toEqual([0, many]); // the other deliveries still refer to them
+    // Retention off: the orphans of an endpoint deleted before a crash go, with the events they alone kept.
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: many });
+    expect([deliveries("whe_deleted_before_a_crash"), events()]).toEqual([0, 0]);
+    // An event no delivery ever referred to (an owner with no endpoint) goes a day after it was made.
+    const lonely = "evt_lonely";
+    event.run(lonely, owner, clock.now());
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 0 });
     clock.advance(DAY_MS + 1);
-    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 0, webhookEvents: many });
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 1 });
+    expect(events()).toBe(0);
   });
 
   test("off by default: nothing is purged however old", async () => {

@@ -14,7 +14,8 @@ export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise
   // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
   // refers to (nothing can read or resend them), a day old.
   const orphans = await store.purgeOrphanDeliveries(deps.db, stopping);
-  const unreferenced = await store.purgeUnreferencedEvents(deps.db, deps.clock.now() - DAY_MS, stopping);
+  // Events of the day before yesterday to yesterday: each is looked at by a day's worth of hourly purges.
+  const unreferenced = await store.purgeUnreferencedEvents(deps.db, deps.clock.now() - DAY_MS, stopping, deps.clock.now() - 2 * DAY_MS);
   const days = deps.config.webhookRetentionDays;
   if (days === 0) return { webhookDeliveries: orphans, webhookEvents: unreferenced, webhookBodiesSealed, webhookOldSecrets };
   const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS, stopping);

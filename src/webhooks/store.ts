@@ -1,7 +1,7 @@
 // SQL of webhooks: owners' endpoints, the outbox of events, deliveries with their claim lease, attempts.
 // Functions named …InWrite run inside a caller's db.write (they never open one themselves).
 import type { Db } from "../db/open.ts";
-import { deleteFirst, deleteInWindow, inSteps, STEP_ROWS } from "../db/steps.ts";
+import { deleteFirst, inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
 // ---------------------------------------------------------------------------------------------------
 // Endpoints
@@ -131,14 +131,49 @@ export async function deleteEndpoint(db: Db, owner: string, id: string): Promise
     db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
     return true;
   });
-  if (deleted) await inSteps(db, 0, () => deleteFirst(db, "webhook_deliveries", "endpoint_kind = 'owner_endpoint' AND endpoint_id = ?", "created_at", id));
+  if (deleted) await deleteDeliveriesOf(db, id);
   return deleted;
 }
 
-/** The purge: deliveries of owner endpoints that no longer exist (a delete cut short by a crash), in steps. */
+/**
+ * An endpoint's deliveries in steps, each step also deleting the events that step left with no delivery
+ * (nothing can read or resend them).
+ */
+async function deleteDeliveriesOf(db: Db, endpointId: string, stopping?: AbortSignal): Promise<number> {
+  return inSteps(
+    db,
+    0,
+    () => {
+      const taken = db.sqlite
+        .query(
+          `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ?
+           ORDER BY created_at LIMIT ${STEP_ROWS}) RETURNING event_id AS eventId`,
+        )
+        .all(endpointId) as { eventId: string }[];
+      const unreferenced = db.sqlite.query("DELETE FROM outbox_events WHERE id = ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = ?)");
+      for (const eventId of new Set(taken.map((t) => t.eventId))) unreferenced.run(eventId, eventId);
+      return stepOf(taken.length);
+    },
+    stopping,
+  );
+}
+
+/**
+ * The purge: deliveries of owner endpoints that no longer exist (a delete cut short by a crash). The endpoint
+ * ids that deliveries name are walked through their index, one seek each, not the deliveries themselves.
+ */
 export async function purgeOrphanDeliveries(db: Db, stopping?: AbortSignal): Promise<number> {
-  const orphan = "endpoint_kind = 'owner_endpoint' AND NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id)";
-  return inSteps(db, 0, (after) => deleteInWindow(db, "webhook_deliveries", after, orphan), stopping);
+  let removed = 0;
+  let after = "";
+  for (;;) {
+    if (stopping?.aborted === true) return removed;
+    const next = db.sqlite
+      .query("SELECT endpoint_id AS id FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id > ? ORDER BY endpoint_id LIMIT 1")
+      .get(after) as { id: string } | null;
+    if (next === null) return removed;
+    after = next.id;
+    if (db.sqlite.query("SELECT 1 FROM webhook_endpoints WHERE id = ?").get(next.id) === null) removed += await deleteDeliveriesOf(db, next.id, stopping);
+  }
 }
 
 /**
@@ -472,18 +507,19 @@ export async function purgeFinishedDeliveries(db: Db, before: number, stopping?:
 }
 
 /**
- * Events from before `before` that no delivery refers to: nothing can read or resend them (a resend starts
- * from a delivery). Run whatever the retention, a day back: events of owners with no endpoint, and those
- * an endpoint's delete left, would otherwise be kept for ever.
+ * Events created in [`since`, `before`) that no delivery refers to: nothing can read or resend them (a resend
+ * starts from a delivery). Without retention the purge looks only at a window a day back (events of owners
+ * with no endpoint, never referred to), so it does not walk every event every hour; an endpoint's delete
+ * takes the events it leaves unreferenced itself (deleteDeliveriesOf).
  */
-export async function purgeUnreferencedEvents(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
+export async function purgeUnreferencedEvents(db: Db, before: number, stopping?: AbortSignal, since = Number.MIN_SAFE_INTEGER): Promise<number> {
   // Events walk the created_at index with a cursor: one a pending delivery still needs is looked at once
   // a purge, not again by every step (NOT EXISTS is not in the index).
   const inWindow = "created_at < ? AND created_at >= ? AND (created_at > ? OR rowid > ?)";
   const unreferenced = "NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)";
   const events = await inSteps<{ at: number; id: number }>(
     db,
-    { at: Number.MIN_SAFE_INTEGER, id: 0 },
+    { at: since, id: 0 },
     (c) => {
       const from = [before, c.at, c.at, c.id];
       const end = db.sqlite
