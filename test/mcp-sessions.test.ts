@@ -472,6 +472,21 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     expect(stream.status).toBe(404);
   }, 20_000);
 
+  test("below MCP_MAX_SESSIONS a GET for a swept session rebuilds it and opens its event stream, as any request would", async () => {
+    const server = await start({ MCP_SESSION_TIMEOUT_MS: "300" });
+    const mcp = await connect(server, ua("swept-stream"));
+    const sessionId = mcp.transport.sessionId!;
+    await mcp.client.close(); // its own stream closed, so nothing brings it back but the GET below
+    await until(async () => ((await liveSessions(server)) === 0 ? true : undefined), 3000);
+    const aborted = new AbortController();
+    const stream = await fetch(`${server.url}/mcp`, {
+      headers: { accept: "text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": "2025-06-18", "user-agent": ua("swept-stream") },
+      signal: aborted.signal,
+    });
+    expect([stream.status, stream.headers.get("content-type")]).toEqual([200, "text/event-stream"]); // rebuilt (at the cap: 405)
+    aborted.abort();
+  });
+
   test("initializations at MCP_MAX_SESSIONS with every session busy: each is served or refused 503, never evicted while initializing", async () => {
     const server = await start({ MCP_MAX_SESSIONS: "4" });
     // Three sessions busy with a call that stays open while its client holds it; one place is free.

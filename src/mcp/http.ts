@@ -332,11 +332,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   /**
-   * GET /mcp for a session swept or evicted from memory: no event stream, which is not a reason to bring it
-   * back (405, which the MCP client takes as "no stream here" and goes on without one; its next POST
-   * rebuilds it). Rebuilding for the stream made idle clients past MCP_MAX_SESSIONS evict each other in
-   * turn without end: each eviction closes a client's stream, which it reopens a second later. This server
-   * sends nothing on the stream of its own. An unknown or ended session is 404, as for any request.
+   * GET /mcp for a session swept or evicted from memory while MCP_MAX_SESSIONS are in it: no event stream,
+   * which is not a reason to evict another session (405, which the MCP client takes as "no stream here" and
+   * goes on without one; its next POST rebuilds the session, as mcp.md says). Rebuilding for the stream made
+   * idle clients past the cap evict each other in turn without end: each eviction closes a client's stream,
+   * which it reopens a second later. This server sends nothing on the stream of its own. With room, a GET
+   * rebuilds the session as any request does. An unknown or ended session is 404, as for any request.
    */
   async function streamOfSessionOutOfMemory(id: string): Promise<Response> {
     const row = await store.findSession(deps.db, sha256Hex(id));
@@ -398,7 +399,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       // Held in the same turn as it is looked up: between a rebuild and the hold, another open may have
       // evicted it again (then it is rebuilt again).
       let live = sessions.get(id);
-      if (live === undefined && request.method === "GET") return streamOfSessionOutOfMemory(id);
+      // A stream alone brings a session back into memory only where there is room for it (below).
+      if (live === undefined && request.method === "GET" && sessions.size + reserved >= deps.config.mcpMaxSessions) return streamOfSessionOutOfMemory(id);
       for (let attempt = 0; live === undefined && attempt < 3; attempt++) {
         const rebuilt = await liveSession(id, client);
         if (rebuilt === null) return jsonRpcError(404, -32001, "Session not found");
