@@ -522,11 +522,16 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
 
   /** Whether a signature is on chain (any status), from the node's whole history; a failing node says no. */
   async function landedAlready(signature: string): Promise<boolean> {
-    try {
-      return ((await connection.getSignatureStatuses([signature], { searchTransactionHistory: true })).value[0] ?? null) !== null;
-    } catch {
-      return false;
-    }
+    return (await transactionStatus(signature).catch(() => null)) !== null;
+  }
+
+  /** What became of a transaction, from the node's whole history (Ledger.transactionStatus). */
+  async function transactionStatus(signature: string): Promise<"confirmed" | "failed" | "processed" | null> {
+    if (!isSignature(signature)) throw fieldError("signature", "not a transaction signature");
+    const status = (await call(() => connection.getSignatureStatuses([signature], { searchTransactionHistory: true }))).value[0] ?? null;
+    if (status === null) return null;
+    if (status.err !== null) return "failed";
+    return status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized" ? "confirmed" : "processed";
   }
 
   async function airdrop(text: string, amounts: AirdropAmounts): Promise<string[]> {
@@ -737,13 +742,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     buildTransfer,
     submit,
     getTransaction: (signature, options) => getTransaction(signature, options?.finalized === true ? "finalized" : "confirmed"),
-    transactionStatus: async (signature) => {
-      if (!isSignature(signature)) throw fieldError("signature", "not a transaction signature");
-      const status = (await call(() => connection.getSignatureStatuses([signature], { searchTransactionHistory: true }))).value[0] ?? null;
-      if (status === null) return null;
-      if (status.err !== null) return "failed";
-      return status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized" ? "confirmed" : "processed";
-    },
+    transactionStatus,
     history,
     signatures,
     ping: async () => {
