@@ -26,6 +26,7 @@ import m0024 from "./migrations/0024_webhook_fair_claim.sql" with { type: "text"
 import m0025 from "./migrations/0025_market_order_fee_terms.sql" with { type: "text" };
 import m0026 from "./migrations/0026_market_order_withdraw_request.sql" with { type: "text" };
 import m0027 from "./migrations/0027_mcp_unbound_sessions.sql" with { type: "text" };
+import m0028 from "./migrations/0028_mcp_bound_sessions.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -57,4 +58,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 25, name: "market_order_fee_terms", sql: m0025 },
   { version: 26, name: "market_order_withdraw_request", sql: m0026 },
   { version: 27, name: "mcp_unbound_sessions", sql: m0027 },
+  { version: 28, name: "mcp_bound_sessions", sql: m0028 },
 ];

@@ -1,9 +1,9 @@
 // The MCP part of the purge: ended records after a day, idle ones once every token they could hold is dead,
-// and records without a wallet past their cap.
+// and records with or without a wallet past their caps.
 import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { purgeMcpSessions } from "./purge.ts";
-import { endSession, findSession, insertSession, UNBOUND_SURPLUS } from "./store.ts";
+import { endSession, findSession, insertSession, BOUND_SURPLUS_FROM, UNBOUND_SURPLUS } from "./store.ts";
 import { STEP_ROWS } from "../db/steps.ts";
 
 test("ended, long-idle and idle never-bound MCP session records are purged; live ones stay", async () => {
@@ -64,4 +64,28 @@ test("more records than a purge step takes: every idle one and the whole surplus
   expect(await purgeMcpSessions(deps, { unboundKept: 5 })).toEqual({ mcpSessions: STEP_ROWS + 40 + 2 * STEP_ROWS + 4 });
   const left = deps.db.sqlite.query("SELECT id FROM mcp_sessions ORDER BY last_activity_at DESC").values().flat();
   expect(left).toEqual(["anon-0", "anon-1", "anon-2", "anon-3", "anon-4"]); // the cap keeps the most recently active
+});
+
+test("records bound to a wallet are bounded in number too: past their cap the least recently active go", async () => {
+  const { deps, clock } = await testDeps();
+  const now = clock.now();
+  const idle = 2 * deps.config.mcpSessionTimeoutMs + 60_000;
+  const insert = deps.db.sqlite.query(
+    "INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version, wallet, session_id, jti, bound_by) VALUES (?, ?, ?, '2025-06-18', ?, ?, ?, ?)",
+  );
+  // One sign-in's fingerprint binds every session its client opens: as many bound records as initializes.
+  deps.db.sqlite.run("BEGIN");
+  for (let i = 0; i < STEP_ROWS + 7; i++) insert.run(`fp-${i}`, now, now - idle - 10 - i * 2, "W", "s", "j", "fingerprint");
+  for (let i = 0; i < 3; i++) insert.run(`anon-${i}`, now, now - idle - 5 - i * 10, null, null, null, null);
+  insert.run("live", now, now, "W", "s", "j", "binding"); // may be in a server's memory: never counted
+  deps.db.sqlite.run("COMMIT");
+  await insertSession(deps.db, { id: "ended", createdAt: now, lastActivityAt: now - idle - 100_000, protocolVersion: "2025-06-18", fingerprint: null, wallet: "W", sessionId: "s", jti: "j", boundBy: "binding" });
+  await endSession(deps.db, "ended", now); // ended: its 404 is kept for a day, whatever the cap
+  expect(await purgeMcpSessions(deps, { boundKept: 5 })).toEqual({ mcpSessions: STEP_ROWS + 7 - 5 });
+  const left = deps.db.sqlite.query("SELECT id FROM mcp_sessions ORDER BY last_activity_at DESC").values().flat();
+  expect(left).toEqual(["live", "anon-0", "fp-0", "fp-1", "fp-2", "anon-1", "fp-3", "fp-4", "anon-2", "ended"]); // unbound ones count toward their own cap
+  // The surplus's start is found through the partial index, not a scan of every record.
+  const plan = deps.db.sqlite.query(`EXPLAIN QUERY PLAN ${BOUND_SURPLUS_FROM}`).all(now, 5) as { detail: string }[];
+  expect(plan.map((p) => p.detail).join("; ")).toContain("mcp_sessions_bound_activity");
+  expect(await purgeMcpSessions(deps, { boundKept: 5 })).toEqual({ mcpSessions: 0 }); // at the cap: nothing more
 });

@@ -1,7 +1,7 @@
 // SQL of MCP session records: what a session bound, so it can be rebuilt after an idle sweep. Records are
 // keyed by the SHA-256 of the session id: an id works like a password and is never stored.
 import type { Db } from "../db/open.ts";
-import { deleteInWindow, inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
+import { deleteFirst, deleteInWindow, inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
 export type McpSessionRow = {
   id: string;
@@ -77,17 +77,24 @@ export const UNBOUND_SURPLUS = `SELECT id FROM mcp_sessions WHERE wallet IS NULL
   ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?`;
 
 /**
- * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and, of the unbound ones idle
- * since before `cappableBefore`, those beyond the `unboundKept` most recent (through their partial index,
- * migration 27). `cappableBefore` leaves out every session that may still be in a server's memory (the
- * sweep drops one idle for a timeout and records its activity): deleting a live one's record would leave a
- * wallet it binds later unsaved.
+ * The last activity of the bound record just past the `kept` most recently active among those idle since
+ * before `?` (through the partial index of migration 28): it and older ones are the surplus. No row: none.
+ */
+export const BOUND_SURPLUS_FROM = `SELECT last_activity_at AS at FROM mcp_sessions WHERE wallet IS NOT NULL AND ended_at IS NULL
+  AND last_activity_at < ? ORDER BY last_activity_at DESC LIMIT 1 OFFSET ?`;
+
+/**
+ * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and, of those idle since before
+ * `cappableBefore`, the unbound ones beyond the `unboundKept` most recent (through their partial index,
+ * migration 27) and the bound ones beyond the `boundKept` most recent (migration 28). `cappableBefore`
+ * leaves out every session that may still be in a server's memory (the sweep drops one idle for a timeout
+ * and records its activity): deleting a live one's record would leave a wallet it binds later unsaved.
  */
 export async function purgeSessions(
   db: Db,
   endedBefore: number,
   idleBefore: number,
-  unbound: { kept: number; cappableBefore: number },
+  caps: { unboundKept: number; boundKept: number; cappableBefore: number },
   stopping?: AbortSignal,
 ): Promise<number> {
   // In steps of STEP_ROWS, each its own write (db/steps.ts): a walk for the old ones, then the surplus.
@@ -104,9 +111,21 @@ export async function purgeSessions(
       stepOf(
         db.sqlite
           .query(`DELETE FROM mcp_sessions WHERE id IN (SELECT id FROM (${UNBOUND_SURPLUS}) LIMIT ${STEP_ROWS})`)
-          .run(unbound.cappableBefore, unbound.kept).changes,
+          .run(caps.cappableBefore, caps.unboundKept).changes,
       ),
     stopping,
   );
-  return old + surplus;
+  // Where the bound surplus starts is read once (one walk of `boundKept` index entries, not one per step),
+  // then the records from there down go in steps, oldest first.
+  const from = await db.read(() => (db.sqlite.query(BOUND_SURPLUS_FROM).get(caps.cappableBefore, caps.boundKept) as { at: number } | null)?.at);
+  const bound =
+    from === undefined || stopping?.aborted === true
+      ? 0
+      : await inSteps(
+          db,
+          0,
+          () => deleteFirst(db, "mcp_sessions", "wallet IS NOT NULL AND ended_at IS NULL AND last_activity_at <= ?", "last_activity_at", from),
+          stopping,
+        );
+  return old + surplus + bound;
 }
