@@ -465,6 +465,59 @@ describe("rejections", () => {
     }
   });
 
+  test("a lost first send is re-sent through preflight: a failing transaction is never executed and charged", async () => {
+    rpc.setStrictPreflight(true);
+    let dropped = 0;
+    // The first sendTransaction never reaches the node and its answer is lost: the node knows nothing of it.
+    const lossy: typeof fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      if (dropped === 0 && typeof init?.body === "string" && init.body.includes('"sendTransaction"')) {
+        dropped++;
+        return new Response("bad gateway", { status: 502 });
+      }
+      return fetch(input, init);
+    }) as typeof fetch;
+    const flaky = makeLedger(rpc.url, { fetch: lossy });
+    try {
+      const alice = wallet(SOL);
+      const wire = await signedTransfer(alice, addr(wallet()), "sol", 5n * SOL); // more than alice has
+      const sendsBefore = rpc.calls.filter((c) => c === "sendTransaction").length;
+      const pending = failure(flaky.submit(wire));
+      await Bun.sleep(400); // several re-send periods: the first re-send is refused by preflight, then none
+      rpc.advanceSlots(200);
+      const e = await pending;
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "preflight_failed"]);
+      expect(e.message).toContain("nothing was charged");
+      expect(rpc.calls.filter((c) => c === "sendTransaction").length - sendsBefore).toBe(1); // the refused re-send only
+      expect(await ledger.transactionStatus(parseTransaction(wire).signature)).toBeNull();
+      expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+    } finally {
+      rpc.setStrictPreflight(false);
+      await flaky.stop();
+    }
+  });
+
+  test("a blockhash refusal whose earlier landing cannot be looked up is unknown, never \"nothing was charged\"", async () => {
+    const alice = wallet(SOL);
+    const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);
+    await ledger.submit(wire);
+    rpc.expireBlockhash();
+    const blind: typeof fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      if (typeof init?.body === "string" && init.body.includes("searchTransactionHistory")) return new Response("unavailable", { status: 503 });
+      return fetch(input, init);
+    }) as typeof fetch;
+    const flaky = makeLedger(rpc.url, { fetch: blind });
+    try {
+      for (const options of [{}, { ownTransfer: true }]) {
+        const e = await failure(flaky.submit(wire, options));
+        expect([e.code, (e.extra.details as { signature?: string }).signature]).toEqual(["CHAIN_UNAVAILABLE", parseTransaction(wire).signature]);
+        expect(e.message).not.toContain("nothing was charged");
+        expectNoSecret(e);
+      }
+    } finally {
+      await flaky.stop();
+    }
+  });
+
   test("a node whose block height stops moving is waited for at most the confirmation limit, then the outcome is unknown with the signature", async () => {
     const alice = wallet(SOL);
     const wire = await signedTransfer(alice, addr(wallet()), "sol", SOL / 10n);

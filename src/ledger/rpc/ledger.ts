@@ -75,8 +75,11 @@ const MAX_REMEMBERED_BLOCKHASHES = 256;
 const HISTORY_FETCH_CONCURRENCY = 8;
 /** Consecutive failed polls tolerated while waiting for a sent transaction (a blip should not lose its outcome). */
 const MAX_POLL_FAILURES = 5;
-/** Re-sending the identical signed bytes is safe (same signature, executes at most once) and helps them land. */
-const REBROADCAST_MS = 2000;
+/**
+ * Re-sending the identical signed bytes is safe (same signature, executes at most once) and helps them land:
+ * every this many polls (2 s at the default interval).
+ */
+const REBROADCAST_POLLS = 5;
 /**
  * The longest a sent transaction is waited for: its blockhash's 150 blocks (~60-90 s) and finality after it.
  * A node whose block height stops moving would otherwise be polled without end.
@@ -445,6 +448,11 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   async function confirm(signature: string, lastValidBlockHeight: number, target: Commitment, tx: ParsedTransaction | null, wire: Uint8Array | null): Promise<SignatureStatus> {
     let failures = 0;
     let lastSentAt = performance.now();
+    // Re-sends go through preflight as the first send did: bytes whose first answer was lost may never have
+    // reached the node, and a failing transaction sent without preflight would land, fail and be charged its
+    // fee. Once preflight refuses them they are not sent again; the signature is still polled (the first
+    // send may yet land), and if it never lands the refusal is the answer: nothing executed.
+    let refused: AppError | null = null;
     const giveUpAt = performance.now() + confirmLimitMs;
     for (;;) {
       if (performance.now() > giveUpAt) {
@@ -464,10 +472,14 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
           }
           if (status.err === null && statusReached(status, target)) return status;
         } else if (height > lastValidBlockHeight) {
-          throw rejected("blockhash_expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
-        } else if (wire !== null && performance.now() - lastSentAt >= REBROADCAST_MS) {
+          throw refused ?? rejected("blockhash_expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
+        } else if (wire !== null && refused === null && performance.now() - lastSentAt >= REBROADCAST_POLLS * pollIntervalMs) {
           lastSentAt = performance.now();
-          connection.sendRawTransaction(wire, { skipPreflight: true, maxRetries: 0 }).catch(() => undefined);
+          connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" }).catch((e: unknown) => {
+            if (!(e instanceof RpcCallError) || tx === null || (e.rpcCode !== -32002 && e.rpcCode !== -32003)) return;
+            const refusal = sendFailure(e, tx, false);
+            if (refusal.code !== "CONFLICT") refused ??= refusal; // already processed: its status will show
+          });
         }
       } catch (e) {
         if (e instanceof AppError) throw e;
@@ -516,13 +528,18 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
    */
   async function duplicateIfLanded(refused: unknown, signature: string): Promise<unknown> {
     const reason = refused instanceof AppError ? (refused.extra.details as { reason?: unknown } | undefined)?.reason : undefined;
-    if (reason !== "blockhash_not_found" || !(await landedAlready(signature))) return refused;
-    return new AppError("CONFLICT", "this transaction was already submitted, and it landed", { details: { signature } });
-  }
-
-  /** Whether a signature is on chain (any status), from the node's whole history; a failing node says no. */
-  async function landedAlready(signature: string): Promise<boolean> {
-    return (await transactionStatus(signature).catch(() => null)) !== null;
+    if (reason !== "blockhash_not_found") return refused;
+    let landed: boolean;
+    try {
+      landed = (await transactionStatus(signature)) !== null;
+    } catch (e) {
+      // Whether the bytes landed before is unknown: not "nothing was charged".
+      const cause = e instanceof AppError ? e.message : redact(summarize(e));
+      return new AppError("CHAIN_UNAVAILABLE", `${cause}; the transaction's blockhash is no longer valid and whether ${signature} landed before is unknown`, {
+        details: { signature },
+      });
+    }
+    return landed ? new AppError("CONFLICT", "this transaction was already submitted, and it landed", { details: { signature } }) : refused;
   }
 
   /** What became of a transaction, from the node's whole history (Ledger.transactionStatus). */
