@@ -103,6 +103,23 @@ describe("loadConfig", () => {
     expect(loadConfig({ NETWORK: "mainnet", ...secrets, FINGERPRINT_RESTORE: "on" }).fingerprintRestore).toBe(true);
   });
 
+  test("mainnet speaks to its RPC over https, in the clear only to this machine or a private address", () => {
+    const secrets = { NETWORK: "mainnet", JWT_SECRET: "x".repeat(32), WALLET_ENCRYPTION_KEY: "ab".repeat(32) };
+    for (const url of ["http://rpc.example/?api-key=SECRET123", "http://93.184.216.34:8899", "http://[2606:4700::1111]:8899"]) {
+      let message = "";
+      try {
+        loadConfig({ ...secrets, SOLANA_RPC_URL: url });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect([url, message]).toEqual([url, "SOLANA_RPC_URL must be an https URL on mainnet (plain http only to localhost or a private network address)"]);
+    }
+    for (const url of ["https://rpc.example/?api-key=k", "http://127.0.0.1:8899", "http://localhost:8899", "http://10.0.0.5:8899", "http://[::1]:8899"]) {
+      expect(loadConfig({ ...secrets, SOLANA_RPC_URL: url }).solanaRpcUrl).toBe(url);
+    }
+    expect(loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "http://rpc.example" }).solanaRpcUrl).toBe("http://rpc.example"); // devnet: test money
+  });
+
   test("ledger settings: RPC URL per network, service token symbol, mint and decimals", () => {
     expect(loadConfig({}).solanaRpcUrl).toBeNull();
     expect(loadConfig({ SOLANA_RPC_URL: "http://127.0.0.1:8899" }).solanaRpcUrl).toBeNull(); // localnet: the embedded ledger

@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { createFilesDurably } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
-import { isListenHost, MAX_TRUSTED_HOPS, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
+import { isListenHost, MAX_TRUSTED_HOPS, namesPrivateHost, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 import { DAY_MS } from "./lib/clock.ts";
 
 export type Network = "localnet" | "devnet" | "mainnet";
@@ -141,6 +141,15 @@ function onOff(vars: Vars, name: keyof Vars, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be on or off, got "${vars[name]}"`);
 }
 
+/** A URL's host as `new URL` writes it ("" when it does not parse). */
+function hostOf(url: string): string {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return "";
+  }
+}
+
 function secret(vars: Vars, name: keyof Vars): string | null {
   const raw = vars[name];
   if (raw === undefined || raw === "") return null;
@@ -209,6 +218,11 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   if (rawRpc !== null && !/^https?:\/\/[^\s]+$/.test(rawRpc)) {
     // Not echoed: RPC providers put their API key in the URL.
     throw new ConfigError("SOLANA_RPC_URL must be an http(s) URL");
+  }
+  // On mainnet the node's answers decide which payments count: over plain http anyone on the path could
+  // forge them. A node on this machine or a private network address may be spoken to in the clear.
+  if (mainnet && rawRpc !== null && /^http:/i.test(rawRpc) && !namesPrivateHost(hostOf(rawRpc))) {
+    throw new ConfigError("SOLANA_RPC_URL must be an https URL on mainnet (plain http only to localhost or a private network address)");
   }
   const solanaRpcUrl = network === "localnet" ? null : (rawRpc ?? DEVNET_RPC_URL);
 

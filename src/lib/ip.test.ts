@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { networkKey, normalizeIp, parseTrustProxy, resolveClientIp } from "./ip.ts";
+import { isPublicAddress, namesPrivateHost, networkKey, normalizeIp, parseTrustProxy, resolveClientIp } from "./ip.ts";
 
 describe("client address", () => {
   test("normalises IPv4-mapped IPv6 and compresses IPv6", () => {
@@ -47,5 +47,26 @@ describe("client address", () => {
     expect(parseTrustProxy("32")).toEqual({ kind: "hops", hops: 32 });
     const written = parseTrustProxy(" 10.0.0.0/8 , ::1, 2001:db8::/32 ")!;
     expect(written.kind === "cidrs" && written.ranges.map(([a, bits]) => `${a.toString()}/${bits}`)).toEqual(["10.0.0.0/8", "::1/128", "2001:db8::/32"]);
+  });
+});
+
+describe("isPublicAddress", () => {
+  test("public unicast passes, including IPv6 forms that carry a public IPv4", () => {
+    for (const ip of ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]) {
+      expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: true });
+    }
+    for (const ip of ["not-an-ip", "", "2001:db8::1", "64:ff9b:1::a00:1", "::7f00:1", "::a00:1", "::808:808"]) expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: false });
+  });
+});
+
+describe("namesPrivateHost (a URL's host refused before any DNS)", () => {
+  test("address literals that are not public and localhost names, as new URL writes them", () => {
+    const host = (url: string) => new URL(url).hostname;
+    for (const url of ["http://127.0.0.1/", "http://LOCALHOST./", "http://a.localhost/", "http://[::1]/", "http://[fe80::1]/", "http://[::ffff:10.0.0.1]/", "http://0x7f.1/", "http://2130706433/", "http://169.254.169.254/"]) {
+      expect([url, namesPrivateHost(host(url))]).toEqual([url, true]);
+    }
+    for (const url of ["https://example.com/", "https://93.184.216.34/", "https://[2606:2800:220:1:248:1893:25c8:1946]/", "https://localhost.example.com/"]) {
+      expect([url, namesPrivateHost(host(url))]).toEqual([url, false]);
+    }
   });
 });

@@ -1,4 +1,5 @@
-// Client addresses: normalising, grouping IPv6 by /64, and reading X-Forwarded-For behind trusted proxies.
+// Client addresses: normalising, grouping IPv6 by /64, reading X-Forwarded-For behind trusted proxies, and
+// telling public addresses from private ones (the outbound guard, the RPC URL rule).
 import ipaddr from "ipaddr.js";
 
 /** Who may append to X-Forwarded-For: a number of proxy hops, or the proxies' CIDR ranges. */
@@ -113,4 +114,56 @@ export function resolveClientIp(socketIp: string, forwardedFor: string | null, t
     i--;
   }
   return normalizeIp(chain[i]!) ?? peer;
+}
+
+/** The IPv4 address embedded in an IPv6 one that routes to it (mapped, NAT64 well-known, 6to4), if any. */
+function embeddedIpv4(ip: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const p = ip.parts;
+  const fromWords = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+  switch (ip.range()) {
+    case "ipv4Mapped":
+      return ip.toIPv4Address();
+    case "rfc6052":
+      // 64:ff9b::/96 carries the address in its last 32 bits; the local-use 64:ff9b:1::/48 is refused outright.
+      return p[0] === 0x64 && p[1] === 0xff9b && p[2] === 0 && p[3] === 0 && p[4] === 0 && p[5] === 0 ? fromWords(p[6]!, p[7]!) : null;
+    case "6to4":
+      return fromWords(p[1]!, p[2]!);
+    default:
+      return null;
+  }
+}
+
+/**
+ * True only for public unicast addresses. Everything ipaddr.js names otherwise is refused: private,
+ * loopback, link-local (169.254.169.254, the cloud metadata address, is one), unique-local (fd00:ec2::254
+ * is AWS's IPv6 metadata), CGNAT (100.100.100.200 is Alibaba's), multicast, broadcast, unspecified,
+ * reserved (192.0.0.192 is Oracle's). IPv6 forms that carry an IPv4 address are judged by that address.
+ */
+export function isPublicAddress(address: string): boolean {
+  let ip: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    ip = ipaddr.parse(address);
+  } catch {
+    return false;
+  }
+  if (ip.kind() === "ipv4") return ip.range() === "unicast";
+  const v6 = ip as ipaddr.IPv6;
+  const range = v6.range();
+  // ::a.b.c.d (IPv4-compatible, deprecated by RFC 4291) is "unicast" to ipaddr.js; a URL host spelled
+  // [::127.0.0.1] becomes [::7f00:1]. No public destination is written that way: refused.
+  if (range === "unicast") return !v6.parts.slice(0, 6).every((part) => part === 0);
+  const v4 = embeddedIpv4(v6);
+  return v4 !== null && v4.range() === "unicast";
+}
+
+/**
+ * A URL host that can only mean a non-public target whatever DNS says: an address literal that is not
+ * public (as `new URL` writes it: IPv6 in brackets, other IPv4 spellings already made dotted), or
+ * `localhost` and its subdomains (RFC 6761). Other names are judged when sent, after resolution.
+ */
+export function namesPrivateHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, "");
+  if (host === "localhost" || host.endsWith(".localhost")) return true;
+  const literal = host.startsWith("[") ? host.slice(1, -1) : host;
+  return ipaddr.isValid(literal) && !isPublicAddress(literal);
 }

@@ -4,7 +4,7 @@ import { AppError, invalidField } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
-import { namesPrivateHost } from "./guarded-fetch.ts";
+import { namesPrivateHost } from "../lib/ip.ts";
 import { formatWebhookSecret, WEBHOOK_SECRET_BYTES } from "./signing.ts";
 import * as store from "./store.ts";
 
