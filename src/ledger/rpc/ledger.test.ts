@@ -379,6 +379,21 @@ describe("rejections", () => {
     expect((await transfer(alice, bob, "sol", SOL / 2n, undefined, { ownTransfer: true })).fee).toBe(FEE);
   });
 
+  test("two own transfers from one wallet at once, with funds for one: the second's trial sees the first, and costs nothing", async () => {
+    for (const token of ["sol", "usdc"] as const) {
+      const alice = wallet(SOL);
+      if (token === "usdc") rpc.mintTokens(USDC_MINTS.devnet, addr(alice), 3n * USDC);
+      const amount = token === "sol" ? (SOL * 6n) / 10n : 2n * USDC;
+      const wires = await Promise.all([0, 1].map(async () => signedTransfer(alice, addr(wallet(SOL)), token, amount)));
+      const outcomes = await Promise.allSettled(wires.map((w) => ledger.submit(w, { ownTransfer: true })));
+      const codes = outcomes.map((o) => (o.status === "fulfilled" ? "ok" : (o.reason as AppError).code)).sort();
+      expect([token, codes]).toEqual([token, ["INSUFFICIENT_FUNDS", "ok"]]);
+      const balances = await ledger.getBalances(addr(alice));
+      expect([token, token === "sol" ? balances.sol : balances.usdc]).toEqual([token, token === "sol" ? SOL - amount - FEE : USDC]);
+      if (token === "usdc") expect(balances.sol).toBe(SOL - FEE - TOKEN_ACCOUNT_RENT); // one fee: the refused one was never sent
+    }
+  });
+
   test("an own transfer that would fail for another reason is preflight_failed: never sent, free", async () => {
     const alice = wallet(SOL);
     const wire = await signedTransfer(alice, "SysvarRent111111111111111111111111111111111", "sol", SOL / 10n);

@@ -6,6 +6,7 @@ import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { sleep } from "../../lib/sleep.ts";
+import { createKeyedLock } from "../../lib/keyed-lock.ts";
 import {
   recipientBelowRent,
   requireHistoryLimit,
@@ -428,6 +429,9 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     return unavailable(e);
   }
 
+  /** The service's own transfers in flight, one per fee payer (submit). */
+  const ownTransfers = createKeyedLock();
+
   /** The service's own transfers: a dry run first, so a shortfall costs nothing (no fee is charged for it). */
   async function preflightOwnTransfer(wire: Uint8Array, tx: ParsedTransaction): Promise<void> {
     let err: unknown;
@@ -501,25 +505,46 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     // An empty slot would only come back as "signature verification failure"; say which signature is missing.
     const missing = tx.signatures.findIndex((s) => s.every((b) => b === 0));
     if (missing !== -1) throw rejected("missing_signature", `the transaction lacks the signature of ${tx.accountKeys[missing]}`);
+    const target: Commitment = submitOptions.finalized === true ? "finalized" : "confirmed";
+    let status: SignatureStatus;
     if (submitOptions.ownTransfer === true) {
-      try {
-        await preflightOwnTransfer(wire, tx);
-      } catch (err) {
-        throw await duplicateIfLanded(err, tx.signature);
-      }
+      // One own transfer per fee payer at a time, from its trial until the cluster confirms it: the trial reads
+      // the confirmed state, so two tried side by side would both pass and the second fail on chain with its
+      // fee. In turn, the second's trial sees the first's debit and a shortfall costs nothing. Finality is
+      // waited for outside the turn.
+      const sent = await ownTransfers.run(tx.accountKeys[0]!, async () => {
+        try {
+          await preflightOwnTransfer(wire, tx);
+        } catch (err) {
+          throw await duplicateIfLanded(err, tx.signature);
+        }
+        return send(wire, tx, true);
+      });
+      status = target === "finalized" ? await confirm(tx.signature, sent.lastValidBlockHeight, "finalized", tx, wire) : sent.status;
+    } else {
+      status = (await send(wire, tx, false, target)).status;
     }
+    return { signature: tx.signature, slot: status.slot, confirmedAt: clock.now(), fee: transactionFee(tx) };
+  }
+
+  /** Sends the bytes once and follows them until `target` (Ledger.submit's rules for each outcome). */
+  async function send(
+    wire: Uint8Array,
+    tx: ParsedTransaction,
+    ownTransfer: boolean,
+    target: Commitment = "confirmed",
+  ): Promise<{ status: SignatureStatus; lastValidBlockHeight: number }> {
     const lastValidBlockHeight = await lastValidHeightOf(tx.recentBlockhash);
     try {
       await connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" });
     } catch (e) {
       if (lifetime.signal.aborted) throw unavailable(e);
-      if (e instanceof RpcCallError) throw await duplicateIfLanded(sendFailure(e, tx, submitOptions.ownTransfer === true), tx.signature);
+      if (e instanceof RpcCallError) throw await duplicateIfLanded(sendFailure(e, tx, ownTransfer), tx.signature);
       // No answer (a timeout, an HTTP error, a reset): the node may have taken it. Its outcome is looked for
       // by its signature, re-sending the same bytes, until it lands or its blockhash can no longer land; a
       // caller never hears "unavailable" for a transaction that then lands without its signature.
     }
-    const status = await confirm(tx.signature, lastValidBlockHeight, submitOptions.finalized === true ? "finalized" : "confirmed", tx, wire);
-    return { signature: tx.signature, slot: status.slot, confirmedAt: clock.now(), fee: transactionFee(tx) };
+    return { status: await confirm(tx.signature, lastValidBlockHeight, target, tx, wire), lastValidBlockHeight };
   }
 
   /**
