@@ -1,7 +1,8 @@
 // The RPC ledger's real @solana/web3.js code against a LiteSVM-backed JSON-RPC server on 127.0.0.1: balances,
 // airdrops, transfers, parsing, history, every rejection reason, and an RPC that is down, failing or slow.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Keypair, VersionedTransaction } from "@solana/web3.js";
+import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_ID } from "@solana/spl-token";
 import { AppError } from "../../errors.ts";
 import { manualClock } from "../../lib/clock.ts";
 import { decodeBase58 } from "../../lib/encoding.ts";
@@ -124,6 +125,36 @@ describe("tokens and balances", () => {
     rpc.mintTokens(mint, addr(owner), 42n * USDC);
     expect(await withMint.getBalances(addr(owner))).toEqual({ sol: SOL, usdc: 0n, wgt: 42n * USDC });
     await withMint.stop();
+  });
+
+  test("a service token mint that is not what the configuration says is refused on first use, naming the variable", async () => {
+    const owner = wallet(SOL);
+    const token2022 = Keypair.generate().publicKey;
+    const mintData = (decimals: number) => {
+      const data = new Uint8Array(MINT_SIZE);
+      MintLayout.encode({ mintAuthorityOption: 0, mintAuthority: PublicKey.default, supply: 0n, decimals, isInitialized: true, freezeAuthorityOption: 0, freezeAuthority: PublicKey.default }, data);
+      return data;
+    };
+    rpc.svm.setAccount(token2022, { lamports: 1_461_600, data: mintData(6), owner: TOKEN_2022_PROGRAM_ID, executable: false });
+    const cases: [string, string][] = [
+      [rpc.createMint(9), "has 9 decimals, but SERVICE_TOKEN_DECIMALS is 6: set SERVICE_TOKEN_DECIMALS=9"],
+      [token2022.toBase58(), "is a Token-2022 mint; only SPL Token mints are supported"],
+      [addr(wallet(SOL)), "is not an SPL Token mint"],
+      [Keypair.generate().publicKey.toBase58(), "has no account on devnet"],
+    ];
+    for (const [mint, said] of cases) {
+      const misconfigured = makeLedger(rpc.url, { tokens: rpcTokens("devnet", { symbol: "wgt", decimals: 6, mint }) });
+      try {
+        for (const call of [misconfigured.getBalances(addr(owner)), misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "wgt", amount: 1n })]) {
+          const e = await failure(call);
+          expect([mint, e.code, e.message]).toEqual([mint, "NOT_SUPPORTED", `SERVICE_TOKEN_MINT (${mint}, the wgt token) ${said}`]);
+        }
+        // SOL and USDC transfers do not depend on it.
+        expect((await misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "sol", amount: 1n })).length).toBeGreaterThan(0);
+      } finally {
+        await misconfigured.stop();
+      }
+    }
   });
 
   test("latestBlockhash is the cluster's, with its last valid block height", async () => {

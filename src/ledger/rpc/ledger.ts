@@ -1,7 +1,7 @@
 // The Solana RPC ledger (devnet, mainnet): the Ledger interface over @solana/web3.js v1's Connection, confirming
 // by polling signature statuses against the blockhash's last valid block height (no websocket needed).
 import { Connection, PublicKey, SystemProgram, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
-import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from "@solana/spl-token";
+import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
@@ -330,6 +330,31 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     return token.mint;
   }
 
+  /** SERVICE_TOKEN_MINT once it was found to be what the configuration says (read on first use). */
+  let serviceMintChecked = false;
+
+  /**
+   * The service token's mint (SERVICE_TOKEN_MINT) as configured: an SPL Token mint (a Token-2022 one keeps its
+   * accounts elsewhere, so its balances would read 0 and its transfers fail) with SERVICE_TOKEN_DECIMALS (else
+   * every amount of it would be shown scaled wrong). Read on first use, not at start: start-up does not wait
+   * for the network. Until it passes, balances and transfers say what is wrong instead of answering.
+   */
+  async function requireServiceMint(): Promise<void> {
+    const token = tokens.find((t) => t.kind === "spl" && t.key !== "usdc" && t.mint !== null);
+    if (serviceMintChecked || token === undefined) return;
+    const info = await call(() => connection.getAccountInfo(new PublicKey(token.mint!), "confirmed"));
+    const what = `SERVICE_TOKEN_MINT (${token.mint}, the ${token.key} token)`;
+    if (info === null) throw new AppError("NOT_SUPPORTED", `${what} has no account on ${network}`);
+    if (info.owner.equals(TOKEN_2022_PROGRAM_ID)) throw new AppError("NOT_SUPPORTED", `${what} is a Token-2022 mint; only SPL Token mints are supported`);
+    if (!info.owner.equals(TOKEN_PROGRAM_ID) || info.data.length !== MINT_SIZE) throw new AppError("NOT_SUPPORTED", `${what} is not an SPL Token mint`);
+    const { decimals, isInitialized } = MintLayout.decode(info.data);
+    if (!isInitialized) throw new AppError("NOT_SUPPORTED", `${what} is not initialized`);
+    if (decimals !== token.decimals) {
+      throw new AppError("NOT_SUPPORTED", `${what} has ${decimals} decimals, but SERVICE_TOKEN_DECIMALS is ${token.decimals}: set SERVICE_TOKEN_DECIMALS=${decimals}`);
+    }
+    serviceMintChecked = true;
+  }
+
   function remember(blockhash: Blockhash): void {
     issued.delete(blockhash.blockhash);
     issued.set(blockhash.blockhash, blockhash.lastValidBlockHeight);
@@ -620,6 +645,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
+    if (spl !== null && token.key !== "usdc") await requireServiceMint();
     const missing = async (owner: string) => spl !== null && !(await tokenAccountExists(associatedTokenAddress(owner, spl.mint)));
     const createRecipientAccount = await missing(intent.to);
     const createSplitAccount = intent.split === undefined ? false : await missing(intent.split.to);
@@ -629,6 +655,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
 
   async function getBalances(text: string): Promise<Balances> {
     const owner = address(text, "address");
+    await requireServiceMint();
     const entries = await Promise.all(
       tokens.map(async (token): Promise<[string, bigint]> => {
         if (token.kind === "native") return [token.key, BigInt(await call(() => connection.getBalance(owner, "confirmed")))];
