@@ -316,7 +316,7 @@ describe("walletgate restore", () => {
     }
   }, 60_000);
 
-  test("revocations made after the backup survive the restore: session tokens, revoke-all, API keys, feature tokens", async () => {
+  test("revocations made after the backup survive the restore (session tokens, revoke-all, API keys, feature tokens), and custodial wallets made since keep their keys", async () => {
     const server = await start();
     const dir = tempDir();
     try {
@@ -348,6 +348,10 @@ describe("walletgate restore", () => {
       expect((await dash(`/keys/${keys[0]!.keyId}`, { method: "DELETE" })).status).toBe(200);
       const pub = (path: string, key: string, body: unknown) => call(server.url, `/public${path}`, { body, headers: { "x-api-key": key } });
       expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
+      // After the backup: a custodial wallet made, whose key exists nowhere else (on devnet and mainnet its money is on chain).
+      const late = (await call(server.url, "/mcp", { body: { tool: "wallet_create", params: {} } })).body.data.address as string;
+      const exported = await runCli(["wallets", "export", late], { DATA_DIR: server.dataDir });
+      expect([exported.code, exported.stdout.trim().length > 0]).toEqual([0, true]);
       await server.stop();
       const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
       expect(out.code).toBe(0);
@@ -360,6 +364,10 @@ describe("walletgate restore", () => {
         webhookSecrets: 1,
       });
       expect(out.stderr).toContain("carried over");
+      expect(JSON.parse(out.stdout).walletKeys).toEqual({ custodialWallets: 1, escrows: 0, notCarried: [] });
+      expect(out.stderr).toContain("custodial wallets made after the backup, their keys carried over: 1");
+      const again = await runCli(["wallets", "export", late], { DATA_DIR: server.dataDir });
+      expect([again.code, again.stdout]).toEqual([0, exported.stdout]); // the same key
       const after = await server.restart();
       servers.push(after);
       expect(await status(after.url, revoked.sessionToken)).toBe("TOKEN_REVOKED");

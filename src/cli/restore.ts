@@ -19,6 +19,22 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
           `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets\n`,
       );
     }
+    const keys = result.walletKeys;
+    if (keys !== null && "skipped" in keys) {
+      process.stderr.write(
+        `warning: custodial wallets made after the backup were NOT carried over (${keys.skipped}): their keys are only in ${result.movedAside}; keep that file\n`,
+      );
+    } else if (keys !== null) {
+      if (keys.custodialWallets > 0) {
+        process.stderr.write(`custodial wallets made after the backup, their keys carried over: ${keys.custodialWallets} (${keys.escrows} escrow records)\n`);
+      }
+      if (keys.notCarried.length > 0) {
+        process.stderr.write(
+          `warning: ${keys.notCarried.length} custodial wallets made after the backup were NOT carried over (sealed under another WALLET_ENCRYPTION_KEY than the backup's): ` +
+            `their keys are only in ${result.movedAside}; keep that file and its key. They are: ${keys.notCarried.join(", ")}\n`,
+        );
+      }
+    }
     process.stderr.write("restored; start the server with the secret files (or JWT_SECRET, WALLET_ENCRYPTION_KEY) of the backup's DATA_DIR\n");
     return 0;
   } catch (err) {

@@ -68,6 +68,7 @@ test("killed just before the backup takes the name: the name still holds the old
   expect(owners(result.movedAside!)).toBe(7);
   // None were made.
   expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0 });
+  expect(result.walletKeys).toEqual({ custodialWallets: 0, escrows: 0, notCarried: [] });
   // No copy left, nor a log of the copy (written carrying revocations): folded in before it took the name.
   expect(readdirSync(dataDir).filter((name) => name.includes(".restoring-"))).toEqual([]);
 });
@@ -84,6 +85,50 @@ test("a restore over a damaged database (what restores are for) puts the backup 
   expect(owners(path)).toBe(3);
   expect(await Bun.file(result.movedAside!).text()).toBe("not a database at all");
   expect(result.revocations).toEqual({ skipped: expect.stringContaining("cannot be read") }); // said, and the restore done
+  expect(result.walletKeys).toEqual({ skipped: expect.stringContaining("cannot be read") });
+});
+
+test("custodial wallets made after the backup keep their keys: carried over when sealed under the backup's key, else named", () => {
+  const wallet = (db: Database, address: string) =>
+    db.run("INSERT INTO custodial_wallets (address, secret_iv, secret_ciphertext, created_at) VALUES (?, ?, ?, ?)", [address, new Uint8Array(12).fill(1), new Uint8Array(80).fill(2), Date.now()]);
+  const keyCheck = (db: Database, check: string) => db.run("INSERT INTO sealing_key_check (id, key_check) VALUES (1, ?)", [check]);
+  const open = (path: string) => new Database(path);
+  // One case each: the backup's key check, whether the backup holds a wallet of its own, and the replaced one's check.
+  const cases = [
+    { name: "same key", backupCheck: "K", backupWallet: true, replacedCheck: "K", carried: true },
+    { name: "backup with nothing sealed yet", backupCheck: null, backupWallet: false, replacedCheck: "K", carried: true },
+    { name: "another key", backupCheck: "K", backupWallet: true, replacedCheck: "OTHER", carried: false },
+    { name: "backup sealed before key checks were kept", backupCheck: null, backupWallet: true, replacedCheck: "K", carried: false },
+  ];
+  for (const c of cases) {
+    const path = join(newDir(), "walletgate.db");
+    const backup = join(newDir(), "backup.db");
+    database(backup, 0);
+    let db = open(backup);
+    if (c.backupCheck !== null) keyCheck(db, c.backupCheck);
+    if (c.backupWallet) wallet(db, "OldWallet");
+    db.close();
+    copyFileSync(backup, path); // the live database went on from the backup…
+    db = open(path);
+    db.run("DELETE FROM sealing_key_check");
+    keyCheck(db, c.replacedCheck);
+    wallet(db, "NewWallet1"); // …and made two wallets, one of them escrow's
+    wallet(db, "EscrowWallet");
+    db.run("INSERT INTO market_escrow (network, address, created_at) VALUES ('devnet', 'EscrowWallet', ?)", [Date.now()]);
+    db.close();
+    const result = restoreDatabase(path, backup, new Date());
+    db = open(path);
+    const addresses = db.query("SELECT address FROM custodial_wallets ORDER BY address").values().flat();
+    const escrow = db.query("SELECT address FROM market_escrow").values().flat();
+    const check = db.query("SELECT key_check FROM sealing_key_check").values().flat();
+    db.close();
+    const old = c.backupWallet ? ["OldWallet"] : [];
+    if (c.carried) {
+      expect([c.name, result.walletKeys, addresses, escrow, check]).toEqual([c.name, { custodialWallets: 2, escrows: 1, notCarried: [] }, ["EscrowWallet", "NewWallet1", ...old], ["EscrowWallet"], [c.replacedCheck]]);
+    } else {
+      expect([c.name, result.walletKeys, addresses, escrow]).toEqual([c.name, { custodialWallets: 0, escrows: 0, notCarried: ["NewWallet1", "EscrowWallet"] }, old, []]);
+    }
+  }
 });
 
 test("copies left by a backup or restore killed mid-way are deleted by a later run once stale; fresh ones (a run going on) stay", () => {

@@ -5,6 +5,7 @@ import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "./leftovers.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
+import { holdsSealedData } from "./sealed.ts";
 
 export class RestoreError extends Error {
   override name = "RestoreError";
@@ -127,7 +128,21 @@ export type CarriedRevocations =
     }
   | { skipped: string };
 
-export type RestoreResult = { restored: string; schemaVersion: number; movedAside: string | null; revocations: CarriedRevocations | null };
+/**
+ * Custodial wallet keys the replaced database held and the backup did not (wallets made after the backup,
+ * escrow's among them), copied over: the wallets' money is on chain and their keys exist nowhere else. Keys
+ * sealed under another wallet encryption key than the backup's are not copied: `notCarried` names those
+ * wallets, whose keys stay in the replaced database. `skipped` when that database could not be read.
+ */
+export type CarriedWalletKeys = { custodialWallets: number; escrows: number; notCarried: string[] } | { skipped: string };
+
+export type RestoreResult = {
+  restored: string;
+  schemaVersion: number;
+  movedAside: string | null;
+  revocations: CarriedRevocations | null;
+  walletKeys: CarriedWalletKeys | null;
+};
 
 /**
  * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
@@ -180,11 +195,17 @@ export function restoreDatabase(
       if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
       else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
     }
-    const revocations = movedAside === null ? null : carryRevocations(partial, movedAside, now.getTime());
+    const carried = movedAside === null ? null : carryOver(partial, movedAside, now.getTime());
     beforeReplace();
     renameSync(partial, databasePath);
     fsyncDir(dir);
-    return { restored: databasePath, schemaVersion: revocations === null || "skipped" in revocations ? version : latestOf(), movedAside, revocations };
+    return {
+      restored: databasePath,
+      schemaVersion: carried === null || "skipped" in carried ? version : latestOf(),
+      movedAside,
+      revocations: carried === null ? null : "skipped" in carried ? carried : carried.revocations,
+      walletKeys: carried === null ? null : "skipped" in carried ? carried : carried.walletKeys,
+    };
   } finally {
     rmSync(partial, { force: true });
     rmSync(`${partial}-aside`, { force: true });
@@ -193,11 +214,16 @@ export function restoreDatabase(
 
 /**
  * Copies into `restoredPath` (the backup's copy, not yet under the database's name) every revocation of
- * `replacedPath` it lacks, in one transaction, after migrating it to this version. The replaced database
- * must be a sound one of this version; else nothing is copied and `skipped` says why (the restore goes on:
- * a damaged database is what restores are for). The copy is flushed, its log folded in, before it returns.
+ * `replacedPath` it lacks and the custodial wallet keys only `replacedPath` holds, in one transaction,
+ * after migrating it to this version. The replaced database must be a sound one of this version; else
+ * nothing is copied and `skipped` says why (the restore goes on: a damaged database is what restores are
+ * for). The copy is flushed, its log folded in, before it returns.
  */
-function carryRevocations(restoredPath: string, replacedPath: string, now: number): CarriedRevocations {
+function carryOver(
+  restoredPath: string,
+  replacedPath: string,
+  now: number,
+): { revocations: Exclude<CarriedRevocations, { skipped: string }>; walletKeys: Exclude<CarriedWalletKeys, { skipped: string }> } | { skipped: string } {
   let replacedVersion: number;
   try {
     const replaced = new Database(replacedPath, { readonly: true });
@@ -212,45 +238,14 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
     return { skipped: `${replacedPath} cannot be read: ${err instanceof Error ? err.message : String(err)}` };
   }
   if (replacedVersion !== latestOf()) return { skipped: `${replacedPath} has schema version ${replacedVersion}, not ${latestOf()}` };
+  const backupHoldsSealedData = holdsSealedData(restoredPath);
   const db = new Database(restoredPath);
   try {
     migrate(db, now);
     db.run("ATTACH DATABASE ? AS replaced", [replacedPath]);
     const carried = db.transaction(() => ({
-      sessionTokens: db.run(
-        `UPDATE auth_tokens SET revoked_at = r.revoked_at
-         FROM (SELECT wallet, jti, revoked_at FROM replaced.auth_tokens WHERE revoked_at IS NOT NULL) AS r
-         WHERE auth_tokens.wallet = r.wallet AND auth_tokens.jti = r.jti AND auth_tokens.revoked_at IS NULL`,
-      ).changes,
-      walletCutoffs: db.run(
-        `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after)
-         SELECT wallet, tokens_valid_after FROM replaced.auth_wallet_cutoffs WHERE true
-         ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = excluded.tokens_valid_after
-         WHERE excluded.tokens_valid_after > auth_wallet_cutoffs.tokens_valid_after`,
-      ).changes,
-      apiKeys: db.run(
-        `UPDATE api_keys SET revoked_at = r.revoked_at
-         FROM (SELECT id, revoked_at FROM replaced.api_keys WHERE revoked_at IS NOT NULL) AS r
-         WHERE api_keys.id = r.id AND api_keys.revoked_at IS NULL`,
-      ).changes,
-      featureTokens: db.run(
-        `UPDATE feature_tokens SET revoked_at = r.revoked_at
-         FROM (SELECT token_hash, revoked_at FROM replaced.feature_tokens WHERE revoked_at IS NOT NULL) AS r
-         WHERE feature_tokens.token_hash = r.token_hash AND feature_tokens.revoked_at IS NULL`,
-      ).changes,
-      spentProofs:
-        db.run(
-          `UPDATE auth_challenges SET consumed_at = r.consumed_at
-           FROM (SELECT nonce, consumed_at FROM replaced.auth_challenges WHERE consumed_at IS NOT NULL) AS r
-           WHERE auth_challenges.nonce = r.nonce AND auth_challenges.consumed_at IS NULL`,
-        ).changes +
-        db.run(
-          `UPDATE dashboard_links SET used_at = r.used_at
-           FROM (SELECT code_hash, used_at FROM replaced.dashboard_links WHERE used_at IS NOT NULL) AS r
-           WHERE dashboard_links.code_hash = r.code_hash AND dashboard_links.used_at IS NULL`,
-        ).changes,
-      webhookSecrets: carryWebhookSecrets(db),
-      // Fingerprint links need nothing: one whose token was revoked or cut off (carried above) restores nothing.
+      revocations: carryRevocations(db),
+      walletKeys: carryWalletKeys(db, backupHoldsSealedData),
     }))();
     db.run("DETACH DATABASE replaced");
     db.run("PRAGMA wal_checkpoint(TRUNCATE)");
@@ -261,6 +256,83 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
   }
 }
 
+/** In carryOver's transaction: the replaced database's revocations the backup lacks, by kind. */
+function carryRevocations(db: Database): Exclude<CarriedRevocations, { skipped: string }> {
+  return {
+    sessionTokens: db.run(
+      `UPDATE auth_tokens SET revoked_at = r.revoked_at
+       FROM (SELECT wallet, jti, revoked_at FROM replaced.auth_tokens WHERE revoked_at IS NOT NULL) AS r
+       WHERE auth_tokens.wallet = r.wallet AND auth_tokens.jti = r.jti AND auth_tokens.revoked_at IS NULL`,
+    ).changes,
+    walletCutoffs: db.run(
+      `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after)
+       SELECT wallet, tokens_valid_after FROM replaced.auth_wallet_cutoffs WHERE true
+       ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = excluded.tokens_valid_after
+       WHERE excluded.tokens_valid_after > auth_wallet_cutoffs.tokens_valid_after`,
+    ).changes,
+    apiKeys: db.run(
+      `UPDATE api_keys SET revoked_at = r.revoked_at
+       FROM (SELECT id, revoked_at FROM replaced.api_keys WHERE revoked_at IS NOT NULL) AS r
+       WHERE api_keys.id = r.id AND api_keys.revoked_at IS NULL`,
+    ).changes,
+    featureTokens: db.run(
+      `UPDATE feature_tokens SET revoked_at = r.revoked_at
+       FROM (SELECT token_hash, revoked_at FROM replaced.feature_tokens WHERE revoked_at IS NOT NULL) AS r
+       WHERE feature_tokens.token_hash = r.token_hash AND feature_tokens.revoked_at IS NULL`,
+    ).changes,
+    spentProofs:
+      db.run(
+        `UPDATE auth_challenges SET consumed_at = r.consumed_at
+         FROM (SELECT nonce, consumed_at FROM replaced.auth_challenges WHERE consumed_at IS NOT NULL) AS r
+         WHERE auth_challenges.nonce = r.nonce AND auth_challenges.consumed_at IS NULL`,
+      ).changes +
+      db.run(
+        `UPDATE dashboard_links SET used_at = r.used_at
+         FROM (SELECT code_hash, used_at FROM replaced.dashboard_links WHERE used_at IS NOT NULL) AS r
+         WHERE dashboard_links.code_hash = r.code_hash AND dashboard_links.used_at IS NULL`,
+      ).changes,
+    webhookSecrets: carryWebhookSecrets(db),
+    // Fingerprint links need nothing: one whose token was revoked or cut off (carried above) restores nothing.
+  };
+}
+
+/** The wallet encryption key check of `schema` (main: the backup; replaced), or null when it has none. */
+const keyCheck = (db: Database, schema: "main" | "replaced") =>
+  (db.query(`SELECT key_check AS k FROM ${schema}.sealing_key_check WHERE id = 1`).get() as { k: string } | null)?.k ?? null;
+
+/**
+ * In carryOver's transaction: custodial wallets (and escrow's record, per network) that only the replaced
+ * database holds, when their keys were sealed under the backup's key: the replaced database recorded the
+ * same key check, or the backup holds nothing sealed yet (it then takes the replaced database's check).
+ */
+function carryWalletKeys(db: Database, backupHoldsSealedData: boolean): Exclude<CarriedWalletKeys, { skipped: string }> {
+  const onlyReplaced = db
+    .query("SELECT address FROM replaced.custodial_wallets WHERE address NOT IN (SELECT address FROM main.custodial_wallets) ORDER BY created_at")
+    .values()
+    .flat() as string[];
+  const [ours, theirs] = [keyCheck(db, "main"), keyCheck(db, "replaced")];
+  const sameKey = theirs !== null && (ours === theirs || (ours === null && !backupHoldsSealedData));
+  if (onlyReplaced.length === 0 || !sameKey) {
+    return { custodialWallets: 0, escrows: 0, notCarried: onlyReplaced };
+  }
+  if (ours === null) db.run("INSERT INTO main.sealing_key_check (id, key_check) VALUES (1, ?)", [theirs]);
+  return {
+    custodialWallets: db.run(
+      `INSERT INTO main.custodial_wallets (address, secret_iv, secret_ciphertext, created_at)
+       SELECT address, secret_iv, secret_ciphertext, created_at FROM replaced.custodial_wallets WHERE true
+       ON CONFLICT (address) DO NOTHING`,
+    ).changes,
+    // An escrow made after the backup: without its record the next order would make another escrow, and
+    // this one's balance would be held by a wallet nothing uses.
+    escrows: db.run(
+      `INSERT INTO main.market_escrow (network, address, created_at)
+       SELECT network, address, created_at FROM replaced.market_escrow WHERE true
+       ON CONFLICT (network) DO NOTHING`,
+    ).changes,
+    notCarried: [],
+  };
+}
+
 /**
  * In carryRevocations' transaction: each webhook endpoint whose secret the replaced database rotated after
  * the backup (a later `updated_at`, another sealed secret) gets that secret and its previous secrets, so a
@@ -268,8 +340,7 @@ function carryRevocations(restoredPath: string, replacedPath: string, now: numbe
  * key (their sealing_key_check agrees): a secret sealed under another key could not be opened.
  */
 function carryWebhookSecrets(db: Database): number {
-  const check = (schema: string) => (db.query(`SELECT key_check AS k FROM ${schema}.sealing_key_check WHERE id = 1`).get() as { k: string } | null)?.k ?? null;
-  const [ours, theirs] = [check("main"), check("replaced")];
+  const [ours, theirs] = [keyCheck(db, "main"), keyCheck(db, "replaced")];
   if (ours === null || ours !== theirs) return 0;
   const rotated = db
     .query(
