@@ -1,6 +1,7 @@
 // Configuration: defaults, validation naming the variable, mainnet rules, flags over environment.
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { LEFTOVER_AFTER_MS } from "./lib/leftovers.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, UsageError, dataDirError, loadConfig, resolveSecrets } from "./config.ts";
@@ -192,6 +193,22 @@ describe("resolveSecrets", () => {
       expect(() => resolveSecrets(loadConfig({ DATA_DIR: dir }))).toThrow(`${join(dir, "jwt-secret")} holds fewer than 32 bytes`);
       writeFileSync(join(dir, "jwt-secret"), `${"s".repeat(32)}\n`, { mode: 0o600 });
       expect(new TextDecoder().decode(resolveSecrets(loadConfig({ DATA_DIR: dir })).jwtSecret)).toBe("s".repeat(32));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("copies of the secrets a first start killed mid-way left under hidden names are removed once stale", () => {
+    const dir = mkdtempSync(join(tmpdir(), "walletgate-secrets-"));
+    try {
+      const stale = [".jwt-secret.6b1f0c52-0d5e-4a43-9a43-0f1d0b1e2a11.tmp", ".wallet-encryption-key.0c1c4e2e-8d6b-4b39-a8a8-2d3f4e5a6b7c.tmp"];
+      const fresh = ".wallet-encryption-key.9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b.tmp"; // another process starting now
+      const other = ".jwt-secret.keep"; // not ours
+      for (const name of [...stale, fresh, other]) writeFileSync(join(dir, name), "x".repeat(64), { mode: 0o600 });
+      const old = new Date(Date.now() - LEFTOVER_AFTER_MS - 1000);
+      for (const name of [...stale, other]) utimesSync(join(dir, name), old, old);
+      resolveSecrets(loadConfig({ DATA_DIR: dir }));
+      expect(readdirSync(dir).filter((n) => n.startsWith(".")).sort()).toEqual([other, fresh].sort());
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,7 +1,7 @@
 // The only reader of the environment: variables and flags → one validated, frozen Config.
 import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { createFilesDurably } from "./lib/durable.ts";
+import { createFilesDurably, removeAsideLeftovers } from "./lib/durable.ts";
 import { isatty } from "node:tty";
 import { decodeAddress } from "./lib/encoding.ts";
 import { isListenHost, MAX_TRUSTED_HOPS, namesPrivateHost, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
@@ -413,6 +413,7 @@ function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64ur
  */
 function generatedSecrets(dataDir: string, secrets: { name: string; generate: () => string }[]): Map<string, string> {
   if (secrets.length === 0) return new Map();
+  removeAsideLeftovers(dataDir, secrets.map((s) => s.name)); // of a first start killed while creating them
   const missing = secrets.filter((s) => !existsSync(join(dataDir, s.name)));
   if (missing.length > 0) createFilesDurably(dataDir, missing.map((s) => ({ name: s.name, data: s.generate() + "\n", mode: 0o600 })));
   return new Map(

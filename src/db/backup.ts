@@ -3,7 +3,7 @@ import type { Database } from "bun:sqlite";
 import { closeSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath } from "../lib/durable.ts";
-import { removeLeftovers } from "./leftovers.ts";
+import { removeLeftovers } from "../lib/leftovers.ts";
 
 export class BackupTargetError extends Error {
   override name = "BackupTargetError";

@@ -1,7 +1,8 @@
 // The database the executable carries (scripts/build.ts) is the one the migrations build, written whole.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { createFromImage, encodeImage, freshDatabaseImage } from "./fresh.ts";
@@ -51,4 +52,16 @@ test("the image is the migrated schema, in WAL mode, written whole once; from so
   // Run from source nothing is embedded: the migrations build the database.
   expect(createFromImage(join(dir, "other.db"))).toBe(false);
   expect(encodeImage(image).length).toBeLessThan(64 * 1024); // what the executable carries
+});
+
+test("a copy of the image a first start killed mid-way left under a hidden name is removed once stale", () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  const path = join(dir, "walletgate.db");
+  const stale = join(dir, ".walletgate.db.6b1f0c52-0d5e-4a43-9a43-0f1d0b1e2a11.tmp");
+  writeFileSync(stale, "half an image");
+  const old = new Date(Date.now() - LEFTOVER_AFTER_MS - 1000);
+  utimesSync(stale, old, old);
+  createFromImage(path, freshDatabaseImage(undefined, 0));
+  expect(readdirSync(dir).sort()).toEqual(["walletgate.db"]);
 });

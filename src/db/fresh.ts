@@ -6,7 +6,7 @@ import { Database } from "bun:sqlite";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import { createFilesDurably } from "../lib/durable.ts";
+import { createFilesDurably, removeAsideLeftovers } from "../lib/durable.ts";
 import { migrate } from "./migrate.ts";
 import { MIGRATIONS, type Migration } from "./migrations.ts";
 
@@ -44,7 +44,9 @@ function embeddedImage(): Uint8Array | null {
  * and a power cut leaves either no database or all of it. True when this call created it.
  */
 export function createFromImage(path: string, image?: Uint8Array | null): boolean {
-  if (path === ":memory:" || existsSync(path)) return false;
+  if (path === ":memory:") return false;
+  removeAsideLeftovers(dirname(path), [basename(path)]); // of a first start killed while writing the image
+  if (existsSync(path)) return false;
   // A log left by an earlier database (its file deleted, the log not) would be replayed onto the image:
   // then SQLite starts from an empty file as it always did, and the migrations build the database.
   if (existsSync(`${path}-wal`)) return false;

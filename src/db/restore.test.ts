@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, readdirSync, rmSync, utimesSync, writeFileSyn
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
-import { LEFTOVER_AFTER_MS } from "./leftovers.ts";
+import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
 import { migrate } from "./migrate.ts";
 import { restoreDatabase } from "./restore.ts";
 

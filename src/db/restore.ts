@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
-import { removeLeftovers } from "./leftovers.ts";
+import { removeLeftovers } from "../lib/leftovers.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 import { holdsSealedData } from "./sealed.ts";
 

@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { removeLeftovers } from "./leftovers.ts";
 
 /** Flushes a file, or a directory's entries, to disk. */
 export function fsyncPath(path: string): void {
@@ -40,6 +41,17 @@ export function makeDirDurably(path: string): void {
   }
 }
 
+/** The hidden name a file of createFilesDurably is written under before it is linked into place. */
+export const asideName = (name: string, id: string) => `.${name}.${id}.tmp`;
+
+/**
+ * Removes what a createFilesDurably killed before its cleanup left of `names` in `dir` (a copy of a secret
+ * under a hidden second name would outlive the secret's rotation), once stale (lib/leftovers.ts).
+ */
+export function removeAsideLeftovers(dir: string, names: readonly string[], now = Date.now()): void {
+  for (const name of names) removeLeftovers(dir, `.${name}.`, now, ".tmp");
+}
+
 /**
  * Creates the files of `dir` that do not exist yet, each whole or not at all: written aside (under a
  * name no other process can hold: processes in containers often share a pid), flushed, linked into
@@ -52,7 +64,7 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
   const created: string[] = [];
   try {
     for (const f of files) {
-      const temp = join(dir, `.${f.name}.${randomUUID()}.tmp`);
+      const temp = join(dir, asideName(f.name, randomUUID()));
       temps.push(temp); // before writing: a write that fails part-way (disk full) leaves its file to remove
       writeFileSync(temp, f.data, { mode: f.mode, flag: "wx" });
     }

@@ -1,5 +1,7 @@
-// Temporary copies a `backup` or `restore` killed mid-way left behind: each a whole database (token rows,
-// sealed secrets) under a hidden name no later run would reuse, so each run clears the stale ones.
+// Temporary files a process killed mid-way left behind: copies of `backup` and `restore` (each a whole
+// database: token rows, sealed secrets), and the files a first start writes aside before linking them into
+// place (DATA_DIR's secrets, the new database), each under a hidden name no later run would reuse, so
+// later runs clear the stale ones.
 import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 
@@ -9,8 +11,11 @@ import { join } from "node:path";
  */
 export const LEFTOVER_AFTER_MS = 3_600_000;
 
-/** Deletes the files of `dir` whose names start with `prefix` and that were last written LEFTOVER_AFTER_MS ago or more; returns their names. */
-export function removeLeftovers(dir: string, prefix: string, now = Date.now()): string[] {
+/**
+ * Deletes the files of `dir` whose names start with `prefix` (and end with `suffix`) and that were last
+ * written LEFTOVER_AFTER_MS ago or more; returns their names.
+ */
+export function removeLeftovers(dir: string, prefix: string, now = Date.now(), suffix = ""): string[] {
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -19,7 +24,7 @@ export function removeLeftovers(dir: string, prefix: string, now = Date.now()): 
   }
   const removed: string[] = [];
   for (const name of names) {
-    if (!name.startsWith(prefix)) continue;
+    if (!name.startsWith(prefix) || !name.endsWith(suffix)) continue;
     const path = join(dir, name);
     try {
       if (now - statSync(path).mtimeMs < LEFTOVER_AFTER_MS) continue;
