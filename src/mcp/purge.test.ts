@@ -88,4 +88,10 @@ test("records bound to a wallet are bounded in number too: past their cap the le
   const plan = deps.db.sqlite.query(`EXPLAIN QUERY PLAN ${BOUND_SURPLUS_FROM}`).all(now, 5) as { detail: string }[];
   expect(plan.map((p) => p.detail).join("; ")).toContain("mcp_sessions_bound_activity");
   expect(await purgeMcpSessions(deps, { boundKept: 5 })).toEqual({ mcpSessions: 0 }); // at the cap: nothing more
+  // Records idle since the same moment: exactly the cap is kept, not fewer.
+  await deps.db.write(() => {
+    for (let i = 0; i < 10; i++) insert.run(`tie-${i}`, now, now - idle - 50_000, "W", "s", "j", "fingerprint");
+  });
+  expect(await purgeMcpSessions(deps, { boundKept: 8 })).toEqual({ mcpSessions: 7 }); // the 5 fp-* kept above, 3 of the 10 ties
+  expect(deps.db.sqlite.query("SELECT id FROM mcp_sessions WHERE id LIKE 'tie-%' ORDER BY id").values().flat()).toEqual(["tie-7", "tie-8", "tie-9"]);
 });

@@ -77,11 +77,12 @@ export const UNBOUND_SURPLUS = `SELECT id FROM mcp_sessions WHERE wallet IS NULL
   ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?`;
 
 /**
- * The last activity of the bound record just past the `kept` most recently active among those idle since
- * before `?` (through the partial index of migration 28): it and older ones are the surplus. No row: none.
+ * The bound record just past the `kept` most recently active among those idle since before `?` (through the
+ * partial index of migration 28; ties in activity ordered by id): it and the ones before it in that order
+ * are the surplus. No row: none.
  */
-export const BOUND_SURPLUS_FROM = `SELECT last_activity_at AS at FROM mcp_sessions WHERE wallet IS NOT NULL AND ended_at IS NULL
-  AND last_activity_at < ? ORDER BY last_activity_at DESC LIMIT 1 OFFSET ?`;
+export const BOUND_SURPLUS_FROM = `SELECT last_activity_at AS at, id FROM mcp_sessions WHERE wallet IS NOT NULL AND ended_at IS NULL
+  AND last_activity_at < ? ORDER BY last_activity_at DESC, id DESC LIMIT 1 OFFSET ?`;
 
 /**
  * Deletes records ended before `endedBefore`, idle since before `idleBefore`, and, of those idle since before
@@ -117,14 +118,22 @@ export async function purgeSessions(
   );
   // Where the bound surplus starts is read once (one walk of `boundKept` index entries, not one per step),
   // then the records from there down go in steps, oldest first.
-  const from = await db.read(() => (db.sqlite.query(BOUND_SURPLUS_FROM).get(caps.cappableBefore, caps.boundKept) as { at: number } | null)?.at);
+  const from = await db.read(() => db.sqlite.query(BOUND_SURPLUS_FROM).get(caps.cappableBefore, caps.boundKept) as { at: number; id: string } | null);
   const bound =
-    from === undefined || stopping?.aborted === true
+    from === null || stopping?.aborted === true
       ? 0
       : await inSteps(
           db,
           0,
-          () => deleteFirst(db, "mcp_sessions", "wallet IS NOT NULL AND ended_at IS NULL AND last_activity_at <= ?", "last_activity_at", from),
+          () =>
+            deleteFirst(
+              db,
+              "mcp_sessions",
+              "wallet IS NOT NULL AND ended_at IS NULL AND (last_activity_at, id) <= (?, ?)",
+              "last_activity_at, id",
+              from.at,
+              from.id,
+            ),
           stopping,
         );
   return old + surplus + bound;

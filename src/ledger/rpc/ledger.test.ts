@@ -127,7 +127,7 @@ describe("tokens and balances", () => {
     await withMint.stop();
   });
 
-  test("a service token mint that is not what the configuration says is refused on first use, naming the variable", async () => {
+  test("a service token mint that is not what the configuration says is refused on its first transfer, naming the variable", async () => {
     const owner = wallet(SOL);
     const token2022 = Keypair.generate().publicKey;
     const mintData = (decimals: number) => {
@@ -145,12 +145,12 @@ describe("tokens and balances", () => {
     for (const [mint, said] of cases) {
       const misconfigured = makeLedger(rpc.url, { tokens: rpcTokens("devnet", { symbol: "wgt", decimals: 6, mint }) });
       try {
-        for (const call of [misconfigured.getBalances(addr(owner)), misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "wgt", amount: 1n })]) {
-          const e = await failure(call);
-          expect([mint, e.code, e.message]).toEqual([mint, "NOT_SUPPORTED", `SERVICE_TOKEN_MINT (${mint}, the wgt token) ${said}`]);
-        }
-        // SOL and USDC transfers do not depend on it.
+        const e = await failure(misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "wgt", amount: 1n }));
+        expect([mint, e.code, e.message]).toEqual([mint, "NOT_SUPPORTED", `SERVICE_TOKEN_MINT (${mint}, the wgt token) ${said}`]);
+        // SOL and USDC transfers and balances do not depend on it.
         expect((await misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "sol", amount: 1n })).length).toBeGreaterThan(0);
+        expect((await misconfigured.buildTransfer({ from: addr(owner), to: addr(wallet()), token: "usdc", amount: 1n })).length).toBeGreaterThan(0);
+        expect((await misconfigured.getBalances(addr(owner))).sol).toBe(SOL);
       } finally {
         await misconfigured.stop();
       }
@@ -528,17 +528,45 @@ describe("rejections", () => {
       const wire = await signedTransfer(alice, addr(wallet()), "sol", 5n * SOL); // more than alice has
       const sendsBefore = rpc.calls.filter((c) => c === "sendTransaction").length;
       const pending = failure(flaky.submit(wire));
-      await Bun.sleep(400); // several re-send periods: the first re-send is refused by preflight, then none
+      await Bun.sleep(400); // several re-send periods: each re-send is refused by preflight, never forwarded
       rpc.advanceSlots(200);
       const e = await pending;
-      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "preflight_failed"]);
-      expect(e.message).toContain("nothing was charged");
-      expect(rpc.calls.filter((c) => c === "sendTransaction").length - sendsBefore).toBe(1); // the refused re-send only
+      // Expired, with its signature (callers leave such a one to their reconcilers), and why it never landed.
+      expect([e.code, reasonOf(e), (e.extra.details as { signature?: string }).signature]).toEqual(["TRANSACTION_REJECTED", "blockhash_expired", parseTransaction(wire).signature]);
+      expect(e.message).toContain("re-sent, it was refused");
+      expect(rpc.calls.filter((c) => c === "sendTransaction").length - sendsBefore).toBeGreaterThanOrEqual(2); // re-sending goes on
       expect(await ledger.transactionStatus(parseTransaction(wire).signature)).toBeNull();
       expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
     } finally {
       rpc.setStrictPreflight(false);
       await flaky.stop();
+    }
+  });
+
+  test("an own transfer that does not land gives up its payer's turn after a while: the payer's next one is not held until it expires", async () => {
+    const alice = wallet(SOL);
+    const first = await signedTransfer(alice, addr(wallet(SOL)), "sol", SOL / 10n);
+    const firstBase64 = Buffer.from(first).toString("base64");
+    // The first transfer's sends reach no node (dropped under congestion, say); anything else goes through.
+    const dropping: typeof fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      if (typeof init?.body === "string" && init.body.includes('"sendTransaction"') && init.body.includes(firstBase64)) {
+        return Response.json({ jsonrpc: "2.0", id: JSON.parse(init.body).id, result: parseTransaction(first).signature });
+      }
+      return fetch(input, init);
+    }) as typeof fetch;
+    const lossy = makeLedger(rpc.url, { fetch: dropping });
+    try {
+      const pending = failure(lossy.submit(first, { ownTransfer: true }));
+      await Bun.sleep(50);
+      const started = performance.now();
+      const second = await lossy.submit(await signedTransfer(alice, addr(wallet(SOL)), "sol", SOL / 10n), { ownTransfer: true });
+      const waited = performance.now() - started;
+      expect(second.signature).toEqual(expect.any(String));
+      expect(waited).toBeLessThan(25 * 20 + 1500); // the turn is 25 polls (500 ms here), not the first one's whole life
+      rpc.advanceSlots(200);
+      expect(reasonOf(await pending)).toBe("blockhash_expired"); // the first was followed to its end all the same
+    } finally {
+      await lossy.stop();
     }
   });
 

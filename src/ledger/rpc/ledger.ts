@@ -86,6 +86,11 @@ const REBROADCAST_POLLS = 5;
  * A node whose block height stops moving would otherwise be polled without end.
  */
 const CONFIRM_LIMIT_MS = 180_000;
+/**
+ * The longest one own transfer holds its fee payer's turn (submit), in polls (10 s at the default interval):
+ * several confirmations on a healthy cluster. One not confirmed by then is still followed, outside the turn.
+ */
+const OWN_TURN_POLLS = 25;
 // Marks failures raised by our own fetch wrapper, whose text survives web3.js's error wrapping.
 const TRANSPORT = "rpc transport: ";
 
@@ -337,7 +342,8 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
    * The service token's mint (SERVICE_TOKEN_MINT) as configured: an SPL Token mint (a Token-2022 one keeps its
    * accounts elsewhere, so its balances would read 0 and its transfers fail) with SERVICE_TOKEN_DECIMALS (else
    * every amount of it would be shown scaled wrong). Read on first use, not at start: start-up does not wait
-   * for the network. Until it passes, balances and transfers say what is wrong instead of answering.
+   * for the network. Until it passes, its transfers say what is wrong instead of being built. Balances are read
+   * as they are (a wrong mint's: 0), so that SOL and USDC sales and balances do not depend on it.
    */
   async function requireServiceMint(): Promise<void> {
     const token = tokens.find((t) => t.kind === "spl" && t.key !== "usdc" && t.mint !== null);
@@ -472,17 +478,24 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
 
   /**
    * Polls until the signature reaches `target`, fails on chain, or can no longer land (block height past the
-   * blockhash's last valid height with no status). Never re-signs: at most re-sends the identical bytes.
+   * blockhash's last valid height with no status), at the latest until `giveUpAt` (performance.now() time;
+   * default confirmLimitMs from now). Never re-signs: at most re-sends the identical bytes.
    */
-  async function confirm(signature: string, lastValidBlockHeight: number, target: Commitment, tx: ParsedTransaction | null, wire: Uint8Array | null): Promise<SignatureStatus> {
+  async function confirm(
+    signature: string,
+    lastValidBlockHeight: number,
+    target: Commitment,
+    tx: ParsedTransaction | null,
+    wire: Uint8Array | null,
+    giveUpAt = performance.now() + confirmLimitMs,
+  ): Promise<SignatureStatus> {
     let failures = 0;
     let lastSentAt = performance.now();
     // Re-sends go through preflight as the first send did: bytes whose first answer was lost may never have
     // reached the node, and a failing transaction sent without preflight would land, fail and be charged its
-    // fee. Once preflight refuses them they are not sent again; the signature is still polled (the first
-    // send may yet land), and if it never lands the refusal is the answer: nothing executed.
-    let refused: AppError | null = null;
-    const giveUpAt = performance.now() + confirmLimitMs;
+    // fee. A refused re-send is not forwarded, so re-sending goes on (a refusal may pass: a node behind, funds
+    // arriving); the last refusal is said if the transaction never lands.
+    let refused: string | null = null;
     for (;;) {
       if (performance.now() > giveUpAt) {
         throw new AppError("CHAIN_UNAVAILABLE", `Solana RPC unavailable: no outcome within ${confirmLimitMs / 1000} s; transaction ${signature} was sent and its outcome is unknown`, {
@@ -501,13 +514,14 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
           }
           if (status.err === null && statusReached(status, target)) return status;
         } else if (height > lastValidBlockHeight) {
-          throw refused ?? rejected("blockhash_expired", "the transaction expired before it landed (its blockhash is no longer valid); it was not executed", { signature });
-        } else if (wire !== null && refused === null && performance.now() - lastSentAt >= REBROADCAST_POLLS * pollIntervalMs) {
+          const why = refused === null ? "" : ` (re-sent, it was refused: ${refused})`;
+          throw rejected("blockhash_expired", `the transaction expired before it landed (its blockhash is no longer valid)${why}; it was not executed`, { signature });
+        } else if (wire !== null && performance.now() - lastSentAt >= REBROADCAST_POLLS * pollIntervalMs) {
           lastSentAt = performance.now();
           connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" }).catch((e: unknown) => {
             if (!(e instanceof RpcCallError) || tx === null || (e.rpcCode !== -32002 && e.rpcCode !== -32003)) return;
             const refusal = sendFailure(e, tx, false);
-            if (refusal.code !== "CONFLICT") refused ??= refusal; // already processed: its status will show
+            if (refusal.code !== "CONFLICT") refused = refusal.message; // already processed: its status will show
           });
         }
       } catch (e) {
@@ -533,19 +547,26 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     const target: Commitment = submitOptions.finalized === true ? "finalized" : "confirmed";
     let status: SignatureStatus;
     if (submitOptions.ownTransfer === true) {
-      // One own transfer per fee payer at a time, from its trial until the cluster confirms it: the trial reads
-      // the confirmed state, so two tried side by side would both pass and the second fail on chain with its
-      // fee. In turn, the second's trial sees the first's debit and a shortfall costs nothing. Finality is
-      // waited for outside the turn.
+      // One own transfer per fee payer at a time, from its trial until the cluster confirms it (OWN_TURN_POLLS
+      // at most): the trial reads the confirmed state, so two tried side by side would both pass and the second
+      // fail on chain with its fee. In turn, the second's trial sees the first's debit and a shortfall costs
+      // nothing. A transfer that has not landed by then (a dropped one, a stalled node) gives up its turn
+      // while it is still followed, so it does not hold its payer's others (escrow's releases) for minutes.
+      // Finality is waited for outside the turn, within the same limit as the confirmation.
       const sent = await ownTransfers.run(tx.accountKeys[0]!, async () => {
         try {
           await preflightOwnTransfer(wire, tx);
         } catch (err) {
           throw await duplicateIfLanded(err, tx.signature);
         }
-        return send(wire, tx, true);
+        const following = send(wire, tx, true);
+        const settled = new AbortController(); // ends the wait below at once, so no timer outlives the transfer
+        void following.catch(() => undefined).finally(() => settled.abort());
+        await sleep(OWN_TURN_POLLS * pollIntervalMs, AbortSignal.any([settled.signal, lifetime.signal]));
+        return { following };
       });
-      status = target === "finalized" ? await confirm(tx.signature, sent.lastValidBlockHeight, "finalized", tx, wire) : sent.status;
+      const { status: confirmed, lastValidBlockHeight, giveUpAt } = await sent.following;
+      status = target === "finalized" ? await confirm(tx.signature, lastValidBlockHeight, "finalized", tx, wire, giveUpAt) : confirmed;
     } else {
       status = (await send(wire, tx, false, target)).status;
     }
@@ -558,8 +579,9 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     tx: ParsedTransaction,
     ownTransfer: boolean,
     target: Commitment = "confirmed",
-  ): Promise<{ status: SignatureStatus; lastValidBlockHeight: number }> {
+  ): Promise<{ status: SignatureStatus; lastValidBlockHeight: number; giveUpAt: number }> {
     const lastValidBlockHeight = await lastValidHeightOf(tx.recentBlockhash);
+    const giveUpAt = performance.now() + confirmLimitMs;
     try {
       await connection.sendRawTransaction(wire, { skipPreflight: false, maxRetries: 0, preflightCommitment: "confirmed" });
     } catch (e) {
@@ -569,7 +591,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       // by its signature, re-sending the same bytes, until it lands or its blockhash can no longer land; a
       // caller never hears "unavailable" for a transaction that then lands without its signature.
     }
-    return { status: await confirm(tx.signature, lastValidBlockHeight, target, tx, wire), lastValidBlockHeight };
+    return { status: await confirm(tx.signature, lastValidBlockHeight, target, tx, wire, giveUpAt), lastValidBlockHeight, giveUpAt };
   }
 
   /**
@@ -585,7 +607,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     } catch (e) {
       // Whether the bytes landed before is unknown: not "nothing was charged".
       const cause = e instanceof AppError ? e.message : redact(summarize(e));
-      return new AppError("CHAIN_UNAVAILABLE", `${cause}; the transaction's blockhash is no longer valid and whether ${signature} landed before is unknown`, {
+      return new AppError("CHAIN_UNAVAILABLE", `${cause}; the node does not know the transaction's blockhash, and whether ${signature} landed before is unknown`, {
         details: { signature },
       });
     }
@@ -655,7 +677,6 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
 
   async function getBalances(text: string): Promise<Balances> {
     const owner = address(text, "address");
-    await requireServiceMint();
     const entries = await Promise.all(
       tokens.map(async (token): Promise<[string, bigint]> => {
         if (token.kind === "native") return [token.key, BigInt(await call(() => connection.getBalance(owner, "confirmed")))];
