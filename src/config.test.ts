@@ -156,6 +156,35 @@ describe("loadConfig", () => {
     expect(() => loadConfig({}, ["--port"])).toThrow(UsageError);
     expect(() => loadConfig({}, ["--port", "2", "--port=3"])).toThrow("option --port is given twice");
   });
+
+  test("variables holding an address do not repeat a wrong value: a secret key pasted there would reach the logs", () => {
+    const secretKey = "4".repeat(88);
+    for (const name of ["X402_FEE_PAYER", "MARKETPLACE_FEE_WALLET", "SERVICE_TOKEN_MINT"]) {
+      let message = "";
+      try {
+        loadConfig({ [name]: secretKey });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect([name, message.startsWith(`${name} must be a base58 address`), message.includes(secretKey)]).toEqual([name, true, false]);
+    }
+  });
+
+  test("secrets are not taken as flags (ps shows every process's arguments), and the refusal does not repeat them", () => {
+    for (const [flag, name] of [["--jwt-secret", "JWT_SECRET"], ["--jwt-secret-previous", "JWT_SECRET_PREVIOUS"], ["--wallet-encryption-key", "WALLET_ENCRYPTION_KEY"], ["--walletgate-token", "WALLETGATE_TOKEN"]] as const) {
+      for (const flags of [[flag, "SECRET-VALUE-1234567890123456789012"], [`${flag}=SECRET-VALUE-1234567890123456789012`]]) {
+        let error: unknown = null;
+        try {
+          loadConfig({}, flags);
+        } catch (err) {
+          error = err;
+        }
+        expect(error).toBeInstanceOf(UsageError);
+        expect((error as Error).message).toContain(`set ${name} in the environment or .env`);
+        expect((error as Error).message).not.toContain("SECRET-VALUE");
+      }
+    }
+  });
 });
 
 describe("dataDirError", () => {

@@ -89,6 +89,12 @@ const DEVNET_RPC_URL = "https://api.devnet.solana.com";
 
 type Vars = Partial<Record<(typeof CONFIG_VARIABLES)[number], string>>;
 
+/**
+ * Variables that are secrets themselves: never flags, since a process's arguments are readable by every
+ * local user (`ps`). They come from the environment, `.env` or DATA_DIR's files.
+ */
+const SECRET_VARIABLES: readonly string[] = ["JWT_SECRET", "JWT_SECRET_PREVIOUS", "WALLET_ENCRYPTION_KEY", "WALLETGATE_TOKEN"];
+
 /** Turns `--data-dir x` / `--data-dir=x` flags into variables; unknown flags are a ConfigError. */
 export function flagsToVars(flags: string[]): Vars {
   const vars: Vars = {};
@@ -98,6 +104,9 @@ export function flagsToVars(flags: string[]): Vars {
     const name = match?.[1]?.toUpperCase().replaceAll("-", "_");
     if (!match || !name || !(CONFIG_VARIABLES as readonly string[]).includes(name)) {
       throw new UsageError(`unknown option ${flag}`);
+    }
+    if (SECRET_VARIABLES.includes(name)) {
+      throw new UsageError(`option --${match[1]} is not taken: a secret on the command line is visible to every local user (ps); set ${name} in the environment or .env`);
     }
     let value = match[2];
     if (value === undefined) {
@@ -110,6 +119,9 @@ export function flagsToVars(flags: string[]): Vars {
   }
   return vars;
 }
+
+/** Said instead of the value of a variable holding an address: a wallet's secret key pasted there would reach the logs. */
+const NOT_REPEATED = " (the value given is not repeated: it may be a secret key)";
 
 /** The longest delay a timer takes (2^31 - 1 ms, ~24.8 days): a longer one fires at once, every time. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -232,20 +244,20 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   }
   const serviceMint = vars.SERVICE_TOKEN_MINT?.trim() || null;
   if (serviceMint !== null && decodeAddress(serviceMint) === null) {
-    throw new ConfigError(`SERVICE_TOKEN_MINT must be a base58 address of 32 bytes, got "${serviceMint}"`);
+    throw new ConfigError(`SERVICE_TOKEN_MINT must be a base58 address of 32 bytes${NOT_REPEATED}`);
   }
   const serviceToken = Object.freeze({ symbol, decimals: int(vars, "SERVICE_TOKEN_DECIMALS", 6, 0, 9), mint: serviceMint });
 
   const feeBps = int(vars, "MARKETPLACE_FEE_BPS", 0, 0, 10_000);
   const feeWallet = vars.MARKETPLACE_FEE_WALLET?.trim() || null;
   if (feeWallet !== null && decodeAddress(feeWallet) === null) {
-    throw new ConfigError(`MARKETPLACE_FEE_WALLET must be a base58 address of 32 bytes, got "${feeWallet}"`);
+    throw new ConfigError(`MARKETPLACE_FEE_WALLET must be a base58 address of 32 bytes${NOT_REPEATED}`);
   }
   if (feeBps > 0 && feeWallet === null) throw new ConfigError("MARKETPLACE_FEE_BPS is set: MARKETPLACE_FEE_WALLET must name the wallet that receives the fee");
 
   const x402FeePayer = vars.X402_FEE_PAYER?.trim() || null;
   if (x402FeePayer !== null && decodeAddress(x402FeePayer) === null) {
-    throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes, got "${x402FeePayer}"`);
+    throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes${NOT_REPEATED}`);
   }
 
   const authRateLimit = onOff(vars, "AUTH_RATE_LIMIT", true);

@@ -139,6 +139,7 @@ describe("a purchase through /pay/:id/submit (feature unlock)", () => {
 
     const listed = await pub(`/feature/tokens?productId=${feature}&walletAddress=${alice.address}`, ownerA.key);
     expect(listed.body).toMatchObject({ total: 1, limit: 100, offset: 0 });
+    expect(listed.headers.get("cache-control")).toBe("no-store"); // the buyers' tokens: kept by no cache
     expect(listed.body.tokens[0]).toEqual({
       accessToken,
       productId: feature,

@@ -5,7 +5,7 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { toIso } from "../lib/clock.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
-import { createApiKey, createKeyAuthenticator, LAST_USED_WRITE_MS, listApiKeys, MAX_API_KEYS, revokeApiKey } from "./keys.ts";
+import { createApiKey, createKeyAuthenticator, LAST_USED_WRITE_MS, listApiKeys, MAX_API_KEYS, revokeApiKey, revokeApiKeyAsOperator } from "./keys.ts";
 
 test("lastUsedAt is written once a minute per key at most, also by a new process, and again after the minute", async () => {
   const { deps, clock } = await testDeps();
@@ -45,4 +45,16 @@ test("an owner has at most 100 unrevoked keys and 1,000 in all", async () => {
   }
   expect((await listApiKeys(deps, owner)).length).toBe(MAX_API_KEYS.all);
   expect(await codeOf(createApiKey(deps, owner, "past the total"))).toBe("INVALID_STATE");
+});
+
+test("the operator's revoke of an unknown id does not repeat it: a key pasted in its place is a secret", async () => {
+  const { deps } = await testDeps();
+  const key = (await createApiKey(deps, newWallet().address, "pasted")).key;
+  let message = "";
+  try {
+    await revokeApiKeyAsOperator(deps, key);
+  } catch (err) {
+    message = (err as Error).message;
+  }
+  expect(message).toBe("no such API key");
 });

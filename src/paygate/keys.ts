@@ -57,7 +57,7 @@ export async function revokeApiKey(deps: Deps, owner: string, keyId: string): Pr
 
 /** `walletgate keys revoke <keyId>`: the operator revokes any owner's key. */
 export async function revokeApiKeyAsOperator(deps: Deps, keyId: string): Promise<{ revoked: true }> {
-  if (!(await store.revokeApiKeyById(deps.db, keyId, deps.clock.now()))) throw new AppError("NOT_FOUND", `no API key ${keyId}`);
+  if (!(await store.revokeApiKeyById(deps.db, keyId, deps.clock.now()))) throw new AppError("NOT_FOUND", "no such API key"); // not repeated: a key pasted for its id is a secret
   deps.log.info("api key revoked", { keyId, by: "operator" });
   return { revoked: true };
 }

@@ -149,11 +149,19 @@ export function publicRoutes(deps: Deps) {
         detail: { summary: "Whether a feature access token is valid now, and the features it unlocks" },
         response: { 400: ErrorBody, 401: ErrorBody, 429: ErrorBody },
       })
-      .get("/feature/tokens", ({ request, query }) => listFeatureTokens(deps, ownerOf(request), query), {
-        query: TokenListQuery,
-        detail: { summary: "The owner's feature access tokens, newest first; a productId that is not one of the owner's products is 404" },
-        response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
-      })
+      .get(
+        "/feature/tokens",
+        ({ request, query, set }) => {
+          // The buyers' tokens themselves: no cache in front of /public keeps them (a GET, keyed by X-API-Key).
+          set.headers["cache-control"] = "no-store";
+          return listFeatureTokens(deps, ownerOf(request), query);
+        },
+        {
+          query: TokenListQuery,
+          detail: { summary: "The owner's feature access tokens, newest first; a productId that is not one of the owner's products is 404" },
+          response: { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 429: ErrorBody },
+        },
+      )
       .post("/feature/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request), body.accessToken, set), {
         parse: "text",
         body: t.Object({ accessToken: AccessToken }),
