@@ -8,10 +8,12 @@ import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts"
 import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call as httpCall, decodeJwt, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 import { until } from "./helpers/until.ts";
+import { startLiteSvmRpc, type LiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 
 type Mcp = McpTestClient;
 
 const ANONYMOUS = { authenticated: false, network: "localnet" };
+const ANONYMOUS_DEVNET = { authenticated: false, network: "devnet" };
 const clients: Mcp[] = [];
 const servers: TestServer[] = [];
 let uaCount = 0;
@@ -366,8 +368,67 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
   }
 
   const toolCall = (id: number, name: string, args: Json = {}) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
-  /** A call cancelled in the same batch: the SDK then never answers it, so the POST stays open until the client leaves. */
-  const cancelled = (id: number) => [toolCall(id, "session_info"), { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "test" } }];
+  const cancel = (id: number) => ({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "test" } });
+  /** A call cancelled in the same batch. */
+  const cancelled = (id: number) => [toolCall(id, "session_info"), cancel(id)];
+
+  /**
+   * A devnet server whose ledger's RPC answers only while its gate is open: a wallet_get_balance made with
+   * `bearer` (a signed-in wallet's token) stays in flight while the gate is closed, as a call waiting on a
+   * slow node does.
+   */
+  async function gatedServer(env: Record<string, string> = {}) {
+    const rpc: LiteSvmRpc = await startLiteSvmRpc();
+    let gate: ReturnType<typeof Promise.withResolvers<void>> | null = null;
+    const proxy = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request) {
+        const body = await request.text();
+        if (gate !== null) await gate.promise;
+        return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
+      },
+    });
+    const server = await start({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${proxy.port}/`, ...env });
+    const { sessionToken } = await signIn(server.url, newWallet());
+    return {
+      server,
+      bearer: sessionToken as string,
+      close: () => (gate ??= Promise.withResolvers<void>()),
+      open: () => {
+        gate?.resolve();
+        gate = null;
+      },
+      dispose: async () => {
+        gate?.resolve();
+        await proxy.stop(true);
+        await rpc.stop();
+      },
+    };
+  }
+
+  /** A raw POST with a Bearer token: calls run as that wallet. */
+  async function postAs(server: TestServer, sessionId: string, bearer: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000)): Promise<Answer> {
+    try {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        signal,
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-session-id": sessionId,
+          "mcp-protocol-version": PROTOCOL,
+          authorization: `Bearer ${bearer}`,
+        },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+    } catch (err) {
+      if ((err as Error).name === "AbortError" || (err as Error).name === "TimeoutError") return "unanswered";
+      throw err;
+    }
+  }
   const inUse = (id: number) => ({ status: 400, body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining(`JSON-RPC id ${id} is in use`) } } });
 
   async function liveSessions(server: TestServer): Promise<number> {
@@ -409,23 +470,55 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       refused += 2 - results.length;
     }
     expect(refused).toBeGreaterThan(0);
+  });
 
-    // An id whose request the SDK will never answer (cancelled) stays in use while that request is open...
-    const held = new AbortController();
-    const open = post(server, sessionId, cancelled(7), held.signal);
-    await sleep(100);
-    expect(await post(server, sessionId, toolCall(7, "session_info"))).toEqual(inUse(7));
-    // ...in a batch too, and a batch may not use one id twice; nothing of a refused batch is run.
-    expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(7, "session_info")])).toEqual(inUse(7));
-    expect(await post(server, sessionId, [toolCall(9, "session_info"), toolCall(9, "session_info")])).toEqual({
-      status: 400,
-      body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("JSON-RPC id 9 is used twice in this batch") } },
-    });
-    // Other ids go on as before, and so does the SDK client in the same session.
-    expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(9, "session_info")])).toMatchObject({ status: 200, body: [{ id: 8 }, { id: 9 }] });
-    expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
-    held.abort();
-    expect(await open).toBe("unanswered");
+  test("an id in flight stays in use until its request is answered, in a batch too; a cancelled request is answered, and frees its id", async () => {
+    const gated = await gatedServer();
+    try {
+      const { server, bearer } = gated;
+      const mcp = await connect(server, ua("in-flight"));
+      const sessionId = mcp.transport.sessionId!;
+      // A call waiting on the ledger keeps its id in use while it is open…
+      gated.close();
+      const held = new AbortController();
+      const open = postAs(server, sessionId, bearer, toolCall(7, "wallet_get_balance"), held.signal);
+      await sleep(200);
+      expect(await post(server, sessionId, toolCall(7, "session_info"))).toEqual(inUse(7));
+      // …in a batch too, and a batch may not use one id twice; nothing of a refused batch is run.
+      expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(7, "session_info")])).toEqual(inUse(7));
+      expect(await post(server, sessionId, [toolCall(9, "session_info"), toolCall(9, "session_info")])).toEqual({
+        status: 400,
+        body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("JSON-RPC id 9 is used twice in this batch") } },
+      });
+      // Other ids go on as before, and so does the SDK client in the same session.
+      expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(9, "session_info")])).toMatchObject({ status: 200, body: [{ id: 8 }, { id: 9 }] });
+      expect(await mcp.ok("session_info")).toEqual(ANONYMOUS_DEVNET);
+      held.abort();
+      expect(await open).toBe("unanswered");
+      gated.open();
+      await until(async () => ((await post(server, sessionId, toolCall(7, "session_info"))) as { status: number }).status === 200 || undefined, 3000); // answered: free again
+
+      // A request its client cancels (the SDK stops it and never answers it) is answered "Request cancelled"
+      // at once, even while it still waits on the ledger, and its id is free again: nothing of it stays.
+      gated.close();
+      const waiting = postAs(server, sessionId, bearer, toolCall(11, "wallet_get_balance"));
+      await sleep(200);
+      expect(await post(server, sessionId, cancel(11))).toEqual({ status: 202, body: null as unknown as Json });
+      expect(await waiting).toEqual({ status: 200, body: { jsonrpc: "2.0", id: 11, error: { code: -32800, message: "Request cancelled" } } });
+      expect(await post(server, sessionId, toolCall(11, "session_info"))).toMatchObject({ status: 200, body: { id: 11, result: {} } });
+      gated.open();
+      // Cancelled in the same batch (MCP 2025-03-26), again and again: each batch is answered, and the ids are reused.
+      for (let round = 0; round < 50; round++) {
+        const answer = await post(server, sessionId, cancelled(12));
+        expect(answer).not.toBe("unanswered");
+        const bodies = (answer as { body: Json }).body;
+        const reply = (Array.isArray(bodies) ? bodies : [bodies]).find((m: Json) => m.id === 12);
+        // Either answer may come first: the call's (it finished before the cancellation was read) or the cancellation's.
+        expect(reply === undefined ? "none" : reply.error?.code === -32800 || reply.result !== undefined).toBe(true);
+      }
+    } finally {
+      await gated.dispose();
+    }
   });
 
   test("a session its client tried to pin (duplicate ids, a cancelled call) is still swept when idle", async () => {
@@ -440,7 +533,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       await mcp.client.close();
     }
     const attempts = pinned.map(async (sessionId) => {
-      // Duplicate ids in flight, and a call that is never answered, left by its client after 300 ms.
+      // Duplicate ids in flight, and a call cancelled in its batch, each left by its client after 300 ms at most.
       const twice = () => post(server, sessionId, toolCall(1, "session_auth", { walletAddress: SOME_WALLET }), AbortSignal.timeout(300));
       await Promise.all([twice(), twice(), post(server, sessionId, cancelled(2), AbortSignal.timeout(300))]);
     });
@@ -488,18 +581,20 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
   });
 
   test("initializations at MCP_MAX_SESSIONS with every session busy: each is served or refused 503, never evicted while initializing", async () => {
-    const server = await start({ MCP_MAX_SESSIONS: "4" });
-    // Three sessions busy with a call that stays open while its client holds it; one place is free.
+    const gated = await gatedServer({ MCP_MAX_SESSIONS: "4" });
+    const { server, bearer } = gated;
+    // Three sessions busy with a call waiting on the ledger while its client holds it; one place is free.
+    gated.close();
     const hold = new AbortController();
     const busy = await Promise.all([0, 1, 2].map(() => rawSession(server, ua("busy"))));
-    const held = busy.map((sessionId) => post(server, sessionId, cancelled(1), hold.signal));
-    await sleep(100);
+    const held = busy.map((sessionId) => postAs(server, sessionId, bearer, toolCall(1, "wallet_get_balance"), hold.signal));
+    await sleep(200);
 
     const outcomes = await Promise.all(
       Array.from({ length: 8 }, async () => {
         try {
           const mcp = await connect(server, ua("at-cap"));
-          expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
+          expect(await mcp.ok("session_info")).toEqual(ANONYMOUS_DEVNET);
           return "served";
         } catch (err) {
           return String(err);
@@ -522,7 +617,8 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     // Their clients leave: the busy sessions may leave memory again, and newcomers are served.
     hold.abort();
     expect(await Promise.all(held)).toEqual(["unanswered", "unanswered", "unanswered"]);
-    expect(await (await connect(server, ua("after"))).ok("session_info")).toEqual(ANONYMOUS);
+    expect(await (await connect(server, ua("after"))).ok("session_info")).toEqual(ANONYMOUS_DEVNET);
     expect(await liveSessions(server)).toBeLessThanOrEqual(4);
+    await gated.dispose();
   });
 });

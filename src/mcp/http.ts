@@ -95,9 +95,38 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
   return ids;
 }
 
+/** The requests a POST body cancels (`notifications/cancelled`, alone or in a batch): their ids. */
+function cancelledIds(body: unknown): (string | number)[] {
+  const ids: (string | number)[] = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (typeof message !== "object" || message === null || (message as { method?: unknown }).method !== "notifications/cancelled") continue;
+    const id = (message as { params?: { requestId?: unknown } }).params?.requestId;
+    if (typeof id === "string" || typeof id === "number") ids.push(id);
+  }
+  return ids;
+}
+
 /**
- * Ends the exchanges of `live` whose client has left (an answer the SDK never gives, as for a request the
- * client cancelled, would keep the session busy for ever), and takes them out of the session at once.
+ * Answers the cancelled requests of `live` still unanswered once the SDK has taken the cancellation (it
+ * stops the call and never answers it): without an answer the transport keeps the request's entries, and
+ * its id, for the rest of the session, a few KB each, without bound for a client that keeps cancelling.
+ * An answer already given meanwhile wins (the transport has no entry left for it, and refuses this one).
+ */
+function answerCancelled(live: LiveSession, ids: readonly (string | number)[]): void {
+  setImmediate(() => {
+    for (const id of ids) {
+      if (!live.pendingIds.has(id)) continue;
+      live.transport.send({ jsonrpc: "2.0", id, error: { code: REQUEST_CANCELLED, message: "Request cancelled" } }).catch(() => undefined);
+    }
+  });
+}
+
+/** The JSON-RPC error code of an answer to a request its client cancelled (as LSP numbers it; MCP has none). */
+const REQUEST_CANCELLED = -32800;
+
+/**
+ * Ends the exchanges of `live` whose client has left (an answer still to come, as for a call waiting on a
+ * stalled node, would keep the session busy until then), and takes them out of the session at once.
  */
 function settleAbandoned(live: LiveSession): void {
   for (const exchange of live.exchanges) {
@@ -418,6 +447,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.exchanges.add(exchange);
       try {
         const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
+        const cancelled = request.method === "POST" ? cancelledIds(body) : [];
+        if (cancelled.length > 0) answerCancelled(live, cancelled);
         // An id is free again once the transport is done with it, not when the client leaves: an answer
         // still to come under it would go to a new request that reused it.
         const free = () => {
@@ -425,7 +456,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         };
         answered.then(free, free);
         // The exchange ends when the transport answers or the client leaves, whichever comes first (an
-        // answer that never comes, as for a request the client cancelled, ends with the client).
+        // answer long in coming, as for a call waiting on a stalled node, ends with the client).
         const response = await Promise.race([answered, left]);
         // DELETE ends the session for good, whatever the transport made of a race with the sweep.
         if (request.method === "DELETE" && response.status < 300) {
