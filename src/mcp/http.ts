@@ -1,6 +1,6 @@
 // /mcp over HTTP: MCP Streamable HTTP (one transport and McpServer per Mcp-Session-Id, swept when
 // idle, rebuilt under the same id from its record, ended by DELETE) and the plain JSON envelope.
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
@@ -15,6 +15,7 @@ import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
 import { createToolServer, fingerprintBinding, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
+import { jsonResponseTransport } from "./transport.ts";
 
 type LiveSession = SessionState & {
   id: string;
@@ -229,9 +230,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   async function openTransport(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>, releasePlace: () => void) {
     const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
-    const transport = new WebStandardStreamableHTTPServerTransport({
+    const transport = jsonResponseTransport({
       sessionIdGenerator: () => id,
-      enableJsonResponse: true,
       // DNS rebinding: a browser page on another origin that reaches this port is refused (clients
       // outside browsers send no Origin).
       enableDnsRebindingProtection: true,
