@@ -2,7 +2,7 @@
 // be written (a full disk) costs its lines, never the process.
 import { describe, expect, test } from "bun:test";
 import { closeSync, existsSync, openSync } from "node:fs";
-import { createLogger } from "./log.ts";
+import { createLogger, MAX_UNREAD_LOG_CHARS, stdoutSink, type LogWriter } from "./log.ts";
 
 /** Runs `body` in a child process with `sink = stdoutSink()` and returns what it printed. */
 async function printed(body: string): Promise<string> {
@@ -44,6 +44,38 @@ describe("stdoutSink", () => {
     } finally {
       closeSync(full);
     }
+  });
+
+  test("a reader that does not keep up: lines past the bound are dropped, not held, and counted once it catches up", async () => {
+    let written = 0;
+    let release: () => void = () => undefined;
+    let stalled: Promise<number> | null = null;
+    let reading = false;
+    const writer: LogWriter = {
+      write: (text) => (written += text.length),
+      // The reader takes nothing until released: every flush meanwhile is the same waiting Promise.
+      flush: () => (reading ? written : (stalled ??= new Promise<number>((resolve) => (release = () => resolve(written))))),
+    };
+    const reports: string[] = [];
+    const sink = stdoutSink((text) => reports.push(text), writer);
+    const line = `${"x".repeat(999)}\n`;
+    const lines = Math.ceil((2 * MAX_UNREAD_LOG_CHARS) / line.length);
+    for (let i = 0; i < lines; i++) {
+      sink.write(line);
+      if (i % 1000 === 999) void sink.flush();
+    }
+    void sink.flush();
+    await Bun.sleep(10);
+    expect(written).toBeLessThanOrEqual(MAX_UNREAD_LOG_CHARS); // held at the bound, not at the 16 MB written
+    expect(reports).toEqual(["walletgate: the log's reader is not keeping up; lines are dropped until it does\n"]);
+    const kept = written / line.length;
+    reading = true;
+    release();
+    await sink.flush();
+    sink.write("after\n");
+    await sink.flush();
+    expect(reports[1]).toBe(`walletgate: the log's reader caught up; ${lines - kept} lines were dropped\n`);
+    expect(written).toBe(kept * line.length + "after\n".length);
   });
 
   test("a burst larger than the buffer is written without waiting, all of it", async () => {

@@ -33,12 +33,22 @@ export const ACCESS_FLUSH_MS = 50;
 const ACCESS_BUFFER_CHARS = 16 * 1024;
 
 /**
+ * Characters handed to standard output that its reader has not taken yet, at most: past this, lines are
+ * dropped (and counted) until it catches up. A reader that is slow or stopped (a pipe nobody drains) made
+ * them pile up in memory without bound: ~3.8 GB in 40 s of requests with long paths.
+ */
+export const MAX_UNREAD_LOG_CHARS = 8 * 1024 * 1024;
+
+/** What stdoutSink writes to: Bun's writer of standard output (its flush is a Promise while the reader lags). */
+export type LogWriter = { write(text: string): unknown; flush(): number | Promise<number> };
+
+/**
  * Standard output: lines are collected here and handed to the OS once per event-loop turn, and request
  * lines at most every ACCESS_FLUSH_MS (Bun's own writer would write at the end of every turn). Avoids
  * `process.stdout`, which is slow to create.
  */
-export function stdoutSink(report: (text: string) => void = reportOnStderr): LogSink {
-  const sink = Bun.stdout.writer();
+export function stdoutSink(report: (text: string) => void = reportOnStderr, writer?: LogWriter): LogSink {
+  const sink: LogWriter = writer ?? Bun.stdout.writer();
   let pending: string[] = [];
   let pendingChars = 0;
   let soon = false;
@@ -47,20 +57,41 @@ export function stdoutSink(report: (text: string) => void = reportOnStderr): Log
   // service: its lines are dropped, and stderr says so once, and how many when the log works again.
   let broken = false;
   let dropped = 0;
+  // Handed to the writer, not yet taken by the reader; lines dropped meanwhile once that passed the bound.
+  let handed = 0; // characters ever handed to the writer
+  let taken = 0; // of them, those a completed flush has seen out
+  let lagging = false;
+  let lagDropped = 0;
   const flush = async () => {
     soon = false;
     if (timer !== null) clearTimeout(timer);
     timer = null;
     let lines = 0;
     try {
+      if (pending.length > 0 && handed - taken + pendingChars > MAX_UNREAD_LOG_CHARS) {
+        if (!lagging) report("walletgate: the log's reader is not keeping up; lines are dropped until it does\n");
+        lagging = true;
+        lagDropped += pending.length;
+        pending = [];
+        pendingChars = 0;
+      }
       if (pending.length > 0) {
         const text = pending.length === 1 ? pending[0]! : pending.join("");
         lines = pending.length;
         pending = [];
         pendingChars = 0;
         sink.write(text);
+        handed += text.length;
       }
-      await sink.flush(); // a Promise when the reader is slow
+      const mark = handed;
+      const flushed = sink.flush(); // a Promise when the reader is slow
+      if (flushed instanceof Promise) await flushed;
+      taken = Math.max(taken, mark); // what was handed before this flush is out
+      if (lagging && taken === handed) {
+        report(`walletgate: the log's reader caught up; ${lagDropped} lines were dropped\n`);
+        lagging = false;
+        lagDropped = 0;
+      }
     } catch (err) {
       if (!broken) report(`walletgate: the log cannot be written (${err instanceof Error ? err.message : String(err)}); its lines are dropped until it can\n`);
       broken = true;
