@@ -31,6 +31,26 @@ test("opening checkouts is rate limited per client network", async () => {
   expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
 }, 30_000);
 
+test("checkout_pay opens checkouts under the same limit: a connected wallet's 61st in a minute is 429, and so is the page's next", async () => {
+  const fresh = await startTestServer(); // a limiter of its own
+  try {
+    const owner = (await signIn(fresh.url, newWallet())).sessionToken;
+    const product = await call(fresh.url, "/dashboard/api/products", { token: owner, body: { title: "Pass", description: "", type: "access", price: "1" } });
+    const buyer = newWallet();
+    const token = (await signIn(fresh.url, buyer)).sessionToken;
+    const pay = () => call(fresh.url, "/mcp", { token, body: { tool: "checkout_pay", params: { productId: product.body.productId } } });
+    for (let i = 0; i < 60; i++) {
+      const opened = await pay();
+      expect([i, opened.status, typeof opened.body.data?.unsignedTransaction]).toEqual([i, 200, "string"]); // a connected wallet signs itself
+    }
+    expect(await pay()).toMatchObject({ status: 429, body: { success: false, code: "RATE_LIMITED" } });
+    const page = await call(fresh.url, `/pay/${product.body.productId}/checkout`, { body: { walletAddress: buyer.address } });
+    expect(page).toMatchObject({ status: 429, body: { code: "RATE_LIMITED" } });
+  } finally {
+    await fresh.dispose();
+  }
+}, 30_000);
+
 test("submits and confirms together are rate limited per client network: the 301st in a minute is 429", async () => {
   const checkoutId = "chk_unknown"; // counted before the lookup: an unknown checkout costs a hit too
   const statuses: number[] = [];

@@ -7,6 +7,7 @@ import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
+import { checkoutHits } from "../auth/rate-limit.ts";
 
 export const checkoutPay = defineTool({
   name: "checkout_pay",
@@ -33,7 +34,7 @@ export const checkoutPay = defineTool({
     signedTransaction: z.string().max(1700).optional().describe("connected wallets: the unsignedTransaction of the first call, signed (standard base64), with its checkoutId"),
   },
   needsWallet: true,
-  run: async ({ deps, caller, requestId }, input) => {
+  run: async ({ deps, caller, client, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
     const { checkoutKey, earlierPurchaseOf, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
@@ -50,6 +51,8 @@ export const checkoutPay = defineTool({
     // A naive retry soon after an error that came once the payment had landed answers that purchase.
     const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
     if (earlier !== null) return earlier;
+    // Every checkout opened is a row kept for a week: counted as POST /pay/:productId/checkout counts it.
+    deps.auth.rateLimiter.consume(checkoutHits(client.ip), deps.clock.now());
     const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency });
     // The service holds no key: the wallet signs, then calls again with the checkoutId (mcp.md's non-custodial flow).
     if (signer.kind !== "custodial") return unsignedCheckout(checkout);
