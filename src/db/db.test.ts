@@ -757,3 +757,17 @@ describe("exact sums (db/sum.ts)", () => {
     sqlite.close();
   });
 });
+
+describe("storage of large rows", () => {
+  test("a webhook attempt keeping 1 KiB of its answer fits in the table's pages (no page of its own)", () => {
+    const db = new Database(":memory:");
+    migrate(db, Date.now());
+    db.run("PRAGMA foreign_keys = OFF"); // attempts alone, without their deliveries
+    const before = (db.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+    const insert = db.query("INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, duration_ms, response, error) VALUES (?, 1, 0, 500, 3, ?, NULL)");
+    for (let i = 0; i < 400; i++) insert.run(`delivery-${String(i).padStart(4, "0")}-${"d".repeat(24)}`, "r".repeat(1024));
+    const pages = (db.query("PRAGMA page_count").get() as { page_count: number }).page_count - before;
+    expect(pages).toBeLessThan(160); // ~1.2 KB a row, three to a 4 KB page; WITHOUT ROWID took ~1.2 pages a row (480+)
+    db.close();
+  });
+});

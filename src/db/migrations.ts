@@ -27,6 +27,7 @@ import m0025 from "./migrations/0025_market_order_fee_terms.sql" with { type: "t
 import m0026 from "./migrations/0026_market_order_withdraw_request.sql" with { type: "text" };
 import m0027 from "./migrations/0027_mcp_unbound_sessions.sql" with { type: "text" };
 import m0028 from "./migrations/0028_mcp_bound_sessions.sql" with { type: "text" };
+import m0029 from "./migrations/0029_webhook_attempts_rowid.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -59,4 +60,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 26, name: "market_order_withdraw_request", sql: m0026 },
   { version: 27, name: "mcp_unbound_sessions", sql: m0027 },
   { version: 28, name: "mcp_bound_sessions", sql: m0028 },
+  { version: 29, name: "webhook_attempts_rowid", sql: m0029 },
 ];
