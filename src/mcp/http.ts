@@ -96,34 +96,20 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
   return ids;
 }
 
-/** The requests a POST body cancels (`notifications/cancelled`, alone or in a batch): their ids. */
-function cancelledIds(body: unknown): (string | number)[] {
-  const ids: (string | number)[] = [];
-  for (const message of Array.isArray(body) ? body : [body]) {
-    if (typeof message !== "object" || message === null || (message as { method?: unknown }).method !== "notifications/cancelled") continue;
-    const id = (message as { params?: { requestId?: unknown } }).params?.requestId;
-    if (typeof id === "string" || typeof id === "number") ids.push(id);
-  }
-  return ids;
-}
-
 /**
- * Answers the cancelled requests of `live` still unanswered once the SDK has taken the cancellation (it
- * stops the call and never answers it): without an answer the transport keeps the request's entries, and
- * its id, for the rest of the session, a few KB each, without bound for a client that keeps cancelling.
- * An answer already given meanwhile wins (the transport has no entry left for it, and refuses this one).
+ * A POST body without its `notifications/cancelled` messages (null: nothing else was in it). Cancellation
+ * is not acted on: MCP lets a receiver go on with a request it is asked to cancel, and a tool may have moved
+ * money by then, so every request is answered with what it did. Handed to the SDK, a cancellation makes it
+ * drop the answer and keep the request's entries in its transport, and its id in use, for the rest of the
+ * session: a client that kept cancelling grew the server without bound.
  */
-function answerCancelled(live: LiveSession, ids: readonly (string | number)[]): void {
-  setImmediate(() => {
-    for (const id of ids) {
-      if (!live.pendingIds.has(id)) continue;
-      live.transport.send({ jsonrpc: "2.0", id, error: { code: REQUEST_CANCELLED, message: "Request cancelled" } }).catch(() => undefined);
-    }
-  });
+function withoutCancellations(body: unknown): unknown {
+  const isCancel = (m: unknown) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "notifications/cancelled";
+  if (!Array.isArray(body)) return isCancel(body) ? null : body;
+  if (!body.some(isCancel)) return body;
+  const rest = body.filter((m) => !isCancel(m));
+  return rest.length === 0 ? null : rest;
 }
-
-/** The JSON-RPC error code of an answer to a request its client cancelled (as LSP numbers it; MCP has none). */
-const REQUEST_CANCELLED = -32800;
 
 /**
  * Ends the exchanges of `live` whose client has left (an answer still to come, as for a call waiting on a
@@ -446,9 +432,10 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const exchange: Exchange = { request, end };
       live.exchanges.add(exchange);
       try {
-        const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
-        const cancelled = request.method === "POST" ? cancelledIds(body) : [];
-        if (cancelled.length > 0) answerCancelled(live, cancelled);
+        const forwarded = request.method === "POST" ? withoutCancellations(body) : body;
+        // Only cancellations: taken (202, as for any notification), and not acted on.
+        if (forwarded === null) return new Response(null, { status: 202, headers: { "mcp-session-id": id } });
+        const answered = live.transport.handleRequest(request, { parsedBody: forwarded, authInfo });
         // An id is free again once the transport is done with it, not when the client leaves: an answer
         // still to come under it would go to a new request that reused it.
         const free = () => {
