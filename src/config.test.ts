@@ -236,7 +236,8 @@ describe("resolveSecrets", () => {
       for (const name of [...stale, fresh, other]) writeFileSync(join(dir, name), "x".repeat(64), { mode: 0o600 });
       const old = new Date(Date.now() - LEFTOVER_AFTER_MS - 1000);
       for (const name of [...stale, other]) utimesSync(join(dir, name), old, old);
-      resolveSecrets(loadConfig({ DATA_DIR: dir }));
+      // The wallet key from the environment now: its file's stale copies go all the same.
+      resolveSecrets(loadConfig({ DATA_DIR: dir, WALLET_ENCRYPTION_KEY: "ab".repeat(32) }));
       expect(readdirSync(dir).filter((n) => n.startsWith(".")).sort()).toEqual([other, fresh].sort());
     } finally {
       rmSync(dir, { recursive: true, force: true });

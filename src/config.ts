@@ -351,6 +351,9 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
       `${keyFile} is missing, but the database is bound to a wallet encryption key (it holds data sealed under it — custodial wallets, feature tokens, webhook secrets — or recorded it when first opened): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,
     );
   }
+  // Copies a first start killed while creating the secret files left, also of a secret since moved into
+  // the environment: a hidden second name for a key must not outlive the key's file.
+  removeAsideLeftovers(config.dataDir, ["jwt-secret", "wallet-encryption-key"]);
   const generated = generatedSecrets(config.dataDir, [
     ...(config.jwtSecret === null ? [{ name: "jwt-secret", generate: () => randomText(48) }] : []),
     ...(config.walletEncryptionKey === null ? [{ name: "wallet-encryption-key", generate: () => randomText(32, "hex") }] : []),
@@ -425,7 +428,6 @@ function randomText(byteCount: number, encoding: "hex" | "base64url" = "base64ur
  */
 function generatedSecrets(dataDir: string, secrets: { name: string; generate: () => string }[]): Map<string, string> {
   if (secrets.length === 0) return new Map();
-  removeAsideLeftovers(dataDir, secrets.map((s) => s.name)); // of a first start killed while creating them
   const missing = secrets.filter((s) => !existsSync(join(dataDir, s.name)));
   if (missing.length > 0) createFilesDurably(dataDir, missing.map((s) => ({ name: s.name, data: s.generate() + "\n", mode: 0o600 })));
   return new Map(

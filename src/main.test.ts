@@ -48,9 +48,9 @@ describe("walletgate CLI", () => {
       [["owners"], "missing argument", "Usage: walletgate owners list"],
       [["backup"], "missing argument", "Usage: walletgate backup <file>"],
       [["orders", "resolve", "ord_x"], "exactly one of --release and --refund", "Usage: walletgate orders resolve"],
-      [["keys", "create", "--owner", "bad", "--label", "x"], '--owner: "bad" is not a Solana address', "Usage: walletgate keys create"],
-      [["ledger", "airdrop", "--to", "bad", "--sol", "1"], '--to: "bad" is not a Solana address', "Usage: walletgate ledger airdrop"],
-      [["wallets", "export", "x"], '"x" is not a Solana address', "Usage: walletgate wallets export"],
+      [["keys", "create", "--owner", "bad", "--label", "x"], "--owner: not a Solana address (not repeated here: it may be a secret key)", "Usage: walletgate keys create"],
+      [["ledger", "airdrop", "--to", "bad", "--sol", "1"], "--to: not a Solana address", "Usage: walletgate ledger airdrop"],
+      [["wallets", "export", "x"], "the address given is not a Solana address (not repeated here", "Usage: walletgate wallets export"],
       [["wallets", "export", "11111111111111111111111111111112", "--format", "hex"], "--format must be base58 or json", "Usage: walletgate wallets export"],
       // An option given twice: which value was meant is not guessed (the last one used to win silently).
       [["keys", "create", "--owner", "11111111111111111111111111111112", "--owner", "11111111111111111111111111111113", "--label", "x"], "option --owner is given twice", "Usage: walletgate keys create"],

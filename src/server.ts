@@ -47,6 +47,8 @@ export type RunningServer = {
 export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
 
 const SHUTDOWN_GRACE_MS = 10_000;
+/** How long the stop waits for its last log lines to be taken by standard output's reader. */
+const LOG_FLUSH_AT_EXIT_MS = 2_000;
 
 /** The peer address of a request's socket; "0.0.0.0" when the socket has none (closed). */
 function socketAddress(server: Server<unknown>, request: Request): string {
@@ -396,7 +398,8 @@ async function serve(
         await Promise.all([verifier.stop(), pages.stop()]);
         db.close();
         log.info("stopped");
-        await log.flush();
+        // A log nobody reads (a pipe never drained) would hold the exit for ever: its last lines wait a while.
+        await Promise.race([log.flush(), Bun.sleep(LOG_FLUSH_AT_EXIT_MS)]);
       })();
       return stopping;
     },

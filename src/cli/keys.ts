@@ -13,7 +13,7 @@ const USAGE = `Usage: walletgate keys create --owner <wallet> --label <text> [--
 
 function requireOwner(owner: string | undefined): string {
   if (owner === undefined) throw new UsageError(`--owner <wallet> is required`, USAGE);
-  if (decodeAddress(owner) === null) throw new UsageError(`--owner: "${owner}" is not a Solana address`, USAGE);
+  if (decodeAddress(owner) === null) throw new UsageError(`--owner: not a Solana address (not repeated here: it may be a secret key)`, USAGE);
   return owner;
 }
 

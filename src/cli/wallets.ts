@@ -26,7 +26,7 @@ export async function walletsCommand(config: Config, args: string[]): Promise<nu
   const [subcommand, address] = positionals as [string, string | undefined];
   if (subcommand !== "export") throw new UsageError(`unknown wallets command "${subcommand}" (expected: wallets export <address>)`, USAGE);
   if (address === undefined) throw new UsageError("wallets export needs the wallet's address", USAGE);
-  if (decodeAddress(address) === null) throw new UsageError(`"${address}" is not a Solana address`, USAGE);
+  if (decodeAddress(address) === null) throw new UsageError(`the address given is not a Solana address (not repeated here: it may be a secret key)`, USAGE);
   const format = values.format ?? "base58";
   if (!isFormat(format)) throw new UsageError(`--format must be base58 or json, got "${format}"`, USAGE);
 

@@ -183,7 +183,7 @@ function readRequirements(value: unknown): Requirements {
 }
 
 function requireAddress(address: string, field: string): void {
-  if (!isAddress(address)) throw fieldError(field, `${field} ${address.slice(0, 60)} is not a Solana address`, {}, "INVALID_ADDRESS");
+  if (!isAddress(address)) throw fieldError(field, `${field} is not a Solana address`, {}, "INVALID_ADDRESS"); // not repeated: it may be a secret key
 }
 
 function splToken(tokens: readonly TokenInfo[], key: string): SplToken {

@@ -15,7 +15,7 @@ export type Signer =
   | { kind: "connected"; address: string };
 
 export async function signerFor(deps: Deps, address: string): Promise<Signer> {
-  if (!isAddress(address)) throw new AppError("INVALID_ADDRESS", `${address} is not a Solana address`);
+  if (!isAddress(address)) throw new AppError("INVALID_ADDRESS", "the wallet is not a Solana address"); // not repeated: it may be a secret key
   if (!(await isCustodial(deps, address))) return { kind: "connected", address };
   return { kind: "custodial", address, sign: (wire) => signTransaction(deps, address, wire) };
 }
