@@ -8,23 +8,30 @@ import { newWallet, signIn } from "./helpers/wallet.ts";
 
 const ROOT = join(import.meta.dir, "..");
 
-test("the log's reader goes away: every request is still answered, stderr says so once, SIGTERM exits 0", async () => {
-  const dataDir = tempDir();
+/** `walletgate serve` from source with its log on a pipe, read up to the listening line; its URL. */
+async function serveOnPipe(dataDir: string) {
   const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_FORMAT: "json" },
     stdout: "pipe",
     stderr: "pipe",
   });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  let out = "";
+  while (!out.includes('"msg":"listening"')) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited before listening:\n${out}`);
+    out += new TextDecoder().decode(value);
+  }
+  const url = JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!).url as string;
+  return { proc, reader, url };
+}
+
+
+test("the log's reader goes away: every request is still answered, stderr says so once, SIGTERM exits 0", async () => {
+  const dataDir = tempDir();
+  const { proc, reader, url } = await serveOnPipe(dataDir);
   try {
-    const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-    let out = "";
-    while (!out.includes('"msg":"listening"')) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`server exited before listening:\n${out}`);
-      out += new TextDecoder().decode(value);
-    }
-    const url = JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!).url as string;
     await reader.cancel(); // the pipe's reading end closes: the next log write fails (EPIPE)
 
     const statuses: number[] = [];
@@ -49,21 +56,8 @@ test("the log's reader goes away: every request is still answered, stderr says s
 
 test("a reader that stays but never reads: memory stays bounded, stderr says lines are dropped, SIGTERM still exits 0", async () => {
   const dataDir = tempDir();
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_FORMAT: "json" },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const { proc, reader, url } = await serveOnPipe(dataDir);
   try {
-    const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-    let out = "";
-    while (!out.includes('"msg":"listening"')) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`server exited before listening:\n${out}`);
-      out += new TextDecoder().decode(value);
-    }
-    const url = JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!).url as string;
     // From here on nothing reads the pipe: requests with 4 KB paths, ~20 MB of request lines.
     const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${proc.pid}/status`, "utf8"))![1]) / 1024;
     for (let i = 0; i < 5000; i += 50) {

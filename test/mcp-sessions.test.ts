@@ -350,13 +350,19 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     return sessionId;
   }
 
-  /** A raw POST of `body` (a message or a batch) into a session; "unanswered" when `signal` ended it first. */
-  async function post(server: TestServer, sessionId: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000)): Promise<Answer> {
+  /** A raw POST of `body` (a message or a batch) into a session (as `bearer`'s wallet if given); "unanswered" when `signal` ended it first. */
+  async function post(server: TestServer, sessionId: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000), bearer?: string): Promise<Answer> {
     try {
       const res = await fetch(`${server.url}/mcp`, {
         method: "POST",
         signal,
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL },
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-session-id": sessionId,
+          "mcp-protocol-version": PROTOCOL,
+          ...(bearer === undefined ? {} : { authorization: `Bearer ${bearer}` }),
+        },
         body: JSON.stringify(body),
       });
       const text = await res.text();
@@ -408,27 +414,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
   }
 
   /** A raw POST with a Bearer token: calls run as that wallet. */
-  async function postAs(server: TestServer, sessionId: string, bearer: string, body: unknown, signal: AbortSignal = AbortSignal.timeout(5000)): Promise<Answer> {
-    try {
-      const res = await fetch(`${server.url}/mcp`, {
-        method: "POST",
-        signal,
-        headers: {
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "mcp-session-id": sessionId,
-          "mcp-protocol-version": PROTOCOL,
-          authorization: `Bearer ${bearer}`,
-        },
-        body: JSON.stringify(body),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text === "" ? null : JSON.parse(text) };
-    } catch (err) {
-      if ((err as Error).name === "AbortError" || (err as Error).name === "TimeoutError") return "unanswered";
-      throw err;
-    }
-  }
+  const postAs = (server: TestServer, sessionId: string, bearer: string, body: unknown, signal?: AbortSignal) => post(server, sessionId, body, signal, bearer);
   const inUse = (id: number) => ({ status: 400, body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining(`JSON-RPC id ${id} is in use`) } } });
 
   async function liveSessions(server: TestServer): Promise<number> {
