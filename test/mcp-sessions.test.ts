@@ -494,6 +494,17 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       gated.open();
       expect(await waiting).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id: 11, result: { structuredContent: { success: true } } } });
       expect(await post(server, sessionId, toolCall(11, "session_info"))).toMatchObject({ status: 200, body: { id: 11, result: {} } });
+      // A "cancellation" with an id is a request: answered (unknown method), its id free again.
+      const shaped = { jsonrpc: "2.0", id: 5, method: "notifications/cancelled", params: { requestId: 1 } };
+      expect(await post(server, sessionId, shaped)).toMatchObject({ status: 200, body: { id: 5, error: { code: -32601 } } });
+      expect(await post(server, sessionId, toolCall(5, "session_info"))).toMatchObject({ status: 200, body: { id: 5, result: {} } });
+      // The transport's checks hold for cancellations as for any message: a page of another origin is refused.
+      const foreign = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL, origin: "https://evil.example" },
+        body: JSON.stringify(cancel(5)),
+      });
+      expect(foreign.status).toBe(403);
       // Cancelled in the same batch (MCP 2025-03-26), again and again: each is answered, and the id reused.
       for (let round = 0; round < 50; round++) {
         expect(await post(server, sessionId, cancelled(12))).toMatchObject({ status: 200, body: { id: 12, result: { structuredContent: { success: true } } } });

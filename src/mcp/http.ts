@@ -97,21 +97,6 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
 }
 
 /**
- * A POST body without its `notifications/cancelled` messages (null: nothing else was in it). Cancellation
- * is not acted on: MCP lets a receiver go on with a request it is asked to cancel, and a tool may have moved
- * money by then, so every request is answered with what it did. Handed to the SDK, a cancellation makes it
- * drop the answer and keep the request's entries in its transport, and its id in use, for the rest of the
- * session: a client that kept cancelling grew the server without bound.
- */
-function withoutCancellations(body: unknown): unknown {
-  const isCancel = (m: unknown) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "notifications/cancelled";
-  if (!Array.isArray(body)) return isCancel(body) ? null : body;
-  if (!body.some(isCancel)) return body;
-  const rest = body.filter((m) => !isCancel(m));
-  return rest.length === 0 ? null : rest;
-}
-
-/**
  * Ends the exchanges of `live` whose client has left (an answer still to come, as for a call waiting on a
  * stalled node, would keep the session busy until then), and takes them out of the session at once.
  */
@@ -432,10 +417,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const exchange: Exchange = { request, end };
       live.exchanges.add(exchange);
       try {
-        const forwarded = request.method === "POST" ? withoutCancellations(body) : body;
-        // Only cancellations: taken (202, as for any notification), and not acted on.
-        if (forwarded === null) return new Response(null, { status: 202, headers: { "mcp-session-id": id } });
-        const answered = live.transport.handleRequest(request, { parsedBody: forwarded, authInfo });
+        const answered = live.transport.handleRequest(request, { parsedBody: body, authInfo });
         // An id is free again once the transport is done with it, not when the client leaves: an answer
         // still to come under it would go to a new request that reused it.
         const free = () => {

@@ -1,7 +1,7 @@
 // One McpServer over the tool registry: tools/list from the registry's schemas, tools/call answering
 // the envelope as structuredContent and as JSON text, isError = !success (mcp.md "Results").
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
+import { CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
@@ -55,6 +55,10 @@ export type HttpCallInfo = { bearer: string | null; requestId: string | undefine
 export function createToolServer(deps: Deps, registry: Registry, state: SessionState, defaultBearer: () => string | null = () => null): McpServer {
   const server = new McpServer({ name: "walletgate", version: pkg.version }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
   server.server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...registry.listing] }));
+  // Cancellation is taken and not acted on (MCP lets a receiver go on): a tool may have sent a payment by
+  // then, so every request is answered with what it did. The SDK's own handler would drop the answer, and
+  // its HTTP transport then kept the request's entries, and the POST open, for the rest of the session.
+  server.server.setNotificationHandler(CancelledNotificationSchema, () => undefined);
   server.server.setRequestHandler(ToolsCall, async (raw, extra) => {
     const request = raw as unknown as CallToolRequest; // as the SDK's check (above) found it
     // An unknown tool is a protocol error over MCP (the MCP spec's "Unknown tools"), not a tool's failure;
