@@ -3,7 +3,7 @@ import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createFilesDurably, removeAsideLeftovers } from "./lib/durable.ts";
 import { isatty } from "node:tty";
-import { decodeAddress } from "./lib/encoding.ts";
+import { decodeAddress, NOT_REPEATED } from "./lib/encoding.ts";
 import { isListenHost, MAX_TRUSTED_HOPS, namesPrivateHost, parseTrustProxy, type TrustProxy } from "./lib/ip.ts";
 import { DAY_MS } from "./lib/clock.ts";
 
@@ -119,9 +119,6 @@ export function flagsToVars(flags: string[]): Vars {
   }
   return vars;
 }
-
-/** Said instead of the value of a variable holding an address: a wallet's secret key pasted there would reach the logs. */
-const NOT_REPEATED = " (the value given is not repeated: it may be a secret key)";
 
 /** The longest delay a timer takes (2^31 - 1 ms, ~24.8 days): a longer one fires at once, every time. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -244,20 +241,20 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   }
   const serviceMint = vars.SERVICE_TOKEN_MINT?.trim() || null;
   if (serviceMint !== null && decodeAddress(serviceMint) === null) {
-    throw new ConfigError(`SERVICE_TOKEN_MINT must be a base58 address of 32 bytes${NOT_REPEATED}`);
+    throw new ConfigError(`SERVICE_TOKEN_MINT must be a base58 address of 32 bytes ${NOT_REPEATED}`);
   }
   const serviceToken = Object.freeze({ symbol, decimals: int(vars, "SERVICE_TOKEN_DECIMALS", 6, 0, 9), mint: serviceMint });
 
   const feeBps = int(vars, "MARKETPLACE_FEE_BPS", 0, 0, 10_000);
   const feeWallet = vars.MARKETPLACE_FEE_WALLET?.trim() || null;
   if (feeWallet !== null && decodeAddress(feeWallet) === null) {
-    throw new ConfigError(`MARKETPLACE_FEE_WALLET must be a base58 address of 32 bytes${NOT_REPEATED}`);
+    throw new ConfigError(`MARKETPLACE_FEE_WALLET must be a base58 address of 32 bytes ${NOT_REPEATED}`);
   }
   if (feeBps > 0 && feeWallet === null) throw new ConfigError("MARKETPLACE_FEE_BPS is set: MARKETPLACE_FEE_WALLET must name the wallet that receives the fee");
 
   const x402FeePayer = vars.X402_FEE_PAYER?.trim() || null;
   if (x402FeePayer !== null && decodeAddress(x402FeePayer) === null) {
-    throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes${NOT_REPEATED}`);
+    throw new ConfigError(`X402_FEE_PAYER must be a base58 address of 32 bytes ${NOT_REPEATED}`);
   }
 
   const authRateLimit = onOff(vars, "AUTH_RATE_LIMIT", true);

@@ -31,6 +31,7 @@ import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
+import { settlesWithin } from "./lib/sleep.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
 import dashboardPage from "./dashboard/web/dashboard.html";
 import payPage from "./dashboard/web/pay.html";
@@ -399,7 +400,7 @@ async function serve(
         db.close();
         log.info("stopped");
         // A log nobody reads (a pipe never drained) would hold the exit for ever: its last lines wait a while.
-        await Promise.race([log.flush(), Bun.sleep(LOG_FLUSH_AT_EXIT_MS)]);
+        await settlesWithin(log.flush(), LOG_FLUSH_AT_EXIT_MS);
       })();
       return stopping;
     },

@@ -2,7 +2,7 @@
 // API keys for headless servers. `create` prints the key once (the value alone, or JSON with --json).
 import { UsageError, type Config } from "../config.ts";
 import { AppError } from "../errors.ts";
-import { decodeAddress } from "../lib/encoding.ts";
+import { decodeAddress, NOT_REPEATED } from "../lib/encoding.ts";
 import { createApiKey, listApiKeys, revokeApiKeyAsOperator } from "../paygate/keys.ts";
 import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
@@ -13,7 +13,7 @@ const USAGE = `Usage: walletgate keys create --owner <wallet> --label <text> [--
 
 function requireOwner(owner: string | undefined): string {
   if (owner === undefined) throw new UsageError(`--owner <wallet> is required`, USAGE);
-  if (decodeAddress(owner) === null) throw new UsageError(`--owner: not a Solana address (not repeated here: it may be a secret key)`, USAGE);
+  if (decodeAddress(owner) === null) throw new UsageError(`--owner: not a Solana address ${NOT_REPEATED}`, USAGE);
   return owner;
 }
 

@@ -2,7 +2,7 @@
 import { UsageError, type Config } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { parseAmount } from "../lib/amounts.ts";
-import { decodeAddress } from "../lib/encoding.ts";
+import { decodeAddress, NOT_REPEATED } from "../lib/encoding.ts";
 import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
 
@@ -19,7 +19,7 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
   );
   if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"`, LEDGER_USAGE);
   if (values.to === undefined) throw new UsageError(`--to <address> is required`, LEDGER_USAGE);
-  if (decodeAddress(values.to) === null) throw new UsageError(`--to: not a Solana address, base58 of 32 bytes (not repeated here: it may be a secret key)`, LEDGER_USAGE);
+  if (decodeAddress(values.to) === null) throw new UsageError(`--to: not a Solana address, base58 of 32 bytes ${NOT_REPEATED}`, LEDGER_USAGE);
   if (config.network !== "localnet") {
     process.stderr.write(`walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is ${config.network})\n`);
     return 1;

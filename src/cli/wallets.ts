@@ -1,7 +1,7 @@
 // `walletgate wallets export <address>`: the operator's one way to take a custodial wallet's key out.
 import { UsageError, type Config } from "../config.ts";
 import { AppError } from "../errors.ts";
-import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
+import { decodeAddress, encodeBase58, NOT_REPEATED } from "../lib/encoding.ts";
 import { exportSecretKey } from "../wallets/custody.ts";
 import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
@@ -26,7 +26,7 @@ export async function walletsCommand(config: Config, args: string[]): Promise<nu
   const [subcommand, address] = positionals as [string, string | undefined];
   if (subcommand !== "export") throw new UsageError(`unknown wallets command "${subcommand}" (expected: wallets export <address>)`, USAGE);
   if (address === undefined) throw new UsageError("wallets export needs the wallet's address", USAGE);
-  if (decodeAddress(address) === null) throw new UsageError(`the address given is not a Solana address (not repeated here: it may be a secret key)`, USAGE);
+  if (decodeAddress(address) === null) throw new UsageError(`the address given is not a Solana address ${NOT_REPEATED}`, USAGE);
   const format = values.format ?? "base58";
   if (!isFormat(format)) throw new UsageError(`--format must be base58 or json, got "${format}"`, USAGE);
 

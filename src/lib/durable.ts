@@ -41,15 +41,16 @@ export function makeDirDurably(path: string): void {
   }
 }
 
-/** The hidden name a file of createFilesDurably is written under before it is linked into place. */
-export const asideName = (name: string, id: string) => `.${name}.${id}.tmp`;
+/** The hidden names a file of createFilesDurably is written under before it is linked into place: prefix, id, suffix. */
+const asidePrefix = (name: string) => `.${name}.`;
+const ASIDE_SUFFIX = ".tmp";
 
 /**
  * Removes what a createFilesDurably killed before its cleanup left of `names` in `dir` (a copy of a secret
  * under a hidden second name would outlive the secret's rotation), once stale (lib/leftovers.ts).
  */
 export function removeAsideLeftovers(dir: string, names: readonly string[], now = Date.now()): void {
-  for (const name of names) removeLeftovers(dir, `.${name}.`, now, ".tmp");
+  removeLeftovers(dir, names.map(asidePrefix), now, ASIDE_SUFFIX);
 }
 
 /**
@@ -64,7 +65,7 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
   const created: string[] = [];
   try {
     for (const f of files) {
-      const temp = join(dir, asideName(f.name, randomUUID()));
+      const temp = join(dir, `${asidePrefix(f.name)}${randomUUID()}${ASIDE_SUFFIX}`);
       temps.push(temp); // before writing: a write that fails part-way (disk full) leaves its file to remove
       writeFileSync(temp, f.data, { mode: f.mode, flag: "wx" });
     }

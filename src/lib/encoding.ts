@@ -3,6 +3,9 @@ import { base58 } from "@scure/base";
 
 const BASE58_ADDRESS_MAX_CHARS = 44; // 32 bytes never need more; bounds the quadratic decoder
 
+/** Said instead of a value refused as an address: a wallet's secret key pasted there must not reach a log. */
+export const NOT_REPEATED = "(not repeated here: it may be a secret key)";
+
 /** Decodes a Solana address: base58 of exactly 32 bytes, else null. */
 export function decodeAddress(address: string): Uint8Array | null {
   if (address.length < 32 || address.length > BASE58_ADDRESS_MAX_CHARS) return null;

@@ -12,10 +12,11 @@ import { join } from "node:path";
 export const LEFTOVER_AFTER_MS = 3_600_000;
 
 /**
- * Deletes the files of `dir` whose names start with `prefix` (and end with `suffix`) and that were last
- * written LEFTOVER_AFTER_MS ago or more; returns their names.
+ * Deletes the files of `dir` whose names start with `prefix` (or one of them) and end with `suffix`, and
+ * that were last written LEFTOVER_AFTER_MS ago or more; returns their names.
  */
-export function removeLeftovers(dir: string, prefix: string, now = Date.now(), suffix = ""): string[] {
+export function removeLeftovers(dir: string, prefix: string | readonly string[], now = Date.now(), suffix = ""): string[] {
+  const prefixes = typeof prefix === "string" ? [prefix] : prefix;
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -24,7 +25,7 @@ export function removeLeftovers(dir: string, prefix: string, now = Date.now(), s
   }
   const removed: string[] = [];
   for (const name of names) {
-    if (!name.startsWith(prefix) || !name.endsWith(suffix)) continue;
+    if (!prefixes.some((p) => name.startsWith(p)) || !name.endsWith(suffix)) continue;
     const path = join(dir, name);
     try {
       if (now - statSync(path).mtimeMs < LEFTOVER_AFTER_MS) continue;

@@ -5,7 +5,7 @@ import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_
 import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
-import { sleep } from "../../lib/sleep.ts";
+import { settlesWithin, sleep } from "../../lib/sleep.ts";
 import { createKeyedLock } from "../../lib/keyed-lock.ts";
 import {
   recipientBelowRent,
@@ -345,11 +345,10 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
    * for the network. Until it passes, its transfers say what is wrong instead of being built. Balances are read
    * as they are (a wrong mint's: 0), so that SOL and USDC sales and balances do not depend on it.
    */
-  async function requireServiceMint(): Promise<void> {
-    const token = tokens.find((t) => t.kind === "spl" && t.key !== "usdc" && t.mint !== null);
-    if (serviceMintChecked || token === undefined) return;
-    const info = await call(() => connection.getAccountInfo(new PublicKey(token.mint!), "confirmed"));
-    const what = `SERVICE_TOKEN_MINT (${token.mint}, the ${token.key} token)`;
+  async function requireServiceMint(token: TokenInfo, mint: string): Promise<void> {
+    if (serviceMintChecked) return;
+    const info = await call(() => connection.getAccountInfo(new PublicKey(mint), "confirmed"));
+    const what = `SERVICE_TOKEN_MINT (${mint}, the ${token.key} token)`;
     if (info === null) throw new AppError("NOT_SUPPORTED", `${what} has no account on ${network}`);
     if (info.owner.equals(TOKEN_2022_PROGRAM_ID)) throw new AppError("NOT_SUPPORTED", `${what} is a Token-2022 mint; only SPL Token mints are supported`);
     if (!info.owner.equals(TOKEN_PROGRAM_ID) || info.data.length !== MINT_SIZE) throw new AppError("NOT_SUPPORTED", `${what} is not an SPL Token mint`);
@@ -560,9 +559,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
           throw await duplicateIfLanded(err, tx.signature);
         }
         const following = send(wire, tx, true);
-        const settled = new AbortController(); // ends the wait below at once, so no timer outlives the transfer
-        void following.catch(() => undefined).finally(() => settled.abort());
-        await sleep(OWN_TURN_POLLS * pollIntervalMs, AbortSignal.any([settled.signal, lifetime.signal]));
+        await settlesWithin(following, OWN_TURN_POLLS * pollIntervalMs, lifetime.signal);
         return { following };
       });
       const { status: confirmed, lastValidBlockHeight, giveUpAt } = await sent.following;
@@ -667,7 +664,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
-    if (spl !== null && token.key !== "usdc") await requireServiceMint();
+    if (spl !== null && token.key !== "usdc") await requireServiceMint(token, spl.mint);
     const missing = async (owner: string) => spl !== null && !(await tokenAccountExists(associatedTokenAddress(owner, spl.mint)));
     const createRecipientAccount = await missing(intent.to);
     const createSplitAccount = intent.split === undefined ? false : await missing(intent.split.to);
