@@ -200,6 +200,9 @@ describe("dataDirError", () => {
       [fail("SQLITE_READONLY"), "DATA_DIR /srv/wg: its database cannot be written (read-only file or directory)"],
       [fail("ENOSPC", "/srv/wg/walletgate.db"), "DATA_DIR /srv/wg: no space left on the disk (/srv/wg/walletgate.db)"],
       [fail("SQLITE_CANTOPEN"), "DATA_DIR /srv/wg: the database /srv/wg/walletgate.db cannot be opened"],
+      [fail("SQLITE_NOTADB"), "DATA_DIR /srv/wg: /srv/wg/walletgate.db is not a SQLite database: move it away, or put a backup in its place with `walletgate restore <file>`"],
+      [fail("SQLITE_CORRUPT_INDEX"), "DATA_DIR /srv/wg: the database /srv/wg/walletgate.db is damaged (SQLITE_CORRUPT_INDEX): put a backup in its place with `walletgate restore <file>`"],
+      [fail("EISDIR", "/srv/wg/jwt-secret"), "DATA_DIR /srv/wg: /srv/wg/jwt-secret is a directory, not a file"],
     ];
     for (const [err, message] of cases) {
       const mapped = dataDirError(config, err);

@@ -166,7 +166,7 @@ function secret(vars: Vars, name: keyof Vars): string | null {
   return raw;
 }
 
-/** The process environment (Bun has already merged a `.env` from the working directory into it). */
+/** The process environment (Bun has already merged the working directory's `.env` files into it: README, Configuration). */
 export function processEnv(): Record<string, string | undefined> {
   return process.env;
 }
@@ -379,7 +379,7 @@ export function dataDirError(config: Config, err: unknown): ConfigError | null {
   if (err instanceof ConfigError) return null;
   const raw = (err as { code?: unknown } | null)?.code;
   // SQLite's extended codes name the primary one first: SQLITE_READONLY_DIRECTORY is a SQLITE_READONLY.
-  const code = typeof raw === "string" ? (/^SQLITE_(READONLY|CANTOPEN|FULL)/.exec(raw)?.[0] ?? raw) : raw;
+  const code = typeof raw === "string" ? (/^SQLITE_(READONLY|CANTOPEN|FULL|CORRUPT)/.exec(raw)?.[0] ?? raw) : raw;
   const path = (err as { path?: unknown } | null)?.path;
   const at = typeof path === "string" && path !== config.dataDir ? ` (${path})` : "";
   const where = `DATA_DIR ${config.dataDir}`;
@@ -399,6 +399,12 @@ export function dataDirError(config: Config, err: unknown): ConfigError | null {
       return new ConfigError(`${where}: no space left on the disk${at}`);
     case "SQLITE_CANTOPEN":
       return new ConfigError(`${where}: the database ${config.databasePath} cannot be opened`);
+    case "SQLITE_NOTADB":
+      return new ConfigError(`${where}: ${config.databasePath} is not a SQLite database: move it away, or put a backup in its place with \`walletgate restore <file>\``);
+    case "SQLITE_CORRUPT":
+      return new ConfigError(`${where}: the database ${config.databasePath} is damaged (${String(raw)}): put a backup in its place with \`walletgate restore <file>\``);
+    case "EISDIR":
+      return new ConfigError(`${where}: ${typeof path === "string" ? path : "a file it needs"} is a directory, not a file`);
     default:
       return null;
   }
@@ -430,7 +436,9 @@ function generatedSecrets(dataDir: string, secrets: { name: string; generate: ()
   return new Map(
     secrets.map(({ name }) => {
       const path = join(dataDir, name);
-      if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+      const stat = statSync(path);
+      if (!stat.isFile()) throw new ConfigError(`${path} is not a file: put the secret's file there, or move it away to have a new secret generated`);
+      if ((stat.mode & 0o077) !== 0) chmodSync(path, 0o600);
       const value = readFileSync(path, "utf8").trim();
       if (value === "") throw new ConfigError(`${path} is empty; delete it to generate a new secret`);
       return [name, value];

@@ -1,6 +1,6 @@
 // The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
@@ -119,6 +119,47 @@ describe("walletgate CLI", () => {
     const missing = join(dataDir(), "nodir");
     const r = await runCli(["backup", join(missing, "x.db")], { DATA_DIR: source });
     expect([r.code, r.stderr.trim().split("\n").at(-1)]).toEqual([1, `walletgate: backup failed: ${missing} is not a directory that exists: make it first, or back up elsewhere`]);
+  });
+
+  test("a database that is not one, and a secret's file that is a directory, are refused naming them", async () => {
+    const dir = dataDir();
+    writeFileSync(join(dir, "walletgate.db"), "not a database, but a text file of some length ".repeat(100));
+    for (const args of [["serve"], ["migrate"], ["owners", "list"]]) {
+      const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
+      expect({ args, code: r.code, says: r.stderr.includes(`DATA_DIR ${dir}: ${join(dir, "walletgate.db")} is not a SQLite database`) }).toEqual({ args, code: 1, says: true });
+    }
+    const other = dataDir();
+    mkdirSync(join(other, "jwt-secret"), { mode: 0o755 });
+    const r = await runCli(["serve"], { PORT: "0", DATA_DIR: other });
+    expect([r.code, r.stderr.includes(`${join(other, "jwt-secret")} is not a file`)]).toEqual([1, true]);
+    expect(statSync(join(other, "jwt-secret")).mode & 0o777).toBe(0o755); // left as it was
+  });
+
+  test("a database file this user cannot write is refused at start, naming it, by the server and the commands", async () => {
+    const dir = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: dir })).code).toBe(0);
+    const file = join(dir, "walletgate.db");
+    // Root writes whatever the mode says: for root the file is made immutable instead (ext4 and most Linux
+    // filesystems; where that is not possible, as in some containers, there is nothing to refuse).
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) {
+      if (Bun.spawnSync(["chattr", "+i", file]).exitCode !== 0) return;
+    } else {
+      chmodSync(file, 0o444);
+    }
+    try {
+      for (const args of [["serve"], ["keys", "list", "--owner", newWallet().address], ["migrate"]]) {
+        const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
+        expect({ args, code: r.code, says: r.stderr.includes(`DATA_DIR ${dir} cannot be written by this user: permission denied (${file})`) }).toEqual({
+          args,
+          code: 1,
+          says: true,
+        });
+      }
+    } finally {
+      if (asRoot) Bun.spawnSync(["chattr", "-i", file]);
+      else chmodSync(file, 0o600);
+    }
   });
 
   test("SERVICE_TOKEN_DECIMALS other than the embedded ledger's service token was made with: serve and the commands exit 1 naming it", async () => {

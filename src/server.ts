@@ -2,7 +2,8 @@
 import type { Server } from "bun";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
-import { migrate, schemaVersion } from "./db/migrate.ts";
+import { migrate, pendingVersions, shrinkLogAfterMigrating } from "./db/migrate.ts";
+import { watchSchema } from "./db/schema-watch.ts";
 import { createFromImage } from "./db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
@@ -21,8 +22,6 @@ import { importQuietly } from "./lib/quiet-import.ts";
 const CHECKOUT_WATCH_MS = 5_000;
 /** How often orders whose state ends by itself (expiry, deadline, auto-release) are looked for. */
 const ORDER_TIMERS_MS = 30_000;
-/** How often the schema version is read, to stop writing once a newer walletgate migrated the database. */
-const SCHEMA_WATCH_MS = 2_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
@@ -194,27 +193,36 @@ async function serve(
   server: Server<unknown>,
   onReady: (handle: Handler) => void,
 ): Promise<RunningServer> {
-  const { secrets, db, migrated } = inDataDir(config, () => {
+  const { secrets, db, created } = inDataDir(config, () => {
     const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
     const created = createFromImage(config.databasePath); // a first start of the executable: written whole
-    const db = openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
-    let migrated: ReturnType<typeof migrate>;
-    try {
-      migrated = migrate(db.sqlite, clock.now(), undefined, (versions) => log.info("migrating database", { applying: versions }));
+    return { secrets, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
+  });
+  let migrated: ReturnType<typeof migrate>;
+  try {
+    const pending = pendingVersions(db.sqlite);
+    if (pending.length > 0) {
+      // Said, and written out, before the work: on a big database it takes seconds.
+      log.info("migrating database", { applying: pending });
+      await log.flush();
+    }
+    migrated = inDataDir(config, () => {
+      const migrated = migrate(db.sqlite, clock.now());
       if (migrated.applied.length > 0) {
         db.flush(); // migrations commit outside the batched writes: on disk before anything is served
+        shrinkLogAfterMigrating(db.sqlite);
         log.info("database migrated", { version: migrated.version, applied: migrated.applied });
       } else if (created) {
         log.info("database created", { version: migrated.version });
       }
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
       requireGenesisDecimals(config, db);
-    } catch (err) {
-      db.close();
-      throw err;
-    }
-    return { secrets, db, migrated };
-  });
+      return migrated;
+    });
+  } catch (err) {
+    db.close();
+    throw err;
+  }
 
   const metrics = createServiceMetrics();
   const meta = new WeakMap<Request, RequestMeta>();
@@ -340,22 +348,7 @@ async function serve(
     onTimerError("rate-limit sweep"),
   );
 
-  // A newer walletgate (`migrate`, or a second `serve`) may migrate the database under this one: from then
-  // on this process would write to a schema it does not know. Looked for every few seconds; then every
-  // write is refused and /readyz fails, until this process is replaced by the newer version.
-  let outdated = false;
-  const schemaWatch = startRepeating(
-    async () => {
-      if (outdated) return;
-      const version = db.read(() => schemaVersion(db.sqlite));
-      if (version <= migrated.version) return;
-      outdated = true;
-      db.refuseWrites(new Error(`the database was migrated to schema ${version} by a newer walletgate; this one knows ${migrated.version}: restart with the newer version`));
-      log.error("database migrated by a newer walletgate: writes are refused", { version, known: migrated.version });
-    },
-    SCHEMA_WATCH_MS,
-    onTimerError("schema watch"),
-  );
+  const schemaWatch = watchSchema(db, migrated.version, log, onTimerError("schema watch"));
 
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info("listening", { url, baseUrl, network: config.network, dataDir: config.dataDir });

@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { Keypair } from "@solana/web3.js";
 import { join } from "node:path";
 import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
-import { startTestServer, tempDir } from "./helpers/server.ts";
+import { openServerDatabase, startTestServer, tempDir } from "./helpers/server.ts";
 
 const ROOT = join(import.meta.dir, "..");
 // Tokens name their issuer (BASE_URL): the stdio process and the HTTP server share one, as in production.
@@ -129,6 +129,37 @@ describe("walletgate mcp (stdio)", () => {
     expect(err).toContain("stdio: a message could not be read");
     expect(err).toContain("exceeded maximum size");
     expect(code).toBe(1);
+  }, 30_000);
+
+  test("stops writing once a newer walletgate migrated its database", async () => {
+    const dir = tempDir();
+    try {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [join(ROOT, "src/main.ts"), "mcp"],
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dir, BASE_URL },
+        stderr: "pipe",
+      });
+      let stderr = "";
+      transport.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const client = new Client({ name: "stdio-test", version: "1" });
+      await client.connect(transport);
+      clients.push(client);
+      expect(await call(client, "wallet_create", { airdropSol: 0 })).toMatchObject({ success: true });
+      const db = openServerDatabase(dir);
+      db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)");
+      db.close();
+      let made: Envelope = { success: true };
+      for (let i = 0; i < 50 && made.success; i++) {
+        await Bun.sleep(200);
+        made = await call(client, "wallet_create", { airdropSol: 0 });
+      }
+      expect(made).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+      expect(stderr).toContain("database migrated by a newer walletgate: writes are refused");
+      await client.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 
   test("the same database as the HTTP server: the stdio wallet's token works over /mcp", async () => {

@@ -318,3 +318,47 @@ describe("upgrade from before migration 20 (the wallet encryption key's check)",
     }, 15_000);
   }
 });
+
+describe("a long migration", () => {
+  test("is announced on stdout before it runs, and the log it wrote is cut back once it is done", async () => {
+    const now = Date.now();
+    const { dataDir, path } = oldDatabase(28, (db) => {
+      db.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_1', 'owner', ?, 'product.created', '{}', ?)").run(
+        newWallet().address,
+        now - DAY,
+      );
+      db.query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, last_status_code, created_at, updated_at)
+         VALUES ('whd_1', 'evt_1', 'owner_endpoint', 'whe_gone', 'failed', 120000, NULL, 500, ?, ?)`,
+      ).run(now - DAY, now - DAY);
+      // Migration 29 rebuilds this table: ~0.5 s per 80,000 attempts.
+      const attempt = db.query("INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, duration_ms, response) VALUES ('whd_1', ?, ?, 500, 3, ?)");
+      const answer = "x".repeat(300);
+      for (let i = 1; i <= 120_000; i++) attempt.run(i, now - DAY, answer);
+    });
+    const proc = Bun.spawn([process.execPath, join(import.meta.dir, "..", "src/main.ts"), "serve"], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_FORMAT: "json", LOG_LEVEL: "info" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      const chunks: string[] = [];
+      const decoder = new TextDecoder();
+      for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
+        chunks.push(decoder.decode(chunk));
+        if (chunks.join("").includes('"msg":"listening"')) break;
+      }
+      // The first thing written out names the migration, and is out before the work ends.
+      expect(chunks[0]).toContain('"msg":"migrating database"');
+      expect(chunks[0]).not.toContain('"msg":"database migrated"');
+      expect(chunks.join("")).toContain('"msg":"database migrated"');
+      // The copy of the table went through the log; it is not kept at that size while the server runs.
+      const wal = Bun.file(`${path}-wal`);
+      expect((await wal.exists()) ? wal.size : 0).toBeLessThan(1024 * 1024);
+    } finally {
+      proc.kill();
+      await proc.exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

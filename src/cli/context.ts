@@ -3,7 +3,9 @@ import { existsSync } from "node:fs";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
 import { requireGenesisDecimals } from "../ledger/create.ts";
-import { migrateFreshOnly } from "../db/migrate.ts";
+import { latestOf, migrateFreshOnly } from "../db/migrate.ts";
+import { watchSchema } from "../db/schema-watch.ts";
+import { errorText } from "../errors.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
@@ -51,9 +53,12 @@ export async function withCommandDeps<T>(
         ? createLogger(config.logLevel === "debug" || config.logLevel === "info" ? "warn" : config.logLevel, "json", (line) => process.stderr.write(line))
         : createLogger("silent", "json", () => {}),
     });
+    // A command that stays running (`mcp`) must not write on under a newer version's schema.
+    const schemaWatch = watchSchema(db, latestOf(), deps.log, (err) => deps.log.error("schema watch failed", { error: errorText(err) }));
     try {
       return await use(deps);
     } finally {
+      await schemaWatch.stop();
       await deps.ledger.stop();
     }
   } finally {

@@ -3,7 +3,7 @@ import { inDataDir, type Config } from "../config.ts";
 import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
-import { migrate } from "../db/migrate.ts";
+import { migrate, shrinkLogAfterMigrating } from "../db/migrate.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
@@ -14,9 +14,16 @@ export async function migrateCommand(config: Config, args: string[]): Promise<nu
   });
   try {
     // Progress on stderr, before work that can take a while; stdout keeps the result alone.
-    const result = inDataDir(config, () =>
-      migrate(db.sqlite, Date.now(), undefined, (versions) => process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`)),
-    );
+    const result = inDataDir(config, () => {
+      const result = migrate(db.sqlite, Date.now(), undefined, (versions) =>
+        process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`),
+      );
+      if (result.applied.length > 0) {
+        db.flush();
+        shrinkLogAfterMigrating(db.sqlite);
+      }
+      return result;
+    });
     const applied =
       result.applied.length > 0 ? `applied ${result.applied.join(", ")}` : created ? "created from the executable's built-in schema" : "nothing to apply";
     process.stdout.write(`schema version ${result.version} (${applied}) in ${config.databasePath}\n`);

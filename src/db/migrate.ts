@@ -36,6 +36,21 @@ function pendingOf(sqlite: Database, migrations: readonly Migration[]): Migratio
   return migrations.filter((m) => !done.has(m.version));
 }
 
+/** The versions of this program's migrations the database lacks, in order (all of them for a new database). */
+export function pendingVersions(sqlite: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  const pending = schemaVersion(sqlite) === 0 ? [...migrations] : pendingOf(sqlite, migrations);
+  return pending.map((m) => m.version).sort((a, b) => a - b);
+}
+
+/**
+ * After migrations were applied and flushed: the log they wrote (a rebuilt table's copy, as large as the
+ * table) is folded into the file and cut back to nothing, rather than held on the disk at that size for as
+ * long as the process runs. (Readers of another process may keep it from finishing; then it stays.)
+ */
+export function shrinkLogAfterMigrating(sqlite: Database): void {
+  sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
+}
+
 /**
  * For one-shot commands, which may run beside a server: a database never migrated is migrated (no server
  * can be using it); one that lacks some of this program's migrations is refused rather than migrated

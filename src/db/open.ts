@@ -1,6 +1,6 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { chmodSync, closeSync, fsync, fsyncSync, openSync, realpathSync, statSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants, existsSync, fsync, fsyncSync, openSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -118,6 +118,11 @@ function createPrivately(path: string): void {
       } catch {
         // not there, or not ours to change
       }
+    }
+    // SQLite opens a file it cannot write read-only without a word, and every write would then fail: said
+    // here instead (an EACCES/EPERM naming the file, which config's dataDirError puts in DATA_DIR's terms).
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+      if (file === path || existsSync(file)) accessSync(file, constants.W_OK);
     }
   }
 }

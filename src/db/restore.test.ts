@@ -2,7 +2,7 @@
 // database (the old one, its log folded in, or the backup), and stale copies left by killed runs are cleared.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, lstatSync, readdirSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
@@ -149,4 +149,21 @@ test("copies left by a backup or restore killed mid-way are deleted by a later r
   expect(stale.filter((f) => existsSync(f))).toEqual([]);
   expect(existsSync(fresh)).toBe(true);
   expect(readdirSync(dataDir).filter((n) => n.startsWith("."))).toEqual([]);
+});
+
+test("a database file that is a symlink is restored where it points, and the link stays", () => {
+  const dataDir = newDir();
+  const store = newDir(); // another volume, say
+  const target = join(store, "walletgate.db");
+  database(target, 5);
+  const path = join(dataDir, "walletgate.db");
+  symlinkSync(target, path);
+  const backup = join(newDir(), "backup.db");
+  database(backup, 2);
+  const result = restoreDatabase(path, backup, new Date());
+  expect(lstatSync(path).isSymbolicLink()).toBe(true);
+  expect(realpathSync(path)).toBe(realpathSync(target));
+  expect(owners(target)).toBe(2);
+  expect(result.movedAside!.startsWith(realpathSync(store))).toBe(true); // the old one beside it, whole
+  expect(owners(result.movedAside!)).toBe(5);
 });

@@ -158,13 +158,16 @@ export type RestoreResult = {
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
 export function restoreDatabase(
-  databasePath: string,
+  named: string,
   backup: string,
   now: Date,
   /** Tests: runs just before the backup takes the name (a throw there is a restore killed at that instant). */
   beforeReplace: () => void = () => undefined,
 ): RestoreResult {
   if (!existsSync(backup)) throw new RestoreError(`no file ${backup}`);
+  // A database file that is a symlink (to another volume, say) is restored where it points: the link stays,
+  // and the server, which opens the file through it, finds the backup there.
+  const databasePath = existsSync(named) ? realpathSync(named) : named;
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   const version = checkBackup(backup);
@@ -200,7 +203,7 @@ export function restoreDatabase(
     renameSync(partial, databasePath);
     fsyncDir(dir);
     return {
-      restored: databasePath,
+      restored: named,
       schemaVersion: carried === null || "skipped" in carried ? version : latestOf(),
       movedAside,
       revocations: carried === null ? null : "skipped" in carried ? carried : carried.revocations,
