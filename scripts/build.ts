@@ -18,6 +18,25 @@ export type BuildOptions = {
 
 export type BuildResult = { outfile: string; bytes: number; sourcemaps: { count: number; bytes: number } };
 
+/**
+ * `bindings` (required by bigint-buffer, beneath @solana/spl-token) looks for a native addon by walking up
+ * from the path its own file had at build time, resolved against the working directory at run time; with
+ * a build whose node_modules lay outside the project (a symlink, a hoisted workspace) that walk never ended
+ * (`../..`, `../../..`, …) and the executable hung at full CPU on the ledger's first use. The executable
+ * carries no native addon: it gets a `bindings` that says so at once, and bigint-buffer takes its pure-JS
+ * path, as it did after the walk.
+ */
+const noNativeAddons: import("bun").BunPlugin = {
+  name: "no-native-addons",
+  setup(build) {
+    build.onResolve({ filter: /^bindings$/ }, () => ({ path: "bindings", namespace: "no-native-addons" }));
+    build.onLoad({ filter: /.*/, namespace: "no-native-addons" }, () => ({
+      contents: 'module.exports = function bindings(name) { throw new Error("no native addon " + name + " in the executable"); };',
+      loader: "js",
+    }));
+  },
+};
+
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
   // Each build's chunks have new names: the source maps of earlier builds would pile up in dist/.
@@ -32,6 +51,7 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
     entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts")],
     target: "bun",
     format: "esm",
+    plugins: [noNativeAddons],
     minify: true,
     // Embedded in the executable (stack traces name src/ files) and also written beside it as `.map`.
     sourcemap: "linked",
@@ -52,6 +72,12 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
   }
   // Written beside it: the executable's own map, the worker entrypoint's, and one per lazily loaded chunk.
   const sourcemaps = result.outputs.filter((o) => o.kind === "sourcemap");
+  // Their sources list every module inside: none may look for files of the build tree at run time.
+  for (const map of sourcemaps) {
+    const sources = ((await Bun.file(map.path).json()) as { sources?: string[] }).sources ?? [];
+    const found = sources.find((source) => /(^|\/)node_modules\/bindings\//.test(source));
+    if (found !== undefined) throw new Error(`the executable would carry ${found}, which searches the disk for native addons`);
+  }
   return {
     outfile,
     bytes: statSync(outfile).size,

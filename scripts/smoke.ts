@@ -53,6 +53,12 @@ try {
   const revalidated = await fetch(new URL(script!, url), { headers: { "if-none-match": etag } });
   if (revalidated.status !== 304) fail(`revalidating ${script} under its ETag answered ${revalidated.status}`);
   const startMs = performance.now() - started;
+  // The OpenAPI document and its page are built on first request from lazily loaded modules.
+  const openapi = await fetch(`${url}/openapi.json`);
+  const document = openapi.status === 200 ? ((await openapi.json()) as { paths?: Record<string, unknown> }) : null;
+  if (document?.paths?.["/auth/verify"] === undefined) fail(`/openapi.json answered ${openapi.status} without /auth/verify`);
+  const docs = await fetch(`${url}/docs`);
+  if (docs.status !== 200 || !(docs.headers.get("content-type") ?? "").startsWith("text/html")) fail(`/docs answered ${docs.status}`);
 
   const example = Bun.spawnSync([process.execPath, join(import.meta.dir, "../examples/sign-in.ts"), url]);
   const signedIn = JSON.parse(example.stdout.toString());
