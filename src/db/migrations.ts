@@ -28,6 +28,7 @@ import m0026 from "./migrations/0026_market_order_withdraw_request.sql" with { t
 import m0027 from "./migrations/0027_mcp_unbound_sessions.sql" with { type: "text" };
 import m0028 from "./migrations/0028_mcp_bound_sessions.sql" with { type: "text" };
 import m0029 from "./migrations/0029_webhook_attempts_rowid.sql" with { type: "text" };
+import m0030 from "./migrations/0030_indexes_checkout_terms.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -61,4 +62,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 27, name: "mcp_unbound_sessions", sql: m0027 },
   { version: 28, name: "mcp_bound_sessions", sql: m0028 },
   { version: 29, name: "webhook_attempts_rowid", sql: m0029 },
+  { version: 30, name: "indexes_checkout_terms", sql: m0030 },
 ];

@@ -23,6 +23,9 @@ export function manualClock(startMs = Date.UTC(2026, 10, 22)): Clock & { advance
   };
 }
 
+/** The last millisecond ISO 8601's four-digit years can write: 9999-12-31T23:59:59.999Z. */
+export const LATEST_TIME_MS = 253_402_300_799_999;
+
 /** ISO 8601 UTC with milliseconds. */
 export function toIso(ms: number): string {
   return new Date(ms).toISOString();

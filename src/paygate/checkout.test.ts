@@ -1036,3 +1036,38 @@ describe("purge of expired checkouts in steps", () => {
     expect([count("checkouts"), count("checkout_submissions")]).toEqual([0, 0]);
   });
 });
+
+describe("what a checkout sells is fixed when it opens, as its price is", () => {
+  test("an access pass shortened while its buyer pays still grants the days shown when the checkout opened", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Year pass", type: "access", price: "10", accessDays: 365 });
+    const paid = await pay(deps, productId, buyer);
+    await updateProduct(deps, owner, productId, { accessDays: 1 });
+    expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed" });
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, expiresAt: new Date(clock.now() + 365 * DAY_MS).toISOString() });
+    // A checkout opened after the change sells the new length.
+    const again = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, again.checkout.checkoutId);
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, expiresAt: new Date(clock.now() + 366 * DAY_MS).toISOString() });
+  });
+
+  test("a feature unlock's token names the features of the checkout, not those the product was changed to meanwhile", async () => {
+    const { deps, owner, productId, buyer } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a", "b"], accessDays: null });
+    const paid = await pay(deps, productId, buyer);
+    await updateProduct(deps, owner, productId, { featureIds: ["c"], accessDays: 1 });
+    const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    const verified = await verifyFeatureToken(deps, owner, done.accessToken);
+    expect(verified).toMatchObject({ valid: true, features: ["a", "b"] });
+    expect(verified).not.toHaveProperty("expiresAt"); // no expiry, as when the checkout opened
+    expect((await eventsOf(deps, owner, "feature.unlocked")).map((e) => e.featureIds)).toEqual([["a", "b"]]);
+  });
+
+  test("passes bought one after another add up to 9999-12-31 at the latest, a time ISO 8601 can still write", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup({ title: "Century", type: "access", price: "1", accessDays: 36_500 });
+    await confirmCheckout(deps, productId, (await pay(deps, productId, buyer)).checkout.checkoutId);
+    // As if bought some eighty times already.
+    await deps.db.write(() => deps.db.sqlite.run("UPDATE purchases SET expires_at = ? WHERE wallet = ?", [Date.parse("9990-01-01T00:00:00.000Z"), wallet]));
+    await confirmCheckout(deps, productId, (await pay(deps, productId, buyer)).checkout.checkoutId);
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, expiresAt: "9999-12-31T23:59:59.999Z" });
+  });
+});

@@ -168,6 +168,8 @@ export async function startCheckout(
       expiresAt: now + CHECKOUT_TTL_MS,
       status: "open",
       purchaseId: null,
+      // Fixed as the price is: a product changed while its buyer pays does not change what is bought.
+      terms: { accessDays: product.accessDays, featureIds: product.featureIds },
     };
     await store.insertCheckout(deps.db, checkout);
   }
@@ -298,7 +300,8 @@ async function completedResult(deps: Deps, checkout: store.CheckoutRow, purchase
 async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, tx: LedgerTransaction, paid: bigint): Promise<ConfirmResult> {
   const now = deps.clock.now();
   const network = clusterName(deps.config.network);
-  const minted = product.type === "feature_unlock" ? mintFeatureToken(deps, product.featureIds) : null;
+  const terms = checkout.terms ?? { accessDays: product.accessDays, featureIds: product.featureIds };
+  const minted = product.type === "feature_unlock" ? mintFeatureToken(deps, terms.featureIds) : null;
   const { currency, decimals } = currencyOf([token], token.key);
   const facts: PaymentFacts = {
     owner: checkout.owner,
@@ -310,14 +313,14 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
     currency,
     timestamp: toIso(now),
     network,
-    feature: minted === null ? null : { accessToken: minted.accessToken, featureIds: product.featureIds },
+    feature: minted === null ? null : { accessToken: minted.accessToken, featureIds: terms.featureIds },
   };
   const outcome = await store.completeCheckout(
     deps.db,
     {
       checkout,
       productType: product.type,
-      accessMs: product.accessDays === null ? null : product.accessDays * DAY_MS,
+      accessMs: terms.accessDays === null ? null : terms.accessDays * DAY_MS,
       purchase: { id: newId("pur", deps.random), txHash: tx.signature, amount: paid, network, purchasedAt: now },
       token: minted?.sealed ?? null,
     },

@@ -1,5 +1,6 @@
 // SQL of payment gating: owners, API keys, products, checkouts, purchases and feature tokens.
 import type { Db } from "../db/open.ts";
+import { LATEST_TIME_MS } from "../lib/clock.ts";
 import { joinSum, splitSum } from "../db/sum.ts";
 import { inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
@@ -262,27 +263,50 @@ export type CheckoutRow = {
   expiresAt: number;
   status: CheckoutStatus;
   purchaseId: string | null;
+  /** What the payment buys, fixed when the checkout opened; null for checkouts opened before migration 30. */
+  terms: CheckoutTerms | null;
 };
+
+/** A checkout's terms besides its price: the access it grants and the features a feature unlock's token names. */
+export type CheckoutTerms = { accessDays: number | null; featureIds: string[] };
 
 // Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
 const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
-  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId`;
+  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId, terms`;
 
-const toCheckout = (raw: Omit<CheckoutRow, "amount"> & { amount: string }): CheckoutRow => ({ ...raw, amount: BigInt(raw.amount) });
+type RawCheckout = Omit<CheckoutRow, "amount" | "terms"> & { amount: string; terms: string | null };
+
+const toCheckout = (raw: RawCheckout): CheckoutRow => ({
+  ...raw,
+  amount: BigInt(raw.amount),
+  terms: raw.terms === null ? null : (JSON.parse(raw.terms) as CheckoutTerms),
+});
 
 export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<void> {
   return db.write(() => {
     db.sqlite
       .query(
-        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open')`,
+        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status, terms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
       )
-      .run(row.id, row.productId, row.owner, row.wallet, row.reference, row.payTo, row.amount, row.token, row.createdAt, row.expiresAt);
+      .run(
+        row.id,
+        row.productId,
+        row.owner,
+        row.wallet,
+        row.reference,
+        row.payTo,
+        row.amount,
+        row.token,
+        row.createdAt,
+        row.expiresAt,
+        row.terms === null ? null : JSON.stringify(row.terms),
+      );
   });
 }
 
 export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | null> {
-  const raw = db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE id = ?`).get(id) as (Omit<CheckoutRow, "amount"> & { amount: string }) | null;
+  const raw = db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE id = ?`).get(id) as RawCheckout | null;
   return raw === null ? null : toCheckout(raw);
 }
 
@@ -291,7 +315,7 @@ export async function findUnpaidCheckoutsByReference(db: Db, owner: string, addr
   return (
     db.sqlite
       .query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE reference IN (SELECT value FROM json_each(?)) AND owner = ? AND purchase_id IS NULL LIMIT ?`)
-      .all(JSON.stringify(addresses), owner, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+      .all(JSON.stringify(addresses), owner, limit) as RawCheckout[]
   ).map(toCheckout);
 }
 
@@ -304,7 +328,7 @@ export async function findSubmittedOpenCheckoutsOf(db: Db, productId: string, wa
            AND EXISTS (SELECT 1 FROM checkout_submissions s WHERE s.checkout_id = checkouts.id)
          ORDER BY created_at DESC, id DESC LIMIT ?`,
       )
-      .all(productId, wallet, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+      .all(productId, wallet, limit) as RawCheckout[]
   ).map(toCheckout);
 }
 
@@ -318,16 +342,13 @@ export async function listRecentlySubmittedOpenCheckouts(db: Db, since: number, 
            SELECT s.checkout_id FROM checkout_submissions s JOIN checkouts c ON c.id = s.checkout_id
            WHERE s.submitted_at > ? AND c.status = 'open' ORDER BY s.submitted_at DESC LIMIT ?)`,
       )
-      .all(since, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+      .all(since, limit) as RawCheckout[]
   ).map(toCheckout);
 }
 
 export async function listOpenCheckouts(db: Db, afterId: string, limit: number): Promise<CheckoutRow[]> {
   return (
-    db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND id > ? ORDER BY id LIMIT ?`).all(afterId, limit) as (Omit<
-      CheckoutRow,
-      "amount"
-    > & { amount: string })[]
+    db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE status = 'open' AND id > ? ORDER BY id LIMIT ?`).all(afterId, limit) as RawCheckout[]
   ).map(toCheckout);
 }
 
@@ -348,7 +369,7 @@ export async function findRecentlyPaidSubmittedCheckoutsOf(db: Db, productId: st
            WHERE p.product_id = ? AND p.wallet = ? AND p.purchased_at >= ?
            ORDER BY p.purchased_at DESC LIMIT ?)`,
       )
-      .all(productId, wallet, since, limit) as (Omit<CheckoutRow, "amount"> & { amount: string })[]
+      .all(productId, wallet, since, limit) as RawCheckout[]
   ).map(toCheckout);
 }
 
@@ -492,7 +513,8 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
               .get(checkout.productId, checkout.wallet, now)
           : db.sqlite.query("SELECT MAX(expires_at) AS until FROM purchases WHERE product_id = ? AND wallet = ? AND expires_at > ?").get(checkout.productId, checkout.wallet, now)
       ) as { until: number | null };
-      expiresAt = Math.max(now, latest.until ?? now) + input.accessMs;
+      // Passes bought one after another add up, to the last time an ISO date of four digits can write.
+      expiresAt = Math.min(Math.max(now, latest.until ?? now) + input.accessMs, LATEST_TIME_MS);
     }
 
     db.sqlite

@@ -875,6 +875,43 @@ describe("durability", () => {
   });
 });
 
+describe("the purge of deliveries whose endpoint is gone", () => {
+  test("walks the endpoints in runs, letting the event loop turn between them, and still finds the orphans", async () => {
+    const { deps, db, clock } = await testDeps();
+    const now = clock.now();
+    const endpoints = 2 * STEP_ROWS + 100;
+    await db.write(() => {
+      const endpoint = db.sqlite.query(
+        "INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at) VALUES (?, 'owner', 'https://x.example/', '[]', 1, ?, ?, ?, ?)",
+      );
+      const delivery = db.sqlite.query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES (?, 'evt_1', 'owner_endpoint', ?, 'succeeded', 1, NULL, ?, ?)`,
+      );
+      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_1', 'owner', 'owner', 'product.created', '{}', ?)").run(now);
+      for (let i = 0; i < endpoints; i++) {
+        const id = `whe_${String(i).padStart(5, "0")}`;
+        endpoint.run(id, new Uint8Array(12), new Uint8Array(48), now, now);
+        delivery.run(`whd_${i}`, id, now, now);
+      }
+      delivery.run("whd_orphan", "whe_99999", now, now); // its endpoint deleted by a delete a crash cut short
+    });
+    let turns = 0;
+    let purging = true;
+    const count = () => {
+      turns++;
+      if (purging) setImmediate(count);
+    };
+    setImmediate(count);
+    const removed = await store.purgeOrphanDeliveries(db);
+    purging = false;
+    expect(removed).toBe(1);
+    // Three runs of ids: the loop turned between them (one uninterrupted walk let nothing else run).
+    expect(turns).toBeGreaterThanOrEqual(2);
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM webhook_deliveries").get()).toEqual({ n: endpoints });
+  });
+});
+
 describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
   test("finished deliveries older than the retention go with their attempts and orphaned events; pending ones and their events stay", async () => {
     const { deps, db, clock } = await testDeps({ WEBHOOK_RETENTION_DAYS: "30", ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
@@ -892,12 +929,15 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     expect((await deliveriesOf(deps, owner, down))[0]).toMatchObject({ status: "pending" }); // retried later: not run again here
 
     clock.advance(30 * DAY_MS - 1); // not yet past the retention
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    // Only the event nobody receives goes: a day old is enough for it, whatever the retention.
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await store.findEvent(db, nobodysEvent)).toBeNull();
     clock.advance(2);
     const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    // /ok's and /gone's old deliveries; their event stays, /down's pending delivery still refers to it.
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -963,6 +1003,19 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     clock.advance(DAY_MS + 1);
     expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 1 });
     expect(events()).toBe(0);
+  });
+
+  test("an event nobody receives goes however long the purge did not run (downtime, an interval over a day)", async () => {
+    const { deps, db, clock } = await setup();
+    const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', 'o', 'payment.completed', 'x', ?)");
+    event.run("evt_left_by_an_earlier_process", clock.now() - 40 * DAY_MS); // the first run of a process looks at all
+    event.run("evt_new", clock.now());
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 1 });
+    clock.advance(12 * 3_600_000);
+    event.run("evt_later", clock.now());
+    clock.advance(3 * DAY_MS); // the next run three days on: both are past a window of one day back
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 2 });
+    expect((db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get() as { n: number }).n).toBe(0);
   });
 
   test("off by default: nothing is purged however old", async () => {

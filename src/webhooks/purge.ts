@@ -3,10 +3,14 @@
 // Always: deliveries of deleted endpoints, and events no delivery refers to, which nothing can read.
 // It also seals event bodies that an earlier version stored in clear, and deletes replaced signing
 // secrets past their 24 hours.
+import type { Db } from "../db/open.ts";
 import type { Deps } from "../deps.ts";
 import { sealClearEventBodies } from "./outbox.ts";
 import * as store from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
+
+/** Per database: the creation time before which this process has looked at every event for references. */
+const eventsLookedThrough = new WeakMap<Db, number>();
 
 export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
   const webhookBodiesSealed = await sealClearEventBodies(deps, { stopping }); // left in clear by an earlier version
@@ -14,8 +18,12 @@ export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise
   // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
   // refers to (nothing can read or resend them), a day old.
   const orphans = await store.purgeOrphanDeliveries(deps.db, stopping);
-  // Events of the day before yesterday to yesterday: each is looked at by a day's worth of hourly purges.
-  const unreferenced = await store.purgeUnreferencedEvents(deps.db, deps.clock.now() - DAY_MS, stopping, deps.clock.now() - 2 * DAY_MS);
+  // Events over a day old created since the last run of this process looked: each is looked at once (the
+  // first run after a start looks at all, so neither downtime nor a purge interval over a day skips any).
+  const before = deps.clock.now() - DAY_MS;
+  const since = eventsLookedThrough.get(deps.db) ?? Number.MIN_SAFE_INTEGER;
+  const unreferenced = await store.purgeUnreferencedEvents(deps.db, before, stopping, since);
+  if (stopping?.aborted !== true) eventsLookedThrough.set(deps.db, Math.max(since, before));
   const days = deps.config.webhookRetentionDays;
   if (days === 0) return { webhookDeliveries: orphans, webhookEvents: unreferenced, webhookBodiesSealed, webhookOldSecrets };
   const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS, stopping);

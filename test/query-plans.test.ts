@@ -1,0 +1,67 @@
+// Requests anyone can repeat must not do work that grows with other users' rows: the plans of the
+// statements behind them, on the schema as migrated (found by reading every statement's plan; each of
+// these read or sorted a whole table before migration 30 and the changes beside it).
+import { expect, test } from "bun:test";
+import { testDeps } from "./helpers/deps.ts";
+import { plansOf } from "./helpers/plans.ts";
+import * as paygate from "../src/paygate/store.ts";
+import * as market from "../src/marketplace/store.ts";
+
+const scans = (plan: string, table: string) => new RegExp(`\\bSCAN ${table}\\b`).test(plan);
+
+test("checkout_pay's look for the wallet's open checkouts of a product goes through their own index", async () => {
+  const { deps } = await testDeps();
+  const plans = await plansOf(deps.db.sqlite, () => paygate.findSubmittedOpenCheckoutsOf(deps.db, "prd_x", "wallet", 5));
+  expect(plans.length).toBe(1);
+  expect(plans[0]!.plan).toContain("USING INDEX checkouts_open_of (product_id=? AND wallet=?)");
+  expect(plans[0]!.plan).not.toContain("TEMP B-TREE FOR ORDER BY"); // only LAST TERM: ties of one millisecond
+});
+
+test("an agent's update of its services deletes its removed ones through an index, not a scan of everyone's", async () => {
+  const { deps, clock } = await testDeps();
+  const now = clock.now();
+  const agent = {
+    id: "agt_1",
+    ownerWallet: "owner",
+    endpoint: "https://agent.example.com/",
+    name: "A",
+    tagline: "",
+    description: "",
+    categories: ["design"],
+    basePrice: 1_000_000n,
+    status: "active" as const,
+    secretIv: new Uint8Array(12),
+    secretCiphertext: new Uint8Array(48),
+    createdAt: now,
+  };
+  const service = { id: "svc_1", title: "Logo", description: "", price: 1n, deliveryTimeMin: 60 };
+  expect(await market.insertAgent(deps.db, agent, ["design"], [service], 20)).toBe(true);
+  const plans = await plansOf(deps.db.sqlite, () => market.updateAgent(deps.db, "owner", "agt_1", { services: [] }, now + 1));
+  const touching = plans.filter((p) => p.sql.includes("market_agent_services"));
+  expect(touching.length).toBeGreaterThan(0);
+  for (const { sql, plan } of touching) expect({ sql, scans: scans(plan, "market_agent_services") }).toEqual({ sql, scans: false });
+});
+
+test("a search with maxPrice walks the ranking and stops at the page, instead of sorting every agent under the price", async () => {
+  const { deps } = await testDeps();
+  for (const search of [
+    { categoryKey: null, maxBasePrice: 5_000_000n, match: null },
+    { categoryKey: "design", maxBasePrice: 5_000_000n, match: null },
+    { categoryKey: null, maxBasePrice: null, match: null },
+  ]) {
+    const plans = await plansOf(deps.db.sqlite, () => market.searchAgents(deps.db, { ...search, limit: 20, offset: 0 }));
+    const page = plans.find((p) => p.sql.includes("ORDER BY"))!;
+    expect({ search, plan: page.plan.includes("TEMP B-TREE FOR ORDER BY") }).toEqual({ search, plan: false });
+    const count = plans.find((p) => p.sql.includes("COUNT(*)"))!;
+    expect(scans(count.plan, "a")).toBe(false);
+  }
+});
+
+test("the owner's conversations are paged before each one's count and last message are read", async () => {
+  const { deps } = await testDeps();
+  const plans = await plansOf(deps.db.sqlite, () => market.listOwnerConversations(deps.db, "owner", null, 20, 0));
+  const page = plans.find((p) => p.sql.includes("market_messages"))!;
+  // The page is a co-routine of its own; the correlated subqueries run over its rows only.
+  expect(page.plan).toContain("CO-ROUTINE page");
+  expect(page.plan.indexOf("CORRELATED SCALAR SUBQUERY")).toBeGreaterThan(page.plan.indexOf("SCAN page"));
+});
