@@ -40,12 +40,14 @@ describe("sliding window", () => {
     const rl = createRateLimiter();
     const short = { name: "s", max: 1, windowMs: 100 };
     rl.consume([[short, "k"]], 0);
+    let refusal: unknown = null;
     try {
       rl.consume([[short, "k"]], 50);
-      throw new Error("not limited");
     } catch (e) {
-      expect((e as AppError).extra.retryAfter).toBe(1);
+      refusal = e;
     }
+    expect(refusal).toBeInstanceOf(AppError); // limited, not let through
+    expect((refusal as AppError).extra.retryAfter).toBe(1);
   });
 
   test("refused requests create no keys, and the number of keys is capped", () => {

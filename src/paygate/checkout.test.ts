@@ -1071,3 +1071,63 @@ describe("what a checkout sells is fixed when it opens, as its price is", () => 
     expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, expiresAt: "9999-12-31T23:59:59.999Z" });
   });
 });
+
+describe("payments refused before anything is sent", () => {
+  /** `instructions` compiled with the buyer as fee payer and signed by it and `cosigners`, base64. */
+  async function signedBy(deps: Deps, buyer: Keypair, instructions: TransactionInstruction[], cosigners: Keypair[] = []): Promise<string> {
+    const tx = VersionedTransaction.deserialize(compileTransaction(instructions, buyer.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash));
+    tx.sign([buyer, ...cosigners]);
+    return Buffer.from(tx.serialize()).toString("base64");
+  }
+
+  test("tokens of a co-signing stranger, with the buyer paying the fee: refused, and the stranger keeps them", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const stranger = Keypair.generate();
+    await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL, usdc: 50n * USDC });
+    const checkout = await startCheckout(deps, productId, wallet);
+    const usdc = await usdcToken(deps);
+    const fromStranger = transferToPayTo(stranger, owner, usdc, 2n * USDC, [checkout.reference]);
+    const signed = await signedBy(deps, buyer, [createPayToAccount(buyer, owner, usdc.mint), fromStranger], [stranger]);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:payer");
+    expect((await deps.ledger.getBalances(stranger.publicKey.toBase58())).usdc).toBe(50n * USDC);
+    await expectNothingBought(deps, owner, checkout.checkoutId);
+  });
+
+  test("the reference elsewhere than on the transfer, or writable on it: refused at /submit, and when sent by the buyer, at confirm", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const usdc = await usdcToken(deps);
+    const variants: [string, (reference: string) => TransactionInstruction[]][] = [
+      [
+        "on an instruction of its own",
+        (reference) => {
+          const marker = SystemProgram.transfer({ fromPubkey: buyer.publicKey, toPubkey: buyer.publicKey, lamports: 0 });
+          marker.keys.push({ pubkey: new PublicKey(reference), isSigner: false, isWritable: false });
+          return [createPayToAccount(buyer, owner, usdc.mint), transferToPayTo(buyer, owner, usdc, 2n * USDC, []), marker];
+        },
+      ],
+      [
+        "writable on the transfer",
+        (reference) => {
+          const transfer = transferToPayTo(buyer, owner, usdc, 2n * USDC, []);
+          transfer.keys.push({ pubkey: new PublicKey(reference), isSigner: false, isWritable: true });
+          return [createPayToAccount(buyer, owner, usdc.mint), transfer];
+        },
+      ],
+    ];
+    for (const [how, instructions] of variants) {
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = await buyerTransaction(deps, buyer, instructions(checkout.reference));
+      expect([how, await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))]).toEqual([how, "PAYMENT_MISMATCH:reference"]);
+      await expectNothingBought(deps, owner, checkout.checkoutId);
+      await deps.ledger.submit(Buffer.from(signed, "base64")); // sent by the buyer itself: it lands, and is no checkout payment
+      expect([how, await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId, signatureOf(signed)))]).toEqual([how, "PAYMENT_MISMATCH:reference"]);
+      await expectNothingBought(deps, owner, checkout.checkoutId);
+    }
+  });
+
+  test("checkout_pay's maxAmount is held to the base unit", async () => {
+    const { deps, productId, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2.5", featureIds: ["export"], accessDays: 30 });
+    expect(await reasonOf(startCheckout(deps, productId, wallet, undefined, { maxAmount: "2.499999", currency: "USDC" }))).toBe("PAYMENT_MISMATCH:amount");
+    expect(await startCheckout(deps, productId, wallet, undefined, { maxAmount: "2.5", currency: "usdc" })).toMatchObject({ amount: "2.5" });
+  });
+});

@@ -115,17 +115,18 @@ describe("refused targets", () => {
   });
 
   test("the error message does not carry the URL's path or query", async () => {
-    try {
-      await guardedFetch("http://10.0.0.1/hook?token=sekrit", {}, { allowPrivate: false });
-    } catch (err) {
-      expect((err as Error).message).not.toContain("sekrit");
-    }
-    try {
-      await guardedFetch("http://127.0.0.1:1/hook?token=sekrit", {}, { allowPrivate: true });
-    } catch (err) {
-      expect((err as GuardedFetchError).reason).toBe("network");
-      expect((err as Error).message).not.toContain("sekrit");
-    }
+    const failureOf = (call: Promise<unknown>) =>
+      call.then(
+        () => null,
+        (err: unknown) => err as GuardedFetchError,
+      );
+    const refused = await failureOf(guardedFetch("http://10.0.0.1/hook?token=sekrit", {}, { allowPrivate: false }));
+    expect(refused).toBeInstanceOf(Error); // it must fail: no answer makes this pass
+    expect(refused!.message).not.toContain("sekrit");
+    const unreachable = await failureOf(guardedFetch("http://127.0.0.1:1/hook?token=sekrit", {}, { allowPrivate: true }));
+    expect(unreachable).toBeInstanceOf(Error);
+    expect(unreachable!.reason).toBe("network");
+    expect(unreachable!.message).not.toContain("sekrit");
   });
 });
 
