@@ -36,6 +36,23 @@ describe("sliding window", () => {
     expect(() => rl.consume([[big, "net"]], 200)).toThrow();
   });
 
+  test("after the wall clock is stepped back, a refusal lasts at most a window, and the hits are not forgotten", () => {
+    const rl = createRateLimiter();
+    const limit = { name: "v", max: 5, windowMs: 900_000 };
+    const t = 10_000_000;
+    for (let i = 0; i < 5; i++) rl.consume([[limit, "k"]], t);
+    const back = t - 3_600_000; // an hour back
+    let refusal: unknown = null;
+    try {
+      rl.consume([[limit, "k"]], back);
+    } catch (e) {
+      refusal = e;
+    }
+    expect(refusal).toBeInstanceOf(AppError);
+    expect((refusal as AppError).extra.retryAfter).toBe(900); // not 4,500: the step is not added
+    expect(() => rl.consume([[limit, "k"]], back + 900_000)).not.toThrow();
+  });
+
   test("retryAfter is at least one second", () => {
     const rl = createRateLimiter();
     const short = { name: "s", max: 1, windowMs: 100 };

@@ -70,6 +70,9 @@ export function createRateLimiter(options: { maxKeys?: number; enabled?: boolean
     let drop = 0;
     while (drop < entry.hits.length && entry.hits[drop]! <= since) drop++;
     if (drop > 0) entry.hits.splice(0, drop);
+    // Hits "after" now: the wall clock was stepped back since. They count from now, so a refusal lasts at
+    // most a window, not the step as well (and the clock's step does not forget them either).
+    for (let i = entry.hits.length - 1; i >= 0 && entry.hits[i]! > now; i--) entry.hits[i] = now;
     return entry.hits;
   }
 

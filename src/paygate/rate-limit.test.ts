@@ -68,3 +68,14 @@ describe("X-RateLimit-Reset of a spent minute", () => {
   });
 });
 
+
+describe("a wall clock stepped back (an NTP correction)", () => {
+  test("does not empty the minute or the day: the windows only move forward", () => {
+    const limiter = createOwnerRateLimiter();
+    spend(limiter, "o", 60, T0 + 500);
+    expect(limiter.hit("o", "free", T0 - 1_000)!.allowed).toBe(false); // a second back, into the previous minute
+    expect(limiter.hit("o", "free", T0 - 3_600_000)!.allowed).toBe(false); // an hour back
+    expect(limiter.usage("o", "free", T0 - 1_000)).toMatchObject({ minute: 60, day: 60 });
+    expect(limiter.hit("o", "free", T0 + 2 * MINUTE)!.allowed).toBe(true); // once the clock is past the window
+  });
+});
