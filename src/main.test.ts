@@ -9,7 +9,12 @@ import { MIGRATIONS } from "./db/migrations.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+/** Files a test made immutable: released here too, should the test end before its own `finally` ran. */
+const immutable: string[] = [];
+afterAll(() => {
+  for (const file of immutable) Bun.spawnSync(["chattr", "-i", file]);
+  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+});
 const dataDir = () => {
   const d = tempDir();
   dirs.push(d);
@@ -128,6 +133,23 @@ describe("walletgate CLI", () => {
       const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
       expect({ args, code: r.code, says: r.stderr.includes(`DATA_DIR ${dir}: ${join(dir, "walletgate.db")} is not a SQLite database`) }).toEqual({ args, code: 1, says: true });
     }
+    // A damaged one: the root page of a table its start-up reads overwritten.
+    const damaged = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: damaged })).code).toBe(0);
+    const file = join(damaged, "walletgate.db");
+    const db = new Database(file);
+    const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = 'schema_migrations'").get() as {
+      root: number;
+      size: number;
+    };
+    db.close();
+    const bytes = readFileSync(file);
+    bytes.fill(0xff, (root - 1) * size, root * size);
+    writeFileSync(file, bytes);
+    for (const args of [["serve"], ["migrate"], ["owners", "list"]]) {
+      const r = await runCli(args, { PORT: "0", DATA_DIR: damaged });
+      expect({ args, code: r.code, says: r.stderr.includes(`DATA_DIR ${damaged}: the database ${file} is damaged`) }).toEqual({ args, code: 1, says: true });
+    }
     const other = dataDir();
     mkdirSync(join(other, "jwt-secret"), { mode: 0o755 });
     const r = await runCli(["serve"], { PORT: "0", DATA_DIR: other });
@@ -144,6 +166,7 @@ describe("walletgate CLI", () => {
     const asRoot = process.getuid?.() === 0;
     if (asRoot) {
       if (Bun.spawnSync(["chattr", "+i", file]).exitCode !== 0) return;
+      immutable.push(file);
     } else {
       chmodSync(file, 0o444);
     }
@@ -161,6 +184,24 @@ describe("walletgate CLI", () => {
       else chmodSync(file, 0o600);
     }
   });
+
+  test("backup only reads: it copies a database this user cannot write while the server runs", async () => {
+    if (process.getuid?.() !== 0) return; // the file is made immutable, which takes root (another user would need a group that reads)
+    const server = await startTestServer();
+    const file = join(server.dataDir, "walletgate.db");
+    try {
+      if (Bun.spawnSync(["chattr", "+i", file]).exitCode !== 0) return; // a filesystem without the attribute
+      immutable.push(file);
+      const copy = join(dataDir(), "copy.db");
+      const r = await runCli(["backup", copy], { DATA_DIR: server.dataDir });
+      expect(r.code).toBe(0);
+      expect(existsSync(copy)).toBe(true);
+      expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir })).code).toBe(1); // a command that writes is refused
+    } finally {
+      Bun.spawnSync(["chattr", "-i", file]);
+      await server.dispose();
+    }
+  }, 60_000);
 
   test("SERVICE_TOKEN_DECIMALS other than the embedded ledger's service token was made with: serve and the commands exit 1 naming it", async () => {
     const dir = dataDir();

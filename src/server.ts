@@ -200,7 +200,7 @@ async function serve(
   });
   let migrated: ReturnType<typeof migrate>;
   try {
-    const pending = pendingVersions(db.sqlite);
+    const pending = inDataDir(config, () => pendingVersions(db.sqlite)); // its first read: a damaged file names DATA_DIR
     if (pending.length > 0) {
       // Said, and written out, before the work: on a big database it takes seconds.
       log.info("migrating database", { applying: pending });

@@ -283,6 +283,11 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await again.getByText("This link was already used").waitFor();
     await again.getByRole("button", { name: "Connect wallet" }).waitFor();
     expect(await again.getByRole("navigation", { name: "Dashboard" }).count()).toBe(0);
+    // A code mangled on the way (no valid percent-encoding) gets the server's words, not the browser's.
+    const mangled = await (await browser!.newContext()).newPage();
+    await mangled.goto(`${server.url}/dashboard#link=%E0%A4%A`);
+    await mangled.getByText("base58 of 32 bytes").waitFor();
+    expect(await mangled.getByText("URI malformed").count()).toBe(0);
     await context.close();
   }, 30_000);
 

@@ -42,19 +42,37 @@ test("an agent's update of its services deletes its removed ones through an inde
   for (const { sql, plan } of touching) expect({ sql, scans: scans(plan, "market_agent_services") }).toEqual({ sql, scans: false });
 });
 
-test("a search with maxPrice walks the ranking and stops at the page, instead of sorting every agent under the price", async () => {
+test("a search with maxPrice sorts its matches when they are few, and walks the ranking to the page when they are many", async () => {
   const { deps } = await testDeps();
-  for (const search of [
-    { categoryKey: null, maxBasePrice: 5_000_000n, match: null },
-    { categoryKey: "design", maxBasePrice: 5_000_000n, match: null },
-    { categoryKey: null, maxBasePrice: null, match: null },
-  ]) {
-    const plans = await plansOf(deps.db.sqlite, () => market.searchAgents(deps.db, { ...search, limit: 20, offset: 0 }));
-    const page = plans.find((p) => p.sql.includes("ORDER BY"))!;
-    expect({ search, plan: page.plan.includes("TEMP B-TREE FOR ORDER BY") }).toEqual({ search, plan: false });
-    const count = plans.find((p) => p.sql.includes("COUNT(*)"))!;
-    expect(scans(count.plan, "a")).toBe(false);
+  const plansFor = async (search: Pick<market.AgentSearch, "categoryKey" | "maxBasePrice">) => {
+    const plans = await plansOf(deps.db.sqlite, () => market.searchAgents(deps.db, { ...search, match: null, limit: 20, offset: 0 }));
+    return { page: plans.find((p) => p.sql.includes("ORDER BY"))!.plan, count: plans.find((p) => p.sql.includes("COUNT(*)"))!.plan };
+  };
+  // None match yet: the price index finds them, and the few are sorted.
+  const few = await plansFor({ categoryKey: null, maxBasePrice: 5_000_000n });
+  expect(few.page).toContain("USING INDEX market_agents_price (status=? AND base_price<?)");
+  expect(few.count).toContain("market_agents_price (status=? AND base_price<?)"); // counted over the price's range
+  // Many agents under the price: the ranking is walked (the price read from its entries), nothing sorted.
+  await deps.db.write(() => {
+    const insert = deps.db.sqlite.query(
+      `INSERT INTO market_agents (id, owner_wallet, endpoint, name, tagline, description, categories, base_price, status, secret_iv, secret_ciphertext, created_at, updated_at)
+       VALUES (?, ?, 'https://agent.example.com/', 'A', '', '', '["design"]', 1000000, 'active', ?, ?, 0, 0)`,
+    );
+    const category = deps.db.sqlite.query("INSERT INTO market_agent_categories (category_key, agent_id) VALUES ('design', ?)");
+    for (let i = 0; i <= 2_000; i++) {
+      insert.run(`agt_${i}`, `owner_${i}`, new Uint8Array(12), new Uint8Array(48));
+      category.run(`agt_${i}`);
+    }
+  });
+  for (const categoryKey of [null, "design"]) {
+    const many = await plansFor({ categoryKey, maxBasePrice: 5_000_000n });
+    expect({ categoryKey, walks: many.page.includes("USING INDEX market_agents_rank"), sorts: many.page.includes("TEMP B-TREE FOR ORDER BY") }).toEqual({
+      categoryKey,
+      walks: true,
+      sorts: false,
+    });
   }
+  expect((await plansFor({ categoryKey: null, maxBasePrice: null })).page).not.toContain("TEMP B-TREE FOR ORDER BY");
 });
 
 test("the owner's conversations are paged before each one's count and last message are read", async () => {

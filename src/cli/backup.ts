@@ -13,7 +13,7 @@ export async function backupCommand(config: Config, args: string[]): Promise<num
     process.stderr.write(`walletgate: DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): nothing to back up\n`);
     return 1;
   }
-  const db = inDataDir(config, () => openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }));
+  const db = inDataDir(config, () => openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous, readOnlyUse: true }));
   try {
     process.stderr.write(`copying ${config.databasePath} to ${target} ...\n`); // progress: stdout is the result alone
     const started = performance.now();

@@ -1,6 +1,6 @@
 // Opens the SQLite database with durable settings and offers group-committed writes.
 import { Database } from "bun:sqlite";
-import { accessSync, chmodSync, closeSync, constants, existsSync, fsync, fsyncSync, openSync, realpathSync, statSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants, fsync, fsyncSync, openSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -79,6 +79,8 @@ export type OpenOptions = {
   syncFile?: SyncFile;
   /** The same on the calling thread (shutdown, after migrations); node:fs `fsyncSync` by default. */
   syncFileNow?: (fd: number) => void;
+  /** Only read (`backup`, which a user with read access may run beside the server): no check that it can be written. */
+  readOnlyUse?: boolean;
 };
 
 /**
@@ -106,7 +108,7 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * write access, with its log and shared memory; its group keeps read access (an operator may give a
  * backup group that); one this user does not own is left to its owner.
  */
-function createPrivately(path: string): void {
+function createPrivately(path: string, mustWrite: boolean): void {
   try {
     closeSync(openSync(path, "wx", 0o600));
   } catch (err) {
@@ -121,8 +123,14 @@ function createPrivately(path: string): void {
     }
     // SQLite opens a file it cannot write read-only without a word, and every write would then fail: said
     // here instead (an EACCES/EPERM naming the file, which config's dataDirError puts in DATA_DIR's terms).
+    if (!mustWrite) return;
     for (const file of [path, `${path}-wal`, `${path}-shm`]) {
-      if (file === path || existsSync(file)) accessSync(file, constants.W_OK);
+      try {
+        accessSync(file, constants.W_OK);
+      } catch (err) {
+        // A log or index that is not there (or went with another process's last close) is made when needed.
+        if (file === path || (err as { code?: string }).code !== "ENOENT") throw err;
+      }
     }
   }
 }
@@ -133,7 +141,7 @@ export const DISK_TROUBLE_MS = 10_000;
 export function openDatabase(path: string, options: OpenOptions = {}): Db {
   if (path !== ":memory:") {
     makeDirDurably(dirname(path));
-    createPrivately(path);
+    createPrivately(path, options.readOnlyUse !== true);
   }
   const sqlite = new Database(path, { create: true, strict: true });
   sqlite.run(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`);

@@ -3,7 +3,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { copyFileSync, existsSync, lstatSync, readdirSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
 import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
@@ -166,4 +166,17 @@ test("a database file that is a symlink is restored where it points, and the lin
   expect(owners(target)).toBe(2);
   expect(result.movedAside!.startsWith(realpathSync(store))).toBe(true); // the old one beside it, whole
   expect(owners(result.movedAside!)).toBe(5);
+});
+
+test("a symlink whose database was moved away (damaged) gets the backup where it points", () => {
+  const dataDir = newDir();
+  const store = newDir();
+  const path = join(dataDir, "walletgate.db");
+  symlinkSync("../" + basename(store) + "/walletgate.db", path); // relative, as `ln -s` is often used
+  const backup = join(newDir(), "backup.db");
+  database(backup, 3);
+  const result = restoreDatabase(path, backup, new Date());
+  expect(lstatSync(path).isSymbolicLink()).toBe(true);
+  expect(owners(join(store, "walletgate.db"))).toBe(3);
+  expect(result.movedAside).toBeNull(); // there was nothing to move aside
 });

@@ -1,7 +1,7 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
@@ -157,6 +157,15 @@ export type RestoreResult = {
  * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
+/** Where a symlink whose target is missing points (a damaged database moved away from it); null if `path` is no link. */
+function linkTarget(path: string): string | null {
+  try {
+    return lstatSync(path).isSymbolicLink() ? resolve(dirname(path), readlinkSync(path)) : null;
+  } catch {
+    return null;
+  }
+}
+
 export function restoreDatabase(
   named: string,
   backup: string,
@@ -167,7 +176,7 @@ export function restoreDatabase(
   if (!existsSync(backup)) throw new RestoreError(`no file ${backup}`);
   // A database file that is a symlink (to another volume, say) is restored where it points: the link stays,
   // and the server, which opens the file through it, finds the backup there.
-  const databasePath = existsSync(named) ? realpathSync(named) : named;
+  const databasePath = existsSync(named) ? realpathSync(named) : linkTarget(named) ?? named;
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   const version = checkBackup(backup);

@@ -1016,6 +1016,11 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     clock.advance(3 * DAY_MS); // the next run three days on: both are past a window of one day back
     expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 2 });
     expect((db.sqlite.query("SELECT COUNT(*) AS n FROM outbox_events").get() as { n: number }).n).toBe(0);
+    // The clock stepped back three days: events made since are older than where the runs had looked.
+    clock.advance(-3 * DAY_MS);
+    event.run("evt_after_the_step", clock.now());
+    clock.advance(DAY_MS + 1);
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookEvents: 1 });
   });
 
   test("off by default: nothing is purged however old", async () => {

@@ -21,7 +21,9 @@ export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise
   // Events over a day old created since the last run of this process looked: each is looked at once (the
   // first run after a start looks at all, so neither downtime nor a purge interval over a day skips any).
   const before = deps.clock.now() - DAY_MS;
-  const since = eventsLookedThrough.get(deps.db) ?? Number.MIN_SAFE_INTEGER;
+  const last = eventsLookedThrough.get(deps.db);
+  // None yet in this process, or the clock stepped back past it (events made since may be older): all.
+  const since = last === undefined || last > before ? Number.MIN_SAFE_INTEGER : last;
   const unreferenced = await store.purgeUnreferencedEvents(deps.db, before, stopping, since);
   if (stopping?.aborted !== true) eventsLookedThrough.set(deps.db, Math.max(since, before));
   const days = deps.config.webhookRetentionDays;

@@ -80,6 +80,9 @@ export async function runCli(args: string[], env: Record<string, string> = {}, p
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", LOG_FORMAT: "json", ...env },
     stdout: "pipe",
     stderr: "pipe",
+    // A command that should have exited but did not (a `serve` that started) fails its test, not hangs it.
+    timeout: 30_000,
+    killSignal: "SIGKILL",
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { stdout, stderr, code };

@@ -558,6 +558,15 @@ function Webhooks() {
   );
 }
 
+/** A URL component decoded, or as it is when it is no valid percent-encoding (the server then says what is wrong). */
+function decodedOr(component: string): string {
+  try {
+    return decodeURIComponent(component);
+  } catch {
+    return component;
+  }
+}
+
 function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
@@ -568,7 +577,7 @@ function App() {
       if (link !== undefined) {
         history.replaceState(null, "", location.pathname); // the one-time code leaves the address bar at once
         try {
-          await api("/dashboard/api/session/link", { body: { code: decodeURIComponent(link) } });
+          await api("/dashboard/api/session/link", { body: { code: decodedOr(link) } });
         } catch (err) {
           if (!(err instanceof ApiError && err.status === 401)) throw err;
           setError(new Error("This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet."));
