@@ -25,6 +25,10 @@ export const AUTH_LIMITS = {
   // Nor this: custodial wallets made by wallet_create (a key kept for good). Their own count, not the
   // verification attempts' one: making wallets must not lock a network's real sign-ins out.
   walletsCreatedPerNetwork: { name: "wallet-create-ip", max: 50, windowMs: 15 * 60_000 },
+  // Nor these: wallet_transfer and wallet_submit_transaction calls. On localnet each transfer is a ledger row
+  // kept for good, paid with the faucet's free SOL (one wallet's 2 SOL pays 400,000 transfers' fees).
+  transfersPerWallet: { name: "transfer-wallet", max: 120, windowMs: 60_000 },
+  transfersPerNetwork: { name: "transfer-ip", max: 600, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -155,6 +159,14 @@ export function messageHits(wallet: string, clientIp: string): [Limit, string][]
 /** A dashboard change that makes an outbox event (products), or a webhook sent on request (test, resend). */
 export function ownerWriteHits(owner: string, kind: "write" | "webhook"): [Limit, string][] {
   return [[kind === "write" ? AUTH_LIMITS.ownerWritesPerOwner : AUTH_LIMITS.webhookSendsPerOwner, owner]];
+}
+
+/** A wallet_transfer or wallet_submit_transaction call of `wallet` from this client's network. */
+export function transferHits(wallet: string, clientIp: string): [Limit, string][] {
+  return [
+    [AUTH_LIMITS.transfersPerWallet, wallet],
+    [AUTH_LIMITS.transfersPerNetwork, networkKey(clientIp)],
+  ];
 }
 
 /** A checkout's payment submitted or looked for from this client's network (IPv6 by /64). */

@@ -255,3 +255,22 @@ test("a control character in any text is VALIDATION_ERROR (a NUL used to reach S
   expect(await codeOf(searchAgents(deps, { query: "tr\u0000x" }))).toBe("OK");
   expect(ftsQueryOf("tr\u0000x")).toBe('"tr"* "x"*');
 });
+
+describe("search pages", () => {
+  test("stop short of limit at about 1 MB of agents; the next page starts where it stopped, and total tells the end", async () => {
+    const { deps } = await testDeps();
+    const services: ServiceInput[] = Array.from({ length: 20 }, (_, i) => ({ title: `Service ${i}`, description: "s".repeat(2_000), price: 1, deliveryTime: 60 }));
+    for (const owner of [wallet(), wallet()]) {
+      for (let i = 0; i < 13; i++) await register(deps, owner, { name: `Big ${i}`, description: "d".repeat(4_000) }, services);
+    }
+    const first = await searchAgents(deps, { limit: 100 });
+    expect(first.total).toBe(26);
+    expect(first.agents.length).toBeLessThan(26);
+    expect(JSON.stringify(first.agents).length).toBeLessThanOrEqual(1_000_000);
+    const rest = await searchAgents(deps, { limit: 100, offset: first.agents.length });
+    const ids = [...first.agents, ...rest.agents].map((a) => a.agentId);
+    expect(new Set(ids).size).toBe(26);
+    // A page holds one agent at least, however large.
+    expect((await searchAgents(deps, { limit: 1 })).agents).toHaveLength(1);
+  });
+});

@@ -111,7 +111,11 @@ describe("agent notifications", () => {
     const { deps } = await testDeps(LOCAL_AGENTS);
     // Each delivery counts as delivered, once, whatever its answer. Control characters (a NUL, which would
     // cut the text short in SQLite's length(); an escape sequence; a bell) are dropped, as a user's are refused.
-    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', '{"reply": "a\\u0000b\\u001b[31mc\\u0007\\td\\ne"}', JSON.stringify({ reply: "y".repeat(5000) })];
+    // Also replies of 4,000 characters in their longest spellings: emoji escaped to ASCII (as Python's json.dumps
+    // writes them: 12 bytes each), and 12,000 CJK characters as UTF-8 (36 KB), cut to 4,000.
+    const emoji = "\u{1F600}".repeat(4000);
+    const asciiEscaped = JSON.stringify({ reply: emoji }).replace(/[\u{10000}-\u{10FFFF}]/gu, (c) => c.split("").map((u) => `\\u${u.charCodeAt(0).toString(16)}`).join(""));
+    const answers = ["ok", "[1]", '{"reply": 5}', '{"reply": "   "}', '{"text": "hi"}', '{"reply": "\\u0000hi"}', '{"reply": "a\\u0000b\\u001b[31mc\\u0007\\td\\ne"}', JSON.stringify({ reply: "y".repeat(5000) }), asciiEscaped, JSON.stringify({ reply: "\u4e2d".repeat(12_000) })];
     let n = 0;
     const ep = endpoint(deps, () => "", () => new Response(answers[n++] ?? "ok"));
     const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Odd", basePrice: "1" } });
@@ -126,7 +130,8 @@ describe("agent notifications", () => {
     expect(ep.seen).toHaveLength(answers.length);
     expect(deps.db.sqlite.query("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'succeeded'").get()).toEqual({ n: answers.length });
     const provider = (await getConversation(deps, consumer, conversation.conversationId)).messages.filter((m) => m.from === "provider");
-    expect(provider.map((m) => m.text)).toEqual(["hi", "ab[31mc\td\ne", "y".repeat(4000)]);
+    expect(provider.map((m) => m.text)).toEqual(["hi", "ab[31mc\td\ne", "y".repeat(4000), emoji, "\u4e2d".repeat(4000)]);
+    expect(asciiEscaped.length).toBeGreaterThan(48_000); // all ASCII: one byte a character
     expect(replyText('{"reply":"hi"}')).toBe("hi");
     expect(replyText("not json")).toBeNull();
   });

@@ -9,10 +9,11 @@ import { REPLYABLE_EVENTS } from "./events.ts";
 import * as store from "./store.ts";
 
 /**
- * Bytes of an endpoint's answer read for a reply: 4000 characters of JSON-escaped text (up to 6 bytes
- * each as `\uXXXX`) and the object around them. A longer answer is cut, fails to parse and is ignored.
+ * Bytes of an endpoint's answer read for a reply: 4000 characters in their longest spelling (a character
+ * outside the BMP escaped as two `\uXXXX`, 12 bytes) and the object around them, with room to spare for a
+ * longer reply that is cut to 4000. A longer answer is cut, fails to parse and is ignored.
  */
-export const MAX_AGENT_RESPONSE_BYTES = 32 * 1024;
+export const MAX_AGENT_RESPONSE_BYTES = 64 * 1024;
 
 /** The text of a `{"reply": "…"}` answer; null for anything else (not JSON, not an object, reply not a string). */
 export function replyText(body: string): string | null {

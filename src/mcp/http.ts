@@ -15,7 +15,7 @@ import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
 import { createToolServer, fingerprintBinding, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
-import { jsonResponseTransport } from "./transport.ts";
+import { jsonResponseTransport, MAX_BATCH_ANSWER_CHARS, type AnswerBudget } from "./transport.ts";
 
 type LiveSession = SessionState & {
   id: string;
@@ -32,6 +32,8 @@ type LiveSession = SessionState & {
    * reaches the transport (it would take the first one's place, and the first would never be answered).
    */
   pendingIds: Set<string | number>;
+  /** The answer budget of each pending request that came in a batch (transport.ts). */
+  answerBudgets: Map<string | number, AnswerBudget>;
   /**
    * The HTTP exchanges in progress, each until it ends, whether answered, failed or left by its client (and
    * then ended by settleAbandoned).
@@ -201,6 +203,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   async function openTransport(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>, releasePlace: () => void) {
     const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
+    const answerBudgets = new Map<string | number, AnswerBudget>();
     const transport = jsonResponseTransport({
       sessionIdGenerator: () => id,
       // DNS rebinding: a browser page on another origin that reaches this port is refused (clients
@@ -216,7 +219,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         sessions.delete(id);
         await store.endSession(deps.db, recordKey, deps.clock.now());
       },
-    });
+    }, answerBudgets);
     // Initializing: another open must not evict it before its client has its answer.
     const state: Omit<LiveSession, "server" | "handle"> = {
       id,
@@ -226,6 +229,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       lastActivity: deps.clock.now(),
       initializing: true,
       pendingIds: new Set(),
+      answerBudgets,
       exchanges: new Set(),
       transport,
     };
@@ -413,6 +417,10 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.lastActivity = deps.clock.now();
       const pending = live.pendingIds;
       for (const rid of ids) pending.add(rid);
+      if (ids.length > 1) {
+        const budget: AnswerBudget = { left: MAX_BATCH_ANSWER_CHARS };
+        for (const rid of ids) live.answerBudgets.set(rid, budget);
+      }
       const { promise: left, resolve: end } = Promise.withResolvers<Response>();
       const exchange: Exchange = { request, end };
       live.exchanges.add(exchange);
@@ -421,7 +429,10 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         // An id is free again once the transport is done with it, not when the client leaves: an answer
         // still to come under it would go to a new request that reused it.
         const free = () => {
-          for (const rid of ids) pending.delete(rid);
+          for (const rid of ids) {
+            pending.delete(rid);
+            live!.answerBudgets.delete(rid);
+          }
         };
         answered.then(free, free);
         // The exchange ends when the transport answers or the client leaves, whichever comes first (an

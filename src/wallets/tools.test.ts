@@ -202,3 +202,24 @@ test("wallet_create off localnet: no airdrop on mainnet (none by default, one as
     error: "USDC airdrops exist only on localnet",
   });
 });
+
+test("wallet_transfer and wallet_submit_transaction: 120 calls a minute per wallet; refused ones send nothing", async () => {
+  const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const registry = createToolRegistry(deps);
+  const { address } = await createCustodialWallet(deps);
+  await deps.ledger.airdrop(address, { sol: 2n * SOL });
+  const ctx = walletContext(deps, address);
+  const to = Keypair.generate().publicKey.toBase58();
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.001", token: "sol" })).toMatchObject({ success: true });
+  for (let i = 1; i < 120; i++) {
+    const call = i % 2 === 0 ? registry.call(ctx, "wallet_transfer", { to, amount: "0.000001", token: "sol" }) : registry.call(ctx, "wallet_submit_transaction", { transaction: "AA==" });
+    const envelope = await call;
+    if (!envelope.success) expect(envelope.code).not.toBe("RATE_LIMITED"); // a bad transaction is refused for what it is
+  }
+  const before = await deps.ledger.getBalances(to);
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.000001", token: "sol" })).toMatchObject({ success: false, code: "RATE_LIMITED", retryAfter: 60 });
+  expect(await registry.call(ctx, "wallet_submit_transaction", { transaction: "AA==" })).toMatchObject({ success: false, code: "RATE_LIMITED" });
+  expect(await deps.ledger.getBalances(to)).toEqual(before);
+  clock.advance(60_000);
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.000001", token: "sol" })).toMatchObject({ success: true });
+});

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { issueChallenge } from "../auth/challenge.ts";
 import { signIn } from "../auth/sign-in.ts";
+import { transferHits } from "../auth/rate-limit.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
@@ -163,8 +164,9 @@ export const walletTransfer = defineTool({
     memo: z.string().max(200).optional().describe("a note recorded on chain with the transfer, up to 200 characters"),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
+  run: async ({ deps, caller, client }, input) => {
     const wallet = requireWallet(caller);
+    deps.auth.rateLimiter.consume(transferHits(wallet.walletAddress, client.ip), deps.clock.now());
     const token = await tokenInfo(deps, input.token);
     const value = amountField(input.amount, token.decimals, "amount");
     const outcome = await transferFromWallet(deps, { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo });
@@ -211,8 +213,9 @@ export const walletSubmitTransaction = defineTool({
     "after signing it. Returns the confirmed transfer.",
   input: { transaction: z.string().describe("the signed transaction: standard base64 of its wire bytes") },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
+  run: async ({ deps, caller, client }, input) => {
     const wallet = requireWallet(caller);
+    deps.auth.rateLimiter.consume(transferHits(wallet.walletAddress, client.ip), deps.clock.now());
     const wire = decodeBase64Strict(input.transaction);
     if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
     const parsed = parseTransaction(wire);
