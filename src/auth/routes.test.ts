@@ -615,6 +615,26 @@ describe("health, docs, logs", () => {
     const ids = Object.values(spec.paths as Record<string, Record<string, { operationId: string }>>).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
     expect(ids.filter((id, i) => ids.indexOf(id) !== i)).toEqual([]);
     expect(Object.keys(spec.paths["/mcp"]).sort()).toEqual(["delete", "get", "post"]);
+    // Every operation lists an answer (OpenAPI requires one), /metrics and /mcp included.
+    for (const [path, operations] of Object.entries(spec.paths as Record<string, Record<string, { responses?: object }>>)) {
+      for (const [method, op] of Object.entries(operations)) expect([path, method, Object.keys(op.responses ?? {}).length > 0]).toEqual([path, method, true]);
+    }
+    expect(Object.keys(spec.paths["/metrics"].get.responses["200"].content)).toEqual(["text/plain; version=0.0.4"]);
+    // Statuses a route answers whatever it declares: 503 where it reads the chain or checks readiness,
+    // 413 on every route that takes a body, whether it reads one or not.
+    expect(spec.paths["/readyz"].get.responses["503"].content["application/json"].schema.properties.status).toEqual({ const: "unavailable", type: "string" });
+    expect(responses("/pay/{productId}/checkout", "post")).toContain("503");
+    expect(responses("/auth/revoke", "post")).toContain("413");
+    // What a 401 means by the kind of route; the headers paygate.md promises.
+    expect(spec.paths["/public/products"].get.responses["401"].description).toStartWith("MISSING_API_KEY");
+    expect(spec.paths["/auth/verify"].post.responses["401"].description).toStartWith("INVALID_SIGNATURE");
+    expect(Object.keys(spec.paths["/public/products"].get.responses["200"].headers).sort()).toEqual(["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]);
+    expect(spec.paths["/public/products"].get.responses["429"].headers).toHaveProperty("Retry-After");
+    // The dashboard API takes the pages' cookie as well as a Bearer token; integers are integers.
+    expect(spec.paths["/dashboard/api/me"].get.security).toEqual([{ bearer: [] }, { cookie: [] }]);
+    expect(spec.components.securitySchemes.cookie).toMatchObject({ type: "apiKey", in: "cookie", name: "wg_session" });
+    expect(JSON.stringify(spec)).not.toContain('"format":"integer"');
+    expect(spec.paths["/auth/session"].get.responses["200"].content["application/json"].schema.properties.expiresInSeconds).toMatchObject({ type: "integer" });
     const docs = await fetch(url + "/docs");
     expect(docs.status).toBe(200);
     expect(docs.headers.get("content-type")).toContain("text/html");

@@ -113,7 +113,7 @@ function schemaBlock(s: Schema | undefined): string {
   return `<div class="schema"><code>${escape(typeOf(s))}</code>${fieldsOf(s, 0)}</div>`;
 }
 
-const AUTH: Record<string, string> = { bearer: "Authorization: Bearer &lt;session token&gt;", apiKey: "X-API-Key: pk_…" };
+const AUTH: Record<string, string> = { bearer: "Authorization: Bearer &lt;session token&gt;", apiKey: "X-API-Key: pk_…", cookie: "the pages' session cookie" };
 
 function operationBlock(methods: string[], path: string, op: Operation): string {
   const parts: string[] = [];

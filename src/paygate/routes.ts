@@ -212,7 +212,7 @@ export function payRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo
         summary: "Open a checkout (15 minutes): an unsigned transaction for the buyer to sign",
         description: "With the checkoutId of an open checkout, the same reference on a fresh blockhash.",
       },
-      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
+      response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody, 503: ErrorBody },
       },
     )
     .post(
