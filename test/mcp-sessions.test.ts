@@ -514,30 +514,29 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     }
   });
 
-  test("a batch of large answers is held to the answer budget: the ones past it are errors, the server's memory bounded", async () => {
-    const server = await start({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
-    const sessionId = await rawSession(server, ua("large answers"));
-    expect(await post(server, sessionId, toolCall(1, "wallet_create", { airdropSol: 0 }))).toMatchObject({ status: 200, body: { result: { structuredContent: { success: true } } } });
-    // Twenty agents as large as their limits allow: a search page of them is ~0.9 MB, twice that as an answer.
-    const services = Array.from({ length: 20 }, (_, i) => ({ title: `Service ${i}`, description: "s".repeat(2_000), price: "1", deliveryTime: 60 }));
-    for (let i = 0; i < 20; i++) {
-      const profile = { name: `Big ${i}`, description: "d".repeat(4_000), basePrice: "1", categories: ["big"] };
-      const made = await post(server, sessionId, toolCall(10 + i, "provider_register", { endpoint: "https://agent.example/hook", profile, services }));
-      expect(made).toMatchObject({ status: 200, body: { result: { structuredContent: { success: true } } } });
-    }
-    const batch = Array.from({ length: 12 }, (_, i) => toolCall(100 + i, "consumer_search_agents", { limit: 100 }));
-    const answer = await post(server, sessionId, batch, AbortSignal.timeout(30_000));
-    if (answer === "unanswered") throw new Error("the batch was not answered");
-    expect(answer.status).toBe(200);
-    const answers = answer.body as { id: number; result?: { structuredContent: { success: boolean; data: { agents: unknown[] } } }; error?: { code: number; message: string } }[];
-    expect(answers).toHaveLength(12);
-    expect(JSON.stringify(answers).length).toBeLessThanOrEqual(16 * 1024 * 1024 + 100_000);
-    const refused = answers.filter((a) => a.error !== undefined);
-    expect(refused.length).toBeGreaterThan(0);
-    for (const a of refused) expect(a.error).toMatchObject({ code: -32000, message: expect.stringContaining("send the request again on its own") });
-    for (const a of answers.filter((a) => a.result !== undefined)) expect(a.result!.structuredContent.data.agents).toHaveLength(20);
-    // On its own, the same request is answered.
-    expect(await post(server, sessionId, toolCall(200, "consumer_search_agents", { limit: 100 }))).toMatchObject({ status: 200, body: { result: { structuredContent: { success: true } } } });
+  test("a batch holds at most 10 messages: a larger one is refused before anything of it runs", async () => {
+    const server = await start({});
+    const sessionId = await rawSession(server, ua("batches"));
+    expect(await post(server, sessionId, toolCall(1, "wallet_create", { airdropSol: 1 }))).toMatchObject({ status: 200, body: { result: { structuredContent: { success: true } } } });
+    const to = "11111111111111111111111111111112";
+    const balances = async (id: number) => {
+      const answer = await post(server, sessionId, toolCall(id, "wallet_get_balance"));
+      if (answer === "unanswered") throw new Error("unanswered");
+      return JSON.stringify((answer.body as { result: { structuredContent: { data: { balances: unknown } } } }).result.structuredContent.data.balances);
+    };
+    const before = await balances(2);
+    // Eleven transfers in one batch: refused whole, nothing sent (a money tool's answer is never replaced).
+    const eleven = Array.from({ length: 11 }, (_, i) => toolCall(10 + i, "wallet_transfer", { to, amount: "0.001", token: "sol" }));
+    expect(await post(server, sessionId, eleven)).toMatchObject({
+      status: 400,
+      body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("at most 10 messages; nothing of this one was run") } },
+    });
+    expect(await balances(3)).toBe(before);
+    // Ten are run, each answered.
+    const ten = Array.from({ length: 10 }, (_, i) => toolCall(30 + i, "session_info"));
+    const answered = await post(server, sessionId, ten);
+    expect(answered).toMatchObject({ status: 200 });
+    expect(answered !== "unanswered" && Array.isArray(answered.body) ? answered.body.length : 0).toBe(10);
   }, 60_000);
 
   test("a session its client tried to pin (duplicate ids, a cancelled call) is still swept when idle", async () => {

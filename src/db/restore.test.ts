@@ -180,3 +180,22 @@ test("a symlink whose database was moved away (damaged) gets the backup where it
   expect(owners(join(store, "walletgate.db"))).toBe(3);
   expect(result.movedAside).toBeNull(); // there was nothing to move aside
 });
+
+test("a chain of links is followed to its end; a link into a directory that is not there is refused", () => {
+  const dataDir = newDir();
+  const mid = newDir();
+  const store = newDir();
+  const path = join(dataDir, "walletgate.db");
+  symlinkSync(join(mid, "link.db"), path);
+  symlinkSync(join(store, "walletgate.db"), join(mid, "link.db"));
+  const backup = join(newDir(), "backup.db");
+  database(backup, 4);
+  restoreDatabase(path, backup, new Date());
+  expect(lstatSync(join(mid, "link.db")).isSymbolicLink()).toBe(true);
+  expect(owners(join(store, "walletgate.db"))).toBe(4);
+  // A volume not mounted: its directory is missing, and nothing is made in its place.
+  const unmounted = join(newDir(), "walletgate.db");
+  symlinkSync(join(store, "not-mounted", "walletgate.db"), unmounted);
+  expect(() => restoreDatabase(unmounted, backup, new Date())).toThrow("does not exist: mount that volume or fix the link");
+  expect(existsSync(join(store, "not-mounted"))).toBe(false);
+});

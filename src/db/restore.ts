@@ -157,13 +157,28 @@ export type RestoreResult = {
  * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
-/** Where a symlink whose target is missing points (a damaged database moved away from it); null if `path` is no link. */
+/**
+ * Where a symlink whose target is missing points, through every link of a chain (a damaged database moved
+ * away from it); null if `path` is no link. Its directory must exist: a missing one is more likely a volume
+ * not mounted than a place to make, and the server would not find the database there once it is mounted.
+ */
 function linkTarget(path: string): string | null {
-  try {
-    return lstatSync(path).isSymbolicLink() ? resolve(dirname(path), readlinkSync(path)) : null;
-  } catch {
-    return null;
+  let target = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let isLink: boolean;
+    try {
+      isLink = lstatSync(target).isSymbolicLink();
+    } catch {
+      break; // not there: the end of the chain
+    }
+    if (!isLink) break;
+    target = resolve(dirname(target), readlinkSync(target));
   }
+  if (target === path) return null;
+  if (!existsSync(dirname(target))) {
+    throw new RestoreError(`${path} is a link to ${target}, whose directory ${dirname(target)} does not exist: mount that volume or fix the link, then restore again`);
+  }
+  return target;
 }
 
 export function restoreDatabase(

@@ -1,6 +1,7 @@
 // Provider agents (marketplace.md "Records", "Search"): register with a sealed webhook secret, update,
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
+import { headWithin } from "../lib/fit.ts";
 import { AppError, amountField, characters, invalidField, textField, requirePage } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
@@ -306,22 +307,6 @@ export async function searchAgents(deps: Deps, input: SearchInput): Promise<{ ag
     offset,
   });
   const services = await store.listServices(deps.db, rows.map((r) => r.id));
-  // A page stops short of `limit` once its agents reach SEARCH_PAGE_MAX_CHARS of JSON (always one at least):
-  // the next page starts at offset + agents.length, and `total` tells where the list ends.
-  const agents: Agent[] = [];
-  let chars = 0;
-  for (const row of rows) {
-    const view = publicView(row, services, usdc);
-    const size = JSON.stringify(view).length;
-    if (agents.length > 0 && chars + size > SEARCH_PAGE_MAX_CHARS) break;
-    agents.push(view);
-    chars += size;
-  }
-  return { agents, total, limit, offset };
+  // A page stops short of `limit` at PAGE_MAX_CHARS of agents (lib/fit.ts): one at their size limits is ~50 KB.
+  return { agents: headWithin(rows.map((row) => publicView(row, services, usdc))), total, limit, offset };
 }
-
-/**
- * The JSON characters of one search page's agents: at 100 agents of up to ~50 KB each (a 4,000-character
- * description, 20 services of 2,000), a page was 5 MB, and twice that over MCP (structured and as text).
- */
-const SEARCH_PAGE_MAX_CHARS = 1_000_000;

@@ -224,3 +224,19 @@ test("messages are limited per wallet (60 a minute) and per client network (300)
   for (let i = 0; i < 60; i++) expect((await registry.call(as(owner, "198.51.100.1"), "provider_send_message", { conversationId, message: `p${i}` })).success).toBe(true);
   expect(await propose()).toMatchObject({ success: false, code: "RATE_LIMITED" });
 });
+
+describe("pages bounded by size", () => {
+  test("a conversation's page stops at about 1 MB of messages, says hasMore, and the next page goes on from the last one", async () => {
+    const { deps, consumer, agent } = await setup();
+    const text = '"'.repeat(4000); // 8,000 characters once escaped
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, text);
+    for (let i = 1; i < 200; i++) await sendMessage(deps, consumer, "consumer", conversation.conversationId, text);
+    const first = await getConversation(deps, consumer, conversation.conversationId, { limit: 200 });
+    expect(first.messages.length).toBeLessThan(200);
+    expect(JSON.stringify(first.messages).length).toBeLessThanOrEqual(1_000_000);
+    expect(first.hasMore).toBe(true);
+    const rest = await getConversation(deps, consumer, conversation.conversationId, { limit: 200, since: first.messages.at(-1)!.messageId });
+    expect(first.messages.length + rest.messages.length).toBe(200);
+    expect(rest.hasMore).toBe(false);
+  });
+});

@@ -1,6 +1,7 @@
 // Conversations between a consumer wallet and an agent, and their messages (marketplace.md "Records"):
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
+import { headWithin } from "../lib/fit.ts";
 import { AppError, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -202,7 +203,9 @@ export async function getConversation(
   const rows = await store.listMessages(deps.db, conversationId, afterSeq, limit + 1);
   // Read after the messages, so lastMessageAt covers every message returned.
   const conversation = (await store.findConversation(deps.db, conversationId)) ?? party.conversation;
-  return { conversation: conversationView(conversation), messages: rows.slice(0, limit).map(messageView), hasMore: rows.length > limit, side: party.side };
+  // At most PAGE_MAX_CHARS of messages (lib/fit.ts): 200 of 4,000 characters each, escaped, are MBs.
+  const messages = headWithin(rows.slice(0, limit).map(messageView));
+  return { conversation: conversationView(conversation), messages, hasMore: rows.length > messages.length, side: party.side };
 }
 
 /**

@@ -134,7 +134,8 @@ export const consumerSearchAgents = defineTool({
   description:
     "Find active agents to hire: by category (exact, ignoring case), maxPrice (base price at most this, USDC) and " +
     "query (words in name, tagline or description; all must match, word beginnings count). Best rated first, then " +
-    "most completed orders. Returns {agents, total, limit, offset}.",
+    "most completed orders. Returns {agents, total, limit, offset}; a page holds fewer than limit agents when they " +
+    "would pass about 1 MB: the next page starts at offset + the agents returned, and total says where the list ends.",
   input: {
     category: z.string().max(AGENT_LIMITS.categoryChars).optional().describe("a category, e.g. translation"),
     maxPrice: usdc("the highest base price").optional(),

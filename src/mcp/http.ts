@@ -15,7 +15,7 @@ import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
 import { createToolServer, fingerprintBinding, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
-import { jsonResponseTransport, MAX_BATCH_ANSWER_CHARS, type AnswerBudget } from "./transport.ts";
+import { jsonResponseTransport } from "./transport.ts";
 
 type LiveSession = SessionState & {
   id: string;
@@ -32,8 +32,6 @@ type LiveSession = SessionState & {
    * reaches the transport (it would take the first one's place, and the first would never be answered).
    */
   pendingIds: Set<string | number>;
-  /** The answer budget of each pending request that came in a batch (transport.ts). */
-  answerBudgets: Map<string | number, AnswerBudget>;
   /**
    * The HTTP exchanges in progress, each until it ends, whether answered, failed or left by its client (and
    * then ended by settleAbandoned).
@@ -80,12 +78,23 @@ function sessionsBusy(): Response {
 }
 
 /**
+ * The messages one POST may batch (MCP 2025-03-26; the SDK takes 100). The answers to a batch are held
+ * whole until the last is ready, so a batch multiplies what one request can make the server hold: 100
+ * searches made a 1 GB answer. A larger batch is refused before anything of it runs (an answer replaced
+ * after its tool ran could hide a payment made). Ten at most: about ten times one answer's size.
+ */
+export const MAX_BATCH_MESSAGES = 10;
+
+/**
  * The ids of the JSON-RPC requests in a POST body, a message or a batch (notifications and responses
  * carry none), or the answer refusing it: an id used twice in the batch, or already in use in the session.
  * The refusal's `id` is null: a reply under the id would be taken by the client for the answer to the
  * request still in flight under it.
  */
 function requestIds(body: unknown, inUse: Set<string | number>): (string | number)[] | Response {
+  if (Array.isArray(body) && body.length > MAX_BATCH_MESSAGES) {
+    return jsonRpcError(400, -32600, `Invalid Request: a batch holds at most ${MAX_BATCH_MESSAGES} messages; nothing of this one was run`);
+  }
   const ids: (string | number)[] = [];
   for (const message of Array.isArray(body) ? body : [body]) {
     if (typeof message !== "object" || message === null || typeof (message as { method?: unknown }).method !== "string") continue;
@@ -203,7 +212,6 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   async function openTransport(id: string, client: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>, releasePlace: () => void) {
     const recordKey = sha256Hex(id);
     let protocolVersion = LATEST_PROTOCOL_VERSION;
-    const answerBudgets = new Map<string | number, AnswerBudget>();
     const transport = jsonResponseTransport({
       sessionIdGenerator: () => id,
       // DNS rebinding: a browser page on another origin that reaches this port is refused (clients
@@ -219,7 +227,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         sessions.delete(id);
         await store.endSession(deps.db, recordKey, deps.clock.now());
       },
-    }, answerBudgets);
+    });
     // Initializing: another open must not evict it before its client has its answer.
     const state: Omit<LiveSession, "server" | "handle"> = {
       id,
@@ -229,7 +237,6 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       lastActivity: deps.clock.now(),
       initializing: true,
       pendingIds: new Set(),
-      answerBudgets,
       exchanges: new Set(),
       transport,
     };
@@ -417,10 +424,6 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       live.lastActivity = deps.clock.now();
       const pending = live.pendingIds;
       for (const rid of ids) pending.add(rid);
-      if (ids.length > 1) {
-        const budget: AnswerBudget = { left: MAX_BATCH_ANSWER_CHARS };
-        for (const rid of ids) live.answerBudgets.set(rid, budget);
-      }
       const { promise: left, resolve: end } = Promise.withResolvers<Response>();
       const exchange: Exchange = { request, end };
       live.exchanges.add(exchange);
@@ -429,10 +432,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         // An id is free again once the transport is done with it, not when the client leaves: an answer
         // still to come under it would go to a new request that reused it.
         const free = () => {
-          for (const rid of ids) {
-            pending.delete(rid);
-            live!.answerBudgets.delete(rid);
-          }
+          for (const rid of ids) pending.delete(rid);
         };
         answered.then(free, free);
         // The exchange ends when the transport answers or the client leaves, whichever comes first (an

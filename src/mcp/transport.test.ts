@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { jsonResponseTransport, MAX_BATCH_ANSWER_CHARS, type AnswerBudget } from "./transport.ts";
+import { jsonResponseTransport } from "./transport.ts";
 
 const URL_ = "http://127.0.0.1/mcp";
 const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
@@ -37,38 +37,4 @@ test("every answered POST leaves nothing behind in the transport", async () => {
 test("(the SDK's transport alone keeps one entry per POST: what the wrapper is for)", async () => {
   const plain = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => "s2", enableJsonResponse: true });
   expect(await entriesLeft(plain, 20)).toBe(22); // initialize, 20 calls, the batch
-});
-
-test("a batch's answers are held to a budget: answers past it are errors saying so, the others as they were", async () => {
-  const budgets = new Map<string | number, AnswerBudget>();
-  const transport = jsonResponseTransport({ sessionIdGenerator: () => "s3" }, budgets);
-  const server = new McpServer({ name: "t", version: "1" });
-  const big = "x".repeat(3_000_000);
-  server.registerTool("big", { description: "3 MB" }, async () => ({ content: [{ type: "text", text: big }] }));
-  await server.connect(transport);
-  const post = async (body: unknown) =>
-    (
-      await transport.handleRequest(
-        new Request(URL_, {
-          method: "POST",
-          headers: { ...headers, ...(transport.sessionId ? { "mcp-session-id": transport.sessionId, "mcp-protocol-version": "2025-03-26" } : {}) },
-          body: JSON.stringify(body),
-        }),
-      )
-    ).text();
-  await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "c", version: "1" } } });
-  await post({ jsonrpc: "2.0", method: "notifications/initialized" });
-  const ids = [1, 2, 3, 4, 5, 6, 7, 8];
-  const budget: AnswerBudget = { left: MAX_BATCH_ANSWER_CHARS };
-  for (const id of ids) budgets.set(id, budget);
-  const text = await post(ids.map((id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "big", arguments: {} } })));
-  expect(text.length).toBeLessThanOrEqual(MAX_BATCH_ANSWER_CHARS + 10_000);
-  const answers = JSON.parse(text) as { id: number; result?: unknown; error?: { code: number; message: string } }[];
-  expect(answers.map((a) => a.id).sort()).toEqual(ids);
-  const refused = answers.filter((a) => a.error !== undefined);
-  expect(refused.length).toBe(ids.length - Math.floor(MAX_BATCH_ANSWER_CHARS / 3_000_100)); // five fit in 16 MiB
-  for (const a of refused) expect(a.error).toMatchObject({ code: -32000, message: expect.stringContaining("send the request again on its own") });
-  // A request on its own has no budget: answered whole.
-  expect(JSON.parse(await post({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "big", arguments: {} } }))).toMatchObject({ id: 9, result: {} });
-  await server.close();
 });

@@ -37,21 +37,23 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       if (counts.size >= maxOwners) counts.delete(counts.keys().next().value!);
       counts.set(owner, c);
     }
-    // Windows only move forward: a wall clock stepped back (an NTP correction) must not empty them.
     if (minuteStart > c.minuteStart) {
       c.previousMinute = c.minuteStart === minuteStart - MINUTE_MS ? c.minute : 0;
       c.minute = 0;
+      c.minuteStart = minuteStart;
+    } else if (minuteStart < c.minuteStart) {
+      // The wall clock was stepped back (an NTP correction): the counts are kept, in the window of now, so
+      // a step neither empties the minute nor makes a refusal last longer than one.
       c.minuteStart = minuteStart;
     }
     if (dayStart > c.dayStart) {
       c.day = 0;
       c.dayStart = dayStart;
+    } else if (dayStart < c.dayStart) {
+      c.dayStart = dayStart;
     }
     return c;
   }
-
-  /** The limiter's time for `c`: now, or the start of its window while the clock is behind it. */
-  const timeOf = (c: Counts, now: number) => Math.max(now, c.minuteStart);
 
   /** Requests in the sliding minute ending now: this window plus the overlapping part of the previous. */
   const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * (1 - (now - c.minuteStart) / MINUTE_MS);
@@ -70,11 +72,10 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
   }
 
   return {
-    hit(owner, tier, wallNow) {
+    hit(owner, tier, now) {
       const limits = TIER_LIMITS[tier];
       if (limits === null) return null;
-      const c = current(owner, wallNow);
-      const now = timeOf(c, wallNow);
+      const c = current(owner, now);
       const minuteUsed = slidingMinute(c, now);
       const minuteReset = c.minuteStart + MINUTE_MS;
       const dayReset = c.dayStart + DAY_MS;
@@ -102,7 +103,7 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
     },
     usage(owner, tier, now) {
       const c = current(owner, now);
-      return { minute: Math.ceil(slidingMinute(c, timeOf(c, now))), day: c.day, limits: TIER_LIMITS[tier] };
+      return { minute: Math.ceil(slidingMinute(c, now)), day: c.day, limits: TIER_LIMITS[tier] };
     },
     purge(now) {
       let removed = 0;

@@ -2,6 +2,7 @@
 // UPDATE in one database write together with the escrow transfer it causes, and the timers that end
 // proposals, missed deadlines and unanswered deliveries.
 import type { Deps } from "../../deps.ts";
+import { headWithin } from "../../lib/fit.ts";
 import { AppError, amountField, invalidField, reasonOf, textField, requirePage } from "../../errors.ts";
 import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
@@ -580,7 +581,8 @@ export async function listOrders(deps: Deps, wallet: string, side: Side, q: { st
   if (q.status !== undefined && !statuses.includes(q.status)) throw invalidField("status", `one of ${statuses.join(", ")}`);
   const { limit, offset } = requirePage(q, ORDER_LIST_LIMIT);
   const { rows, total } = await store.listOrders(deps.db, { wallet, side, status: (q.status as store.OrderStatus) ?? null, limit, offset });
-  return { orders: rows.map(orderView), total, limit, offset };
+  // At most PAGE_MAX_CHARS of orders (lib/fit.ts): go on from offset + the orders returned, up to total.
+  return { orders: headWithin(rows.map(orderView)), total, limit, offset };
 }
 
 /** Orders a conversation view shows: its newest ones (all of a wallet's are paged by consumer_list_orders / provider_list_orders). */
@@ -588,7 +590,7 @@ export const CONVERSATION_ORDERS_SHOWN = 100;
 
 export async function ordersOfConversation(deps: Deps, conversationId: string): Promise<{ orders: OrderView[]; ordersTotal: number }> {
   const { rows, total } = await store.ordersOfConversation(deps.db, conversationId, CONVERSATION_ORDERS_SHOWN);
-  return { orders: rows.map(orderView), ordersTotal: total };
+  return { orders: headWithin(rows.map(orderView)), ordersTotal: total };
 }
 
 /**

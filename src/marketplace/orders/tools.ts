@@ -24,6 +24,8 @@ const ListParams = {
   limit: z.number().int().min(1).max(100).optional().describe("1 to 100, default 20"),
   offset: z.number().int().min(0).optional().describe("orders to skip, default 0"),
 };
+/** What both list tools say of their pages. */
+const PAGED = " Returns {orders, total, limit, offset}; a page holds fewer than limit orders when they would pass about 1 MB: the next page starts at offset + the orders returned.";
 
 export const providerCreateOrder = defineTool({
   name: "provider_create_order",
@@ -77,7 +79,7 @@ export const providerCancelOrder = defineTool({
 
 export const providerListOrders = defineTool({
   name: "provider_list_orders",
-  description: "Orders of the agents your wallet owns, newest first.",
+  description: "Orders of the agents your wallet owns, newest first." + PAGED,
   input: ListParams,
   needsWallet: true,
   run: async ({ deps, caller }, input) => listOrders(deps, requireWallet(caller).walletAddress, "provider", input),
@@ -128,7 +130,7 @@ export const consumerDisputeOrder = defineTool({
 
 export const consumerListOrders = defineTool({
   name: "consumer_list_orders",
-  description: "Your orders as a consumer, newest first.",
+  description: "Your orders as a consumer, newest first." + PAGED,
   input: ListParams,
   needsWallet: true,
   run: async ({ deps, caller }, input) => listOrders(deps, requireWallet(caller).walletAddress, "consumer", input),
