@@ -8,7 +8,7 @@ import { createFromImage } from "./db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { requireGenesisDecimals } from "./ledger/create.ts";
-import { AppError, errorResponse, errorText, internalError } from "./errors.ts";
+import { AppError, errorResponse, errorText, fieldError, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
@@ -246,7 +246,9 @@ async function serve(
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
     const started = performance.now();
     const requestId = crypto.randomUUID();
-    let request = incoming;
+    // A url that is only a path (no usable Host) gets an origin, so the app routes it as any other; the
+    // socket's own calls (its address, its timeout) keep the request Bun gave.
+    let request = incoming.url.startsWith("/") ? new Request(`http://localhost${incoming.url}`, incoming) : incoming;
     const path = pathOf(incoming.url); // never the query: the access log shows it too
     const waitsOnLedger = waitsOnLedgerWithoutBody(path);
     if (waitsOnLedger) server.timeout(incoming, LEDGER_WAIT_TIMEOUT_S);
@@ -266,10 +268,12 @@ async function serve(
         response = asset;
       } else if (length !== null && length > config.maxBodyBytes) {
         response = tooLarge(path);
-      } else if (length === null && incoming.body !== null) {
-        const body = await readCapped(incoming, config.maxBodyBytes);
-        if (body === null) response = tooLarge(path);
-        else request = new Request(incoming, { body });
+      } else if (length === null && request.body !== null) {
+        // A body cut off by its client (the connection closed mid-way) is the client's failure, not ours.
+        const body = await readCapped(request, config.maxBodyBytes).catch(() => undefined);
+        if (body === undefined) response = errorResponse(fieldError("body", "the body could not be read to its end: the connection was closed"));
+        else if (body === null) response = tooLarge(path);
+        else request = new Request(request, { body });
       }
       response ??= await (() => {
         meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy));

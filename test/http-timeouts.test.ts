@@ -73,3 +73,42 @@ test("HTTP_IDLE_TIMEOUT_S closes an idle connection; a request waiting on a slow
     await rpc.stop();
   }
 }, 30_000);
+
+test("a request without a usable Host is routed, logged and counted by its path, and its query never reaches the log", async () => {
+  const server = await startTestServer({});
+  servers.push(server);
+  const secret = "SECRET-IN-QUERY";
+  // HTTP/1.0 without Host; and HTTP/1.1 with an invalid one. Bun hands the app a url that is the path alone.
+  const challenge = await rawRequest(server.url, `GET /auth/challenge?wallet=x&redirect=https://h/${secret} HTTP/1.0\r\n\r\n`);
+  expect(challenge.statusLine).toContain(" 400 ");
+  expect(JSON.parse(challenge.body)).toMatchObject({ code: "INVALID_ADDRESS" });
+  const check = await rawRequest(server.url, `POST /public/access/check HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`);
+  expect([check.statusLine.includes(" 401 "), JSON.parse(check.body).code]).toEqual([true, "MISSING_API_KEY"]);
+  const health = await rawRequest(server.url, `GET /healthz HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n`);
+  expect(health.statusLine).toContain(" 200 ");
+  await Bun.sleep(200); // the access log is written at the end of the event-loop turn, in batches
+  const lines = server.output().split("\n").filter((l) => l.includes('"msg":"request"') || l.includes('"requestId"'));
+  const paths = lines.map((l) => JSON.parse(l) as { path?: string }).map((l) => l.path);
+  expect(paths).toEqual(expect.arrayContaining(["/auth/challenge", "/public/access/check", "/healthz"]));
+  expect(server.output()).not.toContain(secret);
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  expect(metrics).toContain('route="/auth/challenge",status="400"');
+});
+
+test("a chunked body its client abandons is the client's failure: no error logged, not counted as a 500", async () => {
+  const server = await startTestServer({});
+  servers.push(server);
+  const { hostname, port } = new URL(server.url);
+  await new Promise<void>((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`POST /auth/verify HTTP/1.1\r\nHost: ${hostname}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"wal\r\n`);
+      setTimeout(() => socket.destroy(), 100);
+    });
+    socket.on("close", () => resolve());
+    socket.on("error", reject);
+  });
+  await Bun.sleep(300);
+  expect(server.output()).not.toContain('"level":"error"');
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  expect(metrics).not.toContain('status="500"');
+});

@@ -85,6 +85,17 @@ describe("route labels", () => {
     expect(text.length).toBeLessThan(10_000);
   });
 
+  test("a path answered before its route group was built is labelled by its template once the group is there", () => {
+    const s = createServiceMetrics();
+    let built = false;
+    const routeOf = () => (built ? "/pay/:productId/checkout" : null);
+    s.request("POST", "/pay/prod_1/checkout", 413, 0.1, routeOf); // the 413 needs no route: answered first
+    built = true;
+    s.request("POST", "/pay/prod_1/checkout", 413, 0.1, routeOf);
+    const text = s.registry.render();
+    expect(text).toContain('walletgate_http_requests_total{method="POST",route="/pay/:id/checkout",status="413"} 1\n');
+  });
+
   test("the service's metrics: requests by route and status, latency, 429s, sign-in outcomes", () => {
     const s = createServiceMetrics();
     const routeOf = (_method: string, path: string) => path;

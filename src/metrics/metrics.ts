@@ -182,14 +182,17 @@ export function createServiceMetrics(): ServiceMetrics {
       const key = `${method} ${status} ${path}`;
       let counted = recent.get(key);
       if (counted === undefined) {
-        const route = routeLabel(routeOf(method, path), status);
+        const template = routeOf(method, path);
+        const route = routeLabel(template, status);
         counted = {
           request: requests.series(method, route, String(status)),
           latency: latency.series(method, route),
           limited: status === 429 ? rateLimited.series(route) : null,
         };
         if (recent.size >= 1_000) recent.clear();
-        if (path.length <= REMEMBERED_PATH_CHARS) recent.set(key, counted);
+        // A path no route took is not remembered unless its answer says none has it (404): one answered before
+        // its route group was built (a 413, which needs no route) gets its template once the group is there.
+        if (path.length <= REMEMBERED_PATH_CHARS && (template !== null || status === 404)) recent.set(key, counted);
       }
       counted.request.inc();
       counted.latency.observe(ms / 1000);

@@ -173,8 +173,10 @@ export async function updateEndpoint(
 
 /** DELETE /webhooks/:id: the endpoint and its delivery log; pending deliveries to it are dropped. */
 export async function deleteEndpoint(deps: Deps, owner: string, endpointId: string): Promise<{ deleted: true }> {
-  if (!(await store.deleteEndpoint(deps.db, owner, endpointId))) throw notFound();
-  deps.log.info("webhook endpoint deleted", { owner, endpointId });
+  const deleted = await store.deleteEndpoint(deps.db, owner, endpointId);
+  if (deleted === null) throw notFound();
+  for (let i = 0; i < deleted.pendingDropped; i++) deps.metrics.webhookDelivered("failed");
+  deps.log.info("webhook endpoint deleted", { owner, endpointId, pendingDropped: deleted.pendingDropped });
   return { deleted: true };
 }
 

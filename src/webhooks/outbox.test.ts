@@ -282,8 +282,9 @@ describe("delivery", () => {
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received).toEqual([]);
     expect((await deliveriesOf(deps, owner, disabled.endpointId))[0]).toMatchObject({ status: "failed", attempts: 0, lastStatusCode: null });
-    // Failed without an attempt: counted as a delivery ended, not as an attempt.
-    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 1\n');
+    // Failed without an attempt: counted as a delivery ended, not as an attempt; the deleted endpoint's dropped
+    // delivery too (README: "dropped because its endpoint was disabled, deleted or unsubscribed").
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 2\n');
     expect(deps.metrics.registry.render()).not.toContain("walletgate_webhook_attempts_total{");
     expect(await codeOf(resendDelivery(deps, owner, (await deliveriesOf(deps, owner, disabled.endpointId))[0]!.deliveryId))).toBe("INVALID_STATE");
   });

@@ -124,14 +124,18 @@ export function purgePreviousSecrets(db: Db, now: number): Promise<number> {
  * write. No delivery of a deleted endpoint is sent meanwhile; the purge removes any a crash left
  * (purgeOrphanDeliveries).
  */
-export async function deleteEndpoint(db: Db, owner: string, id: string): Promise<boolean> {
+export async function deleteEndpoint(db: Db, owner: string, id: string): Promise<{ pendingDropped: number } | null> {
   const deleted = await db.write(() => {
     const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
-    if (row === null) return false;
+    if (row === null) return null;
     db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
-    return true;
+    // Its deliveries still due end here, unsent: counted as failed for good (metrics), as a disabled endpoint's are.
+    const { n } = db.sqlite
+      .query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ? AND status = 'pending'")
+      .get(id) as { n: number };
+    return { pendingDropped: n };
   });
-  if (deleted) await deleteDeliveriesOf(db, id);
+  if (deleted !== null) await deleteDeliveriesOf(db, id);
   return deleted;
 }
 
