@@ -107,6 +107,15 @@ test("a chunked body its client abandons is the client's failure: no error logge
     socket.on("close", () => resolve());
     socket.on("error", reject);
   });
+  // /mcp reads its own body: one with a Content-Length its client does not send in full, likewise.
+  await new Promise<void>((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`POST /mcp HTTP/1.1\r\nHost: ${hostname}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 100\r\n\r\n{"wal`);
+      setTimeout(() => socket.destroy(), 100);
+    });
+    socket.on("close", () => resolve());
+    socket.on("error", reject);
+  });
   await Bun.sleep(300);
   expect(server.output()).not.toContain('"level":"error"');
   const metrics = await (await fetch(`${server.url}/metrics`)).text();

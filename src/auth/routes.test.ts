@@ -628,6 +628,8 @@ describe("health, docs, logs", () => {
     // What a 401 means by the kind of route; the headers paygate.md promises.
     expect(spec.paths["/public/products"].get.responses["401"].description).toStartWith("MISSING_API_KEY");
     expect(spec.paths["/auth/verify"].post.responses["401"].description).toStartWith("INVALID_SIGNATURE");
+    expect(spec.paths["/dashboard/api/session"].delete.responses["401"].description).toStartWith("UNAUTHENTICATED"); // sign-out: a session's
+    expect(responses("/public/products", "get")).toContain("413"); // any request with a declared body over the limit
     expect(Object.keys(spec.paths["/public/products"].get.responses["200"].headers).sort()).toEqual(["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"]);
     expect(spec.paths["/public/products"].get.responses["429"].headers).toHaveProperty("Retry-After");
     // The dashboard API takes the pages' cookie as well as a Bearer token; integers are integers.

@@ -2,7 +2,7 @@
 // database (the old one, its log folded in, or the backup), and stale copies left by killed runs are cleared.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, lstatSync, readdirSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
@@ -198,4 +198,22 @@ test("a chain of links is followed to its end; a link into a directory that is n
   symlinkSync(join(store, "not-mounted", "walletgate.db"), unmounted);
   expect(() => restoreDatabase(unmounted, backup, new Date())).toThrow("does not exist: mount that volume or fix the link");
   expect(existsSync(join(store, "not-mounted"))).toBe(false);
+});
+
+test("a relative link inside a linked directory is resolved as the kernel does; a loop of links is refused", () => {
+  const root = newDir();
+  mkdirSync(join(root, "real", "data"), { recursive: true });
+  mkdirSync(join(root, "real", "vol"));
+  symlinkSync(join(root, "real", "data"), join(root, "data")); // DATA_DIR is itself a link
+  const path = join(root, "data", "walletgate.db");
+  symlinkSync("../vol/walletgate.db", path); // ../ from the real directory: real/vol
+  const backup = join(newDir(), "backup.db");
+  database(backup, 2);
+  restoreDatabase(path, backup, new Date());
+  expect(owners(join(root, "real", "vol", "walletgate.db"))).toBe(2);
+  const loop = newDir();
+  symlinkSync(join(loop, "b.db"), join(loop, "a.db"));
+  symlinkSync(join(loop, "a.db"), join(loop, "b.db"));
+  expect(() => restoreDatabase(join(loop, "a.db"), backup, new Date())).toThrow("a chain of more than 40 links");
+  expect(lstatSync(join(loop, "a.db")).isSymbolicLink()).toBe(true);
 });

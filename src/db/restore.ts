@@ -172,7 +172,15 @@ function linkTarget(path: string): string | null {
       break; // not there: the end of the chain
     }
     if (!isLink) break;
-    target = resolve(dirname(target), readlinkSync(target));
+    // As the kernel resolves it: relative to the link's real directory (which may itself be reached by a link).
+    let directory = dirname(target);
+    try {
+      directory = realpathSync(directory);
+    } catch {
+      break; // its directory is not there: said below
+    }
+    target = resolve(directory, readlinkSync(target));
+    if (hops === 39) throw new RestoreError(`${path} is a chain of more than 40 links (a loop?): fix the link, then restore again`);
   }
   if (target === path) return null;
   if (!existsSync(dirname(target))) {

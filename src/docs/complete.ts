@@ -21,9 +21,9 @@ const WHY: Record<string, string> = {
 };
 
 /** What a 401 means where it is not a session's: /public/* (API keys) and the routes proving a wallet. */
-function why401(path: string): string {
+function why401(method: string, path: string): string {
   if (path.startsWith("/public/")) return "MISSING_API_KEY or INVALID_API_KEY: no usable X-API-Key";
-  if (["/auth/verify", "/auth/revoke-all", "/dashboard/api/session"].includes(path)) {
+  if (method.toUpperCase() === "POST" && ["/auth/verify", "/auth/revoke-all", "/dashboard/api/session"].includes(path)) {
     return "INVALID_SIGNATURE, NONCE_NOT_FOUND, NONCE_USED or CHALLENGE_EXPIRED: the signed challenge does not hold";
   }
   if (path === "/dashboard/api/session/link") return "NONCE_NOT_FOUND, NONCE_USED or CHALLENGE_EXPIRED: the sign-in link code is unknown, used or expired";
@@ -65,7 +65,7 @@ function sharedErrors(route: RouteInfo): string[] {
   const statuses: string[] = [];
   if (route.hooks.body !== undefined) statuses.push("400");
   // A declared body over MAX_BODY_BYTES is refused before any route runs (server.ts), whatever the route.
-  if (method !== "GET") statuses.push("413");
+  statuses.push("413");
   if (route.hooks.params !== undefined || route.hooks.query !== undefined) statuses.push("400");
   if (route.path.startsWith("/dashboard/api/") && !OPEN.has(`${method} ${route.path}`)) {
     statuses.push("401");
@@ -110,8 +110,8 @@ export function completeDocument(
   errorBody: unknown,
   answers: Readonly<Record<string, { status: number; schema: unknown }>> = {},
 ): OpenApiDocument {
-  const errorResponse = (status: string, path: string): Response => ({
-    description: status === "401" ? why401(path) : WHY[status],
+  const errorResponse = (status: string, method: string, path: string): Response => ({
+    description: status === "401" ? why401(method, path) : WHY[status],
     content: { "application/json": { schema: errorBody } },
   });
   for (const route of routes) {
@@ -131,10 +131,10 @@ export function completeDocument(
     if (answer !== undefined && !Object.keys(responses).some((status) => status.startsWith("2"))) {
       responses[String(answer.status)] = { description: answer.status === 201 ? "Created" : "OK", content: { "application/json": { schema: asWritten(answer.schema) } } };
     }
-    for (const status of sharedErrors(route)) responses[status] ??= errorResponse(status, route.path);
+    for (const status of sharedErrors(route)) responses[status] ??= errorResponse(status, route.method, route.path);
     // The plugin names declared statuses "Response for status N": say what they mean where the catalogue does.
     for (const [status, response] of Object.entries(responses)) {
-      if (WHY[status] !== undefined && response.description?.startsWith("Response for status")) response.description = status === "401" ? why401(route.path) : WHY[status];
+      if (WHY[status] !== undefined && response.description?.startsWith("Response for status")) response.description = status === "401" ? why401(route.method, route.path) : WHY[status];
       const headers = {
         ...(route.path.startsWith("/public/") && status !== "401" && status !== "413" ? RATE_HEADERS : {}),
         ...(status === "429" ? RETRY_AFTER : {}),
@@ -217,17 +217,28 @@ const MCP_OPERATIONS: Record<string, Record<string, unknown>> = {
       "200": { description: "the JSON-RPC answer (or batch of answers), or the plain call's envelope {success, data | error, code}", content: { "application/json": { schema: { type: ["object", "array"] } } } },
       "202": { description: "a notification or response taken: nothing to answer" },
       "400": { description: "not JSON-RPC, or no Mcp-Session-Id where one is needed; a plain call's VALIDATION_ERROR" },
+      "401": { description: "a plain call's TOKEN_INVALID, TOKEN_EXPIRED or TOKEN_REVOKED (its Bearer token), or UNAUTHENTICATED" },
+      "403": { description: "a page of another origin (Origin header), or a plain call's FORBIDDEN" },
       "404": { description: "the Mcp-Session-Id names no session (open one with initialize); a plain call's NOT_FOUND" },
+      "406": { description: "the Accept header takes neither application/json nor text/event-stream (Streamable HTTP)" },
+      "409": { description: "a plain call's CONFLICT or INVALID_STATE" },
       "413": { description: WHY["413"] },
+      "422": { description: WHY["422"] },
       "429": { description: WHY["429"] },
+      "503": { description: "CHAIN_UNAVAILABLE (a plain call), or every MCP session busy (Retry-After)" },
     },
   },
   get: {
     summary: "MCP (Streamable HTTP): the session's event stream",
-    responses: { "200": { description: "server-sent events", content: { "text/event-stream": { schema: { type: "string" } } } }, "404": { description: "no such session" } },
+    responses: {
+      "200": { description: "server-sent events", content: { "text/event-stream": { schema: { type: "string" } } } },
+      "400": { description: "no Mcp-Session-Id" },
+      "404": { description: "no such session" },
+      "413": { description: WHY["413"] },
+    },
   },
   delete: {
     summary: "MCP (Streamable HTTP): end the session now",
-    responses: { "200": { description: "ended" }, "404": { description: "no such session" } },
+    responses: { "200": { description: "ended" }, "400": { description: "no Mcp-Session-Id" }, "404": { description: "no such session" }, "413": { description: WHY["413"] } },
   },
 };

@@ -383,7 +383,13 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const authInfo: AuthInfo = { token: bearer ?? "", clientId: "bearer", scopes: [], extra: call };
       let body: unknown;
       if (request.method === "POST") {
-        const text = await request.text();
+        let text: string;
+        try {
+          text = await request.text();
+        } catch {
+          // The client closed the connection before its body was all there: its failure, not ours.
+          return jsonRpcError(400, -32600, "Invalid Request: the body could not be read to its end");
+        }
         try {
           body = JSON.parse(text);
         } catch {

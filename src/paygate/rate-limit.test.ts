@@ -82,4 +82,19 @@ describe("a wall clock stepped back (an NTP correction)", () => {
     expect(refused.retryAfterS).toBeLessThanOrEqual(61);
     expect(limiter.hit("o", "free", T0 - 3_600_000 + refused.retryAfterS * 1000 + 500)!.allowed).toBe(true);
   });
+
+  test("a step back across a minute's edge keeps the last minute's requests, and one across midnight keeps the day's", () => {
+    const limiter = createOwnerRateLimiter();
+    spend(limiter, "o", 60, T0 - 500); // the end of the previous minute
+    expect(limiter.hit("o", "free", T0 + 500)!.allowed).toBe(false);
+    expect(limiter.hit("o", "free", T0 - 200)!.allowed).toBe(false); // stepped back into the previous minute
+    expect(limiter.hit("o", "free", T0 + 300)!.allowed).toBe(false);
+    const day = Date.UTC(2026, 10, 26);
+    const spender = createOwnerRateLimiter();
+    for (let i = 0; i < 10_000; i++) expect(spender.hit("d", "free", day + 3_600_000 + i * 7_000)!.allowed).toBe(true); // 60 a minute at most
+    const evening = day + 3_600_000 + 10_000 * 7_000;
+    expect(spender.hit("d", "free", evening + MINUTE)!.allowed).toBe(false); // the day is spent
+    expect(spender.hit("d", "free", day - 1_000)!.allowed).toBe(false); // back across midnight: still spent
+    expect(spender.hit("d", "free", evening + 2 * MINUTE)!.allowed).toBe(false); // and when the day comes back
+  });
 });

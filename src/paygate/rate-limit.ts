@@ -42,14 +42,15 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       c.minute = 0;
       c.minuteStart = minuteStart;
     } else if (minuteStart < c.minuteStart) {
-      // The wall clock was stepped back (an NTP correction): the counts are kept, in the window of now, so
-      // a step neither empties the minute nor makes a refusal last longer than one.
+      // The wall clock was stepped back (an NTP correction): the last two minutes' requests all count in the
+      // window of now, so a step neither empties the minute nor makes a refusal last longer than one.
+      c.minute += c.previousMinute;
+      c.previousMinute = 0;
       c.minuteStart = minuteStart;
     }
+    // The day only moves forward: a step back across midnight is still the day reached (its count kept).
     if (dayStart > c.dayStart) {
       c.day = 0;
-      c.dayStart = dayStart;
-    } else if (dayStart < c.dayStart) {
       c.dayStart = dayStart;
     }
     return c;

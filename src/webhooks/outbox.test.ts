@@ -269,6 +269,28 @@ describe("delivery", () => {
     expect(await codeOf(sendTestEvent(deps, owner, ep.endpointId))).toBe("INVALID_STATE");
   });
 
+  test("a delete racing the worker counts each dropped delivery once", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const rx = startReceiver(clock, () => []);
+    const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
+    const due = 2_000;
+    await db.write(() => {
+      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_many', 'owner', ?, 'payment.completed', 'x', ?)").run(owner, clock.now());
+      const delivery = db.sqlite.query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES (?, 'evt_many', 'owner_endpoint', ?, 'pending', 0, ?, ?, ?)`,
+      );
+      for (let i = 0; i < due; i++) delivery.run(`whd_${i}`, ep.endpointId, clock.now(), clock.now(), clock.now());
+    });
+    const w = worker(deps);
+    const deleting = deleteEndpoint(deps, owner, ep.endpointId);
+    for (let i = 0; i < 5; i++) await w.runOnce(); // claims some between the delete's steps, and fails them
+    await deleting;
+    expect(rx.received).toEqual([]);
+    expect(deps.metrics.registry.render()).toContain(`walletgate_webhook_deliveries_total{result="failed"} ${due}\n`);
+  });
+
   test("an endpoint disabled (or deleted) after the event was queued receives nothing", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

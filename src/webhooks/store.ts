@@ -129,21 +129,21 @@ export async function deleteEndpoint(db: Db, owner: string, id: string): Promise
     const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
     if (row === null) return null;
     db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
-    // Its deliveries still due end here, unsent: counted as failed for good (metrics), as a disabled endpoint's are.
-    const { n } = db.sqlite
-      .query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ? AND status = 'pending'")
-      .get(id) as { n: number };
-    return { pendingDropped: n };
+    return true;
   });
-  if (deleted !== null) await deleteDeliveriesOf(db, id);
-  return deleted;
+  if (deleted === null) return null;
+  // Its deliveries still due end here, unsent: `pendingDropped` counts them as they are deleted (the worker
+  // may end one meanwhile: then it counts it, and it is no longer pending here).
+  const dropped = { pending: 0 };
+  await deleteDeliveriesOf(db, id, undefined, dropped);
+  return { pendingDropped: dropped.pending };
 }
 
 /**
  * An endpoint's deliveries in steps, each step also deleting the events that step left with no delivery
  * (nothing can read or resend them).
  */
-async function deleteDeliveriesOf(db: Db, endpointId: string, stopping?: AbortSignal): Promise<number> {
+async function deleteDeliveriesOf(db: Db, endpointId: string, stopping?: AbortSignal, dropped?: { pending: number }): Promise<number> {
   return inSteps(
     db,
     0,
@@ -151,9 +151,10 @@ async function deleteDeliveriesOf(db: Db, endpointId: string, stopping?: AbortSi
       const taken = db.sqlite
         .query(
           `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE endpoint_kind = 'owner_endpoint' AND endpoint_id = ?
-           ORDER BY created_at LIMIT ${STEP_ROWS}) RETURNING event_id AS eventId`,
+           ORDER BY created_at LIMIT ${STEP_ROWS}) RETURNING event_id AS eventId, status`,
         )
-        .all(endpointId) as { eventId: string }[];
+        .all(endpointId) as { eventId: string; status: string }[];
+      if (dropped !== undefined) dropped.pending += taken.filter((t) => t.status === "pending").length;
       const unreferenced = db.sqlite.query("DELETE FROM outbox_events WHERE id = ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = ?)");
       for (const eventId of new Set(taken.map((t) => t.eventId))) unreferenced.run(eventId, eventId);
       return stepOf(taken.length);
