@@ -211,6 +211,19 @@ test("a relative link inside a linked directory is resolved as the kernel does; 
   database(backup, 2);
   restoreDatabase(path, backup, new Date());
   expect(owners(join(root, "real", "vol", "walletgate.db"))).toBe(2);
+  // A link through a linked directory, then "..": the kernel goes up from where the link leads.
+  mkdirSync(join(root, "real", "deep", "inner"), { recursive: true });
+  mkdirSync(join(root, "real", "deep", "vol"));
+  symlinkSync(join(root, "real", "deep", "inner"), join(root, "sl"));
+  const up = join(newDir(), "walletgate.db");
+  symlinkSync(`${root}/sl/../vol/walletgate.db`, up); // written as it is: join would fold the ".."
+  restoreDatabase(up, backup, new Date());
+  expect(owners(join(root, "real", "deep", "vol", "walletgate.db"))).toBe(2);
+  // Forty links are followed, as the kernel follows them.
+  const chain = newDir();
+  for (let i = 0; i < 40; i++) symlinkSync(join(chain, `l${i + 1}.db`), join(chain, `l${i}.db`));
+  restoreDatabase(join(chain, "l0.db"), backup, new Date());
+  expect(owners(join(chain, "l40.db"))).toBe(2);
   const loop = newDir();
   symlinkSync(join(loop, "b.db"), join(loop, "a.db"));
   symlinkSync(join(loop, "a.db"), join(loop, "b.db"));

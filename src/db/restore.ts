@@ -1,7 +1,7 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
@@ -164,29 +164,27 @@ export type RestoreResult = {
  */
 function linkTarget(path: string): string | null {
   let target = path;
-  for (let hops = 0; hops < 40; hops++) {
+  for (let links = 0; ; links++) {
     let isLink: boolean;
     try {
       isLink = lstatSync(target).isSymbolicLink();
-    } catch {
-      break; // not there: the end of the chain
+    } catch (err) {
+      if ((err as { code?: string }).code === "ENOENT") break; // not there: the end of the chain
+      throw new RestoreError(`${path} leads to ${target}, which cannot be looked at (${(err as Error).message}): fix the link, then restore again`);
     }
     if (!isLink) break;
-    // As the kernel resolves it: relative to the link's real directory (which may itself be reached by a link).
-    let directory = dirname(target);
+    if (links === 40) throw new RestoreError(`${path} is a chain of more than 40 links (a loop?): fix the link, then restore again`);
+    const written = readlinkSync(target);
+    const joined = written.startsWith("/") ? written : `${dirname(target)}/${written}`;
+    // As the kernel resolves it: the directory part name by name, links first, then "..", from the link's
+    // own directory; the last name is looked at by the next round.
     try {
-      directory = realpathSync(directory);
+      target = join(realpathSync.native(dirname(joined)), basename(joined)); // native: realpath(3), not a textual "..".
     } catch {
-      break; // its directory is not there: said below
+      throw new RestoreError(`${path} leads to ${joined}, whose directory does not exist: mount that volume or fix the link, then restore again`);
     }
-    target = resolve(directory, readlinkSync(target));
-    if (hops === 39) throw new RestoreError(`${path} is a chain of more than 40 links (a loop?): fix the link, then restore again`);
   }
-  if (target === path) return null;
-  if (!existsSync(dirname(target))) {
-    throw new RestoreError(`${path} is a link to ${target}, whose directory ${dirname(target)} does not exist: mount that volume or fix the link, then restore again`);
-  }
-  return target;
+  return target === path ? null : target;
 }
 
 export function restoreDatabase(

@@ -12,7 +12,7 @@ type Response = { description?: string; content?: Record<string, { schema?: unkn
 
 const WHY: Record<string, string> = {
   "400": "VALIDATION_ERROR: the body, query or path parameters fail their schema (details lists the fields); INVALID_ADDRESS where a wallet address is taken",
-  "401": "UNAUTHENTICATED, TOKEN_INVALID, TOKEN_EXPIRED or TOKEN_REVOKED: no usable session (Bearer token or the pages' cookie)",
+  "401": "UNAUTHENTICATED, TOKEN_INVALID, TOKEN_EXPIRED or TOKEN_REVOKED: no usable session (Bearer token or the pages' cookie), or one that is not valid",
   "429": "RATE_LIMITED: too many requests; retryAfter (and the Retry-After header) says in how many seconds to try again",
   "403": "FORBIDDEN: a write carried by the pages' cookie without this server's Origin",
   "413": "PAYLOAD_TOO_LARGE: the body is over MAX_BODY_BYTES",
@@ -154,7 +154,10 @@ export function completeDocument(
   }
   const metrics = doc.paths?.["/metrics"]?.get as { responses?: Record<string, Response> } | undefined;
   if (metrics !== undefined) {
-    metrics.responses = { "200": { description: "Prometheus text exposition format", content: { "text/plain; version=0.0.4": { schema: { type: "string" } } } } };
+    metrics.responses = {
+      "200": { description: "Prometheus text exposition format", content: { "text/plain; version=0.0.4": { schema: { type: "string" } } } },
+      "413": { description: WHY["413"] },
+    };
   }
   const readyz = doc.paths?.["/readyz"]?.get as { responses?: Record<string, Response> } | undefined;
   if (readyz?.responses !== undefined) {
@@ -192,6 +195,15 @@ export function completeDocument(
   for (const [path, get] of Object.entries(PAGES)) paths[path] = { ...paths[path], get };
   return plainIntegers(doc) as OpenApiDocument;
 }
+
+/** What GET and DELETE /mcp answer besides their success (the transport's checks and the session's). */
+const MCP_SESSION_ERRORS = {
+  "400": { description: "no Mcp-Session-Id, or an MCP-Protocol-Version this server does not speak" },
+  "403": { description: "a page of another origin (Origin header)" },
+  "404": { description: "no such session" },
+  "413": { description: WHY["413"] },
+  "503": { description: "the server is shutting down" },
+};
 
 const jsonRpc = { type: "object", description: "a JSON-RPC 2.0 message of MCP (an array of them: a batch, MCP 2025-03-26)" };
 /** The three methods of MCP's Streamable HTTP transport at /mcp, and the plain envelope calls of mcp.md. */
@@ -232,13 +244,14 @@ const MCP_OPERATIONS: Record<string, Record<string, unknown>> = {
     summary: "MCP (Streamable HTTP): the session's event stream",
     responses: {
       "200": { description: "server-sent events", content: { "text/event-stream": { schema: { type: "string" } } } },
-      "400": { description: "no Mcp-Session-Id" },
-      "404": { description: "no such session" },
-      "413": { description: WHY["413"] },
+      ...MCP_SESSION_ERRORS,
+      "405": { description: "the session is out of memory and there is no room to bring it back for a stream now" },
+      "406": { description: "the Accept header does not take text/event-stream" },
+      "409": { description: "the session has an event stream open already" },
     },
   },
   delete: {
     summary: "MCP (Streamable HTTP): end the session now",
-    responses: { "200": { description: "ended" }, "400": { description: "no Mcp-Session-Id" }, "404": { description: "no such session" }, "413": { description: WHY["413"] } },
+    responses: { "200": { description: "ended" }, ...MCP_SESSION_ERRORS },
   },
 };

@@ -83,6 +83,18 @@ describe("a wall clock stepped back (an NTP correction)", () => {
     expect(limiter.hit("o", "free", T0 - 3_600_000 + refused.retryAfterS * 1000 + 500)!.allowed).toBe(true);
   });
 
+  test("a step back after two busy minutes refuses for a minute at most: what the sliding minute held is kept, not both minutes", () => {
+    const limiter = createOwnerRateLimiter();
+    const start = T0 - MINUTE;
+    let allowed = 0;
+    for (let t = start; t < T0 + MINUTE; t += 500) if (limiter.hit("o", "free", t)!.allowed) allowed++;
+    expect(allowed).toBeGreaterThan(100); // a sliding minute lets about two fixed minutes' worth through
+    const back = T0 + MINUTE - 119_000;
+    const refused = limiter.hit("o", "free", back)!;
+    if (!refused.allowed) expect(refused.retryAfterS).toBeLessThanOrEqual(61);
+    expect(limiter.usage("o", "free", back).minute).toBeLessThanOrEqual(60);
+  });
+
   test("a step back across a minute's edge keeps the last minute's requests, and one across midnight keeps the day's", () => {
     const limiter = createOwnerRateLimiter();
     spend(limiter, "o", 60, T0 - 500); // the end of the previous minute

@@ -23,7 +23,8 @@ export type OwnerRateLimiter = {
   purge(now: number): number;
 };
 
-type Counts = { minuteStart: number; minute: number; previousMinute: number; dayStart: number; day: number };
+/** `latest`: the latest time a request was counted at (a clock stepped back is judged from it). */
+type Counts = { minuteStart: number; minute: number; previousMinute: number; dayStart: number; day: number; latest: number };
 
 export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
   const counts = new Map<string, Counts>();
@@ -33,7 +34,7 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
     const dayStart = now - (now % DAY_MS);
     let c = counts.get(owner);
     if (c === undefined) {
-      c = { minuteStart, minute: 0, previousMinute: 0, dayStart, day: 0 };
+      c = { minuteStart, minute: 0, previousMinute: 0, dayStart, day: 0, latest: now };
       if (counts.size >= maxOwners) counts.delete(counts.keys().next().value!);
       counts.set(owner, c);
     }
@@ -42,9 +43,9 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       c.minute = 0;
       c.minuteStart = minuteStart;
     } else if (minuteStart < c.minuteStart) {
-      // The wall clock was stepped back (an NTP correction): the last two minutes' requests all count in the
-      // window of now, so a step neither empties the minute nor makes a refusal last longer than one.
-      c.minute += c.previousMinute;
+      // The wall clock was stepped back (an NTP correction): what the sliding minute held at the latest request
+      // counts in the window of now, so a step neither empties the minute nor makes a refusal last longer than one.
+      c.minute = Math.ceil(slidingMinute(c, Math.max(c.latest, c.minuteStart)));
       c.previousMinute = 0;
       c.minuteStart = minuteStart;
     }
@@ -83,6 +84,7 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       const allowed = minuteUsed + 1 <= limits.minute && c.day + 1 <= limits.day;
       if (allowed) {
         c.minute++;
+        c.latest = Math.max(c.latest, now);
         c.day++;
       }
       const minuteRemaining = Math.max(0, Math.floor(limits.minute - slidingMinute(c, now)));

@@ -291,6 +291,20 @@ describe("delivery", () => {
     expect(deps.metrics.registry.render()).toContain(`walletgate_webhook_deliveries_total{result="failed"} ${due}\n`);
   });
 
+  test("deliveries still due of an endpoint whose delete a crash cut short are counted as failed when the purge removes them", async () => {
+    const { deps, db, clock } = await setup();
+    await db.write(() => {
+      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_o', 'owner', 'o', 'payment.completed', 'x', ?)").run(clock.now());
+      const delivery = db.sqlite.query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES (?, 'evt_o', 'owner_endpoint', 'whe_gone', ?, 0, ?, ?, ?)`,
+      );
+      for (let i = 0; i < 300; i++) delivery.run(`whd_o${i}`, i < 290 ? "pending" : "failed", i < 290 ? clock.now() : null, clock.now(), clock.now());
+    });
+    expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 300 });
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 290\n'); // the pending ones
+  });
+
   test("an endpoint disabled (or deleted) after the event was queued receives nothing", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

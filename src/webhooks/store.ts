@@ -169,7 +169,7 @@ async function deleteDeliveriesOf(db: Db, endpointId: string, stopping?: AbortSi
  * runs of STEP_ROWS ids with a turn of the event loop between them: with tens of thousands of endpoints one
  * uninterrupted walk held the JS thread for hundreds of milliseconds.
  */
-export async function purgeOrphanDeliveries(db: Db, stopping?: AbortSignal): Promise<number> {
+export async function purgeOrphanDeliveries(db: Db, stopping?: AbortSignal, dropped?: { pending: number }): Promise<number> {
   let removed = 0;
   let after = "";
   const next = db.sqlite.query(
@@ -188,7 +188,7 @@ export async function purgeOrphanDeliveries(db: Db, stopping?: AbortSignal): Pro
         if (exists.get(row.id) === null) orphans.push(row.id);
       }
     });
-    for (const id of orphans) removed += await deleteDeliveriesOf(db, id, stopping);
+    for (const id of orphans) removed += await deleteDeliveriesOf(db, id, stopping, dropped);
     if (seen < STEP_ROWS) return removed;
     await new Promise((resolve) => setImmediate(resolve));
   }
