@@ -169,7 +169,8 @@ function linkTarget(path: string): string | null {
     try {
       isLink = lstatSync(target).isSymbolicLink();
     } catch (err) {
-      if ((err as { code?: string }).code === "ENOENT") break; // not there: the end of the chain
+      const code = (err as { code?: string }).code;
+      if (code === "ENOENT" || code === "ENOTDIR") break; // not there (or under a file): the end of the chain, judged later
       throw new RestoreError(`${path} leads to ${target}, which cannot be looked at (${(err as Error).message}): fix the link, then restore again`);
     }
     if (!isLink) break;
