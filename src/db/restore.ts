@@ -168,10 +168,8 @@ function linkTarget(path: string): string | null {
     let isLink: boolean;
     try {
       isLink = lstatSync(target).isSymbolicLink();
-    } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code === "ENOENT" || code === "ENOTDIR") break; // not there (or under a file): the end of the chain, judged later
-      throw new RestoreError(`${path} leads to ${target}, which cannot be looked at (${(err as Error).message}): fix the link, then restore again`);
+    } catch {
+      break; // not there, under a file, or not ours to look at: the end of the chain, judged by what follows
     }
     if (!isLink) break;
     if (links === 40) throw new RestoreError(`${path} is a chain of more than 40 links (a loop?): fix the link, then restore again`);
@@ -181,8 +179,11 @@ function linkTarget(path: string): string | null {
     // own directory; the last name is looked at by the next round.
     try {
       target = join(realpathSync.native(dirname(joined)), basename(joined)); // native: realpath(3), not a textual "..".
-    } catch {
-      throw new RestoreError(`${path} leads to ${joined}, whose directory does not exist: mount that volume or fix the link, then restore again`);
+    } catch (err) {
+      if ((err as { code?: string }).code === "ENOENT") {
+        throw new RestoreError(`${path} leads to ${joined}, whose directory does not exist: mount that volume or fix the link, then restore again`);
+      }
+      throw new RestoreError(`${path} leads to ${joined}, whose directory cannot be resolved (${(err as Error).message}): fix the link, then restore again`);
     }
   }
   return target === path ? null : target;

@@ -202,7 +202,6 @@ const MCP_SESSION_ERRORS = {
   "403": { description: "a page of another origin (Origin header)" },
   "404": { description: "no such session" },
   "413": { description: WHY["413"] },
-  "503": { description: "the server is shutting down" },
 };
 
 const jsonRpc = { type: "object", description: "a JSON-RPC 2.0 message of MCP (an array of them: a batch, MCP 2025-03-26)" };
@@ -248,10 +247,11 @@ const MCP_OPERATIONS: Record<string, Record<string, unknown>> = {
       "405": { description: "the session is out of memory and there is no room to bring it back for a stream now" },
       "406": { description: "the Accept header does not take text/event-stream" },
       "409": { description: "the session has an event stream open already" },
+      "503": { description: "the server is shutting down" },
     },
   },
   delete: {
     summary: "MCP (Streamable HTTP): end the session now",
-    responses: { "200": { description: "ended" }, ...MCP_SESSION_ERRORS },
+    responses: { "200": { description: "ended" }, ...MCP_SESSION_ERRORS, "503": { description: "every MCP session is busy: retry shortly (Retry-After)" } },
   },
 };

@@ -95,6 +95,16 @@ describe("a wall clock stepped back (an NTP correction)", () => {
     expect(limiter.usage("o", "free", back).minute).toBeLessThanOrEqual(60);
   });
 
+  test("steps back one after another never lift the limit", () => {
+    const limiter = createOwnerRateLimiter();
+    limiter.hit("o", "free", T0 + 3_600_000); // a step forward first
+    for (let t = T0; t <= T0 + 121_000; t += 1_000) limiter.hit("o", "free", t); // back, one a second
+    let allowed = 0;
+    for (let t = T0 + 118_500; t < T0 + 178_500; t += 10) if (limiter.hit("o", "free", t)!.allowed) allowed++; // back again, flooding
+    expect(allowed).toBeLessThanOrEqual(60);
+    expect(limiter.usage("o", "free", T0 + 178_500).minute).toBeGreaterThanOrEqual(0);
+  });
+
   test("a step back across a minute's edge keeps the last minute's requests, and one across midnight keeps the day's", () => {
     const limiter = createOwnerRateLimiter();
     spend(limiter, "o", 60, T0 - 500); // the end of the previous minute

@@ -48,6 +48,7 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
       c.minute = Math.ceil(slidingMinute(c, Math.max(c.latest, c.minuteStart)));
       c.previousMinute = 0;
       c.minuteStart = minuteStart;
+      c.latest = now; // the limiter's time is the clock's again: a second step is judged from here
     }
     // The day only moves forward: a step back across midnight is still the day reached (its count kept).
     if (dayStart > c.dayStart) {
@@ -58,7 +59,7 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
   }
 
   /** Requests in the sliding minute ending now: this window plus the overlapping part of the previous. */
-  const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * (1 - (now - c.minuteStart) / MINUTE_MS);
+  const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * Math.min(1, Math.max(0, 1 - (now - c.minuteStart) / MINUTE_MS));
 
   /**
    * When the sliding minute next has room for one more request (now, if it has): while the previous fixed

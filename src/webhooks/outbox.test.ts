@@ -305,6 +305,22 @@ describe("delivery", () => {
     expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 290\n'); // the pending ones
   });
 
+  test("a purge whose later step fails still counts the deliveries its committed steps removed", async () => {
+    const { deps, db, clock } = await setup();
+    await db.write(() => {
+      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_f', 'owner', 'o', 'payment.completed', 'x', ?)").run(clock.now());
+      const delivery = db.sqlite.query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES (?, 'evt_f', 'owner_endpoint', 'whe_gone', 'pending', 0, ?, ?, ?)`,
+      );
+      for (let i = 0; i < 400; i++) delivery.run(`whd_f${String(i).padStart(3, "0")}`, clock.now(), clock.now() + i, clock.now());
+    });
+    // The disk refuses the second step's delete (it takes the oldest 250 first).
+    db.sqlite.run("CREATE TEMP TRIGGER refuse_late BEFORE DELETE ON webhook_deliveries WHEN OLD.id = 'whd_f399' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+    expect(await codeOf(purgeWebhooks(deps)).catch((err: Error) => err.message)).toContain("disk full");
+    expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 250\n');
+  });
+
   test("an endpoint disabled (or deleted) after the event was queued receives nothing", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

@@ -18,9 +18,14 @@ export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise
   // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
   // refers to (nothing can read or resend them), a day old.
   const dropped = { pending: 0 };
-  const orphans = await store.purgeOrphanDeliveries(deps.db, stopping, dropped);
-  // Still due when their endpoint went: ended unsent, counted as failed (as an endpoint's delete counts its own).
-  for (let i = 0; i < dropped.pending; i++) deps.metrics.webhookDelivered("failed");
+  let orphans: number;
+  try {
+    orphans = await store.purgeOrphanDeliveries(deps.db, stopping, dropped);
+  } finally {
+    // Still due when their endpoint went: ended unsent, counted as failed (as an endpoint's delete counts its
+    // own), also those of the steps committed before one failed.
+    for (let i = 0; i < dropped.pending; i++) deps.metrics.webhookDelivered("failed");
+  }
   // Events over a day old created since the last run of this process looked: each is looked at once (the
   // first run after a start looks at all, so neither downtime nor a purge interval over a day skips any).
   const before = deps.clock.now() - DAY_MS;
