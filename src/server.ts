@@ -2,7 +2,7 @@
 import type { Server } from "bun";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
 import { openDatabase } from "./db/open.ts";
-import { migrate, pendingVersions, shrinkLogAfterMigrating } from "./db/migrate.ts";
+import { migrate, pendingVersions, settleMigrations } from "./db/migrate.ts";
 import { watchSchema } from "./db/schema-watch.ts";
 import { createFromImage } from "./db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
@@ -209,8 +209,7 @@ async function serve(
     migrated = inDataDir(config, () => {
       const migrated = migrate(db.sqlite, clock.now());
       if (migrated.applied.length > 0) {
-        db.flush(); // migrations commit outside the batched writes: on disk before anything is served
-        shrinkLogAfterMigrating(db.sqlite);
+        settleMigrations(db); // on disk before anything is served
         log.info("database migrated", { version: migrated.version, applied: migrated.applied });
       } else if (created) {
         log.info("database created", { version: migrated.version });

@@ -3,7 +3,7 @@ import { inDataDir, type Config } from "../config.ts";
 import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
-import { migrate, shrinkLogAfterMigrating } from "../db/migrate.ts";
+import { migrate, settleMigrations } from "../db/migrate.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
@@ -18,10 +18,7 @@ export async function migrateCommand(config: Config, args: string[]): Promise<nu
       const result = migrate(db.sqlite, Date.now(), undefined, (versions) =>
         process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`),
       );
-      if (result.applied.length > 0) {
-        db.flush();
-        shrinkLogAfterMigrating(db.sqlite);
-      }
+      if (result.applied.length > 0) settleMigrations(db);
       return result;
     });
     const applied =

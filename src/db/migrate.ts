@@ -1,6 +1,7 @@
 // Applies the embedded migrations in order, in one transaction, and refuses a database newer than us.
 import type { Database } from "bun:sqlite";
 import { MIGRATIONS, type Migration } from "./migrations.ts";
+import type { Db } from "./open.ts";
 
 export class SchemaTooNewError extends Error {
   override name = "SchemaTooNewError";
@@ -43,12 +44,14 @@ export function pendingVersions(sqlite: Database, migrations: readonly Migration
 }
 
 /**
- * After migrations were applied and flushed: the log they wrote (a rebuilt table's copy, as large as the
- * table) is folded into the file and cut back to nothing, rather than held on the disk at that size for as
- * long as the process runs. (Readers of another process may keep it from finishing; then it stays.)
+ * After migrations were applied (they commit outside `db.write`): flushed to disk, then the log they wrote (a
+ * rebuilt table's copy, as large as the table) folded into the file and cut back to nothing, rather than
+ * held on the disk at that size for as long as the process runs. (Readers of another process may keep the
+ * cut from finishing; then the log stays.)
  */
-export function shrinkLogAfterMigrating(sqlite: Database): void {
-  sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
+export function settleMigrations(db: Db): void {
+  db.flush();
+  db.sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 /**

@@ -145,19 +145,6 @@ export type RestoreResult = {
 };
 
 /**
- * Puts `backup` in place as the database at `databasePath`, readable by its owner only. The server must be
- * stopped: refused while another process has the database open (its pids named where /proc tells them).
- * The name always holds a whole database, whenever the process dies: the current one is first
- * checkpointed (its log folded into the file), then copied whole to `<name>.replaced-<time>` (its
- * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
- * log); the backup is copied beside the database, flushed, and renamed over the name at once.
- *
- * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
- * challenge or dashboard link spent, or a webhook secret rotated after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
- * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
- * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
- */
-/**
  * Where a symlink whose target is missing points, through every link of a chain (a damaged database moved
  * away from it); null if `path` is no link. Its directory must exist: a missing one is more likely a volume
  * not mounted than a place to make, and the server would not find the database there once it is mounted.
@@ -189,6 +176,19 @@ function linkTarget(path: string): string | null {
   return target === path ? null : target;
 }
 
+/**
+ * Puts `backup` in place as the database `named` (where it leads, when it is a symlink), readable by its owner only. The server must be
+ * stopped: refused while another process has the database open (its pids named where /proc tells them).
+ * The name always holds a whole database, whenever the process dies: the current one is first
+ * checkpointed (its log folded into the file), then copied whole to `<name>.replaced-<time>` (its
+ * `-wal`/`-shm`, if any are left, moved beside the copy, so the backup is never replayed onto by an old
+ * log); the backup is copied beside the database, flushed, and renamed over the name at once.
+ *
+ * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
+ * challenge or dashboard link spent, or a webhook secret rotated after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
+ * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
+ * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
+ */
 export function restoreDatabase(
   named: string,
   backup: string,

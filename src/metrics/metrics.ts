@@ -19,7 +19,7 @@ type Series<T> = { labels: string[]; value: T };
 export type Counter = {
   inc(...labelValues: string[]): void;
   /** The series of these label values, to count into without finding it again. */
-  series(...labelValues: string[]): { inc(): void };
+  series(...labelValues: string[]): { inc(): void; add(n: number): void };
 };
 export type Histogram = {
   observe(value: number, ...labelValues: string[]): void;
@@ -81,7 +81,7 @@ export function createMetrics(): Metrics {
         inc: (...values) => void map.get(values).n++,
         series: (...values) => {
           const counted = map.get(values);
-          return { inc: () => void counted.n++ };
+          return { inc: () => void counted.n++, add: (n) => void (counted.n += n) };
         },
       };
     },
@@ -152,8 +152,8 @@ export type ServiceMetrics = {
   signIn(outcome: string): void;
   /** One webhook delivery attempt's result. */
   webhookAttempt(result: "success" | "failure" | "gone"): void;
-  /** A webhook delivery's end: delivered, or failed for good (410, its last attempt failed, or dropped unsent). */
-  webhookDelivered(result: "succeeded" | "failed"): void;
+  /** `count` webhook deliveries' end: delivered, or failed for good (410, the last attempt failed, or dropped unsent). */
+  webhookDelivered(result: "succeeded" | "failed", count?: number): void;
   /** A tool call refused by a rate limit, over any transport (over MCP it is not an HTTP 429). */
   toolRateLimited(tool: string): void;
 };
@@ -200,7 +200,9 @@ export function createServiceMetrics(): ServiceMetrics {
     },
     signIn: (outcome) => signIns.inc(outcome),
     webhookAttempt: (result) => webhooks.inc(result),
-    webhookDelivered: (result) => deliveries.inc(result),
+    webhookDelivered: (result, count = 1) => {
+      if (count > 0) deliveries.series(result).add(count);
+    },
     toolRateLimited: (tool) => toolsLimited.inc(tool),
   };
 }

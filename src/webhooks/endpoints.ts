@@ -175,7 +175,7 @@ export async function updateEndpoint(
 export async function deleteEndpoint(deps: Deps, owner: string, endpointId: string): Promise<{ deleted: true }> {
   const deleted = await store.deleteEndpoint(deps.db, owner, endpointId);
   if (deleted === null) throw notFound();
-  for (let i = 0; i < deleted.pendingDropped; i++) deps.metrics.webhookDelivered("failed");
+  deps.metrics.webhookDelivered("failed", deleted.pendingDropped);
   deps.log.info("webhook endpoint deleted", { owner, endpointId, pendingDropped: deleted.pendingDropped });
   return { deleted: true };
 }

@@ -40,6 +40,23 @@ const setup = () => testDeps({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
 
 const wallet = () => encodeBase58(cryptoRandom(32));
 
+/**
+ * `count` deliveries of one event to the owner endpoint `endpointId`, written as the outbox writes them, a
+ * millisecond apart from `at` (ids whd_00000, whd_00001, …): pending unless `failed(i)`.
+ */
+function queuedDeliveries(db: Db, at: number, endpointId: string, count: number, failed: (i: number) => boolean = () => false): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_queued', 'owner', 'o', 'payment.completed', 'x', ?)").run(at);
+    const delivery = db.sqlite.query(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+       VALUES (?, 'evt_queued', 'owner_endpoint', ?, ?, 0, ?, ?, ?)`,
+    );
+    for (let i = 0; i < count; i++) {
+      delivery.run(`whd_${String(i).padStart(5, "0")}`, endpointId, failed(i) ? "failed" : "pending", failed(i) ? null : at, at + i, at);
+    }
+  });
+}
+
 type Received = {
   path: string;
   id: string;
@@ -275,14 +292,7 @@ describe("delivery", () => {
     const rx = startReceiver(clock, () => []);
     const ep = await createEndpoint(deps, owner, { url: rx.url(), events: ["payment.completed"] });
     const due = 2_000;
-    await db.write(() => {
-      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_many', 'owner', ?, 'payment.completed', 'x', ?)").run(owner, clock.now());
-      const delivery = db.sqlite.query(
-        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
-         VALUES (?, 'evt_many', 'owner_endpoint', ?, 'pending', 0, ?, ?, ?)`,
-      );
-      for (let i = 0; i < due; i++) delivery.run(`whd_${i}`, ep.endpointId, clock.now(), clock.now(), clock.now());
-    });
+    await queuedDeliveries(db, clock.now(), ep.endpointId, due);
     const w = worker(deps);
     const deleting = deleteEndpoint(deps, owner, ep.endpointId);
     for (let i = 0; i < 5; i++) await w.runOnce(); // claims some between the delete's steps, and fails them
@@ -293,30 +303,16 @@ describe("delivery", () => {
 
   test("deliveries still due of an endpoint whose delete a crash cut short are counted as failed when the purge removes them", async () => {
     const { deps, db, clock } = await setup();
-    await db.write(() => {
-      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_o', 'owner', 'o', 'payment.completed', 'x', ?)").run(clock.now());
-      const delivery = db.sqlite.query(
-        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
-         VALUES (?, 'evt_o', 'owner_endpoint', 'whe_gone', ?, 0, ?, ?, ?)`,
-      );
-      for (let i = 0; i < 300; i++) delivery.run(`whd_o${i}`, i < 290 ? "pending" : "failed", i < 290 ? clock.now() : null, clock.now(), clock.now());
-    });
+    await queuedDeliveries(db, clock.now(), "whe_gone", 300, (i) => i >= 290);
     expect(await purgeWebhooks(deps)).toMatchObject({ webhookDeliveries: 300 });
     expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 290\n'); // the pending ones
   });
 
   test("a purge whose later step fails still counts the deliveries its committed steps removed", async () => {
     const { deps, db, clock } = await setup();
-    await db.write(() => {
-      db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_f', 'owner', 'o', 'payment.completed', 'x', ?)").run(clock.now());
-      const delivery = db.sqlite.query(
-        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
-         VALUES (?, 'evt_f', 'owner_endpoint', 'whe_gone', 'pending', 0, ?, ?, ?)`,
-      );
-      for (let i = 0; i < 400; i++) delivery.run(`whd_f${String(i).padStart(3, "0")}`, clock.now(), clock.now() + i, clock.now());
-    });
+    await queuedDeliveries(db, clock.now(), "whe_gone", 400);
     // The disk refuses the second step's delete (it takes the oldest 250 first).
-    db.sqlite.run("CREATE TEMP TRIGGER refuse_late BEFORE DELETE ON webhook_deliveries WHEN OLD.id = 'whd_f399' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+    db.sqlite.run("CREATE TEMP TRIGGER refuse_late BEFORE DELETE ON webhook_deliveries WHEN OLD.id = 'whd_00399' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
     expect(await codeOf(purgeWebhooks(deps)).catch((err: Error) => err.message)).toContain("disk full");
     expect(deps.metrics.registry.render()).toContain('walletgate_webhook_deliveries_total{result="failed"} 250\n');
   });
