@@ -4,6 +4,7 @@ import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { migrate, settleMigrations } from "../db/migrate.ts";
+import { systemClock } from "../lib/clock.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
@@ -15,7 +16,7 @@ export async function migrateCommand(config: Config, args: string[]): Promise<nu
   try {
     // Progress on stderr, before work that can take a while; stdout keeps the result alone.
     const result = inDataDir(config, () => {
-      const result = migrate(db.sqlite, Date.now(), undefined, (versions) =>
+      const result = migrate(db.sqlite, systemClock.now(), undefined, (versions) =>
         process.stderr.write(`applying migration${versions.length > 1 ? "s" : ""} ${versions.join(", ")} …\n`),
       );
       if (result.applied.length > 0) settleMigrations(db);

@@ -39,6 +39,7 @@ async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
     rpcUrl: deps.config.solanaRpcUrl!,
     tokens: rpcTokens(deps.config.network, deps.config.serviceToken),
     clock: deps.clock,
+    random: deps.random,
   });
 }
 

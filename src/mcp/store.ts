@@ -69,12 +69,11 @@ export function endSession(db: Db, id: string, now: number): Promise<void> {
 }
 
 /**
- * Forgets MCP session records that can no longer come back: ended ones, and ones idle since `idleBefore`
- * (longer than any session token lives, so whatever they bound is dead anyway). Returns how many.
+ * One step's worth (STEP_ROWS) of the records of unbound sessions past the `kept` most recently active, among
+ * those idle since before `idleBefore`.
  */
-/** The records of unbound sessions past the `kept` most recently active, among those idle since before `idleBefore`. */
 export const UNBOUND_SURPLUS = `SELECT id FROM mcp_sessions WHERE wallet IS NULL AND ended_at IS NULL AND last_activity_at < ?
-  ORDER BY last_activity_at DESC LIMIT -1 OFFSET ?`;
+  ORDER BY last_activity_at DESC LIMIT ${STEP_ROWS} OFFSET ?`;
 
 /**
  * The bound record just past the `kept` most recently active among those idle since before `?` (through the
@@ -111,7 +110,7 @@ export async function purgeSessions(
     () =>
       stepOf(
         db.sqlite
-          .query(`DELETE FROM mcp_sessions WHERE id IN (SELECT id FROM (${UNBOUND_SURPLUS}) LIMIT ${STEP_ROWS})`)
+          .query(`DELETE FROM mcp_sessions WHERE id IN (${UNBOUND_SURPLUS})`)
           .run(caps.cappableBefore, caps.unboundKept).changes,
       ),
     stopping,

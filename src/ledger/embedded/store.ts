@@ -97,7 +97,7 @@ function insertTransaction(db: Db, row: TransactionRow, messageHash: string, add
     .get(row.signature, row.wire, row.slot, row.blockTime, row.status, row.error, row.fee, row.feePayer, row.transfers, row.memo, messageHash) as {
     seq: number;
   };
-  const index = db.sqlite.query("INSERT OR IGNORE INTO ledger_address_transactions (address, seq) VALUES (?, ?)");
+  const index = db.sqlite.query("INSERT INTO ledger_address_transactions (address, seq) VALUES (?, ?) ON CONFLICT DO NOTHING");
   for (const address of new Set(addresses)) index.run(address, seq);
 }
 

@@ -5,6 +5,7 @@ import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_
 import { AppError, fieldError } from "../../errors.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
+import { cryptoRandom, type Random } from "../../lib/ids.ts";
 import { settlesWithin, sleep } from "../../lib/sleep.ts";
 import { createKeyedLock } from "../../lib/keyed-lock.ts";
 import {
@@ -45,6 +46,8 @@ export type RpcLedgerOptions = Readonly<{
   rpcUrl: string;
   tokens: readonly TokenInfo[];
   clock: Clock;
+  /** Randomness (deps.random): the compute-unit limits that keep equal transfers apart. */
+  random?: Random;
   /** How often confirmation polls statuses and the block height (default 400 ms, one slot). */
   pollIntervalMs?: number;
   /** Each HTTP exchange with the RPC, body included (default 15 s). */
@@ -660,7 +663,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         createRecipientAccount,
         memo: intent.memo ?? null,
         split: intent.split === undefined ? null : { ...intent.split, createRecipientAccount: createSplitAccount },
-        computeUnitLimit: distinctComputeUnitLimit((n) => crypto.getRandomValues(new Uint8Array(n))),
+        computeUnitLimit: distinctComputeUnitLimit(options.random ?? cryptoRandom),
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
