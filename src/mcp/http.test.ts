@@ -48,7 +48,13 @@ describe("/mcp adapter", () => {
     expect(statuses.slice(0, 120).every((s) => s === 200)).toBe(true);
     const refused = await mcp.handle(initialize(), client);
     expect(refused.status).toBe(429);
-    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(await refused.json()).toEqual({
+      jsonrpc: "2.0",
+      error: { code: -32000, message: expect.stringContaining("try again"), data: { code: "RATE_LIMITED", retryAfter } },
+      id: 1,
+    });
     expect((await mcp.handle(initialize(), { ...client, ip: "192.0.2.50" })).status).toBe(200); // another network
     await mcp.stop();
   });

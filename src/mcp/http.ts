@@ -257,9 +257,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
+      // The catalogue's code and retryAfter (spec README) ride in the JSON-RPC error's data.
+      const retryAfter = err.extra.retryAfter ?? 1;
+      const id = typeof body === "object" && body !== null && "id" in body && (typeof body.id === "string" || typeof body.id === "number") ? body.id : null;
       return Response.json(
-        { jsonrpc: "2.0", error: { code: -32000, message: err.message }, id: null },
-        { status: 429, headers: { "retry-after": String(err.extra.retryAfter ?? 1) } },
+        { jsonrpc: "2.0", error: { code: -32000, message: err.message, data: { code: err.code, retryAfter } }, id },
+        { status: 429, headers: { "retry-after": String(retryAfter) } },
       );
     }
     const id = newUuid(deps.random);
