@@ -408,6 +408,24 @@ describe("refusals", () => {
     expect(mcp.body.data.transactions.map((t: Json) => t.signature)).not.toContain(signatureOf(signed));
   });
 
+  test("a checkout in its last 2 minutes: 409 INVALID_STATE for a fresh transaction and a submit (it could land too late); confirm still answers", async () => {
+    const carol = await fundedBuyer(); // no earlier purchase of the pass to be answered instead
+    const open = await checkout(pass, carol);
+    const signed = signCheckout(open.transaction, carol.keypair);
+    const db = openServerDatabase(server.dataDir);
+    try {
+      db.run("UPDATE checkouts SET expires_at = ? WHERE id = ?", [Date.now() + 60_000, open.checkoutId]);
+    } finally {
+      db.close();
+    }
+    const tooLate = { status: 409, body: { code: "INVALID_STATE", error: expect.stringContaining("expires too soon") } };
+    expect(await payApi(pass, "checkout", { walletAddress: carol.address, checkoutId: open.checkoutId })).toMatchObject(tooLate);
+    expect(await payApi(pass, "submit", { checkoutId: open.checkoutId, transaction: signed })).toMatchObject(tooLate);
+    expect(await payApi(pass, "confirm", { checkoutId: open.checkoutId })).toMatchObject({ status: 200, body: { status: "pending" } });
+    const mcp = await call(server.url, "/mcp", { body: { tool: "wallet_get_history", params: { limit: 100 } }, token: carol.session });
+    expect(mcp.body.data.transactions.map((t: Json) => t.signature)).not.toContain(signatureOf(signed));
+  });
+
   test("another owner's product is 404 through /public/*; /public needs a key", async () => {
     expect(await pub("/access/check", ownerB.key, { body: { productId: feature, walletAddress: alice.address } })).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     expect(await pub("/access/check", ownerA.key, { body: { productId: feature, walletAddress: "nope" } })).toMatchObject({

@@ -146,6 +146,7 @@ export async function startCheckout(
   const product = await productForSale(deps, productId);
   if (limits.maxAmount !== undefined || limits.currency !== undefined) await refuseAbove(deps, product, limits);
   let checkout: store.CheckoutRow;
+  let isNew = false;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
     if (checkout.wallet !== walletAddress) throw noCheckout();
@@ -155,6 +156,7 @@ export async function startCheckout(
   } else {
     const token = await splToken(deps, product.token);
     const now = deps.clock.now();
+    isNew = true;
     checkout = {
       id: newId("chk", deps.random),
       productId: product.id,
@@ -171,13 +173,16 @@ export async function startCheckout(
       // Fixed as the price is: a product changed while its buyer pays does not change what is bought.
       terms: { accessDays: product.accessDays, featureIds: product.featureIds },
     };
-    await store.insertCheckout(deps.db, checkout);
   }
   const token = await splToken(deps, checkout.token);
+  const transaction = await paymentTransaction(deps, checkout, token);
+  // Saved once its transaction could be built: a chain that does not answer leaves no checkout behind for the
+  // watcher to look after for 15 minutes (the buyer, told CHAIN_UNAVAILABLE, starts again).
+  if (isNew) await store.insertCheckout(deps.db, checkout);
   return {
     checkoutId: checkout.id,
     reference: checkout.reference,
-    transaction: await paymentTransaction(deps, checkout, token),
+    transaction,
     amount: formatAmount(checkout.amount, token.decimals),
     currency: token.key.toUpperCase(),
     payTo: checkout.payTo,
