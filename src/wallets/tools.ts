@@ -1,20 +1,26 @@
 // Tool edge of wallets (mcp.md "Session and wallet"): wallet_create, wallet_get_balance, wallet_transfer,
 // wallet_submit_transaction, wallet_get_history. Amounts cross this edge as decimal strings or numbers.
 import { z } from "zod";
-import { issueChallenge } from "../auth/challenge.ts";
-import { signIn } from "../auth/sign-in.ts";
 import { transferHits } from "../auth/rate-limit.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, fieldError, invalidField, textField } from "../errors.ts";
+import { amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
-import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
-import { RENT_EXEMPT_WALLET_LAMPORTS, type LedgerTransaction, type ParsedTransfer, type SubmitResult, type TokenInfo } from "../ledger/ledger.ts";
-import { parseTransaction } from "../ledger/transactions.ts";
+import { decodeBase64Strict } from "../lib/encoding.ts";
+import type { ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
 import { createPayment } from "../ledger/x402.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
-import { prepareCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
+import {
+  checkAirdrop,
+  createCustodialWallet,
+  fundNewWallet,
+  newWalletBalances,
+  submitSignedTransaction,
+  tokenInfo,
+  walletHistory,
+  type HistoryEntry,
+} from "./wallets.ts";
 
 const SOL_DECIMALS = 9;
 const address = (what: string) => z.string().describe(`${what}: a Solana address (base58 of 32 bytes)`);
@@ -22,17 +28,9 @@ const amount = z
   .union([z.number(), z.string()])
   .describe('amount in whole tokens, as a number or a decimal string ("1.5"); at most the token\'s decimals');
 
-async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
+/** Balances as JSON numbers in whole tokens (spec/README.md: balances are numbers), every token named. */
+async function shownBalances(deps: Deps, raw: Record<string, bigint>): Promise<Record<string, number>> {
   const tokens = await deps.ledger.tokens();
-  const token = tokens.find((t) => t.key === key);
-  if (token === undefined) throw fieldError("token", `token must be one of ${tokens.map((t) => t.key).join(", ")}`);
-  return token;
-}
-
-/** Balances as JSON numbers in whole tokens (spec/README.md: balances are numbers). */
-async function balancesOf(deps: Deps, walletAddress: string): Promise<Record<string, number>> {
-  const tokens = await deps.ledger.tokens();
-  const raw = await deps.ledger.getBalances(walletAddress);
   return Object.fromEntries(tokens.map((t) => [t.key, amountToNumber(raw[t.key] ?? 0n, t.decimals)]));
 }
 
@@ -83,59 +81,25 @@ export const walletCreate = defineTool({
     // The schema bounds the numbers; these bound the decimal strings alike.
     if (airdropSol > BigInt(AIRDROP_MAX.sol) * 10n ** BigInt(sol.decimals)) throw invalidField("airdropSol", `at most ${AIRDROP_MAX.sol}`);
     if (airdropUsdc > BigInt(AIRDROP_MAX.usdc) * 10n ** BigInt(usdc.decimals)) throw invalidField("airdropUsdc", `at most ${AIRDROP_MAX.usdc.toLocaleString("en-US")}`);
-    if (network === "mainnet" && (airdropSol > 0n || airdropUsdc > 0n)) throw new AppError("NOT_SUPPORTED", "there are no airdrops on mainnet");
-    if (network !== "localnet" && airdropUsdc > 0n) throw new AppError("NOT_SUPPORTED", "USDC airdrops exist only on localnet");
-    if (airdropSol > 0n && airdropSol < RENT_EXEMPT_WALLET_LAMPORTS) {
-      throw fieldError("airdropSol", "airdropSol: a new account needs at least 0.00089088 SOL (the rent-exempt minimum), or 0");
-    }
+    const airdrop = { sol: airdropSol, usdc: airdropUsdc };
+    checkAirdrop(deps, airdrop);
 
-    // The same path as wallet_connect: a challenge, signed with the new key, verified. The wallet is stored
-    // in the write that spends the challenge and records the token: a refused sign-in (rate limits) leaves
-    // nothing behind, and a crash keeps the key and its session together or neither.
-    const wallet = prepareCustodialWallet(deps, label);
-    const walletAddress = wallet.address;
-    const challenge = await issueChallenge(deps, walletAddress, client);
-    const signature = wallet.signMessage(new TextEncoder().encode(challenge.message));
-    const issued = await signIn(deps, { walletAddress, nonce: challenge.nonce, signature: encodeBase64(signature) }, client, wallet);
-    deps.log.info("custodial wallet created", { address: walletAddress });
+    const { walletAddress, issued } = await createCustodialWallet(deps, client, label);
     await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
-
-    let airdrop: { airdropSignature?: string; airdropSignatures?: string[]; airdropError?: string } = {};
-    if (airdropSol > 0n || airdropUsdc > 0n) {
-      try {
-        const signatures = await deps.ledger.airdrop(walletAddress, { sol: airdropSol, usdc: airdropUsdc });
-        airdrop = { airdropSignature: signatures[0], airdropSignatures: signatures };
-      } catch (err) {
-        // Devnet's faucet is often dry or rate limited: that does not cost the caller the wallet and token.
-        // On localnet the limits were checked above, so a failure there is a real error.
-        if (!(err instanceof AppError) || network !== "devnet") throw err;
-        airdrop = { airdropError: `${err.code}: ${err.message}` };
-      }
-    }
-    // The wallet exists and is signed in from here on: a chain that does not answer the balance read must
-    // not cost the caller its address and token (a retry would make another wallet). A new key holds what
-    // its confirmed airdrop sent and nothing else, and says so with balancesError.
-    let balances: Record<string, number>;
-    let balancesError: { balancesError?: string } = {};
-    try {
-      balances = await balancesOf(deps, walletAddress);
-    } catch (err) {
-      if (!(err instanceof AppError) || err.code !== "CHAIN_UNAVAILABLE") throw err;
-      const airdropped: Record<string, bigint> = airdrop.airdropSignature === undefined ? {} : { sol: airdropSol, usdc: airdropUsdc };
-      balances = Object.fromEntries((await deps.ledger.tokens()).map((t) => [t.key, amountToNumber(airdropped[t.key] ?? 0n, t.decimals)]));
-      balancesError = { balancesError: `${err.code}: ${err.message}` };
-    }
+    const funded = await fundNewWallet(deps, walletAddress, airdrop);
+    const fundedFields = funded === null ? {} : "error" in funded ? { airdropError: funded.error } : { airdropSignature: funded.signatures[0], airdropSignatures: funded.signatures };
+    const balances = await newWalletBalances(deps, walletAddress, funded !== null && "signatures" in funded ? airdrop : null);
     return {
       address: walletAddress,
       label,
       network,
-      balances,
-      ...balancesError,
+      balances: await shownBalances(deps, balances.raw),
+      ...(balances.error === undefined ? {} : { balancesError: balances.error }),
       sessionToken: issued.token,
       authenticated: true,
       isNewSession: true,
       expiresAt: issued.expiresAt,
-      ...airdrop,
+      ...fundedFields,
     };
   },
 });
@@ -147,7 +111,7 @@ export const walletGetBalance = defineTool({
   needsWallet: true,
   run: async ({ deps, caller }) => {
     const wallet = requireWallet(caller);
-    return { address: wallet.walletAddress, network: deps.config.network, balances: await balancesOf(deps, wallet.walletAddress) };
+    return { address: wallet.walletAddress, network: deps.config.network, balances: await shownBalances(deps, await deps.ledger.getBalances(wallet.walletAddress)) };
   },
 });
 
@@ -185,11 +149,6 @@ export const walletTransfer = defineTool({
   },
 });
 
-/** The caller's side of a recorded transaction's transfers. */
-function ownTransfer(transfers: readonly ParsedTransfer[], walletAddress: string): ParsedTransfer | null {
-  return transfers.find((t) => t.from === walletAddress) ?? transfers.find((t) => t.to === walletAddress) ?? null;
-}
-
 /**
  * A transfer's token and amount in whole tokens (spec/README.md: never base units). One of the service's
  * tokens is named by its key; another mint by its address, scaled by the decimals the transaction or
@@ -218,13 +177,7 @@ export const walletSubmitTransaction = defineTool({
     deps.auth.rateLimiter.consume(transferHits(wallet.walletAddress, client.ip), deps.clock.now());
     const wire = decodeBase64Strict(input.transaction);
     if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
-    const parsed = parseTransaction(wire);
-    if (!parsed.accountKeys.slice(0, parsed.numRequiredSignatures).includes(wallet.walletAddress)) {
-      throw new AppError("FORBIDDEN", "this transaction is not signed by this session's wallet");
-    }
-    const result = await deps.ledger.submit(wire);
-    const recorded = await deps.ledger.getTransaction(result.signature);
-    const transfer = recorded === null ? null : ownTransfer(recorded.transfers, wallet.walletAddress);
+    const { result, transfer } = await submitSignedTransaction(deps, wallet.walletAddress, wire);
     const tokens = await deps.ledger.tokens();
     return transferResult(deps, result, {
       from: transfer?.from ?? wallet.walletAddress,
@@ -235,16 +188,14 @@ export const walletSubmitTransaction = defineTool({
   },
 });
 
-function historyItem(tx: LedgerTransaction, walletAddress: string, tokens: readonly TokenInfo[]) {
-  const transfer = ownTransfer(tx.transfers, walletAddress);
-  const direction = transfer === null || transfer.from === walletAddress ? (transfer?.to === walletAddress ? "self" : "out") : "in";
+function historyItem({ tx, transfer, direction, counterparty }: HistoryEntry, tokens: readonly TokenInfo[]) {
   return {
     signature: tx.signature,
     // A block time the node does not give (0: unknown) is null, not 1970.
     timestamp: tx.timestamp === 0 ? null : toIso(tx.timestamp),
     direction,
     ...(transfer === null ? { token: "sol", amount: "0" } : shownAmount(transfer, tokens)),
-    counterparty: transfer === null ? null : direction === "in" ? transfer.from : transfer.to,
+    counterparty,
     fee: formatAmount(tx.fee, SOL_DECIMALS),
     status: tx.status,
     ...(tx.memo === null ? {} : { memo: tx.memo }),
@@ -261,11 +212,8 @@ export const walletGetHistory = defineTool({
   needsWallet: true,
   run: async ({ deps, caller }, input) => {
     const wallet = requireWallet(caller);
-    const [tokens, transactions] = await Promise.all([
-      deps.ledger.tokens(),
-      deps.ledger.history(wallet.walletAddress, { limit: input.limit ?? 20, before: input.before }),
-    ]);
-    return { address: wallet.walletAddress, network: deps.config.network, transactions: transactions.map((tx) => historyItem(tx, wallet.walletAddress, tokens)) };
+    const [tokens, entries] = await Promise.all([deps.ledger.tokens(), walletHistory(deps, wallet.walletAddress, { limit: input.limit ?? 20, before: input.before })]);
+    return { address: wallet.walletAddress, network: deps.config.network, transactions: entries.map((entry) => historyItem(entry, tokens)) };
   },
 });
 
