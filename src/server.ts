@@ -1,7 +1,8 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
-import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "./config.ts";
-import { openDatabase } from "./db/open.ts";
+import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config, type Secrets } from "./config.ts";
+import { openDatabase, type Db } from "./db/open.ts";
+import { holdServeLocks, restoringMessage } from "./db/file-lock.ts";
 import { migrate, pendingVersions, settleMigrations } from "./db/migrate.ts";
 import { watchSchema } from "./db/schema-watch.ts";
 import { createFromImage } from "./db/fresh.ts";
@@ -193,11 +194,28 @@ async function serve(
   server: Server<unknown>,
   onReady: (handle: Handler) => void,
 ): Promise<RunningServer> {
-  const { secrets, db, created } = inDataDir(config, () => {
-    const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
-    const created = createFromImage(config.databasePath); // a first start of the executable: written whole
-    return { secrets, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
-  });
+  // Before anything of the database is read: one server per database, and none while a restore replaces it.
+  const locks = inDataDir(config, () =>
+    holdServeLocks(config.databasePath, {
+      alreadyServed: () =>
+        new ConfigError(
+          `another walletgate serve is already using ${config.databasePath} (one server per database: its rate limits and timers live in its memory): stop it, or give this one another DATA_DIR`,
+        ),
+      restoring: () => new ConfigError(restoringMessage(config.databasePath)),
+    }),
+  );
+  let opened: { secrets: Secrets; db: Db; created: boolean };
+  try {
+    opened = inDataDir(config, () => {
+      const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
+      const created = createFromImage(config.databasePath); // a first start of the executable: written whole
+      return { secrets, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
+    });
+  } catch (err) {
+    locks.release();
+    throw err;
+  }
+  const { secrets, db, created } = opened;
   let migrated: ReturnType<typeof migrate>;
   try {
     const pending = inDataDir(config, () => pendingVersions(db.sqlite)); // its first read: a damaged file names DATA_DIR
@@ -220,6 +238,7 @@ async function serve(
     });
   } catch (err) {
     db.close();
+    locks.release();
     throw err;
   }
 
@@ -394,6 +413,7 @@ async function serve(
         await mcp.stop();
         await Promise.all([verifier.stop(), pages.stop()]);
         db.close();
+        locks.release();
         log.info("stopped");
         // A log nobody reads (a pipe never drained) would hold the exit for ever: its last lines wait a while.
         await settlesWithin(log.flush(), LOG_FLUSH_AT_EXIT_MS);

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { SignJWT } from "jose";
 import { Database } from "bun:sqlite";
 import { commandSucceeds, runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
-import { openedByAnother } from "../src/db/restore.ts";
+import { openedByAnother, restoreDatabase } from "../src/db/restore.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -382,6 +382,54 @@ describe("walletgate restore", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  }, 60_000);
+
+  test("a server and a CLI command started while a restore runs wait for it, then use the restored database: nothing they write is lost", async () => {
+    const server = await start();
+    const dir = tempDir();
+    try {
+      const owner = newWallet();
+      const ownerToken = (await signIn(server.url, owner)).sessionToken;
+      expect((await call(server.url, "/dashboard/api/me", { token: ownerToken })).body).toMatchObject({ tier: "free" });
+      const backup = join(dir, "before.db");
+      expect((await runCli(["backup", backup], { DATA_DIR: server.dataDir })).code).toBe(0);
+      expect(await server.stop()).toBe(0);
+      // Both start just before the backup takes the name and are given time enough to open and write, if
+      // they could: they must wait for the restore instead, and then open the database it put in place.
+      let command: ReturnType<typeof runCli> | undefined;
+      let second: Promise<TestServer> | undefined;
+      restoreDatabase(join(server.dataDir, "walletgate.db"), backup, new Date(), () => {
+        command = runCli(["owners", "set-tier", owner.address, "pro"], { DATA_DIR: server.dataDir });
+        second = startTestServer({ AUTH_RATE_LIMIT: "off", BASE_URL: "http://walletgate.test" }, server.dataDir);
+        Bun.sleepSync(2_000);
+      });
+      expect(await command!).toMatchObject({ code: 0 });
+      const restarted = await second!;
+      servers.push(restarted);
+      const late = await signIn(restarted.url, newWallet());
+      expect(await status(restarted.url, ownerToken)).toBe("OK"); // signed in before the backup
+      expect(await restarted.stop()).toBe(0);
+      const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+      try {
+        expect(db.query("SELECT tier FROM owners WHERE wallet = ?").get(owner.address)).toEqual({ tier: "pro" });
+        expect(db.query("SELECT count(*) AS n FROM auth_tokens WHERE wallet = ?").get(late.walletAddress)).toEqual({ n: 1 });
+      } finally {
+        db.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  test("a second server on the same database is refused, naming it; the first goes on", async () => {
+    const server = await start();
+    const second = await runCli(["serve"], { DATA_DIR: server.dataDir, PORT: "0", HOST: "127.0.0.1" });
+    expect(second.code).toBe(1);
+    expect(second.stderr + second.stdout).toContain("another walletgate serve is already using");
+    expect((await call(server.url, "/readyz")).status).toBe(200);
+    expect(await server.stop()).toBe(0);
+    // Once it has stopped, a server starts there again.
+    servers.push(await startTestServer({ AUTH_RATE_LIMIT: "off" }, server.dataDir));
   }, 60_000);
 });
 

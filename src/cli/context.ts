@@ -7,6 +7,7 @@ import { latestOf, migrateFreshOnly } from "../db/migrate.ts";
 import { watchSchema } from "../db/schema-watch.ts";
 import { errorText } from "../errors.ts";
 import { openDatabase } from "../db/open.ts";
+import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
 import { systemClock } from "../lib/clock.ts";
@@ -29,39 +30,54 @@ export async function withCommandDeps<T>(
       `DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): set DATA_DIR to the directory the server uses, or start \`walletgate serve\` there first`,
     );
   }
-  const db = inDataDir(config, () => {
-    createFromImage(config.databasePath);
-    return openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
-  });
-  try {
-    const secrets = inDataDir(config, () => {
-      migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
-      const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
-      requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
-      requireGenesisDecimals(config, db);
-      return secrets;
+  return withOpenLock(config, async () => {
+    const db = inDataDir(config, () => {
+      createFromImage(config.databasePath);
+      return openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
     });
-    const deps = await createDeps({
-      config,
-      secrets,
-      baseUrl: config.baseUrl ?? defaultBaseUrl(config.host, config.port),
-      db,
-      clock: systemClock,
-      random: cryptoRandom,
-      // stdout is the command's output alone; a long-running command (mcp) logs warnings and errors to stderr.
-      log: options.logToStderr
-        ? createLogger(config.logLevel === "debug" || config.logLevel === "info" ? "warn" : config.logLevel, "json", (line) => process.stderr.write(line))
-        : createLogger("silent", "json", () => {}),
-    });
-    // A command that stays running (`mcp`) must not write on under a newer version's schema.
-    const schemaWatch = watchSchema(db, latestOf(), deps.log, (err) => deps.log.error("schema watch failed", { error: errorText(err) }));
     try {
-      return await use(deps);
+      const secrets = inDataDir(config, () => {
+        migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
+        const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
+        requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
+        requireGenesisDecimals(config, db);
+        return secrets;
+      });
+      const deps = await createDeps({
+        config,
+        secrets,
+        baseUrl: config.baseUrl ?? defaultBaseUrl(config.host, config.port),
+        db,
+        clock: systemClock,
+        random: cryptoRandom,
+        // stdout is the command's output alone; a long-running command (mcp) logs warnings and errors to stderr.
+        log: options.logToStderr
+          ? createLogger(config.logLevel === "debug" || config.logLevel === "info" ? "warn" : config.logLevel, "json", (line) => process.stderr.write(line))
+          : createLogger("silent", "json", () => {}),
+      });
+      // A command that stays running (`mcp`) must not write on under a newer version's schema.
+      const schemaWatch = watchSchema(db, latestOf(), deps.log, (err) => deps.log.error("schema watch failed", { error: errorText(err) }));
+      try {
+        return await use(deps);
+      } finally {
+        await schemaWatch.stop();
+        await deps.ledger.stop();
+      }
     } finally {
-      await schemaWatch.stop();
-      await deps.ledger.stop();
+      db.close();
     }
+  });
+}
+
+/**
+ * Runs `use` holding the database's shared open lock (db/file-lock.ts), taken before anything of it is read:
+ * no restore replaces the database under the command meanwhile, and one running waits for it (10 s at most).
+ */
+export async function withOpenLock<T>(config: Config, use: () => Promise<T>): Promise<T> {
+  const lock = inDataDir(config, () => holdOpenLock(config.databasePath, () => new ConfigError(restoringMessage(config.databasePath))));
+  try {
+    return await use();
   } finally {
-    db.close();
+    lock?.release();
   }
 }

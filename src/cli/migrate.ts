@@ -1,5 +1,6 @@
 // `walletgate migrate`: applies pending migrations to the database in DATA_DIR and reports the version.
 import { inDataDir, type Config } from "../config.ts";
+import { withOpenLock } from "./context.ts";
 import { parseCommandArgs } from "./args.ts";
 import { openDatabase } from "../db/open.ts";
 import { createFromImage } from "../db/fresh.ts";
@@ -8,6 +9,10 @@ import { systemClock } from "../lib/clock.ts";
 
 export async function migrateCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
+  return withOpenLock(config, () => migrateNow(config));
+}
+
+async function migrateNow(config: Config): Promise<number> {
   // Failures of DATA_DIR's files (a file where the directory should be, a read-only or full disk) name DATA_DIR.
   const { created, db } = inDataDir(config, () => {
     const created = createFromImage(config.databasePath);

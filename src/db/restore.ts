@@ -6,6 +6,7 @@ import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 import { holdsSealedData } from "./sealed.ts";
+import { lockPathOf, tryLock } from "./file-lock.ts";
 
 export class RestoreError extends Error {
   override name = "RestoreError";
@@ -203,11 +204,25 @@ export function restoreDatabase(
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   const version = checkBackup(backup);
+  const dir = dirname(databasePath);
+  makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
+  // Held until the backup has the name: a walletgate process starting meanwhile (a server restarted by its
+  // supervisor, a CLI command) waits for it and then opens the restored database, never the one replaced.
+  const lock = tryLock(lockPathOf(named, "open"), "exclusive");
+  try {
+    if ("held" in lock) throw new RestoreError("the database is open in another walletgate process: stop the server first");
+    return restoreUnderLock(named, databasePath, backup, version, now, beforeReplace);
+  } finally {
+    if ("lock" in lock) lock.lock.release();
+  }
+}
+
+/** restoreDatabase's work, once no other walletgate process has the database open or can open it. */
+function restoreUnderLock(named: string, databasePath: string, backup: string, version: number, now: Date, beforeReplace: () => void): RestoreResult {
   if (openedByAnother(databasePath)) {
     throw new RestoreError("the database is open in another process (perhaps in another container, or another user's): stop the server first");
   }
   const dir = dirname(databasePath);
-  makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
   const prefix = `.${basename(databasePath)}.restoring-`;
   removeLeftovers(dir, prefix); // copies of runs killed mid-way
   const partial = join(dir, `${prefix}${process.pid}`);

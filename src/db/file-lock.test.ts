@@ -1,0 +1,91 @@
+// The locks between walletgate processes on one database: shared open locks coexist, an exclusive one
+// excludes them (in either order, across processes), a waiting opener gets in once the holder lets go.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { holdOpenLock, holdServeLocks, lockPathOf, tryLock } from "./file-lock.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "walletgate-lock-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const locked = (attempt: ReturnType<typeof tryLock>) => ("lock" in attempt ? "lock" : "held" in attempt ? "held" : "unsupported");
+
+/** Another process holding `path` as `mode` for `ms`; resolves once it holds it. */
+async function heldElsewhere(path: string, mode: "shared" | "exclusive", ms: number): Promise<{ done: Promise<number> }> {
+  const script = `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
+    const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "locked" : "not"); await Bun.sleep(${ms});`;
+  const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe" });
+  const reader = proc.stdout.getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  expect(first.trim()).toBe("locked");
+  return { done: proc.exited };
+}
+
+describe("tryLock", () => {
+  test("shared locks coexist; an exclusive one waits for none of them and excludes them", () => {
+    const path = join(dir, "a.open-lock");
+    const one = tryLock(path, "shared");
+    const two = tryLock(path, "shared");
+    expect([locked(one), locked(two)]).toEqual(["lock", "lock"]);
+    expect(locked(tryLock(path, "exclusive"))).toBe("held");
+    if ("lock" in one) one.lock.release();
+    expect(locked(tryLock(path, "exclusive"))).toBe("held"); // the second shared one still holds
+    if ("lock" in two) two.lock.release();
+    const only = tryLock(path, "exclusive");
+    expect(locked(only)).toBe("lock");
+    expect(locked(tryLock(path, "shared"))).toBe("held");
+    if ("lock" in only) only.lock.release();
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  test("across processes: a lock held by another process is held here, and free once that process ends", async () => {
+    const path = join(dir, "b.open-lock");
+    const other = await heldElsewhere(path, "exclusive", 300);
+    expect(locked(tryLock(path, "shared"))).toBe("held");
+    await other.done;
+    const after = tryLock(path, "shared");
+    expect(locked(after)).toBe("lock");
+    if ("lock" in after) after.lock.release();
+  });
+});
+
+describe("holdOpenLock", () => {
+  test("waits while a restore holds the lock, then has it", async () => {
+    const db = join(dir, "c.db");
+    const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 400);
+    const started = performance.now();
+    const lock = holdOpenLock(db, () => new Error("restoring"), 10_000);
+    expect(performance.now() - started).toBeGreaterThan(200);
+    expect(lock).not.toBeNull();
+    lock!.release();
+    await other.done;
+  });
+
+  test("gives up after its wait with the caller's error", async () => {
+    const db = join(dir, "d.db");
+    const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 1_500);
+    expect(() => holdOpenLock(db, () => new Error("being restored"), 200)).toThrow("being restored");
+    await other.done;
+  });
+
+  test("the lock file sits beside the file a symlinked database leads to, so every name for it shares one", () => {
+    const real = join(dir, "real.db");
+    writeFileSync(real, "");
+    const link = join(dir, "link.db");
+    symlinkSync(real, link);
+    expect(lockPathOf(link, "open")).toBe(`${real}.open-lock`);
+    expect(lockPathOf(join(dir, "missing.db"), "serve")).toBe(join(dir, "missing.db.serve-lock"));
+  });
+});
+
+describe("holdServeLocks", () => {
+  test("a second server is refused with the caller's error, and may start once the first has let go", () => {
+    const db = join(dir, "e.db");
+    const errors = { alreadyServed: () => new Error("already served"), restoring: () => new Error("restoring") };
+    const first = holdServeLocks(db, errors);
+    expect(() => holdServeLocks(db, errors)).toThrow("already served");
+    first.release();
+    holdServeLocks(db, errors).release();
+  });
+});
