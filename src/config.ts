@@ -339,10 +339,19 @@ export function walletKeySource(config: Config): string {
  * The secrets the server signs and encrypts with: from the environment, or — off mainnet — generated
  * once into DATA_DIR with mode 0600 and reused on every start. Except a wallet encryption key while
  * `holdsSealedData()` (the database already holds values sealed under one: a backup restored without its
- * key file): a new key would open none of them and seal new ones beside them.
+ * key file): a new key would open none of them and seal new ones beside them. And except a JWT secret while
+ * `holdsOthersSessions()` (a command beside a server whose JWT_SECRET is in its environment: the command's
+ * tokens and the server's would not be valid in each other; the server itself passes nothing, a secret of
+ * its own ends sessions as rotating JWT_SECRET does).
  */
-export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean } = {}): Secrets {
+export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean; holdsOthersSessions?: () => boolean } = {}): Secrets {
   const keyFile = walletKeyFile(config);
+  const jwtFile = join(config.dataDir, "jwt-secret");
+  if (config.jwtSecret === null && !existsSync(jwtFile) && options.holdsOthersSessions?.() === true) {
+    throw new ConfigError(
+      `${jwtFile} is missing, but the database holds live sessions signed with a JWT secret this command does not have (the server's JWT_SECRET?): give it the same JWT_SECRET as the server; a secret of its own would sign tokens the server refuses, and refuse the server's`,
+    );
+  }
   if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {
     throw new ConfigError(
       `${keyFile} is missing, but the database is bound to a wallet encryption key (it holds data sealed under it — custodial wallets, feature tokens, webhook secrets — or recorded it when first opened): put that key back in the file or in WALLET_ENCRYPTION_KEY; a new key could not open them`,

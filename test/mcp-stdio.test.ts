@@ -3,11 +3,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { Keypair } from "@solana/web3.js";
 import { join } from "node:path";
 import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
-import { openServerDatabase, startTestServer, tempDir } from "./helpers/server.ts";
+import { openServerDatabase, runCli, startTestServer, tempDir } from "./helpers/server.ts";
+import { newWallet, signIn } from "./helpers/wallet.ts";
 
 const ROOT = join(import.meta.dir, "..");
 // Tokens name their issuer (BASE_URL): the stdio process and the HTTP server share one, as in production.
@@ -174,6 +175,22 @@ describe("walletgate mcp (stdio)", () => {
       expect(await response.json()).toMatchObject({ success: true, data: { address } });
     } finally {
       await server.stop();
+    }
+  }, 30_000);
+
+  test("beside a server whose JWT_SECRET is in its environment, a command without it is refused, making no secret of its own", async () => {
+    const dir = tempDir();
+    const jwtSecret = "s".repeat(48);
+    const server = await startTestServer({ BASE_URL, JWT_SECRET: jwtSecret, AUTH_RATE_LIMIT: "off" }, dir);
+    try {
+      await signIn(server.url, newWallet()); // a live session, signed with the environment's secret
+      const refused = await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("give it the same JWT_SECRET as the server");
+      expect(existsSync(join(dir, "jwt-secret"))).toBe(false);
+      expect((await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL, JWT_SECRET: jwtSecret })).code).toBe(0);
+    } finally {
+      await server.dispose();
     }
   }, 30_000);
 });

@@ -1,5 +1,6 @@
 // Session tokens as plain functions: issue, authenticate against the token store, restore, revoke.
 import type { Deps } from "../deps.ts";
+import type { Db } from "../db/open.ts";
 import { AppError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { hmacSha256 } from "../lib/hash.ts";
@@ -249,6 +250,14 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
 }
 
 /** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */
+/**
+ * Whether the database holds live sessions (signed with some JWT secret): a command about to make a JWT
+ * secret of its own beside them would sign tokens the server refuses, and refuse the server's.
+ */
+export function holdsLiveSessions(db: Db, now: number): boolean {
+  return store.holdsLiveToken(db, now);
+}
+
 export async function revokeSessionToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
   const session = await authenticateToken(deps, token);
   await store.revokeToken(deps.db, session.walletAddress, session.jti, deps.clock.now());

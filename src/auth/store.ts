@@ -166,6 +166,11 @@ function selectToken(db: Db, wallet: string, jti: string): TokenRow | null {
   );
 }
 
+/** Whether any token recorded is still unrevoked and unexpired at `now` (stops at the first). */
+export function holdsLiveToken(db: Db, now: number): boolean {
+  return db.read(() => db.sqlite.query("SELECT 1 FROM auth_tokens WHERE expires_at > ? AND revoked_at IS NULL LIMIT 1").get(now) !== null);
+}
+
 /** The wallet's revoke-all cutoff in Unix ms: tokens issued before it are dead. 0 when none. */
 export async function findWalletCutoff(db: Db, wallet: string): Promise<number> {
   return db.cache<number>("auth_wallet_cutoffs.wallet", TOKENS_KEPT).get(wallet, () =>

@@ -10,6 +10,7 @@ import { openDatabase } from "../db/open.ts";
 import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
+import { holdsLiveSessions } from "../auth/sessions.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -38,7 +39,10 @@ export async function withCommandDeps<T>(
     try {
       const secrets = inDataDir(config, () => {
         migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
-        const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
+        const secrets = resolveSecrets(config, {
+          holdsSealedData: () => holdsSealedData(config.databasePath),
+          holdsOthersSessions: () => holdsLiveSessions(db, systemClock.now()),
+        });
         requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
         requireGenesisDecimals(config, db);
         return secrets;
