@@ -291,7 +291,7 @@ describe("walletgate CLI", () => {
     expect(existsSync(keyFile)).toBe(false); // nothing generated
     expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir, WALLET_ENCRYPTION_KEY: key })).code).toBe(0);
     await server.dispose();
-  }, 30_000);
+  }, 60_000);
 
   test("a server keyed by the environment: a command run without that key is refused and writes no secret file", async () => {
     const env = { WALLET_ENCRYPTION_KEY: "cd".repeat(32), JWT_SECRET: "s".repeat(40) };
@@ -304,7 +304,7 @@ describe("walletgate CLI", () => {
     expect(readdirSync(server.dataDir).sort()).toEqual(before); // no jwt-secret or wallet-encryption-key left behind
     expect((await runCli(["owners", "list"], { DATA_DIR: server.dataDir, ...env })).code).toBe(0);
     await server.dispose();
-  }, 30_000);
+  }, 60_000);
 
   test("a database is opened only under the key its data was sealed with (a backup restored beside another key)", async () => {
     const first = await startTestServer();
@@ -339,7 +339,7 @@ describe("walletgate CLI", () => {
     expect((await runCli(["owners", "list"], { DATA_DIR: second.dataDir })).code).toBe(1);
     await first.dispose();
     await second.dispose();
-  }, 30_000);
+  }, 60_000);
 
   test("a running server stops writing once a newer walletgate migrated its database", async () => {
     const server = await startTestServer();
@@ -360,5 +360,5 @@ describe("walletgate CLI", () => {
     } finally {
       await server.dispose();
     }
-  }, 30_000);
+  }, 60_000);
 });

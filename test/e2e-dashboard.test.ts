@@ -58,7 +58,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const cookie = (await ownerPage.context().cookies()).find((c) => c.name === "wg_session")!;
     expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite }).toEqual({ httpOnly: true, sameSite: "Strict" });
     expect(await ownerPage.evaluate(() => (globalThis as any).document.cookie as string)).not.toContain("wg_session"); // not readable by scripts
-  }, 30_000);
+  }, 60_000);
 
   test("creates a product and copies its payment link", async () => {
     await ownerPage.getByRole("link", { name: "Products" }).click();
@@ -84,7 +84,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Copied" }).waitFor();
     expect(await ownerPage.evaluate(() => (globalThis as any).navigator.clipboard.readText())).toBe(state.paymentUrl);
     await shot(ownerPage, "products");
-  }, 30_000);
+  }, 60_000);
 
   test("Pay to: set to another wallet, then emptied, which is the owner's wallet again", async () => {
     const product = () => ownerPage.evaluate((id) => fetch(`/dashboard/api/products/${id}`).then((r) => r.json()), state.productId!) as Promise<Json>;
@@ -96,7 +96,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
       await ownerPage.getByRole("button", { name: "New product" }).waitFor();
       expect((await product()).payTo).toBe(expected);
     }
-  }, 30_000);
+  }, 60_000);
 
   test("an API key is shown once, works, and is never shown again", async () => {
     await ownerPage.getByRole("link", { name: "API keys" }).click();
@@ -113,7 +113,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.reload();
     await ownerPage.getByRole("cell", { name: "shop backend" }).waitFor();
     expect(await ownerPage.content()).not.toContain(key);
-  }, 30_000);
+  }, 60_000);
 
   test("revoking the key asks first; the public API then refuses it", async () => {
     // The row's Revoke is described by the key it revokes (every row has a button of that name).
@@ -131,7 +131,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.waitForFunction(() => (globalThis as any).document.activeElement?.tagName === "H1");
     expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("API keys");
     expect(await publicCheck(state.key!)).toEqual({ status: 401, body: { error: "Invalid or expired API key", code: "INVALID_API_KEY" } });
-  }, 30_000);
+  }, 60_000);
 
   test("adds a webhook endpoint and shows its secret", async () => {
     await ownerPage.getByRole("link", { name: "Webhooks" }).click();
@@ -144,7 +144,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.locator("form .secret").getByRole("button", { name: "Hide" }).click(); // copied: off the screen
     expect(await ownerPage.locator("form .secret").count()).toBe(0);
     expect(await ownerPage.content()).not.toContain(secret);
-  }, 30_000);
+  }, 60_000);
 
   test("a second wallet buys on the checkout page: a rejected signature, a retry shown step by step, the token", async () => {
     const airdrop = await runCli(["ledger", "airdrop", "--to", buyer.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir });
@@ -211,7 +211,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(await attempts.getByRole("row").count()).toBe(2); // the header and one attempt
     expect(await row.getByRole("button", { name: "Attempts" }).getAttribute("aria-expanded")).toBe("true");
     await shot(ownerPage, "webhooks");
-  }, 30_000);
+  }, 60_000);
 
   test("the endpoint's URL is edited on its card: a bad one is refused with the reason, a good one gets the next event", async () => {
     const moved = verifyingReceiver({ path: "/moved" });
@@ -240,7 +240,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     } finally {
       await moved.stop();
     }
-  }, 30_000);
+  }, 60_000);
 
   test("the overview shows the revenue, the chart and the tier; sign out revokes the session", async () => {
     // A second purchase, paid in the service token by an agent's custodial wallet: revenue in it is shown too.
@@ -263,7 +263,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Connect wallet" }).waitFor();
     const me = await ownerPage.evaluate(() => fetch("/dashboard/api/me").then((r) => r.status));
     expect(me).toBe(401);
-  }, 30_000);
+  }, 60_000);
 
   test("a one-time link of walletgate dashboard-link signs a browser without a wallet in, once", async () => {
     const keypair = Keypair.generate();
@@ -289,7 +289,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await mangled.getByText("base58 of 32 bytes").waitFor();
     expect(await mangled.getByText("URI malformed").count()).toBe(0);
     await context.close();
-  }, 30_000);
+  }, 60_000);
 
   test("a session ended elsewhere, or a second session cookie, is said on the sign-in card", async () => {
     const context = await walletContext(browser!, newWallet());
@@ -329,7 +329,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.reload();
     await page.getByText(/clear this site's cookies in the browser, then sign in again/).waitFor();
     await context.close();
-  }, 30_000);
+  }, 60_000);
 
   test("at phone width the checkout page fits the screen", async () => {
     const context = await walletContext(browser!, newWallet());
@@ -348,7 +348,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
       expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
     }
     await context.close();
-  }, 30_000);
+  }, 60_000);
 });
 
 e2e("dashboard forms under a second hand and a double click", () => {
@@ -383,7 +383,7 @@ e2e("dashboard forms under a second hand and a double click", () => {
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByRole("button", { name: "New product" }).waitFor();
     expect((await api(`/products/${created.body.productId}`)).body).toMatchObject({ payTo: moved, price: "4" });
-  }, 30_000);
+  }, 60_000);
 
   test("a double click on Create key, Create product or Add endpoint makes one; a refusal says the field's own reason", async () => {
     await page.getByRole("link", { name: "API keys" }).click();
@@ -416,12 +416,12 @@ e2e("dashboard forms under a second hand and a double click", () => {
     expect((await api("/webhooks")).body.endpoints).toHaveLength(1);
     const rotate = page.getByTestId("endpoint").getByRole("button", { name: "Rotate secret" });
     expect(await page.locator(`#${await rotate.getAttribute("aria-describedby")}`).textContent()).toContain(hook.url);
-  }, 30_000);
+  }, 60_000);
 
   test("the overview shows the API use as it is when it is opened", async () => {
     const key = (await api("/keys", { body: { label: "use" } })).body.key as string;
     for (let i = 0; i < 3; i++) expect((await fetch(`${server.url}/public/products`, { headers: { "x-api-key": key } })).status).toBe(200);
     await page.getByRole("link", { name: "Overview" }).click();
     await page.getByText(/^Tier free · 3 \/ 60 requests this minute, 3 \/ 10000 today/).waitFor();
-  }, 30_000);
+  }, 60_000);
 });

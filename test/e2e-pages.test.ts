@@ -103,7 +103,7 @@ e2e("more of the pages in Chromium", () => {
     await page.keyboard.press("Enter");
     await page.getByTitle(wallet.address).waitFor();
     await context.close();
-  }, 30_000);
+  }, 60_000);
 
   test("edits and archives a product; the checkout page then says it is no longer sold", async () => {
     const owner = newWallet();
@@ -131,7 +131,7 @@ e2e("more of the pages in Chromium", () => {
     await buyerPage.goto(p.paymentUrl);
     await buyerPage.getByText("This product is no longer sold.").waitFor();
     expect(await buyerPage.getByRole("button", { name: "Pay with wallet" }).count()).toBe(0);
-  }, 30_000);
+  }, 60_000);
 
   test("a product form error is shown in words, and nothing is created", async () => {
     const owner = newWallet();
@@ -145,7 +145,7 @@ e2e("more of the pages in Chromium", () => {
     expect(await page.getByRole("alert").textContent()).toMatch(/feature/i);
     const token = (await signIn(server.url, owner)).sessionToken;
     expect((await call(server.url, "/dashboard/api/products", { token })).body.products).toEqual([]);
-  }, 30_000);
+  }, 60_000);
 
   test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
     const owner = newWallet();
@@ -159,7 +159,7 @@ e2e("more of the pages in Chromium", () => {
     const txHash = new URL(page.url()).searchParams.get("txHash")!;
     const purchases = await call(server.url, "/dashboard/api/purchases", { token });
     expect(purchases.body.purchases.map((x: Json) => [x.walletAddress, x.txHash])).toEqual([[buyer.address, txHash]]);
-  }, 45_000);
+  }, 60_000);
 
   test("a redirect to another origin is not followed", async () => {
     const owner = newWallet();
@@ -172,7 +172,7 @@ e2e("more of the pages in Chromium", () => {
     await Bun.sleep(3_000); // longer than the page waits before going back
     expect(page.url()).toStartWith(p.paymentUrl);
     expect(await page.getByRole("link", { name: /Return to/ }).count()).toBe(0);
-  }, 45_000);
+  }, 60_000);
 
   test("a buyer without the money is told so in words, and can try again after funding", async () => {
     const owner = newWallet();
@@ -185,7 +185,7 @@ e2e("more of the pages in Chromium", () => {
     await fund(buyer, "5");
     await page.getByRole("button", { name: "Try again" }).click();
     await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
-  }, 45_000);
+  }, 60_000);
 
   test("a checkout that expired before the buyer paid is said in words; Try again opens a fresh one that completes", async () => {
     const owner = newWallet();
@@ -232,7 +232,7 @@ e2e("more of the pages in Chromium", () => {
     await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
     expect(await paid()).toEqual([buyer.address]);
     await context.close();
-  }, 45_000);
+  }, 60_000);
 
   test("an answer lost on the way back: the retry finds the payment made, and nothing is paid twice", async () => {
     const owner = newWallet();
@@ -257,7 +257,7 @@ e2e("more of the pages in Chromium", () => {
     const buyerSession = (await signIn(server.url, buyer)).sessionToken;
     const balances = await call(server.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token: buyerSession });
     expect(balances.body.data.balances.usdc).toBe(8); // 10 airdropped, 2 paid once
-  }, 45_000);
+  }, 60_000);
 
   test("a feature unlock completed without its token (confirmed after the checkout's grace): not called 'Access granted'", async () => {
     const owner = newWallet();
@@ -274,7 +274,7 @@ e2e("more of the pages in Chromium", () => {
     await page.getByRole("button", { name: "Pay with wallet" }).click();
     await page.getByText("The access token went to the app that sent you here").waitFor({ timeout: 20_000 });
     expect(await page.getByText("Access granted.").count()).toBe(0);
-  }, 45_000);
+  }, 60_000);
 
   test("a /submit that waits on another checkout's payment: the page follows that checkout to the purchase", async () => {
     const owner = newWallet();
@@ -298,7 +298,7 @@ e2e("more of the pages in Chromium", () => {
     await page.getByRole("button", { name: "Pay with wallet" }).click();
     await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
     expect((await call(server.url, "/dashboard/api/purchases", { token })).body.total).toBe(1);
-  }, 45_000);
+  }, 60_000);
 
   test("the wallet signs only the price the page shows: a price changed while the page is open, or since the tab's checkout opened", async () => {
     const owner = newWallet();
@@ -367,7 +367,7 @@ e2e("more of the pages in Chromium", () => {
     await page.getByRole("button", { name: "New product" }).waitFor(); // the form closed
     const beta = (await call(server.url, "/dashboard/api/products", { token })).body.products.find((p: Json) => p.title === "Beta");
     expect([beta.accessDays, beta.redirectOrigins]).toEqual([30, ["https://shop.example", "https://app.example"]]);
-  }, 30_000);
+  }, 60_000);
 
   test("tokens: filtered by status and wallet, revoked after a confirmation; purchases listed", async () => {
     const owner = newWallet();
@@ -429,7 +429,7 @@ e2e("more of the pages in Chromium", () => {
     expect(await log.getByText("webhook.test").count()).toBe(2);
     await endpoint.getByRole("button", { name: "Disable" }).click();
     await page.getByText("disabled", { exact: true }).waitFor();
-  }, 45_000);
+  }, 60_000);
 
   test("at phone width the dashboard fits the screen and its tables scroll inside their cards", async () => {
     const page = await ownerPage(newWallet());
@@ -439,5 +439,5 @@ e2e("more of the pages in Chromium", () => {
       await page.getByRole("heading", { level: 1 }).waitFor();
       expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
     }
-  }, 30_000);
+  }, 60_000);
 });

@@ -53,4 +53,4 @@ test("the README's MCP SDK client prints the balances and exits, with a token an
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}, 40_000);
+}, 60_000);

@@ -52,7 +52,7 @@ test("the log's reader goes away: every request is still answered, stderr says s
     await proc.exited;
     rmSync(dataDir, { recursive: true, force: true });
   }
-}, 30_000);
+}, 60_000);
 
 test("a reader that stays but never reads: memory stays bounded, stderr says lines are dropped, SIGTERM still exits 0", async () => {
   const dataDir = tempDir();

@@ -162,7 +162,7 @@ describe("agents", () => {
       details: { fields: [{ field: "profile.categories" }] },
     });
     expect((await plain("provider_register", { endpoint: "ftp://x", profile: profile() }, provider.token)).status).toBe(400);
-  }, 30_000);
+  }, 60_000);
 
   test("a wallet owns at most 20 agents: the 21st registration is INVALID_STATE", async () => {
     const owner = await party("many");
@@ -214,7 +214,7 @@ describe("agents", () => {
     for (const bad of [{ limit: 0 }, { limit: 101 }, { offset: -1 }, { maxPrice: "-1" }, { maxPrice: "1.0000001" }]) {
       expect(await consumer.call("consumer_search_agents", bad)).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("conversations", () => {

@@ -38,7 +38,7 @@ beforeAll(async () => {
   });
   agentId = registered.agent.agentId;
   hook.setSecret(registered.webhookSecret);
-}, 30_000);
+}, 60_000);
 afterAll(async () => {
   await hook.stop();
   await server?.dispose();
@@ -110,7 +110,7 @@ describe("orders", () => {
     const conversation = await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId });
     expect(conversation.orders.map((o: Json) => [o.orderId, o.status])).toEqual([[orderId, "completed"]]);
     expect(conversation.messages.filter((m: Json) => m.from === "system").length).toBeGreaterThanOrEqual(4);
-  }, 30_000);
+  }, 60_000);
 
   test("decline and withdraw end a proposal; nothing moves", async () => {
     const c = await consumer(10);
@@ -121,7 +121,7 @@ describe("orders", () => {
     expect((await balances(c.address)).usdc).toBe(10n * USDC);
     expect(await accept(c, a)).toMatchObject({ success: false, code: "INVALID_STATE" });
     expect(await accept(c, b)).toMatchObject({ success: false, code: "INVALID_STATE" });
-  }, 30_000);
+  }, 60_000);
 
   test("the agent hears order.declined and order.disputed, signed, once each, with the order's fields", async () => {
     const c = await consumer(10);
@@ -148,7 +148,7 @@ describe("orders", () => {
       const at = Date.parse(r.body.timestamp);
       expect([at >= since, at <= until, new Date(at).toISOString() === r.body.timestamp]).toEqual([true, true, true]);
     }
-  }, 30_000);
+  }, 60_000);
 
   test("a paid order cancelled by the provider is refunded in full", async () => {
     const c = await consumer(20);
@@ -159,7 +159,7 @@ describe("orders", () => {
     expect(cancelled.order).toMatchObject({ status: "cancelled" });
     expect(cancelled.order.refundTx).toBeString();
     expect((await balances(c.address)).usdc).toBe(20n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("a disputed order waits in escrow until the operator resolves it, either way", async () => {
     for (const outcome of ["--refund", "--release"] as const) {
@@ -218,7 +218,7 @@ describe("orders", () => {
     await wrong(c.client, "consumer_dispute_order", { reason: "late" });
     await wrong(c.client, "consumer_complete_order");
     await wrong(provider, "provider_cancel_order");
-  }, 30_000);
+  }, 60_000);
 
   test("a stranger hears NOT_FOUND; the other side's action is FORBIDDEN", async () => {
     const c = await consumer(10);
@@ -245,7 +245,7 @@ describe("orders", () => {
       success: false,
       code: "FORBIDDEN",
     });
-  }, 30_000);
+  }, 60_000);
 
   test("the paid and delivered steps too: a stranger hears NOT_FOUND, the other side FORBIDDEN, and nothing moves", async () => {
     const c = await consumer(10);
@@ -268,7 +268,7 @@ describe("orders", () => {
     const order = (await c.client.ok("consumer_list_orders", {})).orders.find((o: Json) => o.orderId === orderId);
     expect(order.status).toBe("delivered");
     expect((await balances(c.address)).usdc).toBe(8n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("bad params of the order tools are VALIDATION_ERROR naming the field, and change nothing", async () => {
     const c = await consumer(10);
@@ -298,7 +298,7 @@ describe("orders", () => {
     await field(c.client, "consumer_dispute_order", { orderId, reason: " " }, "reason");
     const listed = (await c.client.ok("consumer_list_orders", {})).orders.filter((o: Json) => o.conversationId === c.conversationId);
     expect(listed.map((o: Json) => o.status)).toEqual(["delivered"]);
-  }, 30_000);
+  }, 60_000);
 
   test("two racing accepts: one payment, one INVALID_STATE", async () => {
     const c = await consumer(100);
@@ -308,7 +308,7 @@ describe("orders", () => {
     expect(results.map((r) => r.success).sort()).toEqual([false, true]);
     expect(results.find((r) => !r.success)).toMatchObject({ code: "INVALID_STATE" });
     expect((await balances(c.address)).usdc).toBe(70n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("too little money: INSUFFICIENT_FUNDS and the order stays proposed", async () => {
     const c = await consumer(5);
@@ -317,7 +317,7 @@ describe("orders", () => {
     const orders = await c.client.ok("consumer_list_orders", {});
     expect(orders.orders.find((o: Json) => o.orderId === orderId).status).toBe("proposed");
     expect((await balances(c.address)).usdc).toBe(5n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("a connected consumer gets the escrow transfer unsigned, signs it, and pays with signedTransaction", async () => {
     const wallet = newWallet();
@@ -349,7 +349,7 @@ describe("orders", () => {
     const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signed });
     expect(paid.order.status).toBe("paid");
     expect((await balances(wallet.address)).usdc).toBe(7n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("a connected consumer that sent the escrow transfer itself: the accept with it finishes the order, paid once", async () => {
     const wallet = newWallet();
@@ -364,5 +364,5 @@ describe("orders", () => {
     const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signed });
     expect(paid.order).toMatchObject({ status: "paid" });
     expect((await balances(wallet.address)).usdc).toBe(6n * USDC);
-  }, 30_000);
+  }, 60_000);
 });

@@ -246,11 +246,13 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
   });
 
   test("after a restart the session's id is rebuilt from its record, with its binding", async () => {
+    // A server of its own with the default lifetime: a restart on a slow machine could outlast a 5-s token.
+    const own = await start({ ...env, SESSION_TTL_S: "3600" });
     const userAgent = ua("restart");
-    const mcp = await connect(server, userAgent);
+    const mcp = await connect(own, userAgent);
     const created = await mcp.ok("wallet_create", { airdropSol: 0 });
     const sessionId = mcp.transport.sessionId!;
-    const next = await server.restart();
+    const next = await own.restart();
     servers.push(next);
     const res = await rpc(next, sessionId, { method: "tools/call", params: { name: "session_info", arguments: {} } }, userAgent);
     expect(res.status).toBe(200);
@@ -283,15 +285,16 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     const moved = await dropped.restart({ JWT_SECRET: "first-secret-first-secret-first-secret-01", BASE_URL: "http://elsewhere.test" });
     servers.push(moved);
     expect(await info(moved)).toMatchObject({ success: false, code: "TOKEN_INVALID" });
-  }, 30_000);
+  }, 60_000); // four starts
 });
 
 describe("maximum session age", () => {
-  // A restore refreshes whenever the new token would end later (3 s left is under the 3600 s threshold),
-  // and a session may be refreshed for 4 s after its sign-in. No token outlives its session (docs/decisions.md), so at the maximum age the
+  // A restore refreshes whenever the new token would end later (6 s left is under the 3600 s threshold),
+  // and a session may be refreshed for 8 s after its sign-in. No token outlives its session (docs/decisions.md), so at the maximum age the
   // newest token has expired too.
-  const TTL_S = 3;
-  const MAX_AGE_S = 4;
+  // Wide enough that each step has seconds to spare on a slow machine.
+  const TTL_S = 6;
+  const MAX_AGE_S = 8;
 
   test("session_restore refreshes until SESSION_MAX_AGE_S after the sign-in, exp capped at it; then TOKEN_EXPIRED", async () => {
     const server = await start({ SESSION_TTL_S: String(TTL_S), REFRESH_THRESHOLD_S: "3600", SESSION_MAX_AGE_S: String(MAX_AGE_S) });
@@ -303,7 +306,7 @@ describe("maximum session age", () => {
     const sessionEndS = first.iat + MAX_AGE_S;
 
     const mcp = await connect(server, ua("max-age"));
-    // Two seconds in, a full TTL would outlive the session: the new token ends with it. The one
+    // Three seconds in, a full TTL would outlive the session: the new token ends with it. The one
     // refreshed is still valid (its exp is the sign-in's second + TTL_S).
     await sleep((first.iat + MAX_AGE_S - TTL_S + 1) * 1000 + 50 - Date.now());
     const { restored: r1, claims: second } = await restoreRefreshed(mcp, signedIn.sessionToken, wallet.address, first);
@@ -329,7 +332,7 @@ describe("maximum session age", () => {
     expect(againClaims.sessionId).not.toBe(first.sessionId);
     await sleep((againClaims.iat + 1) * 1000 + 20 - Date.now());
     expect(await late.ok("session_restore", { token: again.sessionToken })).toMatchObject({ walletAddress: wallet.address, refreshed: true });
-  }, 15_000); // it waits out a 4-second session, then a second of the next one
+  }, 60_000); // it waits out an 8-second session, then a second of the next one
 });
 
 describe("requests in flight: one id at a time, counted until the exchange ends, the cap held", () => {
@@ -581,7 +584,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     await idle[0]!.transport.terminateSession();
     const stream = await fetch(`${server.url}/mcp`, { headers: { accept: "text/event-stream", "mcp-session-id": ended, "mcp-protocol-version": "2025-06-18" } });
     expect(stream.status).toBe(404);
-  }, 20_000);
+  }, 60_000);
 
   test("below MCP_MAX_SESSIONS a GET for a swept session rebuilds it and opens its event stream, as any request would", async () => {
     const server = await start({ MCP_SESSION_TIMEOUT_MS: "300" });

@@ -63,7 +63,7 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(client, "session_restore", { token })).toMatchObject({ success: true, data: { walletAddress: address, refreshed: false } });
     const sent = await call(client, "wallet_transfer", { to: other, amount: "1.25", token: "usdc" });
     expect(sent).toMatchObject({ success: true, data: { from: address, to: other, token: "usdc", amount: "1.25", status: "confirmed" } });
-  }, 30_000);
+  }, 60_000);
 
   test("a restarted process gets the wallet last signed in from this host back by fingerprint, unless restore is off", async () => {
     const restarted = await stdioClient();
@@ -71,7 +71,7 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(restarted, "wallet_get_balance")).toMatchObject({ success: true, data: { address: lastCreated } });
     const off = await stdioClient({ FINGERPRINT_RESTORE: "off" });
     expect(await call(off, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
-  }, 30_000);
+  }, 60_000);
 
   test("WALLETGATE_TOKEN makes every call run as that token's wallet; a bad one answers its code", async () => {
     const client = await stdioClient({ WALLETGATE_TOKEN: token });
@@ -87,7 +87,7 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(second, "wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
     expect(await call(second, "session_restore", { token })).toMatchObject({ success: true, data: { walletAddress: address } });
     expect(await call(second, "wallet_get_balance")).toMatchObject({ success: true, data: { address } });
-  }, 30_000);
+  }, 60_000);
 
   test("a host that closes stdin while a transfer runs still gets its answer, and the process exits 0", async () => {
     const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "mcp"], {
@@ -106,7 +106,7 @@ describe("walletgate mcp (stdio)", () => {
     const transfer = answers.find((a) => a.id === 2);
     expect(transfer?.result?.structuredContent).toMatchObject({ success: true, data: { status: "confirmed", amount: "0.01" } });
     expect(code).toBe(0);
-  }, 30_000);
+  }, 60_000);
 
   test("a line that is not a message is said on stderr; a message over the 10 MB buffer ends the process with exit 1", async () => {
     const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "mcp"], {
@@ -130,7 +130,7 @@ describe("walletgate mcp (stdio)", () => {
     expect(err).toContain("stdio: a message could not be read");
     expect(err).toContain("exceeded maximum size");
     expect(code).toBe(1);
-  }, 30_000);
+  }, 60_000);
 
   test("stops writing once a newer walletgate migrated its database", async () => {
     const dir = tempDir();
@@ -161,7 +161,7 @@ describe("walletgate mcp (stdio)", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 30_000);
+  }, 60_000);
 
   test("the same database as the HTTP server: the stdio wallet's token works over /mcp", async () => {
     const server = await startTestServer({ BASE_URL }, dataDir);
@@ -176,7 +176,7 @@ describe("walletgate mcp (stdio)", () => {
     } finally {
       await server.stop();
     }
-  }, 30_000);
+  }, 60_000);
 
   test("beside a server whose JWT_SECRET is in its environment, a command without it is refused, making no secret of its own", async () => {
     const dir = tempDir();
@@ -192,5 +192,5 @@ describe("walletgate mcp (stdio)", () => {
     } finally {
       await server.dispose();
     }
-  }, 30_000);
+  }, 60_000);
 });

@@ -71,7 +71,7 @@ beforeAll(async () => {
     newProduct(ownerA, { title: "Pass", type: "access", price: 1 }),
   ]);
   [alice, bob, mallory] = await Promise.all([fundedBuyer(), fundedBuyer(), fundedBuyer()]);
-}, 20_000);
+}, 60_000);
 afterAll(async () => {
   await server?.dispose();
 });
@@ -444,10 +444,21 @@ describe("statistics", () => {
     const stats = await pub("/stats", ownerA.key);
     expect(stats.body).toEqual({ totalRevenue: 6, totalTransactions: 5, productCount: 3, revenueByCurrency: { USDC: "6", WGT: "0" } });
     expect((await pub("/stats", ownerB.key)).body).toEqual({ totalRevenue: 0, totalTransactions: 0, productCount: 1, revenueByCurrency: { USDC: "0", WGT: "0" } });
+    const today = () => new Date().toISOString().slice(0, 10);
+    const asked = today();
     const daily = await dash("/stats?days=7", ownerA.token);
     expect(daily.body).toMatchObject(stats.body);
     expect(daily.body.daily).toHaveLength(7);
-    expect(daily.body.daily.at(-1)).toEqual({ date: new Date().toISOString().slice(0, 10), revenue: "6", transactions: 5 }); // an amount: a decimal string
+    expect([asked, today()]).toContain(daily.body.daily.at(-1).date);
+    // Each day holds that day's purchases (UTC), as the purchase list dates them: all of them today, or, in a
+    // run that crossed midnight, split across the last two days.
+    const purchases = (await dash("/purchases", ownerA.token)).body.purchases as Json[];
+    for (const day of daily.body.daily as Json[]) {
+      const those = purchases.filter((p) => p.purchasedAt.slice(0, 10) === day.date);
+      const revenue = those.reduce((sum, p) => sum + Number(p.amount), 0);
+      expect(day).toEqual({ date: day.date, revenue: String(revenue), transactions: those.length }); // an amount: a decimal string
+    }
+    expect(purchases.map((p) => p.purchasedAt.slice(0, 10)).every((d: string) => daily.body.daily.slice(-2).some((day: Json) => day.date === d))).toBe(true);
     expect((await dash("/stats", ownerA.token)).body.daily).toHaveLength(30);
     expect((await dash("/stats?days=0", ownerA.token)).status).toBe(400);
     expect((await dash("/purchases", ownerA.token)).body.total).toBe(5);

@@ -56,7 +56,7 @@ describe("/readyz checks the ledger", () => {
     } finally {
       await silent.stop(true);
     }
-  }, 20_000);
+  }, 60_000);
 });
 
 /** Whether this machine lets a test mount a small disk of its own (root, or user namespaces). */
@@ -86,7 +86,7 @@ describe("/readyz checks the database", () => {
     expect(performance.now() - since).toBeLessThan(DISK_TROUBLE_MS + 3_000);
     await signIn(server.url, newWallet());
     expect(await database()).toEqual([200, "ok"]);
-  }, 40_000);
+  }, 60_000);
 
   test("a database file SQLite reports damaged: writes stop and /readyz is 503 from the first such error", async () => {
     const server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
@@ -107,5 +107,5 @@ describe("/readyz checks the database", () => {
     expect(await signIn(restarted.url, newWallet()).then(() => "signed in", (err: unknown) => String(err))).not.toBe("signed in");
     const ready = await fetch(`${restarted.url}/readyz`);
     expect([ready.status, ((await ready.json()) as { checks: { database: string } }).checks.database]).toEqual([503, "error"]);
-  }, 30_000);
+  }, 60_000);
 });

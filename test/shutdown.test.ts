@@ -57,7 +57,7 @@ test("SIGTERM with an MCP event stream open: the call in flight is answered, and
     await proxy.stop(true);
     await rpc.stop();
   }
-}, 30_000);
+}, 60_000);
 
 test("SIGTERM while the checkout watcher waits on an RPC node that stopped answering: the process exits at once", async () => {
   const rpc = await startLiteSvmRpc();
@@ -106,4 +106,4 @@ test("SIGTERM while the checkout watcher waits on an RPC node that stopped answe
     await proxy.stop(true);
     await rpc.stop();
   }
-}, 30_000);
+}, 60_000);

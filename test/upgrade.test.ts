@@ -280,7 +280,7 @@ describe("upgrade from version 12", () => {
     expect(after.query("PRAGMA foreign_key_check").all()).toEqual([]);
     expect(after.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
     after.close();
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("upgrade from before migration 20 (the wallet encryption key's check)", () => {
@@ -315,7 +315,7 @@ describe("upgrade from before migration 20 (the wallet encryption key's check)",
       } finally {
         rmSync(dataDir, { recursive: true, force: true });
       }
-    }, 15_000);
+    }, 60_000);
   }
 });
 

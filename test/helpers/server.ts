@@ -89,7 +89,8 @@ export async function runCli(args: string[], env: Record<string, string> = {}, p
 }
 
 /** `prefix` runs the server under another program that ends by exec'ing it (e.g. `unshare`), so it keeps the pid. */
-export async function startTestServer(env: Record<string, string> = {}, dataDir = tempDir(), prefix: string[] = []): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, givenDataDir?: string, prefix: string[] = []): Promise<TestServer> {
+  const dataDir = givenDataDir ?? tempDir();
   const fullEnv: Record<string, string> = {
     PATH: process.env.PATH ?? "",
     HOME: process.env.HOME ?? "/tmp",
@@ -108,7 +109,7 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
   });
   live.add(proc);
   let out = "";
-  const url = await new Promise<string>((resolve, reject) => {
+  const listening = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 15_000);
     const decoder = new TextDecoder();
     (async () => {
@@ -124,6 +125,17 @@ export async function startTestServer(env: Record<string, string> = {}, dataDir 
       reject(new Error(`server exited before listening:\n${out}\n${await new Response(proc.stderr as ReadableStream).text()}`));
     })().catch(reject);
   });
+  let url: string;
+  try {
+    url = await listening;
+  } catch (err) {
+    // Nobody gets a TestServer to dispose of: the process and a DATA_DIR made here go now.
+    proc.kill(9);
+    await proc.exited;
+    live.delete(proc);
+    if (givenDataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   const server: TestServer = {
     url,
     pid: proc.pid,

@@ -115,7 +115,7 @@ describe("orders on an RPC network", () => {
     const done = await completeOrder(m.deps, m.consumer, { orderId, rating: 4 });
     expect(done.status).toBe("completed");
     expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore, await m.usdc(escrow)]).toEqual([39n * USDC, 1n * USDC, 0n]);
-  }, 30_000);
+  }, 60_000);
 
   test("an answer lost after the payment landed: the order waits in paying, and the reconciler finishes it", async () => {
     const m = await setup();
@@ -127,7 +127,7 @@ describe("orders on an RPC network", () => {
     expect(await m.reconcile()).toBe(1);
     expect(await m.status(orderId)).toBe("paid");
     expect(await m.usdc(m.consumer)).toBe(90n * USDC);
-  }, 30_000);
+  }, 60_000);
 
   test("a payment that never left is sent again by the reconciler", async () => {
     const m = await setup();
@@ -136,7 +136,7 @@ describe("orders on an RPC network", () => {
     expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["paying", 100n * USDC]);
     expect(await m.reconcile()).toBe(1);
     expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["paid", 90n * USDC]);
-  }, 30_000);
+  }, 60_000);
 
   test("a payment whose blockhash expired unsent: the order goes back to proposed and nothing moved", async () => {
     const m = await setup();
@@ -148,7 +148,7 @@ describe("orders on an RPC network", () => {
     expect(await m.reconcile()).toBe(1);
     expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["proposed", 100n * USDC]);
     expect((await m.accept(m.deps, orderId)).order.status).toBe("paid"); // and it can be paid again
-  }, 30_000);
+  }, 60_000);
 
   test("a refund a lagging node calls expired (it landed) is the reconciler's: found landed, not sent again", async () => {
     const m = await setup();
@@ -168,7 +168,7 @@ describe("orders on an RPC network", () => {
     expect(await m.status(orderId)).toBe("refunding"); // not back to paid, where a second refund could follow
     expect(await m.reconcile()).toBe(1);
     expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["cancelled", 100n * USDC]);
-  }, 30_000);
+  }, 60_000);
 
   test("a release whose answer was lost: releasing, then completed by the reconciler, paid once", async () => {
     const m = await setup();
@@ -181,7 +181,7 @@ describe("orders on an RPC network", () => {
     expect(await m.status(orderId)).toBe("completed");
     expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore]).toEqual([19_500_000n, 500_000n]);
     expect(await m.reconcile()).toBe(0);
-  }, 30_000);
+  }, 60_000);
 
   test("a release that paid, which the node calls unknown past its height, is found in the ledger's history: finished, paid once", async () => {
     const m = await setup();
@@ -200,7 +200,7 @@ describe("orders on an RPC network", () => {
     expect(await m.status(b)).toBe("completed");
     expect([await m.usdc(m.provider), await m.usdc(escrow)]).toEqual([2n * 9_750_000n, 10n * USDC]); // each paid once, less the 2.5 % fee
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
-  }, 30_000);
+  }, 60_000);
 
   test("a payment that landed and failed, which the node calls unknown past its height, is undone, not counted as paid", async () => {
     const m = await setup();
@@ -230,7 +230,7 @@ describe("orders on an RPC network", () => {
     expect([await m.status(orderId), await m.usdc(await escrowWallet(m.deps))]).toEqual(["proposed", 0n]);
     expect(await escrowedTotals(m.deps)).toEqual({});
     expect(await m.deps.ledger.transactionStatus(landedFailed)).toBe("failed"); // it is on the chain, failed
-  }, 30_000);
+  }, 60_000);
 
   test("a completion whose answer comes after the reconciler finished it with the same transaction is answered completed", async () => {
     const m = await setup();
@@ -255,7 +255,7 @@ describe("orders on an RPC network", () => {
     answer.resolve();
     expect(await completing).toMatchObject({ orderId, status: "completed", rating: 5 });
     expect(await m.usdc(m.provider)).toBe(9_750_000n); // paid once
-  }, 30_000);
+  }, 60_000);
 
   test("a resend refused before the blockhash can expire does not give the payment up", async () => {
     const m = await setup();
@@ -270,14 +270,14 @@ describe("orders on an RPC network", () => {
     expect(await m.status(orderId)).toBe("paying");
     expect(await m.reconcile()).toBe(1);
     expect(await m.status(orderId)).toBe("paid");
-  }, 30_000);
+  }, 60_000);
 
   test("too little money on chain: INSUFFICIENT_FUNDS, the order stays proposed", async () => {
     const m = await setup();
     const orderId = await m.propose("500");
     await expect(m.accept(m.deps, orderId)).rejects.toMatchObject({ code: "INSUFFICIENT_FUNDS" });
     expect(await m.status(orderId)).toBe("proposed");
-  }, 30_000);
+  }, 60_000);
 
   test("a connected consumer's escrow transfer sent through its own RPC and never presented pays the order before it expires", async () => {
     const m = await setup();
