@@ -4,7 +4,8 @@
 import { Elysia, ValidationError } from "elysia";
 import type { Deps } from "./deps.ts";
 import { AppError, errorResponse, errorText, internalError, invalidJsonBody, type FieldProblem } from "./errors.ts";
-import { authRoutes, ErrorBody } from "./auth/routes.ts";
+import { authRoutes } from "./auth/routes.ts";
+import { ErrorBody } from "./http-schemas.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
 import { routeTemplates } from "./lib/route-templates.ts";

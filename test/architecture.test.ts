@@ -50,7 +50,7 @@ function specifiersOf(text: string): string[] {
 }
 
 const feature = (rel: string) => (rel.includes("/") ? rel.split("/")[0]! : null);
-const isEdge = (rel: string) => /(^|\/)(routes|tools)\.ts$/.test(rel) || rel === "app.ts" || rel.startsWith("mcp/");
+const isEdge = (rel: string) => /(^|\/)(routes|tools)\.ts$/.test(rel) || rel === "app.ts" || rel === "http-schemas.ts" || rel.startsWith("mcp/");
 const mayTouchSql = (rel: string) => rel.startsWith("db/") || rel.endsWith("/store.ts");
 const isStore = (spec: string) => /(^|\/)store\.ts$/.test(spec);
 

@@ -1,4 +1,7 @@
-// Sliding-window rate limits for sign-in, keyed by client address and wallet (auth.md "Rate limits").
+// Sliding-window rate limits keyed by client address and wallet: sign-in's (auth.md "Rate limits") and every
+// feature's own per-client and per-wallet limits (MCP sessions, checkouts, /pay checks, marketplace messages,
+// owners' writes, webhook sends, wallets made, transfers), kept in one table so that every limit is in one
+// place. The owners' per-tier limits of /public/* are paygate/rate-limit.ts.
 import { AppError } from "../errors.ts";
 import { networkKey } from "../lib/ip.ts";
 

@@ -1,5 +1,6 @@
 // HTTP edge of wallet sign-in: /auth/challenge, /auth/verify, /auth/session, /auth/revoke, /auth/revoke-all.
 import { Elysia, t } from "elysia";
+import { ErrorBody } from "../http-schemas.ts";
 import type { Deps } from "../deps.ts";
 import { issueChallenge } from "./challenge.ts";
 import type { ClientInfo } from "./fingerprint.ts";
@@ -12,15 +13,6 @@ import { revokeAllSessions, signIn } from "./sign-in.ts";
 // other bad one (auth.md), and the body limit already bounds them.
 const Address = t.String({ description: "Solana wallet address: base58 of a 32-byte Ed25519 public key" });
 const Iso = t.String({ format: "date-time" });
-/**
- * The error body of spec/README.md, for the OpenAPI document of every route group (errors are answered
- * by errors.ts as ready responses, so it validates nothing). Closed as written, not only once Elysia has
- * completed it on some route's first run: the document is the same whatever was answered before.
- */
-export const ErrorBody = t.Object(
-  { error: t.String(), code: t.String(), retryAfter: t.Optional(t.Integer()), details: t.Optional(t.Unknown()) },
-  { additionalProperties: false },
-);
 
 const SignedChallenge = t.Object({
   walletAddress: Address,

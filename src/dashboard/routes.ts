@@ -13,7 +13,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../paygate/keys.ts";
 import { ownerOfSession, ownerUsage, type Owner } from "../paygate/owners.ts";
 import { archiveProduct, createProduct, getProduct, listProducts, updateProduct } from "../paygate/products.ts";
 import { listPurchases, ownerStatsWithDaily } from "../paygate/purchases.ts";
-import { AccessToken, knownFieldsOnly, QueryInteger, revokeAnswer, RevokeMissing, TokenListQuery } from "../paygate/routes.ts";
+import { AccessToken, revokeAnswer, RevokeMissing, TokenListQuery } from "../paygate/routes.ts";
 import { listFeatureTokens } from "../paygate/tokens.ts";
 import {
   createEndpoint,
@@ -24,7 +24,7 @@ import {
   updateEndpoint,
 } from "../webhooks/endpoints.ts";
 import { listDeliveries, listDeliveryAttempts, resendDelivery, sendTestEvent } from "../webhooks/outbox.ts";
-import { ErrorBody } from "../auth/routes.ts";
+import { ErrorBody, knownFieldsOnly, QueryInteger } from "../http-schemas.ts";
 
 const Id = t.Object({ id: t.String({ maxLength: 64 }) });
 const Amount = t.Union([t.String({ maxLength: 40 }), t.Number()], { description: 'a decimal amount in whole tokens, e.g. "9.99"' });

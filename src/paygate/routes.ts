@@ -10,49 +10,13 @@ import { createKeyAuthenticator, type KeyCaller } from "./keys.ts";
 import { buyerProduct, getProduct, listProducts } from "./products.ts";
 import { checkAccess, ownerStats, verifyTransaction } from "./purchases.ts";
 import { listFeatureTokens, revokeFeatureToken, verifyFeatureToken } from "./tokens.ts";
-import { ErrorBody } from "../auth/routes.ts";
+import { ErrorBody, QueryInteger } from "../http-schemas.ts";
 
 const Id = t.String({ maxLength: 64 });
 // No length cap in these two schemas: a string of any length that is not an address is INVALID_ADDRESS, and
 // one that is not a token is an unknown token (paygate.md), not a schema failure. MAX_BODY_BYTES bounds both.
 const Address = t.String({ description: "a Solana address (base58 of 32 bytes)" });
 export const AccessToken = t.String({ description: "an ft_ feature access token" });
-
-/**
- * An optional whole number in a query string: decimal digits only. Elysia's own numbers take whatever
- * `Number()` reads (`0x10` as 16, `1e1`, `0b11`, ` 1 `), which the owner did not mean; its bounds are the
- * domain's to check (requirePage, the stats' days), which name the field and the range.
- */
-export function QueryInteger(field: string, minimum: number, maximum?: number, description?: string) {
-  const range = maximum === undefined ? `${minimum} or more` : `${minimum} to ${maximum}`;
-  return t.Optional(
-    t.Transform(t.String({ pattern: "^[0-9]{1,16}$", title: field, description: `${description ?? range} (decimal digits)` }))
-      .Decode((digits) => Number(digits))
-      .Encode((value) => String(value)),
-  );
-}
-
-/**
- * An owner's body's own check, before its schema: a JSON object naming only known fields, sent as
- * application/json. For a PATCH (a partial object, which Elysia would otherwise make `{}` of an array, a
- * string or a form and answer 200 with nothing changed), and for a POST, whose unknown fields Elysia would
- * drop: `enabled: false` on a new endpoint, or a misspelt field, would be ignored without a word.
- */
-export function knownFieldsOnly(fields: readonly string[]) {
-  return ({ body, request }: { body: unknown; request: Request }) => {
-    // A form (urlencoded or multipart) parses to an object too: only JSON is a PATCH body here.
-    const type = request.headers.get("content-type")?.split(";")[0]?.trim().toLowerCase();
-    if (type !== "application/json" || typeof body !== "object" || body === null || Array.isArray(body)) {
-      throw new AppError("VALIDATION_ERROR", "invalid body", { details: { fields: [{ field: "body", message: "must be a JSON object" }] } });
-    }
-    const unknown = Object.keys(body).filter((key) => !fields.includes(key));
-    if (unknown.length > 0) {
-      throw new AppError("VALIDATION_ERROR", "invalid body", {
-        details: { fields: unknown.slice(0, 10).map((key) => ({ field: key.slice(0, 100), message: `unknown field; known: ${fields.join(", ")}` })) },
-      });
-    }
-  };
-}
 
 /** The query of GET /public/feature/tokens and GET /dashboard/api/tokens. */
 export const TokenListQuery = t.Object({
