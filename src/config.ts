@@ -342,12 +342,19 @@ export function walletKeySource(config: Config): string {
  * key file): a new key would open none of them and seal new ones beside them. And except a JWT secret while
  * `holdsOthersSessions()` (a command beside a server whose JWT_SECRET is in its environment: the command's
  * tokens and the server's would not be valid in each other; the server itself passes nothing, a secret of
- * its own ends sessions as rotating JWT_SECRET does).
+ * its own ends sessions as rotating JWT_SECRET does). A command that signs nothing asks for `this-run-only`:
+ * a missing JWT secret is then made for this run and written nowhere.
  */
-export function resolveSecrets(config: Config, options: { holdsSealedData?: () => boolean; holdsOthersSessions?: () => boolean } = {}): Secrets {
+export function resolveSecrets(
+  config: Config,
+  options: { holdsSealedData?: () => boolean; holdsOthersSessions?: () => boolean; jwtSecretIfMissing?: "generate" | "this-run-only" } = {},
+): Secrets {
   const keyFile = walletKeyFile(config);
   const jwtFile = join(config.dataDir, "jwt-secret");
-  if (config.jwtSecret === null && !existsSync(jwtFile) && options.holdsOthersSessions?.() === true) {
+  // A command that signs no session (all but serve and mcp) writes no JWT secret: one of its own in DATA_DIR
+  // would be taken for the server's by the next command (a server whose JWT_SECRET is in its environment).
+  const jwtThisRunOnly = options.jwtSecretIfMissing === "this-run-only" && config.jwtSecret === null && !existsSync(jwtFile);
+  if (config.jwtSecret === null && !existsSync(jwtFile) && !jwtThisRunOnly && options.holdsOthersSessions?.() === true) {
     throw new ConfigError(
       `${jwtFile} is missing, but the database holds live sessions signed with a JWT secret this command does not have (the server's JWT_SECRET?): give it the same JWT_SECRET as the server; a secret of its own would sign tokens the server refuses, and refuse the server's`,
     );
@@ -361,10 +368,10 @@ export function resolveSecrets(config: Config, options: { holdsSealedData?: () =
   // the environment: a hidden second name for a key must not outlive the key's file.
   removeAsideLeftovers(config.dataDir, ["jwt-secret", "wallet-encryption-key"]);
   const generated = generatedSecrets(config.dataDir, [
-    ...(config.jwtSecret === null ? [{ name: "jwt-secret", generate: () => randomText(48) }] : []),
+    ...(config.jwtSecret === null && !jwtThisRunOnly ? [{ name: "jwt-secret", generate: () => randomText(48) }] : []),
     ...(config.walletEncryptionKey === null ? [{ name: "wallet-encryption-key", generate: () => randomText(32, "hex") }] : []),
   ]);
-  const jwt = config.jwtSecret ?? generated.get("jwt-secret")!;
+  const jwt = config.jwtSecret ?? (jwtThisRunOnly ? randomText(48) : generated.get("jwt-secret")!);
   // The file is held to JWT_SECRET's rule: a hand-edited short key would sign tokens anyone could forge.
   if (config.jwtSecret === null && Buffer.byteLength(jwt) < 32) {
     throw new ConfigError(`${join(config.dataDir, "jwt-secret")} holds fewer than 32 bytes: put a longer secret there, or delete it to generate one (sessions signed with it end)`);

@@ -27,6 +27,7 @@ import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
+import { recordSigningKey } from "./auth/sessions.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
@@ -236,6 +237,8 @@ async function serve(
       requireGenesisDecimals(config, db);
       return migrated;
     });
+    // Committed with the first batch of writes, not waited for: lost in a crash, the next start records it.
+    recordSigningKey(db, secrets.jwtSecret).catch((err) => log.warn("could not record the JWT key id", { error: errorText(err) }));
   } catch (err) {
     db.close();
     locks.release();

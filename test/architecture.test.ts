@@ -24,7 +24,9 @@ type SourceFile = { path: string; rel: string; text: string };
 /** A local specifier as the runtime resolves it (with or without its extension), src-relative. */
 function resolveLocal(fromPath: string, spec: string): string {
   const base = resolve(dirname(fromPath), spec);
-  const found = ["", ".ts", ".tsx", "/index.ts"].map((ext) => base + ext).find((p) => existsSync(p) && statSync(p).isFile());
+  // Bun also takes `x.js` for `x.ts`, as TypeScript's own resolution does.
+  const candidates = [base, `${base}.ts`, `${base}.tsx`, `${base}/index.ts`, ...(base.endsWith(".js") ? [`${base.slice(0, -3)}.ts`] : [])];
+  const found = candidates.find((p) => existsSync(p) && statSync(p).isFile());
   return relative(SRC, found ?? base);
 }
 
@@ -54,8 +56,32 @@ const isEdge = (rel: string) => /(^|\/)(routes|tools)\.ts$/.test(rel) || rel ===
 const mayTouchSql = (rel: string) => rel.startsWith("db/") || rel.endsWith("/store.ts");
 const isStore = (spec: string) => /(^|\/)store\.ts$/.test(spec);
 
-/** The code without its comments (roughly: enough that prose in comments is not taken for code). */
-const codeOf = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
+/**
+ * The code without its comments, strings kept whole: a `//` or `/*` inside a string is no comment, so code
+ * after it is still read. (Regular-expression literals are read as code: none here holds a quote or `//`.)
+ */
+function codeOf(text: string): string {
+  let out = "";
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote !== null) {
+      out += c;
+      if (c === "\\") out += text[++i] ?? "";
+      else if (c === quote) quote = null;
+    } else if (c === "/" && text[i + 1] === "/") {
+      while (i < text.length && text[i] !== "\n") i++;
+      out += "\n";
+    } else if (c === "/" && text[i + 1] === "*") {
+      const end = text.indexOf("*/", i + 2);
+      i = end === -1 ? text.length : end + 1;
+    } else {
+      if (c === '"' || c === "'" || c === "`") quote = c;
+      out += c;
+    }
+  }
+  return out;
+}
 
 /** Each rule as a function of one file: what it finds wrong there (nothing: the file keeps the rule). */
 const rules = {
@@ -130,6 +156,9 @@ describe("architecture (STYLE.md)", () => {
       ["envOnlyInConfig", at("wallets/x.ts", "const port = Bun.env.PORT;")],
       ["envOnlyInConfig", at("wallets/x.ts", 'import { env } from "node:process";')],
       ["envOnlyInConfig", at("wallets/x.ts", "const { env } = process;")],
+      ["envOnlyInConfig", at("wallets/x.ts", 'const u = "a//b", h = process.env.HOME;')],
+      ["envOnlyInConfig", at("wallets/x.ts", 'const g = "/*"; const port = Bun.env.PORT; const e = "*/";')],
+      ["noOtherFeaturesStore", at("wallets/x.ts", 'import { holdsLiveToken } from "../auth/store.js";')],
       ["sqlOnlyInStores", at("wallets/x.ts", 'import { Database } from "bun:sqlite";')],
       ["sqlOnlyInStores", at("wallets/x.ts", 'const { sqlite } = deps.db;\nsqlite.query("SELECT 1");')],
       ["sqlOnlyInStores", at("wallets/x.ts", 'deps.db["sqlite"].run("DELETE FROM tokens");')],

@@ -178,17 +178,33 @@ describe("walletgate mcp (stdio)", () => {
     }
   }, 60_000);
 
-  test("beside a server whose JWT_SECRET is in its environment, a command without it is refused, making no secret of its own", async () => {
+  test("beside a server whose JWT_SECRET is in its environment: mcp without it is refused; commands that sign nothing run, writing no secret", async () => {
     const dir = tempDir();
     const jwtSecret = "s".repeat(48);
     const server = await startTestServer({ BASE_URL, JWT_SECRET: jwtSecret, AUTH_RATE_LIMIT: "off" }, dir);
     try {
-      await signIn(server.url, newWallet()); // a live session, signed with the environment's secret
-      const refused = await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL });
+      // Before any sign-in: the server has recorded which key it signs with.
+      const owners = await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL });
+      expect(owners.code).toBe(0);
+      expect(existsSync(join(dir, "jwt-secret"))).toBe(false); // a secret of its own would be taken for the server's next time
+      const refused = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain("give it the same JWT_SECRET as the server");
+      expect(refused.stderr).toContain("the server signs sessions with another JWT secret");
+      expect(refused.stderr).not.toContain(jwtSecret);
+      // A jwt-secret file some other run left (not the server's) is refused the same way.
+      await Bun.write(join(dir, "jwt-secret"), "t".repeat(48));
+      expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL })).code).toBe(1);
+      // With the server's secret it serves (and ends at once here: its stdin is empty).
+      expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL, JWT_SECRET: jwtSecret })).code).toBe(0);
+      // A server of a version that recorded no key: live sessions in the database are the sign, when mcp would make its own secret.
+      await signIn(server.url, newWallet());
+      rmSync(join(dir, "jwt-secret"));
+      const db = openServerDatabase(dir);
+      db.run("DELETE FROM jwt_key_in_use");
+      db.close();
+      const unrecorded = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
+      expect({ code: unrecorded.code, said: unrecorded.stderr.includes("give it the same JWT_SECRET as the server") }).toEqual({ code: 1, said: true });
       expect(existsSync(join(dir, "jwt-secret"))).toBe(false);
-      expect((await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL, JWT_SECRET: jwtSecret })).code).toBe(0);
     } finally {
       await server.dispose();
     }

@@ -6,7 +6,7 @@ import { toIso } from "../lib/clock.ts";
 import { hmacSha256 } from "../lib/hash.ts";
 import { newUuid, uuidV4Of } from "../lib/ids.ts";
 import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
-import { signSessionJwt, verifySessionJwt } from "./tokens.ts";
+import { keyIdOf, signSessionJwt, verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
 
 /** One session token: whose, which session, and its lifetime in JWT seconds. */
@@ -256,6 +256,24 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
  */
 export function holdsLiveSessions(db: Db, now: number): boolean {
   return store.holdsLiveToken(db, now);
+}
+
+/**
+ * serve, at each start: the key id it signs sessions with, for `walletgate mcp` to compare its own with;
+ * written only when it changed (a start writes nothing otherwise).
+ */
+export async function recordSigningKey(db: Db, jwtSecret: Uint8Array): Promise<void> {
+  const kid = keyIdOf(jwtSecret);
+  if (store.findServersKeyId(db) !== kid) await store.recordServersKeyId(db, kid);
+}
+
+/**
+ * `walletgate mcp`: the key id the server signs with, when it is not the one of `jwtSecret` (null when they
+ * agree, or no server of this version has started on the database yet).
+ */
+export function serversOtherKeyId(db: Db, jwtSecret: Uint8Array): string | null {
+  const recorded = store.findServersKeyId(db);
+  return recorded === null || recorded === keyIdOf(jwtSecret) ? null : recorded;
 }
 
 export async function revokeSessionToken(deps: Deps, token: string): Promise<AuthenticatedSession> {

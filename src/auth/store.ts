@@ -166,6 +166,18 @@ function selectToken(db: Db, wallet: string, jti: string): TokenRow | null {
   );
 }
 
+/** Records `kid` as the key id the server signs sessions with (written with the first batch of writes). */
+export function recordServersKeyId(db: Db, kid: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("INSERT INTO jwt_key_in_use (id, kid) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET kid = excluded.kid").run(kid);
+  });
+}
+
+/** The key id the server last started signing sessions with; null before any server of this version started. */
+export function findServersKeyId(db: Db): string | null {
+  return db.read(() => (db.sqlite.query("SELECT kid FROM jwt_key_in_use WHERE id = 1").get() as { kid: string } | null)?.kid ?? null);
+}
+
 /** Whether any token recorded is still unrevoked and unexpired at `now` (stops at the first). */
 export function holdsLiveToken(db: Db, now: number): boolean {
   return db.read(() => db.sqlite.query("SELECT 1 FROM auth_tokens WHERE expires_at > ? AND revoked_at IS NULL LIMIT 1").get(now) !== null);

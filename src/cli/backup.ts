@@ -14,7 +14,7 @@ export async function backupCommand(config: Config, args: string[]): Promise<num
     process.stderr.write(`walletgate: DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): nothing to back up\n`);
     return 1;
   }
-  return withOpenLock(config, async () => copyTo(config, target, values.json === true));
+  return withOpenLock(config, async () => copyTo(config, target, values.json === true), { readOnlyUse: true });
 }
 
 async function copyTo(config: Config, target: string, json: boolean): Promise<number> {

@@ -10,7 +10,7 @@ import { openDatabase } from "../db/open.ts";
 import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
-import { holdsLiveSessions } from "../auth/sessions.ts";
+import { holdsLiveSessions, serversOtherKeyId } from "../auth/sessions.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -24,7 +24,8 @@ import { createLogger } from "../log.ts";
 export async function withCommandDeps<T>(
   config: Config,
   use: (deps: Deps) => Promise<T>,
-  options: { logToStderr?: boolean; create?: boolean } = {},
+  /** `signsSessions`: `walletgate mcp`, which signs session tokens the server must accept (its JWT secret checked). */
+  options: { logToStderr?: boolean; create?: boolean; signsSessions?: boolean } = {},
 ): Promise<T> {
   if (options.create !== true && !existsSync(config.databasePath)) {
     throw new ConfigError(
@@ -42,7 +43,14 @@ export async function withCommandDeps<T>(
         const secrets = resolveSecrets(config, {
           holdsSealedData: () => holdsSealedData(config.databasePath),
           holdsOthersSessions: () => holdsLiveSessions(db, systemClock.now()),
+          jwtSecretIfMissing: options.signsSessions === true ? "generate" : "this-run-only",
         });
+        const serversKey = options.signsSessions === true ? serversOtherKeyId(db, secrets.jwtSecret) : null;
+        if (serversKey !== null) {
+          throw new ConfigError(
+            `the server signs sessions with another JWT secret (key id ${serversKey}) than this command's (${config.jwtSecret !== null ? "JWT_SECRET" : `${config.dataDir}/jwt-secret`}): give it the server's JWT_SECRET, or the server's jwt-secret file; its tokens would be refused by the server, and the server's by it`,
+          );
+        }
         requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
         requireGenesisDecimals(config, db);
         return secrets;
@@ -77,8 +85,8 @@ export async function withCommandDeps<T>(
  * Runs `use` holding the database's shared open lock (db/file-lock.ts), taken before anything of it is read:
  * no restore replaces the database under the command meanwhile, and one running waits for it (10 s at most).
  */
-export async function withOpenLock<T>(config: Config, use: () => Promise<T>): Promise<T> {
-  const lock = inDataDir(config, () => holdOpenLock(config.databasePath, () => new ConfigError(restoringMessage(config.databasePath))));
+export async function withOpenLock<T>(config: Config, use: () => Promise<T>, options: { readOnlyUse?: boolean } = {}): Promise<T> {
+  const lock = inDataDir(config, () => holdOpenLock(config.databasePath, () => new ConfigError(restoringMessage(config.databasePath)), options));
   try {
     return await use();
   } finally {

@@ -14,6 +14,6 @@ export async function mcpCommand(config: Config, args: string[]): Promise<number
       // 1 when calls were still running when the drain time ran out (operations.md's exit codes).
       return (await serveStdio(deps, createToolRegistry(deps), config.walletgateToken)) ? 0 : 1;
     },
-    { logToStderr: true, create: true },
+    { logToStderr: true, create: true, signsSessions: true },
   );
 }

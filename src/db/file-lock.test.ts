@@ -1,7 +1,7 @@
 // The locks between walletgate processes on one database: shared open locks coexist, an exclusive one
 // excludes them (in either order, across processes), a waiting opener gets in once the holder lets go.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { holdOpenLock, holdServeLocks, lockPathOf, tryLock } from "./file-lock.ts";
@@ -36,7 +36,7 @@ describe("tryLock", () => {
     expect(locked(only)).toBe("lock");
     expect(locked(tryLock(path, "shared"))).toBe("held");
     if ("lock" in only) only.lock.release();
-    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(path).mode & 0o777).toBe(0o644 & ~process.umask());
   });
 
   test("across processes: a lock held by another process is held here, and free once that process ends", async () => {
@@ -50,12 +50,41 @@ describe("tryLock", () => {
   });
 });
 
+/** Root, with setpriv: a lock file of root's can be tried as another user (nobody). */
+const canActAsNobody = process.getuid?.() === 0 && Bun.spawnSync(["setpriv", "--version"]).exitCode === 0;
+
+describe("a lock file another user made", () => {
+  test.skipIf(!canActAsNobody)("readable by all (as made here): locked through a read; made 0600 (umask 077): refused, naming it, not skipped", () => {
+    const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
+    try {
+      chmodSync(shared, 0o755);
+      const path = join(shared, "x.open-lock");
+      const asNobody = (mode: string) =>
+        Bun.spawnSync(
+          ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e",
+            `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
+             try { const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "lock" : "held" in a ? "held" : "unsupported"); }
+             catch (e) { console.log("threw " + e.code); }`],
+          { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } },
+        ).stdout.toString().trim();
+      const mine = tryLock(path, "shared"); // made by root, 0644 less the umask
+      if ("lock" in mine) mine.lock.release();
+      chmodSync(path, 0o644);
+      expect(asNobody("exclusive")).toBe("lock");
+      chmodSync(path, 0o600);
+      expect(asNobody("shared")).toBe("threw EACCES");
+    } finally {
+      rmSync(shared, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("holdOpenLock", () => {
   test("waits while a restore holds the lock, then has it", async () => {
     const db = join(dir, "c.db");
     const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 400);
     const started = performance.now();
-    const lock = holdOpenLock(db, () => new Error("restoring"), 10_000);
+    const lock = holdOpenLock(db, () => new Error("restoring"), { waitMs: 10_000 });
     expect(performance.now() - started).toBeGreaterThan(200);
     expect(lock).not.toBeNull();
     lock!.release();
@@ -65,7 +94,7 @@ describe("holdOpenLock", () => {
   test("gives up after its wait with the caller's error", async () => {
     const db = join(dir, "d.db");
     const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 1_500);
-    expect(() => holdOpenLock(db, () => new Error("being restored"), 200)).toThrow("being restored");
+    expect(() => holdOpenLock(db, () => new Error("being restored"), { waitMs: 200 })).toThrow("being restored");
     await other.done;
   });
 

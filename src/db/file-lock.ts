@@ -54,19 +54,23 @@ export function lockPathOf(databasePath: string, kind: "open" | "serve"): string
   return `${real}.${kind}-lock`;
 }
 
-/** Tries once to take the lock on `path` (made, empty and 0600, if missing). */
+/**
+ * Tries once to take the lock on `path`, made empty if missing. Readable by all (0644 less the umask): it holds
+ * nothing, and a lock file another user made (root running a command once) can then still be locked through
+ * a read. One that exists but cannot be opened at all throws (EACCES, naming it) rather than lock nothing.
+ */
 export function tryLock(path: string, mode: "shared" | "exclusive"): LockAttempt {
   const lib = loadFlock();
   if (lib === null) return { unsupported: "no flock(2) here" };
   let fd: number;
   try {
-    fd = openSync(path, "a", 0o600);
+    fd = openSync(path, "a", 0o644);
   } catch (err) {
-    // A user who may only read DATA_DIR (a backup): its lock file, if there, can still be locked through a read.
     try {
-      fd = openSync(path, "r");
-    } catch {
-      return { unsupported: `${path}: ${(err as Error).message}` };
+      fd = openSync(path, "r"); // flock takes either kind of lock through a descriptor opened for reading
+    } catch (readErr) {
+      if ((readErr as { code?: string }).code !== "ENOENT") throw readErr;
+      return { unsupported: `${path}: ${(err as Error).message}` }; // cannot be made here (a read-only DATA_DIR)
     }
   }
   if (lib.flock(fd, (mode === "shared" ? LOCK_SH : LOCK_EX) | LOCK_NB) === 0) {
@@ -92,12 +96,19 @@ export function tryLock(path: string, mode: "shared" | "exclusive"): LockAttempt
  * The shared open lock of a database, taken before anything of it is read or written: waits up to `waitMs`
  * while a restore holds it exclusively, then throws `whileRestoring()`. Null where locks are unsupported.
  */
-export function holdOpenLock(databasePath: string, whileRestoring: () => Error, waitMs = 10_000): FileLock | null {
-  makeDirDurably(dirname(databasePath)); // a first start: the lock file goes where the database will
+export function holdOpenLock(databasePath: string, whileRestoring: () => Error, options: { waitMs?: number; readOnlyUse?: boolean } = {}): FileLock | null {
   const path = lockPathOf(databasePath, "open");
-  const deadline = Date.now() + waitMs;
+  const deadline = Date.now() + (options.waitMs ?? 10_000);
+  // A reader (backup by a user who may only read DATA_DIR) makes nothing there, and goes without a lock file it cannot open.
+  if (options.readOnlyUse !== true) makeDirDurably(dirname(databasePath)); // a first start: the lock file goes where the database will
   for (;;) {
-    const attempt = tryLock(path, "shared");
+    let attempt: LockAttempt;
+    try {
+      attempt = tryLock(path, "shared");
+    } catch (err) {
+      if (options.readOnlyUse === true) return null;
+      throw err;
+    }
     if ("lock" in attempt) return attempt.lock;
     if ("unsupported" in attempt) return null;
     if (Date.now() >= deadline) throw whileRestoring();

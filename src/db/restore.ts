@@ -208,7 +208,12 @@ export function restoreDatabase(
   makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
   // Held until the backup has the name: a walletgate process starting meanwhile (a server restarted by its
   // supervisor, a CLI command) waits for it and then opens the restored database, never the one replaced.
-  const lock = tryLock(lockPathOf(named, "open"), "exclusive");
+  let lock: ReturnType<typeof tryLock>;
+  try {
+    lock = tryLock(lockPathOf(named, "open"), "exclusive");
+  } catch (err) {
+    throw new RestoreError(`${lockPathOf(named, "open")} cannot be opened (${(err as Error).message}): run restore as the user the server runs as`);
+  }
   try {
     if ("held" in lock) throw new RestoreError("the database is open in another walletgate process: stop the server first");
     return restoreUnderLock(named, databasePath, backup, version, now, beforeReplace);
