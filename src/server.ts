@@ -2,7 +2,7 @@
 import type { Server } from "bun";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config, type Secrets } from "./config.ts";
 import { openDatabase, type Db } from "./db/open.ts";
-import { holdServeLocks, restoringMessage } from "./db/file-lock.ts";
+import { holdServeLock, restoringMessage } from "./db/file-lock.ts";
 import { migrate, pendingVersions, settleMigrations } from "./db/migrate.ts";
 import { watchSchema } from "./db/schema-watch.ts";
 import { createFromImage } from "./db/fresh.ts";
@@ -197,7 +197,7 @@ async function serve(
 ): Promise<RunningServer> {
   // Before anything of the database is read: one server per database, and none while a restore replaces it.
   const locks = inDataDir(config, () =>
-    holdServeLocks(config.databasePath, {
+    holdServeLock(config.databasePath, {
       alreadyServed: () =>
         new ConfigError(
           `another walletgate serve is already using ${config.databasePath} (one server per database: its rate limits and timers live in its memory): stop it, or give this one another DATA_DIR`,

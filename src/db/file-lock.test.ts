@@ -4,7 +4,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { holdOpenLock, holdServeLocks, lockPathOf, tryLock } from "./file-lock.ts";
+import { holdOpenLock, holdServeLock, lockPathOf, tryLock, type LockMode } from "./file-lock.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "walletgate-lock-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -12,7 +12,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const locked = (attempt: ReturnType<typeof tryLock>) => ("lock" in attempt ? "lock" : "held" in attempt ? "held" : "unsupported");
 
 /** Another process holding `path` as `mode` for `ms`; resolves once it holds it. */
-async function heldElsewhere(path: string, mode: "shared" | "exclusive", ms: number): Promise<{ done: Promise<number> }> {
+async function heldElsewhere(path: string, mode: LockMode, ms: number): Promise<{ done: Promise<number> }> {
   const script = `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
     const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "locked" : "not"); await Bun.sleep(${ms});`;
   const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe" });
@@ -24,7 +24,7 @@ async function heldElsewhere(path: string, mode: "shared" | "exclusive", ms: num
 
 describe("tryLock", () => {
   test("shared locks coexist; an exclusive one waits for none of them and excludes them", () => {
-    const path = join(dir, "a.open-lock");
+    const path = join(dir, "a.locks");
     const one = tryLock(path, "shared");
     const two = tryLock(path, "shared");
     expect([locked(one), locked(two)]).toEqual(["lock", "lock"]);
@@ -40,7 +40,7 @@ describe("tryLock", () => {
   });
 
   test("across processes: a lock held by another process is held here, and free once that process ends", async () => {
-    const path = join(dir, "b.open-lock");
+    const path = join(dir, "b.locks");
     const other = await heldElsewhere(path, "exclusive", 300);
     expect(locked(tryLock(path, "shared"))).toBe("held");
     await other.done;
@@ -54,11 +54,11 @@ describe("tryLock", () => {
 const canActAsNobody = process.getuid?.() === 0 && Bun.spawnSync(["setpriv", "--version"]).exitCode === 0;
 
 describe("a lock file another user made", () => {
-  test.skipIf(!canActAsNobody)("readable by all (as made here): locked through a read; made 0600 (umask 077): refused, naming it, not skipped", () => {
+  test.skipIf(!canActAsNobody)("readable by all (as made here): shared through a read, exclusive refused; made 0600 (umask 077): refused, naming it, not skipped", () => {
     const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
     try {
       chmodSync(shared, 0o755);
-      const path = join(shared, "x.open-lock");
+      const path = join(shared, "x.locks");
       const asNobody = (mode: string) =>
         Bun.spawnSync(
           ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e",
@@ -70,7 +70,8 @@ describe("a lock file another user made", () => {
       const mine = tryLock(path, "shared"); // made by root, 0644 less the umask
       if ("lock" in mine) mine.lock.release();
       chmodSync(path, 0o644);
-      expect(asNobody("exclusive")).toBe("lock");
+      expect(asNobody("shared")).toBe("lock");
+      expect(asNobody("exclusive")).toBe("threw EACCES"); // a read-only connection would hold no exclusive lock
       chmodSync(path, 0o600);
       expect(asNobody("shared")).toBe("threw EACCES");
     } finally {
@@ -82,7 +83,7 @@ describe("a lock file another user made", () => {
 describe("holdOpenLock", () => {
   test("waits while a restore holds the lock, then has it", async () => {
     const db = join(dir, "c.db");
-    const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 400);
+    const other = await heldElsewhere(lockPathOf(db), "exclusive", 400);
     const started = performance.now();
     const lock = holdOpenLock(db, () => new Error("restoring"), { waitMs: 10_000 });
     expect(performance.now() - started).toBeGreaterThan(200);
@@ -93,7 +94,7 @@ describe("holdOpenLock", () => {
 
   test("gives up after its wait with the caller's error", async () => {
     const db = join(dir, "d.db");
-    const other = await heldElsewhere(lockPathOf(db, "open"), "exclusive", 1_500);
+    const other = await heldElsewhere(lockPathOf(db), "exclusive", 1_500);
     expect(() => holdOpenLock(db, () => new Error("being restored"), { waitMs: 200 })).toThrow("being restored");
     await other.done;
   });
@@ -103,18 +104,32 @@ describe("holdOpenLock", () => {
     writeFileSync(real, "");
     const link = join(dir, "link.db");
     symlinkSync(real, link);
-    expect(lockPathOf(link, "open")).toBe(`${real}.open-lock`);
-    expect(lockPathOf(join(dir, "missing.db"), "serve")).toBe(join(dir, "missing.db.serve-lock"));
+    expect(lockPathOf(link)).toBe(`${real}.locks`);
+    expect(lockPathOf(join(dir, "missing.db"))).toBe(join(dir, "missing.db.locks"));
   });
 });
 
-describe("holdServeLocks", () => {
-  test("a second server is refused with the caller's error, and may start once the first has let go", () => {
+describe("holdServeLock", () => {
+  test("a second server is refused with the caller's error at once, while the commands' shared locks go on; it may start once the first has let go", () => {
     const db = join(dir, "e.db");
     const errors = { alreadyServed: () => new Error("already served"), restoring: () => new Error("restoring") };
-    const first = holdServeLocks(db, errors);
-    expect(() => holdServeLocks(db, errors)).toThrow("already served");
+    const first = holdServeLock(db, errors);
+    const command = holdOpenLock(db, () => new Error("restoring"), { waitMs: 0 });
+    expect(command).not.toBeNull();
+    const started = performance.now();
+    expect(() => holdServeLock(db, errors)).toThrow("already served");
+    expect(performance.now() - started).toBeLessThan(1_000); // not the restore's wait
+    expect(locked(tryLock(lockPathOf(db), "exclusive"))).toBe("held"); // nor can a restore begin
     first.release();
-    holdServeLocks(db, errors).release();
+    command!.release();
+    holdServeLock(db, errors).release();
+  });
+
+  test("a server started while a restore holds the lock waits for it, then starts", async () => {
+    const db = join(dir, "f.db");
+    const other = await heldElsewhere(lockPathOf(db), "exclusive", 400);
+    const lock = holdServeLock(db, { alreadyServed: () => new Error("already served"), restoring: () => new Error("restoring") });
+    lock.release();
+    await other.done;
   });
 });

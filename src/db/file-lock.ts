@@ -1,144 +1,136 @@
-// Locks between walletgate processes on one database (flock(2) on files beside it): every process that
-// uses the database holds a shared "open" lock, `restore` holds it exclusively while it replaces the file,
-// and `serve` holds a "serve" lock of its own exclusively (one server per database). The kernel drops a
-// process's locks when it ends, however it ends.
-import { closeSync, existsSync, openSync, realpathSync } from "node:fs";
+// Locks between walletgate processes on one database, held on an empty file beside it with SQLite's own
+// file locks: every process that uses the database holds a shared lock from before it reads anything of
+// it, `serve` holds the file's one reserved lock as well (one server per database), and `restore` holds it
+// exclusively while it replaces the database. The kernel drops a process's locks when it ends, however it
+// ends. SQLite rather than flock(2): it is loaded already, where bun:ffi would cost every start about a
+// millisecond, and its locks work wherever the database's own do.
+import { Database } from "bun:sqlite";
+import { accessSync, constants, existsSync, realpathSync } from "node:fs";
 import { dirname } from "node:path";
 import { sleepSync } from "bun";
 import { makeDirDurably } from "../lib/durable.ts";
 
 export type FileLock = { release(): void };
 
-/** What an attempt found: the lock, another process holding it, or no locks on this system (then none are kept). */
+/** What an attempt found: the lock, another process holding it, or a lock file that cannot be made here (then none is kept). */
 export type LockAttempt = { lock: FileLock } | { held: true } | { unsupported: string };
 
-const LOCK_SH = 1;
-const LOCK_EX = 2;
-const LOCK_NB = 4;
+/**
+ * `shared`: a read transaction (SQLite's SHARED lock), held by every process using the database; `serve`:
+ * a write transaction never written to (SHARED and RESERVED: other readers go on, a second one is refused);
+ * `exclusive`: EXCLUSIVE, which no other lock of any kind may share.
+ */
+export type LockMode = "shared" | "serve" | "exclusive";
 
-type Flock = { flock(fd: number, operation: number): number; errno(): number; wouldBlock: number };
-let flockLib: Flock | null | undefined;
+const codeOf = (err: unknown) => String((err as { code?: unknown } | null)?.code ?? "");
 
-/** flock(2) and errno through bun:ffi, loaded on first use; null where that is not possible (then nothing is locked). */
-function loadFlock(): Flock | null {
-  if (flockLib !== undefined) return flockLib;
-  const platform =
-    process.platform === "linux"
-      ? { lib: "libc.so.6", errno: "__errno_location", wouldBlock: 11 }
-      : process.platform === "darwin"
-        ? { lib: "libSystem.B.dylib", errno: "__error", wouldBlock: 35 }
-        : null;
-  try {
-    if (platform === null) throw new Error("unsupported platform");
-    const ffi = require("bun:ffi") as typeof import("bun:ffi");
-    const { FFIType } = ffi;
-    const opened = ffi.dlopen(platform.lib, {
-      flock: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
-      [platform.errno]: { args: [], returns: FFIType.ptr },
-    });
-    const symbols = opened.symbols as unknown as Record<string, (...args: number[]) => number>;
-    flockLib = {
-      flock: (fd, operation) => symbols.flock!(fd, operation),
-      errno: () => ffi.read.i32(symbols[platform.errno]!() as never, 0),
-      wouldBlock: platform.wouldBlock,
-    };
-  } catch {
-    flockLib = null; // e.g. musl (no libc.so.6): the checks restore makes at its start still stand
-  }
-  return flockLib;
-}
+/** A failure naming the lock file, with a code DATA_DIR's messages know (config.ts dataDirError). */
+const lockFileError = (path: string, why: string) => Object.assign(new Error(`${path} ${why}`), { code: "EACCES", path });
 
-/** The lock files of a database: beside the file its path leads to (through a symlink), so every name for it shares them. */
-export function lockPathOf(databasePath: string, kind: "open" | "serve"): string {
+/** The lock file of a database: beside the file its path leads to (through a symlink), so every name for it shares one. */
+export function lockPathOf(databasePath: string): string {
   const real = existsSync(databasePath) ? realpathSync(databasePath) : databasePath;
-  return `${real}.${kind}-lock`;
+  return `${real}.locks`;
 }
 
 /**
- * Tries once to take the lock on `path`, made empty if missing. Readable by all (0644 less the umask): it holds
- * nothing, and a lock file another user made (root running a command once) can then still be locked through
- * a read. One that exists but cannot be opened at all throws (EACCES, naming it) rather than lock nothing.
+ * Tries once to take `mode` on `path`, made (empty) if missing. Made readable by all (0644 less the umask: it
+ * holds nothing), a lock file another user made (root running a command once) still takes shared locks
+ * through a read. One that cannot be opened, or not written for a lock that excludes others, throws naming
+ * it rather than lock nothing.
  */
-export function tryLock(path: string, mode: "shared" | "exclusive"): LockAttempt {
-  const lib = loadFlock();
-  if (lib === null) return { unsupported: "no flock(2) here" };
-  let fd: number;
+export function tryLock(path: string, mode: LockMode): LockAttempt {
+  // SQLite opens a file it cannot write read-only without a word, and a read-only connection answers BEGIN
+  // IMMEDIATE or EXCLUSIVE holding no such lock at all: so those want the file writable, asked first.
+  if (mode !== "shared" && existsSync(path)) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch {
+      throw lockFileError(path, "cannot be written by this user, which its lock needs");
+    }
+  }
+  let db: Database;
   try {
-    fd = openSync(path, "a", 0o644);
+    db = new Database(path, { create: true, readwrite: true });
+  } catch {
+    if (!existsSync(path)) return { unsupported: `${path} cannot be made here` }; // a read-only DATA_DIR
+    try {
+      db = new Database(path, { readonly: true });
+    } catch {
+      throw lockFileError(path, "cannot be opened by this user");
+    }
+  }
+  try {
+    db.run("PRAGMA busy_timeout = 0");
+    if (mode === "shared") {
+      db.run("BEGIN");
+      db.query("SELECT count(*) FROM sqlite_master").get(); // the shared lock, kept until the transaction ends
+    } else {
+      db.run(mode === "serve" ? "BEGIN IMMEDIATE" : "BEGIN EXCLUSIVE"); // nothing is ever written: no journal
+    }
   } catch (err) {
-    try {
-      fd = openSync(path, "r"); // flock takes either kind of lock through a descriptor opened for reading
-    } catch (readErr) {
-      if ((readErr as { code?: string }).code !== "ENOENT") throw readErr;
-      return { unsupported: `${path}: ${(err as Error).message}` }; // cannot be made here (a read-only DATA_DIR)
-    }
+    db.close();
+    if (codeOf(err).startsWith("SQLITE_BUSY")) return { held: true };
+    throw err;
   }
-  if (lib.flock(fd, (mode === "shared" ? LOCK_SH : LOCK_EX) | LOCK_NB) === 0) {
-    let released = false;
-    return {
-      lock: {
-        release() {
-          if (released) return;
-          released = true;
-          closeSync(fd); // closing the descriptor drops its lock
-        },
+  let released = false;
+  return {
+    lock: {
+      release() {
+        if (released) return;
+        released = true;
+        db.close(); // ends the transaction, and with it the lock
       },
-    };
-  }
-  const errno = lib.errno();
-  closeSync(fd);
-  // Held by another process; any other failure (a filesystem without locks, say NFS with ENOLCK) means this
-  // system cannot lock, and the process goes on without, as before.
-  return errno === lib.wouldBlock ? { held: true } : { unsupported: `flock failed (errno ${errno})` };
-}
-
-/**
- * The shared open lock of a database, taken before anything of it is read or written: waits up to `waitMs`
- * while a restore holds it exclusively, then throws `whileRestoring()`. Null where locks are unsupported.
- */
-export function holdOpenLock(databasePath: string, whileRestoring: () => Error, options: { waitMs?: number; readOnlyUse?: boolean } = {}): FileLock | null {
-  const path = lockPathOf(databasePath, "open");
-  const deadline = Date.now() + (options.waitMs ?? 10_000);
-  // A reader (backup by a user who may only read DATA_DIR) makes nothing there, and goes without a lock file it cannot open.
-  if (options.readOnlyUse !== true) makeDirDurably(dirname(databasePath)); // a first start: the lock file goes where the database will
-  for (;;) {
-    let attempt: LockAttempt;
-    try {
-      attempt = tryLock(path, "shared");
-    } catch (err) {
-      if (options.readOnlyUse === true) return null;
-      throw err;
-    }
-    if ("lock" in attempt) return attempt.lock;
-    if ("unsupported" in attempt) return null;
-    if (Date.now() >= deadline) throw whileRestoring();
-    sleepSync(25);
-  }
+    },
+  };
 }
 
 /** The message of a process that found the database being restored. */
 export const restoringMessage = (databasePath: string) =>
   `${databasePath} is being restored (walletgate restore is running): start again once it has finished`;
 
+type Waits = { waitMs?: number; readOnlyUse?: boolean };
+
 /**
- * `serve`'s locks, taken before anything of the database is read: its own serve lock (a second server is
- * refused with `alreadyServed()`), then the shared open lock (see holdOpenLock). One release drops both.
+ * Takes `mode` of the database's lock before anything of it is read or written, waiting up to `waitMs` (10 s)
+ * while a restore holds it exclusively, then throwing `whileRestoring()`; `held` answers a lock another
+ * process holds that is no restore (a second server). Null where no lock file can be made. A reader
+ * (`readOnlyUse`: a backup by a user who may only read DATA_DIR) makes nothing there, and goes without a lock
+ * file it cannot open.
  */
-export function holdServeLocks(databasePath: string, errors: { alreadyServed: () => Error; restoring: () => Error }): FileLock {
-  makeDirDurably(dirname(databasePath));
-  const serve = tryLock(lockPathOf(databasePath, "serve"), "exclusive");
-  if ("held" in serve) throw errors.alreadyServed();
-  let open: FileLock | null;
-  try {
-    open = holdOpenLock(databasePath, errors.restoring);
-  } catch (err) {
-    if ("lock" in serve) serve.lock.release();
-    throw err;
+function holdLock(databasePath: string, mode: "shared" | "serve", errors: { whileRestoring: () => Error; held?: () => Error }, options: Waits): FileLock | null {
+  const path = lockPathOf(databasePath);
+  const deadline = Date.now() + (options.waitMs ?? 10_000);
+  if (options.readOnlyUse !== true) makeDirDurably(dirname(databasePath)); // a first start: the lock file goes where the database will
+  for (;;) {
+    let attempt: LockAttempt;
+    try {
+      attempt = tryLock(path, mode);
+    } catch (err) {
+      if (options.readOnlyUse === true) return null;
+      throw err;
+    }
+    if ("lock" in attempt) return attempt.lock;
+    if ("unsupported" in attempt) return null;
+    // Held by a restore (exclusive: nothing else gets in), or, for `serve`, by another server (a reader still gets in).
+    if (mode === "serve") {
+      const probe = tryLock(path, "shared");
+      if ("lock" in probe) {
+        probe.lock.release();
+        throw errors.held!();
+      }
+    }
+    if (Date.now() >= deadline) throw errors.whileRestoring();
+    sleepSync(25);
   }
-  return {
-    release() {
-      open?.release();
-      if ("lock" in serve) serve.lock.release();
-    },
-  };
+}
+
+/** Every process's shared lock: see holdLock. */
+export function holdOpenLock(databasePath: string, whileRestoring: () => Error, options: Waits = {}): FileLock | null {
+  return holdLock(databasePath, "shared", { whileRestoring }, options);
+}
+
+/** `serve`'s lock: shared with the commands, refused to a second server (`alreadyServed()`); see holdLock. */
+export function holdServeLock(databasePath: string, errors: { alreadyServed: () => Error; restoring: () => Error }, options: Waits = {}): FileLock {
+  return holdLock(databasePath, "serve", { whileRestoring: errors.restoring, held: errors.alreadyServed }, options) ?? { release() {} };
 }

@@ -210,9 +210,9 @@ export function restoreDatabase(
   // supervisor, a CLI command) waits for it and then opens the restored database, never the one replaced.
   let lock: ReturnType<typeof tryLock>;
   try {
-    lock = tryLock(lockPathOf(named, "open"), "exclusive");
+    lock = tryLock(lockPathOf(named), "exclusive");
   } catch (err) {
-    throw new RestoreError(`${lockPathOf(named, "open")} cannot be opened (${(err as Error).message}): run restore as the user the server runs as`);
+    throw new RestoreError(`${(err as Error).message}: run restore as the user the server runs as`);
   }
   try {
     if ("held" in lock) throw new RestoreError("the database is open in another walletgate process: stop the server first");
