@@ -189,11 +189,13 @@ describe("walletgate mcp (stdio)", () => {
       expect(existsSync(join(dir, "jwt-secret"))).toBe(false); // a secret of its own would be taken for the server's next time
       const refused = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain("the server signs sessions with another JWT secret");
-      expect(refused.stderr).not.toContain(jwtSecret);
-      // A jwt-secret file some other run left (not the server's) is refused the same way.
+      expect(refused.stderr).toContain("give it the same JWT_SECRET as the server");
+      expect(existsSync(join(dir, "jwt-secret"))).toBe(false); // refused before making one
+      // A jwt-secret file some other run left (not the server's) is refused, naming the server's key id.
       await Bun.write(join(dir, "jwt-secret"), "t".repeat(48));
-      expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL })).code).toBe(1);
+      const other = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
+      expect({ code: other.code, said: other.stderr.includes("the server signs sessions with another JWT secret (key id ") }).toEqual({ code: 1, said: true });
+      expect(other.stderr).not.toContain(jwtSecret);
       // With the server's secret it serves (and ends at once here: its stdin is empty).
       expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL, JWT_SECRET: jwtSecret })).code).toBe(0);
       // A server of a version that recorded no key: live sessions in the database are the sign, when mcp would make its own secret.

@@ -267,6 +267,11 @@ export async function recordSigningKey(db: Db, jwtSecret: Uint8Array): Promise<v
   if (store.findServersKeyId(db) !== kid) await store.recordServersKeyId(db, kid);
 }
 
+/** Whether a server of this version has recorded the key id it signs with. */
+export function serversKeyIdRecorded(db: Db): boolean {
+  return store.findServersKeyId(db) !== null;
+}
+
 /**
  * `walletgate mcp`: the key id the server signs with, when it is not the one of `jwtSecret` (null when they
  * agree, or no server of this version has started on the database yet).

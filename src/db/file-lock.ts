@@ -5,7 +5,7 @@
 // ends. SQLite rather than flock(2): it is loaded already, where bun:ffi would cost every start about a
 // millisecond, and its locks work wherever the database's own do.
 import { Database } from "bun:sqlite";
-import { accessSync, constants, existsSync, realpathSync } from "node:fs";
+import { accessSync, constants, existsSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { sleepSync } from "bun";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -24,8 +24,24 @@ export type LockMode = "shared" | "serve" | "exclusive";
 
 const codeOf = (err: unknown) => String((err as { code?: unknown } | null)?.code ?? "");
 
-/** A failure naming the lock file, with a code DATA_DIR's messages know (config.ts dataDirError). */
-const lockFileError = (path: string, why: string) => Object.assign(new Error(`${path} ${why}`), { code: "EACCES", path });
+/** A failure naming the lock file, with a code DATA_DIR's messages know (config.ts dataDirError): a directory in its place, or no access. */
+function lockFileError(path: string, why: string): Error {
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(path).isDirectory();
+  } catch {
+    // gone meanwhile: the access error stands
+  }
+  return isDirectory
+    ? Object.assign(new Error(`${path} is a directory, not a file`), { code: "EISDIR", path })
+    : Object.assign(new Error(`${path} ${why}`), { code: "EACCES", path });
+}
+
+/**
+ * The locks held, kept reachable until released: a connection nothing refers to any more would be closed
+ * by the garbage collector, and its lock with it, while the process still relies on it.
+ */
+const held = new Set<Database>();
 
 /** The lock file of a database: beside the file its path leads to (through a symlink), so every name for it shares one. */
 export function lockPathOf(databasePath: string): string {
@@ -62,23 +78,25 @@ export function tryLock(path: string, mode: LockMode): LockAttempt {
   }
   try {
     db.run("PRAGMA busy_timeout = 0");
+    // A write transaction on an empty file makes its first page; kept in memory, it leaves no journal file
+    // beside the lock (a left one would be deleted by the next process, briefly taking a lock to do so).
+    db.run("PRAGMA journal_mode = MEMORY");
     if (mode === "shared") {
       db.run("BEGIN");
       db.query("SELECT count(*) FROM sqlite_master").get(); // the shared lock, kept until the transaction ends
     } else {
-      db.run(mode === "serve" ? "BEGIN IMMEDIATE" : "BEGIN EXCLUSIVE"); // nothing is ever written: no journal
+      db.run(mode === "serve" ? "BEGIN IMMEDIATE" : "BEGIN EXCLUSIVE"); // never committed: the file stays empty
     }
   } catch (err) {
     db.close();
     if (codeOf(err).startsWith("SQLITE_BUSY")) return { held: true };
     throw err;
   }
-  let released = false;
+  held.add(db);
   return {
     lock: {
       release() {
-        if (released) return;
-        released = true;
+        if (!held.delete(db)) return;
         db.close(); // ends the transaction, and with it the lock
       },
     },
@@ -91,6 +109,9 @@ export const restoringMessage = (databasePath: string) =>
 
 type Waits = { waitMs?: number; readOnlyUse?: boolean };
 
+/** How long a server's lock must be found held, beside readers, before another server is the answer. */
+const SECOND_SERVER_MS = 200;
+
 /**
  * Takes `mode` of the database's lock before anything of it is read or written, waiting up to `waitMs` (10 s)
  * while a restore holds it exclusively, then throwing `whileRestoring()`; `held` answers a lock another
@@ -102,26 +123,33 @@ function holdLock(databasePath: string, mode: "shared" | "serve", errors: { whil
   const path = lockPathOf(databasePath);
   const deadline = Date.now() + (options.waitMs ?? 10_000);
   if (options.readOnlyUse !== true) makeDirDurably(dirname(databasePath)); // a first start: the lock file goes where the database will
+  let readerSince: number | null = null;
   for (;;) {
     let attempt: LockAttempt;
     try {
       attempt = tryLock(path, mode);
     } catch (err) {
-      if (options.readOnlyUse === true) return null;
+      // A reader who may not open the file goes without it; a directory in its place is refused all the same.
+      if (options.readOnlyUse === true && (err as { code?: string }).code === "EACCES") return null;
       throw err;
     }
     if ("lock" in attempt) return attempt.lock;
     if ("unsupported" in attempt) return null;
-    // Held by a restore (exclusive: nothing else gets in), or, for `serve`, by another server (a reader still gets in).
+    // Held by a restore (exclusive: nothing else gets in), or, for `serve`, by another server (a reader still
+    // gets in). A restore that was refused holds a lock for an instant only: another server holds its lock
+    // for good, so it is the answer only once the probe has found the file so for a while.
     if (mode === "serve") {
       const probe = tryLock(path, "shared");
       if ("lock" in probe) {
         probe.lock.release();
-        throw errors.held!();
+        readerSince ??= Date.now();
+        if (Date.now() - readerSince >= SECOND_SERVER_MS) throw errors.held!();
+      } else {
+        readerSince = null;
       }
     }
     if (Date.now() >= deadline) throw errors.whileRestoring();
-    sleepSync(25);
+    sleepSync(mode === "serve" && readerSince !== null ? 5 : 25);
   }
 }
 
