@@ -233,6 +233,14 @@ describe("over HTTP, behind proxies trusted by CIDR", () => {
     expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.50" })).status).toBe(429);
     expect((await attempt(server.url, wallet, { "x-forwarded-for": "203.0.113.51, 10.9.9.9" })).body.code).toBe("NONCE_NOT_FOUND");
   });
+
+  test("a trusted proxy written IPv4-mapped by a dual-stack hop is walked past too: its clients keep their own windows", async () => {
+    const wallet = newWallet();
+    for (let i = 1; i <= 6; i++) {
+      const res = await attempt(server.url, wallet, { "x-forwarded-for": `198.51.100.${100 + i}, ::ffff:10.0.0.5` });
+      expect([i, res.body.code]).toEqual([i, "NONCE_NOT_FOUND"]); // six clients, not one (that would be refused at the sixth)
+    }
+  });
 });
 
 describe("over HTTP, behind a trusted proxy", () => {

@@ -34,6 +34,13 @@ describe("client address", () => {
     expect(resolveClientIp("127.0.0.1", "10.9.9.9, 8.8.8.8", trust)).toBe("8.8.8.8");
     // the peer itself is not trusted: header ignored
     expect(resolveClientIp("192.0.2.1", "1.2.3.4", trust)).toBe("192.0.2.1");
+    // a trusted proxy a dual-stack hop wrote IPv4-mapped is still that proxy, and walked past
+    expect(resolveClientIp("127.0.0.1", "1.1.1.1, ::ffff:10.0.0.5", trust)).toBe("1.1.1.1");
+    expect(resolveClientIp("::ffff:127.0.0.1", "1.1.1.1, ::FFFF:10.0.0.5", trust)).toBe("1.1.1.1");
+    // and a range written IPv4-mapped trusts the IPv4 addresses it names
+    const mapped = parseTrustProxy("::ffff:10.0.0.0/104, ::ffff:127.0.0.1")!;
+    expect(resolveClientIp("127.0.0.1", "1.1.1.1, 10.2.3.4", mapped)).toBe("1.1.1.1");
+    expect(resolveClientIp("127.0.0.1", "1.1.1.1, 11.2.3.4", mapped)).toBe("11.2.3.4");
   });
 
   test("bad TRUST_PROXY values are refused", () => {

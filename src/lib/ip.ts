@@ -32,7 +32,15 @@ export function parseTrustProxy(value: string | undefined): TrustProxy | null {
     if (extra !== undefined || !isAddressAsWritten(address)) return null;
     const bits = address.includes(":") ? 128 : 32;
     if (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits)) return null;
-    ranges.push([ipaddr.parse(address), prefix === undefined ? bits : Number(prefix)]);
+    const range = ipaddr.parse(address);
+    const width = prefix === undefined ? bits : Number(prefix);
+    // An IPv4 range written IPv4-mapped (::ffff:10.0.0.0/104) is that IPv4 range: addresses are compared as
+    // normalizeIp writes them, mapped ones as IPv4.
+    if (range.kind() === "ipv6" && (range as ipaddr.IPv6).isIPv4MappedAddress() && width >= 96) {
+      ranges.push([(range as ipaddr.IPv6).toIPv4Address(), width - 96]);
+    } else {
+      ranges.push([range, width]);
+    }
   }
   return { kind: "cidrs", ranges };
 }
@@ -84,9 +92,12 @@ export function networkKey(ip: string): string {
 }
 
 function isTrusted(ip: string, ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][]): boolean {
+  // As the peer is: a proxy a dual-stack hop wrote IPv4-mapped (::ffff:10.0.0.5) is the IPv4 proxy.
+  const normalized = normalizeIp(ip);
+  if (normalized === null) return false;
   let addr: ipaddr.IPv4 | ipaddr.IPv6;
   try {
-    addr = ipaddr.parse(ip);
+    addr = ipaddr.parse(normalized);
   } catch {
     return false;
   }
