@@ -4,9 +4,9 @@ import { generateKeyPairSync, sign } from "node:crypto";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
 import type { Subprocess } from "bun";
-import { cleanEnv, parseWrkSummary, startLoadServer, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { autocannonLoad, cleanEnv, parseWrkSummary, startLoadServer, stopProcess, waitForListeningInFile, type LoadGenerator, type Resources } from "./support.ts";
 
-export type AccessOptions = { serverCommand: string[]; seconds: number };
+export type AccessOptions = { serverCommand: string[]; seconds: number; loadGenerator: LoadGenerator };
 export type Rate = { requestsPerSecond: number; latencyP99Ms: number; non2xx: number };
 /** Each side's windows, in the order they ran: baseline, walletgate, walletgate, baseline. */
 export type AccessResult = { walletgate: Rate; baseline: Rate; windows: { walletgate: Rate[]; baseline: Rate[] }; throughputRatio: number; p99Ratio: number };
@@ -18,7 +18,11 @@ function parseWrk(out: string): Rate {
   return { requestsPerSecond, latencyP99Ms, non2xx };
 }
 
-async function wrkPost(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string): Promise<Rate> {
+async function wrkPost(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string, generator: LoadGenerator): Promise<Rate> {
+  if (generator === "autocannon") {
+    const summary = await autocannonLoad({ url, connections: CONNECTIONS, seconds, method: "POST", headers, body });
+    return { requestsPerSecond: summary.requestsPerSecond, latencyP99Ms: summary.latencyP99Ms, non2xx: summary.non2xx };
+  }
   const script = join(dir, `post-${Math.random().toString(36).slice(2)}.lua`);
   const lua = [
     `wrk.method = "POST"`,
@@ -77,7 +81,7 @@ function combined(windows: Rate[]): Rate {
 export type AccessLoad = (seconds: number) => Promise<Rate>;
 
 /** The baseline server (bench/access-baseline.ts) in `dir`, and its load. The caller stops `server`. */
-export async function startAccessBaseline(resources: Resources, dir: string): Promise<{ server: Subprocess; load: AccessLoad }> {
+export async function startAccessBaseline(resources: Resources, dir: string, generator: LoadGenerator = "wrk"): Promise<{ server: Subprocess; load: AccessLoad }> {
   const log = join(dir, "baseline.log");
   const server = resources.track(
     Bun.spawn([process.execPath, join(import.meta.dir, "access-baseline.ts"), dir], { cwd: dir, env: cleanEnv({}), stdout: Bun.file(log), stderr: "inherit" }),
@@ -85,7 +89,7 @@ export async function startAccessBaseline(resources: Resources, dir: string): Pr
   try {
     const url = await waitForListeningInFile(log, server, 10_000);
     const body = JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" });
-    return { server, load: (seconds) => wrkPost(resources, `${url}/check`, body, {}, seconds, dir) };
+    return { server, load: (seconds) => wrkPost(resources, `${url}/check`, body, {}, seconds, dir, generator) };
   } catch (err) {
     await stopProcess(server, 5_000);
     throw err;
@@ -96,13 +100,13 @@ export async function startAccessBaseline(resources: Resources, dir: string): Pr
  * walletgate (`serverCommand`) in `dir` with an owner, a product and a key ready, and the load of the row:
  * the access check of a wallet that never bought. The caller stops `server`.
  */
-export async function startAccessServer(resources: Resources, serverCommand: string[], dir: string): Promise<{ server: Subprocess; load: AccessLoad }> {
+export async function startAccessServer(resources: Resources, serverCommand: string[], dir: string, generator: LoadGenerator = "wrk"): Promise<{ server: Subprocess; load: AccessLoad }> {
   const { server, url, dataDir } = await startLoadServer(resources, serverCommand, dir);
   try {
     const { key, productId } = await prepareOwner(url, serverCommand, dataDir, dir);
     const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
     const body = JSON.stringify({ productId, walletAddress: buyer });
-    return { server, load: (seconds) => wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, seconds, dir) };
+    return { server, load: (seconds) => wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, seconds, dir, generator) };
   } catch (err) {
     await stopProcess(server, 10_000);
     throw err;
@@ -116,9 +120,9 @@ export async function startAccessServer(resources: Resources, serverCommand: str
  */
 export async function measureAccessCheck(resources: Resources, options: AccessOptions): Promise<AccessResult> {
   const dir = resources.tempDir("access");
-  const { server: baselineServer, load: baseline } = await startAccessBaseline(resources, dir);
+  const { server: baselineServer, load: baseline } = await startAccessBaseline(resources, dir, options.loadGenerator);
   try {
-    const { server, load: walletgate } = await startAccessServer(resources, options.serverCommand, dir);
+    const { server, load: walletgate } = await startAccessServer(resources, options.serverCommand, dir, options.loadGenerator);
     try {
       await baseline(1); // warm-up of both
       await walletgate(1);

@@ -1,9 +1,9 @@
 // Row "MCP tools/call wallet_get_balance over an open session, calls/s" against a no-op tool on a bare
 // SDK server with the same transport (operations.md), and against the same binary's /healthz.
 import { join } from "node:path";
-import { cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitForListeningInFile, type Resources } from "./support.ts";
+import { autocannonLoad, cleanEnv, parseWrkSummary, round, startLoadServer, stopProcess, waitForListeningInFile, type LoadGenerator, type Resources } from "./support.ts";
 
-export type McpOptions = { serverCommand: string[]; seconds: number; connections: number };
+export type McpOptions = { serverCommand: string[]; seconds: number; connections: number; loadGenerator: LoadGenerator };
 
 type Rate = { callsPerSecond: number; latencyP50Ms: number; latencyP99Ms: number; failed: number };
 
@@ -40,7 +40,29 @@ export async function openSession(url: string, bind: boolean): Promise<string> {
   return session;
 }
 
+/** The same load through autocannon: each call its own JSON-RPC id; a failed call is a non-200 or an isError answer. */
+async function autocannon(url: string, options: McpOptions, mcp: { session: string; tool: string } | null): Promise<Rate> {
+  let id = 0;
+  let failed = 0;
+  const summary = await autocannonLoad({
+    url: mcp === null ? `${url}/healthz` : `${url}/mcp`,
+    connections: options.connections,
+    seconds: options.seconds,
+    ...(mcp === null
+      ? {}
+      : {
+          headers: { ...HEADERS, "mcp-session-id": mcp.session, "mcp-protocol-version": PROTOCOL_VERSION },
+          nextBody: () => JSON.stringify({ jsonrpc: "2.0", id: ++id, method: "tools/call", params: { name: mcp.tool, arguments: {} } }),
+          onAnswer: (status: number, body: string) => {
+            if (status !== 200 || body.includes('"isError":true')) failed++;
+          },
+        }),
+  });
+  return { callsPerSecond: summary.requestsPerSecond, latencyP50Ms: summary.latencyP50Ms, latencyP99Ms: summary.latencyP99Ms, failed: mcp === null ? summary.non2xx : failed };
+}
+
 async function wrk(resources: Resources, url: string, options: McpOptions, mcp: { session: string; tool: string } | null): Promise<Rate> {
+  if (options.loadGenerator === "autocannon") return autocannon(url, options, mcp);
   const args = ["wrk", "-t2", `-c${options.connections}`, `-d${options.seconds}s`, "--timeout", "10s"];
   if (mcp !== null) args.push("-s", join(import.meta.dir, "mcp.lua"), `${url}/mcp`);
   else args.push("--latency", `${url}/healthz`);

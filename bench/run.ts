@@ -212,18 +212,16 @@ async function main(): Promise<number> {
     }
     let mcp: McpResult | null = null;
     if (only === undefined || only === "mcp") {
-      if (loadGenerator !== "wrk") throw new Error("the MCP row needs wrk (apt-get install wrk)");
       process.stdout.write(`mcp: bare SDK baseline, walletgate tools/call and /healthz, ${seconds} s each ...\n`);
-      mcp = await measureMcp(resources, { serverCommand, seconds, connections });
+      mcp = await measureMcp(resources, { serverCommand, seconds, connections, loadGenerator });
       if (mcp.walletgate.failed > 0 || mcp.baseline.failed > 0) {
         process.stderr.write(`bench: WARNING failed MCP calls during the load: walletgate ${mcp.walletgate.failed}, baseline ${mcp.baseline.failed}\n`);
       }
     }
     let access: AccessResult | null = null;
     if (only === undefined || only === "access") {
-      if (loadGenerator !== "wrk") throw new Error("the access-check rows need wrk (apt-get install wrk)");
       process.stdout.write(`access check: Elysia + one primary-key lookup and walletgate in turn, ${seconds} s each ...\n`);
-      access = await measureAccessCheck(resources, { serverCommand, seconds });
+      access = await measureAccessCheck(resources, { serverCommand, seconds, loadGenerator });
       if (access.walletgate.non2xx > 0 || access.baseline.non2xx > 0) {
         process.stderr.write(`bench: WARNING non-2xx answers: walletgate ${access.walletgate.non2xx}, baseline ${access.baseline.non2xx}\n`);
       }
@@ -256,6 +254,7 @@ async function main(): Promise<number> {
       date: new Date().toISOString(),
       command: `npm run bench${Bun.argv.length > 2 ? ` -- ${Bun.argv.slice(2).join(" ")}` : ""}`,
       machine: { cpus: cpus().length, cpu: cpus()[0]?.model ?? "unknown", kernel: release(), bun: Bun.version },
+      loadGenerator,
       server: serverCommand.join(" "),
       targets: TARGETS,
       signIn,

@@ -5,7 +5,7 @@ import { generateKeyPairSync, sign } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
-import { cleanEnv, round, startLoadServer, stopProcess, type Resources } from "./support.ts";
+import { autocannonLoad, cleanEnv, round, startLoadServer, stopProcess, type Resources } from "./support.ts";
 
 export type SignInOptions = {
   /** walletgate's argv up to and including `serve` (absolute paths: it runs in a temp dir). */
@@ -152,50 +152,27 @@ async function runWrk(resources: Resources, url: string, bodies: SignedBody[], o
   };
 }
 
-type AutocannonResult = {
-  "2xx": number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  duration: number;
-  latency: { p50: number; p99: number };
-};
-type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult>;
-
-/** Fallback when wrk is not installed: autocannon in this process, one shared queue of bodies. */
+/** Fallback where wrk is not installed: autocannon in this process, one shared queue of bodies. */
 async function runAutocannon(url: string, bodies: SignedBody[], options: Load): Promise<LoadResult> {
-  const moduleName = "autocannon"; // a devDependency only needed where wrk is missing
-  let autocannon: Autocannon;
-  try {
-    autocannon = ((await import(moduleName)) as { default: Autocannon }).default;
-  } catch {
-    throw new Error("wrk is not installed and neither is autocannon: apt-get install wrk, or npm install --save-exact --save-dev autocannon");
-  }
   let sent = 0;
   let exhausted = 0;
-  const result = await autocannon({
+  const summary = await autocannonLoad({
     url: `${url}/auth/verify`,
     connections: options.connections,
-    duration: options.seconds,
-    requests: [
-      {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        setupRequest: (request: Record<string, unknown>) => {
-          if (sent < bodies.length) return { ...request, body: bodies[sent++] };
-          exhausted++;
-          return { ...request, body: bodies[bodies.length - 1] };
-        },
-      },
-    ],
+    seconds: options.seconds,
+    nextBody: () => {
+      if (sent < bodies.length) return bodies[sent++]!;
+      exhausted++;
+      return bodies[bodies.length - 1]!;
+    },
   });
   return {
-    successes: result["2xx"],
-    non2xx: result.non2xx,
-    socketErrors: result.errors + result.timeouts,
-    seconds: result.duration,
-    latencyP50Ms: result.latency.p50,
-    latencyP99Ms: result.latency.p99,
+    successes: summary.requests - summary.non2xx,
+    non2xx: summary.non2xx,
+    socketErrors: summary.socketErrors,
+    seconds: summary.seconds,
+    latencyP50Ms: summary.latencyP50Ms,
+    latencyP99Ms: summary.latencyP99Ms,
     bodiesLoaded: bodies.length,
     bodiesSent: sent,
     exhaustedRequests: exhausted,

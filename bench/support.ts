@@ -172,3 +172,60 @@ export async function startLoadServer(resources: Resources, serverCommand: strin
     throw err;
   }
 }
+
+/** The load generator: wrk when installed (Debian package), else autocannon (npm), as operations.md says. */
+export type LoadGenerator = "wrk" | "autocannon";
+
+/** One autocannon load, as the wrk runs report it: requests per second over the run, latency in ms. */
+export type AutocannonSummary = { requests: number; requestsPerSecond: number; non2xx: number; socketErrors: number; seconds: number; latencyP50Ms: number; latencyP99Ms: number };
+
+/**
+ * Fallback where wrk is not installed: autocannon (a devDependency) in this process. `nextBody`, when given,
+ * makes each request's body (a JSON-RPC id of its own, a signed body used once); `onAnswer` sees each
+ * answer's status and body (to count tool errors, which come back as 200s).
+ */
+export async function autocannonLoad(options: {
+  url: string;
+  connections: number;
+  seconds: number;
+  method?: "GET" | "POST";
+  headers?: Record<string, string>;
+  body?: string;
+  nextBody?: () => string;
+  onAnswer?: (status: number, body: string) => void;
+}): Promise<AutocannonSummary> {
+  const autocannon = (await import("autocannon")).default as unknown as (opts: Record<string, unknown>) => Promise<{
+    requests: { total: number; average: number };
+    "2xx": number;
+    non2xx: number;
+    errors: number;
+    timeouts: number;
+    duration: number;
+    latency: { p50: number; p99: number };
+  }>;
+  const result = await autocannon({
+    url: options.url,
+    connections: options.connections,
+    duration: options.seconds,
+    timeout: 10,
+    requests: [
+      {
+        method: options.method ?? (options.body === undefined && options.nextBody === undefined ? "GET" : "POST"),
+        headers: { ...(options.body !== undefined || options.nextBody !== undefined ? { "content-type": "application/json" } : {}), ...options.headers },
+        ...(options.body === undefined ? {} : { body: options.body }),
+        ...(options.nextBody === undefined ? {} : { setupRequest: (request: Record<string, unknown>) => ({ ...request, body: options.nextBody!() }) }),
+        ...(options.onAnswer === undefined ? {} : { onResponse: (status: number, body: string) => options.onAnswer!(status, body) }),
+      },
+    ],
+  });
+  const requests = result["2xx"] + result.non2xx;
+  return {
+    requests,
+    requestsPerSecond: Math.round(requests / result.duration),
+    non2xx: result.non2xx,
+    socketErrors: result.errors + result.timeouts,
+    seconds: result.duration,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+  };
+}
