@@ -223,7 +223,7 @@ export async function autocannonLoad(options: {
     requests,
     requestsPerSecond: Math.round(requests / result.duration),
     non2xx: result.non2xx,
-    socketErrors: result.errors + result.timeouts,
+    socketErrors: result.errors, // autocannon counts each timeout among its errors too
     seconds: result.duration,
     latencyP50Ms: result.latency.p50,
     latencyP99Ms: result.latency.p99,

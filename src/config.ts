@@ -340,23 +340,24 @@ export function walletKeySource(config: Config): string {
  * once into DATA_DIR with mode 0600 and reused on every start. Except a wallet encryption key while
  * `holdsSealedData()` (the database already holds values sealed under one: a backup restored without its
  * key file): a new key would open none of them and seal new ones beside them. And except a JWT secret while
- * `signedByAnother()` (a command beside a server whose JWT_SECRET is in its environment: the command's
+ * `signedByAnother()` says who signs instead (a command beside a server whose JWT_SECRET is in its environment: the command's
  * tokens and the server's would not be valid in each other; the server itself passes nothing, a secret of
  * its own ends sessions as rotating JWT_SECRET does). A command that signs nothing asks for `this-run-only`:
  * a missing JWT secret is then made for this run and written nowhere.
  */
 export function resolveSecrets(
   config: Config,
-  options: { holdsSealedData?: () => boolean; signedByAnother?: () => boolean; jwtSecretIfMissing?: "generate" | "this-run-only" } = {},
+  options: { holdsSealedData?: () => boolean; signedByAnother?: () => string | null; jwtSecretIfMissing?: "generate" | "this-run-only" } = {},
 ): Secrets {
   const keyFile = walletKeyFile(config);
   const jwtFile = join(config.dataDir, "jwt-secret");
   // A command that signs no session (all but serve and mcp) writes no JWT secret: one of its own in DATA_DIR
   // would be taken for the server's by the next command (a server whose JWT_SECRET is in its environment).
   const jwtThisRunOnly = options.jwtSecretIfMissing === "this-run-only" && config.jwtSecret === null && !existsSync(jwtFile);
-  if (config.jwtSecret === null && !existsSync(jwtFile) && !jwtThisRunOnly && options.signedByAnother?.() === true) {
+  const signer = config.jwtSecret === null && !existsSync(jwtFile) && !jwtThisRunOnly ? (options.signedByAnother?.() ?? null) : null;
+  if (signer !== null) {
     throw new ConfigError(
-      `${jwtFile} is missing, but this database's sessions are signed with a JWT secret this command does not have (the server's JWT_SECRET?): give it the same JWT_SECRET as the server; a secret of its own would sign tokens the server refuses, and refuse the server's`,
+      `${jwtFile} is missing, but this database's sessions are signed with a JWT secret this command does not have (${signer}; the server's JWT_SECRET?): give it the same JWT_SECRET as the server; a secret of its own would sign tokens the server refuses, and refuse the server's`,
     );
   }
   if (config.walletEncryptionKey === null && !existsSync(keyFile) && options.holdsSealedData?.() === true) {

@@ -190,6 +190,7 @@ describe("walletgate mcp (stdio)", () => {
       const refused = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain("give it the same JWT_SECRET as the server");
+      expect(refused.stderr).toMatch(/the server signs with key id [0-9a-f]{16}/);
       expect(existsSync(join(dir, "jwt-secret"))).toBe(false); // refused before making one
       // A jwt-secret file some other run left (not the server's) is refused, naming the server's key id.
       await Bun.write(join(dir, "jwt-secret"), "t".repeat(48));

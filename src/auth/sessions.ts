@@ -267,9 +267,9 @@ export async function recordSigningKey(db: Db, jwtSecret: Uint8Array): Promise<v
   if (store.findServersKeyId(db) !== kid) await store.recordServersKeyId(db, kid);
 }
 
-/** Whether a server of this version has recorded the key id it signs with. */
-export function serversKeyIdRecorded(db: Db): boolean {
-  return store.findServersKeyId(db) !== null;
+/** The key id a server of this version recorded it signs with; null when none has. */
+export function serversKeyId(db: Db): string | null {
+  return store.findServersKeyId(db);
 }
 
 /**

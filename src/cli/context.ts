@@ -10,7 +10,7 @@ import { openDatabase } from "../db/open.ts";
 import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
-import { holdsLiveSessions, serversKeyIdRecorded, serversOtherKeyId } from "../auth/sessions.ts";
+import { holdsLiveSessions, serversKeyId, serversOtherKeyId } from "../auth/sessions.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -44,7 +44,11 @@ export async function withCommandDeps<T>(
           holdsSealedData: () => holdsSealedData(config.databasePath),
           // Asked only when mcp would make a secret: a server that recorded its key signs with one not in this
           // DATA_DIR (its environment's), as do live sessions' signers where none recorded one yet.
-          signedByAnother: () => serversKeyIdRecorded(db) || holdsLiveSessions(db, systemClock.now()),
+          signedByAnother: () => {
+            const kid = serversKeyId(db);
+            if (kid !== null) return `the server signs with key id ${kid}`;
+            return holdsLiveSessions(db, systemClock.now()) ? "it holds live sessions" : null;
+          },
           jwtSecretIfMissing: options.signsSessions === true ? "generate" : "this-run-only",
         });
         const serversKey = options.signsSessions === true ? serversOtherKeyId(db, secrets.jwtSecret) : null;
