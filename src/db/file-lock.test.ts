@@ -50,8 +50,21 @@ describe("tryLock", () => {
   });
 });
 
-/** Root, with setpriv: a lock file of root's can be tried as another user (nobody). */
-const canActAsNobody = process.getuid?.() === 0 && Bun.spawnSync(["setpriv", "--version"]).exitCode === 0;
+const AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+/**
+ * Root, with setpriv, and a checkout that user nobody can read (not one cloned under a private directory):
+ * a lock file of root's can then be tried as another user.
+ */
+const canActAsNobody =
+  process.getuid?.() === 0 &&
+  (() => {
+    try {
+      const probe = `await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))}); console.log("ok");`;
+      return Bun.spawnSync([...AS_NOBODY, process.execPath, "-e", probe], { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } }).stdout.toString().trim() === "ok";
+    } catch {
+      return false; // no setpriv
+    }
+  })();
 
 describe("a lock file another user made", () => {
   test.skipIf(!canActAsNobody)("readable by all (as made here): shared through a read, exclusive refused; made 0600 (umask 077): refused, naming it, not skipped", () => {
@@ -61,7 +74,7 @@ describe("a lock file another user made", () => {
       const path = join(shared, "x.locks");
       const asNobody = (mode: string) =>
         Bun.spawnSync(
-          ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e",
+          [...AS_NOBODY, process.execPath, "-e",
             `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
              try { const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "lock" : "held" in a ? "held" : "unsupported"); }
              catch (e) { console.log("threw " + e.code); }`],
