@@ -155,8 +155,11 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByRole("heading", { name: "Pro plan" }).waitFor();
     await page.getByText("2.5 USDC").waitFor();
     context.setReject(true);
-    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    // By keyboard: the button keeps the focus while it works and after it fails, so Enter again retries.
+    await page.getByRole("button", { name: "Pay with wallet" }).focus();
+    await page.keyboard.press("Enter");
     await page.getByText("You rejected the signature in your wallet").waitFor();
+    expect(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Try again");
     context.setReject(false);
     // The progress: each step is the current one while it lasts. The wallet holds the signing request, and
     // the page's /submit is held, as long as it takes to look.
@@ -172,17 +175,24 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByRole("button", { name: "Try again" }).click();
     await wallet.requested;
     await current("Waiting for your signature");
-    expect(await steps()).toEqual(["done: ✓ Connect wallet", "active current: → Waiting for your signature", "todo: · Confirming the payment", "todo: · Done"]);
+    // A step done says so in words too, to a screen reader (the marks are hidden from it).
+    expect(await steps()).toEqual(["done: ✓ Connect wallet (done)", "active current: → Waiting for your signature", "todo: · Confirming the payment", "todo: · Done"]);
+    expect(await page.getByTestId("pay-status").textContent()).toBe("Step 2 of 4: Waiting for your signature.");
     wallet.release();
     await current("Confirming the payment");
-    expect(await steps()).toEqual(["done: ✓ Connect wallet", "done: ✓ Waiting for your signature", "active current: → Confirming the payment", "todo: · Done"]);
+    expect(await steps()).toEqual(["done: ✓ Connect wallet (done)", "done: ✓ Waiting for your signature (done)", "active current: → Confirming the payment", "todo: · Done"]);
     sendSubmit();
     const token = (await page.getByTestId("access-token").textContent({ timeout: 20_000 }))!;
+    // Paid: the button is gone, and the keyboard is on the outcome, which the status line says in words.
+    expect(await page.evaluate(() => ((globalThis as any).document.activeElement?.textContent ?? "") as string)).toContain("Payment complete");
+    expect(await page.getByTestId("pay-status").textContent()).toBe("Payment complete; your access token is shown below");
     expect(token).toMatch(/^ft_/);
-    expect(await steps()).toEqual(["done: ✓ Connect wallet", "done: ✓ Waiting for your signature", "done: ✓ Confirming the payment", "done current: ✓ Done"]);
+    expect(await steps()).toEqual(["done: ✓ Connect wallet (done)", "done: ✓ Waiting for your signature (done)", "done: ✓ Confirming the payment (done)", "done current: ✓ Done"]);
     await page.unroute("**/submit");
-    // The progress is a live region: a screen reader hears each step as it changes.
-    expect(await page.locator("ol.steps").getAttribute("aria-live")).toBe("polite");
+    // A screen reader hears each step as it changes: a status region there from the page's start says it in a
+    // sentence (the list's marks, which it would read as symbols, are hidden from it).
+    expect(await page.getByTestId("pay-status").evaluate((el) => [el.getAttribute("role"), el.getAttribute("aria-live")])).toEqual(["status", "polite"]);
+    expect(await page.locator("ol.steps li span[aria-hidden=true]").count()).toBe(4);
     await page.getByRole("link", { name: /Return to/ }).waitFor();
     expect(await page.getByRole("link", { name: /Return to/ }).getAttribute("href")).toMatch(/\/dashboard\?txHash=\w+/);
     await shot(page, "checkout");
@@ -400,7 +410,14 @@ e2e("dashboard forms under a second hand and a double click", () => {
     await page.getByLabel("Type").selectOption("access");
     await page.getByLabel("Access days (empty: forever)").fill("0");
     await page.getByRole("button", { name: "Create product" }).click();
-    await page.getByText(/accessDays.*1 to 36500/).waitFor(); // the server's reason, not only the field's name
+    await page.getByText(/Access days.*1 to 36500/).waitFor(); // the server's reason, under the field's label
+    // The field at fault is marked, described by the reason, and has the keyboard.
+    const days = page.getByLabel("Access days (empty: forever)");
+    expect(await days.evaluate((el) => [el.getAttribute("aria-invalid"), (globalThis as any).document.getElementById(el.getAttribute("aria-describedby")!)?.textContent, el === (globalThis as any).document.activeElement])).toEqual([
+      "true",
+      expect.stringContaining("1 to 36500"),
+      true,
+    ]);
     await page.getByLabel("Access days (empty: forever)").fill("30");
     await page.getByRole("button", { name: "Create product" }).dblclick();
     await page.getByRole("cell", { name: /Once/ }).waitFor();

@@ -8,6 +8,8 @@ export class ApiError extends Error {
     message: string,
     /** `details.reason`, where the server gives one: its message then says what to do, not the code's words. */
     readonly reason: string | null = null,
+    /** The request's fields the server named as wrong (`details.fields`), for a form to mark them. */
+    readonly fields: readonly string[] = [],
   ) {
     super(message);
   }
@@ -62,7 +64,8 @@ export async function api<T>(path: string, options: { method?: string; body?: un
           .filter((f): f is string => f !== null)
       : [];
     const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
-    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason);
+    const fieldNames = Array.isArray(named) ? named.map((d: { field?: unknown }) => d.field).filter((f): f is string => typeof f === "string") : [];
+    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason, fieldNames);
     if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
     throw error;
   }

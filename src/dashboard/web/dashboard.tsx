@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, query, SIGNED_OUT_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
-import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, short, useSubmit, when } from "./ui.tsx";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
@@ -79,7 +79,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       <div class="card narrow">
         <h1>walletgate dashboard</h1>
         <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
-        <button type="button" onClick={signIn} disabled={busy !== ""}>Connect wallet</button>
+        <button type="button" onClick={() => busy === "" && signIn()} aria-disabled={busy !== "" ? "true" : undefined}>Connect wallet</button>
         {busy && <p class="muted" role="status">{busy}</p>}
         <ErrorText error={error} />
       </div>
@@ -169,6 +169,15 @@ function productBody(form: ProductFields): Record<string, unknown> {
   };
 }
 
+/** The product form's inputs by the request's field names, and the labels the form shows for them. */
+const PRODUCT_INPUTS: Record<string, string> = {
+  title: "p-title", type: "p-type", price: "p-price", currency: "p-currency", featureIds: "p-features",
+  accessDays: "p-days", payTo: "p-payto", redirectOrigins: "p-origins", description: "p-description",
+};
+const PRODUCT_LABELS: Record<string, string> = {
+  featureIds: "Feature ids", accessDays: "Access days", payTo: "Pay to", redirectOrigins: "Sites the checkout may return to",
+};
+
 function ProductForm({ product, onSaved, onCancel }: { product: Product | null; onSaved: () => void; onCancel: () => void }) {
   const title = useRef<HTMLInputElement>(null);
   useLayoutEffect(() => title.current?.focus(), []); // the keyboard goes where the form begins
@@ -183,7 +192,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   const { busy, error, submit } = useSubmit(async () => {
     const body = productBody(form);
     if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
-      throw new Error("Access days must be a whole number of days, or empty for access that never ends.");
+      throw fieldError("accessDays", "Access days must be a whole number of days, or empty for access that never ends.");
     }
     if (product === null) {
       await api("/dashboard/api/products", { body: { ...body, type: form.type, ...(body.payTo === null ? { payTo: undefined } : {}) } });
@@ -196,30 +205,31 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
     }
     onSaved();
   });
+  const invalid = useFieldErrors(error, PRODUCT_INPUTS, "p-error");
   return (
     <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
-        <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} /></div>
+        <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} {...invalid("title")} /></div>
         <div>
           <label for="p-type">Type</label>
-          <select id="p-type" value={form.type} onChange={set("type")} disabled={product !== null}>
+          <select id="p-type" value={form.type} onChange={set("type")} disabled={product !== null} {...invalid("type")}>
             <option value="feature_unlock">Feature unlock (access token)</option>
             <option value="access">Access pass (wallet)</option>
           </select>
         </div>
-        <div><label for="p-price">Price</label><input id="p-price" required inputMode="decimal" placeholder="9.99" value={form.price} onInput={set("price")} /></div>
-        <div><label for="p-currency">Currency</label><input id="p-currency" value={form.currency} onInput={set("currency")} /></div>
-        <div><label for="p-features">Feature ids (comma-separated)</label><input id="p-features" value={form.featureIds} onInput={set("featureIds")} /></div>
-        <div><label for="p-days">Access days (empty: forever)</label><input id="p-days" inputMode="numeric" value={form.accessDays} onInput={set("accessDays")} /></div>
-        <div><label for="p-payto">Pay to (empty: your wallet)</label><input id="p-payto" value={form.payTo} onInput={set("payTo")} /></div>
-        <div><label for="p-origins">Sites the checkout may return to (origins, comma-separated)</label><input id="p-origins" placeholder="https://shop.example" value={form.redirectOrigins} onInput={set("redirectOrigins")} /></div>
+        <div><label for="p-price">Price</label><input id="p-price" required inputMode="decimal" placeholder="9.99" value={form.price} onInput={set("price")} {...invalid("price")} /></div>
+        <div><label for="p-currency">Currency</label><input id="p-currency" value={form.currency} onInput={set("currency")} {...invalid("currency")} /></div>
+        <div><label for="p-features">Feature ids (comma-separated)</label><input id="p-features" value={form.featureIds} onInput={set("featureIds")} {...invalid("featureIds")} /></div>
+        <div><label for="p-days">Access days (empty: forever)</label><input id="p-days" inputMode="numeric" value={form.accessDays} onInput={set("accessDays")} {...invalid("accessDays")} /></div>
+        <div><label for="p-payto">Pay to (empty: your wallet)</label><input id="p-payto" value={form.payTo} onInput={set("payTo")} {...invalid("payTo")} /></div>
+        <div><label for="p-origins">Sites the checkout may return to (origins, comma-separated)</label><input id="p-origins" placeholder="https://shop.example" value={form.redirectOrigins} onInput={set("redirectOrigins")} {...invalid("redirectOrigins")} /></div>
       </div>
       <label for="p-description">Description</label>
-      <textarea id="p-description" rows={3} maxLength={2000} value={form.description} onInput={set("description")} />
-      <ErrorText error={error} />
+      <textarea id="p-description" rows={3} maxLength={2000} value={form.description} onInput={set("description")} {...invalid("description")} />
+      <ErrorText error={error} id="p-error" labels={PRODUCT_LABELS} />
       <div class="row" style="margin-top:.75rem">
-        <button type="submit" disabled={busy}>{product ? "Save" : "Create product"}</button>
+        <button type="submit" aria-disabled={busy ? "true" : undefined}>{product ? "Save" : "Create product"}</button>
         <button type="button" class="secondary" onClick={onCancel}>Cancel</button>
       </div>
     </form>
@@ -285,14 +295,15 @@ function Keys() {
     setLabel("");
     reload();
   });
+  const keyInvalid = useFieldErrors(createError, { label: "k-label" }, "k-error");
   return (
     <section>
       <h1>API keys</h1>
       <form class="card row" onSubmit={create} aria-label="Create an API key">
         <label for="k-label" style="margin:0">Label</label>
-        <input id="k-label" ref={labelInput} required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
-        <button type="submit" disabled={busy}>Create key</button>
-        <ErrorText error={createError} />
+        <input id="k-label" ref={labelInput} required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} {...keyInvalid("label")} />
+        <button type="submit" aria-disabled={busy ? "true" : undefined}>Create key</button>
+        <ErrorText error={createError} id="k-error" />
       </form>
       {created && (
         <div class="card" role="status" data-testid="new-key">
@@ -535,15 +546,16 @@ function Webhooks() {
     setUrl("");
     reload();
   });
+  const endpointInvalid = useFieldErrors(addError, { url: "w-url" }, "w-error");
   return (
     <section>
       <h1>Webhooks</h1>
       <form class="card" onSubmit={add} aria-label="Add a webhook endpoint">
         <label for="w-url">Endpoint URL</label>
-        <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
+        <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...endpointInvalid("url")} />
         <EventBoxes value={events} onChange={setEvents} />
-        <button type="submit" disabled={busy}>Add endpoint</button>
-        <ErrorText error={addError} />
+        <button type="submit" aria-disabled={busy ? "true" : undefined}>Add endpoint</button>
+        <ErrorText error={addError} id="w-error" labels={{ url: "URL" }} />
         {created && (
           <div class="secret">
             <span>Signing secret:</span><code>{created}</code><CopyButton text={created} />

@@ -1,7 +1,7 @@
 // The buyer's checkout page (dashboard.md "Checkout page"): connect the browser wallet, open a checkout,
 // sign its transaction, submit and confirm, then show the access token or "Access granted" and go back.
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, errorWords } from "./api.ts";
 import { chainOf, connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
 import { signWithProvider } from "./provider-sign.ts";
@@ -10,7 +10,8 @@ import { CopyButton, ErrorText, TxLink } from "./ui.tsx";
 type Product = { productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string; network: string; accessDays: number | null; redirectOrigins: string[]; status: string };
 type Checkout = { checkoutId: string; transaction: string; amount: string; currency: string; expiresAt: string };
 type Result = { status: "completed" | "pending"; txHash?: string; purchaseId?: string; accessToken?: string; checkoutId?: string };
-type Step = "idle" | "connecting" | "signing" | "confirming" | "done";
+/** `checking`: a retry asking whether the checkout already signed in this tab was paid meanwhile. */
+type Step = "idle" | "checking" | "connecting" | "signing" | "confirming" | "done";
 
 const productId = (() => {
   try {
@@ -57,17 +58,34 @@ function words(err: unknown): string {
 
 const STEPS: [Step, string][] = [["connecting", "Connect wallet"], ["signing", "Waiting for your signature"], ["confirming", "Confirming the payment"], ["done", "Done"]];
 
+/** The progress, to see (the status line below says each step in words as it comes). */
 function Steps({ step }: { step: Step }) {
   const at = STEPS.findIndex(([s]) => s === step);
   return (
-    <ol class="steps" aria-label="Progress" aria-live="polite">
-      {STEPS.map(([s, label], i) => (
-        <li data-state={i < at || step === "done" ? "done" : i === at ? "active" : "todo"} aria-current={i === at ? "step" : undefined}>
-          {i < at || step === "done" ? "✓ " : i === at ? "→ " : "· "}{label}
-        </li>
-      ))}
+    <ol class="steps" aria-label="Progress">
+      {STEPS.map(([s, label], i) => {
+        const done = i < at || step === "done";
+        return (
+          <li data-state={done ? "done" : i === at ? "active" : "todo"} aria-current={i === at ? "step" : undefined}>
+            <span aria-hidden="true">{done ? "✓ " : i === at ? "→ " : "· "}</span>
+            {label}
+            {done && s !== "done" && <span class="visually-hidden"> (done)</span>}
+          </li>
+        );
+      })}
     </ol>
   );
+}
+
+/** What a screen reader hears as the payment goes on: one sentence a step, in a region there from the start. */
+function statusOf(step: Step, result: Result | null, type: Product["type"] | undefined): string {
+  if (step === "checking") return "Checking whether your earlier payment went through…";
+  const at = STEPS.findIndex(([s]) => s === step);
+  if (step === "done") {
+    if (result?.accessToken !== undefined) return "Payment complete; your access token is shown below";
+    return type === "feature_unlock" ? "Payment complete; the app that sent you here has the access token" : "Payment complete; access granted";
+  }
+  return at >= 0 ? `Step ${at + 1} of ${STEPS.length}: ${STEPS[at]![1]}.` : "";
 }
 
 function Pay() {
@@ -76,6 +94,13 @@ function Pay() {
   const [step, setStep] = useState<Step>("idle");
   const [error, setError] = useState<unknown>(null);
   const [result, setResult] = useState<Result | null>(null);
+  // One payment at a time: the button stays focusable while it runs (aria-disabled), so clicks are ignored here.
+  const paying = useRef(false);
+  // Once paid, the keyboard goes to the outcome (the button it was on is gone).
+  const outcome = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (step === "done") outcome.current?.focus();
+  }, [step]);
   // Kept for this tab across reloads: a retry after a reload must confirm the checkout already signed,
   // not open another one (the server would answer the earlier payment's outcome anyway).
   // (Where storage is blocked the page works as before, without it.)
@@ -113,13 +138,14 @@ function Pay() {
     }
   };
   const pay = async () => {
-    if (product === null) return;
+    if (product === null || paying.current) return;
+    paying.current = true;
     setError(null);
     try {
       // A retry first asks about the checkout already signed: it may have been paid meanwhile, and paying
       // again would move money twice.
       if (checkoutId !== undefined) {
-        setStep("confirming");
+        setStep("checking");
         try {
           const earlier = await api<Result>(`${base}/confirm`, { body: { checkoutId } });
           if (earlier.status === "completed") return finish(earlier);
@@ -176,6 +202,8 @@ function Pay() {
       }
       setError(err);
       setStep("idle");
+    } finally {
+      paying.current = false;
     }
   };
 
@@ -192,33 +220,34 @@ function Pay() {
         <h1>{product.title}</h1>
         {product.description && <p>{product.description}</p>}
         <div class="price">{product.price} {product.currency}</div>
+        <p class="visually-hidden" role="status" aria-live="polite" data-testid="pay-status">{statusOf(step, result, product.type)}</p>
         {product.accessDays !== null && <p class="muted">Access for {product.accessDays} day(s).</p>}
         {product.status !== "active" ? (
           <p class="error" role="alert">This product is no longer sold.</p>
         ) : step === "done" && result ? (
-          <div>
+          <div ref={outcome} tabIndex={-1}>
             <Steps step="done" />
             {result.accessToken ? (
               <>
-                <p class="success" role="status">Payment complete. Your access token:</p>
+                <p class="success">Payment complete. Your access token:</p>
                 <div class="secret"><code data-testid="access-token">{result.accessToken}</code><CopyButton text={result.accessToken} /></div>
                 <p class="notice">Keep this token: the app that sent you here asks for it.</p>
               </>
             ) : product.type === "feature_unlock" ? (
               // A feature unlock confirmed long after its checkout: the token is not sent again to a page
               // holding only the checkout id (the app, and the seller's token list, have it).
-              <p class="success" role="status">Payment complete. The access token went to the app that sent you here; the seller can also find it.</p>
+              <p class="success">Payment complete. The access token went to the app that sent you here; the seller can also find it.</p>
             ) : (
-              <p class="success" role="status">Access granted.</p>
+              <p class="success">Access granted.</p>
             )}
             <p>Transaction: <TxLink txHash={result.txHash!} network={product.network} /></p>
             {back && <a class="button" href={back.href}>Return to {back.host}</a>}
           </div>
         ) : (
           <div>
-            {step !== "idle" && <Steps step={step} />}
+            {step !== "idle" && step !== "checking" && <Steps step={step} />}
             {error !== null && <p class="error" role="alert">{words(error)}</p>}
-            <button type="button" onClick={pay} disabled={step !== "idle"}>{error !== null ? "Try again" : "Pay with wallet"}</button>
+            <button type="button" onClick={pay} aria-disabled={step !== "idle" ? "true" : undefined}>{error !== null ? "Try again" : "Pay with wallet"}</button>
           </div>
         )}
       </div>

@@ -3,13 +3,41 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { errorWords } from "./api.ts";
 
-export function ErrorText({ error }: { error: unknown }) {
+/**
+ * A failure in words. `labels` turns the request's field names the server used (payTo) into the labels the
+ * form shows (Pay to); `id` lets the fields at fault point at it (aria-describedby).
+ */
+export function ErrorText({ error, id, labels }: { error: unknown; id?: string; labels?: Record<string, string> }) {
   if (error === null || error === undefined) return null;
+  let words = errorWords(error);
+  for (const [field, label] of Object.entries(labels ?? {})) words = words.replace(new RegExp(`\\b${field}\\b`, "g"), label);
   return (
-    <p class="error" role="alert">
-      {errorWords(error)}
+    <p class="error" role="alert" id={id}>
+      {words}
     </p>
   );
+}
+
+/** The fields a failure names: the server's (`details.fields`), or a check of the page's own. */
+export function fieldsOf(error: unknown): readonly string[] {
+  return (error as { fields?: readonly string[] } | null)?.fields ?? [];
+}
+
+/** A failure of the page's own checks that names its field, marked as the server's are. */
+export function fieldError(field: string, message: string): Error {
+  return Object.assign(new Error(message), { fields: [field] });
+}
+
+/**
+ * For a form's inputs (`inputIds`: request field → input id): the fields the last failure named are marked
+ * invalid and described by its text (`errorId`), and the first of them gets the keyboard.
+ */
+export function useFieldErrors(error: unknown, inputIds: Record<string, string>, errorId: string) {
+  const named = fieldsOf(error).filter((field) => field in inputIds);
+  useLayoutEffect(() => {
+    if (named.length > 0) document.getElementById(inputIds[named[0]!]!)?.focus();
+  }, [error]);
+  return (field: string) => (named.includes(field) ? { "aria-invalid": "true" as const, "aria-describedby": errorId } : {});
 }
 
 export function CopyButton({ text, label = "Copy", describedBy }: { text: string; label?: string; describedBy?: string }) {
@@ -37,8 +65,8 @@ export function CopyButton({ text, label = "Copy", describedBy }: { text: string
 
 /**
  * A form's submit: runs `action` one at a time (a second click while it runs does nothing: a double click
- * must not create two keys, products or endpoints), with `busy` to disable its button and `error` to show
- * why it failed.
+ * must not create two keys, products or endpoints), with `busy` to mark its button (aria-disabled, so the
+ * keyboard stays on it) and `error` to show why it failed.
  */
 export function useSubmit(action: () => Promise<void>) {
   const running = useRef(false);
@@ -62,11 +90,15 @@ export function useSubmit(action: () => Promise<void>) {
   return { busy, error, submit };
 }
 
-/** A button that runs `action`, is disabled while it runs, and shows its failure in words. */
-/** `describedBy`: the id of what the button acts on (its row's first cell), for buttons repeated per row. */
+/**
+ * A button that runs `action`, is marked busy (aria-disabled, not disabled: a disabled button drops the
+ * keyboard's focus to the page) and ignores clicks while it runs, and shows its failure in words.
+ * `describedBy`: the id of what the button acts on (its row's first cell), for buttons repeated per row.
+ */
 export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string; describedBy?: string }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  const running = useRef(false);
   return (
     <span>
       <button
@@ -74,8 +106,10 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
         class={props.class}
         aria-label={props.label}
         aria-describedby={props.describedBy}
-        disabled={busy}
+        aria-disabled={busy ? "true" : undefined}
         onClick={async () => {
+          if (running.current) return;
+          running.current = true;
           setBusy(true);
           setError(null);
           try {
@@ -83,6 +117,7 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
           } catch (err) {
             setError(err);
           } finally {
+            running.current = false;
             setBusy(false);
           }
         }}
