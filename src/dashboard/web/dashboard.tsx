@@ -55,7 +55,11 @@ function pageOf(hash: string): Page {
 function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState("");
+  // One sign-in at a time: the button stays focusable while it runs (aria-disabled), so clicks are ignored here.
+  const running = useRef(false);
   const signIn = async () => {
+    if (running.current) return;
+    running.current = true;
     setError(null);
     try {
       setBusy("Connecting your wallet…");
@@ -71,6 +75,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
     } catch (err) {
       setError(err);
     } finally {
+      running.current = false;
       setBusy("");
     }
   };
@@ -79,7 +84,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       <div class="card narrow">
         <h1>walletgate dashboard</h1>
         <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
-        <button type="button" onClick={() => busy === "" && signIn()} aria-disabled={busy !== "" ? "true" : undefined}>Connect wallet</button>
+        <button type="button" onClick={signIn} aria-disabled={busy !== "" ? "true" : undefined}>Connect wallet</button>
         {busy && <p class="muted" role="status">{busy}</p>}
         <ErrorText error={error} />
       </div>
