@@ -267,6 +267,10 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(bars).toHaveLength(30);
     expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchases (the chart is in USDC)
     await ownerPage.getByRole("img", { name: "Revenue per day for the last 30 days: up to 2.5 USDC a day" }).waitFor();
+    // For a screen reader: the days as a table, the section named in the title, the keyboard on its heading.
+    expect(await ownerPage.locator("table:has(caption) tbody tr").count()).toBe(30);
+    expect(await ownerPage.title()).toBe("Overview · walletgate dashboard");
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.tagName)).toBe("H1");
     await ownerPage.getByText(/^Tier free/).waitFor();
     await shot(ownerPage, "overview");
     await ownerPage.getByRole("button", { name: "Sign out" }).click();

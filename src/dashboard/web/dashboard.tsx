@@ -113,6 +113,17 @@ function Chart({ daily }: { daily: Stats["daily"] }) {
   );
 }
 
+/** The chart's days as a table, for screen readers (the bars' tooltips show on hover only). */
+function ChartTable({ daily }: { daily: Stats["daily"] }) {
+  return (
+    <table class="visually-hidden">
+      <caption>Revenue per day, in USDC</caption>
+      <thead><tr><th>Day</th><th>Revenue</th><th>Purchases</th></tr></thead>
+      <tbody>{daily.map((d) => <tr><td>{d.date}</td><td>{d.revenue}</td><td>{d.transactions}</td></tr>)}</tbody>
+    </table>
+  );
+}
+
 /** What a list shows until its data is there: "Loading…", or the failure in words with Try again. */
 function LoadState({ data, error, reload }: { data: unknown; error: unknown; reload: () => void }) {
   if (error !== null) {
@@ -148,7 +159,7 @@ function Overview({ me: signedIn }: { me: Me }) {
             <div class="card stat"><div class="value">{data.totalTransactions}</div><div class="label">Purchases</div></div>
             <div class="card stat"><div class="value">{data.productCount}</div><div class="label">Products</div></div>
           </div>
-          <div class="card"><h2>Revenue, last 30 days</h2><Chart daily={data.daily} /></div>
+          <div class="card"><h2>Revenue, last 30 days</h2><Chart daily={data.daily} /><ChartTable daily={data.daily} /></div>
         </>
       )}
       <div class="card">
@@ -263,7 +274,7 @@ function Products() {
       {data && data.products.length === 0 && <p class="muted">No products yet.</p>}
       {data && data.products.length > 0 && (
         <div class="card table-wrap"><table>
-          <thead><tr><th>Title</th><th>Type</th><th>Price</th><th>Status</th><th>Payment link</th><th></th></tr></thead>
+          <thead><tr><th>Title</th><th>Type</th><th>Price</th><th>Status</th><th>Payment link</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>
             {data.products.map((p) => (
               <tr key={p.productId}>
@@ -320,7 +331,7 @@ function Keys() {
       <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
-          <thead><tr><th>Label</th><th>Key</th><th>Created</th><th>Last used</th><th>Status</th><th></th></tr></thead>
+          <thead><tr><th>Label</th><th>Key</th><th>Created</th><th>Last used</th><th>Status</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>
             {data.keys.map((k) => (
               <tr key={k.keyId}>
@@ -389,7 +400,7 @@ function Tokens() {
       <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
-          <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th></th></tr></thead>
+          <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>{data.tokens.map((t, i) => (
             <tr key={t.accessToken}>
               <td id={`token-row-${i}`}><code title={t.accessToken}>{short(t.accessToken, 8)}</code></td><td>{t.productTitle}</td><td><code title={t.walletAddress}>{short(t.walletAddress)}</code></td>
@@ -485,7 +496,7 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
       <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="table-wrap"><table data-testid="deliveries">
-          <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th></th></tr></thead>
+          <thead><tr><th>Event</th><th>Status</th><th>Attempts</th><th>Last response</th><th>Next attempt</th><th>Created</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>{data.deliveries.map((d) => [
             <tr key={d.deliveryId}>
               <td id={`row-${d.deliveryId}`}>{d.type}<div class="muted mono">{d.eventId}</div></td>
@@ -588,6 +599,18 @@ function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
   const [page, setPage] = useState<Page>(pageOf(location.hash));
+  // A section opened from the tabs: the page's title names it, and the keyboard goes to its heading (not on
+  // the first load: the page opens as it is).
+  const opened = useRef(false);
+  useEffect(() => {
+    document.title = `${PAGES.find(([p]) => p === page)?.[1] ?? "Overview"} · walletgate dashboard`;
+    if (opened.current) {
+      const heading = document.querySelector<HTMLElement>("main h1");
+      heading?.setAttribute("tabindex", "-1");
+      heading?.focus();
+    }
+    opened.current = true;
+  }, [page]);
   const loadMe = async () => {
     try {
       const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
