@@ -422,7 +422,20 @@ e2e("dashboard forms under a second hand and a double click", () => {
       expect.stringContaining("1 to 36500"),
       true,
     ]);
+    // An item of a list refused (a redirect origin too long): the list's field is the one marked, and a value
+    // quoted back is shown as typed, not relabelled.
+    const marked = (label: string) =>
+      page.getByLabel(label).evaluate((el) => [el.getAttribute("aria-invalid"), el === (globalThis as any).document.activeElement]);
     await page.getByLabel("Access days (empty: forever)").fill("30");
+    await page.getByLabel(/^Sites the checkout may return to/).fill(`https://${"a".repeat(250)}.example/payTo`);
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.locator("#p-error").waitFor();
+    expect(await marked("Sites the checkout may return to (origins, comma-separated)")).toEqual(["true", true]);
+    expect(await marked("Access days (empty: forever)")).toEqual([null, false]);
+    await page.getByLabel(/^Sites the checkout may return to/).fill("https://shop.example/payTo");
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.getByText('"https://shop.example/payTo"').waitFor();
+    await page.getByLabel(/^Sites the checkout may return to/).fill("");
     await page.getByRole("button", { name: "Create product" }).dblclick();
     await page.getByRole("cell", { name: /Once/ }).waitFor();
     expect((await api("/products")).body.products.filter((p: Json) => p.title === "Once")).toHaveLength(1);
@@ -432,6 +445,13 @@ e2e("dashboard forms under a second hand and a double click", () => {
 
     await page.getByRole("link", { name: "Webhooks" }).click();
     await page.getByLabel("Endpoint URL").fill(hook.url);
+    // No event ticked: the boxes are marked and the keyboard goes to the first.
+    const boxes = page.locator("form[aria-label='Add a webhook endpoint'] input[type=checkbox]");
+    for (const box of await boxes.all()) if (await box.isChecked()) await box.uncheck();
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    await page.locator("#w-error").waitFor();
+    expect(await boxes.first().evaluate((el) => [el.getAttribute("aria-invalid"), el === (globalThis as any).document.activeElement])).toEqual(["true", true]);
+    await boxes.first().check();
     await page.getByRole("button", { name: "Add endpoint" }).dblclick();
     await page.getByTestId("endpoint").first().waitFor();
     expect((await api("/webhooks")).body.endpoints).toHaveLength(1);

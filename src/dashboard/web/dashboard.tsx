@@ -445,13 +445,14 @@ function Purchases() {
   );
 }
 
-function EventBoxes({ value, onChange }: { value: string[]; onChange: (v: string[]) => void }) {
+/** `id`: its first box's (a refusal of the events focuses it); `invalid`: the boxes' marks when they are refused. */
+function EventBoxes({ value, onChange, id, invalid = {} }: { value: string[]; onChange: (v: string[]) => void; id?: string; invalid?: { "aria-invalid"?: "true"; "aria-describedby"?: string } }) {
   return (
     <fieldset class="row" style="border:0;padding:0;margin:.25rem 0">
       <legend class="muted">Events</legend>
-      {EVENTS.map((ev) => (
+      {EVENTS.map((ev, i) => (
         <label style="font-weight:400;margin:0">
-          <input type="checkbox" style="width:auto" checked={value.includes(ev)}
+          <input type="checkbox" style="width:auto" id={i === 0 ? id : undefined} {...invalid} checked={value.includes(ev)}
             onChange={(e) => onChange((e.target as HTMLInputElement).checked ? [...value, ev] : value.filter((x) => x !== ev))} /> {ev}
         </label>
       ))}
@@ -562,16 +563,16 @@ function Webhooks() {
     setUrl("");
     reload();
   });
-  const endpointInvalid = useFieldErrors(addError, { url: "w-url" }, "w-error");
+  const endpointInvalid = useFieldErrors(addError, { url: "w-url", events: "w-events" }, "w-error");
   return (
     <section>
       <h1>Webhooks</h1>
       <form class="card" onSubmit={add} aria-label="Add a webhook endpoint">
         <label for="w-url">Endpoint URL</label>
         <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...endpointInvalid("url")} />
-        <EventBoxes value={events} onChange={setEvents} />
+        <EventBoxes value={events} onChange={setEvents} id="w-events" invalid={endpointInvalid("events")} />
         <button type="submit" aria-disabled={busy ? "true" : undefined}>Add endpoint</button>
-        <ErrorText error={addError} id="w-error" labels={{ url: "URL" }} />
+        <ErrorText error={addError} id="w-error" labels={{ url: "URL", events: "Events" }} />
         {created && (
           <div class="secret">
             <span>Signing secret:</span><code>{created}</code><CopyButton text={created} />

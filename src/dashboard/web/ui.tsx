@@ -10,7 +10,11 @@ import { errorWords } from "./api.ts";
 export function ErrorText({ error, id, labels }: { error: unknown; id?: string; labels?: Record<string, string> }) {
   if (error === null || error === undefined) return null;
   let words = errorWords(error);
-  for (const [field, label] of Object.entries(labels ?? {})) words = words.replace(new RegExp(`\\b${field}\\b`, "g"), label);
+  // Only where the text names a field (at its start, or after ": " or "; "), with its item's index if it has
+  // one (featureIds.0): never inside a value quoted back (an origin ending in /payTo stays as typed).
+  for (const [field, label] of Object.entries(labels ?? {})) {
+    words = words.replace(new RegExp(`(^|[:;] )${field}(?:\\.\\d+)?(?=[ :;.]|$)`, "g"), `$1${label}`);
+  }
   return (
     <p class="error" role="alert" id={id}>
       {words}
@@ -33,7 +37,8 @@ export function fieldError(field: string, message: string): Error {
  * invalid and described by its text (`errorId`), and the first of them gets the keyboard.
  */
 export function useFieldErrors(error: unknown, inputIds: Record<string, string>, errorId: string) {
-  const named = fieldsOf(error).filter((field) => field in inputIds);
+  // An item of a list is named by its path (featureIds.0): its field is the list's.
+  const named = fieldsOf(error).map((field) => field.split(".")[0]!).filter((field) => field in inputIds);
   useLayoutEffect(() => {
     if (named.length > 0) document.getElementById(inputIds[named[0]!]!)?.focus();
   }, [error]);
