@@ -71,6 +71,12 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Create product" }).click();
     await ownerPage.getByRole("cell", { name: /Pro plan/ }).waitFor();
     expect((await ownerPage.evaluate(() => { const a = (globalThis as any).document.activeElement; return a?.id || a?.textContent; }))).toBe("New product"); // and back where it was when the form closes
+    // Escape closes a form opened by mistake, the keyboard back on New product.
+    await ownerPage.keyboard.press("Enter");
+    await ownerPage.getByLabel("Title").waitFor();
+    await ownerPage.keyboard.press("Escape");
+    await ownerPage.getByLabel("Title").waitFor({ state: "detached" });
+    expect((await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent))).toBe("New product");
     const products = (await ownerPage.evaluate(() => fetch("/dashboard/api/products").then((r) => r.json()))) as Json;
     expect(products.products).toHaveLength(1);
     state.productId = products.products[0].productId;
@@ -457,6 +463,10 @@ e2e("dashboard forms under a second hand and a double click", () => {
     expect((await api("/webhooks")).body.endpoints).toHaveLength(1);
     const rotate = page.getByTestId("endpoint").getByRole("button", { name: "Rotate secret" });
     expect(await page.locator(`#${await rotate.getAttribute("aria-describedby")}`).textContent()).toContain(hook.url);
+    // The card is headed by its endpoint (for screen readers), which its URL field and events name too.
+    await page.getByTestId("endpoint").getByRole("heading", { name: `Endpoint ${hook.url}` }).waitFor();
+    const card = page.getByTestId("endpoint");
+    expect(await card.getByLabel("URL of this endpoint").getAttribute("aria-describedby")).toBe(await rotate.getAttribute("aria-describedby"));
   }, 60_000);
 
   test("the overview shows the API use as it is when it is opened", async () => {

@@ -223,7 +223,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   });
   const invalid = useFieldErrors(error, PRODUCT_INPUTS, "p-error");
   return (
-    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"}>
+    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"} onKeyDown={(e) => e.key === "Escape" && onCancel()}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
         <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} {...invalid("title")} /></div>
@@ -446,9 +446,9 @@ function Purchases() {
 }
 
 /** `id`: its first box's (a refusal of the events focuses it); `invalid`: the boxes' marks when they are refused. */
-function EventBoxes({ value, onChange, id, invalid = {} }: { value: string[]; onChange: (v: string[]) => void; id?: string; invalid?: { "aria-invalid"?: "true"; "aria-describedby"?: string } }) {
+function EventBoxes({ value, onChange, id, invalid = {}, describedBy }: { value: string[]; onChange: (v: string[]) => void; id?: string; invalid?: { "aria-invalid"?: "true"; "aria-describedby"?: string }; describedBy?: string }) {
   return (
-    <fieldset class="row" style="border:0;padding:0;margin:.25rem 0">
+    <fieldset class="row" style="border:0;padding:0;margin:.25rem 0" aria-describedby={describedBy}>
       <legend class="muted">Events</legend>
       {EVENTS.map((ev, i) => (
         <label style="font-weight:400;margin:0">
@@ -493,7 +493,7 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
   );
   return (
     <div>
-      <div class="row"><h2 style="margin:.75rem 0 .25rem">Delivery log</h2><button type="button" class="secondary" onClick={reload}>Refresh</button></div>
+      <div class="row"><h3 style="margin:.75rem 0 .25rem">Delivery log</h3><button type="button" class="secondary" onClick={reload}>Refresh</button></div>
       <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="table-wrap"><table data-testid="deliveries">
@@ -528,13 +528,14 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
   const edits = { ...(url !== endpoint.url ? { url } : {}), ...(events.join() !== endpoint.events.join() ? { events } : {}) };
   return (
     <div class="card" data-testid="endpoint">
-      <span id={named} class="visually-hidden">{`Endpoint ${endpoint.url}`}</span>
+      {/* The card's heading, for screen readers: it names the endpoint its controls act on (aria-describedby). */}
+      <h2 id={named} class="visually-hidden">{`Endpoint ${endpoint.url}`}</h2>
       <div class="row" style="justify-content:space-between">
         {/* Editable: a retry goes to the URL as it is at that attempt. */}
-        <input class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
+        <input class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" aria-describedby={named} value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
         <span class={`badge ${endpoint.enabled ? "ok" : "bad"}`}>{endpoint.enabled ? "enabled" : "disabled"}</span>
       </div>
-      <EventBoxes value={events} onChange={setEvents} />
+      <EventBoxes value={events} onChange={setEvents} describedBy={named} />
       <div class="row">
         <ActionButton class="secondary" describedBy={named} action={async () => { if (Object.keys(edits).length > 0) await api(path, { method: "PATCH", body: edits }); onChanged(); }}>Save URL and events</ActionButton>
         <ActionButton class="secondary" describedBy={named} action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
