@@ -1,7 +1,7 @@
 // The locks between walletgate processes on one database: shared open locks coexist, an exclusive one
 // excludes them (in either order, across processes), a waiting opener gets in once the holder lets go.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { holdOpenLock, holdServeLock, lockPathOf, tryLock, type LockMode } from "./file-lock.ts";
@@ -89,6 +89,20 @@ describe("a lock file another user made", () => {
       expect(asNobody("shared")).toBe("threw EACCES");
     } finally {
       rmSync(shared, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a lock file root makes", () => {
+  test.skipIf(process.getuid?.() !== 0)("is given to DATA_DIR's owner, whose server must lock it too", () => {
+    const data = mkdtempSync(join(tmpdir(), "walletgate-lock-owner-"));
+    try {
+      chownSync(data, 65534, 65534);
+      const attempt = tryLock(join(data, "walletgate.db.locks"), "shared");
+      if ("lock" in attempt) attempt.lock.release();
+      expect([statSync(join(data, "walletgate.db.locks")).uid, statSync(join(data, "walletgate.db.locks")).gid]).toEqual([65534, 65534]);
+    } finally {
+      rmSync(data, { recursive: true, force: true });
     }
   });
 });

@@ -5,7 +5,7 @@
 // ends. SQLite rather than flock(2): it is loaded already, where bun:ffi would cost every start about a
 // millisecond, and its locks work wherever the database's own do.
 import { Database } from "bun:sqlite";
-import { accessSync, constants, existsSync, realpathSync, statSync } from "node:fs";
+import { accessSync, chownSync, constants, existsSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { sleepSync } from "bun";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -66,8 +66,14 @@ export function tryLock(path: string, mode: LockMode): LockAttempt {
     }
   }
   let db: Database;
+  const made = !existsSync(path);
   try {
     db = new Database(path, { create: true, readwrite: true });
+    // Made by root (a command run with sudo), it is given to DATA_DIR's owner, whose server must lock it too.
+    if (made && process.getuid?.() === 0) {
+      const { uid, gid } = statSync(dirname(path));
+      if (uid !== 0 || gid !== 0) chownSync(path, uid, gid);
+    }
   } catch {
     if (!existsSync(path)) return { unsupported: `${path} cannot be made here` }; // a read-only DATA_DIR
     try {

@@ -2,7 +2,7 @@
 // database (the old one, its log folded in, or the backup), and stale copies left by killed runs are cleared.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
@@ -229,4 +229,16 @@ test("a relative link inside a linked directory is resolved as the kernel does; 
   symlinkSync(join(loop, "a.db"), join(loop, "b.db"));
   expect(() => restoreDatabase(join(loop, "a.db"), backup, new Date())).toThrow("a chain of more than 40 links");
   expect(lstatSync(join(loop, "a.db")).isSymbolicLink()).toBe(true);
+});
+
+test.skipIf(process.getuid?.() !== 0)("run by root, the restored database and the copy of the replaced one keep the replaced one's owner", () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  database(path, 3);
+  for (const file of [dataDir, path]) chownSync(file, 65534, 65534); // the server's own user
+  const backup = join(newDir(), "backup.db");
+  database(backup, 1);
+  const result = restoreDatabase(path, backup, new Date());
+  expect(owners(path)).toBe(1);
+  for (const file of [path, result.movedAside!]) expect([file, statSync(file).uid, statSync(file).gid]).toEqual([file, 65534, 65534]);
 });

@@ -1,6 +1,6 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
@@ -177,6 +177,13 @@ function linkTarget(path: string): string | null {
   return target === path ? null : target;
 }
 
+/** The owner that files written by this process in place of `path` must keep: null unless this process is root and `path` is not root's. */
+function ownerToKeep(path: string): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null; // another user cannot give files away, and its own are the server's
+  const { uid, gid } = statSync(path);
+  return uid === 0 && gid === 0 ? null : { uid, gid };
+}
+
 /**
  * Puts `backup` in place as the database `named` (where it leads, when it is a symlink), readable by its owner only. The server must be
  * stopped: refused while another process has the database open (its pids named where /proc tells them).
@@ -231,9 +238,16 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
   const prefix = `.${basename(databasePath)}.restoring-`;
   removeLeftovers(dir, prefix); // copies of runs killed mid-way
   const partial = join(dir, `${prefix}${process.pid}`);
+  // Run by root (sudo walletgate restore), the files it writes would be root's, and the server's own user
+  // could not open the database any more: they go to whoever owns what they replace (the database, else DATA_DIR).
+  const owner = ownerToKeep(existsSync(databasePath) ? databasePath : dir);
+  const keepOwner = (file: string) => {
+    if (owner !== null) chownSync(file, owner.uid, owner.gid);
+  };
   try {
     copyFileSync(backup, partial);
     chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644
+    keepOwner(partial);
     fsyncPath(partial);
     let movedAside: string | null = null;
     if (existsSync(databasePath)) {
@@ -242,6 +256,7 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
       // A copy, given its name whole: the old database stays under its own name until the backup takes it.
       const aside = `${partial}-aside`;
       copyFileSync(databasePath, aside);
+      keepOwner(aside);
       fsyncPath(aside);
       renameSync(aside, movedAside);
     }
