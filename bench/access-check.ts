@@ -18,7 +18,7 @@ function parseWrk(out: string): Rate {
   return { requestsPerSecond, latencyP99Ms, non2xx };
 }
 
-async function wrkPost(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string, generator: LoadGenerator): Promise<Rate> {
+async function postLoad(resources: Resources, url: string, body: string, headers: Record<string, string>, seconds: number, dir: string, generator: LoadGenerator): Promise<Rate> {
   if (generator === "autocannon") {
     const summary = await autocannonLoad({ url, connections: CONNECTIONS, seconds, method: "POST", headers, body });
     return { requestsPerSecond: summary.requestsPerSecond, latencyP99Ms: summary.latencyP99Ms, non2xx: summary.non2xx };
@@ -89,7 +89,7 @@ export async function startAccessBaseline(resources: Resources, dir: string, gen
   try {
     const url = await waitForListeningInFile(log, server, 10_000);
     const body = JSON.stringify({ id: "pur_4242", walletAddress: "wallet_4242" });
-    return { server, load: (seconds) => wrkPost(resources, `${url}/check`, body, {}, seconds, dir, generator) };
+    return { server, load: (seconds) => postLoad(resources, `${url}/check`, body, {}, seconds, dir, generator) };
   } catch (err) {
     await stopProcess(server, 5_000);
     throw err;
@@ -106,7 +106,7 @@ export async function startAccessServer(resources: Resources, serverCommand: str
     const { key, productId } = await prepareOwner(url, serverCommand, dataDir, dir);
     const buyer = base58.encode(generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }).subarray(12));
     const body = JSON.stringify({ productId, walletAddress: buyer });
-    return { server, load: (seconds) => wrkPost(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, seconds, dir, generator) };
+    return { server, load: (seconds) => postLoad(resources, `${url}/public/access/check`, body, { "X-API-Key": key }, seconds, dir, generator) };
   } catch (err) {
     await stopProcess(server, 10_000);
     throw err;

@@ -61,7 +61,7 @@ async function autocannon(url: string, options: McpOptions, mcp: { session: stri
   return { callsPerSecond: summary.requestsPerSecond, latencyP50Ms: summary.latencyP50Ms, latencyP99Ms: summary.latencyP99Ms, failed: mcp === null ? summary.non2xx : failed };
 }
 
-async function wrk(resources: Resources, url: string, options: McpOptions, mcp: { session: string; tool: string } | null): Promise<Rate> {
+async function load(resources: Resources, url: string, options: McpOptions, mcp: { session: string; tool: string } | null): Promise<Rate> {
   if (options.loadGenerator === "autocannon") return autocannon(url, options, mcp);
   const args = ["wrk", "-t2", `-c${options.connections}`, `-d${options.seconds}s`, "--timeout", "10s"];
   if (mcp !== null) args.push("-s", join(import.meta.dir, "mcp.lua"), `${url}/mcp`);
@@ -93,7 +93,7 @@ async function measureBaseline(resources: Resources, options: McpOptions): Promi
   );
   try {
     const url = await waitForListeningInFile(log, child, 10_000);
-    return await wrk(resources, url, options, { session: await openSession(url, false), tool: "noop" });
+    return await load(resources, url, options, { session: await openSession(url, false), tool: "noop" });
   } finally {
     await stopProcess(child, 5_000);
   }
@@ -107,9 +107,9 @@ export async function measureMcp(resources: Resources, options: McpOptions): Pro
   let healthz: Rate;
   try {
     const session = await openSession(url, true);
-    await wrk(resources, url, { ...options, seconds: 1 }, { session, tool: "wallet_get_balance" }); // warm-up
-    walletgate = await wrk(resources, url, options, { session, tool: "wallet_get_balance" });
-    healthz = await wrk(resources, url, options, null);
+    await load(resources, url, { ...options, seconds: 1 }, { session, tool: "wallet_get_balance" }); // warm-up
+    walletgate = await load(resources, url, options, { session, tool: "wallet_get_balance" });
+    healthz = await load(resources, url, options, null);
   } finally {
     await stopProcess(server, 10_000);
   }

@@ -5,7 +5,7 @@ import { generateKeyPairSync, sign } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { base58 } from "@scure/base";
-import { autocannonLoad, cleanEnv, round, startLoadServer, stopProcess, type Resources } from "./support.ts";
+import { autocannonLoad, cleanEnv, round, startLoadServer, stopProcess, type LoadGenerator, type Resources } from "./support.ts";
 
 export type SignInOptions = {
   /** walletgate's argv up to and including `serve` (absolute paths: it runs in a temp dir). */
@@ -17,7 +17,7 @@ export type SignInOptions = {
   /** Also measured, after it and for information: enough connections to keep the server busy (its capacity). */
   capacityConnections: number;
   /** "wrk", or "autocannon" (used when wrk is not installed). */
-  loadGenerator: "wrk" | "autocannon";
+  loadGenerator: LoadGenerator;
   baselineSeconds: number;
 };
 

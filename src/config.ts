@@ -353,8 +353,9 @@ export function resolveSecrets(
   const jwtFile = join(config.dataDir, "jwt-secret");
   // A command that signs no session (all but serve and mcp) writes no JWT secret: one of its own in DATA_DIR
   // would be taken for the server's by the next command (a server whose JWT_SECRET is in its environment).
-  const jwtThisRunOnly = options.jwtSecretIfMissing === "this-run-only" && config.jwtSecret === null && !existsSync(jwtFile);
-  const signer = config.jwtSecret === null && !existsSync(jwtFile) && !jwtThisRunOnly ? (options.signedByAnother?.() ?? null) : null;
+  const jwtMissing = config.jwtSecret === null && !existsSync(jwtFile);
+  const jwtThisRunOnly = jwtMissing && options.jwtSecretIfMissing === "this-run-only";
+  const signer = jwtMissing && !jwtThisRunOnly ? (options.signedByAnother?.() ?? null) : null;
   if (signer !== null) {
     throw new ConfigError(
       `${jwtFile} is missing, but this database's sessions are signed with a JWT secret this command does not have (${signer}; the server's JWT_SECRET?): give it the same JWT_SECRET as the server; a secret of its own would sign tokens the server refuses, and refuse the server's`,
@@ -375,7 +376,7 @@ export function resolveSecrets(
   const jwt = config.jwtSecret ?? (jwtThisRunOnly ? randomText(48) : generated.get("jwt-secret")!);
   // The file is held to JWT_SECRET's rule: a hand-edited short key would sign tokens anyone could forge.
   if (config.jwtSecret === null && Buffer.byteLength(jwt) < 32) {
-    throw new ConfigError(`${join(config.dataDir, "jwt-secret")} holds fewer than 32 bytes: put a longer secret there, or delete it to generate one (sessions signed with it end)`);
+    throw new ConfigError(`${jwtFile} holds fewer than 32 bytes: put a longer secret there, or delete it to generate one (sessions signed with it end)`);
   }
   const walletKey = config.walletEncryptionKey ?? generated.get("wallet-encryption-key")!;
   const walletKeyBytes = decodeKey32(walletKey);

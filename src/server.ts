@@ -196,7 +196,7 @@ async function serve(
   onReady: (handle: Handler) => void,
 ): Promise<RunningServer> {
   // Before anything of the database is read: one server per database, and none while a restore replaces it.
-  const locks = inDataDir(config, () =>
+  const lock = inDataDir(config, () =>
     holdServeLock(config.databasePath, {
       alreadyServed: () =>
         new ConfigError(
@@ -213,7 +213,7 @@ async function serve(
       return { secrets, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
     });
   } catch (err) {
-    locks.release();
+    lock.release();
     throw err;
   }
   const { secrets, db, created } = opened;
@@ -241,7 +241,7 @@ async function serve(
     recordSigningKey(db, secrets.jwtSecret).catch((err) => log.warn("could not record the JWT key id", { error: errorText(err) }));
   } catch (err) {
     db.close();
-    locks.release();
+    lock.release();
     throw err;
   }
 
@@ -416,7 +416,7 @@ async function serve(
         await mcp.stop();
         await Promise.all([verifier.stop(), pages.stop()]);
         db.close();
-        locks.release();
+        lock.release();
         log.info("stopped");
         // A log nobody reads (a pipe never drained) would hold the exit for ever: its last lines wait a while.
         await settlesWithin(log.flush(), LOG_FLUSH_AT_EXIT_MS);

@@ -249,7 +249,6 @@ export async function restoreSession(deps: Deps, token: string): Promise<Restore
   };
 }
 
-/** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */
 /**
  * Whether the database holds live sessions (signed with some JWT secret): a command about to make a JWT
  * secret of its own beside them would sign tokens the server refuses, and refuse the server's.
@@ -272,15 +271,7 @@ export function serversKeyId(db: Db): string | null {
   return store.findServersKeyId(db);
 }
 
-/**
- * `walletgate mcp`: the key id the server signs with, when it is not the one of `jwtSecret` (null when they
- * agree, or no server of this version has started on the database yet).
- */
-export function serversOtherKeyId(db: Db, jwtSecret: Uint8Array): string | null {
-  const recorded = store.findServersKeyId(db);
-  return recorded === null || recorded === keyIdOf(jwtSecret) ? null : recorded;
-}
-
+/** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */
 export async function revokeSessionToken(deps: Deps, token: string): Promise<AuthenticatedSession> {
   const session = await authenticateToken(deps, token);
   await store.revokeToken(deps.db, session.walletAddress, session.jti, deps.clock.now());

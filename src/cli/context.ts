@@ -10,7 +10,8 @@ import { openDatabase } from "../db/open.ts";
 import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
-import { holdsLiveSessions, serversKeyId, serversOtherKeyId } from "../auth/sessions.ts";
+import { holdsLiveSessions, serversKeyId } from "../auth/sessions.ts";
+import { keyIdOf } from "../auth/tokens.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
 import { createLogger } from "../log.ts";
@@ -40,19 +41,19 @@ export async function withCommandDeps<T>(
     try {
       const secrets = inDataDir(config, () => {
         migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
+        // What a command signing sessions (mcp) must agree with: the key id the server recorded it signs with.
+        const serversKey = options.signsSessions === true ? serversKeyId(db) : null;
         const secrets = resolveSecrets(config, {
           holdsSealedData: () => holdsSealedData(config.databasePath),
           // Asked only when mcp would make a secret: a server that recorded its key signs with one not in this
           // DATA_DIR (its environment's), as do live sessions' signers where none recorded one yet.
           signedByAnother: () => {
-            const kid = serversKeyId(db);
-            if (kid !== null) return `the server signs with key id ${kid}`;
+            if (serversKey !== null) return `the server signs with key id ${serversKey}`;
             return holdsLiveSessions(db, systemClock.now()) ? "it holds live sessions" : null;
           },
           jwtSecretIfMissing: options.signsSessions === true ? "generate" : "this-run-only",
         });
-        const serversKey = options.signsSessions === true ? serversOtherKeyId(db, secrets.jwtSecret) : null;
-        if (serversKey !== null) {
+        if (serversKey !== null && serversKey !== keyIdOf(secrets.jwtSecret)) {
           throw new ConfigError(
             `the server signs sessions with another JWT secret (key id ${serversKey}) than this command's (${config.jwtSecret !== null ? "JWT_SECRET" : `${config.dataDir}/jwt-secret`}): give it the server's JWT_SECRET, or the server's jwt-secret file; its tokens would be refused by the server, and the server's by it`,
           );

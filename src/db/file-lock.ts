@@ -5,10 +5,11 @@
 // ends. SQLite rather than flock(2): it is loaded already, where bun:ffi would cost every start about a
 // millisecond, and its locks work wherever the database's own do.
 import { Database } from "bun:sqlite";
-import { accessSync, chownSync, constants, existsSync, realpathSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, realpathSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { sleepSync } from "bun";
 import { makeDirDurably } from "../lib/durable.ts";
+import { keepOwnerOf } from "../lib/owner.ts";
 
 export type FileLock = { release(): void };
 
@@ -58,7 +59,8 @@ export function lockPathOf(databasePath: string): string {
 export function tryLock(path: string, mode: LockMode): LockAttempt {
   // SQLite opens a file it cannot write read-only without a word, and a read-only connection answers BEGIN
   // IMMEDIATE or EXCLUSIVE holding no such lock at all: so those want the file writable, asked first.
-  if (mode !== "shared" && existsSync(path)) {
+  const made = !existsSync(path);
+  if (mode !== "shared" && !made) {
     try {
       accessSync(path, constants.W_OK);
     } catch {
@@ -66,14 +68,9 @@ export function tryLock(path: string, mode: LockMode): LockAttempt {
     }
   }
   let db: Database;
-  const made = !existsSync(path);
   try {
     db = new Database(path, { create: true, readwrite: true });
-    // Made by root (a command run with sudo), it is given to DATA_DIR's owner, whose server must lock it too.
-    if (made && process.getuid?.() === 0) {
-      const { uid, gid } = statSync(dirname(path));
-      if (uid !== 0 || gid !== 0) chownSync(path, uid, gid);
-    }
+    if (made) keepOwnerOf(dirname(path), path); // made by root: DATA_DIR's owner, whose server must lock it too
   } catch {
     if (!existsSync(path)) return { unsupported: `${path} cannot be made here` }; // a read-only DATA_DIR
     try {

@@ -1,9 +1,10 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
-import { chmodSync, chownSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
+import { keepOwnerOf } from "../lib/owner.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 import { holdsSealedData } from "./sealed.ts";
 import { lockPathOf, tryLock } from "./file-lock.ts";
@@ -177,13 +178,6 @@ function linkTarget(path: string): string | null {
   return target === path ? null : target;
 }
 
-/** The owner that files written by this process in place of `path` must keep: null unless this process is root and `path` is not root's. */
-function ownerToKeep(path: string): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null; // another user cannot give files away, and its own are the server's
-  const { uid, gid } = statSync(path);
-  return uid === 0 && gid === 0 ? null : { uid, gid };
-}
-
 /**
  * Puts `backup` in place as the database `named` (where it leads, when it is a symlink), readable by its owner only. The server must be
  * stopped: refused while another process has the database open (its pids named where /proc tells them).
@@ -238,12 +232,10 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
   const prefix = `.${basename(databasePath)}.restoring-`;
   removeLeftovers(dir, prefix); // copies of runs killed mid-way
   const partial = join(dir, `${prefix}${process.pid}`);
-  // Run by root (sudo walletgate restore), the files it writes would be root's, and the server's own user
-  // could not open the database any more: they go to whoever owns what they replace (the database, else DATA_DIR).
-  const owner = ownerToKeep(existsSync(databasePath) ? databasePath : dir);
-  const keepOwner = (file: string) => {
-    if (owner !== null) chownSync(file, owner.uid, owner.gid);
-  };
+  // Run by root (sudo walletgate restore), the files it writes go to whoever owns what they replace (the
+  // database, else DATA_DIR): the server's own user must still open the database.
+  const replaced = existsSync(databasePath) ? databasePath : dir;
+  const keepOwner = (file: string) => keepOwnerOf(replaced, file);
   try {
     copyFileSync(backup, partial);
     chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644

@@ -68,8 +68,18 @@ export type McpHttp = {
   stop(): Promise<void>;
 };
 
-function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
-  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers });
+/** A JSON-RPC error answered over HTTP: `data` for the error object, `id` when the request's is known and safe to answer. */
+function jsonRpcError(
+  status: number,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+  extra: { data?: unknown; id?: string | number | null } = {},
+): Response {
+  return Response.json(
+    { jsonrpc: "2.0", error: { code, message, ...(extra.data === undefined ? {} : { data: extra.data }) }, id: extra.id ?? null },
+    { status, headers },
+  );
 }
 
 /** The answer when MCP_MAX_SESSIONS sessions are in memory and none of them may leave it now. */
@@ -260,10 +270,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       // The catalogue's code and retryAfter (spec README) ride in the JSON-RPC error's data.
       const retryAfter = err.extra.retryAfter ?? 1;
       const id = typeof body === "object" && body !== null && "id" in body && (typeof body.id === "string" || typeof body.id === "number") ? body.id : null;
-      return Response.json(
-        { jsonrpc: "2.0", error: { code: -32000, message: err.message, data: { code: err.code, retryAfter } }, id },
-        { status: 429, headers: { "retry-after": String(retryAfter) } },
-      );
+      return jsonRpcError(429, -32000, err.message, { "retry-after": String(retryAfter) }, { data: { code: err.code, retryAfter }, id });
     }
     const id = newUuid(deps.random);
     const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;

@@ -146,7 +146,6 @@ export async function startCheckout(
   const product = await productForSale(deps, productId);
   if (limits.maxAmount !== undefined || limits.currency !== undefined) await refuseAbove(deps, product, limits);
   let checkout: store.CheckoutRow;
-  let isNew = false;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
     if (checkout.wallet !== walletAddress) throw noCheckout();
@@ -156,7 +155,6 @@ export async function startCheckout(
   } else {
     const token = await splToken(deps, product.token);
     const now = deps.clock.now();
-    isNew = true;
     checkout = {
       id: newId("chk", deps.random),
       productId: product.id,
@@ -178,7 +176,7 @@ export async function startCheckout(
   const transaction = await paymentTransaction(deps, checkout, token);
   // Saved once its transaction could be built: a chain that does not answer leaves no checkout behind for the
   // watcher to look after for 15 minutes (the buyer, told CHAIN_UNAVAILABLE, starts again).
-  if (isNew) await store.insertCheckout(deps.db, checkout);
+  if (checkoutId === undefined) await store.insertCheckout(deps.db, checkout);
   return {
     checkoutId: checkout.id,
     reference: checkout.reference,

@@ -53,39 +53,31 @@ function pageOf(hash: string): Page {
 }
 
 function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState("");
-  // One sign-in at a time: the button stays focusable while it runs (aria-disabled), so clicks are ignored here.
-  const running = useRef(false);
-  const signIn = async () => {
-    if (running.current) return;
-    running.current = true;
-    setError(null);
+  // What the wallet is being asked for now, said while the sign-in runs (one at a time: useSubmit).
+  const [step, setStep] = useState("");
+  const { busy, error, submit: signIn } = useSubmit(async () => {
     try {
-      setBusy("Connecting your wallet…");
+      setStep("Connecting your wallet…");
       const wallet = await connectWallet(chainOf("mainnet")); // signs a message only: the chain does not matter
       const challenge = await api<{ nonce: string; message: string }>(`/auth/challenge${query({ wallet: wallet.address })}`);
-      setBusy("Sign the message in your wallet…");
+      setStep("Sign the message in your wallet…");
       const signature = await wallet.signMessage(new TextEncoder().encode(challenge.message));
       const session = await api<{ sessionToken: string }>("/auth/verify", {
         body: { walletAddress: wallet.address, nonce: challenge.nonce, signature: toBase64(signature) },
       });
       await api("/dashboard/api/session", { body: { sessionToken: session.sessionToken } });
       onSignedIn();
-    } catch (err) {
-      setError(err);
     } finally {
-      running.current = false;
-      setBusy("");
+      setStep("");
     }
-  };
+  });
   return (
     <main class="shell">
       <div class="card narrow">
         <h1>walletgate dashboard</h1>
         <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
-        <button type="button" onClick={signIn} aria-disabled={busy !== "" ? "true" : undefined}>Connect wallet</button>
-        {busy && <p class="muted" role="status">{busy}</p>}
+        <button type="button" onClick={() => signIn()} aria-disabled={busy ? "true" : undefined}>Connect wallet</button>
+        {busy && step && <p class="muted" role="status">{step}</p>}
         <ErrorText error={error} />
       </div>
     </main>

@@ -101,9 +101,9 @@ export function useSubmit(action: () => Promise<void>) {
  * `describedBy`: the id of what the button acts on (its row's first cell), for buttons repeated per row.
  */
 export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string; describedBy?: string }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const running = useRef(false);
+  const { busy, error, submit } = useSubmit(async () => {
+    await props.action();
+  });
   return (
     <span>
       <button
@@ -112,20 +112,7 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
         aria-label={props.label}
         aria-describedby={props.describedBy}
         aria-disabled={busy ? "true" : undefined}
-        onClick={async () => {
-          if (running.current) return;
-          running.current = true;
-          setBusy(true);
-          setError(null);
-          try {
-            await props.action();
-          } catch (err) {
-            setError(err);
-          } finally {
-            running.current = false;
-            setBusy(false);
-          }
-        }}
+        onClick={() => submit()}
       >
         {props.children}
       </button>
