@@ -15,6 +15,7 @@ import { revokeAllSessions, signIn } from "./sign-in.ts";
 import { CHALLENGE_PURGE_MARGIN_MS, purgeAuth } from "./purge.ts";
 import * as store from "./store.ts";
 import { STEP_ROWS } from "../db/steps.ts";
+import { plansOf } from "../../test/helpers/plans.ts";
 
 const client = { ip: "192.0.2.10", userAgent: "test-agent/1" };
 type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
@@ -368,7 +369,7 @@ describe("token rows by (wallet, jti)", () => {
       expect(db.sqlite.query(`SELECT ${linkColumns} FROM fingerprint_wallet_links`).values()).toEqual(links);
       expect((await authenticateToken(deps, live.token)).jti).toBe(live.jti);
       expect(await codeOf(authenticateToken(deps, revokedOne.token))).toBe("TOKEN_REVOKED");
-      expect(db.sqlite.query("PRAGMA index_list(auth_tokens)").all()).toEqual([expect.objectContaining({ name: "auth_tokens_wallet_jti", unique: 1 })]);
+      expect(db.sqlite.query("PRAGMA index_list(auth_tokens)").all()).toEqual([expect.objectContaining({ name: "auth_tokens_by_prefixes", unique: 0 })]);
       expect(await findLinkedSession(deps, otherClient)).toEqual({ walletAddress: live.walletAddress, sessionId: live.sessionId, jti: live.jti });
       await revokeSessionToken(deps, live.token); // drops the link to it, found by (wallet, jti)
       expect(await findLinkedSession(deps, otherClient)).toBeNull();
@@ -379,21 +380,35 @@ describe("token rows by (wallet, jti)", () => {
     }
   });
 
-  test("a token is found only under its own wallet, and revoke-all finds a wallet's rows (and links) by the index, not a scan", async () => {
-    const { deps, db } = await testDeps();
-    const a = await login(deps);
+  test("a token is found only under its own wallet, and every statement by wallet goes through the prefix indexes, never a scan", async () => {
+    const { deps, db, clock } = await testDeps();
+    const wallet = newWallet();
+    const a = await login(deps, wallet);
     const b = await login(deps);
     expect(await store.findToken(deps.db, b.walletAddress, a.jti)).toBeNull();
     expect((await store.findToken(deps.db, a.walletAddress, a.jti))?.sessionId).toBe(a.sessionId);
     expect(await store.revokeToken(deps.db, b.walletAddress, a.jti, deps.clock.now())).toBe(false); // not b's token
     expect(await codeOf(authenticateToken(deps, a.token))).toBe("OK");
-    const plan = (sql: string) => (db.sqlite.query(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((r) => r.detail).join("; ");
-    expect(plan("SELECT * FROM auth_tokens WHERE wallet = 'w' AND jti = 'j'")).toContain("USING INDEX auth_tokens_wallet_jti (wallet=? AND jti=?)");
-    expect(plan("UPDATE auth_tokens SET revoked_at = 1 WHERE wallet = 'w' AND revoked_at IS NULL AND expires_at > 0")).toContain(
-      "USING INDEX auth_tokens_wallet_jti (wallet=?)",
-    );
-    // The fingerprint links of a token (revoke, refresh) and of a wallet (revoke-all) likewise.
-    expect(plan("DELETE FROM fingerprint_wallet_links WHERE wallet = 'w' AND jti = 'j'")).toContain("USING INDEX fingerprint_wallet_links_wallet_jti (wallet=? AND jti=?)");
-    expect(plan("DELETE FROM fingerprint_wallet_links WHERE wallet = 'w'")).toContain("USING INDEX fingerprint_wallet_links_wallet_jti (wallet=?)");
+
+    // The statements themselves, as each operation prepares them: lookup, refresh (its parent, its links),
+    // revoke, revoke-all, and the purge's links-without-a-live-token check.
+    const plans = [
+      ...(await plansOf(db.sqlite, () => store.findToken(deps.db, b.walletAddress, b.jti))),
+      ...(await plansOf(db.sqlite, async () => {
+        clock.advance((604800 - 60) * 1000);
+        expect((await restoreSession(deps, a.token)).refreshed).toBe(true);
+      })),
+      ...(await plansOf(db.sqlite, () => revokeSessionToken(deps, b.token))),
+      ...(await plansOf(db.sqlite, async () => {
+        const ch = await issueChallenge(deps, wallet.address, client);
+        expect((await revokeAllSessions(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, client)).revoked).toBe(2);
+      })),
+      ...(await plansOf(db.sqlite, () => purgeAuth(deps))),
+    ].filter((p) => /\b(auth_tokens|fingerprint_wallet_links)\b/.test(p.sql) && /wallet = /.test(p.sql));
+    expect(plans.length).toBeGreaterThanOrEqual(7);
+    for (const { sql, plan } of plans) {
+      expect({ sql, scans: /\bSCAN\b/.test(plan) }).toEqual({ sql, scans: false });
+      expect({ sql, indexed: /USING INDEX (auth_tokens|fingerprint_wallet_links)_by_prefixes \(<expr>=\?( AND <expr>=\?)?\)/.test(plan) }).toEqual({ sql, indexed: true });
+    }
   });
 });

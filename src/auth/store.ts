@@ -25,6 +25,16 @@ export type TokenRow = {
   issuer: string | null;
 };
 
+/**
+ * Token rows and fingerprint links are indexed by the first 8 characters of their wallet and jti (migration
+ * 32: a smaller index, so cheaper inserts). A statement finds them by those prefixes, then by the whole values:
+ * `${BY_WALLET_JTI}` takes walletJti(wallet, jti) as its parameters, `${BY_WALLET}` byWallet(wallet).
+ */
+const BY_WALLET_JTI = "substr(wallet, 1, 8) = substr(?, 1, 8) AND substr(jti, 1, 8) = substr(?, 1, 8) AND wallet = ? AND jti = ?";
+const walletJti = (wallet: string, jti: string) => [wallet, jti, wallet, jti] as const;
+const BY_WALLET = "substr(wallet, 1, 8) = substr(?, 1, 8) AND wallet = ?";
+const byWallet = (wallet: string) => [wallet, wallet] as const;
+
 export function insertChallenge(db: Db, row: Omit<ChallengeRow, "consumedAt">): Promise<void> {
   return db.write(() => {
     db.sqlite
@@ -116,7 +126,7 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): TokenInsert
     }
   } else {
     // A refresh continues the parent's session, so the parent is a token of the same wallet.
-    const parent = db.sqlite.query("SELECT revoked_at AS revokedAt FROM auth_tokens WHERE wallet = ? AND jti = ?").get(row.wallet, parentJti) as {
+    const parent = db.sqlite.query(`SELECT revoked_at AS revokedAt FROM auth_tokens WHERE ${BY_WALLET_JTI}`).get(...walletJti(row.wallet, parentJti)) as {
       revokedAt: number | null;
     } | null;
     if (parent === null || parent.revokedAt !== null) return "parent revoked";
@@ -140,8 +150,8 @@ function insertTokenRows(db: Db, { row, now, parentJti }: NewToken): TokenInsert
   }
   if (parentJti !== null) {
     db.sqlite
-      .query("UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE wallet = ? AND jti = ?")
-      .run(row.jti, now, row.wallet, parentJti);
+      .query(`UPDATE fingerprint_wallet_links SET jti = ?, updated_at = ? WHERE ${BY_WALLET_JTI}`)
+      .run(row.jti, now, ...walletJti(row.wallet, parentJti));
   }
   return "recorded";
 }
@@ -160,9 +170,9 @@ function selectToken(db: Db, wallet: string, jti: string): TokenRow | null {
       .query(
         `SELECT jti, session_id AS sessionId, wallet, issued_at AS issuedAt, expires_at AS expiresAt,
                 session_started_at AS sessionStartedAt, fingerprint, revoked_at AS revokedAt, kid, issuer
-         FROM auth_tokens WHERE wallet = ? AND jti = ?`,
+         FROM auth_tokens WHERE ${BY_WALLET_JTI}`,
       )
-      .get(wallet, jti) as TokenRow | null) ?? null
+      .get(...walletJti(wallet, jti)) as TokenRow | null) ?? null
   );
 }
 
@@ -203,9 +213,9 @@ export async function findWalletCutoff(db: Db, wallet: string): Promise<number> 
 export function revokeToken(db: Db, wallet: string, jti: string, now: number, fingerprint?: string): Promise<boolean> {
   return db.write(() => {
     const changed = db.sqlite
-      .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND jti = ? AND revoked_at IS NULL")
-      .run(now, wallet, jti);
-    db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ? AND jti = ?").run(wallet, jti);
+      .query(`UPDATE auth_tokens SET revoked_at = ? WHERE ${BY_WALLET_JTI} AND revoked_at IS NULL`)
+      .run(now, ...walletJti(wallet, jti));
+    db.sqlite.query(`DELETE FROM fingerprint_wallet_links WHERE ${BY_WALLET_JTI}`).run(...walletJti(wallet, jti));
     if (fingerprint !== undefined) db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ? AND wallet = ?").run(fingerprint, wallet);
     return changed.changes > 0;
   });
@@ -217,15 +227,15 @@ export function revokeToken(db: Db, wallet: string, jti: string, now: number, fi
  */
 function revokeWalletRows(db: Db, wallet: string, cutoff: number, now: number): number {
   const changed = db.sqlite
-    .query("UPDATE auth_tokens SET revoked_at = ? WHERE wallet = ? AND revoked_at IS NULL AND expires_at > ?")
-    .run(now, wallet, now);
+    .query(`UPDATE auth_tokens SET revoked_at = ? WHERE ${BY_WALLET} AND revoked_at IS NULL AND expires_at > ?`)
+    .run(now, ...byWallet(wallet), now);
   db.sqlite
     .query(
       `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)
        ON CONFLICT (wallet) DO UPDATE SET tokens_valid_after = MAX(tokens_valid_after, excluded.tokens_valid_after)`,
     )
     .run(wallet, cutoff);
-  db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE wallet = ?").run(wallet);
+  db.sqlite.query(`DELETE FROM fingerprint_wallet_links WHERE ${BY_WALLET}`).run(...byWallet(wallet));
   return changed.changes;
 }
 
@@ -265,7 +275,9 @@ export async function purgeExpired(db: Db, now: number, tokenHorizon: number, cu
         "fingerprint_wallet_links",
         after,
         `NOT EXISTS (SELECT 1 FROM auth_tokens t
-           WHERE t.wallet = fingerprint_wallet_links.wallet AND t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
+           WHERE substr(t.wallet, 1, 8) = substr(fingerprint_wallet_links.wallet, 1, 8)
+             AND substr(t.jti, 1, 8) = substr(fingerprint_wallet_links.jti, 1, 8)
+             AND t.wallet = fingerprint_wallet_links.wallet AND t.jti = fingerprint_wallet_links.jti AND t.expires_at > ?)`,
         now,
       ),
     stopping,

@@ -324,7 +324,8 @@ function carryRevocations(db: Database): Exclude<CarriedRevocations, { skipped: 
     sessionTokens: db.run(
       `UPDATE auth_tokens SET revoked_at = r.revoked_at
        FROM (SELECT wallet, jti, revoked_at FROM replaced.auth_tokens WHERE revoked_at IS NOT NULL) AS r
-       WHERE auth_tokens.wallet = r.wallet AND auth_tokens.jti = r.jti AND auth_tokens.revoked_at IS NULL`,
+       WHERE substr(auth_tokens.wallet, 1, 8) = substr(r.wallet, 1, 8) AND substr(auth_tokens.jti, 1, 8) = substr(r.jti, 1, 8)
+         AND auth_tokens.wallet = r.wallet AND auth_tokens.jti = r.jti AND auth_tokens.revoked_at IS NULL`,
     ).changes,
     walletCutoffs: db.run(
       `INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after)

@@ -17,8 +17,14 @@ export async function plansOf(sqlite: Database, call: () => Promise<unknown>): P
   } finally {
     delete (sqlite as { query?: unknown }).query; // the prototype's again
   }
-  return [...seen].map((sql) => ({
-    sql,
-    plan: (query.call(sqlite, `EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((row) => row.detail).join("; "),
-  }));
+  return [...seen].map((sql) => {
+    // Prepared and finalized, not cached: Bun leaves the EXPLAIN of a plain INSERT (no rows) in progress,
+    // and the connection then refuses to open the next write's savepoint.
+    const explain = sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`);
+    try {
+      return { sql, plan: (explain.all() as { detail: string }[]).map((row) => row.detail).join("; ") };
+    } finally {
+      explain.finalize();
+    }
+  });
 }
