@@ -10,7 +10,7 @@ import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { issueChallenge } from "./challenge.ts";
-import { authenticateToken, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
+import { authenticateToken, disconnectWallet, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 import { CHALLENGE_PURGE_MARGIN_MS, purgeAuth } from "./purge.ts";
 import * as store from "./store.ts";
@@ -404,11 +404,17 @@ describe("token rows by (wallet, jti)", () => {
         expect((await revokeAllSessions(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, client)).revoked).toBe(2);
       })),
       ...(await plansOf(db.sqlite, () => purgeAuth(deps))),
-    ].filter((p) => /\b(auth_tokens|fingerprint_wallet_links)\b/.test(p.sql) && /wallet = /.test(p.sql));
-    expect(plans.length).toBeGreaterThanOrEqual(7);
+      ...(await plansOf(db.sqlite, async () => {
+        const c = await login(deps); // sign-out: its token and this client's link to the wallet
+        await disconnectWallet(deps, { token: c.token, walletAddress: c.walletAddress, jti: c.jti }, client);
+      })),
+    ].filter((p) => /\b(auth_tokens|fingerprint_wallet_links)\b/.test(p.sql) && /\bWHERE\b[\s\S]*\b(wallet|jti) = /.test(p.sql));
+    expect(plans.length).toBeGreaterThanOrEqual(14);
     for (const { sql, plan } of plans) {
       expect({ sql, scans: /\bSCAN\b/.test(plan) }).toEqual({ sql, scans: false });
-      expect({ sql, indexed: /USING INDEX (auth_tokens|fingerprint_wallet_links)_by_prefixes \(<expr>=\?( AND <expr>=\?)?\)/.test(plan) }).toEqual({ sql, indexed: true });
+      // By the prefix index, or (sign-out's own link) by the link's fingerprint, its primary key.
+      const indexed = /USING INDEX (auth_tokens|fingerprint_wallet_links)_by_prefixes \(<expr>=\?( AND <expr>=\?)?\)/.test(plan) || /\(fingerprint=\?\)/.test(plan);
+      expect({ sql, indexed }).toEqual({ sql, indexed: true });
     }
   });
 });
