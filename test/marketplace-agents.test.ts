@@ -181,9 +181,16 @@ describe("agents", () => {
     const consumer = await party("searcher");
     const category = unique();
     const word = unique();
-    const register = async (name: string, extra: Json) =>
-      (await provider.ok("provider_register", { endpoint: "https://agent.example/", profile: profile({ name, categories: [category.toUpperCase()], ...extra }) })).agent
-        .agentId as string;
+    // "Oldest first" orders by creation time, then by id: each registration waits for the clock to pass the
+    // last one's millisecond, so that the order tested is the registrations' (two in one millisecond go by id).
+    let lastCreatedAt = 0;
+    const register = async (name: string, extra: Json) => {
+      while (Date.now() <= lastCreatedAt) await Bun.sleep(1);
+      const agent = (await provider.ok("provider_register", { endpoint: "https://agent.example/", profile: profile({ name, categories: [category.toUpperCase()], ...extra }) }))
+        .agent as Json;
+      lastCreatedAt = Date.parse(agent.createdAt as string);
+      return agent.agentId as string;
+    };
     const first = await register(`First ${word}`, { basePrice: "30", description: "contracts and leases" });
     const second = await register("Second", { basePrice: "5", tagline: `cheap ${word} help` });
     const third = await register("Third", { basePrice: "15", description: `${word} for contracts`, categories: [category, "Other"] });
