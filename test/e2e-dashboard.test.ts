@@ -12,6 +12,7 @@ import { verifyingReceiver } from "./helpers/receiver.ts";
 import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
+import { until } from "./helpers/until.ts";
 
 const browser: Browser | null = await launchChromium();
 const e2e = browser === null ? describe.skip : describe;
@@ -217,6 +218,17 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const log = ownerPage.getByTestId("deliveries");
     await log.getByText("payment.completed").waitFor();
     await log.getByText("feature.unlocked").waitFor();
+    // The receiver saw both before the worker recorded the second as succeeded: reload until the page has it.
+    await until(
+      async () => {
+        if ((await log.getByText("succeeded").count()) === 2) return true;
+        await ownerPage.reload();
+        await log.getByText("feature.unlocked").waitFor();
+        return undefined;
+      },
+      20_000,
+      250,
+    );
     expect(await log.getByText("succeeded").count()).toBe(2);
     for (const { id } of received) await log.getByText(id).waitFor();
     // A row opens to its attempts: what the receiver answered.

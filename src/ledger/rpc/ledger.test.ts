@@ -9,6 +9,7 @@ import { decodeBase58 } from "../../lib/encoding.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "../ledger.ts";
 import { associatedTokenAddress, parseTransaction } from "../transactions.ts";
 import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
+import { until } from "../../../test/helpers/until.ts";
 import { USDC_MINTS, createRpcLedger, rpcTokens, type RpcLedgerOptions } from "./ledger.ts";
 
 const SOL = 1_000_000_000n;
@@ -276,9 +277,10 @@ describe("transfers", () => {
     const pending = transfer(alice, addr(wallet()), "sol", SOL / 10n, undefined, { finalized: true }).finally(() => {
       settled = true;
     });
+    // Landed (however long that takes on a busy machine), only confirmed: still waiting for finality.
+    await until(async () => ((await ledger.getBalances(addr(alice))).sol === SOL - SOL / 10n - FEE ? true : undefined));
     await Bun.sleep(150);
     expect(settled).toBe(false);
-    expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL - SOL / 10n - FEE); // landed, only confirmed
     rpc.advanceSlots(FINALITY_SLOTS);
     expect((await pending).fee).toBe(FEE);
   });
