@@ -391,7 +391,7 @@ describe("token rows by (wallet, jti)", () => {
     expect(await codeOf(authenticateToken(deps, a.token))).toBe("OK");
 
     // The statements themselves, as each operation prepares them: lookup, refresh (its parent, its links),
-    // revoke, revoke-all, and the purge's links-without-a-live-token check.
+    // revoke, revoke-all, the purge's links-without-a-live-token check, and sign-out.
     const plans = [
       ...(await plansOf(db.sqlite, () => store.findToken(deps.db, b.walletAddress, b.jti))),
       ...(await plansOf(db.sqlite, async () => {
