@@ -133,7 +133,7 @@ function holdLock(databasePath: string, mode: "shared" | "serve", errors: { whil
       attempt = tryLock(path, mode);
     } catch (err) {
       // A reader who may not open the file goes without it; a directory in its place is refused all the same.
-      if (options.readOnlyUse === true && (err as { code?: string }).code === "EACCES") return null;
+      if (options.readOnlyUse === true && codeOf(err) === "EACCES") return null;
       throw err;
     }
     if ("lock" in attempt) return attempt.lock;
