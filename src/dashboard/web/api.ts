@@ -53,18 +53,16 @@ export async function api<T>(path: string, options: { method?: string; body?: un
     const message = typeof data?.error === "string" ? data.error : `The server answered ${response.status}. Try again in a moment.`;
     // details.fields says what was wrong with which field: each is added when the text does not say it already.
     const named: unknown = data?.details?.fields;
-    const fields = Array.isArray(named)
-      ? named
-          .map((d: { field?: unknown; message?: unknown }) => {
-            if (typeof d.field !== "string") return null;
-            if (typeof d.message !== "string" || d.message === "") return message.includes(d.field) ? null : d.field;
-            if (message.includes(d.message)) return null;
-            return d.message.includes(d.field) ? d.message : `${d.field} ${d.message}`;
-          })
-          .filter((f): f is string => f !== null)
-      : [];
+    const entries = (Array.isArray(named) ? named : []).filter((d): d is { field: string; message?: unknown } => typeof d?.field === "string");
+    const fields = entries
+      .map((d) => {
+        if (typeof d.message !== "string" || d.message === "") return message.includes(d.field) ? null : d.field;
+        if (message.includes(d.message)) return null;
+        return d.message.includes(d.field) ? d.message : `${d.field} ${d.message}`;
+      })
+      .filter((f): f is string => f !== null);
     const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
-    const fieldNames = Array.isArray(named) ? named.map((d: { field?: unknown }) => d.field).filter((f): f is string => typeof f === "string") : [];
+    const fieldNames = entries.map((d) => d.field);
     const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason, fieldNames);
     if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
     throw error;
