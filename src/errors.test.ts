@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AppError, ERROR_STATUS, fieldError, requirePage, type ErrorCode } from "./errors.ts";
+import { AppError, ERROR_STATUS, fieldError, requirePage, textField, type ErrorCode } from "./errors.ts";
 
 const SPEC_README = join(import.meta.dir, "../../shared/spec/README.md");
 
@@ -36,5 +36,21 @@ test("requirePage: defaults, the ranges, and a refusal that says the range (ever
   // 2^53 and 1e20 are whole numbers of 0 or more: the refusal names the largest one taken.
   for (const offset of [-1, 0.5, 2 ** 53, 1e20]) {
     expect(refusal({ offset })).toEqual({ fields: [{ field: "offset", message: "offset: must be a whole number from 0 to 9007199254740991" }] });
+  }
+});
+
+test("textField: a lone surrogate is refused (SQLite would store U+FFFD instead); a pair, as in an emoji, is text", () => {
+  expect(textField(" Caf\u00e9 \ud83d\ude00 ", "title", 10, true)).toBe("Caf\u00e9 \ud83d\ude00");
+  for (const text of ["a\ud800b", "\udc00", "end \ud83d", "\ude00\ud83d"]) {
+    let caught: unknown;
+    try {
+      textField(text, "title", 100, true);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(AppError);
+    expect((caught as AppError).code).toBe("VALIDATION_ERROR");
+    expect((caught as AppError).message).toBe("title: must be well-formed Unicode: a surrogate (\\uD800\u2013\\uDFFF) needs its pair");
+    expect((caught as AppError).extra).toEqual({ details: { fields: [{ field: "title", message: (caught as AppError).message }] } });
   }
 });

@@ -166,13 +166,16 @@ export function characters(text: string): number {
 /**
  * Free text at an edge (titles, descriptions, messages): trimmed; `required` ones not empty; at most `max`
  * characters (code points); no control characters but tab and line breaks (a NUL would cut the text
- * short in SQLite's checks and in full-text search, and no one types one).
+ * short in SQLite's checks and in full-text search, and no one types one); and well-formed Unicode: a lone
+ * surrogate (a JSON `\ud800` without its pair) has no UTF-8 form, and SQLite would store U+FFFD in its
+ * place, so what was saved would not be what was sent.
  */
 export function textField(value: string | undefined, field: string, max: number, required: boolean): string {
   const text = (value ?? "").trim();
   if (required && text.length === 0) throw invalidField(field, "required");
   if (text.length > max && characters(text) > max) throw invalidField(field, `at most ${max} characters`);
   if (CONTROL_CHARACTERS.test(text)) throw invalidField(field, "must not contain control characters (tabs and line breaks are fine)");
+  if (!text.isWellFormed()) throw invalidField(field, "must be well-formed Unicode: a surrogate (\\uD800–\\uDFFF) needs its pair");
   return text;
 }
 

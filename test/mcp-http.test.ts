@@ -159,7 +159,7 @@ describe("wallet_create, session_info, wallet_get_balance", () => {
   test("out-of-range params are VALIDATION_ERROR and create nothing", async () => {
     const mcp = await connect(ua("create-bad"));
     // A decimal string is an amount like a number (spec README "Amounts", which names airdrop amounts), held to the same bounds.
-    for (const params of [{ airdropSol: 2.5 }, { airdropSol: -1 }, { airdropUsdc: -1 }, { label: "x".repeat(65) }, { label: "a\u0000" }, { label: "\u001b[31mred" }, { airdropSol: "2.5" }, { airdropSol: "-1" }, { airdropSol: "one" }, { airdropUsdc: "1000000.01" }, { extra: true }]) {
+    for (const params of [{ airdropSol: 2.5 }, { airdropSol: -1 }, { airdropUsdc: -1 }, { label: "x".repeat(65) }, { label: "a\u0000" }, { label: "\u001b[31mred" }, { label: "lone \udc00" }, { airdropSol: "2.5" }, { airdropSol: "-1" }, { airdropSol: "one" }, { airdropUsdc: "1000000.01" }, { extra: true }]) {
       const result = await mcp.call("wallet_create", params);
       expect({ params, code: result.code }).toEqual({ params, code: "VALIDATION_ERROR" });
       expect(Array.isArray(result.details?.fields)).toBe(true);

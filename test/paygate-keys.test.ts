@@ -128,7 +128,7 @@ describe("Dashboard API: owners and products", () => {
       expect(await dash(`/products/${mine}`, o.token, { method: "PATCH", body })).toMatchObject({ status: 200, body: before });
     }
     expect((await dash(`/products/${mine}`, o.token, { method: "PATCH", body: { title: "Renamed" } })).body.updatedAt).not.toBe(before.updatedAt);
-    for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }, { label: "a\u0000b" }, { label: "a\u001bb" }]) {
+    for (const body of [{}, { label: "  " }, { label: "x".repeat(101) }, { label: "a\u0000b" }, { label: "a\u001bb" }, { label: "a\ud800b" }]) {
       expect([body, await code(dash("/keys", o.token, { body }))]).toEqual([body, [400, "VALIDATION_ERROR"]]);
     }
     for (const query of ["limit=0", "limit=1.5", "offset=-1", "status=gone"]) {
