@@ -131,6 +131,13 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Yes");
     await ownerPage.getByRole("button", { name: "Cancel" }).click();
     expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Revoke");
+    // Escape answers No as Cancel does: the question goes, the keyboard is back on Revoke, the key still works.
+    await ownerPage.keyboard.press("Enter");
+    expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Yes");
+    await ownerPage.keyboard.press("Escape");
+    await ownerPage.waitForFunction(() => (globalThis as any).document.activeElement?.textContent === "Revoke");
+    expect(await ownerPage.getByRole("button", { name: "Yes" }).count()).toBe(0);
+    expect((await publicCheck(state.key!)).status).toBe(200);
     await ownerPage.keyboard.press("Enter");
     await ownerPage.keyboard.press("Enter"); // Yes, by keyboard
     await ownerPage.getByText("revoked", { exact: true }).waitFor();

@@ -147,6 +147,8 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
       });
     };
   }, []);
+  /** The confirmed action is under way: Escape no longer takes the question back. */
+  const acting = useRef(false);
   const ask = (on: boolean) => {
     focusNext.current = on ? "question" : "button";
     setAsking(on);
@@ -159,9 +161,31 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
     );
   }
   return (
-    <span class="row" role="group" aria-label={props.question} ref={group}>
+    <span
+      class="row"
+      role="group"
+      aria-label={props.question}
+      ref={group}
+      // Escape answers No, as Cancel does (and as it closes the forms), unless Yes is already at work.
+      onKeyDown={(event) => {
+        if (event.key !== "Escape" || acting.current) return;
+        event.preventDefault();
+        ask(false);
+      }}
+    >
       <span>{props.question}</span>
-      <ActionButton class="danger" action={async () => { await props.action(); ask(false); }}>
+      <ActionButton
+        class="danger"
+        action={async () => {
+          acting.current = true;
+          try {
+            await props.action();
+          } finally {
+            acting.current = false;
+          }
+          ask(false);
+        }}
+      >
         Yes
       </ActionButton>
       <button type="button" class="secondary" onClick={() => ask(false)}>
