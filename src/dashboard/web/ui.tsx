@@ -170,6 +170,7 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
       onKeyDown={(event) => {
         if (event.key !== "Escape" || acting.current) return;
         event.preventDefault();
+        event.stopPropagation(); // the question's, not also a form's around it
         ask(false);
       }}
     >
