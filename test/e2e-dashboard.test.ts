@@ -488,6 +488,36 @@ e2e("dashboard forms under a second hand and a double click", () => {
     expect(await card.getByLabel("URL of this endpoint").getAttribute("aria-describedby")).toBe(await rotate.getAttribute("aria-describedby"));
   }, 60_000);
 
+  test("a confirmed action runs once: while Yes is at work, Cancel and Escape leave the question as it is", async () => {
+    const endpointId = (await api("/webhooks")).body.endpoints[0].endpointId as string;
+    const before = (await api(`/webhooks/${endpointId}/secret`)).body.secret as string;
+    let rotations = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/rotate-secret", async (route) => {
+      rotations++;
+      await held;
+      await route.continue();
+    });
+    const card = page.getByTestId("endpoint");
+    await card.getByRole("button", { name: "Rotate secret" }).click();
+    await page.keyboard.press("Enter"); // Yes
+    await page.waitForFunction(() => (globalThis as any).document.activeElement?.getAttribute("aria-disabled") === "true");
+    const cancel = card.getByRole("button", { name: "Cancel" });
+    expect(await cancel.getAttribute("aria-disabled")).toBe("true");
+    await cancel.click({ force: true }); // clicked all the same (Playwright would wait for an aria-disabled button)
+    await page.keyboard.press("Escape");
+    expect(await card.getByRole("button", { name: "Yes" }).count()).toBe(1); // still asking, still at work
+    expect(rotations).toBe(1);
+    release();
+    await card.getByRole("button", { name: "Rotate secret" }).waitFor();
+    await page.unroute("**/rotate-secret");
+    expect(rotations).toBe(1);
+    const after = (await api(`/webhooks/${endpointId}/secret`)).body.secret as string;
+    expect(after).not.toBe(before);
+    expect(await card.locator(".secret code").textContent()).toBe(after); // the secret shown is the one in use
+  }, 60_000);
+
   test("the overview shows the API use as it is when it is opened", async () => {
     const key = (await api("/keys", { body: { label: "use" } })).body.key as string;
     for (let i = 0; i < 3; i++) expect((await fetch(`${server.url}/public/products`, { headers: { "x-api-key": key } })).status).toBe(200);

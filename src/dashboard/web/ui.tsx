@@ -147,8 +147,13 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
       });
     };
   }, []);
-  /** The confirmed action is under way: Escape no longer takes the question back. */
+  /**
+   * The confirmed action is under way: neither Escape nor Cancel takes the question back, so the action
+   * cannot be asked for a second time while the first runs (a second Yes would be a fresh button, without
+   * the first one's guard). The ref answers at once; the state shows Cancel as unavailable.
+   */
   const acting = useRef(false);
+  const [busy, setBusy] = useState(false);
   const ask = (on: boolean) => {
     focusNext.current = on ? "question" : "button";
     setAsking(on);
@@ -179,17 +184,19 @@ export function ConfirmButton(props: { action: () => Promise<unknown>; children:
         class="danger"
         action={async () => {
           acting.current = true;
+          setBusy(true);
           try {
             await props.action();
           } finally {
             acting.current = false;
+            setBusy(false);
           }
           ask(false);
         }}
       >
         Yes
       </ActionButton>
-      <button type="button" class="secondary" onClick={() => ask(false)}>
+      <button type="button" class="secondary" aria-disabled={busy ? "true" : undefined} onClick={() => !acting.current && ask(false)}>
         Cancel
       </button>
     </span>
