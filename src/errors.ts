@@ -163,6 +163,11 @@ export function characters(text: string): number {
   return [...text].length; // a string's iterator yields code points (a lone surrogate is one)
 }
 
+/** The first `max` characters (code points) of `text`, never splitting a surrogate pair. */
+export function firstCharacters(text: string, max: number): string {
+  return text.length <= max ? text : [...text].slice(0, max).join("");
+}
+
 /**
  * Free text at an edge (titles, descriptions, messages): trimmed; `required` ones not empty; at most `max`
  * characters (code points); no control characters but tab and line breaks (a NUL would cut the text
@@ -175,8 +180,16 @@ export function textField(value: string | undefined, field: string, max: number,
   if (required && text.length === 0) throw invalidField(field, "required");
   if (text.length > max && characters(text) > max) throw invalidField(field, `at most ${max} characters`);
   if (CONTROL_CHARACTERS.test(text)) throw invalidField(field, "must not contain control characters (tabs and line breaks are fine)");
-  if (!text.isWellFormed()) throw invalidField(field, "must be well-formed Unicode: a surrogate (\\uD800–\\uDFFF) needs its pair");
+  requireWellFormed(text, field);
   return text;
+}
+
+/**
+ * VALIDATION_ERROR naming `field` unless `text` is well-formed Unicode: a lone surrogate has no UTF-8 form, so
+ * SQLite, or a transaction's memo, would carry U+FFFD in its place.
+ */
+export function requireWellFormed(text: string, field: string): void {
+  if (!text.isWellFormed()) throw invalidField(field, "must be well-formed Unicode: a surrogate (\\uD800–\\uDFFF) needs its pair");
 }
 
 /** How a list pages: the `limit` when none is asked, and the most one page may hold. */

@@ -440,6 +440,7 @@ describe("wallet_transfer, wallet_get_history, wallet_submit_transaction", () =>
       [{ to: b.address, amount: "abc", token: "sol" }, "VALIDATION_ERROR"],
       [{ to: b.address, amount: "1", token: "doge" }, "VALIDATION_ERROR"],
       [{ to: b.address, amount: "1", token: "sol", memo: "m".repeat(201) }, "VALIDATION_ERROR"],
+      [{ to: b.address, amount: "1", token: "sol", memo: "ma\ud800b" }, "VALIDATION_ERROR"], // on chain it would read "ma\ufffdb"
       [{ to: b.address, token: "sol" }, "VALIDATION_ERROR"],
       [{ to: "not-an-address", amount: "0.1", token: "sol" }, "INVALID_ADDRESS"],
       [{ to: "1111", amount: "0.1", token: "usdc" }, "INVALID_ADDRESS"],

@@ -17,7 +17,7 @@ import {
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
-import { AppError, fieldError, reasonOf } from "../errors.ts";
+import { AppError, fieldError, reasonOf, requireWellFormed } from "../errors.ts";
 import { decodeAddress, encodeBase58 } from "../lib/encoding.ts";
 import type { SignatureVerifier } from "../lib/verifier.ts";
 
@@ -140,6 +140,7 @@ export function distinctComputeUnitLimit(randomBytes: (count: number) => Uint8Ar
 }
 
 export function memoInstruction(memo: string): TransactionInstruction {
+  requireWellFormed(memo, "memo"); // else the chain would get U+FFFD in place of a lone surrogate, for good
   return new TransactionInstruction({ programId: new PublicKey(MEMO_PROGRAM), keys: [], data: Buffer.from(memo, "utf8") });
 }
 

@@ -408,6 +408,11 @@ describe("errors", () => {
     expect(await pay({ ...usdcParams(), amount: "1e-2" })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
   });
 
+  test("a memo the transaction could carry only altered (a lone surrogate has no UTF-8 form) is VALIDATION_ERROR; an emoji is fine", async () => {
+    expect(await pay({ ...usdcParams(), memo: "inv-\udc00" })).toEqual({ code: "VALIDATION_ERROR", fields: ["memo"] });
+    expect(await pay({ ...usdcParams(), memo: "inv-\ud83d\ude00" })).toEqual({ code: "OK" });
+  });
+
   test("without requirements, feePayer is required (no X402_FEE_PAYER here)", async () => {
     expect(await pay({ to: world.recipient, amount: PRICE, token: "usdc" })).toEqual({ code: "VALIDATION_ERROR", fields: ["feePayer"] });
   });

@@ -226,6 +226,12 @@ describe("searchAgents", () => {
     }
   });
 
+  test("a query is cut at 200 characters as the tool's schema counts them: an emoji is one", () => {
+    // 150 emoji (300 UTF-16 units) and a word: 155 characters, all of them searched.
+    expect(ftsQueryOf(`${"\u{1F600}".repeat(150)} zqxw`)).toBe('"zqxw"*');
+    expect(ftsQueryOf(`${"x".repeat(199)} zqxw`)).toBe(`"${"x".repeat(199)}"*`); // the word is past the 200th
+  });
+
   test("FTS syntax in a query is text, never an operator or an error", async () => {
     const { deps } = await testDeps();
     const agent = await register(deps, wallet(), { name: 'The "quoted" AND NEAR agent', description: "col:umn * ^caret" });

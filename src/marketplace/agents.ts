@@ -2,7 +2,7 @@
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
 import { headWithin } from "../lib/fit.ts";
-import { AppError, amountField, characters, invalidField, textField, requirePage } from "../errors.ts";
+import { AppError, amountField, characters, firstCharacters, invalidField, textField, requirePage } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -272,8 +272,7 @@ export async function getAgent(deps: Deps, agentId: string, viewerWallet: string
  * must match. Words without a letter or digit are dropped; null when none is left.
  */
 export function ftsQueryOf(query: string): string | null {
-  const words = query
-    .slice(0, SEARCH_QUERY.chars)
+  const words = firstCharacters(query, SEARCH_QUERY.chars) // as the tool's schema counts them: an emoji is one
     .replace(/[\u0000-\u001f\u007f]/g, " ") // a NUL inside a quoted word ends FTS5's string
     .split(/\s+/)
     .filter((w) => /[\p{L}\p{N}]/u.test(w))

@@ -2,7 +2,7 @@
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
 import { headWithin } from "../lib/fit.ts";
-import { AppError, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
+import { AppError, firstCharacters, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";
@@ -66,7 +66,7 @@ export function conversationView(row: store.ConversationRow): Conversation {
 
 /** At most MESSAGE_MAX_CHARS characters (code points), never splitting a surrogate pair. */
 export function capMessageText(text: string): string {
-  return text.length <= MESSAGE_MAX_CHARS ? text : [...text].slice(0, MESSAGE_MAX_CHARS).join("");
+  return firstCharacters(text, MESSAGE_MAX_CHARS);
 }
 
 function checkMessage(text: string, field = "message"): string {
