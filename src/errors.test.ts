@@ -6,6 +6,17 @@ import { AppError, ERROR_STATUS, fieldError, requirePage, textField, type ErrorC
 
 const SPEC_README = join(import.meta.dir, "../../shared/spec/README.md");
 
+/** What `fn` threw (an AppError, or a test failure if anything else), or null when it returned. */
+function thrownBy(fn: () => unknown): AppError | null {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof AppError) return err;
+    throw err;
+  }
+  return null;
+}
+
 test("every code of the spec's error table, and only those, with the spec's HTTP status", () => {
   const rows = [...readFileSync(SPEC_README, "utf8").matchAll(/^\| ([A-Z_]+) \| (\d{3}) \|/gm)].map((m) => [m[1]!, Number(m[2])] as const);
   expect(rows.length).toBeGreaterThan(20);
@@ -22,14 +33,7 @@ test("requirePage: defaults, the ranges, and a refusal that says the range (ever
   const range = { default: 20, max: 100 };
   expect(requirePage({}, range)).toEqual({ limit: 20, offset: 0 });
   expect(requirePage({ limit: 100, offset: Number.MAX_SAFE_INTEGER }, range)).toEqual({ limit: 100, offset: Number.MAX_SAFE_INTEGER });
-  const refusal = (page: { limit?: number; offset?: number }) => {
-    try {
-      requirePage(page, range);
-    } catch (err) {
-      return (err as AppError).extra.details;
-    }
-    return null;
-  };
+  const refusal = (page: { limit?: number; offset?: number }) => thrownBy(() => requirePage(page, range))?.extra.details ?? null;
   for (const limit of [0, 101, 1.5, -1, Number.NaN]) {
     expect(refusal({ limit })).toEqual({ fields: [{ field: "limit", message: "limit: must be a whole number from 1 to 100" }] });
   }
@@ -42,15 +46,10 @@ test("requirePage: defaults, the ranges, and a refusal that says the range (ever
 test("textField: a lone surrogate is refused (SQLite would store U+FFFD instead); a pair, as in an emoji, is text", () => {
   expect(textField(" Caf\u00e9 \ud83d\ude00 ", "title", 10, true)).toBe("Caf\u00e9 \ud83d\ude00");
   for (const text of ["a\ud800b", "\udc00", "end \ud83d", "\ude00\ud83d"]) {
-    let caught: unknown;
-    try {
-      textField(text, "title", 100, true);
-    } catch (err) {
-      caught = err;
-    }
+    const caught = thrownBy(() => textField(text, "title", 100, true));
     expect(caught).toBeInstanceOf(AppError);
-    expect((caught as AppError).code).toBe("VALIDATION_ERROR");
-    expect((caught as AppError).message).toBe("title: must be well-formed Unicode: a surrogate (\\uD800\u2013\\uDFFF) needs its pair");
-    expect((caught as AppError).extra).toEqual({ details: { fields: [{ field: "title", message: (caught as AppError).message }] } });
+    expect(caught?.code).toBe("VALIDATION_ERROR");
+    expect(caught?.message).toBe("title: must be well-formed Unicode: a surrogate (\\uD800\u2013\\uDFFF) needs its pair");
+    expect(caught?.extra).toEqual({ details: { fields: [{ field: "title", message: caught?.message }] } });
   }
 });
