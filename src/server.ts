@@ -27,7 +27,7 @@ import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
 import { purgeAuth } from "./auth/purge.ts";
-import { recordSigningKey } from "./auth/sessions.ts";
+import { recordSigner } from "./auth/sessions.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
@@ -237,8 +237,6 @@ async function serve(
       requireGenesisDecimals(config, db);
       return migrated;
     });
-    // Committed with the first batch of writes, not waited for: lost in a crash, the next start records it.
-    recordSigningKey(db, secrets.jwtSecret).catch((err) => log.warn("could not record the JWT key id", { error: errorText(err) }));
   } catch (err) {
     db.close();
     lock.release();
@@ -315,6 +313,8 @@ async function serve(
 
   const port = server.port ?? config.port;
   const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, port);
+  // Committed with the first batch of writes, not waited for: lost in a crash, the next start records it.
+  recordSigner(db, secrets.jwtSecret, baseUrl).catch((err) => log.warn("could not record the JWT key id and issuer", { error: errorText(err) }));
   // Resolved from this file, the bundle's entry directory: src/ in a checkout, the root of the
   // executable's embedded files when compiled (where the build puts the worker as a second entrypoint).
   const workerUrl = new URL("./lib/ed25519-worker.ts", import.meta.url).href;

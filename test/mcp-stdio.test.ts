@@ -212,4 +212,36 @@ describe("walletgate mcp (stdio)", () => {
       await server.dispose();
     }
   }, 60_000);
+
+  test("beside a server under another BASE_URL (its PORT not given to mcp): mcp is refused, naming the server's", async () => {
+    const dir = tempDir();
+    const server = await startTestServer({ PORT: "0" }, dir); // no BASE_URL: it comes from HOST and the port listened on
+    try {
+      const port = new URL(server.url).port;
+      // The server records its issuer with the first batch of writes after it listens.
+      let issuer: unknown = null;
+      for (let i = 0; i < 50 && issuer === null; i++) {
+        const db = openServerDatabase(dir);
+        issuer = (db.query("SELECT issuer FROM jwt_key_in_use").get() as { issuer: string | null } | null)?.issuer ?? null;
+        db.close();
+        if (issuer === null) await Bun.sleep(100);
+      }
+      expect(issuer).toBe(`http://127.0.0.1:${port}`);
+      const withoutPort = await runCli(["mcp"], { DATA_DIR: dir, HOST: "127.0.0.1" });
+      expect(withoutPort.code).toBe(1);
+      expect(withoutPort.stderr).toContain(`the server signs sessions for BASE_URL http://127.0.0.1:${port}, this command for http://127.0.0.1:3000: set BASE_URL=http://127.0.0.1:${port}`);
+      const otherBase = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
+      expect({ code: otherBase.code, said: otherBase.stderr.includes(`this command for ${BASE_URL}:`) }).toEqual({ code: 1, said: true });
+      // Given the server's (as BASE_URL, or as the same HOST and PORT) it serves, and ends at once here: its stdin is empty.
+      expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL: `http://127.0.0.1:${port}` })).code).toBe(0);
+      expect((await runCli(["mcp"], { DATA_DIR: dir, HOST: "127.0.0.1", PORT: port })).code).toBe(0);
+      // Recorded by a server of an earlier version (the key id alone): nothing to compare, as before.
+      const db = openServerDatabase(dir);
+      db.run("UPDATE jwt_key_in_use SET issuer = NULL");
+      db.close();
+      expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL })).code).toBe(0);
+    } finally {
+      await server.dispose();
+    }
+  }, 60_000);
 });

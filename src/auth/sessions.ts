@@ -258,17 +258,18 @@ export function holdsLiveSessions(db: Db, now: number): boolean {
 }
 
 /**
- * serve, at each start: the key id it signs sessions with, for `walletgate mcp` to compare its own with;
- * written only when it changed (a start writes nothing otherwise).
+ * serve, at each start: the key id it signs sessions with and the issuer its tokens name (its BASE_URL), for
+ * `walletgate mcp` to compare its own with; written only when either changed (a start writes nothing otherwise).
  */
-export async function recordSigningKey(db: Db, jwtSecret: Uint8Array): Promise<void> {
+export async function recordSigner(db: Db, jwtSecret: Uint8Array, issuer: string): Promise<void> {
   const kid = keyIdOf(jwtSecret);
-  if (store.findServersKeyId(db) !== kid) await store.recordServersKeyId(db, kid);
+  const recorded = store.findServersSigner(db);
+  if (recorded?.kid !== kid || recorded.issuer !== issuer) await store.recordServersSigner(db, { kid, issuer });
 }
 
-/** The key id a server of this version recorded it signs with; null when none has. */
-export function serversKeyId(db: Db): string | null {
-  return store.findServersKeyId(db);
+/** What a server of this version recorded it signs with; null when none has (issuer null: recorded before version 33). */
+export function serversSigner(db: Db): store.ServersSigner | null {
+  return store.findServersSigner(db);
 }
 
 /** POST /auth/revoke and wallet_disconnect: the token dies now, with any fingerprint link to it. */

@@ -176,16 +176,21 @@ function selectToken(db: Db, wallet: string, jti: string): TokenRow | null {
   );
 }
 
-/** Records `kid` as the key id the server signs sessions with (written with the first batch of writes). */
-export function recordServersKeyId(db: Db, kid: string): Promise<void> {
+/** What the server signs sessions with: its key id, and the issuer (BASE_URL) its tokens name. */
+export type ServersSigner = { kid: string; issuer: string | null };
+
+/** Records the key id and issuer the server signs sessions with (written with the first batch of writes). */
+export function recordServersSigner(db: Db, signer: { kid: string; issuer: string }): Promise<void> {
   return db.write(() => {
-    db.sqlite.query("INSERT INTO jwt_key_in_use (id, kid) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET kid = excluded.kid").run(kid);
+    db.sqlite
+      .query("INSERT INTO jwt_key_in_use (id, kid, issuer) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET kid = excluded.kid, issuer = excluded.issuer")
+      .run(signer.kid, signer.issuer);
   });
 }
 
-/** The key id the server last started signing sessions with; null before any server of this version started. */
-export function findServersKeyId(db: Db): string | null {
-  return db.read(() => (db.sqlite.query("SELECT kid FROM jwt_key_in_use WHERE id = 1").get() as { kid: string } | null)?.kid ?? null);
+/** What the server last started signing sessions with; null before any server of this version started (issuer: of version 33). */
+export function findServersSigner(db: Db): ServersSigner | null {
+  return db.read(() => (db.sqlite.query("SELECT kid, issuer FROM jwt_key_in_use WHERE id = 1").get() as ServersSigner | null) ?? null);
 }
 
 /** Whether any token recorded is still unrevoked and unexpired at `now` (stops at the first). */

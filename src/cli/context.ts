@@ -10,7 +10,7 @@ import { openDatabase } from "../db/open.ts";
 import { holdOpenLock, restoringMessage } from "../db/file-lock.ts";
 import { createFromImage } from "../db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "../db/sealed.ts";
-import { holdsLiveSessions, serversKeyId } from "../auth/sessions.ts";
+import { holdsLiveSessions, serversSigner } from "../auth/sessions.ts";
 import { keyIdOf } from "../auth/tokens.ts";
 import { systemClock } from "../lib/clock.ts";
 import { cryptoRandom } from "../lib/ids.ts";
@@ -33,6 +33,7 @@ export async function withCommandDeps<T>(
       `DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): set DATA_DIR to the directory the server uses, or start \`walletgate serve\` there first`,
     );
   }
+  const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, config.port);
   return withOpenLock(config, async () => {
     const db = inDataDir(config, () => {
       createFromImage(config.databasePath);
@@ -41,8 +42,9 @@ export async function withCommandDeps<T>(
     try {
       const secrets = inDataDir(config, () => {
         migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
-        // What a command signing sessions (mcp) must agree with: the key id the server recorded it signs with.
-        const serversKey = options.signsSessions === true ? serversKeyId(db) : null;
+        // What a command signing sessions (mcp) must agree with: the key id and issuer the server recorded it signs with.
+        const signer = options.signsSessions === true ? serversSigner(db) : null;
+        const serversKey = signer?.kid ?? null;
         const secrets = resolveSecrets(config, {
           holdsSealedData: () => holdsSealedData(config.databasePath),
           // Asked only when mcp would make a secret: a server that recorded its key signs with one not in this
@@ -58,6 +60,11 @@ export async function withCommandDeps<T>(
             `the server signs sessions with another JWT secret (key id ${serversKey}) than this command's (${config.jwtSecret !== null ? "JWT_SECRET" : `${config.dataDir}/jwt-secret`}): give it the server's JWT_SECRET, or the server's jwt-secret file; its tokens would be refused by the server, and the server's by it`,
           );
         }
+        if (signer?.issuer != null && signer.issuer !== baseUrl) {
+          throw new ConfigError(
+            `the server signs sessions for BASE_URL ${signer.issuer}, this command for ${baseUrl}: set BASE_URL=${signer.issuer} for it (when BASE_URL is unset it comes from HOST and PORT); tokens name their issuer, so its tokens would be refused by the server, and the server's by it`,
+          );
+        }
         requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
         requireGenesisDecimals(config, db);
         return secrets;
@@ -65,7 +72,7 @@ export async function withCommandDeps<T>(
       const deps = await createDeps({
         config,
         secrets,
-        baseUrl: config.baseUrl ?? defaultBaseUrl(config.host, config.port),
+        baseUrl,
         db,
         clock: systemClock,
         random: cryptoRandom,
