@@ -165,7 +165,10 @@ export function characters(text: string): number {
 
 /** The first `max` characters (code points) of `text`, never splitting a surrogate pair. */
 export function firstCharacters(text: string, max: number): string {
-  return text.length <= max ? text : [...text].slice(0, max).join("");
+  if (text.length <= max) return text;
+  let end = 0;
+  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
+  return text.slice(0, end);
 }
 
 /**

@@ -568,6 +568,11 @@ describe("the plain JSON envelope", () => {
     expect(await plain({ tool: "session_info" }, { token })).toMatchObject({ status: 200, body: { data: { restoredBy: "token", mcpSessionId: null } } });
 
     expect(await plain({ tool: "no_such_tool" })).toMatchObject({ status: 404, body: { success: false, code: "NOT_FOUND" } });
+    // The name is echoed cut to 100 characters, never inside one (a cut by UTF-16 units would split an emoji's pair).
+    const echoed = await plain({ tool: "\u{1F600}".repeat(150) });
+    expect(echoed).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(String(echoed.body.error)).toContain(`unknown tool "${"\u{1F600}".repeat(100)}"`);
+    expect(String(echoed.body.error).isWellFormed()).toBe(true);
     const bad = await plain({ tool: "wallet_get_history", params: { limit: 0 } }, { token });
     expect(bad).toMatchObject({ status: 400, body: { success: false, code: "VALIDATION_ERROR" } });
     expect(bad.body.details!.fields).toEqual([expect.objectContaining({ field: "limit" })]);

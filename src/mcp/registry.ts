@@ -3,7 +3,7 @@
 import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, type ErrorCode, type FieldProblem } from "../errors.ts";
+import { AppError, firstCharacters, type ErrorCode, type FieldProblem } from "../errors.ts";
 
 /** How a tool call's wallet was established (session_info's `restoredBy`). */
 export type CallerSource = "token" | "binding" | "fingerprint";
@@ -91,7 +91,7 @@ const FIELD_NAME_CHARS = 100;
 function validationError(error: z.ZodError): AppError {
   const fields: FieldProblem[] = error.issues
     .slice(0, NAMED_FIELDS)
-    .map((issue) => ({ field: (issue.path.join(".") || "(params)").slice(0, FIELD_NAME_CHARS), message: issue.message.slice(0, 500) }));
+    .map((issue) => ({ field: firstCharacters(issue.path.join(".") || "(params)", FIELD_NAME_CHARS), message: firstCharacters(issue.message, 500) }));
   const more = error.issues.length > NAMED_FIELDS ? `; and ${error.issues.length - NAMED_FIELDS} more` : "";
   const summary = fields.map((f) => `${f.field}: ${f.message}`).join("; ") + more;
   return new AppError("VALIDATION_ERROR", `invalid params: ${summary}`, { details: { fields } });
@@ -125,7 +125,7 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
     async call(ctx, name, params) {
       const tool = byName.get(name);
       if (tool === undefined) {
-        return failure(new AppError("NOT_FOUND", `unknown tool "${name.slice(0, FIELD_NAME_CHARS)}"; tools/list names them`));
+        return failure(new AppError("NOT_FOUND", `unknown tool "${firstCharacters(name, FIELD_NAME_CHARS)}"; tools/list names them`));
       }
       try {
         const parsed = tool.input.safeParse(params ?? {});
