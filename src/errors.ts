@@ -107,10 +107,26 @@ export function parseJsonBody(text: string): unknown {
 export async function jsonBodyParser({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> {
   const type = contentType.toLowerCase();
   if (type.startsWith("application/json")) return parseJsonBody(await request.text());
+  refuseForm(type);
+  return undefined;
+}
+
+function refuseForm(type: string): void {
   if (type.startsWith("multipart/form-data") || type.startsWith("application/x-www-form-urlencoded")) {
     throw fieldError("body", "request bodies are JSON: send content-type: application/json");
   }
-  return undefined;
+}
+
+/**
+ * A body a route read as text (`parse: "text"`), for a group whose caller is checked before any body is
+ * parsed: JSON by its content type, as jsonBodyParser would have read it; a form refused; other text left
+ * as text, which the route's schema refuses.
+ */
+export function jsonBodyOfText(contentType: string | null, text: string): unknown {
+  const type = (contentType ?? "").toLowerCase();
+  if (type.startsWith("application/json")) return parseJsonBody(text);
+  refuseForm(type);
+  return text;
 }
 
 /** A route's parser that reads the body as JSON whatever its content type says (parseJsonBody's limits included). */

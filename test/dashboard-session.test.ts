@@ -107,6 +107,36 @@ describe("the dashboard session cookie", () => {
     expect((await raw("/dashboard/api/keys", { body: { label: "y" }, headers: { authorization: `Bearer ${token}` } })).status).toBe(201);
     const none = await raw("/dashboard/api/me");
     expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
+    // Who is asking comes before what is asked: a broken body without a session is 401, with a cookie but
+    // no Origin 403, and only for the owner 400 (a form is refused as before, a body of text by the schema).
+    const broken = (headers: Record<string, string>, body = "{bad", type = "application/json") =>
+      fetch(server.url + "/dashboard/api/keys", { method: "POST", headers: { "content-type": type, ...headers }, body }).then(async (r) => [r.status, ((await r.json()) as Json).code]);
+    expect(await broken({})).toEqual([401, "UNAUTHENTICATED"]);
+    expect(await broken({ cookie })).toEqual([403, "FORBIDDEN"]);
+    expect(await broken({ cookie, origin: "http://localhost:1" })).toEqual([403, "FORBIDDEN"]);
+    expect(await broken({ cookie, origin: origin() })).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await broken({ authorization: `Bearer ${token}` })).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await broken({ authorization: "Bearer not-a-token" })).toEqual([401, "TOKEN_INVALID"]);
+    expect(await broken({ authorization: `Bearer ${token}` }, "label=x", "application/x-www-form-urlencoded")).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await broken({ authorization: `Bearer ${token}` }, '{"label":"x"}', "text/plain")).toEqual([400, "VALIDATION_ERROR"]);
+    expect(await broken({}, "label=x", "application/x-www-form-urlencoded")).toEqual([401, "UNAUTHENTICATED"]);
+  });
+
+  test("every owner route that takes a body checks the caller first (each one the OpenAPI document lists)", async () => {
+    const doc = (await (await fetch(server.url + "/openapi.json")).json()) as { paths: Record<string, Record<string, unknown>> };
+    const routes = Object.entries(doc.paths)
+      .filter(([path]) => path.startsWith("/dashboard/api/") && !path.startsWith("/dashboard/api/session"))
+      .flatMap(([path, methods]) => Object.keys(methods).filter((m) => ["post", "patch", "put", "delete"].includes(m)).map((m) => [m.toUpperCase(), path.replace(/\{[^}]+\}/g, "x")] as const));
+    expect(routes.length).toBeGreaterThanOrEqual(10);
+    const { cookie } = await cookieSession();
+    for (const [method, path] of routes) {
+      const ask = async (headers: Record<string, string>) => {
+        const r = await fetch(server.url + path, { method, headers: { "content-type": "application/json", ...headers }, body: "{bad" });
+        return { route: `${method} ${path}`, status: r.status, code: ((await r.json()) as Json).code };
+      };
+      expect(await ask({})).toEqual({ route: `${method} ${path}`, status: 401, code: "UNAUTHENTICATED" });
+      expect(await ask({ cookie })).toEqual({ route: `${method} ${path}`, status: 403, code: "FORBIDDEN" });
+    }
   });
 
   test("owner answers, which carry keys, webhook secrets and tokens, are never kept by a cache: errors neither", async () => {
@@ -144,6 +174,12 @@ describe("the dashboard session cookie", () => {
     expect(await raw("/dashboard/api/session", { method: "DELETE", headers: bearer })).toMatchObject({ status: 401, body: { code: "TOKEN_REVOKED" } });
     const forged = { authorization: "Bearer not-a-token" };
     expect(await raw("/dashboard/api/session", { method: "DELETE", headers: forged })).toMatchObject({ status: 401, body: { code: "TOKEN_INVALID" } });
+    // A Bearer token and a cookie of another session: both are revoked, and the cookie is cleared.
+    const [viaHeader, viaCookie] = [(await cookieSession()).token, await cookieSession()];
+    const both = await raw("/dashboard/api/session", { method: "DELETE", headers: { authorization: `Bearer ${viaHeader}`, cookie: viaCookie.cookie } });
+    expect([both.status, both.body, both.cookie]).toEqual([200, { signedOut: true }, "wg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"]);
+    expect((await raw("/dashboard/api/me", { headers: { cookie: viaCookie.cookie } })).body.code).toBe("TOKEN_REVOKED");
+    expect((await raw("/dashboard/api/me", { headers: { authorization: `Bearer ${viaHeader}` } })).body.code).toBe("TOKEN_REVOKED");
   });
 
   test("an expired token is TOKEN_EXPIRED for the owner's routes and for setting the cookie", async () => {

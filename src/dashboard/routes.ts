@@ -3,7 +3,7 @@
 import { Elysia, t } from "elysia";
 import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, jsonBodyParser } from "../errors.ts";
+import { AppError, jsonBodyOfText, jsonBodyParser } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
@@ -85,14 +85,12 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         // A script signing out with its Bearer token: that token is revoked (as POST /auth/revoke, errors
         // included: a token already dead is not reported signed out), and no Origin is asked for.
         const bearer = bearerToken(request.headers.get("authorization"));
-        if (bearer !== null) {
-          await revokeSessionToken(deps, bearer);
-          return { signedOut: true };
-        }
-        // Every session cookie's token (two when a neighbour planted one): ours is revoked whichever it is.
+        if (bearer !== null) await revokeSessionToken(deps, bearer);
+        // Every session cookie's token (two when a neighbour planted one): ours is revoked whichever it is. With a
+        // Bearer token beside it no Origin is asked for: no other site's page can send an Authorization header here.
         const tokens = cookieTokens(deps, request);
         if (tokens.length > 0) {
-          requireSameOrigin(deps, request);
+          if (bearer === null) requireSameOrigin(deps, request);
           for (const token of tokens) {
             // Already revoked, expired or not a token: signing out still clears the cookie.
             await revokeSessionToken(deps, token).catch((err) => {
@@ -100,11 +98,11 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
             });
           }
         }
-        set.headers["set-cookie"] = clearedSessionCookie(deps);
+        if (bearer === null || tokens.length > 0) set.headers["set-cookie"] = clearedSessionCookie(deps);
         return { signedOut: true };
       },
       {
-        detail: { summary: "Sign out: revoke the session token (Bearer, else the cookie's) and clear the cookie" },
+        detail: { summary: "Sign out: revoke the session token (Bearer, and the cookie's) and clear the cookie" },
         response: { 401: ErrorBody, 403: ErrorBody },
       },
     );
@@ -126,8 +124,13 @@ export function dashboardApiRoutes(deps: Deps) {
       .onRequest(({ set }) => {
         set.headers["cache-control"] = "no-store";
       })
-      .onTransform(async ({ request }) => {
+      // Before the body is parsed or validated (paygate's /public does the same): a request without a session,
+      // or a cookie-carried change from elsewhere, hears 401 or 403 whatever else is wrong with it. Routes with
+      // a body read it as text (`parse: "text"`, which routes.test.ts checks); it is parsed here, after.
+      .onTransform(async (context) => {
+        const { request } = context;
         owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
+        if (typeof context.body === "string") (context as { body: unknown }).body = jsonBodyOfText(request.headers.get("content-type"), context.body);
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
       .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request).walletAddress) }), {
@@ -146,7 +149,7 @@ export function dashboardApiRoutes(deps: Deps) {
         },
         {
           transform: knownFieldsOnly(PRODUCT_KEYS),
-          parse: jsonBodyParser,
+          parse: "text",
           body: Product,
           detail: { summary: "Create a product (at most 1,000 per owner: 409 past it)" },
           // 503: a payTo other than the owner's wallet is looked up on the chain (is it a wallet?).
@@ -156,13 +159,14 @@ export function dashboardApiRoutes(deps: Deps) {
       .patch("/products/:id", ({ request, params, body }) => updateProduct(deps, counted(request, "write"), params.id, body), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
         transform: knownFieldsOnly(PRODUCT_KEYS),
-        parse: jsonBodyParser,
+        parse: "text",
         body: t.Partial(Product),
         detail: { summary: "Edit a product (not its type); the fields given are applied to the product as it is when written" },
         // 409: the product kept changing under this edit (ten tries); 503: a new payTo is looked up on the chain.
         response: { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody, 503: ErrorBody },
       })
       .post("/products/:id/archive", ({ request, params }) => archiveProduct(deps, counted(request, "write"), params.id), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: t.Object({ id: t.String({ maxLength: 64 }) }),
         detail: { summary: "Archive a product: no new purchases, existing access stays" },
         response: { 404: ErrorBody, 429: ErrorBody },
@@ -178,13 +182,14 @@ export function dashboardApiRoutes(deps: Deps) {
         },
         {
           transform: knownFieldsOnly(["label"]),
-          parse: jsonBodyParser,
+          parse: "text",
           body: t.Object({ label: t.String({ maxLength: 100 }) }),
           detail: { summary: "Create an API key: the key appears only in this answer (409 past 100 unrevoked or 1,000 in all)" },
           response: { 400: ErrorBody, 409: ErrorBody },
         },
       )
       .delete("/keys/:keyId", ({ request, params }) => revokeApiKey(deps, ownerOf(request).walletAddress, params.keyId), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: t.Object({ keyId: t.String({ maxLength: 64 }) }),
         detail: { summary: "Revoke an API key: refused from the next request on" },
         response: { 404: ErrorBody },
@@ -198,7 +203,7 @@ export function dashboardApiRoutes(deps: Deps) {
         },
         {
           transform: knownFieldsOnly(["url", "events"]),
-          parse: jsonBodyParser,
+          parse: "text",
           body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
           detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later); at most 20 (409 past it)" },
           response: { 400: ErrorBody, 409: ErrorBody },
@@ -207,17 +212,19 @@ export function dashboardApiRoutes(deps: Deps) {
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {
         params: Id,
         transform: knownFieldsOnly(["url", "events", "enabled"]),
-        parse: jsonBodyParser,
+        parse: "text",
         body: t.Partial(t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }), enabled: t.Boolean() })),
         detail: { summary: "Edit an endpoint: its URL, its events, or enable it again (a 410 from it disables it)" },
         response: { 400: ErrorBody, 404: ErrorBody },
       })
       .delete("/webhooks/:id", ({ request, params }) => deleteEndpoint(deps, ownerOf(request).walletAddress, params.id), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: Id,
         detail: { summary: "Delete an endpoint: no more deliveries to it" },
         response: { 404: ErrorBody },
       })
       .post("/webhooks/:id/rotate-secret", ({ request, params }) => rotateEndpointSecret(deps, ownerOf(request).walletAddress, params.id), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: Id,
         detail: {
           summary: "A new secret; the old one keeps signing alongside it for 24 hours",
@@ -231,6 +238,7 @@ export function dashboardApiRoutes(deps: Deps) {
         response: { 404: ErrorBody },
       })
       .post("/webhooks/:id/test", ({ request, params }) => sendTestEvent(deps, counted(request, "webhook"), params.id), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: Id,
         detail: { summary: "Send a webhook.test event to this endpoint" },
         response: { 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
@@ -251,6 +259,7 @@ export function dashboardApiRoutes(deps: Deps) {
         response: { 404: ErrorBody },
       })
       .post("/deliveries/:id/resend", ({ request, params }) => resendDelivery(deps, counted(request, "webhook"), params.id), {
+        parse: "none", // no body: none is read, so the caller is checked first whatever is sent
         params: Id,
         detail: { summary: "Deliver the same event again (same webhook-id)" },
         response: { 404: ErrorBody, 409: ErrorBody, 429: ErrorBody },
@@ -262,7 +271,7 @@ export function dashboardApiRoutes(deps: Deps) {
       })
       .post("/tokens/revoke", ({ request, body, set }) => revokeAnswer(deps, ownerOf(request).walletAddress, body.accessToken, set), {
         transform: knownFieldsOnly(["accessToken"]),
-        parse: jsonBodyParser,
+        parse: "text",
         body: t.Object({ accessToken: AccessToken }), // as /public/feature/revoke: an unknown token of any length is 404
         detail: { summary: "Revoke a feature access token, permanently (as /public/feature/revoke)" },
         response: { 400: ErrorBody, 404: RevokeMissing },
