@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AppError, ERROR_STATUS, fieldError, firstCharacters, requirePage, textField, type ErrorCode } from "./errors.ts";
+import { AppError, ERROR_STATUS, fieldError, requirePage, textField, type ErrorCode } from "./errors.ts";
 
 const SPEC_README = join(import.meta.dir, "../../shared/spec/README.md");
 
@@ -52,13 +52,4 @@ test("textField: a lone surrogate is refused (SQLite would store U+FFFD instead)
     expect(caught?.message).toBe("title: must be well-formed Unicode: a surrogate (\\uD800\u2013\\uDFFF) needs its pair");
     expect(caught?.extra).toEqual({ details: { fields: [{ field: "title", message: caught?.message }] } });
   }
-});
-
-test("firstCharacters counts code points: a pair (an emoji) is one character and is never split; a lone surrogate is one", () => {
-  expect(firstCharacters("abc", 5)).toBe("abc");
-  expect(firstCharacters("abcdef", 3)).toBe("abc");
-  expect(firstCharacters("\u{1F600}".repeat(4), 3)).toBe("\u{1F600}".repeat(3));
-  expect(firstCharacters("a\u{1F600}b", 2)).toBe("a\u{1F600}");
-  expect(firstCharacters("\ud800x\u{1F600}y", 3)).toBe("\ud800x\u{1F600}");
-  expect(firstCharacters("\u{1F600}".repeat(4), 0)).toBe("");
 });

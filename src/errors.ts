@@ -1,4 +1,5 @@
 // The one error vocabulary (spec/README.md): AppError carries a catalogue code; the table maps it to HTTP.
+import { characters } from "./lib/text.ts";
 import { parseAmount } from "./lib/amounts.ts";
 import { jsonNestsDeeperThan } from "./lib/json.ts";
 
@@ -169,22 +170,6 @@ const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 /** `text` without the control characters textField refuses: for text from elsewhere, kept rather than refused. */
 export function withoutControlCharacters(text: string): string {
   return text.replace(new RegExp(CONTROL_CHARACTERS.source, "g"), "");
-}
-
-/**
- * Characters as the tools' schemas (JSON Schema's maxLength) and SQLite's length() count them: code
- * points, so an emoji is one, not the two UTF-16 units of `string.length`.
- */
-export function characters(text: string): number {
-  return [...text].length; // a string's iterator yields code points (a lone surrogate is one)
-}
-
-/** The first `max` characters (code points) of `text`, never splitting a surrogate pair. */
-export function firstCharacters(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let end = 0;
-  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
-  return text.slice(0, end);
 }
 
 /**

@@ -2,6 +2,7 @@
 // in query strings, and the owner bodies' own check for unknown fields.
 import { t } from "elysia";
 import { AppError } from "./errors.ts";
+import { firstCharacters } from "./lib/text.ts";
 
 /**
  * The error body of spec/README.md, for the OpenAPI document of every route group (errors are answered
@@ -43,7 +44,7 @@ export function knownFieldsOnly(fields: readonly string[]) {
     const unknown = Object.keys(body).filter((key) => !fields.includes(key));
     if (unknown.length > 0) {
       throw new AppError("VALIDATION_ERROR", "invalid body", {
-        details: { fields: unknown.slice(0, 10).map((key) => ({ field: key.slice(0, 100), message: `unknown field; known: ${fields.join(", ")}` })) },
+        details: { fields: unknown.slice(0, 10).map((key) => ({ field: firstCharacters(key, 100), message: `unknown field; known: ${fields.join(", ")}` })) },
       });
     }
   };

@@ -4,7 +4,8 @@ import { ComputeBudgetProgram, PublicKey, type TransactionInstruction } from "@s
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import type { Network } from "../config.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, fieldError } from "../errors.ts";
+import { amountField, AppError, fieldError } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
@@ -157,7 +158,7 @@ function readRequirements(value: unknown): Requirements {
   const version: X402Version | null = "maxAmountRequired" in raw ? 1 : "amount" in raw ? 2 : null;
   if (version === null) throw fieldError("requirements", "requirements carry neither maxAmountRequired (x402 v1) nor amount (x402 v2)");
   const scheme = requiredString(raw, "scheme");
-  if (scheme !== "exact") throw new AppError("NOT_SUPPORTED", `x402 scheme "${scheme.slice(0, 40)}" is not supported; only "exact" is`);
+  if (scheme !== "exact") throw new AppError("NOT_SUPPORTED", `x402 scheme "${firstCharacters(scheme, 40)}" is not supported; only "exact" is`);
   const amountField = version === 1 ? "maxAmountRequired" : "amount";
   const amount = baseUnitAmount(requiredString(raw, amountField), `requirements.${amountField}`);
   if (version === 2 && !(typeof raw.maxTimeoutSeconds === "number" && raw.maxTimeoutSeconds > 0)) {
@@ -188,7 +189,7 @@ function requireAddress(address: string, field: string): void {
 
 function splToken(tokens: readonly TokenInfo[], key: string): SplToken {
   const token = tokens.find((t) => t.key === key);
-  if (token === undefined) throw fieldError("token", `unknown token "${key.slice(0, 40)}"; one of ${tokens.map((t) => t.key).join(", ")}`);
+  if (token === undefined) throw fieldError("token", `unknown token "${firstCharacters(key, 40)}"; one of ${tokens.map((t) => t.key).join(", ")}`);
   // The exact scheme moves SPL tokens with TransferChecked; it has no native SOL transfer.
   if (token.kind === "native") throw new AppError("NOT_SUPPORTED", "x402 exact payments move SPL tokens; sol cannot be paid this way");
   if (token.mint === null) throw new AppError("NOT_SUPPORTED", `${token.key} has no mint on this network`);
@@ -216,7 +217,7 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     agree("x402Version", params.x402Version, req.version);
     const network = x402Network(deps.config.network, req.version);
     if (req.network !== network) {
-      throw fieldError("requirements.network", `the requirements are for network "${req.network.slice(0, 60)}"; this service pays on "${network}"`);
+      throw fieldError("requirements.network", `the requirements are for network "${firstCharacters(req.network, 60)}"; this service pays on "${network}"`);
     }
     requireAddress(req.payTo, "requirements.payTo");
     requireAddress(req.asset, "requirements.asset");

@@ -1,4 +1,5 @@
 // Amounts: decimal strings or JSON numbers at the edge ⇄ integer base units (bigint) everywhere else.
+import { firstCharacters } from "./text.ts";
 
 const MAX_BASE_UNITS = 2n ** 63n - 1n;
 /** A decimal of at most 15 significant digits survives a double exactly; more may come out rounded. */
@@ -24,7 +25,7 @@ export function parseAmount(input: unknown, decimals: number, options: { allowZe
     return { error: "amount must be a number or a decimal string" };
   }
   const match = DECIMAL.exec(text);
-  if (match === null) return { error: `amount must be a positive decimal number, got "${text.slice(0, 40)}"` };
+  if (match === null) return { error: `amount must be a positive decimal number, got "${firstCharacters(text, 40)}"` };
   const whole = match[1]!;
   const fraction = match[2] ?? "";
   if (fraction.length > decimals) return { error: `amount has more than ${decimals} decimal places` };

@@ -2,7 +2,8 @@
 // read, and search by category, price and words through the full-text index.
 import type { Deps } from "../deps.ts";
 import { headWithin } from "../lib/fit.ts";
-import { AppError, amountField, characters, firstCharacters, invalidField, textField, requirePage } from "../errors.ts";
+import { AppError, amountField, invalidField, textField, requirePage } from "../errors.ts";
+import { characters, firstCharacters } from "../lib/text.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";

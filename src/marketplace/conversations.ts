@@ -2,7 +2,8 @@
 // start, send from either side, the provider's list, reading with `since`, system messages and replies.
 import type { Deps } from "../deps.ts";
 import { headWithin } from "../lib/fit.ts";
-import { AppError, firstCharacters, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
+import { AppError, invalidField, textField, withoutControlCharacters, requirePage } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { ownedAgent } from "./agents.ts";

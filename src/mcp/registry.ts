@@ -3,7 +3,8 @@
 import { z } from "zod";
 import type { ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, firstCharacters, type ErrorCode, type FieldProblem } from "../errors.ts";
+import { AppError, type ErrorCode, type FieldProblem } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 
 /** How a tool call's wallet was established (session_info's `restoredBy`). */
 export type CallerSource = "token" | "binding" | "fingerprint";

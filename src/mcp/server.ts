@@ -8,6 +8,7 @@ import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import pkg from "../../package.json" with { type: "json" };
 import { resolveCaller } from "./caller.ts";
+import { firstCharacters } from "../lib/text.ts";
 import type { Binding, Envelope, Registry, ToolSession } from "./registry.ts";
 
 /** What a tool server needs to know about its MCP session, read at each call. */
@@ -64,7 +65,7 @@ export function createToolServer(deps: Deps, registry: Registry, state: SessionS
     // An unknown tool is a protocol error over MCP (the MCP spec's "Unknown tools"), not a tool's failure;
     // the plain envelope answers it 404 NOT_FOUND (registry.call).
     if (!registry.has(request.params.name)) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name.slice(0, 100)}; tools/list names them`);
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${firstCharacters(request.params.name, 100)}; tools/list names them`);
     }
     // Over HTTP, authInfo.extra carries the request's bearer token (null when none) and its id (http.ts).
     const http = extra.authInfo?.extra as HttpCallInfo | undefined;

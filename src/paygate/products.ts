@@ -1,7 +1,8 @@
 // Products owners sell (paygate.md "Products"): feature unlocks and access passes, priced in USDC or the
 // service token; created, edited and archived through the Dashboard API, read through /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, amountField, invalidField, textField } from "../errors.ts";
+import { amountField, AppError, invalidField, textField } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -118,10 +119,10 @@ function checkOrigins(origins: string[]): string[] {
     try {
       url = new URL(origin);
     } catch {
-      throw invalidField("redirectOrigins", `"${origin.slice(0, 100)}" is not an origin`);
+      throw invalidField("redirectOrigins", `"${firstCharacters(origin, 100)}" is not an origin`);
     }
     if ((url.protocol !== "https:" && url.protocol !== "http:") || url.origin !== origin.replace(/\/$/, "")) {
-      throw invalidField("redirectOrigins", `"${origin.slice(0, 100)}" must be scheme://host[:port] only`);
+      throw invalidField("redirectOrigins", `"${firstCharacters(origin, 100)}" must be scheme://host[:port] only`);
     }
     return url.origin;
   });

@@ -1,6 +1,7 @@
 // Owners' webhook endpoints: create, list, update, delete, and the sealed secret (reveal, rotate).
 import type { Deps } from "../deps.ts";
 import { AppError, invalidField } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
@@ -69,7 +70,7 @@ export function checkEndpointUrl(deps: Deps, raw: string, field = "url"): string
 export function checkEventTypes(events: readonly string[]): WebhookEventType[] {
   if (events.length === 0) throw invalidField("events", "name at least one event type");
   const unknown = events.filter((e) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(e));
-  if (unknown.length > 0) throw invalidField("events", `unknown event type ${JSON.stringify(unknown[0]!.slice(0, 60))}; one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+  if (unknown.length > 0) throw invalidField("events", `unknown event type ${JSON.stringify(firstCharacters(unknown[0]!, 60))}; one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
   return WEBHOOK_EVENT_TYPES.filter((t) => events.includes(t));
 }
 
