@@ -11,6 +11,7 @@ import type { Logger } from "../log.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 import { readMeta } from "./embedded/store.ts";
+import type { TokenAccountInfo } from "./transactions.ts";
 
 export type LedgerDeps = Readonly<{ config: Config; db: Db; clock: Clock; random: Random; verifier: SignatureVerifier; log?: Logger }>;
 
@@ -46,13 +47,33 @@ async function loadLedger(deps: LedgerDeps): Promise<Ledger> {
 const PING_TIMEOUT_MS = 2_000;
 const PING_CACHE_MS = 1_000;
 
-/** `promise`, or false once `ms` have passed. */
-function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
+/** `promise`, or `fallback` once `ms` have passed. */
+function withTimeout<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
+  const timeout = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** How long a landed transaction's reading may add to its submission, for the audit row (below). */
+const AUDIT_READ_TIMEOUT_MS = 2_000;
+
+/** What the audit log is told of a transaction's accounts beyond the transaction itself. */
+type AuditReading = Readonly<{
+  /** The service's token key of a mint ("usdc"), when it is one of the ledger's tokens. */
+  mintKey: (mint: string) => string | null;
+  /** Token accounts whose owner and mint the caller knows (an x402 payment's two). */
+  tokenAccount?: (address: string) => TokenAccountInfo | null;
+}>;
+
+async function auditReading(ledger: Pick<Ledger, "tokens">, tokenAccount?: AuditReading["tokenAccount"]): Promise<AuditReading> {
+  const tokens = await ledger.tokens();
+  return { mintKey: (mint) => tokens.find((t) => t.mint === mint)?.key ?? null, ...(tokenAccount === undefined ? {} : { tokenAccount }) };
+}
+
+function transfersJson(transfers: readonly unknown[]): string {
+  return JSON.stringify(transfers, (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
 }
 
 /**
@@ -63,12 +84,22 @@ function withTimeout(promise: Promise<boolean>, ms: number): Promise<boolean> {
  * the ledger's answer (the money moved, or did not, all the same): the row then stays `unknown`.
  */
 async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array, options: SubmitOptions | undefined): Promise<SubmitResult> {
-  const { id, parsed } = await insertUnknownAudit(deps, wire); // throws for what is not a transaction: nothing sent, nothing to log
-  const settle = (outcome: store.AuditRow["outcome"], errorCode: string | null) =>
-    store.setAuditOutcome(deps.db, id, outcome, errorCode).catch((err: unknown) => {
+  // Throws for what is not a transaction: nothing sent, nothing to log.
+  const { id, parsed } = await insertUnknownAudit(deps, wire, await auditReading(ledger));
+  const settle = async (outcome: store.AuditRow["outcome"], errorCode: string | null) => {
+    // Landed (confirmed, or failed with its fee): the chain's reading of what moved replaces what the
+    // transaction alone told before it was sent: every token transfer, between wallets (the node's token
+    // balances name each account's owner and mint), as the ledger's history reads it. Not read in time (or
+    // not yet served by the node): the row keeps the transaction's own reading.
+    const landed =
+      outcome === "confirmed" || outcome === "failed"
+        ? await withTimeout(ledger.getTransaction(parsed.signature, options?.finalized === true ? { finalized: true } : {}), AUDIT_READ_TIMEOUT_MS, null).catch(() => null)
+        : null;
+    await store.setAuditOutcome(deps.db, id, outcome, errorCode, landed === null ? null : transfersJson(landed.transfers)).catch((err: unknown) => {
       // The row stays `unknown` (see above); the operator hears which one and what it should say.
       deps.log?.error("ledger audit outcome not recorded", { auditId: id, signature: parsed.signature, outcome, error: errorText(err) });
     });
+  };
   try {
     const result = await ledger.submit(wire, options);
     await settle("confirmed", null);
@@ -85,15 +116,12 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
  * An audit row for `wire` with the outcome `unknown`: its id, and the transaction parsed. `signed`: the row
  * names the first signature present instead of the transaction's own (its fee payer's, not there yet).
  */
-async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array, signed = false) {
+async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array, reading: AuditReading, signed = false) {
   const { parseTransaction, transfersOf } = await import("./transactions.ts");
   const parsed = parseTransaction(wire);
   const present = parsed.signatures.find((s) => s.some((b) => b !== 0));
   const signature = signed && present !== undefined ? encodeBase58(present) : parsed.signature;
-  const transfers = JSON.stringify(
-    transfersOf(parsed, () => null, () => null),
-    (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v),
-  );
+  const transfers = transfersJson(transfersOf(parsed, reading.tokenAccount ?? (() => null), reading.mintKey, { keepUnresolved: true }));
   const id = await store.insertAudit(deps.db, {
     at: deps.clock.now(),
     network: deps.config.network,
@@ -112,8 +140,13 @@ async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "cloc
  * facilitator's), before it is handed out; if the row cannot be written, it is not handed out. The row names
  * the payer's signature: the transaction's own id is the fee payer's, which the facilitator adds.
  */
-export async function auditHandedOut(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array): Promise<void> {
-  if (deps.config.network === "mainnet") await insertUnknownAudit(deps, wire, true);
+export async function auditHandedOut(
+  deps: Pick<LedgerDeps, "config" | "db" | "clock"> & { ledger: Pick<Ledger, "tokens"> },
+  wire: Uint8Array,
+  /** The payment's token accounts, whose owners the row names instead of the accounts. */
+  tokenAccount: (address: string) => TokenAccountInfo | null,
+): Promise<void> {
+  if (deps.config.network === "mainnet") await insertUnknownAudit(deps, wire, await auditReading(deps.ledger, tokenAccount), true);
 }
 
 /** The ledger of `deps.config.network`, created (genesis included, on localnet) when first called. */
@@ -168,7 +201,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
       if (lastPing === null || now - lastPing.at >= PING_CACHE_MS) {
         const answer = (async () => {
           try {
-            return await withTimeout((async () => (await ledger()).ping())(), PING_TIMEOUT_MS);
+            return await withTimeout((async () => (await ledger()).ping())(), PING_TIMEOUT_MS, false);
           } catch {
             return false;
           }

@@ -25,10 +25,10 @@ export function insertAudit(db: Db, row: AuditRow): Promise<number> {
   });
 }
 
-/** The outcome of a submission recorded as `unknown` before it was sent. */
-export function setAuditOutcome(db: Db, id: number, outcome: AuditRow["outcome"], errorCode: string | null): Promise<void> {
+/** The outcome of a submission recorded as `unknown` before it was sent; `transfers`, when given, as the landed transaction reads. */
+export function setAuditOutcome(db: Db, id: number, outcome: AuditRow["outcome"], errorCode: string | null, transfers: string | null = null): Promise<void> {
   return db.write(() => {
-    db.sqlite.query("UPDATE ledger_audit SET outcome = ?, error_code = ? WHERE id = ?").run(outcome, errorCode, id);
+    db.sqlite.query("UPDATE ledger_audit SET outcome = ?, error_code = ?, transfers = COALESCE(?, transfers) WHERE id = ?").run(outcome, errorCode, transfers, id);
   });
 }
 

@@ -472,11 +472,15 @@ export type TokenAccountInfo = Readonly<{ mint: string; owner: string; decimals?
 /**
  * The value movements of a transaction between wallets. `tokenAccount` says who owns a token account
  * (each ledger answers from its own state); `mintKey` names a mint's token key when the service knows it.
+ * `keepUnresolved`: a token transfer whose mint nothing tells (a plain Transfer between accounts the ledger
+ * does not know) is kept as token "unknown", between the token accounts it names, rather than left out: what
+ * the audit log records of a transaction before it is sent.
  */
 export function transfersOf(
   tx: ParsedTransaction,
   tokenAccount: (address: string) => TokenAccountInfo | null,
   mintKey: (mint: string) => string | null,
+  options: { keepUnresolved?: boolean } = {},
 ): { token: string; mint: string | null; from: string; to: string; amount: bigint; decimals?: number }[] {
   const key = (i: number) => tx.accountKeys[i]!;
   // A token account this very transaction creates has its owner in the create instruction.
@@ -499,7 +503,7 @@ export function transfersOf(
       // Neither account a token account and no decimals named (a plain Transfer that can only have failed):
       // it moved nothing of any known token, and is not shown as a transfer (anyone could put it in a
       // wallet's history for one fee, with no amount a client could read).
-      if (mint === null && decimals === undefined) continue;
+      if (mint === null && decimals === undefined && options.keepUnresolved !== true) continue;
       out.push({
         token: (mint === null ? null : mintKey(mint)) ?? mint ?? "unknown",
         mint,

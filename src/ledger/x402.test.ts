@@ -174,7 +174,9 @@ test("on mainnet every payment handed out is in the audit table (as unknown: the
   const custodial = headerOf(await createPayment(onMainnet, world.payer, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));
   const [row] = await listAudit(world.deps.db, signatureOf(custodial));
   expect(row).toMatchObject({ network: "mainnet", outcome: "unknown", errorCode: null, feePayer: custodial.feePayer });
-  expect(JSON.parse(row!.transfers)).toMatchObject([{ from: world.payer, amount: PRICE.toString() }]);
+  // Between the two wallets (the payment's token accounts are known), of the token the service names.
+  const usdc = (await world.deps.ledger.tokens()).find((t) => t.key === "usdc")!;
+  expect(JSON.parse(row!.transfers)).toEqual([{ token: "usdc", mint: usdc.mint, from: world.payer, to: world.recipient, amount: PRICE.toString(), decimals: usdc.decimals }]);
   // ...and a connected wallet's, signed by its owner and passed on as the header.
   const userAddress = world.user.publicKey.toBase58();
   const unsigned = unsignedOf(await createPayment(onMainnet, userAddress, { to: world.recipient, amount: PRICE, token: "usdc", feePayer }));

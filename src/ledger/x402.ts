@@ -12,7 +12,7 @@ import { signerFor } from "../wallets/signer.ts";
 import { auditHandedOut } from "./create.ts";
 import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
 import { requireWalletRecipient } from "./recipients.ts";
-import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction } from "./transactions.ts";
+import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction, type TokenAccountInfo } from "./transactions.ts";
 
 export type X402Version = 1 | 2;
 export type X402Header = "X-PAYMENT" | "PAYMENT-SIGNATURE";
@@ -305,6 +305,13 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
 }
 
 /** Exactly the x402 exact-scheme layout: compute limit, compute price, TransferChecked, Memo. */
+/** The payment's two token accounts (the payer's and the recipient's), by address: their owners and mint. */
+function paymentAccounts(payment: Payment): (address: string) => TokenAccountInfo | null {
+  const { mint, decimals } = payment.token;
+  const accounts = new Map([payment.payer, payment.to].map((owner) => [associatedTokenAddress(owner, mint), { mint, owner, decimals }]));
+  return (address) => accounts.get(address) ?? null;
+}
+
 function paymentInstructions(payment: Payment, memo: string): TransactionInstruction[] {
   const mint = new PublicKey(payment.token.mint);
   return [
@@ -432,7 +439,7 @@ export async function createPayment(deps: Deps, payer: string, params: PaymentPa
   const payment = await resolvePayment(deps, payer, params);
   if (params.signedTransaction !== undefined) {
     const { wire, memo } = await checkSignedPayment(deps, payment, params.signedTransaction);
-    await auditHandedOut(deps, wire);
+    await auditHandedOut(deps, wire, paymentAccounts(payment));
     return headerResult(deps, payment, wire, memo);
   }
   const memo = payment.memo ?? bytesToHex(deps.random(RANDOM_MEMO_BYTES));
@@ -440,6 +447,6 @@ export async function createPayment(deps: Deps, payer: string, params: PaymentPa
   const unsigned = compileTransaction(paymentInstructions(payment, memo), payment.feePayer, blockhash, 0);
   if (signer.kind === "connected") return { unsignedTransaction: encodeBase64(unsigned), ...summary(deps, payment, memo) };
   const signed = await signer.sign(unsigned);
-  await auditHandedOut(deps, signed);
+  await auditHandedOut(deps, signed, paymentAccounts(payment));
   return headerResult(deps, payment, signed, memo);
 }
