@@ -6,6 +6,7 @@ import { testDeps } from "./helpers/deps.ts";
 import { plansOf } from "./helpers/plans.ts";
 import * as paygate from "../src/paygate/store.ts";
 import * as market from "../src/marketplace/store.ts";
+import * as webhooks from "../src/webhooks/store.ts";
 
 const scans = (plan: string, table: string) => new RegExp(`\\bSCAN ${table}\\b`).test(plan);
 
@@ -82,4 +83,16 @@ test("the owner's conversations are paged before each one's count and last messa
   // The page is a co-routine of its own; the correlated subqueries run over its rows only.
   expect(page.plan).toContain("CO-ROUTINE page");
   expect(page.plan.indexOf("CORRELATED SCALAR SUBQUERY")).toBeGreaterThan(page.plan.indexOf("SCAN page"));
+});
+
+test("the webhook claim reads each endpoint's due rows in sending order (due time, then as written) from its index, unsorted", async () => {
+  const { deps } = await testDeps();
+  const now = deps.clock.now();
+  const plans = await plansOf(deps.db.sqlite, () =>
+    webhooks.claimDueDeliveries(deps.db, { now, leaseUntil: now + 1, token: "t", limit: 16, kinds: ["owner_endpoint", "agent"], perEndpoint: 1, busy: [] }),
+  );
+  const claim = plans.find((p) => p.sql.includes("WITH RECURSIVE"))!.plan;
+  // The per-endpoint look-up, up to the event join after it: an index range, no sort of the endpoint's backlog.
+  const perEndpoint = /CORRELATED LIST SUBQUERY \d+; (.*?); SEARCH e /.exec(claim)?.[1];
+  expect(perEndpoint).toBe("SEARCH x USING INDEX webhook_deliveries_pending (endpoint_kind=? AND endpoint_id=? AND next_attempt_at<?)");
 });

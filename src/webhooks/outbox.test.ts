@@ -716,6 +716,23 @@ describe("the claim order", () => {
     expect((await claim(deps, clock, 16, { perEndpoint: 1 })).map((d) => d.endpointId)).toEqual([x]);
   });
 
+  test("deliveries due at the same millisecond go in the order they were written, not of their random ids", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const [x] = (await backlog(deps, clock, owner, 1, 0)) as [string];
+    // Two events of one write (as a purchase's payment.completed and feature.unlocked), the later one's id first.
+    await db.write(() => {
+      for (const [event, delivery] of [["evt_b", "whd_z"], ["evt_a", "whd_a"]] as const) {
+        store.insertEventInWrite(db, { id: event, targetKind: "owner", targetId: owner, type: "payment.completed", payload: "{}", createdAt: clock.now() });
+        store.insertDeliveryInWrite(db, { id: delivery, eventId: event, endpointKind: "owner_endpoint", endpointId: x, now: clock.now() });
+      }
+    });
+    expect((await claim(deps, clock, 16, { perEndpoint: 1 })).map((d) => d.id)).toEqual(["whd_z"]);
+    expect((await claim(deps, clock, 16, { perEndpoint: 1 })).map((d) => d.id)).toEqual(["whd_a"]); // the next, once the first is leased
+    db.sqlite.query("UPDATE webhook_deliveries SET claimed_until = NULL").run();
+    expect((await claim(deps, clock, 16, { perEndpoint: 2 })).map((d) => d.id)).toEqual(["whd_z", "whd_a"]);
+  });
+
   test("without per-owner bounds (runOnce), endpoints take turns: every endpoint's first before any second", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

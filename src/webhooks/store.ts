@@ -382,20 +382,20 @@ export function claimDueDeliveries(
              WHERE endpointId IS NOT NULL AND kind || ' ' || endpointId NOT IN (SELECT value FROM json_each(?))),
            -- each endpoint's first due rows not under a lease, in the order it receives them
            candidates AS (
-             SELECT d.id, d.next_attempt_at AS due, COALESCE(e.agent_owner, e.target_id) AS owner,
-               ROW_NUMBER() OVER (PARTITION BY d.endpoint_kind, d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS nth
+             SELECT d.id, d.rowid AS seq, d.next_attempt_at AS due, COALESCE(e.agent_owner, e.target_id) AS owner,
+               ROW_NUMBER() OVER (PARTITION BY d.endpoint_kind, d.endpoint_id ORDER BY d.next_attempt_at, d.rowid) AS nth
              FROM heads
              CROSS JOIN webhook_deliveries d ON d.rowid IN (
                SELECT x.rowid FROM webhook_deliveries x INDEXED BY webhook_deliveries_pending
                WHERE x.endpoint_kind = heads.kind AND x.endpoint_id = heads.endpointId AND x.status = 'pending'
                  AND x.next_attempt_at <= ? AND (x.claimed_until IS NULL OR x.claimed_until <= ?)
-               ORDER BY x.next_attempt_at, x.id LIMIT ?)
+               ORDER BY x.next_attempt_at, x.rowid LIMIT ?)
              CROSS JOIN outbox_events e ON e.id = d.event_id),
            turns AS (
-             SELECT c.id, c.due, c.nth, COALESCE(load.value, 0) + ROW_NUMBER() OVER (PARTITION BY c.owner ORDER BY c.nth, c.due, c.id) AS turn
+             SELECT c.id, c.seq, c.due, c.nth, COALESCE(load.value, 0) + ROW_NUMBER() OVER (PARTITION BY c.owner ORDER BY c.nth, c.due, c.seq) AS turn
              FROM candidates c LEFT JOIN json_each(?) load ON load.key = c.owner)
          UPDATE webhook_deliveries SET claimed_until = ?, claim_token = ?
-         WHERE id IN (SELECT id FROM turns WHERE turn <= ? ORDER BY turn, nth, due, id LIMIT ?)
+         WHERE id IN (SELECT id FROM turns WHERE turn <= ? ORDER BY turn, nth, due, seq LIMIT ?)
          RETURNING id`,
       )
       .all(
@@ -416,7 +416,7 @@ export function claimDueDeliveries(
         `SELECT d.id, d.event_id AS eventId, e.type, e.payload, d.endpoint_kind AS endpointKind, d.endpoint_id AS endpointId, d.attempts,
            COALESCE(e.agent_owner, e.target_id) AS owner
          FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
-         WHERE d.id IN (${claimed.map(() => "?").join(", ")}) ORDER BY d.next_attempt_at, d.id`,
+         WHERE d.id IN (${claimed.map(() => "?").join(", ")}) ORDER BY d.next_attempt_at, d.rowid`,
       )
       .all(...claimed.map((c) => c.id)) as ClaimedDelivery[];
   });
