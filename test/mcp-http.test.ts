@@ -573,6 +573,9 @@ describe("the plain JSON envelope", () => {
     expect(echoed).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
     expect(String(echoed.body.error)).toContain(`unknown tool "${"\u{1F600}".repeat(100)}"`);
     expect(String(echoed.body.error).isWellFormed()).toBe(true);
+    // Who is asking comes first: without a wallet, or with a dead token, a wrong parameter is not what is answered.
+    expect(await plain({ tool: "wallet_get_balance", params: { x: 1 } }, { token: "not-a-token" })).toMatchObject({ status: 401, body: { code: "TOKEN_INVALID" } });
+    expect(await plain({ tool: "wallet_transfer", params: {} })).toMatchObject({ status: 401, body: { code: "UNAUTHENTICATED" } });
     const bad = await plain({ tool: "wallet_get_history", params: { limit: 0 } }, { token });
     expect(bad).toMatchObject({ status: 400, body: { success: false, code: "VALIDATION_ERROR" } });
     expect(bad.body.details!.fields).toEqual([expect.objectContaining({ field: "limit" })]);

@@ -102,7 +102,7 @@ export type Registry = Readonly<{
   tools: readonly Tool[];
   /** Whether a tool of this name exists. */
   has(name: string): boolean;
-  /** Validates the params, checks for a wallet where needed, runs the tool; every outcome is an envelope. */
+  /** Checks for a wallet where needed, validates the params, runs the tool; every outcome is an envelope. */
   call(ctx: ToolContext, name: string, params: unknown): Promise<Envelope>;
   /** tools/list entries: name, description and JSON Schema of the input. */
   listing: readonly { name: string; description: string; inputSchema: Record<string, unknown> }[];
@@ -129,9 +129,11 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
         return failure(new AppError("NOT_FOUND", `unknown tool "${firstCharacters(name, FIELD_NAME_CHARS)}"; tools/list names them`));
       }
       try {
+        // Who is calling before what is asked (as the HTTP routes do): a call without a wallet, or with a token
+        // that failed, hears that (the plain envelope's 401) rather than of a parameter it would fix in vain.
+        if (tool.needsWallet) requireWallet(ctx.caller);
         const parsed = tool.input.safeParse(params ?? {});
         if (!parsed.success) throw validationError(parsed.error);
-        if (tool.needsWallet) requireWallet(ctx.caller);
         return { success: true, data: await tool.run(ctx, parsed.data) };
       } catch (err) {
         if (err instanceof AppError) {

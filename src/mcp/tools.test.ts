@@ -18,21 +18,22 @@ test("every tool but the five that make or describe a session answers UNAUTHENTI
   for (const tool of registry.tools) {
     if (OPEN_TOOLS.includes(tool.name)) {
       expect({ name: tool.name, needsWallet: tool.needsWallet }).toEqual({ name: tool.name, needsWallet: false });
-    } else if (tool.input.safeParse({}).success) {
-      // Called with no parameters: the missing wallet is what is answered (wallet_disconnect checks it itself,
-      // as it also signs out of a binding whose token died).
+    } else if (tool.needsWallet) {
+      // The missing wallet is what is answered, before the parameters are looked at (none are sent here).
       expect({ name: tool.name, answer: await registry.call(ctx, tool.name, {}) }).toMatchObject({ name: tool.name, answer: { success: false, code: "UNAUTHENTICATED" } });
       called++;
     } else {
-      // Parameters are checked first; the registry then refuses the call for want of a wallet.
-      expect({ name: tool.name, needsWallet: tool.needsWallet }).toEqual({ name: tool.name, needsWallet: true });
+      // wallet_disconnect checks for the wallet itself, as it also signs out of a binding whose token died.
+      expect({ name: tool.name, answer: await registry.call(ctx, tool.name, {}) }).toMatchObject({ name: "wallet_disconnect", answer: { success: false, code: "UNAUTHENTICATED" } });
     }
   }
-  expect(called).toBeGreaterThan(3);
+  expect(called).toBeGreaterThan(20);
   // A token that failed is reported instead (its own code), by every tool that needs a wallet.
   const { AppError } = await import("../errors.ts");
   const expired = { ...ctx, caller: { kind: "anonymous" as const, tokenError: new AppError("TOKEN_EXPIRED", "expired") } };
   expect(await registry.call(expired, "wallet_get_balance", {})).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+  expect(await registry.call(expired, "wallet_get_balance", { extra: 1 })).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+  expect(await registry.call(expired, "wallet_transfer", {})).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
 });
 
 test("a refusal of what the caller sent stays small: at most 10 fields named, names and messages cut, the tool name too", async () => {
@@ -43,9 +44,10 @@ test("a refusal of what the caller sent stays small: at most 10 fields named, na
   const unknownParams = await registry.call(ctx, "session_info", params);
   expect(unknownParams).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
   expect(JSON.stringify(unknownParams).length).toBeLessThan(2_000);
-  // Many wrong values: ten named, the rest counted.
+  // Many wrong values: ten named, the rest counted (from a caller with a wallet, whose parameters are then judged).
   const services = Array.from({ length: 20 }, () => ({ title: 5, price: "1", deliveryTime: 1 }));
-  const wrong = (await registry.call(ctx, "provider_register", { endpoint: "https://agent.example/", profile: { name: "A", basePrice: "1" }, services })) as {
+  const caller = { kind: "wallet" as const, walletAddress: "11111111111111111111111111111111", sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 0, source: "binding" as const };
+  const wrong = (await registry.call({ ...ctx, caller }, "provider_register", { endpoint: "https://agent.example/", profile: { name: "A", basePrice: "1" }, services })) as {
     error: string;
     details: { fields: unknown[] };
   };
