@@ -280,6 +280,7 @@ describe("orders", () => {
     await field(provider, "provider_create_order", { ...order, price: "0" }, "price");
     await field(provider, "provider_create_order", { ...order, price: "1.0000001" }, "price");
     await field(provider, "provider_create_order", { ...order, deliveryTime: 0 }, "deliveryTime");
+    await field(provider, "provider_create_order", { ...order, deliveryTime: 525_601 }, "deliveryTime");
     await field(provider, "provider_create_order", { ...order, serviceId: "svc_nothing" }, "serviceId");
     await field(provider, "provider_create_order", { ...order, description: " " }, "description");
     const orderId = await propose(c.conversationId, "1");

@@ -94,6 +94,9 @@ describe("tools/list", () => {
     expect(shape("wallet_get_history")).toEqual({ params: ["before", "limit"], required: [] });
     expect(shape("wallet_submit_transaction")).toEqual({ params: ["transaction"], required: ["transaction"] });
     expect(byName.get("wallet_get_history")!.inputSchema.properties!.limit).toMatchObject({ minimum: 1, maximum: 100 });
+    // What a tool refuses, its schema says: an order's delivery time as an agent's service's.
+    expect(byName.get("provider_create_order")!.inputSchema.properties!.deliveryTime).toMatchObject({ type: "integer", minimum: 1, maximum: 525_600 });
+    expect(byName.get("provider_register")!.inputSchema.properties!.services).toMatchObject({ items: { properties: { deliveryTime: { minimum: 1, maximum: 525_600 } } } });
     // The service token is named by this server's symbol where a tool mentions it (SERVICE_TOKEN_SYMBOL, "wgt" by default).
     expect((byName.get("wallet_transfer")!.inputSchema.properties!.token as { description?: string }).description).toBe(`sol, usdc or the service token's symbol ("wgt")`);
     expect((byName.get("payment_create")!.inputSchema.properties!.token as { description?: string }).description).toContain(`the service token's symbol ("wgt")`);

@@ -13,13 +13,14 @@ import { parseTransaction } from "../../ledger/transactions.ts";
 import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
-import { usdcToken } from "../agents.ts";
+import { AGENT_LIMITS, usdcToken } from "../agents.ts";
 import type { AgentEventType } from "../events.ts";
 import * as store from "./store.ts";
 
 export const PROPOSAL_TTL_MS = DAY_MS;
 export const AUTO_RELEASE_MS = 3 * DAY_MS;
-const MAX_DELIVERY_MIN = 365 * 24 * 60;
+/** An order's delivery time, as an agent's service's: at most a year of minutes. */
+export const MAX_DELIVERY_MIN = AGENT_LIMITS.deliveryTime;
 /**
  * How long after an offer to a connected consumer (an unsigned escrow transfer) its transaction may still
  * land, finalized on mainnet: its blockhash lives ~150 blocks (60–90 s), with room to spare. A proposal with

@@ -12,6 +12,7 @@ import {
   deliverOrder,
   disputeOrder,
   listOrders,
+  MAX_DELIVERY_MIN,
   withdrawOrder,
 } from "./orders.ts";
 
@@ -37,7 +38,7 @@ export const providerCreateOrder = defineTool({
     serviceId: z.string().max(64).optional().describe("one of your agent's services, if the order is for one"),
     description: z.string().max(4000).describe("what you will deliver, up to 4,000 characters"),
     price: Price,
-    deliveryTime: z.number().int().describe("minutes from payment to the delivery deadline"),
+    deliveryTime: z.number().int().min(1).max(MAX_DELIVERY_MIN).describe("whole minutes from payment to the delivery deadline, 1 to 525,600 (a year)"),
   },
   needsWallet: true,
   run: async (ctx, input) => {
