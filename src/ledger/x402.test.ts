@@ -500,6 +500,10 @@ describe("errors", () => {
     const flipped = VersionedTransaction.deserialize(good.serialize());
     flipped.signatures[1]![0]! ^= 1;
     expect(await pay({ ...params, signedTransaction: b64(flipped.serialize()) }, user)).toEqual({ code: "INVALID_SIGNATURE" });
+    // Something in the fee payer's slot (the facilitator's to sign): refused, not passed on.
+    const filled = VersionedTransaction.deserialize(good.serialize());
+    filled.signatures[0] = new Uint8Array(64).fill(7);
+    expect(await pay({ ...params, signedTransaction: b64(filled.serialize()) }, user)).toEqual({ code: "VALIDATION_ERROR", fields: ["signedTransaction"], reason: "fee_payer_signature" });
     const unsigned = unsignedOf(await createPayment(world.deps, user, params)).unsignedTransaction;
     expect(await pay({ ...params, signedTransaction: unsigned }, user)).toEqual({ code: "INVALID_SIGNATURE" });
     // Signed by the payer, but on a blockhash the ledger does not know: it could never settle.

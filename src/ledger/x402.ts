@@ -416,6 +416,11 @@ async function checkSignedPayment(deps: Deps, payment: Payment, signedTransactio
   if (!(await deps.verifier.verify(decodeAddress(payment.payer)!, tx.messageBytes, signature))) {
     throw new AppError("INVALID_SIGNATURE", `the signature of ${payment.payer} on signedTransaction does not verify`);
   }
+  // ledger.md: signed by the session wallet only. The fee payer's slot is the facilitator's to fill; anything
+  // in it now could only be wrong, and would be taken for the payment's id (the audit row names the first).
+  if (!tx.signatures[0]!.every((byte) => byte === 0)) {
+    throw fieldError(field, "signedTransaction's first signature slot (the fee payer's) must be empty: the facilitator signs it", { reason: "fee_payer_signature" });
+  }
   // A header on a blockhash the ledger no longer knows could never settle: refused rather than handed out
   // with an expiresAt it cannot meet (a wallet that took longer than the blockhash lives to sign).
   if (!(await deps.ledger.blockhashValid(tx.recentBlockhash))) {
