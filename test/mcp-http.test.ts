@@ -330,6 +330,21 @@ describe("session_restore and wallet_disconnect", () => {
     // This client's link to the wallet went with it: a new session from it is not restored.
     expect(await (await connect(userAgent)).ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
   });
+
+  test("wallet_disconnect with another wallet's Bearer token: this client's fingerprint forgets the bound wallet too", async () => {
+    const userAgent = ua("bound-and-bearer");
+    const mcp = await connect(userAgent);
+    const bound = newWallet();
+    await connectWallet(mcp, bound); // binds the session, and links this client to the wallet
+    expect(await (await connect(userAgent)).ok("session_info")).toMatchObject({ walletAddress: bound.address, restoredBy: "fingerprint" });
+    const other = (await signIn(server.url, newWallet(), { "user-agent": ua("elsewhere") })).sessionToken as string;
+    mcp.headers.Authorization = `Bearer ${other}`;
+    expect(await mcp.ok("wallet_disconnect")).toEqual({ disconnected: true }); // the header's token, and the binding
+    delete mcp.headers.Authorization;
+    expect(await mcp.ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
+    expect(await (await connect(userAgent)).ok("session_info")).toEqual({ authenticated: false, network: "localnet" });
+    expect((await fetch(`${server.url}/auth/session`, { headers: { authorization: `Bearer ${other}` } })).status).toBe(401);
+  });
 });
 
 describe("Bearer vs binding", () => {

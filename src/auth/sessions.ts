@@ -284,9 +284,16 @@ export async function revokeSessionToken(deps: Deps, token: string): Promise<Aut
  * dies now, and in the same write this client's fingerprint forgets the wallet, even when its link names
  * a newer token of it (a later sign-in from the same client), so no new session from here is restored to it.
  */
-export async function disconnectWallet(deps: Deps, wallet: { token: string | null; walletAddress: string; jti: string }, client: ClientInfo): Promise<void> {
+export async function disconnectWallet(
+  deps: Deps,
+  wallet: { token: string | null; walletAddress: string; jti: string },
+  client: ClientInfo,
+  /** The wallet the MCP session was bound to, when another: this client's fingerprint forgets it too. */
+  alsoForget?: string,
+): Promise<void> {
   const { walletAddress, jti } = wallet.token === null ? wallet : await authenticateToken(deps, wallet.token);
-  await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now(), storedFingerprint(deps, client));
+  const forget = alsoForget === undefined || alsoForget === walletAddress ? [walletAddress] : [walletAddress, alsoForget];
+  await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now(), { fingerprint: storedFingerprint(deps, client), wallets: forget });
 }
 
 export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };

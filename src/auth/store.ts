@@ -212,16 +212,18 @@ export async function findWalletCutoff(db: Db, wallet: string): Promise<number> 
 
 /**
  * Revokes one token of `wallet` and drops fingerprint links that point at it, and, given a client's
- * `fingerprint`, that client's link to the wallet whatever token it names (sign-out). One write. True
- * when the token was live.
+ * fingerprint, that client's links to the `wallets` named whatever token they name (sign-out). One write.
+ * True when the token was live.
  */
-export function revokeToken(db: Db, wallet: string, jti: string, now: number, fingerprint?: string): Promise<boolean> {
+export function revokeToken(db: Db, wallet: string, jti: string, now: number, client?: { fingerprint: string; wallets: readonly string[] }): Promise<boolean> {
   return db.write(() => {
     const changed = db.sqlite
       .query(`UPDATE auth_tokens SET revoked_at = ? WHERE ${BY_WALLET_JTI} AND revoked_at IS NULL`)
       .run(now, ...walletJti(wallet, jti));
     db.sqlite.query(`DELETE FROM fingerprint_wallet_links WHERE ${BY_WALLET_JTI}`).run(...walletJti(wallet, jti));
-    if (fingerprint !== undefined) db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ? AND wallet = ?").run(fingerprint, wallet);
+    for (const linked of client?.wallets ?? []) {
+      db.sqlite.query("DELETE FROM fingerprint_wallet_links WHERE fingerprint = ? AND wallet = ?").run(client!.fingerprint, linked);
+    }
     return changed.changes > 0;
   });
 }

@@ -81,7 +81,10 @@ export const walletDisconnect = defineTool({
     const dead = caller.kind === "anonymous" ? caller.deadBinding : undefined;
     // Revoking a dead token changes nothing, but the same write drops this client's fingerprint link to the wallet.
     const wallet = dead !== undefined ? { token: null, walletAddress: dead.walletAddress, jti: dead.jti } : requireWallet(caller);
-    await disconnectWallet(deps, wallet, client); // the token and this client's link, one write
+    // The session's binding goes too, whichever wallet it names (a header token may be another wallet's): this
+    // client's fingerprint forgets that wallet as well, or a new session from here would be restored to it.
+    const bound = session.bound?.()?.walletAddress;
+    await disconnectWallet(deps, wallet, client, bound); // the token and this client's links, one write
     await session.unbind();
     return { disconnected: true };
   },

@@ -160,6 +160,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         live.binding = null;
         await store.setBinding(deps.db, live.recordKey, null, deps.clock.now());
       },
+      bound: () => live.binding,
     };
   }
 

@@ -36,6 +36,8 @@ export type ToolSession = {
   readonly id: string | null;
   bind(binding: Omit<Binding, "source">): Promise<void>;
   unbind(): Promise<void>;
+  /** The wallet the session is bound to now (absent where there is no session to bind: the plain envelope). */
+  bound?(): Binding | null;
 };
 
 /** `requestId`: the HTTP request the call came in (its X-Request-Id and access-log line); none over stdio. */

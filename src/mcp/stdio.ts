@@ -38,6 +38,7 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
         startToken = null;
         state.binding = null;
       },
+      bound: () => state.binding,
     },
   };
   const server = createToolServer(deps, registry, state, () => startToken);
