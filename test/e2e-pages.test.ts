@@ -42,8 +42,10 @@ async function product(token: string, body: Json): Promise<Json> {
 }
 
 /** A buyer buys `productId` through the checkout page; returns the page when done. */
-async function buy(buyer: TestWallet, url: string): Promise<Page> {
+/** `clock`: the page's timers are Playwright's, which a test can move forward (time flows as usual meanwhile). */
+async function buy(buyer: TestWallet, url: string, options: { clock?: boolean } = {}): Promise<Page> {
   const page = await (await walletContext(browser!, buyer)).newPage();
+  if (options.clock === true) await page.clock.install();
   await page.goto(url);
   await page.getByRole("button", { name: "Pay with wallet" }).click();
   return page;
@@ -153,8 +155,13 @@ e2e("more of the pages in Chromium", () => {
     const p = await product(token, { title: "Day pass", type: "access", price: "0.5", accessDays: 1 });
     const buyer = newWallet();
     await fund(buyer, "5");
-    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=checkout`)}`);
+    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=checkout`)}`, { clock: true });
     await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    // Time to read it, said and shown, with a way to stay (WCAG 2.2.1); then the page goes back by itself.
+    const host = new URL(server.url).host;
+    expect(await page.getByTestId("returning").textContent()).toMatch(new RegExp(`^Returning to ${host.replace(".", "\\.")} in (10|9) s\\. Stay on this page$`));
+    expect(await page.getByTestId("pay-status").textContent()).toBe(`Payment complete; access granted; returning to ${host} in 10 seconds, unless you choose to stay on this page`);
+    await page.clock.fastForward(10_000);
     await page.waitForURL(/\/healthz\?from=checkout&txHash=\w{43,88}$/, { timeout: 10_000 });
     const txHash = new URL(page.url()).searchParams.get("txHash")!;
     const purchases = await call(server.url, "/dashboard/api/purchases", { token });
@@ -167,11 +174,31 @@ e2e("more of the pages in Chromium", () => {
     const p = await product(token, { title: "Pass", type: "access", price: "0.5" });
     const buyer = newWallet();
     await fund(buyer, "5");
-    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent("https://evil.example/steal")}`);
+    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent("https://evil.example/steal")}`, { clock: true });
     await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
-    await Bun.sleep(3_000); // longer than the page waits before going back
+    await page.clock.fastForward(60_000); // longer than the page waits before going back
+    await Bun.sleep(200);
     expect(page.url()).toStartWith(p.paymentUrl);
     expect(await page.getByRole("link", { name: /Return to/ }).count()).toBe(0);
+    expect(await page.getByTestId("returning").count()).toBe(0);
+  }, 60_000);
+
+  test("an access pass's buyer may stay: the page then waits, and its link still goes back", async () => {
+    const owner = newWallet();
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const p = await product(token, { title: "Week pass", type: "access", price: "0.5", accessDays: 7 });
+    const buyer = newWallet();
+    await fund(buyer, "5");
+    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=stay`)}`, { clock: true });
+    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    await page.getByRole("button", { name: "Stay on this page" }).click();
+    await page.clock.fastForward(60_000);
+    await Bun.sleep(200);
+    expect(page.url()).toStartWith(p.paymentUrl);
+    expect(await page.getByTestId("returning").count()).toBe(0);
+    expect(await page.getByTestId("pay-status").textContent()).toBe("Payment complete; access granted");
+    await page.getByRole("link", { name: /Return to/ }).click();
+    await page.waitForURL(/\/healthz\?from=stay&txHash=\w{43,88}$/, { timeout: 10_000 });
   }, 60_000);
 
   test("a buyer without the money is told so in words, and can try again after funding", async () => {

@@ -78,6 +78,9 @@ function Steps({ step }: { step: Step }) {
 }
 
 /** What a screen reader hears as the payment goes on: one sentence a step, in a region there from the start. */
+/** How long an access pass's page waits before it returns to the app (the buyer may stay instead). */
+const RETURN_AFTER_S = 10;
+
 function statusOf(step: Step, result: Result | null, type: Product["type"] | undefined): string {
   if (step === "checking") return "Checking whether your earlier payment went through…";
   const at = STEPS.findIndex(([s]) => s === step);
@@ -94,6 +97,15 @@ function Pay() {
   const [step, setStep] = useState<Step>("idle");
   const [error, setError] = useState<unknown>(null);
   const [result, setResult] = useState<Result | null>(null);
+  // When the page returns to the app by itself (Date.now() ms); null when it will not (or the buyer chose to stay).
+  const [returnAt, setReturnAt] = useState<number | null>(null);
+  const [now, setNow] = useState(() => Date.now());
+  // The pending return, cleared at once when the buyer stays (an effect's cleanup would come only after paint).
+  const leaving = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const stay = () => {
+    clearTimeout(leaving.current);
+    setReturnAt(null);
+  };
   // One payment at a time: the button stays focusable while it runs (aria-disabled), so clicks are ignored here.
   const paying = useRef(false);
   // Once paid, the keyboard goes to the outcome (the button it was on is gone).
@@ -131,10 +143,12 @@ function Pay() {
     setResult(answer);
     setStep("done");
     setCheckoutId(undefined); // paid: a later visit buys anew
-    const back = product === null ? null : safeRedirect(product);
-    if (back !== null && answer.accessToken === undefined) {
-      back.searchParams.set("txHash", answer.txHash!);
-      setTimeout(() => location.assign(back.href), 2500);
+    // An access pass goes back to the app by itself, after time to read the outcome and a way to stay
+    // (WCAG 2.2.1: a time limit the user can turn off). A feature token waits for the buyer, who must copy it.
+    if (product !== null && safeRedirect(product) !== null && answer.accessToken === undefined) {
+      const at = Date.now();
+      setNow(at);
+      setReturnAt(at + RETURN_AFTER_S * 1000);
     }
   };
   const pay = async () => {
@@ -207,6 +221,19 @@ function Pay() {
     }
   };
 
+  useEffect(() => {
+    if (returnAt === null || product === null || result === null) return;
+    const back = safeRedirect(product);
+    if (back === null) return;
+    back.searchParams.set("txHash", result.txHash!);
+    leaving.current = setTimeout(() => location.assign(back.href), Math.max(0, returnAt - Date.now()));
+    const tick = setInterval(() => setNow(Date.now()), 1000); // the seconds shown
+    return () => {
+      clearTimeout(leaving.current);
+      clearInterval(tick);
+    };
+  }, [returnAt]);
+
   if (loadError !== null) {
     return <main class="shell"><div class="card narrow"><h1>Checkout</h1><p class="error" role="alert">{loadError instanceof ApiError && loadError.status === 404 ? "This product does not exist." : words(loadError)}</p></div></main>;
   }
@@ -220,7 +247,10 @@ function Pay() {
         <h1>{product.title}</h1>
         {product.description && <p>{product.description}</p>}
         <div class="price">{product.price} {product.currency}</div>
-        <p class="visually-hidden" role="status" aria-live="polite" data-testid="pay-status">{statusOf(step, result, product.type)}</p>
+        <p class="visually-hidden" role="status" aria-live="polite" data-testid="pay-status">
+          {statusOf(step, result, product.type)}
+          {back && returnAt !== null && `; returning to ${back.host} in ${RETURN_AFTER_S} seconds, unless you choose to stay on this page`}
+        </p>
         {product.accessDays !== null && <p class="muted">Access for {product.accessDays} day(s).</p>}
         {product.status !== "active" ? (
           <p class="error" role="alert">This product is no longer sold.</p>
@@ -241,6 +271,12 @@ function Pay() {
               <p class="success">Access granted.</p>
             )}
             <p>Transaction: <TxLink txHash={result.txHash!} network={product.network} /></p>
+            {back && returnAt !== null && (
+              <p data-testid="returning">
+                Returning to {back.host} in {Math.max(1, Math.ceil((returnAt - now) / 1000))} s.{" "}
+                <button type="button" class="secondary" onClick={stay}>Stay on this page</button>
+              </p>
+            )}
             {back && <a class="button" href={back.href}>Return to {back.host}</a>}
           </div>
         ) : (
