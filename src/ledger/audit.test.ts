@@ -105,6 +105,22 @@ describe("mainnet audit log", () => {
       outcome: "confirmed",
       transfers: [{ token: "usdc", mint: MAINNET_USDC, from: userAddress, to, amount: String(2n * USDC), decimals: 6 }],
     });
+    // A node that answers without token balances cannot resolve the plain Transfer: its reading would lose it,
+    // so the row keeps the transaction's own (the token accounts, the amount), with the outcome.
+    rpc.setAnswerFilter((method, answer) => {
+      if (method !== "getTransaction" || answer.result === null || typeof answer.result !== "object") return answer;
+      const result = answer.result as { meta: Record<string, unknown> };
+      return { ...answer, result: { ...result, meta: { ...result.meta, preTokenBalances: [], postTokenBalances: [] } } };
+    });
+    try {
+      const unresolved = await deps.ledger.submit(await plain(3n * USDC));
+      expect(await logged(unresolved.signature)).toEqual({
+        outcome: "confirmed",
+        transfers: [{ token: "unknown", mint: null, from: userAddress, to: associatedTokenAddress(to, MAINNET_USDC), amount: String(3n * USDC) }],
+      });
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
     // Before it is sent (and if it never lands) the row has what the transaction alone says: the amount between
     // the token accounts it names, of a token it does not name.
     rpc.setDropTransactions(true);

@@ -85,17 +85,20 @@ function transfersJson(transfers: readonly unknown[]): string {
  */
 async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array, options: SubmitOptions | undefined): Promise<SubmitResult> {
   // Throws for what is not a transaction: nothing sent, nothing to log.
-  const { id, parsed } = await insertUnknownAudit(deps, wire, await auditReading(ledger));
+  const { id, parsed, transfers: told } = await insertUnknownAudit(deps, wire, await auditReading(ledger));
   const settle = async (outcome: store.AuditRow["outcome"], errorCode: string | null) => {
     // Landed (confirmed, or failed with its fee): the chain's reading of what moved replaces what the
-    // transaction alone told before it was sent: every token transfer, between wallets (the node's token
-    // balances name each account's owner and mint), as the ledger's history reads it. Not read in time (or
-    // not yet served by the node): the row keeps the transaction's own reading.
+    // transaction alone told before it was sent: each transfer between wallets (the node's token balances
+    // name each account's owner and mint), as the ledger's history reads it. Both readings take the
+    // transaction's instructions in order, and the chain's leaves out a token transfer it cannot resolve (no
+    // balances name its accounts): holding fewer, it lost one, and the row keeps the transaction's own
+    // reading, as it does when the chain's is not read in time (or not yet served by the node).
     const landed =
       outcome === "confirmed" || outcome === "failed"
         ? await withTimeout(ledger.getTransaction(parsed.signature, options?.finalized === true ? { finalized: true } : {}), AUDIT_READ_TIMEOUT_MS, null).catch(() => null)
         : null;
-    await store.setAuditOutcome(deps.db, id, outcome, errorCode, landed === null ? null : transfersJson(landed.transfers)).catch((err: unknown) => {
+    const chains = landed !== null && landed.transfers.length >= told ? transfersJson(landed.transfers) : null;
+    await store.setAuditOutcome(deps.db, id, outcome, errorCode, chains).catch((err: unknown) => {
       // The row stays `unknown` (see above); the operator hears which one and what it should say.
       deps.log?.error("ledger audit outcome not recorded", { auditId: id, signature: parsed.signature, outcome, error: errorText(err) });
     });
@@ -121,7 +124,8 @@ async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "cloc
   const parsed = parseTransaction(wire);
   const present = parsed.signatures.find((s) => s.some((b) => b !== 0));
   const signature = signed && present !== undefined ? encodeBase58(present) : parsed.signature;
-  const transfers = transfersJson(transfersOf(parsed, reading.tokenAccount ?? (() => null), reading.mintKey, { keepUnresolved: true }));
+  const read = transfersOf(parsed, reading.tokenAccount ?? (() => null), reading.mintKey, { keepUnresolved: true });
+  const transfers = transfersJson(read);
   const id = await store.insertAudit(deps.db, {
     at: deps.clock.now(),
     network: deps.config.network,
@@ -131,7 +135,7 @@ async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "cloc
     outcome: "unknown",
     errorCode: null,
   });
-  return { id, parsed };
+  return { id, parsed, transfers: read.length };
 }
 
 /**
