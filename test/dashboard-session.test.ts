@@ -90,6 +90,15 @@ describe("the dashboard session cookie", () => {
   test("setting the cookie needs this server's Origin and a valid token", async () => {
     const token = (await signIn(server.url, newWallet())).sessionToken;
     expect((await raw("/dashboard/api/session", { body: { sessionToken: token } })).body.code).toBe("FORBIDDEN");
+    // The Origin before the body: another site hears 403 whatever it sent (the link's redemption too).
+    for (const path of ["/dashboard/api/session", "/dashboard/api/session/link"]) {
+      for (const headers of [{}, { origin: "https://evil.example" }]) {
+        const r = await fetch(server.url + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: "{bad" });
+        expect({ path, status: r.status, code: ((await r.json()) as Json).code }).toEqual({ path, status: 403, code: "FORBIDDEN" });
+      }
+      const broken = await fetch(server.url + path, { method: "POST", headers: { "content-type": "application/json", origin: origin() }, body: "{bad" });
+      expect({ path, status: broken.status }).toEqual({ path, status: 400 });
+    }
     const other = await raw("/dashboard/api/session", { body: { sessionToken: token }, headers: { origin: "https://evil.example" } });
     expect([other.status, other.body.code, other.cookie]).toEqual([403, "FORBIDDEN", null]);
     const bad = await raw("/dashboard/api/session", { body: { sessionToken: "not-a-token" }, headers: { origin: origin() } });

@@ -3,7 +3,7 @@
 import { Elysia, t } from "elysia";
 import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, jsonBodyOfText, jsonBodyParser } from "../errors.ts";
+import { AppError, jsonBodyOfText } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
@@ -46,18 +46,29 @@ const PRODUCT_KEYS = Object.keys(Product.properties);
 
 /** The pages' cookie: set from a session token the page got by signing in, and cleared (and revoked) on sign-out. */
 export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
+  /**
+   * Only this server's pages may set the cookie: the Origin is checked before the body (read as text) is
+   * parsed, so another site hears 403 whatever it sent (the owner routes below do the same with the session).
+   */
+  const pagesOnly = (fields: readonly string[]) => {
+    const known = knownFieldsOnly(fields);
+    return (context: { request: Request; body: unknown }) => {
+      requireSameOrigin(deps, context.request);
+      if (typeof context.body === "string") context.body = jsonBodyOfText(context.request.headers.get("content-type"), context.body);
+      known(context);
+    };
+  };
   return new Elysia({ name: "dashboard-session", prefix: "/dashboard/api", detail: { tags: ["dashboard"] } })
     .post(
       "/session",
-      async ({ request, body, set }) => {
-        requireSameOrigin(deps, request); // only this server's pages may set the cookie
+      async ({ body, set }) => {
         const session = await authenticateToken(deps, body.sessionToken);
         set.headers["set-cookie"] = sessionCookie(deps, body.sessionToken, session.expiresAtS);
         return { walletAddress: session.walletAddress, expiresAt: new Date(session.expiresAtS * 1000).toISOString() };
       },
       {
-        transform: knownFieldsOnly(["sessionToken"]),
-        parse: jsonBodyParser,
+        transform: pagesOnly(["sessionToken"]),
+        parse: "text",
         body: t.Object({ sessionToken: t.String({ maxLength: 2048 }) }),
         detail: { summary: "Keep a session token in the pages' HttpOnly, SameSite=Strict cookie (Origin must be this server)" },
         response: { 401: ErrorBody, 403: ErrorBody },
@@ -66,14 +77,13 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
     .post(
       "/session/link",
       async ({ request, body, set }) => {
-        requireSameOrigin(deps, request);
         const session = await redeemDashboardLink(deps, body.code, clientOf(request));
         set.headers["set-cookie"] = sessionCookie(deps, session.token, session.expiresAtS);
         return { walletAddress: session.walletAddress, expiresAt: session.expiresAt };
       },
       {
-        transform: knownFieldsOnly(["code"]),
-        parse: jsonBodyParser,
+        transform: pagesOnly(["code"]),
+        parse: "text",
         body: t.Object({ code: t.String({ maxLength: 100 }) }),
         detail: { summary: "Redeem a one-time link of `walletgate dashboard-link` for the pages' session cookie" },
         response: { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },

@@ -440,6 +440,9 @@ describe("errors", () => {
     expect(await pay({ requirements: v2Requirements(world, feePayer, { network: DEVNET_CAIP2 }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
     expect(await pay({ requirements: v2Requirements(world, feePayer, { network: "solana-localnet" }) })).toEqual({ code: "VALIDATION_ERROR", fields: field });
     expect(await pay({ requirements: v2Requirements(world, feePayer, { amount: "0.01" }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.amount"] });
+    // What was sent is quoted cut by characters: never half an emoji's pair.
+    const quoted = await createPayment(world.deps, world.payer, { requirements: v2Requirements(world, feePayer, { amount: `${"1".repeat(39)}\u{1F600}x` }) }).catch((err: AppError) => err.message);
+    expect(quoted).toContain(`got "${"1".repeat(39)}\u{1F600}"`);
     expect(await pay({ requirements: { x402Version: 2, accepts: [v2Requirements(world, feePayer)] } })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
     expect(await pay({ requirements: v2Requirements(world, feePayer, { scheme: "upto" }) })).toEqual({ code: "NOT_SUPPORTED" });
   });

@@ -139,7 +139,7 @@ function requiredString(entry: Record<string, unknown>, field: string): string {
 
 /** x402 amounts are base-unit integer strings (`"10000"` is 0.01 USDC). */
 function baseUnitAmount(text: string, field: string): bigint {
-  if (!/^\d{1,19}$/.test(text)) throw fieldError(field, `${field} must be an integer amount in base units, got "${text.slice(0, 40)}"`);
+  if (!/^\d{1,19}$/.test(text)) throw fieldError(field, `${field} must be an integer amount in base units, got "${firstCharacters(text, 40)}"`);
   const amount = BigInt(text);
   if (amount <= 0n || amount > MAX_AMOUNT_BASE_UNITS) throw fieldError(field, `${field} must be greater than zero and at most 2^63-1 base units`);
   return amount;

@@ -107,7 +107,7 @@ function checkText(value: string, field: "title" | "description", required: bool
 function checkFeatureIds(ids: string[]): string[] {
   if (ids.length > LIMITS.featureIds) throw invalidField("featureIds", `at most ${LIMITS.featureIds}`);
   for (const id of ids) {
-    if (id.length > LIMITS.featureIdChars || !FEATURE_ID.test(id)) throw invalidField("featureIds", `"${id.slice(0, 70)}" is not a feature id (letters, digits, _ . : -)`);
+    if (id.length > LIMITS.featureIdChars || !FEATURE_ID.test(id)) throw invalidField("featureIds", `"${firstCharacters(id, 70)}" is not a feature id (letters, digits, _ . : -)`);
   }
   return [...new Set(ids)];
 }

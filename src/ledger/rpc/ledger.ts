@@ -3,6 +3,7 @@
 import { Connection, PublicKey, SystemProgram, VersionedTransaction, type AccountInfo, type SignatureStatus } from "@solana/web3.js";
 import { ACCOUNT_SIZE, AccountLayout, MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { AppError, fieldError } from "../../errors.ts";
+import { firstCharacters } from "../../lib/text.ts";
 import { isAddress, decodeBase58, encodeBase58 } from "../../lib/encoding.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { cryptoRandom, type Random } from "../../lib/ids.ts";
@@ -135,7 +136,8 @@ type RawTransaction = {
 
 function oneLine(text: string, max = 160): string {
   const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+  const cut = firstCharacters(flat, max);
+  return cut.length < flat.length ? `${cut}…` : flat;
 }
 
 /** Removes the RPC URL and its parts (API keys live in query strings and path tokens) and any other URL. */
