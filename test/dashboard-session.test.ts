@@ -92,7 +92,7 @@ describe("the dashboard session cookie", () => {
     expect((await raw("/dashboard/api/session", { body: { sessionToken: token } })).body.code).toBe("FORBIDDEN");
     // The Origin before the body: another site hears 403 whatever it sent (the link's redemption too).
     for (const path of ["/dashboard/api/session", "/dashboard/api/session/link"]) {
-      for (const headers of [{}, { origin: "https://evil.example" }]) {
+      for (const headers of [{}, { origin: "https://evil.example" }] as Record<string, string>[]) {
         const r = await fetch(server.url + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: "{bad" });
         expect({ path, status: r.status, code: ((await r.json()) as Json).code }).toEqual({ path, status: 403, code: "FORBIDDEN" });
       }

@@ -56,6 +56,20 @@ async function fund(wallet: TestWallet, usdc: string) {
   expect(r.code).toBe(0);
 }
 
+/**
+ * An owner's access pass bought through its checkout page with `redirect`, on a page whose timers the test
+ * moves (Playwright's clock), once the page says "Access granted.".
+ */
+async function boughtPass(title: string, redirect: string): Promise<{ token: string; paymentUrl: string; buyer: TestWallet; page: Page }> {
+  const token = (await signIn(server.url, newWallet())).sessionToken as string;
+  const { paymentUrl } = await product(token, { title, type: "access", price: "0.5", accessDays: 1 });
+  const buyer = newWallet();
+  await fund(buyer, "5");
+  const page = await buy(buyer, `${paymentUrl}?redirect=${encodeURIComponent(redirect)}`, { clock: true });
+  await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+  return { token, paymentUrl, buyer, page };
+}
+
 e2e("more of the pages in Chromium", () => {
   test("the pages ask for nothing that fails: no favicon 404, nothing but the signed-out session check refused", async () => {
     const owner = newWallet();
@@ -150,13 +164,7 @@ e2e("more of the pages in Chromium", () => {
   }, 60_000);
 
   test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
-    const owner = newWallet();
-    const token = (await signIn(server.url, owner)).sessionToken;
-    const p = await product(token, { title: "Day pass", type: "access", price: "0.5", accessDays: 1 });
-    const buyer = newWallet();
-    await fund(buyer, "5");
-    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=checkout`)}`, { clock: true });
-    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    const { token, buyer, page } = await boughtPass("Day pass", `${server.url}/healthz?from=checkout`);
     // Time to read it, said and shown, with a way to stay (WCAG 2.2.1); then the page goes back by itself.
     const host = new URL(server.url).host;
     expect(await page.getByTestId("returning").textContent()).toMatch(new RegExp(`^Returning to ${host.replace(".", "\\.")} in (10|9) s\\. Stay on this page$`));
@@ -169,32 +177,20 @@ e2e("more of the pages in Chromium", () => {
   }, 60_000);
 
   test("a redirect to another origin is not followed", async () => {
-    const owner = newWallet();
-    const token = (await signIn(server.url, owner)).sessionToken;
-    const p = await product(token, { title: "Pass", type: "access", price: "0.5" });
-    const buyer = newWallet();
-    await fund(buyer, "5");
-    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent("https://evil.example/steal")}`, { clock: true });
-    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    const { paymentUrl, page } = await boughtPass("Pass", "https://evil.example/steal");
     await page.clock.fastForward(60_000); // longer than the page waits before going back
     await Bun.sleep(200);
-    expect(page.url()).toStartWith(p.paymentUrl);
+    expect(page.url()).toStartWith(paymentUrl);
     expect(await page.getByRole("link", { name: /Return to/ }).count()).toBe(0);
     expect(await page.getByTestId("returning").count()).toBe(0);
   }, 60_000);
 
   test("an access pass's buyer may stay: the page then waits, and its link still goes back", async () => {
-    const owner = newWallet();
-    const token = (await signIn(server.url, owner)).sessionToken;
-    const p = await product(token, { title: "Week pass", type: "access", price: "0.5", accessDays: 7 });
-    const buyer = newWallet();
-    await fund(buyer, "5");
-    const page = await buy(buyer, `${p.paymentUrl}?redirect=${encodeURIComponent(`${server.url}/healthz?from=stay`)}`, { clock: true });
-    await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
+    const { paymentUrl, page } = await boughtPass("Week pass", `${server.url}/healthz?from=stay`);
     await page.getByRole("button", { name: "Stay on this page" }).click();
     await page.clock.fastForward(60_000);
     await Bun.sleep(200);
-    expect(page.url()).toStartWith(p.paymentUrl);
+    expect(page.url()).toStartWith(paymentUrl);
     expect(await page.getByTestId("returning").count()).toBe(0);
     expect(await page.getByTestId("pay-status").textContent()).toBe("Payment complete; access granted");
     await page.getByRole("link", { name: /Return to/ }).click();
