@@ -148,16 +148,32 @@ describe("fingerprint links", () => {
 });
 
 describe("sign-in writes", () => {
-  test("if recording the token fails, the client gets an error, no token, and the nonce is not spent", async () => {
+  test("if recording the token fails, the client gets an error and no token; the nonce is spent, a fresh one signs in", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
     const ch = await issueChallenge(deps, wallet.address, client);
     const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
     db.sqlite.run("CREATE TRIGGER refuse BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
     expect(await signIn(deps, body, client).then(() => "token", (e) => String(e.message))).toContain("disk trouble");
+    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 0 });
+    // Spent before the signature was judged (auth.md step 5), in a write of its own that did commit.
+    expect((await store.findChallenge(deps.db, ch.nonce))?.consumedAt).not.toBeNull();
+    db.sqlite.run("DROP TRIGGER refuse");
+    expect(await codeOf(signIn(deps, body, client))).toBe("NONCE_USED");
+    const fresh = await issueChallenge(deps, wallet.address, client);
+    expect((await signIn(deps, { ...body, nonce: fresh.nonce, signature: wallet.sign(fresh.message) }, client)).walletAddress).toBe(wallet.address);
+  });
+
+  test("a write that fails before the nonce is spent is said as it is, and spends nothing", async () => {
+    const { deps, db } = await testDeps();
+    const wallet = newWallet();
+    const ch = await issueChallenge(deps, wallet.address, client);
+    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    db.sqlite.run("CREATE TRIGGER refuse BEFORE UPDATE ON auth_challenges BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
+    expect(await signIn(deps, body, client).then(() => "token", (e) => String(e.message))).toContain("disk trouble");
     expect((await store.findChallenge(deps.db, ch.nonce))?.consumedAt).toBeNull();
     db.sqlite.run("DROP TRIGGER refuse");
-    expect((await signIn(deps, body, client)).walletAddress).toBe(wallet.address); // the same challenge still works
+    expect((await signIn(deps, body, client)).walletAddress).toBe(wallet.address);
   });
 });
 
@@ -242,7 +258,7 @@ describe("refresh and revocation", () => {
     }
   });
 
-  test("revoke-all spends its nonce and revokes in one write: when the revocation fails, the nonce is not spent", async () => {
+  test("revoke-all spends its nonce first and revokes in one write: when the revocation fails, nothing is revoked", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
     const session = await login(deps, wallet);
@@ -250,10 +266,12 @@ describe("refresh and revocation", () => {
     const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
     db.sqlite.run("ALTER TABLE auth_wallet_cutoffs RENAME TO cutoffs_away"); // the cutoff's INSERT fails inside SQLite
     await expect(revokeAllSessions(deps, body, client)).rejects.toThrow();
-    expect((await store.findChallenge(db, ch.nonce))!.consumedAt).toBeNull();
+    expect((await store.findChallenge(db, ch.nonce))!.consumedAt).not.toBeNull(); // spent, as a bad signature would
     db.sqlite.run("ALTER TABLE cutoffs_away RENAME TO auth_wallet_cutoffs");
     expect((await authenticateToken(deps, session.token)).walletAddress).toBe(wallet.address); // nothing revoked
-    expect(await revokeAllSessions(deps, body, client)).toEqual({ revoked: 1, walletAddress: wallet.address }); // the same challenge works
+    expect(await codeOf(revokeAllSessions(deps, body, client))).toBe("NONCE_USED");
+    const fresh = await issueChallenge(deps, wallet.address, client);
+    expect(await revokeAllSessions(deps, { ...body, nonce: fresh.nonce, signature: wallet.sign(fresh.message) }, client)).toEqual({ revoked: 1, walletAddress: wallet.address });
     expect(await codeOf(authenticateToken(deps, session.token))).toBe("TOKEN_REVOKED");
   });
 
