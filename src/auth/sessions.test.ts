@@ -23,10 +23,18 @@ type Deps = Awaited<ReturnType<typeof testDeps>>["deps"];
 /** How many token rows the store holds. */
 const tokenRows = (deps: Deps) => (deps.db.sqlite.query("SELECT count(*) AS n FROM auth_tokens").get() as { n: number }).n;
 
-async function login(deps: Deps, wallet = newWallet(), from = client) {
+/** A fresh challenge for `wallet`, signed: the body of a sign-in or a revoke-all. */
+async function signedChallenge(deps: Deps, wallet = newWallet(), from = client) {
   const ch = await issueChallenge(deps, wallet.address, from);
-  return signIn(deps, { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) }, from);
+  return { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
 }
+
+async function login(deps: Deps, wallet = newWallet(), from = client) {
+  return signIn(deps, await signedChallenge(deps, wallet, from), from);
+}
+
+/** The message a call failed with ("token" when it did not). */
+const failureOf = (call: Promise<unknown>) => call.then(() => "token", (e: Error) => e.message);
 
 
 describe("session_restore", () => {
@@ -151,29 +159,25 @@ describe("sign-in writes", () => {
   test("if recording the token fails, the client gets an error and no token; the nonce is spent, a fresh one signs in", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
-    const ch = await issueChallenge(deps, wallet.address, client);
-    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    const body = await signedChallenge(deps, wallet);
     db.sqlite.run("CREATE TRIGGER refuse BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
-    expect(await signIn(deps, body, client).then(() => "token", (e) => String(e.message))).toContain("disk trouble");
-    expect(db.sqlite.query("SELECT COUNT(*) AS n FROM auth_tokens").get()).toEqual({ n: 0 });
+    expect(await failureOf(signIn(deps, body, client))).toContain("disk trouble");
+    expect(tokenRows(deps)).toBe(0);
     // Spent before the signature was judged (auth.md step 5), in a write of its own that did commit.
-    expect((await store.findChallenge(deps.db, ch.nonce))?.consumedAt).not.toBeNull();
+    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).not.toBeNull();
     db.sqlite.run("DROP TRIGGER refuse");
     expect(await codeOf(signIn(deps, body, client))).toBe("NONCE_USED");
-    const fresh = await issueChallenge(deps, wallet.address, client);
-    expect((await signIn(deps, { ...body, nonce: fresh.nonce, signature: wallet.sign(fresh.message) }, client)).walletAddress).toBe(wallet.address);
+    expect((await signIn(deps, await signedChallenge(deps, wallet), client)).walletAddress).toBe(wallet.address);
   });
 
   test("a write that fails before the nonce is spent is said as it is, and spends nothing", async () => {
     const { deps, db } = await testDeps();
-    const wallet = newWallet();
-    const ch = await issueChallenge(deps, wallet.address, client);
-    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    const body = await signedChallenge(deps);
     db.sqlite.run("CREATE TRIGGER refuse BEFORE UPDATE ON auth_challenges BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
-    expect(await signIn(deps, body, client).then(() => "token", (e) => String(e.message))).toContain("disk trouble");
-    expect((await store.findChallenge(deps.db, ch.nonce))?.consumedAt).toBeNull();
+    expect(await failureOf(signIn(deps, body, client))).toContain("disk trouble");
+    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).toBeNull();
     db.sqlite.run("DROP TRIGGER refuse");
-    expect((await signIn(deps, body, client)).walletAddress).toBe(wallet.address);
+    expect((await signIn(deps, body, client)).walletAddress).toBe(body.walletAddress);
   });
 });
 
@@ -262,16 +266,14 @@ describe("refresh and revocation", () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
     const session = await login(deps, wallet);
-    const ch = await issueChallenge(deps, wallet.address, client);
-    const body = { walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) };
+    const body = await signedChallenge(deps, wallet);
     db.sqlite.run("ALTER TABLE auth_wallet_cutoffs RENAME TO cutoffs_away"); // the cutoff's INSERT fails inside SQLite
     await expect(revokeAllSessions(deps, body, client)).rejects.toThrow();
-    expect((await store.findChallenge(db, ch.nonce))!.consumedAt).not.toBeNull(); // spent, as a bad signature would
+    expect((await store.findChallenge(db, body.nonce))!.consumedAt).not.toBeNull(); // spent, as a bad signature would
     db.sqlite.run("ALTER TABLE cutoffs_away RENAME TO auth_wallet_cutoffs");
     expect((await authenticateToken(deps, session.token)).walletAddress).toBe(wallet.address); // nothing revoked
     expect(await codeOf(revokeAllSessions(deps, body, client))).toBe("NONCE_USED");
-    const fresh = await issueChallenge(deps, wallet.address, client);
-    expect(await revokeAllSessions(deps, { ...body, nonce: fresh.nonce, signature: wallet.sign(fresh.message) }, client)).toEqual({ revoked: 1, walletAddress: wallet.address });
+    expect(await revokeAllSessions(deps, await signedChallenge(deps, wallet), client)).toEqual({ revoked: 1, walletAddress: wallet.address });
     expect(await codeOf(authenticateToken(deps, session.token))).toBe("TOKEN_REVOKED");
   });
 
