@@ -170,6 +170,35 @@ describe("sign-in writes", () => {
     expect((await signIn(deps, await signedChallenge(deps, wallet), client)).walletAddress).toBe(wallet.address);
   });
 
+  test("a spend whose batch fails to commit while the signature is checked: that error is the answer, and nothing is written", async () => {
+    const { deps, db } = await testDeps();
+    const body = await signedChallenge(deps);
+    // The verdict comes in a later turn, as from the server's worker; the spend's batch commits before it.
+    const later = { ...deps, verifier: { ...deps.verifier, verify: async (...args: Parameters<typeof deps.verifier.verify>) => (await Bun.sleep(5), deps.verifier.verify(...args)) } };
+    const run = db.sqlite.run.bind(db.sqlite);
+    let commits = 0;
+    // That COMMIT fails as on a full disk (SQLite then rolls the batch back).
+    db.sqlite.run = ((sql: string, ...rest: unknown[]) => {
+      if (sql === "COMMIT" && commits++ === 0) throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+      return (run as (sql: string, ...rest: unknown[]) => unknown)(sql, ...rest);
+    }) as typeof db.sqlite.run;
+    // An unhandled rejection would end a server's process (Bun exits on one): none may happen here.
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      expect(await failureOf(signIn(later, body, client))).toBe("database or disk is full");
+      await Bun.sleep(20); // a purchase written after the failed spend would have committed by now
+    } finally {
+      db.sqlite.run = run;
+      process.off("unhandledRejection", onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+    expect(tokenRows(deps)).toBe(0);
+    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).toBeNull(); // rolled back with its batch
+    expect((await signIn(later, body, client)).walletAddress).toBe(body.walletAddress);
+  });
+
   test("a write that fails before the nonce is spent is said as it is, and spends nothing", async () => {
     const { deps, db } = await testDeps();
     const body = await signedChallenge(deps);

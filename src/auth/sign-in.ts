@@ -44,8 +44,17 @@ export async function proveWalletControl(
   deps.auth.rateLimiter.consume(hits, now);
 
   const spent = store.spendChallenge(deps.db, input.nonce, input.walletAddress, now);
+  // Watched from now on: the spend's batch commits at the end of this turn, before the verdict comes back from
+  // the worker, and may fail there (a full disk). That failure is this call's answer (never an unhandled
+  // rejection, which would end the process), and what the proof buys is then not written without its spent nonce.
+  let spendFailed: { error: unknown } | null = null;
+  const onDisk = spent.durable.then(
+    () => null,
+    (error: unknown) => (spendFailed = { error }),
+  );
   if (spent.message === null) {
-    await spent.durable; // a write that failed says so, rather than a nonce code
+    const failed = await onDisk;
+    if (failed !== null) throw failed.error; // a write that failed says so, rather than a nonce code
     throw await unspendable(deps, input, now);
   }
   let failure: AppError | null = null;
@@ -54,9 +63,19 @@ export async function proveWalletControl(
   } else if (!(await deps.verifier.verify(publicKey, utf8.encode(spent.message), signature))) {
     failure = new AppError("INVALID_SIGNATURE", "signature does not verify for this wallet and challenge");
   }
-  const [, revoked] = await Promise.all([spent.durable, failure === null ? store.recordProofPurchase(deps.db, input.walletAddress, now, buys) : 0]);
+  const failedBefore = spendFailed as { error: unknown } | null; // set by onDisk's handler meanwhile
+  if (failedBefore !== null) throw failedBefore.error;
+  // Settled either way (each watched from the start): written after the spend, the purchase shares its fate, and
+  // the spend's error, if any, is the answer.
+  const bought = (failure === null ? store.recordProofPurchase(deps.db, input.walletAddress, now, buys) : Promise.resolve(0)).then(
+    (revoked) => ({ revoked }),
+    (error: unknown) => ({ error }),
+  );
+  const [failed, purchase] = await Promise.all([onDisk, bought]);
+  if (failed !== null) throw failed.error;
+  if ("error" in purchase) throw purchase.error;
   if (failure !== null) throw failure;
-  return { revoked };
+  return { revoked: purchase.revoked };
 }
 
 /** Why a nonce could not be spent, in auth.md's order: unknown (or another wallet's), used, expired. */
