@@ -156,24 +156,21 @@ describe("fingerprint links", () => {
 });
 
 describe("sign-in writes", () => {
-  test("if recording the token fails, the client gets an error and no token; the nonce is spent, a fresh one signs in", async () => {
+  test("if recording the token fails, the client gets an error, no token, and the nonce is not spent", async () => {
     const { deps, db } = await testDeps();
-    const wallet = newWallet();
-    const body = await signedChallenge(deps, wallet);
+    const body = await signedChallenge(deps);
     db.sqlite.run("CREATE TRIGGER refuse BEFORE INSERT ON auth_tokens BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
     expect(await failureOf(signIn(deps, body, client))).toContain("disk trouble");
     expect(tokenRows(deps)).toBe(0);
-    // Spent before the signature was judged (auth.md step 5), in a write of its own that did commit.
-    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).not.toBeNull();
+    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).toBeNull(); // the consume and the token: one write
     db.sqlite.run("DROP TRIGGER refuse");
-    expect(await codeOf(signIn(deps, body, client))).toBe("NONCE_USED");
-    expect((await signIn(deps, await signedChallenge(deps, wallet), client)).walletAddress).toBe(wallet.address);
+    expect((await signIn(deps, body, client)).walletAddress).toBe(body.walletAddress); // the same challenge still works
   });
 
-  test("a spend whose batch fails to commit while the signature is checked: that error is the answer, and nothing is written", async () => {
+  test("a sign-in whose batch fails to commit (a full disk): that error is the answer, nothing is written, the challenge still works", async () => {
     const { deps, db } = await testDeps();
     const body = await signedChallenge(deps);
-    // The verdict comes in a later turn, as from the server's worker; the spend's batch commits before it.
+    // The verdict comes in a later turn, as from the server's worker.
     const later = { ...deps, verifier: { ...deps.verifier, verify: async (...args: Parameters<typeof deps.verifier.verify>) => (await Bun.sleep(5), deps.verifier.verify(...args)) } };
     const run = db.sqlite.run.bind(db.sqlite);
     let commits = 0;
@@ -188,18 +185,18 @@ describe("sign-in writes", () => {
     process.on("unhandledRejection", onUnhandled);
     try {
       expect(await failureOf(signIn(later, body, client))).toBe("database or disk is full");
-      await Bun.sleep(20); // a purchase written after the failed spend would have committed by now
+      await Bun.sleep(20); // anything written after the failed batch would have committed by now
     } finally {
       db.sqlite.run = run;
       process.off("unhandledRejection", onUnhandled);
     }
     expect(unhandled).toEqual([]);
     expect(tokenRows(deps)).toBe(0);
-    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).toBeNull(); // rolled back with its batch
+    expect((await store.findChallenge(deps.db, body.nonce))?.consumedAt).toBeNull(); // rolled back with the token
     expect((await signIn(later, body, client)).walletAddress).toBe(body.walletAddress);
   });
 
-  test("a write that fails before the nonce is spent is said as it is, and spends nothing", async () => {
+  test("a consume that fails is said as it is, and spends nothing", async () => {
     const { deps, db } = await testDeps();
     const body = await signedChallenge(deps);
     db.sqlite.run("CREATE TRIGGER refuse BEFORE UPDATE ON auth_challenges BEGIN SELECT RAISE(ABORT, 'disk trouble'); END");
@@ -291,18 +288,17 @@ describe("refresh and revocation", () => {
     }
   });
 
-  test("revoke-all spends its nonce first and revokes in one write: when the revocation fails, nothing is revoked", async () => {
+  test("revoke-all spends its nonce and revokes in one write: when the revocation fails, the nonce is not spent", async () => {
     const { deps, db } = await testDeps();
     const wallet = newWallet();
     const session = await login(deps, wallet);
     const body = await signedChallenge(deps, wallet);
     db.sqlite.run("ALTER TABLE auth_wallet_cutoffs RENAME TO cutoffs_away"); // the cutoff's INSERT fails inside SQLite
     await expect(revokeAllSessions(deps, body, client)).rejects.toThrow();
-    expect((await store.findChallenge(db, body.nonce))!.consumedAt).not.toBeNull(); // spent, as a bad signature would
+    expect((await store.findChallenge(db, body.nonce))!.consumedAt).toBeNull();
     db.sqlite.run("ALTER TABLE cutoffs_away RENAME TO auth_wallet_cutoffs");
     expect((await authenticateToken(deps, session.token)).walletAddress).toBe(wallet.address); // nothing revoked
-    expect(await codeOf(revokeAllSessions(deps, body, client))).toBe("NONCE_USED");
-    expect(await revokeAllSessions(deps, await signedChallenge(deps, wallet), client)).toEqual({ revoked: 1, walletAddress: wallet.address });
+    expect(await revokeAllSessions(deps, body, client)).toEqual({ revoked: 1, walletAddress: wallet.address }); // the same challenge works
     expect(await codeOf(authenticateToken(deps, session.token))).toBe("TOKEN_REVOKED");
   });
 

@@ -60,41 +60,30 @@ export async function findChallenge(db: Db, nonce: string): Promise<ChallengeRow
 export type NewToken = { row: Omit<TokenRow, "revokedAt">; now: number; parentJti: string | null };
 
 /**
- * What a proof of wallet control buys, recorded once its signature verified; `alsoInWrite`: another
+ * What a proof of wallet control buys, recorded in the write that spends its nonce; `alsoInWrite`: another
  * feature's synchronous …InWrite that goes with it (wallet_create's new key).
  */
 export type ProofPurchase = { token?: NewToken | undefined; revokeAllBefore?: number | undefined; alsoInWrite?: (() => void) | undefined };
 
 /**
- * The single conditional UPDATE that makes a nonce single-use, run at once in this turn's write batch: the
- * challenge's message when this caller won (exactly one does, under any concurrency), else null. `durable`
- * settles once that write is on disk, and rejects if its batch failed (or the write could not start).
+ * The single conditional UPDATE that makes a nonce single-use: `won` for exactly one caller. When the
+ * caller wins, what it `buys` is recorded in the same atomic write: a new session's token, or the
+ * revocation of every token of the wallet issued before a cutoff (`revoked`: how many were live).
  */
-export function spendChallenge(db: Db, nonce: string, wallet: string, now: number): { message: string | null; durable: Promise<void> } {
-  let message: string | null = null;
-  const durable = db.write(() => {
-    const row = db.sqlite
+export function consumeChallenge(db: Db, nonce: string, wallet: string, now: number, buys: ProofPurchase = {}): Promise<{ won: boolean; revoked: number }> {
+  return db.write(() => {
+    const won = db.sqlite
       .query(
         `UPDATE auth_challenges SET consumed_at = ?
          WHERE nonce = ? AND wallet = ? AND consumed_at IS NULL AND expires_at > ?
-         RETURNING message`,
+         RETURNING nonce`,
       )
-      .get(now, nonce, wallet, now) as { message: string } | null;
-    message = row?.message ?? null;
-  });
-  return { message, durable };
-}
-
-/**
- * Records what a proof of `wallet`'s control buys, in one write: a new session's token (with its fingerprint
- * link), or the revocation of every token of the wallet issued before a cutoff. Resolves with how many tokens
- * that revoked.
- */
-export function recordProofPurchase(db: Db, wallet: string, now: number, buys: ProofPurchase): Promise<number> {
-  return db.write(() => {
+      .get(now, nonce, wallet, now);
+    if (won === null) return { won: false, revoked: 0 };
     buys.alsoInWrite?.();
     if (buys.token !== undefined) insertTokenRows(db, buys.token);
-    return buys.revokeAllBefore === undefined ? 0 : revokeWalletRows(db, wallet, buys.revokeAllBefore, now);
+    const revoked = buys.revokeAllBefore === undefined ? 0 : revokeWalletRows(db, wallet, buys.revokeAllBefore, now);
+    return { won: true, revoked };
   });
 }
 

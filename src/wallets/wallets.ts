@@ -37,8 +37,8 @@ export function checkAirdrop(deps: Deps, airdrop: Airdrop): void {
 
 /**
  * A new custodial wallet, signed in on the same path as wallet_connect: a challenge, signed with the new key,
- * verified. The wallet is stored in the write that records the token, so a refused sign-in (rate limits)
- * leaves no key behind, and a crash keeps the key and its session together or neither.
+ * verified. The wallet is stored in the write that spends the challenge and records the token, so a refused
+ * sign-in (rate limits) leaves nothing behind, and a crash keeps the key and its session together or neither.
  */
 export async function createCustodialWallet(deps: Deps, client: ClientInfo, label: string | null): Promise<{ walletAddress: string; issued: IssuedSession }> {
   const wallet = prepareCustodialWallet(deps, label);
