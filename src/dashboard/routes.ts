@@ -136,7 +136,8 @@ export function dashboardApiRoutes(deps: Deps) {
       })
       // Before the body is parsed or validated (paygate's /public does the same): a request without a session,
       // or a cookie-carried change from elsewhere, hears 401 or 403 whatever else is wrong with it. Routes with
-      // a body read it as text (`parse: "text"`, which routes.test.ts checks); it is parsed here, after.
+      // a body read it as text (`parse: "text"`), those without one read none (`parse: "none"`), and the body is
+      // parsed here, after (test/dashboard-session.test.ts asks every route the OpenAPI document lists).
       .onTransform(async (context) => {
         const { request } = context;
         owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));

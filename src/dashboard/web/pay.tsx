@@ -77,10 +77,10 @@ function Steps({ step }: { step: Step }) {
   );
 }
 
-/** What a screen reader hears as the payment goes on: one sentence a step, in a region there from the start. */
 /** How long an access pass's page waits before it returns to the app (the buyer may stay instead). */
 const RETURN_AFTER_S = 10;
 
+/** What a screen reader hears as the payment goes on: one sentence a step, in a region there from the start. */
 function statusOf(step: Step, result: Result | null, type: Product["type"] | undefined): string {
   if (step === "checking") return "Checking whether your earlier payment went through…";
   const at = STEPS.findIndex(([s]) => s === step);
