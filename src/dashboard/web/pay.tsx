@@ -77,8 +77,11 @@ function Steps({ step }: { step: Step }) {
   );
 }
 
-/** How long an access pass's page waits before it returns to the app (the buyer may stay instead). */
-const RETURN_AFTER_S = 10;
+/**
+ * How long an access pass's page waits before it returns to the app (the buyer may stay instead): at least the
+ * 20 s WCAG 2.2.1 gives a user to act on a time limit.
+ */
+const RETURN_AFTER_S = 20;
 
 /** What a screen reader hears as the payment goes on: one sentence a step, in a region there from the start. */
 function statusOf(step: Step, result: Result | null, type: Product["type"] | undefined): string {
@@ -102,9 +105,12 @@ function Pay() {
   const [now, setNow] = useState(() => Date.now());
   // The pending return, cleared at once when the buyer stays (an effect's cleanup would come only after paint).
   const leaving = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const [stayed, setStayed] = useState(false);
   const stay = () => {
     clearTimeout(leaving.current);
     setReturnAt(null);
+    setStayed(true);
+    outcome.current?.focus(); // the button goes: the keyboard stays on the outcome
   };
   // One payment at a time: the button stays focusable while it runs (aria-disabled), so clicks are ignored here.
   const paying = useRef(false);
@@ -145,7 +151,7 @@ function Pay() {
     setCheckoutId(undefined); // paid: a later visit buys anew
     // An access pass goes back to the app by itself, after time to read the outcome and a way to stay
     // (WCAG 2.2.1: a time limit the user can turn off). A feature token waits for the buyer, who must copy it.
-    if (product !== null && safeRedirect(product) !== null && answer.accessToken === undefined) {
+    if (product?.type === "access" && safeRedirect(product) !== null && answer.accessToken === undefined) {
       const at = Date.now();
       setNow(at);
       setReturnAt(at + RETURN_AFTER_S * 1000);
@@ -250,6 +256,7 @@ function Pay() {
         <p class="visually-hidden" role="status" aria-live="polite" data-testid="pay-status">
           {statusOf(step, result, product.type)}
           {back && returnAt !== null && `; returning to ${back.host} in ${RETURN_AFTER_S} seconds, unless you choose to stay on this page`}
+          {stayed && "; you will stay on this page"}
         </p>
         {product.accessDays !== null && <p class="muted">Access for {product.accessDays} day(s).</p>}
         {product.status !== "active" ? (
@@ -277,7 +284,7 @@ function Pay() {
                 <button type="button" class="secondary" onClick={stay}>Stay on this page</button>
               </p>
             )}
-            {back && <a class="button" href={back.href}>Return to {back.host}</a>}
+            {back && <a class="button" href={back.href} onClick={() => clearTimeout(leaving.current)}>Return to {back.host}</a>}
           </div>
         ) : (
           <div>
