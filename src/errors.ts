@@ -119,15 +119,15 @@ function refuseForm(type: string): void {
 }
 
 /**
- * A body a route read as text (`parse: "text"`), for a group whose caller is checked before any body is
- * parsed: JSON by its content type, as jsonBodyParser would have read it; a form refused; other text left
- * as text, which the route's schema refuses.
+ * Parses, in place, a body a route read as text (`parse: "text"`), for a group whose caller is checked before
+ * any body is parsed: JSON by its content type, as jsonBodyParser would have read it; a form refused; other
+ * text left as text, which the route's schema refuses.
  */
-export function jsonBodyOfText(contentType: string | null, text: string): unknown {
-  const type = (contentType ?? "").toLowerCase();
-  if (type.startsWith("application/json")) return parseJsonBody(text);
-  refuseForm(type);
-  return text;
+export function parseBodyReadAsText(context: { request: Request; body: unknown }): void {
+  if (typeof context.body !== "string") return;
+  const type = (context.request.headers.get("content-type") ?? "").toLowerCase();
+  if (type.startsWith("application/json")) context.body = parseJsonBody(context.body);
+  else refuseForm(type);
 }
 
 /** A route's parser that reads the body as JSON whatever its content type says (parseJsonBody's limits included). */

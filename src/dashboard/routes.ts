@@ -3,7 +3,7 @@
 import { Elysia, t } from "elysia";
 import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
-import { AppError, jsonBodyOfText } from "../errors.ts";
+import { AppError, parseBodyReadAsText } from "../errors.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
@@ -54,7 +54,7 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
     const known = knownFieldsOnly(fields);
     return (context: { request: Request; body: unknown }) => {
       requireSameOrigin(deps, context.request);
-      if (typeof context.body === "string") context.body = jsonBodyOfText(context.request.headers.get("content-type"), context.body);
+      parseBodyReadAsText(context);
       known(context);
     };
   };
@@ -141,7 +141,7 @@ export function dashboardApiRoutes(deps: Deps) {
       .onTransform(async (context) => {
         const { request } = context;
         owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
-        if (typeof context.body === "string") (context as { body: unknown }).body = jsonBodyOfText(request.headers.get("content-type"), context.body);
+        parseBodyReadAsText(context);
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
       .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request).walletAddress) }), {

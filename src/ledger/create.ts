@@ -120,9 +120,9 @@ async function auditedSubmit(deps: LedgerDeps, ledger: Ledger, wire: Uint8Array,
  * names the first signature present instead of the transaction's own (its fee payer's, not there yet).
  */
 async function insertUnknownAudit(deps: Pick<LedgerDeps, "config" | "db" | "clock">, wire: Uint8Array, reading: AuditReading, signed = false) {
-  const { parseTransaction, transfersOf } = await import("./transactions.ts");
+  const { isEmptySignature, parseTransaction, transfersOf } = await import("./transactions.ts");
   const parsed = parseTransaction(wire);
-  const present = parsed.signatures.find((s) => s.some((b) => b !== 0));
+  const present = parsed.signatures.find((s) => !isEmptySignature(s));
   const signature = signed && present !== undefined ? encodeBase58(present) : parsed.signature;
   const read = transfersOf(parsed, reading.tokenAccount ?? (() => null), reading.mintKey, { keepUnresolved: true });
   const transfers = transfersJson(read);

@@ -12,7 +12,7 @@ import { signerFor } from "../wallets/signer.ts";
 import { auditHandedOut } from "./create.ts";
 import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
 import { requireWalletRecipient } from "./recipients.ts";
-import { associatedTokenAddress, compileTransaction, memoInstruction, memoOf, parseTransaction, type ParsedTransaction, type TokenAccountInfo } from "./transactions.ts";
+import { associatedTokenAddress, compileTransaction, isEmptySignature, memoInstruction, memoOf, parseTransaction, type ParsedTransaction, type TokenAccountInfo } from "./transactions.ts";
 
 export type X402Version = 1 | 2;
 export type X402Header = "X-PAYMENT" | "PAYMENT-SIGNATURE";
@@ -304,7 +304,6 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
   return payment;
 }
 
-/** Exactly the x402 exact-scheme layout: compute limit, compute price, TransferChecked, Memo. */
 /** The payment's two token accounts (the payer's and the recipient's), by address: their owners and mint. */
 function paymentAccounts(payment: Payment): (address: string) => TokenAccountInfo | null {
   const { mint, decimals } = payment.token;
@@ -312,6 +311,7 @@ function paymentAccounts(payment: Payment): (address: string) => TokenAccountInf
   return (address) => accounts.get(address) ?? null;
 }
 
+/** Exactly the x402 exact-scheme layout: compute limit, compute price, TransferChecked, Memo. */
 function paymentInstructions(payment: Payment, memo: string): TransactionInstruction[] {
   const mint = new PublicKey(payment.token.mint);
   return [
@@ -412,13 +412,13 @@ async function checkSignedPayment(deps: Deps, payment: Payment, signedTransactio
   if (!sameBytes(expected.messageBytes, tx.messageBytes)) throw mismatch("message");
   const slot = tx.accountKeys.indexOf(payment.payer);
   const signature = tx.signatures[slot]!;
-  if (signature.every((byte) => byte === 0)) throw new AppError("INVALID_SIGNATURE", `signedTransaction is not signed by ${payment.payer}`);
+  if (isEmptySignature(signature)) throw new AppError("INVALID_SIGNATURE", `signedTransaction is not signed by ${payment.payer}`);
   if (!(await deps.verifier.verify(decodeAddress(payment.payer)!, tx.messageBytes, signature))) {
     throw new AppError("INVALID_SIGNATURE", `the signature of ${payment.payer} on signedTransaction does not verify`);
   }
   // ledger.md: signed by the session wallet only. The fee payer's slot is the facilitator's to fill; anything
   // in it now could only be wrong, and would be taken for the payment's id (the audit row names the first).
-  if (!tx.signatures[0]!.every((byte) => byte === 0)) {
+  if (!isEmptySignature(tx.signatures[0]!)) {
     throw fieldError(field, "signedTransaction's first signature slot (the fee payer's) must be empty: the facilitator signs it", { reason: "fee_payer_signature" });
   }
   // A header on a blockhash the ledger no longer knows could never settle: refused rather than handed out
