@@ -62,14 +62,14 @@ describe("isPublicAddress", () => {
     for (const ip of ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]) {
       expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: true });
     }
-    for (const ip of ["not-an-ip", "", "2001:db8::1", "64:ff9b:1::a00:1", "::7f00:1", "::a00:1", "::808:808"]) expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: false });
+    for (const ip of ["not-an-ip", "", "2001:db8::1", "64:ff9b:1::a00:1", "::7f00:1", "::a00:1", "::808:808", "168.63.129.16", "::ffff:168.63.129.16", "64:ff9b::a83f:8110"]) expect({ ip, ok: isPublicAddress(ip) }).toEqual({ ip, ok: false });
   });
 });
 
 describe("namesPrivateHost (a URL's host refused before any DNS)", () => {
   test("address literals that are not public and localhost names, as new URL writes them", () => {
     const host = (url: string) => new URL(url).hostname;
-    for (const url of ["http://127.0.0.1/", "http://LOCALHOST./", "http://a.localhost/", "http://[::1]/", "http://[fe80::1]/", "http://[::ffff:10.0.0.1]/", "http://0x7f.1/", "http://2130706433/", "http://169.254.169.254/"]) {
+    for (const url of ["http://127.0.0.1/", "http://LOCALHOST./", "http://a.localhost/", "http://[::1]/", "http://[fe80::1]/", "http://[::ffff:10.0.0.1]/", "http://0x7f.1/", "http://2130706433/", "http://169.254.169.254/", "http://168.63.129.16/"]) {
       expect([url, namesPrivateHost(host(url))]).toEqual([url, true]);
     }
     for (const url of ["https://example.com/", "https://93.184.216.34/", "https://[2606:2800:220:1:248:1893:25c8:1946]/", "https://localhost.example.com/"]) {

@@ -148,7 +148,9 @@ function embeddedIpv4(ip: ipaddr.IPv6): ipaddr.IPv4 | null {
  * True only for public unicast addresses. Everything ipaddr.js names otherwise is refused: private,
  * loopback, link-local (169.254.169.254, the cloud metadata address, is one), unique-local (fd00:ec2::254
  * is AWS's IPv6 metadata), CGNAT (100.100.100.200 is Alibaba's), multicast, broadcast, unspecified,
- * reserved (192.0.0.192 is Oracle's). IPv6 forms that carry an IPv4 address are judged by that address.
+ * reserved (192.0.0.192 is Oracle's). One public address is refused by name: 168.63.129.16, through which
+ * every Azure virtual machine reaches its platform (WireServer, the guest agent's plugin). IPv6 forms that
+ * carry an IPv4 address are judged by that address.
  */
 export function isPublicAddress(address: string): boolean {
   let ip: ipaddr.IPv4 | ipaddr.IPv6;
@@ -157,14 +159,21 @@ export function isPublicAddress(address: string): boolean {
   } catch {
     return false;
   }
-  if (ip.kind() === "ipv4") return ip.range() === "unicast";
+  if (ip.kind() === "ipv4") return isPublicV4(ip as ipaddr.IPv4);
   const v6 = ip as ipaddr.IPv6;
   const range = v6.range();
   // ::a.b.c.d (IPv4-compatible, deprecated by RFC 4291) is "unicast" to ipaddr.js; a URL host spelled
   // [::127.0.0.1] becomes [::7f00:1]. No public destination is written that way: refused.
   if (range === "unicast") return !v6.parts.slice(0, 6).every((part) => part === 0);
   const v4 = embeddedIpv4(v6);
-  return v4 !== null && v4.range() === "unicast";
+  return v4 !== null && isPublicV4(v4);
+}
+
+/** Cloud platform endpoints at public addresses, which a host inside that cloud reaches without authentication. */
+const PLATFORM_ADDRESSES = new Set(["168.63.129.16"]);
+
+function isPublicV4(ip: ipaddr.IPv4): boolean {
+  return ip.range() === "unicast" && !PLATFORM_ADDRESSES.has(ip.toString());
 }
 
 /**

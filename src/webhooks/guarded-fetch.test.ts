@@ -73,6 +73,7 @@ describe("refused targets", () => {
     "http://224.0.0.1/",
     "http://255.255.255.255/",
     "http://192.0.0.192/", // Oracle metadata, reserved
+    "http://168.63.129.16/", // Azure's platform address (WireServer), public unicast
     "http://[fd00::1]/",
     "http://[fd00:ec2::254]/", // AWS IPv6 metadata
     "http://[fe80::1]/",
@@ -109,9 +110,18 @@ describe("refused targets", () => {
     }
   });
 
-  test("a name that does not resolve is dns", async () => {
-    const { lookup } = fakeLookup({});
-    expect(await reasonOf(guardedFetch("https://nowhere.example.test/", {}, { allowPrivate: false, lookup }))).toBe("dns");
+  test("a name that does not resolve is dns without the address check; with it, the same refusal as a private name", async () => {
+    const { lookup } = fakeLookup({ "inside.example.test": ["10.0.0.5"], "empty.example.test": [] });
+    expect(await reasonOf(guardedFetch("https://nowhere.example.test/", {}, { allowPrivate: true, lookup }))).toBe("dns");
+    // An owner must not learn from the refusal which names the server's own network resolves.
+    const refusal = async (url: string) => {
+      const err = await guardedFetch(url, {}, { allowPrivate: false, lookup }).then(() => null, (e: GuardedFetchError) => e);
+      return { reason: err?.reason, message: err?.message.replace(/^[a-z.]+ /, "HOST ") };
+    };
+    const unknown = await refusal("https://nowhere.example.test/");
+    expect(unknown).toEqual({ reason: "private_address", message: "HOST does not resolve, or resolves to a non-public address" });
+    expect(await refusal("https://inside.example.test/")).toEqual(unknown);
+    expect(await refusal("https://empty.example.test/")).toEqual(unknown);
   });
 
   test("the error message does not carry the URL's path or query", async () => {

@@ -17,9 +17,13 @@ import { isPublicAddress } from "../lib/ip.ts";
 export type GuardedFetchReason =
   /** not an http(s) URL, credentials in it, or no host */
   | "bad_url"
-  /** the host is or resolves to a non-public address (private, loopback, link-local, metadata, …) */
+  /**
+   * The address check refused the host: it is a non-public address (private, loopback, link-local,
+   * metadata, …), or a name that resolves to one or does not resolve at all. The two cases of a name read
+   * the same, so that the answer does not tell an owner which names exist on the server's network.
+   */
   | "private_address"
-  /** the name did not resolve */
+  /** the name did not resolve (only without the address check: ALLOW_PRIVATE_NETWORK_TARGETS=true) */
   | "dns"
   | "timeout"
   /** connection refused or reset, TLS failure, malformed answer */
@@ -119,19 +123,28 @@ async function resolveChecked(url: URL, options: GuardedFetchOptions, signal: Ab
       ]);
     } catch (err) {
       if (signal.aborted) throw err;
-      throw new GuardedFetchError("dns", `${url.hostname} does not resolve`);
+      throw unresolved(url, options);
     }
     addresses = answers.map((a) => a.address);
-    if (addresses.length === 0) throw new GuardedFetchError("dns", `${url.hostname} does not resolve`);
+    if (addresses.length === 0) throw unresolved(url, options);
     // IPv4 first: a host with an AAAA record is often unreachable over IPv6 from a server.
     addresses.sort((a, b) => Number(a.includes(":")) - Number(b.includes(":")));
   }
   if (!options.allowPrivate) {
     for (const address of addresses) {
-      if (!isPublicAddress(address)) throw new GuardedFetchError("private_address", `${url.hostname} is or resolves to a non-public address`);
+      if (!isPublicAddress(address)) throw literal !== null ? new GuardedFetchError("private_address", `${url.hostname} is not a public address`) : notPublicName(url);
     }
   }
   return addresses[0]!;
+}
+
+function notPublicName(url: URL): GuardedFetchError {
+  return new GuardedFetchError("private_address", `${url.hostname} does not resolve, or resolves to a non-public address`);
+}
+
+/** A name that did not resolve: said plainly only where the address check is off (see "private_address"). */
+function unresolved(url: URL, options: GuardedFetchOptions): GuardedFetchError {
+  return options.allowPrivate ? new GuardedFetchError("dns", `${url.hostname} does not resolve`) : notPublicName(url);
 }
 
 async function readCapped(response: Response, maxBytes: number, stopped?: AbortSignal): Promise<string> {
