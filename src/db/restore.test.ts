@@ -49,6 +49,47 @@ const owners = (path: string) => {
   }
 };
 
+test("a copy's rollback journal left by a run killed while it migrated the copy is never played onto a later run's copy", () => {
+  // In a container every run may be process 1: the killed run's copy may carry this process's pid.
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  database(path, 1);
+  const inRollbackMode = (file: string, rows: number, name: string) => {
+    const db = new Database(file);
+    migrate(db, Date.now());
+    db.transaction(() => {
+      for (let i = 0; i < rows; i++) db.run("INSERT INTO owners (wallet, tier, created_at) VALUES (?, 'free', ?)", [`${name}-${i}`, Date.now()]);
+    })();
+    db.close();
+  };
+  const a = join(newDir(), "a.db");
+  const b = join(newDir(), "b.db");
+  inRollbackMode(a, 3000, "a");
+  inRollbackMode(b, 3000, "b");
+  const stale = join(dataDir, `.walletgate.db.restoring-${process.pid}`);
+  copyFileSync(a, stale);
+  const killed = Bun.spawnSync([
+    process.execPath,
+    "-e",
+    `const { Database } = require("bun:sqlite");
+     const db = new Database(${JSON.stringify(stale)});
+     db.run("PRAGMA cache_size = 2");
+     db.run("BEGIN");
+     db.run("UPDATE owners SET created_at = created_at + 1");
+     process.kill(process.pid, "SIGKILL");`,
+  ]);
+  expect(killed.signalCode).toBe("SIGKILL");
+  expect(existsSync(`${stale}-journal`)).toBe(true);
+  restoreDatabase(path, b, new Date());
+  const restored = new Database(path, { readonly: true });
+  try {
+    expect(restored.query("PRAGMA integrity_check").all()).toEqual([{ integrity_check: "ok" }]);
+    expect(restored.query("SELECT count(*) AS n, sum(wallet LIKE 'b-%') AS fromB FROM owners").get()).toEqual({ n: 3000, fromB: 3000 });
+  } finally {
+    restored.close();
+  }
+});
+
 test("killed just before the backup takes the name: the name still holds the old database, its log folded in", () => {
   const dataDir = newDir();
   const path = join(dataDir, "walletgate.db");

@@ -1,5 +1,6 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
+import { randomUUID } from "node:crypto";
 import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
@@ -230,8 +231,10 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
   }
   const dir = dirname(databasePath);
   const prefix = `.${basename(databasePath)}.restoring-`;
-  removeLeftovers(dir, prefix); // copies of runs killed mid-way
-  const partial = join(dir, `${prefix}${process.pid}`);
+  removeLeftovers(dir, prefix); // copies of runs killed mid-way, with their rollback journals
+  // A name no earlier run used: processes in containers often share a pid, and a copy's rollback journal
+  // left by a run killed while it migrated the copy would be played back onto this run's copy by SQLite.
+  const partial = join(dir, `${prefix}${randomUUID()}`);
   // Run by root (sudo walletgate restore), the files it writes go to whoever owns what they replace (the
   // database, else DATA_DIR): the server's own user must still open the database.
   const replaced = existsSync(databasePath) ? databasePath : dir;
@@ -269,8 +272,7 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
       walletKeys: carried === null ? null : "skipped" in carried ? carried : carried.walletKeys,
     };
   } finally {
-    rmSync(partial, { force: true });
-    rmSync(`${partial}-aside`, { force: true });
+    for (const file of [partial, `${partial}-aside`, `${partial}-journal`, ...COMPANIONS.map((suffix) => partial + suffix)]) rmSync(file, { force: true });
   }
 }
 
