@@ -8,7 +8,7 @@ import { watchSchema } from "./db/schema-watch.ts";
 import { createFromImage } from "./db/fresh.ts";
 import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
-import { requireGenesisDecimals } from "./ledger/create.ts";
+import { requireGenesisDecimals, requireNetwork } from "./ledger/create.ts";
 import { AppError, errorResponse, errorText, fieldError, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
@@ -235,6 +235,7 @@ async function serve(
       }
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
       requireGenesisDecimals(config, db);
+      requireNetwork(config, db);
       return migrated;
     });
   } catch (err) {

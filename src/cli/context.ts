@@ -2,7 +2,7 @@
 import { existsSync } from "node:fs";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config } from "../config.ts";
 import { createDeps, type Deps } from "../deps.ts";
-import { requireGenesisDecimals } from "../ledger/create.ts";
+import { requireGenesisDecimals, requireNetwork } from "../ledger/create.ts";
 import { latestOf, migrateFreshOnly } from "../db/migrate.ts";
 import { watchSchema } from "../db/schema-watch.ts";
 import { errorText } from "../errors.ts";
@@ -67,6 +67,7 @@ export async function withCommandDeps<T>(
         }
         requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
         requireGenesisDecimals(config, db);
+        requireNetwork(config, db);
         return secrets;
       });
       const deps = await createDeps({

@@ -33,6 +33,7 @@ import m0031 from "./migrations/0031_jwt_key_in_use.sql" with { type: "text" };
 import m0032 from "./migrations/0032_auth_index_prefixes.sql" with { type: "text" };
 import m0033 from "./migrations/0033_jwt_issuer_in_use.sql" with { type: "text" };
 import m0034 from "./migrations/0034_webhook_order_written.sql" with { type: "text" };
+import m0035 from "./migrations/0035_network_in_use.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -71,4 +72,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 32, name: "auth_index_prefixes", sql: m0032 },
   { version: 33, name: "jwt_issuer_in_use", sql: m0033 },
   { version: 34, name: "webhook_order_written", sql: m0034 },
+  { version: 35, name: "network_in_use", sql: m0035 },
 ];

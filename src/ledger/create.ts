@@ -8,7 +8,7 @@ import type { SignatureVerifier } from "../lib/verifier.ts";
 import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import type { Logger } from "../log.ts";
-import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
+import { clusterName, type Ledger, type SubmitOptions, type SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 import { readMeta } from "./embedded/store.ts";
 import type { TokenAccountInfo } from "./transactions.ts";
@@ -27,6 +27,27 @@ export function requireGenesisDecimals(config: Config, db: Db): void {
   throw new ConfigError(
     `SERVICE_TOKEN_DECIMALS is ${config.serviceToken.decimals}, but this database's embedded ledger made its service token with ${made} decimals, which a mint keeps: set SERVICE_TOKEN_DECIMALS=${made} (or unset it if ${made} is the default), or start from a new DATA_DIR`,
   );
+}
+
+/**
+ * A database is served on one NETWORK: its purchases, feature tokens, orders and embedded ledger are that
+ * network's, and served under another a localnet purchase paid in play money would grant access on devnet or
+ * mainnet. The network is recorded at the first start (a database from before the record: where its newest
+ * purchase or audited transfer was made, else the network it is opened under now), and a start or command
+ * under another is refused (exit 1), naming both. Checked at start, before anything is served.
+ */
+export function requireNetwork(config: Config, db: Db): void {
+  const here = clusterName(config.network);
+  const recorded = store.findNetworkInUse(db);
+  const servedOn = recorded ?? store.latestPaidCluster(db) ?? here;
+  if (servedOn !== here) {
+    const theirs = servedOn === "mainnet-beta" ? "mainnet" : servedOn;
+    throw new ConfigError(
+      `this database is served on NETWORK=${theirs}, not ${config.network}: its purchases, feature tokens, orders and wallets' records are ${theirs}'s; set NETWORK=${theirs}, or give ${config.network} a DATA_DIR of its own (DATA_DIR=./data-${config.network})`,
+    );
+  }
+  // Recorded with the first batch of writes, not waited for: lost in a crash, the next start records it.
+  if (recorded === null) store.recordNetworkInUse(db, here).catch(() => undefined);
 }
 
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {

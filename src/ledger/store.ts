@@ -40,3 +40,24 @@ export async function listAudit(db: Db, signature: string): Promise<AuditRow[]> 
     )
     .all(signature) as AuditRow[];
 }
+
+/** The network the database is served on (migration 35); null before a server of that version started. */
+export function findNetworkInUse(db: Db): string | null {
+  return db.read(() => (db.sqlite.query("SELECT network FROM network_in_use WHERE id = 1").get() as { network: string } | null)?.network ?? null);
+}
+
+/** Records the network the database is served on (written with the first batch of writes; never replaced). */
+export function recordNetworkInUse(db: Db, network: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("INSERT INTO network_in_use (id, network) VALUES (1, ?) ON CONFLICT (id) DO NOTHING").run(network);
+  });
+}
+
+/** The cluster name of the newest purchase, or of the newest audited transfer: where a database without a record was served. */
+export function latestPaidCluster(db: Db): string | null {
+  return db.read(() => {
+    const row = (db.sqlite.query("SELECT network FROM purchases ORDER BY rowid DESC LIMIT 1").get() ??
+      db.sqlite.query("SELECT network FROM ledger_audit ORDER BY rowid DESC LIMIT 1").get()) as { network: string } | null;
+    return row?.network ?? null;
+  });
+}
