@@ -127,6 +127,18 @@ describe("loadConfig", () => {
     expect(loadConfig({ NETWORK: "devnet" }).solanaRpcUrl).toBe("https://api.devnet.solana.com");
     expect(loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:8899" }).solanaRpcUrl).toBe("http://127.0.0.1:8899");
     expect(() => loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "ftp://x" })).toThrow("SOLANA_RPC_URL");
+    // URLs fetch could not use: refused at start, not one "connection failed" per call afterwards.
+    for (const url of ["http://[zz/?api-key=SECRET123", "https://rpc.example:99999/?api-key=SECRET123", "http://:8899/", "https://rpc example/"]) {
+      const refusal = (() => {
+        try {
+          loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: url });
+          return null;
+        } catch (err) {
+          return (err as Error).message;
+        }
+      })();
+      expect([url, refusal]).toEqual([url, "SOLANA_RPC_URL must be an http(s) URL"]);
+    }
     let message = "";
     try {
       loadConfig({ NETWORK: "devnet", SOLANA_RPC_URL: "wss://rpc.example/?api-key=SECRET123" });

@@ -15,6 +15,8 @@ export type Config = Readonly<{
   host: string;
   /** Public URL; null until the port is known when PORT=0 and BASE_URL is unset. */
   baseUrl: string | null;
+  /** Whether BASE_URL was given (else baseUrl comes from HOST and PORT). */
+  baseUrlGiven: boolean;
   dataDir: string;
   databasePath: string;
   network: Network;
@@ -223,8 +225,13 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   }
 
   const rawRpc = vars.SOLANA_RPC_URL?.trim() || null;
+  /** An http(s) URL as fetch will read it: it parses, names a host, and carries no whitespace. */
+  const isHttpUrl = (value: string) => {
+    if (!/^https?:\/\/[^\s]+$/i.test(value) || !URL.canParse(value)) return false;
+    return new URL(value).hostname !== "";
+  };
   if (mainnet && rawRpc === null) throw new ConfigError("SOLANA_RPC_URL is required on mainnet");
-  if (rawRpc !== null && !/^https?:\/\/[^\s]+$/.test(rawRpc)) {
+  if (rawRpc !== null && !isHttpUrl(rawRpc)) {
     // Not echoed: RPC providers put their API key in the URL.
     throw new ConfigError("SOLANA_RPC_URL must be an http(s) URL");
   }
@@ -272,6 +279,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     port,
     host,
     baseUrl,
+    baseUrlGiven: Boolean(rawBase),
     dataDir,
     databasePath: join(dataDir, "walletgate.db"),
     network,

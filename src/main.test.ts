@@ -43,7 +43,7 @@ describe("walletgate CLI", () => {
     expect(r.stderr).toContain('unknown command "frobnicate"');
     const o = await runCli(["serve", "--frobnicate", "1"]);
     expect(o.code).toBe(2);
-    expect(o.stderr).toContain("--frobnicate");
+    expect(o.stderr).toContain("walletgate: unknown option '--frobnicate'"); // in lower case, as every other message
   });
 
   test("a command's wrong arguments exit 2 with that command's usage, once", async () => {
@@ -133,6 +133,16 @@ describe("walletgate CLI", () => {
       const r = await runCli(args, { PORT: "0", DATA_DIR: dir });
       expect({ args, code: r.code, says: r.stderr.includes(`DATA_DIR ${dir}: ${join(dir, "walletgate.db")} is not a SQLite database`) }).toEqual({ args, code: 1, says: true });
     }
+    // A start that cannot use the database generates no secrets beside it (nor does one of a newer version).
+    expect(readdirSync(dir).filter((name) => !name.startsWith("walletgate.db"))).toEqual([]);
+    const newer = dataDir();
+    expect((await runCli(["migrate"], { DATA_DIR: newer })).code).toBe(0);
+    const bumped = new Database(join(newer, "walletgate.db"));
+    bumped.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from a newer version', 0)");
+    bumped.close();
+    const refusedNewer = await runCli(["serve"], { PORT: "0", DATA_DIR: newer });
+    expect([refusedNewer.code, refusedNewer.stderr]).toEqual([1, expect.stringContaining("run a newer walletgate")]);
+    expect(readdirSync(newer).filter((name) => !name.startsWith("walletgate.db"))).toEqual([]);
     // A damaged one: the root page of a table its start-up reads overwritten.
     const damaged = dataDir();
     expect((await runCli(["migrate"], { DATA_DIR: damaged })).code).toBe(0);
@@ -255,6 +265,48 @@ describe("walletgate CLI", () => {
     const refused = await runCli(["owners", "list"], { DATA_DIR: fresh });
     expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining("this database is served on NETWORK=devnet, not localnet")]);
   });
+
+  test("npm start stops on a SIGTERM sent to npm (a service manager stops the process it started): the server shuts down", async () => {
+    const dir = dataDir();
+    const npm = Bun.spawn(["npm", "start", "--silent"], {
+      cwd: join(import.meta.dir, ".."),
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", HOST: "127.0.0.1", DATA_DIR: dir, LOG_FORMAT: "json" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    let out = "";
+    const reader = npm.stdout.getReader();
+    const readUntil = async (text: string, ms: number) => {
+      const until = Date.now() + ms;
+      while (!out.includes(text) && Date.now() < until) {
+        const chunk = await Promise.race([reader.read(), Bun.sleep(until - Date.now()).then(() => null)]);
+        if (chunk === null || chunk.done) break;
+        out += new TextDecoder().decode(chunk.value);
+      }
+      return out.includes(text);
+    };
+    const server = () =>
+      readdirSync("/proc")
+        .filter((pid) => /^\d+$/.test(pid))
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("src/main.ts") && readFileSync(`/proc/${pid}/environ`, "utf8").includes(`DATA_DIR=${dir}\0`);
+          } catch {
+            return false;
+          }
+        });
+    try {
+      expect(await readUntil('"msg":"listening"', 30_000)).toBe(true);
+      npm.kill("SIGTERM");
+      await npm.exited;
+      expect(await readUntil('"msg":"stopped"', 10_000)).toBe(true);
+      expect(out).toContain('"signal":"SIGTERM"');
+      expect(server()).toEqual([]);
+    } finally {
+      for (const pid of server()) process.kill(Number(pid), "SIGKILL");
+      npm.kill("SIGKILL");
+    }
+  }, 60_000);
 
   test("migrate creates the schema, then has nothing to do", async () => {
     const dir = dataDir();

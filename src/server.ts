@@ -205,21 +205,25 @@ async function serve(
       restoring: () => new ConfigError(restoringMessage(config.databasePath)),
     }),
   );
-  let opened: { secrets: Secrets; db: Db; created: boolean };
+  let opened: { db: Db; created: boolean };
   try {
     opened = inDataDir(config, () => {
-      const secrets = resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) });
       const created = createFromImage(config.databasePath); // a first start of the executable: written whole
-      return { secrets, db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
+      return { db: openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous }), created };
     });
   } catch (err) {
     lock.release();
     throw err;
   }
-  const { secrets, db, created } = opened;
+  const { db, created } = opened;
+  let secrets: Secrets;
   let migrated: ReturnType<typeof migrate>;
   try {
-    const pending = inDataDir(config, () => pendingVersions(db.sqlite)); // its first read: a damaged file names DATA_DIR
+    // Its first read: a damaged file, or one of a newer version, names DATA_DIR and stops the start here.
+    const pending = inDataDir(config, () => pendingVersions(db.sqlite));
+    // Only then are missing secrets generated: a start that cannot use the database leaves no key files
+    // behind (which a backup restored next, without its own, would then be refused under).
+    secrets = inDataDir(config, () => resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) }));
     if (pending.length > 0) {
       // Said, and written out, before the work: on a big database it takes seconds.
       log.info("migrating database", { applying: pending });

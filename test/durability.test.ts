@@ -290,6 +290,9 @@ describe("walletgate restore", () => {
       for (const file of [junk, join(dir, "missing.db")]) expect((await runCli(["restore", file], { DATA_DIR: server.dataDir })).code).toBe(1);
       const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
       expect(out.code).toBe(0);
+      // Each long step is said before it runs, on stderr (operations.md: long work shows progress).
+      const steps = out.stderr.split("\n").filter((line) => line.endsWith(" …"));
+      expect(steps).toEqual([`checking ${backup} …`, `copying ${backup} into ${server.dataDir} …`, "copying the database it replaces aside …", expect.stringMatching(/^carrying over revocations /)]);
       const result = JSON.parse(out.stdout) as { restored: string; schemaVersion: number; movedAside: string };
       expect(result).toMatchObject({ restored: join(server.dataDir, "walletgate.db"), schemaVersion: expect.any(Number) });
       // The replaced database with its log is still a pair SQLite opens: nothing lost by restoring.

@@ -90,6 +90,15 @@ describe("verifySessionJwt", () => {
     expect(await codeOf(verifySessionJwt(keys, await raw(clean), NOW_S * 1000))).toBe("TOKEN_INVALID");
   });
 
+  test("a token of another issuer says so (a BASE_URL, HOST or PORT changed), not in jose's words", async () => {
+    const messageOf = (p: Promise<unknown>) => p.then(() => null, (err: Error) => err.message);
+    expect(await messageOf(verifySessionJwt(keys, await raw({ ...full, iss: "http://elsewhere" }), NOW_S * 1000))).toBe(
+      "session token is invalid: it was issued for another BASE_URL than this server's",
+    );
+    const { iss: _, ...noIssuer } = full;
+    expect(await messageOf(verifySessionJwt(keys, await raw(noIssuer), NOW_S * 1000))).toBe("session token is invalid: it names no issuer");
+  });
+
   test("other algorithms and over-long tokens are refused", async () => {
     expect(await codeOf(verifySessionJwt(keys, await raw(full, CURRENT, keyIdOf(CURRENT), "HS384"), NOW_S * 1000))).toBe("TOKEN_INVALID");
     expect(await codeOf(verifySessionJwt(keys, "a".repeat(5000), NOW_S * 1000))).toBe("TOKEN_INVALID");

@@ -95,6 +95,11 @@ export async function verifySessionJwt(keys: JwtKeys, token: string, nowMs: numb
   } catch (err) {
     if (err instanceof AppError) throw err;
     if (err instanceof joseErrors.JWTExpired) throw new AppError("TOKEN_EXPIRED", "session token has expired; sign in again");
+    // Tokens name the BASE_URL they were issued for: after a BASE_URL (or, without one, HOST or PORT) change,
+    // every earlier token reads so, rather than as jose's code.
+    if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === "iss") {
+      throw invalid(typeof err.payload.iss === "string" ? "it was issued for another BASE_URL than this server's" : "it names no issuer");
+    }
     throw invalid(err instanceof joseErrors.JOSEError ? err.code.replace(/^ERR_/, "").toLowerCase() : "malformed");
   }
   const { walletAddress, sessionId, jti, iat, exp, iss } = payload;

@@ -35,7 +35,9 @@ export function parseCommandArgs<O extends OptionSpec>(
   try {
     parsed = parseArgs({ args, options, allowPositionals: true, strict: true, tokens: true });
   } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err), usage);
+    // node:util's words ("Unknown option '--x'"), begun in lower case as every other message of the CLI.
+    const said = err instanceof Error ? err.message.replace(/\. To specify.*$/s, "") : String(err);
+    throw new UsageError(said.charAt(0).toLowerCase() + said.slice(1), usage);
   }
   // An option given twice would keep only its last value (`keys create --owner A --owner B` for B).
   const seen = new Set<string>();

@@ -33,17 +33,22 @@ export async function withCommandDeps<T>(
       `DATA_DIR ${config.dataDir} holds no database (no ${config.databasePath}): set DATA_DIR to the directory the server uses, or start \`walletgate serve\` there first`,
     );
   }
-  const baseUrl = config.baseUrl ?? defaultBaseUrl(config.host, config.port);
+  const derivedBaseUrl = config.baseUrl ?? defaultBaseUrl(config.host, config.port);
   return withOpenLock(config, async () => {
     const db = inDataDir(config, () => {
       createFromImage(config.databasePath);
       return openDatabase(config.databasePath, { synchronous: config.sqliteSynchronous });
     });
     try {
+      // The address links are made for (dashboard-link): BASE_URL, else the one the server recorded it serves
+      // at (its HOST and PORT, which a command run beside it need not share: PORT=0 is known only once it listens).
+      let baseUrl = derivedBaseUrl;
       const secrets = inDataDir(config, () => {
         migrateFreshOnly(db.sqlite, systemClock.now()); // never under a running server of an older version
         // What a command signing sessions (mcp) must agree with: the key id and issuer the server recorded it signs with.
-        const signer = options.signsSessions === true ? serversSigner(db) : null;
+        const recorded = serversSigner(db);
+        if (options.signsSessions !== true && !config.baseUrlGiven && recorded?.issuer != null) baseUrl = recorded.issuer;
+        const signer = options.signsSessions === true ? recorded : null;
         const serversKey = signer?.kid ?? null;
         const secrets = resolveSecrets(config, {
           holdsSealedData: () => holdsSealedData(config.databasePath),

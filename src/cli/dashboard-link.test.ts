@@ -4,7 +4,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
-import { runCli, tempDir } from "../../test/helpers/server.ts";
+import { runCli, startTestServer, tempDir } from "../../test/helpers/server.ts";
 import { ISO_MS } from "../../test/helpers/time.ts";
 import { authenticateToken } from "../auth/sessions.ts";
 import { loadConfig, resolveSecrets } from "../config.ts";
@@ -97,6 +97,22 @@ describe("walletgate dashboard-link", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^https:\/\/gate\.example\.test\/dashboard#link=[1-9A-HJ-NP-Za-km-z]{32,44}\n$/);
     expect(r.stderr).toBe("");
+  });
+
+  test("without BASE_URL, the link names the address the server recorded it serves at (PORT=0 included), not HOST and PORT's default", async () => {
+    const d = dataDir();
+    const server = await startTestServer({}, d.dir); // PORT=0: its address is known only once it listens
+    try {
+      const keypair = Keypair.generate();
+      const r = await runCli(["dashboard-link", "--keypair", d.file("id.json", keypairText(keypair.secretKey))], { DATA_DIR: d.dir });
+      expect([r.code, r.stdout]).toEqual([0, expect.stringMatching(/#link=/)]);
+      expect(r.stdout).toStartWith(`${server.url}/dashboard#link=`);
+      // BASE_URL, when given, is the link's address still.
+      const given = await runCli(["dashboard-link", "--keypair", join(d.dir, "id.json")], d.env);
+      expect(given.stdout).toStartWith(`${BASE_URL}/dashboard#link=`);
+    } finally {
+      await server.dispose();
+    }
   });
 
   test("a keypair file whose public half is another wallet's exits 1, printing no link and no secret", async () => {

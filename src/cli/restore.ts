@@ -6,7 +6,8 @@ import { parseCommandArgs } from "./args.ts";
 export async function restoreCommand(config: Config, args: string[]): Promise<number> {
   const { values, positionals } = parseCommandArgs(args, { json: { type: "boolean" } }, { min: 1, max: 1 }, "Usage: walletgate restore <file> [--json]");
   try {
-    const result = restoreDatabase(config.databasePath, positionals[0]!, new Date());
+    // Said before each step, on stderr (stdout holds the answer): on a big database each takes seconds.
+    const result = restoreDatabase(config.databasePath, positionals[0]!, new Date(), undefined, (step) => process.stderr.write(`${step}\n`));
     process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${result.restored}\n`);
     if (result.movedAside !== null) process.stderr.write(`the database it replaced, with its log, is now ${result.movedAside}\n`);
     const carried = result.revocations;

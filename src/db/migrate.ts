@@ -37,9 +37,11 @@ function pendingOf(sqlite: Database, migrations: readonly Migration[]): Migratio
   return migrations.filter((m) => !done.has(m.version));
 }
 
-/** The versions of this program's migrations the database lacks, in order (all of them for a new database). */
+/** The versions of this program's migrations the database lacks, in order (all of them for a new database); refuses a newer one. */
 export function pendingVersions(sqlite: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
-  const pending = schemaVersion(sqlite) === 0 ? [...migrations] : pendingOf(sqlite, migrations);
+  const version = schemaVersion(sqlite);
+  refuseNewer(version, latestOf(migrations));
+  const pending = version === 0 ? [...migrations] : pendingOf(sqlite, migrations);
   return pending.map((m) => m.version).sort((a, b) => a - b);
 }
 

@@ -198,6 +198,8 @@ export function restoreDatabase(
   now: Date,
   /** Tests: runs just before the backup takes the name (a throw there is a restore killed at that instant). */
   beforeReplace: () => void = () => undefined,
+  /** Told before each long step (the CLI prints it: a step reads or copies a whole database). */
+  progress: (step: string) => void = () => undefined,
 ): RestoreResult {
   if (!existsSync(backup)) throw new RestoreError(`no file ${backup}`);
   // A database file that is a symlink (to another volume, say) is restored where it points: the link stays,
@@ -205,6 +207,7 @@ export function restoreDatabase(
   const databasePath = existsSync(named) ? realpathSync(named) : linkTarget(named) ?? named;
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
+  progress(`checking ${backup} …`);
   const version = checkBackup(backup);
   const dir = dirname(databasePath);
   makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)
@@ -218,14 +221,22 @@ export function restoreDatabase(
   }
   try {
     if ("held" in lock) throw new RestoreError("the database is open in another walletgate process: stop the server first");
-    return restoreUnderLock(named, databasePath, backup, version, now, beforeReplace);
+    return restoreUnderLock(named, databasePath, backup, version, now, beforeReplace, progress);
   } finally {
     if ("lock" in lock) lock.lock.release();
   }
 }
 
 /** restoreDatabase's work, once no other walletgate process has the database open or can open it. */
-function restoreUnderLock(named: string, databasePath: string, backup: string, version: number, now: Date, beforeReplace: () => void): RestoreResult {
+function restoreUnderLock(
+  named: string,
+  databasePath: string,
+  backup: string,
+  version: number,
+  now: Date,
+  beforeReplace: () => void,
+  progress: (step: string) => void,
+): RestoreResult {
   if (openedByAnother(databasePath)) {
     throw new RestoreError("the database is open in another process (perhaps in another container, or another user's): stop the server first");
   }
@@ -240,12 +251,14 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
   const replaced = existsSync(databasePath) ? databasePath : dir;
   const keepOwner = (file: string) => keepOwnerOf(replaced, file);
   try {
+    progress(`copying ${backup} into ${dir} …`);
     copyFileSync(backup, partial);
     chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644
     keepOwner(partial);
     fsyncPath(partial);
     let movedAside: string | null = null;
     if (existsSync(databasePath)) {
+      progress(`copying the database it replaces aside …`);
       foldLog(databasePath);
       movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
       // A copy, given its name whole: the old database stays under its own name until the backup takes it.
@@ -260,6 +273,7 @@ function restoreUnderLock(named: string, databasePath: string, backup: string, v
       if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
       else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
     }
+    if (movedAside !== null) progress("carrying over revocations and custodial wallet keys made after the backup (migrating the backup's copy first if it is older) …");
     const carried = movedAside === null ? null : carryOver(partial, movedAside, now.getTime());
     beforeReplace();
     renameSync(partial, databasePath);
