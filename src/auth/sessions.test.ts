@@ -97,6 +97,11 @@ describe("session_restore", () => {
     // Once that refresh is revoked (signed out), its parent starts no other one.
     await revokeSessionToken(deps, first.sessionToken);
     expect(await codeOf(restoreSession(deps, s.token))).toBe("TOKEN_REVOKED");
+    // Said as what happened: the token sent was not revoked itself (it still authenticates until its exp).
+    expect(await restoreSession(deps, s.token).catch((err: Error) => err.message)).toBe(
+      "this session was signed out (the token that refreshed this one was revoked); sign in again",
+    );
+    expect(await codeOf(authenticateToken(deps, s.token))).toBe("OK");
     expect(tokenRows(deps)).toBe(2);
   });
 

@@ -101,7 +101,8 @@ export async function issueSession(
   if (recorded === "not spent") throw new Error("no proof was given to spend"); // never: insertToken got no `spend`
   if (recorded === "recorded") return signPreparedSession(deps, prepared);
   const { existing: row } = recorded;
-  if (row.revokedAt !== null) throw revoked();
+  // The token sent is not revoked, but the session it would continue was signed out (its refresh revoked).
+  if (row.revokedAt !== null) throw new AppError("TOKEN_REVOKED", "this session was signed out (the token that refreshed this one was revoked); sign in again");
   return signPreparedSession(deps, prepared, row);
 }
 
