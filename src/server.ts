@@ -239,7 +239,7 @@ async function serve(
       }
       requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
       requireGenesisDecimals(config, db);
-      requireNetwork(config, db);
+      requireNetwork(config, db, true);
       return migrated;
     });
   } catch (err) {

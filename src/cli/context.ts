@@ -72,7 +72,7 @@ export async function withCommandDeps<T>(
         }
         requireSealingKey(db, secrets.walletEncryptionKey, walletKeySource(config));
         requireGenesisDecimals(config, db);
-        requireNetwork(config, db);
+        requireNetwork(config, db, options.signsSessions === true); // serve and mcp record it
         return secrets;
       });
       const deps = await createDeps({

@@ -7,6 +7,8 @@ import { codeOf } from "../../test/helpers/errors.ts";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
 import { transferFromWallet } from "../wallets/transfer.ts";
+import { loadConfig } from "../config.ts";
+import { requireNetwork } from "./create.ts";
 import { listAudit } from "./store.ts";
 import { associatedTokenAddress, compileTransaction } from "./transactions.ts";
 
@@ -50,6 +52,18 @@ describe("mainnet audit log", () => {
       { outcome: "confirmed", errorCode: null },
       { outcome: "rejected", errorCode: "INSUFFICIENT_FUNDS" },
     ]);
+  });
+
+  test("a database from before the network's record, holding only audited transfers, is mainnet's: it starts there and nowhere else", async () => {
+    const { deps } = await testDeps(mainnetEnv());
+    const from = (await createCustodialWallet(deps)).address;
+    rpc.setLamports(from, SOL);
+    await transferFromWallet(deps, { from, to: Keypair.generate().publicKey.toBase58(), token: "sol", amount: SOL / 4n });
+    expect(deps.db.sqlite.query("SELECT network FROM ledger_audit").all()).toEqual([{ network: "mainnet" }]); // written as the real path writes it
+    expect(() => requireNetwork(loadConfig({ DATA_DIR: "/nonexistent" }), deps.db, false)).toThrow("this database is served on NETWORK=mainnet, not localnet");
+    requireNetwork(deps.config, deps.db, true);
+    await deps.db.settled();
+    expect(deps.db.sqlite.query("SELECT network FROM network_in_use").all()).toEqual([{ network: "mainnet" }]);
   });
 
   test("the row is on record before the transaction is sent: while the outcome is awaited it says unknown", async () => {

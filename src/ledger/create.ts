@@ -8,7 +8,7 @@ import type { SignatureVerifier } from "../lib/verifier.ts";
 import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import type { Logger } from "../log.ts";
-import { clusterName, type Ledger, type SubmitOptions, type SubmitResult } from "./ledger.ts";
+import { type Ledger, type SubmitOptions, type SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 import { readMeta } from "./embedded/store.ts";
 import type { TokenAccountInfo } from "./transactions.ts";
@@ -32,22 +32,27 @@ export function requireGenesisDecimals(config: Config, db: Db): void {
 /**
  * A database is served on one NETWORK: its purchases, feature tokens, orders and embedded ledger are that
  * network's, and served under another a localnet purchase paid in play money would grant access on devnet or
- * mainnet. The network is recorded at the first start (a database from before the record: where its newest
- * purchase or audited transfer was made, else the network it is opened under now), and a start or command
- * under another is refused (exit 1), naming both. Checked at start, before anything is served.
+ * mainnet. `serve` and `mcp` (`records`) record the network at their first start; a database from before the
+ * record is taken to be served where its newest purchase, audited transfer or escrow wallet was made, else on
+ * the network it is opened under now. A start or command under another is refused (exit 1), naming both.
+ * Other commands check against the record but make none: an operator's shell may lack the server's NETWORK.
  */
-export function requireNetwork(config: Config, db: Db): void {
-  const here = clusterName(config.network);
+export function requireNetwork(config: Config, db: Db, records: boolean): void {
   const recorded = store.findNetworkInUse(db);
-  const servedOn = recorded ?? store.latestPaidCluster(db) ?? here;
-  if (servedOn !== here) {
-    const theirs = servedOn === "mainnet-beta" ? "mainnet" : servedOn;
+  const inferred = recorded ?? store.latestServedNetwork(db);
+  const servedOn = inferred === null ? null : asNetwork(inferred);
+  if (servedOn !== null && servedOn !== config.network) {
     throw new ConfigError(
-      `this database is served on NETWORK=${theirs}, not ${config.network}: its purchases, feature tokens, orders and wallets' records are ${theirs}'s; set NETWORK=${theirs}, or give ${config.network} a DATA_DIR of its own (DATA_DIR=./data-${config.network})`,
+      `this database is served on NETWORK=${servedOn}, not ${config.network}: its purchases, feature tokens, orders and wallets' records are ${servedOn}'s; set NETWORK=${servedOn}, or give ${config.network} a DATA_DIR of its own (DATA_DIR=./data-${config.network})`,
     );
   }
   // Recorded with the first batch of writes, not waited for: lost in a crash, the next start records it.
-  if (recorded === null) store.recordNetworkInUse(db, here).catch(() => undefined);
+  if (recorded === null && records) store.recordNetworkInUse(db, config.network).catch(() => undefined);
+}
+
+/** A NETWORK value from a record, which may hold a cluster name (purchases: "mainnet-beta"). */
+function asNetwork(recorded: string): string {
+  return recorded === "mainnet-beta" ? "mainnet" : recorded;
 }
 
 async function loadLedger(deps: LedgerDeps): Promise<Ledger> {

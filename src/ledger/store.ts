@@ -53,11 +53,15 @@ export function recordNetworkInUse(db: Db, network: string): Promise<void> {
   });
 }
 
-/** The cluster name of the newest purchase, or of the newest audited transfer: where a database without a record was served. */
-export function latestPaidCluster(db: Db): string | null {
+/**
+ * Where a database without a record was served: the network of its newest purchase (a cluster name), else of
+ * its newest audited transfer (a NETWORK value), else of its marketplace escrow wallet (a NETWORK value).
+ */
+export function latestServedNetwork(db: Db): string | null {
   return db.read(() => {
     const row = (db.sqlite.query("SELECT network FROM purchases ORDER BY rowid DESC LIMIT 1").get() ??
-      db.sqlite.query("SELECT network FROM ledger_audit ORDER BY rowid DESC LIMIT 1").get()) as { network: string } | null;
+      db.sqlite.query("SELECT network FROM ledger_audit ORDER BY rowid DESC LIMIT 1").get() ??
+      db.sqlite.query("SELECT network FROM market_escrow ORDER BY rowid DESC LIMIT 1").get()) as { network: string } | null;
     return row?.network ?? null;
   });
 }

@@ -933,6 +933,25 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     expect(await checkAccess(deps, owner, productId, wallet)).toEqual({ hasAccess: false, paymentUrl: `http://walletgate.test/pay/${productId}?wallet=${wallet}` });
   });
 
+  // Two processes' view of one database file: there is none to share in memory.
+  test.skipIf(dbPath() === undefined)("only a purchase paid on the server's network grants access (a database served on another before migration 35)", async () => {
+    const path = dbPath()!;
+    const { deps, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a"], accessDays: 1 }, path);
+    const paid = await pay(deps, productId, buyer);
+    const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+    const pass = await createProduct(deps, owner, { title: "Day pass", type: "access", price: "1", accessDays: 1 });
+    const passPaid = await pay(deps, pass.productId, buyer);
+    expect(await confirmCheckout(deps, pass.productId, passPaid.checkout.checkoutId)).toMatchObject({ status: "completed" });
+    for (const id of [productId, pass.productId]) expect((await checkAccess(deps, owner, id, wallet)).hasAccess).toBe(true);
+    // The same database under NETWORK=devnet: play money buys nothing there.
+    const { deps: onDevnet, db } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9/" }, { dbPath: path });
+    opened.push(db);
+    for (const id of [productId, pass.productId]) expect((await checkAccess(onDevnet, owner, id, wallet)).hasAccess).toBe(false);
+    expect(await verifyFeatureToken(onDevnet, owner, done.accessToken)).toEqual({ valid: false, error: "token paid on localnet, not devnet" });
+    expect(await verifyFeatureToken(deps, owner, done.accessToken)).toMatchObject({ valid: true });
+  });
+
   test("a feature token expires with its access; revoking ends access at once", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "2", featureIds: ["a", "b"], accessDays: 1 }, dbPath());
     const first = await pay(deps, productId, buyer);

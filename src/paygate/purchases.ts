@@ -5,7 +5,7 @@ import { AppError, fieldError, requirePage } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { DAY_MS, toIso } from "../lib/clock.ts";
 import { isAddress, decodeBase58 } from "../lib/encoding.ts";
-import type { LedgerTransaction, TokenInfo } from "../ledger/ledger.ts";
+import { clusterName, type LedgerTransaction, type TokenInfo } from "../ledger/ledger.ts";
 import { ownedProductKind } from "./products.ts";
 import * as store from "./store.ts";
 
@@ -56,10 +56,13 @@ export function checkAccess(deps: Deps, owner: string, productId: string, wallet
   if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = ownedProductKind(deps, owner, productId);
   const now = deps.clock.now();
+  // Only a purchase paid on this server's network grants access (one served on several before migration 35
+  // may hold another's: a localnet purchase is play money).
+  const network = clusterName(deps.config.network);
   const purchase =
     product.type === "feature_unlock"
-      ? store.findTokenAccessPurchase(deps.db, product.id, walletAddress, now)
-      : store.findAccessPurchase(deps.db, product.id, walletAddress, now);
+      ? store.findTokenAccessPurchase(deps.db, product.id, walletAddress, now, network)
+      : store.findAccessPurchase(deps.db, product.id, walletAddress, now, network);
   if (purchase === null) return { hasAccess: false, paymentUrl: `${deps.baseUrl}/pay/${product.id}?wallet=${encodeURIComponent(walletAddress)}` };
   return {
     hasAccess: true,

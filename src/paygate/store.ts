@@ -577,7 +577,7 @@ function keptAccess(db: Db, name: string, productId: string, wallet: string, now
  * The access pass `wallet` holds for a product now: of its unexpired purchases, the one that lasts longest.
  * Kept until that one expires — then all of them have — or no purchase at all, which only a commit changes.
  */
-export function findAccessPurchase(db: Db, productId: string, wallet: string, now: number): PurchaseRow | null {
+export function findAccessPurchase(db: Db, productId: string, wallet: string, now: number, network: string): PurchaseRow | null {
   return keptAccess(db, "purchases.access", productId, wallet, now, () =>
     db.read(() => {
       // Most checks are for wallets that never bought: one index probe answers them without the ordered join.
@@ -586,11 +586,12 @@ export function findAccessPurchase(db: Db, productId: string, wallet: string, no
           ? null
           : purchaseWhere(
               db,
-              `p.product_id = ? AND p.wallet = ? AND (p.expires_at IS NULL OR p.expires_at > ?)
+              `p.product_id = ? AND p.wallet = ? AND (p.expires_at IS NULL OR p.expires_at > ?) AND p.network = ?
                ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
               productId,
               wallet,
               now,
+              network,
             );
       return { purchase, loadedAt: now, until: purchase?.expiresAt ?? Infinity };
     }),
@@ -601,7 +602,7 @@ export function findAccessPurchase(db: Db, productId: string, wallet: string, no
  * The purchase behind `wallet`'s live (neither revoked nor expired) token for a feature unlock. Kept until
  * the first of those tokens expires (the answer may change then), or while there is none, until a commit.
  */
-export function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number): PurchaseRow | null {
+export function findTokenAccessPurchase(db: Db, productId: string, wallet: string, now: number, network: string): PurchaseRow | null {
   return keptAccess(db, "purchases.token_access", productId, wallet, now, () =>
     db.read(() => {
       if (db.sqlite.query("SELECT 1 FROM feature_tokens WHERE product_id = ? AND wallet = ? LIMIT 1").get(productId, wallet) === null) {
@@ -610,11 +611,12 @@ export function findTokenAccessPurchase(db: Db, productId: string, wallet: strin
       const live = "product_id = ? AND wallet = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)";
       const purchase = purchaseWhere(
         db,
-        `p.id IN (SELECT purchase_id FROM feature_tokens WHERE ${live})
+        `p.id IN (SELECT purchase_id FROM feature_tokens WHERE ${live}) AND p.network = ?
          ORDER BY p.expires_at IS NULL DESC, p.expires_at DESC, p.purchased_at DESC LIMIT 1`,
         productId,
         wallet,
         now,
+        network,
       );
       const { until } = db.sqlite.query(`SELECT MIN(expires_at) AS until FROM feature_tokens WHERE ${live}`).get(productId, wallet, now) as {
         until: number | null;
@@ -670,6 +672,8 @@ export type FeatureTokenRow = {
   productTitle: string;
   purchaseId: string;
   txHash: string;
+  /** The cluster name of the network its purchase was paid on. */
+  network: string;
   wallet: string;
   features: string[];
   createdAt: number;
@@ -680,7 +684,7 @@ export type FeatureTokenRow = {
 type RawToken = Omit<FeatureTokenRow, "features"> & { features: string };
 
 const TOKEN_COLUMNS = `t.token_hash AS tokenHash, t.token_iv AS iv, t.token_ciphertext AS ciphertext, t.owner, t.product_id AS productId,
-  pr.title AS productTitle, t.purchase_id AS purchaseId, p.tx_hash AS txHash, t.wallet, t.features, t.created_at AS createdAt,
+  pr.title AS productTitle, t.purchase_id AS purchaseId, p.tx_hash AS txHash, p.network, t.wallet, t.features, t.created_at AS createdAt,
   t.expires_at AS expiresAt, t.revoked_at AS revokedAt`;
 const TOKEN_FROM = "feature_tokens t JOIN purchases p ON p.id = t.purchase_id JOIN products pr ON pr.id = t.product_id";
 
