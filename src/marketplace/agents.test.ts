@@ -226,6 +226,17 @@ describe("searchAgents", () => {
     }
   });
 
+  test("a word ending in three letters or more is a prefix; a shorter one matches only itself (a prefix of one letter matches nearly every agent)", async () => {
+    expect(ftsQueryOf("a bc def trans-l ai.")).toBe('"a" "bc" "def"* "trans-l" "ai."');
+    expect(ftsQueryOf("\u{1F600}ab éta")).toBe('"\u{1F600}ab" "éta"*');
+    const { deps } = await testDeps();
+    const agent = await register(deps, wallet(), { name: "AI translator", description: "translates documents" });
+    for (const query of ["ai", "AI", "tra", "translat", "ai transl"]) {
+      expect({ query, found: (await searchAgents(deps, { query })).agents.map((a) => a.agentId) }).toEqual({ query, found: [agent.agentId] });
+    }
+    for (const query of ["a", "t", "tr", "a b c d"]) expect({ query, total: (await searchAgents(deps, { query })).total }).toEqual({ query, total: 0 });
+  });
+
   test("a query is cut at 200 characters as the tool's schema counts them: an emoji is one", () => {
     // 150 emoji (300 UTF-16 units) and a word: 155 characters, all of them searched.
     expect(ftsQueryOf(`${"\u{1F600}".repeat(150)} zqxw`)).toBe('"zqxw"*');
@@ -235,7 +246,7 @@ describe("searchAgents", () => {
   test("FTS syntax in a query is text, never an operator or an error", async () => {
     const { deps } = await testDeps();
     const agent = await register(deps, wallet(), { name: 'The "quoted" AND NEAR agent', description: "col:umn * ^caret" });
-    expect(ftsQueryOf('a"b  OR c')).toBe('"a""b"* "OR"* "c"*');
+    expect(ftsQueryOf('a"b  OR c')).toBe('"a""b" "OR" "c"');
     expect(ftsQueryOf("  -- * ( ) ")).toBeNull();
     for (const query of ['"', '""', "AND", "OR NOT", "NEAR(a b)", "name:agent", "*", "^caret", "col:umn", "(", "a)", "'", "quoted\"", "-", "\u0000"]) {
       const result = await searchAgents(deps, { query });
@@ -259,7 +270,7 @@ test("a control character in any text is VALIDATION_ERROR (a NUL used to reach S
   const { startConversation } = await import("./conversations.ts");
   expect(await codeOf(startConversation(deps, encodeBase58(cryptoRandom(32)), agent.agentId, "\u0000hi"))).toBe("VALIDATION_ERROR");
   expect(await codeOf(searchAgents(deps, { query: "tr\u0000x" }))).toBe("OK");
-  expect(ftsQueryOf("tr\u0000x")).toBe('"tr"* "x"*');
+  expect(ftsQueryOf("tr\u0000x")).toBe('"tr" "x"');
 });
 
 describe("search pages", () => {
