@@ -159,7 +159,7 @@ const LAZY_GROUPS: { prefixes: string[]; load: (deps: Deps, clientOf: Client) =>
     prefixes: ["/dashboard/"],
     load: async (deps, clientOf) => {
       const { dashboardApiRoutes, dashboardSessionRoutes } = await import("./dashboard/routes.ts");
-      return [dashboardSessionRoutes(deps, clientOf), dashboardApiRoutes(deps)];
+      return [dashboardSessionRoutes(deps, clientOf), dashboardApiRoutes(deps, clientOf)];
     },
   },
 ];

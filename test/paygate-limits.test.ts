@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { connectMcp } from "./helpers/mcp.ts";
 import { call, newWallet, signIn } from "./helpers/wallet.ts";
 
 let server: TestServer;
@@ -91,3 +92,37 @@ test("product changes are limited per owner: the 121st create, edit or archive i
   const other = (await signIn(server.url, newWallet())).sessionToken;
   expect((await dash("/products", other, { body: { title: "Theirs", description: "", type: "access", price: "1" } })).status).toBe(201);
 }, 60_000);
+
+test("owners' writes are limited per client network too: new owners cost nothing, so the 301st write in a minute from one network is 429 whoever makes it", async () => {
+  const fresh = await startTestServer(); // a limiter of its own
+  try {
+    const dash = (path: string, token: string, body: unknown) => call(fresh.url, `/dashboard/api${path}`, { token, body });
+    const owners = await Promise.all([0, 1, 2, 3].map(async () => (await signIn(fresh.url, newWallet())).sessionToken));
+    // Three owners, each within its own 120 a minute: 120 + 120 + 60 writes from one address.
+    for (const [owner, writes] of [[owners[0]!, 120], [owners[1]!, 120], [owners[2]!, 60]] as const) {
+      for (let i = 0; i < writes; i++) {
+        const made = await dash("/products", owner, { title: `P${i}`, description: "", type: "access", price: "1" });
+        expect([i, made.status]).toEqual([i, 201]);
+      }
+    }
+    // A fourth owner's first writes of any kind (a product, an API key, a webhook endpoint) are refused.
+    for (const [path, body] of [
+      ["/products", { title: "One more", description: "", type: "access", price: "1" }],
+      ["/keys", { label: "k" }],
+      ["/webhooks", { url: "https://hooks.example/x", events: ["payment.completed"] }],
+    ] as const) {
+      const refused = await dash(path, owners[3]!, body);
+      expect([path, refused.status, refused.body.code]).toEqual([path, 429, "RATE_LIMITED"]);
+    }
+    // And so is registering a marketplace agent over MCP (each holds up to 20 services of its owner's text).
+    const mcp = await connectMcp(fresh.url, "limits-test", owners[3]!);
+    try {
+      const agent = await mcp.call("provider_register", { endpoint: "https://agent.example/hook", profile: { name: "A", basePrice: "1" } });
+      expect(agent).toMatchObject({ success: false, code: "RATE_LIMITED" });
+    } finally {
+      await mcp.client.close();
+    }
+  } finally {
+    await fresh.dispose();
+  }
+}, 120_000);

@@ -24,6 +24,10 @@ export const AUTH_LIMITS = {
   messagesPerNetwork: { name: "message-ip", max: 300, windowMs: 60_000 },
   // Nor these: each product change and each test or resent webhook is an outbox event and a delivery.
   ownerWritesPerOwner: { name: "owner-write", max: 120, windowMs: 60_000 },
+  // Nor this: the same writes, and API keys, webhook endpoints and marketplace agents made or changed, by all
+  // the owners of one client network. A wallet costs nothing to make, so the per-owner limit and caps (1,000
+  // products, 20 agents) alone would let one client fill the disk by signing in new owners.
+  ownerWritesPerNetwork: { name: "owner-write-ip", max: 300, windowMs: 60_000 },
   webhookSendsPerOwner: { name: "webhook-send-owner", max: 30, windowMs: 60_000 },
   // Nor this: custodial wallets made by wallet_create (a key kept for good). Their own count, not the
   // verification attempts' one: making wallets must not lock a network's real sign-ins out.
@@ -160,8 +164,11 @@ export function messageHits(wallet: string, clientIp: string): [Limit, string][]
 }
 
 /** A dashboard change that makes an outbox event (products), or a webhook sent on request (test, resend). */
-export function ownerWriteHits(owner: string, kind: "write" | "webhook"): [Limit, string][] {
-  return [[kind === "write" ? AUTH_LIMITS.ownerWritesPerOwner : AUTH_LIMITS.webhookSendsPerOwner, owner]];
+export function ownerWriteHits(owner: string, kind: "write" | "webhook", clientIp: string): [Limit, string][] {
+  return [
+    [kind === "write" ? AUTH_LIMITS.ownerWritesPerOwner : AUTH_LIMITS.webhookSendsPerOwner, owner],
+    [AUTH_LIMITS.ownerWritesPerNetwork, networkKey(clientIp)],
+  ];
 }
 
 /** A wallet_transfer or wallet_submit_transaction call of `wallet` from this client's network. */

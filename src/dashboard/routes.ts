@@ -118,13 +118,16 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
     );
 }
 
-export function dashboardApiRoutes(deps: Deps) {
+export function dashboardApiRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   const owners = new WeakMap<Request, Owner>();
   const ownerOf = (request: Request): Owner => owners.get(request)!;
-  /** The owner, after counting a write that makes an outbox event against its limit (auth/rate-limit.ts). */
+  /**
+   * The owner, after counting a write that makes a row or an outbox event against its limits and its client
+   * network's (auth/rate-limit.ts).
+   */
   const counted = (request: Request, kind: "write" | "webhook"): string => {
     const owner = ownerOf(request).walletAddress;
-    deps.auth.rateLimiter.consume(ownerWriteHits(owner, kind), deps.clock.now());
+    deps.auth.rateLimiter.consume(ownerWriteHits(owner, kind, clientOf(request).ip), deps.clock.now());
     return owner;
   };
   return (
@@ -189,14 +192,14 @@ export function dashboardApiRoutes(deps: Deps) {
         "/keys",
         async ({ request, body, set }) => {
           set.status = 201;
-          return createApiKey(deps, ownerOf(request).walletAddress, body.label);
+          return createApiKey(deps, counted(request, "write"), body.label);
         },
         {
           transform: knownFieldsOnly(["label"]),
           parse: "text",
           body: t.Object({ label: t.String({ maxLength: 100 }) }),
           detail: { summary: "Create an API key: the key appears only in this answer (409 past 100 unrevoked or 1,000 in all)" },
-          response: { 400: ErrorBody, 409: ErrorBody },
+          response: { 400: ErrorBody, 409: ErrorBody, 429: ErrorBody },
         },
       )
       .delete("/keys/:keyId", ({ request, params }) => revokeApiKey(deps, ownerOf(request).walletAddress, params.keyId), {
@@ -210,14 +213,14 @@ export function dashboardApiRoutes(deps: Deps) {
         "/webhooks",
         async ({ request, body, set }) => {
           set.status = 201;
-          return createEndpoint(deps, ownerOf(request).walletAddress, body);
+          return createEndpoint(deps, counted(request, "write"), body);
         },
         {
           transform: knownFieldsOnly(["url", "events"]),
           parse: "text",
           body: t.Object({ url: t.String({ maxLength: 2048 }), events: t.Array(t.String({ maxLength: 40 }), { maxItems: 20 }) }),
           detail: { summary: "Add an endpoint: its whsec_ secret is in this answer (and can be revealed later); at most 20 (409 past it)" },
-          response: { 400: ErrorBody, 409: ErrorBody },
+          response: { 400: ErrorBody, 409: ErrorBody, 429: ErrorBody },
         },
       )
       .patch("/webhooks/:id", ({ request, params, body }) => updateEndpoint(deps, ownerOf(request).walletAddress, params.id, body), {

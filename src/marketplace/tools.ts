@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { ordersOfConversation } from "./orders/orders.ts";
 import { defineTool, requireWallet, type Tool, type ToolContext } from "../mcp/registry.ts";
-import { messageHits } from "../auth/rate-limit.ts";
+import { messageHits, ownerWriteHits } from "../auth/rate-limit.ts";
 import { AGENT_LIMITS, getAgent, registerAgent, searchAgents, SEARCH_PAGE, updateAgent } from "./agents.ts";
 import {
   CONVERSATION_PAGE,
@@ -72,8 +72,10 @@ export const providerRegister = defineTool({
     services: services.optional(),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
-    const { webhookSecret, ...agent } = await registerAgent(deps, requireWallet(caller).walletAddress, input);
+  run: async ({ deps, caller, client }, input) => {
+    const wallet = requireWallet(caller).walletAddress;
+    deps.auth.rateLimiter.consume(ownerWriteHits(wallet, "write", client.ip), deps.clock.now());
+    const { webhookSecret, ...agent } = await registerAgent(deps, wallet, input);
     return { agent, webhookSecret };
   },
 });
@@ -101,9 +103,11 @@ export const providerUpdate = defineTool({
     status: z.enum(["active", "paused"]).optional().describe("active: listed and open to new conversations; paused: not"),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
+  run: async ({ deps, caller, client }, input) => {
     const { agentId: id, ...patch } = input;
-    return { agent: await updateAgent(deps, requireWallet(caller).walletAddress, id, patch) };
+    const wallet = requireWallet(caller).walletAddress;
+    deps.auth.rateLimiter.consume(ownerWriteHits(wallet, "write", client.ip), deps.clock.now());
+    return { agent: await updateAgent(deps, wallet, id, patch) };
   },
 });
 
