@@ -36,6 +36,10 @@ export const AUTH_LIMITS = {
   // kept for good, paid with the faucet's free SOL (one wallet's 2 SOL pays 400,000 transfers' fees).
   transfersPerWallet: { name: "transfer-wallet", max: 120, windowMs: 60_000 },
   transfersPerNetwork: { name: "transfer-ip", max: 600, windowMs: 60_000 },
+  // Nor these: wallet_get_history calls. On devnet and mainnet one call may cost the operator's RPC quota up
+  // to 103 requests (the wallet's and its token accounts' signatures, then up to 100 transactions).
+  historyPerWallet: { name: "history-wallet", max: 60, windowMs: 60_000 },
+  historyPerNetwork: { name: "history-ip", max: 300, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -168,6 +172,14 @@ export function ownerWriteHits(owner: string, kind: "write" | "webhook", clientI
   return [
     [kind === "write" ? AUTH_LIMITS.ownerWritesPerOwner : AUTH_LIMITS.webhookSendsPerOwner, owner],
     [AUTH_LIMITS.ownerWritesPerNetwork, networkKey(clientIp)],
+  ];
+}
+
+/** A wallet_get_history call of `wallet` from this client's network. */
+export function historyHits(wallet: string, clientIp: string): [Limit, string][] {
+  return [
+    [AUTH_LIMITS.historyPerWallet, wallet],
+    [AUTH_LIMITS.historyPerNetwork, networkKey(clientIp)],
   ];
 }
 

@@ -223,3 +223,19 @@ test("wallet_transfer and wallet_submit_transaction: 120 calls a minute per wall
   clock.advance(60_000);
   expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.000001", token: "sol" })).toMatchObject({ success: true });
 });
+
+test("wallet_get_history: 60 calls a minute per wallet and 300 per client network (on RPC networks each may cost ~100 RPC requests)", async () => {
+  const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const registry = createToolRegistry(deps);
+  const wallets = await Promise.all(Array.from({ length: 6 }, async () => (await createCustodialWallet(deps)).address));
+  const ctx = walletContext(deps, wallets[0]!);
+  for (let i = 0; i < 60; i++) expect([i, (await registry.call(ctx, "wallet_get_history", {})).success]).toEqual([i, true]);
+  expect(await registry.call(ctx, "wallet_get_history", {})).toMatchObject({ success: false, code: "RATE_LIMITED", retryAfter: 60 });
+  // Other wallets of the same client network: 300 in all, then refused whoever asks.
+  for (const wallet of wallets.slice(1, 5)) {
+    for (let i = 0; i < 60; i++) expect((await registry.call(walletContext(deps, wallet), "wallet_get_history", {})).success).toBe(true);
+  }
+  expect(await registry.call(walletContext(deps, wallets[5]!), "wallet_get_history", {})).toMatchObject({ success: false, code: "RATE_LIMITED" });
+  clock.advance(60_000);
+  expect(await registry.call(ctx, "wallet_get_history", {})).toMatchObject({ success: true });
+});

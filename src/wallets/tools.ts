@@ -1,7 +1,7 @@
 // Tool edge of wallets (mcp.md "Session and wallet"): wallet_create, wallet_get_balance, wallet_transfer,
 // wallet_submit_transaction, wallet_get_history. Amounts cross this edge as decimal strings or numbers.
 import { z } from "zod";
-import { transferHits } from "../auth/rate-limit.ts";
+import { historyHits, transferHits } from "../auth/rate-limit.ts";
 import type { Deps } from "../deps.ts";
 import { amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
@@ -210,8 +210,9 @@ export const walletGetHistory = defineTool({
     before: z.string().optional().describe("a signature: list transactions older than it"),
   },
   needsWallet: true,
-  run: async ({ deps, caller }, input) => {
+  run: async ({ deps, caller, client }, input) => {
     const wallet = requireWallet(caller);
+    deps.auth.rateLimiter.consume(historyHits(wallet.walletAddress, client.ip), deps.clock.now());
     const [tokens, entries] = await Promise.all([deps.ledger.tokens(), walletHistory(deps, wallet.walletAddress, { limit: input.limit ?? 20, before: input.before })]);
     return { address: wallet.walletAddress, network: deps.config.network, transactions: entries.map((entry) => historyItem(entry, tokens)) };
   },
