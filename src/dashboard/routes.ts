@@ -147,8 +147,9 @@ export function dashboardApiRoutes(deps: Deps, clientOf: (request: Request) => C
         parseBodyReadAsText(context);
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })
-      .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request).walletAddress) }), {
-        detail: { summary: "The owner's products" },
+      .get("/products", ({ request, query }) => listProducts(deps, ownerOf(request).walletAddress, query.offset ?? 0), {
+        query: t.Object({ offset: QueryInteger("offset", 0) }),
+        detail: { summary: "The owner's products, newest first: a page of up to ~1 MB of JSON, with total and hasMore (ask again from offset + the products returned)" },
       })
       .get("/products/:id", ({ request, params }) => getProduct(deps, ownerOf(request).walletAddress, params.id), {
         params: t.Object({ id: t.String({ maxLength: 64 }) }),

@@ -28,6 +28,13 @@ const Product = t.Object({
   updatedAt: Iso,
 });
 
+/** An owner's product list: paygate.md's `{ products }`, with `total` and `hasMore` when a page is cut at ~1 MB. */
+const ProductPage = t.Object({
+  products: t.Array(Product),
+  total: t.Optional(t.Integer({ minimum: 0, description: "only on a page cut short: how many products the owner has" })),
+  hasMore: t.Optional(t.Literal(true, { description: "only on a page cut short: ask again with ?offset= the products seen so far" })),
+});
+
 /** What the checkout page reads of a product: no owner's wallet, no feature ids, no link to itself, no times. */
 const PayProduct = t.Pick(Product, ["productId", "title", "description", "type", "price", "currency", "network", "accessDays", "redirectOrigins", "status"]);
 
@@ -108,7 +115,7 @@ export const ANSWERS: Readonly<Record<string, { status: 200 | 201; schema: TSche
     schema: t.Object({ status: t.Literal("ready"), checks: t.Object({ database: t.Literal("ok"), ledger: t.Literal("ok") }) }, { description: "503 with status \"unavailable\" and the failing check \"error\"" }),
   },
 
-  "GET /public/products": { status: 200, schema: t.Object({ products: t.Array(Product) }) },
+  "GET /public/products": { status: 200, schema: ProductPage },
   "GET /public/products/:id": { status: 200, schema: Product },
   "GET /public/stats": { status: 200, schema: Stats },
   "POST /public/access/check": {
@@ -181,7 +188,7 @@ export const ANSWERS: Readonly<Record<string, { status: 200 | 201; schema: TSche
       usage: t.Object({ minute: t.Integer(), day: t.Integer(), limits: t.Union([Limits, t.Null()], { description: "null: unlimited" }) }),
     }),
   },
-  "GET /dashboard/api/products": { status: 200, schema: t.Object({ products: t.Array(Product) }) },
+  "GET /dashboard/api/products": { status: 200, schema: ProductPage },
   "POST /dashboard/api/products": { status: 201, schema: Product },
   "GET /dashboard/api/products/:id": { status: 200, schema: Product },
   "PATCH /dashboard/api/products/:id": { status: 200, schema: Product },

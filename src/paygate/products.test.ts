@@ -6,6 +6,7 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PAGE_MAX_CHARS } from "../lib/fit.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
@@ -25,8 +26,40 @@ test("an owner has at most 1,000 products, archived ones included; the refused o
   expect(before).toBe(MAX_PRODUCTS_PER_OWNER);
   expect(await codeOf(createProduct(deps, owner, pass))).toBe("INVALID_STATE");
   expect(events().n).toBe(before);
-  expect((await listProducts(deps, owner)).length).toBe(MAX_PRODUCTS_PER_OWNER);
+  const all = await listProducts(deps, owner);
+  expect([Object.keys(all), all.products.length]).toEqual([["products"], MAX_PRODUCTS_PER_OWNER]); // paygate.md's shape when all of it fits
   expect(await codeOf(createProduct(deps, newWallet().address, pass))).toBe("OK");
+});
+
+test("the product list comes in pages of at most ~1 MB of JSON: products at their fields' limits take several", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const big = {
+    title: "T".repeat(200),
+    description: "D".repeat(2000),
+    type: "feature_unlock" as const,
+    price: "1",
+    featureIds: Array.from({ length: 50 }, (_, i) => `${i}`.padEnd(64, "f")),
+  };
+  const made: string[] = [];
+  for (let i = 0; i < 250; i++) made.push((await createProduct(deps, owner, big)).productId);
+  const seen: string[] = [];
+  let pages = 0;
+  for (;;) {
+    const page = await listProducts(deps, owner, seen.length);
+    pages++;
+    expect(JSON.stringify(page.products).length).toBeLessThanOrEqual(PAGE_MAX_CHARS + 2);
+    seen.push(...page.products.map((p) => p.productId));
+    if (page.hasMore === undefined) {
+      expect(Object.keys(page)).toEqual(["products"]); // the last page: paygate.md's shape
+      break;
+    }
+    expect(page).toMatchObject({ total: 250, hasMore: true });
+  }
+  expect(pages).toBeGreaterThan(1);
+  expect([...seen].sort()).toEqual([...made].sort()); // each once (made in one millisecond: the order among them is the id's)
+  expect(new Set(seen).size).toBe(250);
+  expect(await listProducts(deps, owner, 250)).toEqual({ products: [] });
 });
 
 test("a currency with no mint on this network is NOT_SUPPORTED, in a new product and in an edit", async () => {

@@ -4,6 +4,7 @@ import type { Deps } from "../deps.ts";
 import { amountField, AppError, invalidField, textField } from "../errors.ts";
 import { firstCharacters } from "../lib/text.ts";
 import { formatAmount } from "../lib/amounts.ts";
+import { PAGE_MAX_CHARS } from "../lib/fit.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
@@ -203,8 +204,24 @@ export async function buyerProduct(deps: Deps, productId: string): Promise<Buyer
   return { productId: id, title, description, type, price, currency, network, accessDays, redirectOrigins, status };
 }
 
-export async function listProducts(deps: Deps, owner: string): Promise<Product[]> {
-  return Promise.all((await store.listProducts(deps.db, owner)).map((row) => productView(deps, row)));
+/**
+ * A page of the owner's products, newest first, from `offset`: as many as fit in PAGE_MAX_CHARS of JSON (one
+ * at least). An owner may keep 1,000 products of ~8 KB each at their fields' limits, and an answer of 8 MB
+ * per request, held until a slow client reads it, took ~15 MB of memory each (1.7 GB for 100 at once).
+ * The answer is paygate.md's `{ products }` when the rest of the list fits (from offset 0: all of it); a page cut
+ * short adds `hasMore: true` and `total`: ask again from `offset` + the products returned.
+ */
+export async function listProducts(deps: Deps, owner: string, offset = 0): Promise<{ products: Product[]; total?: number; hasMore?: true }> {
+  const rows = await store.listProducts(deps.db, owner);
+  const products: Product[] = [];
+  let chars = 0;
+  for (let i = offset; i < rows.length; i++) {
+    const view = await productView(deps, rows[i]!);
+    chars += JSON.stringify(view).length;
+    if (chars > PAGE_MAX_CHARS && products.length > 0) break;
+    products.push(view);
+  }
+  return offset + products.length < rows.length ? { products, total: rows.length, hasMore: true } : { products };
 }
 
 function sameProduct(a: store.ProductRow, b: store.ProductRow): boolean {

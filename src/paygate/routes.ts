@@ -73,8 +73,12 @@ export function publicRoutes(deps: Deps) {
         // Parsed once the key is known good: what is not JSON is VALIDATION_ERROR, as elsewhere.
         if (typeof context.body === "string") (context as { body: unknown }).body = parseJsonBody(context.body);
       })
-      .get("/products", async ({ request }) => ({ products: await listProducts(deps, ownerOf(request)) }), {
-        detail: { summary: "The owner's products, newest first (archived ones with their status)" },
+      .get("/products", ({ request, query }) => listProducts(deps, ownerOf(request), query.offset ?? 0), {
+        query: t.Object({ offset: QueryInteger("offset", 0) }),
+        detail: {
+          summary:
+            "The owner's products, newest first (archived ones with their status): a page of up to ~1 MB of JSON, with total and hasMore (ask again from offset + the products returned)",
+        },
         response: { 401: ErrorBody, 429: ErrorBody },
       })
       .get("/products/:id", async ({ request, params }) => getProduct(deps, ownerOf(request), params.id), {

@@ -244,8 +244,18 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   );
 }
 
+/** Every product of the owner: the list comes in pages of up to ~1 MB (hasMore). */
+async function allProducts(): Promise<{ products: Product[] }> {
+  const products: Product[] = [];
+  for (;;) {
+    const page = await api<{ products: Product[]; hasMore?: true }>(`/dashboard/api/products?offset=${products.length}`);
+    products.push(...page.products);
+    if (page.hasMore !== true || page.products.length === 0) return { products };
+  }
+}
+
 function Products() {
-  const { data, error, reload } = useData(() => api<{ products: Product[] }>("/dashboard/api/products"));
+  const { data, error, reload } = useData(allProducts);
   const [editing, setEditing] = useState<Product | null | "new">(null);
   // When the form closes (saved or cancelled), the keyboard comes back to New product.
   const newButton = useRef<HTMLButtonElement>(null);
@@ -360,7 +370,7 @@ function Pager({ offset, total, onChange }: { offset: number; total: number; onC
 }
 
 function ProductSelect({ value, onChange }: { value: string; onChange: (v: string) => void }) {
-  const { data } = useData(() => api<{ products: Product[] }>("/dashboard/api/products"));
+  const { data } = useData(allProducts);
   return (
     <select aria-label="Product" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
       <option value="">All products</option>
