@@ -950,6 +950,19 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     for (const id of [productId, pass.productId]) expect((await checkAccess(onDevnet, owner, id, wallet)).hasAccess).toBe(false);
     expect(await verifyFeatureToken(onDevnet, owner, done.accessToken)).toEqual({ valid: false, error: "token paid on localnet, not devnet" });
     expect(await verifyFeatureToken(deps, owner, done.accessToken)).toMatchObject({ valid: true });
+    // Nor does play money extend what is paid on devnet: a devnet pass runs from now, not from the localnet pass's end.
+    const another = await startCheckout(deps, pass.productId, wallet); // its row stands for a devnet checkout
+    const row = (await paygateStore.findCheckout(onDevnet.db, another.checkoutId))!;
+    const now = onDevnet.clock.now();
+    const outcome = await paygateStore.completeCheckout(onDevnet.db, {
+      checkout: row,
+      productType: "access",
+      accessMs: DAY_MS,
+      purchase: { id: "pur_devnet", txHash: "sig_devnet", amount: 1_000_000n, network: "devnet", purchasedAt: now },
+      token: null,
+    });
+    expect(outcome).toMatchObject({ kind: "created", purchase: { network: "devnet", expiresAt: now + DAY_MS } });
+    expect(await checkAccess(onDevnet, owner, pass.productId, wallet)).toMatchObject({ hasAccess: true, txHash: "sig_devnet" });
   });
 
   test("a feature token expires with its access; revoking ends access at once", async () => {

@@ -502,16 +502,19 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
     let expiresAt: number | null = null;
     if (input.accessMs !== null) {
       const now = purchase.purchasedAt;
-      // For a feature unlock, access is the live token's; for an access pass, the purchase's.
+      // For a feature unlock, access is the live token's; for an access pass, the purchase's. Only access paid on
+      // this purchase's network extends it (a database served on several networks before migration 35).
       const latest = (
         input.productType === "feature_unlock"
           ? db.sqlite
               .query(
-                `SELECT MAX(expires_at) AS until FROM feature_tokens
-                 WHERE product_id = ? AND wallet = ? AND revoked_at IS NULL AND expires_at > ?`,
+                `SELECT MAX(t.expires_at) AS until FROM feature_tokens t JOIN purchases p ON p.id = t.purchase_id
+                 WHERE t.product_id = ? AND t.wallet = ? AND t.revoked_at IS NULL AND t.expires_at > ? AND p.network = ?`,
               )
-              .get(checkout.productId, checkout.wallet, now)
-          : db.sqlite.query("SELECT MAX(expires_at) AS until FROM purchases WHERE product_id = ? AND wallet = ? AND expires_at > ?").get(checkout.productId, checkout.wallet, now)
+              .get(checkout.productId, checkout.wallet, now, purchase.network)
+          : db.sqlite
+              .query("SELECT MAX(expires_at) AS until FROM purchases WHERE product_id = ? AND wallet = ? AND expires_at > ? AND network = ?")
+              .get(checkout.productId, checkout.wallet, now, purchase.network)
       ) as { until: number | null };
       // Passes bought one after another add up, to the last time an ISO date of four digits can write.
       expiresAt = Math.min(Math.max(now, latest.until ?? now) + input.accessMs, LATEST_TIME_MS);
