@@ -229,12 +229,20 @@ describe("searchAgents", () => {
   test("a word ending in three letters or more is a prefix; a shorter one matches only itself (a prefix of one letter matches nearly every agent)", async () => {
     expect(ftsQueryOf("a bc def trans-l ai.")).toBe('"a" "bc" "def"* "trans-l" "ai."');
     expect(ftsQueryOf("\u{1F600}ab éta")).toBe('"\u{1F600}ab" "éta"*');
+    // Letters SQLite's tokenizer reads as separators do not make a short word long (U+19B0: a letter to JavaScript).
+    expect(ftsQueryOf("a\u19b0\u19b0\u19b0 b\u1cf2\u1cf2")).toBe('"a\u19b0\u19b0\u19b0" "b\u1cf2\u1cf2"');
+    // Written without spaces, two characters of Han, kana or Hangul are a word, and a prefix.
+    expect(ftsQueryOf("翻訳 日 번역")).toBe('"翻訳"* "日" "번역"*');
     const { deps } = await testDeps();
     const agent = await register(deps, wallet(), { name: "AI translator", description: "translates documents" });
     for (const query of ["ai", "AI", "tra", "translat", "ai transl"]) {
       expect({ query, found: (await searchAgents(deps, { query })).agents.map((a) => a.agentId) }).toEqual({ query, found: [agent.agentId] });
     }
-    for (const query of ["a", "t", "tr", "a b c d"]) expect({ query, total: (await searchAgents(deps, { query })).total }).toEqual({ query, total: 0 });
+    for (const query of ["a", "t", "tr", "a b c d", "a\u19b0\u19b0\u19b0"]) expect({ query, total: (await searchAgents(deps, { query })).total }).toEqual({ query, total: 0 });
+    const japanese = await register(deps, wallet(), { name: "翻訳エージェント", description: "日本語の文書を翻訳します" });
+    for (const query of ["翻訳", "日本", "翻訳エ"]) {
+      expect({ query, found: (await searchAgents(deps, { query })).agents.map((a) => a.agentId) }).toEqual({ query, found: [japanese.agentId] });
+    }
   });
 
   test("a query is cut at 200 characters as the tool's schema counts them: an emoji is one", () => {

@@ -282,11 +282,30 @@ export function ftsQueryOf(query: string): string | null {
     .filter((w) => /[\p{L}\p{N}]/u.test(w))
     .slice(0, SEARCH_QUERY.words);
   if (words.length === 0) return null;
-  return words.map((w) => `"${w.replaceAll('"', '""')}"${characters(/[\p{L}\p{N}]*$/u.exec(w)![0]) >= PREFIX_MIN ? "*" : ""}`).join(" ");
+  return words.map((w) => `"${w.replaceAll('"', '""')}"${searchedAsPrefix(w) ? "*" : ""}`).join(" ");
 }
 
-/** The shortest word end searched as a prefix (see ftsQueryOf). */
-const PREFIX_MIN = 3;
+/**
+ * Whether a word's last letters make a prefix that is long enough: three letters or digits of Latin, Greek
+ * or Cyrillic, or two of Han, kana or Hangul (written without spaces, a two-character word is common there,
+ * and each is a narrow prefix). Only characters of those long-assigned blocks count: the search index's
+ * tokenizer (SQLite's unicode61) reads letters by an older Unicode than JavaScript's, and a letter it takes
+ * for a separator (U+19B0, say) would otherwise make "a" look long enough to be a prefix.
+ */
+function searchedAsPrefix(word: string): boolean {
+  let narrow = 0;
+  let wide = 0;
+  for (const c of /[\p{L}\p{N}]*$/u.exec(word)![0]) {
+    if (WIDE_LETTER.test(c)) wide++;
+    else if (NARROW_LETTER.test(c)) narrow++;
+  }
+  return narrow + wide >= 3 || wide >= 2;
+}
+
+/** ASCII letters and digits, Latin-1 and Latin Extended-A/B letters, Greek and Cyrillic (see searchedAsPrefix). */
+const NARROW_LETTER = /^[0-9A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0386-\u03ce\u0400-\u0481\u048a-\u04ff]$/u;
+/** Han (CJK Unified Ideographs of Unicode 1.1), hiragana, katakana and Hangul syllables. */
+const WIDE_LETTER = /^[\u4e00-\u9fa5\u3041-\u3096\u30a1-\u30fa\uac00-\ud7a3]$/u;
 
 export type SearchInput = {
   category?: string | undefined;
