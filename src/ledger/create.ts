@@ -8,7 +8,7 @@ import type { SignatureVerifier } from "../lib/verifier.ts";
 import { AppError, errorText, outcomeUnknown, reasonOf } from "../errors.ts";
 import { encodeBase58 } from "../lib/encoding.ts";
 import type { Logger } from "../log.ts";
-import { type Ledger, type SubmitOptions, type SubmitResult } from "./ledger.ts";
+import type { Ledger, SubmitOptions, SubmitResult } from "./ledger.ts";
 import * as store from "./store.ts";
 import { readMeta } from "./embedded/store.ts";
 import type { TokenAccountInfo } from "./transactions.ts";
