@@ -4,7 +4,7 @@ import type { Deps } from "../deps.ts";
 import { amountField, AppError, invalidField, textField } from "../errors.ts";
 import { firstCharacters } from "../lib/text.ts";
 import { formatAmount } from "../lib/amounts.ts";
-import { PAGE_MAX_CHARS } from "../lib/fit.ts";
+import { headWithin } from "../lib/fit.ts";
 import { toIso } from "../lib/clock.ts";
 import { newId } from "../lib/ids.ts";
 import { clusterName, type TokenInfo } from "../ledger/ledger.ts";
@@ -205,7 +205,7 @@ export async function buyerProduct(deps: Deps, productId: string): Promise<Buyer
 }
 
 /**
- * A page of the owner's products, newest first, from `offset`: as many as fit in PAGE_MAX_CHARS of JSON (one
+ * A page of the owner's products, newest first, from `offset`: as many as fit in lib/fit.ts's page of JSON (one
  * at least). An owner may keep 1,000 products of ~8 KB each at their fields' limits, and an answer of 8 MB
  * per request, held until a slow client reads it, took ~15 MB of memory each (1.7 GB for 100 at once).
  * The answer is paygate.md's `{ products }` when the rest of the list fits (from offset 0: all of it); a page cut
@@ -213,14 +213,7 @@ export async function buyerProduct(deps: Deps, productId: string): Promise<Buyer
  */
 export async function listProducts(deps: Deps, owner: string, offset = 0): Promise<{ products: Product[]; total?: number; hasMore?: true }> {
   const rows = await store.listProducts(deps.db, owner);
-  const products: Product[] = [];
-  let chars = 0;
-  for (let i = offset; i < rows.length; i++) {
-    const view = await productView(deps, rows[i]!);
-    chars += JSON.stringify(view).length;
-    if (chars > PAGE_MAX_CHARS && products.length > 0) break;
-    products.push(view);
-  }
+  const products = headWithin(await Promise.all(rows.slice(offset).map((row) => productView(deps, row))));
   return offset + products.length < rows.length ? { products, total: rows.length, hasMore: true } : { products };
 }
 

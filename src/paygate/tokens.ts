@@ -83,7 +83,8 @@ export async function verifyFeatureToken(deps: Deps, owner: string, accessToken:
   const row = await ownedToken(deps, owner, accessToken);
   if (row === null) return { valid: false, error: "token not found" };
   // Paid on another network than this server's (a database served on several before migration 35).
-  if (row.network !== clusterName(deps.config.network)) return { valid: false, error: `token paid on ${row.network}, not ${clusterName(deps.config.network)}` };
+  const network = clusterName(deps.config.network);
+  if (row.network !== network) return { valid: false, error: `token paid on ${row.network}, not ${network}` };
   const status = statusOf(row, deps.clock.now());
   if (status === "revoked") return { valid: false, error: "token revoked" };
   if (status === "expired") return { valid: false, error: "token expired" };
