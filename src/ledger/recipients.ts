@@ -3,7 +3,7 @@
 import type { Deps } from "../deps.ts";
 import { fieldError } from "../errors.ts";
 import { isAddress } from "../lib/encoding.ts";
-import { isProgramOrSysvar } from "./transactions.ts";
+import { isProgramOrSysvar, NATIVE_MINT } from "./transactions.ts";
 
 /**
  * Refuses, as VALIDATION_ERROR on `field` (INVALID_ADDRESS when it is no address at all), a recipient
@@ -13,7 +13,7 @@ import { isProgramOrSysvar } from "./transactions.ts";
  */
 export async function requireWalletRecipient(deps: Deps, address: string, field: string): Promise<void> {
   if (!isAddress(address)) throw fieldError(field, `${field} must be a base58 address of 32 bytes`, {}, "INVALID_ADDRESS");
-  const kind = isProgramOrSysvar(address) ? "program" : await deps.ledger.programAccount(address);
+  const kind = isProgramOrSysvar(address) ? "program" : address === NATIVE_MINT ? "mint" : await deps.ledger.programAccount(address);
   if (kind === null) return;
   const lost = "anything sent to it is lost for good";
   const message =

@@ -74,6 +74,9 @@ export const RESERVED_ACCOUNT_KEYS: ReadonlySet<string> = new Set([
  */
 export const DEPLOYED_PROGRAMS: ReadonlySet<string> = new Set([TOKEN_PROGRAM, TOKEN_2022_PROGRAM, ATA_PROGRAM, MEMO_PROGRAM, MEMO_V1_PROGRAM]);
 
+/** Wrapped SOL's mint: a mint on every cluster, though the embedded ledger keeps no account for it. */
+export const NATIVE_MINT = "So11111111111111111111111111111111111111112";
+
 /** A program or sysvar address (of those above): no wallet, so never a transfer's intended recipient. */
 export function isProgramOrSysvar(address: string): boolean {
   return RESERVED_ACCOUNT_KEYS.has(address) || DEPLOYED_PROGRAMS.has(address);

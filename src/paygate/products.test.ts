@@ -119,7 +119,7 @@ test("a product priced in a token the service no longer has: other edits work; a
   }
 });
 
-test("payTo must be a wallet: a program, sysvar, mint or token account is VALIDATION_ERROR on payTo, in a new product and in an edit", async () => {
+test("payTo must be a wallet: a program, sysvar, mint (wrapped SOL's too) or token account is VALIDATION_ERROR on payTo, in a new product and in an edit", async () => {
   const { deps } = await testDeps();
   const owner = newWallet().address;
   const holder = newWallet().address;
@@ -132,6 +132,8 @@ test("payTo must be a wallet: a program, sysvar, mint or token account is VALIDA
     return [err.code, err.extra?.details?.fields?.[0]?.field, err.message?.includes("not a wallet")];
   };
   const unfit = ["11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", usdcMint, associatedTokenAddress(holder, usdcMint)];
+  // wrapped SOL's mint, which every cluster has and the embedded ledger keeps no account for
+  unfit.push("So11111111111111111111111111111111111111112");
   for (const payTo of unfit) {
     expect(await refusal(createProduct(deps, owner, { ...pass, payTo }))).toEqual(["VALIDATION_ERROR", "payTo", true]);
     expect(await refusal(updateProduct(deps, owner, product.productId, { payTo }))).toEqual(["VALIDATION_ERROR", "payTo", true]);

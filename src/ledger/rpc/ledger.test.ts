@@ -483,6 +483,37 @@ describe("rejections", () => {
     expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
   });
 
+  test("a blockhash this ledger did not hand out, called invalid by a node behind, is followed for its whole life, not said expired", async () => {
+    const alice = wallet(SOL);
+    const bob = addr(wallet());
+    const wire = await signedTransfer(alice, bob, "sol", SOL / 10n); // built by another ledger (the wallet's own RPC, or before a restart)
+    // A node a slot behind (or another node of a pool) does not know the blockhash yet; everything else is honest.
+    const behind: typeof fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      if (typeof init?.body === "string" && init.body.includes('"isBlockhashValid"')) {
+        return Response.json({ jsonrpc: "2.0", id: JSON.parse(init.body).id, result: { context: { slot: 1 }, value: false } });
+      }
+      return fetch(input, init);
+    }) as typeof fetch;
+    const fresh = makeLedger(rpc.url, { fetch: behind });
+    rpc.setDropTransactions(true); // the first send is taken but does not land at once
+    try {
+      const pending = fresh.submit(wire);
+      let settled = false;
+      void pending.then(() => (settled = true), () => (settled = true));
+      await Bun.sleep(100);
+      rpc.advanceSlots(1);
+      await Bun.sleep(200); // several polls past the new height
+      expect(settled).toBe(false); // not "it was not executed": it can still land for ~150 blocks
+      rpc.setDropTransactions(false); // the next re-send lands
+      const sent = await pending;
+      expect(sent.signature).toBe(parseTransaction(wire).signature);
+      expect((await ledger.getBalances(bob)).sol).toBe(SOL / 10n);
+    } finally {
+      rpc.setDropTransactions(false);
+      await fresh.stop();
+    }
+  });
+
   test("a send whose answer is lost (an HTTP error after the node took it) is confirmed by its signature, not reported unavailable", async () => {
     const alice = wallet(SOL);
     const bob = addr(wallet());

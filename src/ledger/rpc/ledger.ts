@@ -382,12 +382,11 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
   async function lastValidHeightOf(blockhash: string): Promise<number> {
     const known = issued.get(blockhash);
     if (known !== undefined) return known;
-    const [height, valid] = await Promise.all([
-      call(() => connection.getBlockHeight("confirmed")),
-      call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" })),
-    ]);
-    // Not ours: assume it is as young as it can be (an expired one fails preflight anyway).
-    return valid.value ? height + BLOCKHASH_VALID_BLOCKS : height;
+    // Not ours (built with the wallet's own RPC, or before a restart): assumed as young as it can be, so that
+    // it is never said "not executed" while it may still land. An expired one fails the send's preflight
+    // anyway. (A node's isBlockhashValid cannot tell: one a slot behind, or another node of a pool, answers
+    // false for a blockhash newer than it knows.)
+    return (await call(() => connection.getBlockHeight("confirmed"))) + BLOCKHASH_VALID_BLOCKS;
   }
 
   async function accountExists(text: string): Promise<boolean> {
