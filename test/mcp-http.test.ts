@@ -289,9 +289,12 @@ describe("session_restore and wallet_disconnect", () => {
     expect(await mcp.call("wallet_disconnect")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
 
     const viaBearer = await connect(ua("disconnect-bearer"), created.sessionToken);
-    expect(await viaBearer.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
-    expect(await viaBearer.call("session_info")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
-    expect(await mcp.call("session_restore", { token: created.sessionToken })).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    // The wallet was made by wallet_create: nobody can sign in to it again, and the errors say so instead of "sign in again".
+    const custodialDead = { success: false, code: "TOKEN_REVOKED", error: expect.stringContaining("walletgate wallets export") };
+    expect(await viaBearer.call("wallet_get_balance")).toMatchObject(custodialDead);
+    expect(await viaBearer.call("session_info")).toMatchObject(custodialDead);
+    expect(await mcp.call("session_restore", { token: created.sessionToken })).toMatchObject(custodialDead);
+    expect(((await mcp.call("session_restore", { token: created.sessionToken })) as { error: string }).error).not.toContain("sign in again");
     const overPlain = await plain({ tool: "wallet_get_balance" }, { token: created.sessionToken });
     expect(overPlain).toMatchObject({ status: 401, body: { success: false, code: "TOKEN_REVOKED" } });
   });
@@ -301,8 +304,8 @@ describe("session_restore and wallet_disconnect", () => {
     const created = await owner.ok("wallet_create", { airdropSol: 0 });
     const other = await connect(ua("disconnect-other"), created.sessionToken);
     expect(await other.ok("wallet_disconnect")).toEqual({ disconnected: true });
-    // The same token bound the owner's session: that binding is dead too.
-    expect(await owner.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    // The same token bound the owner's session: that binding is dead too (a custodial wallet's, and said so).
+    expect(await owner.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED", error: expect.stringContaining(`${created.address} was made by wallet_create`) });
     // A session whose binding died can still sign out: it forgets the wallet, and so does its fingerprint link.
     expect(await owner.call("session_info")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
     expect(await owner.ok("wallet_disconnect")).toEqual({ disconnected: true });
@@ -325,7 +328,8 @@ describe("session_restore and wallet_disconnect", () => {
     expect(await (await connect(userAgent)).ok("session_info")).toMatchObject({ walletAddress: wallet.address, restoredBy: "fingerprint" });
     // The first session's token is revoked elsewhere; that session then signs out.
     expect((await fetch(`${server.url}/auth/revoke`, { method: "POST", headers: { authorization: `Bearer ${t1.sessionToken}` } })).status).toBe(200);
-    expect(await first.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED" });
+    // A connected wallet's owner can sign in again, and is told to.
+    expect(await first.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_REVOKED", error: expect.stringContaining("sign in again") });
     expect(await first.ok("wallet_disconnect")).toEqual({ disconnected: true });
     // This client's link to the wallet went with it: a new session from it is not restored.
     expect(await (await connect(userAgent)).ok("session_info")).toEqual({ authenticated: false, network: "localnet" });

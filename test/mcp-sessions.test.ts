@@ -237,11 +237,13 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     const exp = decodeJwt(created.sessionToken).payload.exp as number;
     await sleep(Math.max(0, exp * 1000 - Date.now()) + 150);
 
-    expect(await plain(server, "wallet_get_balance", created.sessionToken)).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED" } });
+    // A wallet_create wallet: nobody can sign in to it again, and each refusal says so (not "sign in again").
+    const error = expect.stringContaining(`${created.address} was made by wallet_create`);
+    expect(await plain(server, "wallet_get_balance", created.sessionToken)).toMatchObject({ status: 401, body: { code: "TOKEN_EXPIRED", error } });
     const viaBearer = await connect(server, ua("expired-bearer"), created.sessionToken);
-    expect(await viaBearer.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
-    expect(await viaBearer.call("session_restore", { token: created.sessionToken })).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
-    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    expect(await viaBearer.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
+    expect(await viaBearer.call("session_restore", { token: created.sessionToken })).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
+    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
     expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
   });
 
@@ -586,19 +588,28 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     expect(stream.status).toBe(404);
   }, 60_000);
 
-  test("below MCP_MAX_SESSIONS a GET for a swept session rebuilds it and opens its event stream, as any request would", async () => {
-    const server = await start({ MCP_SESSION_TIMEOUT_MS: "300" });
+  test("a swept session stays out of memory while its client only holds its event stream; a GET for it is 405, a call rebuilds it", async () => {
+    const server = await start({ MCP_SESSION_TIMEOUT_MS: "300", LOG_LEVEL: "debug" });
     const mcp = await connect(server, ua("swept-stream"));
+    await mcp.ok("session_info");
     const sessionId = mcp.transport.sessionId!;
-    await mcp.client.close(); // its own stream closed, so nothing brings it back but the GET below
     await until(async () => ((await liveSessions(server)) === 0 ? true : undefined), 3000);
-    const aborted = new AbortController();
+    // The SDK client reopens its closed stream about a second later: that alone brings nothing back.
+    const rebuilds = () => server.output().split("\n").filter((line) => line.includes('"msg":"mcp session rebuilt"')).length;
+    const before = rebuilds();
+    for (let i = 0; i < 5; i++) {
+      await sleep(500);
+      expect(await liveSessions(server)).toBe(0);
+    }
+    expect(rebuilds() - before).toBe(0);
     const stream = await fetch(`${server.url}/mcp`, {
       headers: { accept: "text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": "2025-06-18", "user-agent": ua("swept-stream") },
-      signal: aborted.signal,
     });
-    expect([stream.status, stream.headers.get("content-type")]).toEqual([200, "text/event-stream"]); // rebuilt (at the cap: 405)
-    aborted.abort();
+    expect([stream.status, stream.headers.get("allow")]).toEqual([405, "POST, DELETE"]);
+    expect(await liveSessions(server)).toBe(0);
+    // A call brings it back under the same id.
+    expect(await mcp.ok("session_info")).toMatchObject({ authenticated: false });
+    expect([mcp.transport.sessionId, rebuilds() - before]).toEqual([sessionId, 1]);
   });
 
   test("initializations at MCP_MAX_SESSIONS with every session busy: each is served or refused 503, never evicted while initializing", async () => {

@@ -1,11 +1,13 @@
 // Tool edge of wallet sign-in (mcp.md "Session and wallet"): session_auth, wallet_connect, session_info,
 // session_restore, wallet_disconnect.
 import { z } from "zod";
+import { AppError } from "../errors.ts";
 import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
-import { isCustodial } from "../wallets/custody.ts";
+import { explainDeadCustodialToken, isCustodial } from "../wallets/custody.ts";
 import { issueChallenge } from "./challenge.ts";
 import { disconnectWallet, restoreSession, sessionStatus } from "./sessions.ts";
 import { signIn } from "./sign-in.ts";
+import { walletNamedBy } from "./tokens.ts";
 
 const walletAddress = z.string().describe("Solana wallet address: base58 of a 32-byte Ed25519 public key");
 
@@ -66,7 +68,10 @@ export const sessionRestore = defineTool({
   input: { token: z.string().describe("a session token (JWT) issued by this server") },
   needsWallet: false,
   run: async ({ deps, session }, input) => {
-    const { session: restored, ...data } = await restoreSession(deps, input.token);
+    const { session: restored, ...data } = await restoreSession(deps, input.token).catch(async (err: unknown) => {
+      const wallet = err instanceof AppError ? walletNamedBy(input.token) : null;
+      throw wallet === null ? err : await explainDeadCustodialToken(deps, wallet, err as AppError);
+    });
     await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti });
     return data;
   },
@@ -74,7 +79,10 @@ export const sessionRestore = defineTool({
 
 export const walletDisconnect = defineTool({
   name: "wallet_disconnect",
-  description: "Sign out: the session token is revoked at once, and this MCP session and its fingerprint forget the wallet.",
+  description:
+    "Sign out: the session token is revoked at once, and this MCP session and its fingerprint forget the wallet. For a " +
+    "wallet made by wallet_create this is for good unless you keep another of its tokens: only this server holds its " +
+    "key, so no one can sign in to it again (its funds then need the server's operator).",
   input: {},
   needsWallet: false, // a binding whose token died (revoked, expired) can still be signed out of
   run: async ({ deps, caller, session, client }) => {

@@ -82,6 +82,23 @@ export function isCustodial(deps: Deps, address: string): Promise<boolean> {
 }
 
 /**
+ * A dead session token's error (expired or revoked) for `address`, told as it is for a wallet made by
+ * wallet_create: only this server holds its key, so nobody can sign a challenge for it and "sign in again"
+ * cannot be done. Same code; any other error, or a wallet not held here, unchanged.
+ */
+export async function explainDeadCustodialToken(deps: Deps, address: string, err: AppError): Promise<AppError> {
+  if (err.code !== "TOKEN_EXPIRED" && err.code !== "TOKEN_REVOKED") return err;
+  if (!(await isCustodial(deps, address))) return err;
+  const what = err.code === "TOKEN_EXPIRED" ? "has expired" : "has been revoked";
+  return new AppError(
+    err.code,
+    `session token ${what}. Its wallet ${address} was made by wallet_create and only this server holds its key, so no one can ` +
+      "sign in to it again: use another of its session tokens that is still valid (session_restore), or ask the server's operator, " +
+      "who can export its key (walletgate wallets export)",
+  );
+}
+
+/**
  * Decrypts the key of `address`, hands it to `use` and wipes it once `use` has finished (awaited when
  * it returns a Promise, so an async `use` never signs with zeros). Best effort: copies `use` takes
  * (e.g. through `keypair.secretKey`, which copies) are its own to wipe.

@@ -58,7 +58,9 @@ export const walletCreate = defineTool({
   description:
     "Create a new custodial Solana wallet held by this service, signed in at once (this MCP session is bound to it and a " +
     "session token is returned). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
-    "airdropUsdc. Its key never leaves the service.",
+    "airdropUsdc. Its key never leaves the service, so it is reached only through its sessions: keep the sessionToken " +
+    "and renew it with session_restore in its last hour (REFRESH_THRESHOLD_S); a session lasts at most SESSION_MAX_AGE_S " +
+    "(30 days by default), and no one can sign in to this wallet again, so move what it holds before then.",
   input: {
     // A JSON number or a decimal string, as every amount at the edge (spec README "Amounts").
     airdropSol: z
