@@ -37,6 +37,7 @@ import { eventBody } from "../webhooks/outbox.ts";
 import { EXPIRED_CHECKOUT_KEPT_MS, purgeCheckouts } from "./purge.ts";
 import * as paygateStore from "./store.ts";
 import { STEP_ROWS } from "../db/steps.ts";
+import { PAGE_MAX_CHARS } from "../lib/fit.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -1163,3 +1164,25 @@ describe("payments refused before anything is sent", () => {
     expect(await startCheckout(deps, productId, wallet, undefined, { maxAmount: "2.5", currency: "usdc" })).toMatchObject({ amount: "2.5" });
   });
 });
+
+test("the feature-token list comes in pages of at most ~1 MB of JSON: tokens of a product at its limits take several", async () => {
+  const product: ProductInput = { title: "T".repeat(200), type: "feature_unlock", price: "0.01", featureIds: Array.from({ length: 50 }, (_, i) => `${i}`.padEnd(64, "f")) };
+  const { deps, owner, productId, buyer, wallet } = await setup(product);
+  const bought = 300;
+  for (let i = 0; i < bought; i++) {
+    const checkout = await startCheckout(deps, productId, wallet);
+    expect(await submitCheckout(deps, productId, checkout.checkoutId, signCheckout(checkout.transaction, buyer), { answerRecentPurchase: false })).toMatchObject({ status: "completed" });
+  }
+  const seen = new Set<string>();
+  let pages = 0;
+  for (;;) {
+    const page = await listFeatureTokens(deps, owner, { limit: 1000, offset: seen.size });
+    pages++;
+    expect([page.total, page.limit, page.offset]).toEqual([bought, 1000, seen.size]); // paygate.md's shape; the client pages on by what it got
+    expect(JSON.stringify(page.tokens).length).toBeLessThanOrEqual(PAGE_MAX_CHARS + 2);
+    if (page.tokens.length === 0) break;
+    for (const t of page.tokens) seen.add(t.accessToken);
+  }
+  expect(pages).toBeGreaterThan(2); // two pages cut short, then the empty one
+  expect(seen.size).toBe(bought); // each token once
+}, 60_000);

@@ -4,6 +4,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, fieldError, requirePage } from "../errors.ts";
 import { decryptAesGcm, encryptAesGcm } from "../lib/aes-gcm.ts";
 import { toIso } from "../lib/clock.ts";
+import { headWithin } from "../lib/fit.ts";
 import { isAddress } from "../lib/encoding.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newSecretBase58 } from "../lib/ids.ts";
@@ -117,7 +118,8 @@ export async function listFeatureTokens(deps: Deps, owner: string, query: TokenQ
   if (query.productId !== undefined) ownedProductKind(deps, owner, query.productId);
   const now = deps.clock.now();
   const { rows, total } = await store.listFeatureTokens(deps.db, owner, { productId: query.productId, wallet: query.walletAddress, status: query.status, ...page }, now);
-  return { tokens: rows.map((row) => record(deps, row, now)), total, ...page };
+  // At most ~1 MB of records (lib/fit.ts): one carries up to 50 feature ids and a product title, ~4 KB.
+  return { tokens: headWithin(rows.map((row) => record(deps, row, now))), total, ...page };
 }
 
 /** POST /public/feature/revoke: permanent; revoking again succeeds without a second event. */
