@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { connectMcp, type Envelope, type McpTestClient } from "./helpers/mcp.ts";
-import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
+import { logged, openServerDatabase, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call as httpCall, decodeJwt, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 import { until } from "./helpers/until.ts";
 import { startLiteSvmRpc, type LiteSvmRpc } from "./helpers/litesvm-rpc.ts";
@@ -245,6 +245,24 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect(await viaBearer.call("session_restore", { token: created.sessionToken })).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
     expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
     expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+  });
+
+  test("a bound session whose token row is gone (an older database restored, say): TOKEN_INVALID, not an internal error; disconnect clears it", async () => {
+    const server = await start({});
+    const mcp = await connect(server, ua("row-gone"));
+    const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const { jti } = decodeJwt(created.sessionToken).payload;
+    const db = openServerDatabase(server.dataDir);
+    try {
+      expect(db.query("DELETE FROM auth_tokens WHERE jti = ?").run(jti).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID", error: expect.stringContaining("unknown") });
+    expect(await mcp.call("session_info")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+    expect(await (await connect(server, ua("row-gone-bearer"), created.sessionToken)).call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
+    expect(await mcp.ok("wallet_disconnect")).toEqual({ disconnected: true });
+    expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
   });
 
   test("after a restart the session's id is rebuilt from its record, with its binding", async () => {

@@ -77,6 +77,29 @@ describe("session_restore", () => {
     expect(await codeOf(restoreSession(deps, r2.sessionToken))).toBe("TOKEN_EXPIRED");
   });
 
+  test("SESSION_MAX_AGE_S lowered at a restart: a live token of a session older than the new maximum is not restored", async () => {
+    const dir = tempDir();
+    try {
+      const dbPath = join(dir, "walletgate.db");
+      const before = await testDeps({}, { dbPath }); // 30 days
+      const s = await login(before.deps);
+      before.db.close();
+      const after = await testDeps({ SESSION_MAX_AGE_S: "3600" }, { dbPath });
+      try {
+        after.clock.advance(3599 * 1000);
+        expect(await restoreSession(after.deps, s.token)).toMatchObject({ sessionToken: s.token, refreshed: false });
+        after.clock.advance(1000); // the session is an hour old; its token has a week to go
+        expect(await codeOf(authenticateToken(after.deps, s.token))).toBe("OK");
+        expect(await failureOf(restoreSession(after.deps, s.token))).toContain("maximum age");
+        expect(await codeOf(restoreSession(after.deps, s.token))).toBe("TOKEN_EXPIRED");
+      } finally {
+        after.db.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a token is refreshed once: restoring it again answers the same new token and writes no row", async () => {
     const { deps, clock } = await testDeps();
     const s = await login(deps);

@@ -1126,6 +1126,20 @@ describe("payments refused before anything is sent", () => {
     await expectNothingBought(deps, owner, checkout.checkoutId);
   });
 
+  test("a stranger paying the fee for the buyer's own tokens, the buyer co-signing: refused before it is sent, and the buyer keeps them", async () => {
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    const stranger = Keypair.generate();
+    await deps.ledger.airdrop(stranger.publicKey.toBase58(), { sol: SOL });
+    const checkout = await startCheckout(deps, productId, wallet);
+    const usdc = await usdcToken(deps);
+    const fromBuyer = transferToPayTo(buyer, owner, usdc, 2n * USDC, [checkout.reference]);
+    const signed = await signedBy(deps, stranger, [createPayToAccount(stranger, owner, usdc.mint), fromBuyer], [buyer]);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:payer");
+    expect((await deps.ledger.getBalances(wallet)).usdc).toBe(50n * USDC); // never sent: nothing was paid
+    expect(await deps.ledger.transactionStatus(signatureOf(signed))).toBeNull();
+    await expectNothingBought(deps, owner, checkout.checkoutId);
+  });
+
   test("the reference elsewhere than on the transfer, or writable on it: refused at /submit, and when sent by the buyer, at confirm", async () => {
     const { deps, owner, productId, buyer, wallet } = await setup();
     const usdc = await usdcToken(deps);

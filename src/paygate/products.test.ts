@@ -190,3 +190,50 @@ test("an archive in the same millisecond as the product's last change answers an
   const [event] = deps.db.sqlite.query("SELECT id FROM outbox_events WHERE type = 'product.archived'").all() as { id: string }[];
   expect(JSON.parse((await eventBody(deps, event!.id))!).timestamp).toBe(archived.updatedAt);
 });
+
+test("each field's rule refuses as VALIDATION_ERROR naming the field, in a new product and in an edit; its limits pass", async () => {
+  const { deps } = await testDeps();
+  const owner = newWallet().address;
+  const base = { title: "Pro", description: "", type: "feature_unlock" as const, price: "1", featureIds: ["export"] };
+  const product = await createProduct(deps, owner, base);
+  const fieldOf = async (p: Promise<unknown>) => {
+    const err = (await p.then(() => null, (e: unknown) => e)) as { code?: string; extra?: { details?: { fields?: { field: string }[] } } } | null;
+    return err === null ? "accepted" : `${err.code}:${err.extra?.details?.fields?.[0]?.field}`;
+  };
+  const ids = (n: number) => Array.from({ length: n }, (_, i) => `f${i}`);
+  const refused: [string, Record<string, unknown>][] = [
+    ["featureIds", { featureIds: ids(51) }],
+    ["featureIds", { featureIds: ["has space"] }],
+    ["featureIds", { featureIds: ["<b>x</b>"] }],
+    ["featureIds", { featureIds: ["-starts-with-a-dash"] }],
+    ["featureIds", { featureIds: ["a".repeat(65)] }],
+    ["featureIds", { featureIds: [] }], // a feature unlock unlocks at least one
+    ["redirectOrigins", { redirectOrigins: Array.from({ length: 11 }, (_, i) => `https://a${i}.example`) }],
+    ["redirectOrigins", { redirectOrigins: ["not a url"] }],
+    ["redirectOrigins", { redirectOrigins: ["ftp://files.example"] }],
+    ["redirectOrigins", { redirectOrigins: ["https://shop.example/path"] }],
+    ["accessDays", { accessDays: 0 }],
+    ["accessDays", { accessDays: 1.5 }],
+    ["accessDays", { accessDays: 36_501 }],
+    ["title", { title: "" }],
+    ["title", { title: "T".repeat(201) }],
+    ["description", { description: "D".repeat(2001) }],
+  ];
+  for (const [field, patch] of refused) {
+    expect([field, patch, await fieldOf(createProduct(deps, owner, { ...base, ...patch } as never))]).toEqual([field, patch, `VALIDATION_ERROR:${field}`]);
+    expect([field, patch, await fieldOf(updateProduct(deps, owner, product.productId, patch as never))]).toEqual([field, patch, `VALIDATION_ERROR:${field}`]);
+  }
+  expect(await fieldOf(createProduct(deps, owner, { ...base, type: "subscription" } as never))).toBe("VALIDATION_ERROR:type");
+  expect(await fieldOf(updateProduct(deps, owner, product.productId, { type: "access" }))).toBe("VALIDATION_ERROR:type");
+  expect(await getProduct(deps, owner, product.productId)).toMatchObject({ title: "Pro", featureIds: ["export"], accessDays: null, redirectOrigins: [] }); // no refused edit landed
+  // At their limits they pass.
+  const limits = {
+    featureIds: [...ids(49), `a${"b".repeat(59)}:.-_`],
+    redirectOrigins: Array.from({ length: 10 }, (_, i) => `https://a${i}.example${i === 0 ? ":8443" : ""}`),
+    accessDays: 36_500,
+    title: "T".repeat(200),
+    description: "D".repeat(2000),
+  };
+  expect(await fieldOf(createProduct(deps, owner, { ...base, ...limits }))).toBe("accepted");
+  expect(await updateProduct(deps, owner, product.productId, { ...limits, redirectOrigins: ["http://localhost:3000/"] })).toMatchObject({ accessDays: 36_500, redirectOrigins: ["http://localhost:3000"] });
+});

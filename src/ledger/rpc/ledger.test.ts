@@ -803,7 +803,7 @@ describe("an RPC that is down, failing or slow", () => {
       port: 0,
       hostname: "127.0.0.1",
       async fetch() {
-        await Bun.sleep(1000);
+        await Bun.sleep(10_000); // far past the bound below; the server is stopped before it answers
         return new Response("late");
       },
     });
@@ -811,7 +811,7 @@ describe("an RPC that is down, failing or slow", () => {
     try {
       const started = performance.now();
       await expectUnavailable(slow.getBalances(addr(wallet())), "no answer within 100 ms");
-      expect(performance.now() - started).toBeLessThan(900);
+      expect(performance.now() - started).toBeLessThan(5000);
       expect(await slow.ping()).toBe(false);
     } finally {
       await slow.stop();
