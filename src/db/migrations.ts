@@ -34,6 +34,7 @@ import m0032 from "./migrations/0032_auth_index_prefixes.sql" with { type: "text
 import m0033 from "./migrations/0033_jwt_issuer_in_use.sql" with { type: "text" };
 import m0034 from "./migrations/0034_webhook_order_written.sql" with { type: "text" };
 import m0035 from "./migrations/0035_network_in_use.sql" with { type: "text" };
+import m0036 from "./migrations/0036_feature_token_access_ms.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -73,4 +74,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 33, name: "jwt_issuer_in_use", sql: m0033 },
   { version: 34, name: "webhook_order_written", sql: m0034 },
   { version: 35, name: "network_in_use", sql: m0035 },
+  { version: 36, name: "feature_token_access_ms", sql: m0036 },
 ];

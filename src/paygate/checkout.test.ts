@@ -934,6 +934,43 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     expect(await checkAccess(deps, owner, productId, wallet)).toEqual({ hasAccess: false, paymentUrl: `http://walletgate.test/pay/${productId}?wallet=${wallet}` });
   });
 
+  test("a revoked feature token takes back the time it passed on: the later tokens run as if it had not been bought", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "1", featureIds: ["export"], accessDays: 30 }, dbPath());
+    const start = clock.now();
+    const buy = async () => {
+      const paid = await pay(deps, productId, buyer);
+      const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+      if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+      return done.accessToken;
+    };
+    const expiryOf = async (token: string) => ((await verifyFeatureToken(deps, owner, token)) as { expiresAt?: string }).expiresAt;
+    const at = (days: number) => new Date(start + days * DAY_MS).toISOString();
+    const t1 = await buy(); // days 0-30
+    clock.advance(DAY_MS);
+    const t2 = await buy(); // carried from t1: days 30-60
+    clock.advance(DAY_MS);
+    const t3 = await buy(); // carried from t2: days 60-90
+    expect([await expiryOf(t1), await expiryOf(t2), await expiryOf(t3)]).toEqual([at(30), at(60), at(90)]);
+    // The second purchase refunded: its 30 days go, the third's own 30 follow the first's.
+    await revokeFeatureToken(deps, owner, t2);
+    expect([await expiryOf(t1), await expiryOf(t3)]).toEqual([at(30), at(60)]);
+    expect(await verifyFeatureToken(deps, owner, t2)).toMatchObject({ valid: false });
+    expect(await checkAccess(deps, owner, productId, wallet)).toMatchObject({ hasAccess: true, expiresAt: at(60) });
+    const purchases = (await listPurchases(deps, owner, { productId })).purchases as { expiresAt?: string }[];
+    expect(purchases.map((p) => p.expiresAt).sort()).toEqual([at(30), at(60), at(60)]); // the purchase shows its token's time
+    // Revoking again changes nothing; revoking the last one shortens none before it.
+    expect(await revokeFeatureToken(deps, owner, t2)).toMatchObject({ message: "Token was already revoked" });
+    await revokeFeatureToken(deps, owner, t3);
+    expect(await expiryOf(t1)).toBe(at(30));
+    // The first one revoked too: nothing is left.
+    await revokeFeatureToken(deps, owner, t1);
+    expect((await checkAccess(deps, owner, productId, wallet)).hasAccess).toBe(false);
+    // A token bought once the others ended carried nothing, and loses nothing.
+    clock.set(start + 100 * DAY_MS);
+    const t4 = await buy();
+    expect(await expiryOf(t4)).toBe(at(130));
+  });
+
   // Two processes' view of one database file: there is none to share in memory.
   test.skipIf(dbPath() === undefined)("only a purchase paid on the server's network grants access (a database served on another before migration 35)", async () => {
     const path = dbPath()!;

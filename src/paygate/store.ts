@@ -542,8 +542,8 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
     if (input.token !== null) {
       db.sqlite
         .query(
-          `INSERT INTO feature_tokens (token_hash, token_iv, token_ciphertext, owner, product_id, purchase_id, wallet, features, created_at, expires_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO feature_tokens (token_hash, token_iv, token_ciphertext, owner, product_id, purchase_id, wallet, features, created_at, expires_at, access_ms)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         )
         .run(
           input.token.tokenHash,
@@ -556,6 +556,7 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
           JSON.stringify(input.token.features),
           purchase.purchasedAt,
           expiresAt,
+          expiresAt === null ? null : input.accessMs,
         );
     }
     alsoInWrite?.();
@@ -743,17 +744,55 @@ export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilt
 }
 
 /**
+ * After a revocation: the buyer's live tokens of the product are laid end to end again, as their purchases
+ * did (each runs its own `access_ms` from the later of its purchase and the latest expiry of the tokens
+ * before it that were then live and are unrevoked now), so time a revoked token passed on to later ones is
+ * taken back. Only shortens; tokens whose own time is unknown (before migration 36) keep their expiry but
+ * still count for those after them. Inside the revoking write.
+ */
+function withdrawCarriedTime(db: Db, productId: string, wallet: string, network: string, now: number): void {
+  const tokens = db.sqlite
+    .query(
+      `SELECT t.token_hash AS tokenHash, t.purchase_id AS purchaseId, t.created_at AS createdAt, t.expires_at AS expiresAt,
+              t.access_ms AS accessMs, t.revoked_at AS revokedAt
+       FROM feature_tokens t JOIN purchases p ON p.id = t.purchase_id
+       WHERE t.product_id = ? AND t.wallet = ? AND p.network = ? ORDER BY t.created_at, t.rowid`,
+    )
+    .all(productId, wallet, network) as { tokenHash: string; purchaseId: string; createdAt: number; expiresAt: number | null; accessMs: number | null; revokedAt: number | null }[];
+  const before: { createdAt: number; expiresAt: number }[] = []; // unrevoked tokens with an expiry, as laid so far
+  const shorten = db.sqlite.query("UPDATE feature_tokens SET expires_at = ? WHERE token_hash = ?");
+  const shortenPurchase = db.sqlite.query("UPDATE purchases SET expires_at = ? WHERE id = ?");
+  for (const t of tokens) {
+    if (t.revokedAt !== null || t.expiresAt === null) continue;
+    let expiresAt = t.expiresAt;
+    if (t.accessMs !== null && t.expiresAt > now) {
+      const carried = before.reduce((latest, v) => (v.expiresAt > t.createdAt ? Math.max(latest, v.expiresAt) : latest), t.createdAt);
+      expiresAt = Math.min(t.expiresAt, carried + t.accessMs);
+      if (expiresAt < t.expiresAt) {
+        shorten.run(expiresAt, t.tokenHash);
+        shortenPurchase.run(expiresAt, t.purchaseId);
+      }
+    }
+    before.push({ createdAt: t.createdAt, expiresAt });
+  }
+}
+
+/**
  * Revokes the owner's token (permanent); `alsoInWrite` (the feature.revoked event) runs only when this
  * call revoked it. "not_found" for an unknown token or another owner's.
  */
 export function revokeFeatureToken(db: Db, owner: string, tokenHash: string, now: number, alsoInWrite?: () => void): Promise<"revoked" | "already_revoked" | "not_found"> {
   return db.write(() => {
-    const row = db.sqlite.query("SELECT revoked_at AS revokedAt FROM feature_tokens WHERE token_hash = ? AND owner = ?").get(tokenHash, owner) as {
-      revokedAt: number | null;
-    } | null;
+    const row = db.sqlite
+      .query(
+        `SELECT t.revoked_at AS revokedAt, t.expires_at AS expiresAt, t.product_id AS productId, t.wallet, p.network
+         FROM feature_tokens t JOIN purchases p ON p.id = t.purchase_id WHERE t.token_hash = ? AND t.owner = ?`,
+      )
+      .get(tokenHash, owner) as { revokedAt: number | null; expiresAt: number | null; productId: string; wallet: string; network: string } | null;
     if (row === null) return "not_found";
     if (row.revokedAt !== null) return "already_revoked";
     db.sqlite.query("UPDATE feature_tokens SET revoked_at = ? WHERE token_hash = ?").run(now, tokenHash);
+    if (row.expiresAt !== null && row.expiresAt > now) withdrawCarriedTime(db, row.productId, row.wallet, row.network, now);
     alsoInWrite?.();
     return "revoked";
   });
