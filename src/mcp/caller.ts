@@ -38,4 +38,3 @@ async function explained(deps: Deps, err: AppError, wallet: () => string | null)
   const address = wallet();
   return address === null ? err : explainDeadCustodialToken(deps, address, err);
 }
-
