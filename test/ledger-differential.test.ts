@@ -24,6 +24,7 @@ import {
   createTransferCheckedInstruction,
   createTransferInstruction,
 } from "@solana/spl-token";
+import { RENT_EXEMPT_TOKEN_ACCOUNT } from "../src/ledger/embedded/execute.ts";
 import { createEmbeddedLedger, type EmbeddedLedger } from "../src/ledger/embedded/ledger.ts";
 import { findAccount } from "../src/ledger/embedded/store.ts";
 import { MEMO_PROGRAM, MEMO_V1_PROGRAM, associatedTokenAddress, compileTransaction, memoInstruction, transferInstructions } from "../src/ledger/transactions.ts";
@@ -47,6 +48,11 @@ type Case = {
   impostors?: () => [PublicKey, Keypair][];
   /** Resubmit the exact bytes of an earlier case. */
   resubmitOf?: string;
+  /**
+   * Why both fail, where an outcome alone would not tell: a phrase of the embedded ledger's failure message
+   * and one of the runtime's error or logs (several of the embedded ledger's checks back each other up).
+   */
+  why?: { embedded: string; svm: string };
 };
 
 const SOL = 1_000_000_000n;
@@ -62,7 +68,12 @@ const dave = Keypair.generate(); // funded with SOL only
 const erin = Keypair.generate(); // exactly 1 SOL, to be left below the rent-exempt minimum
 const frank = Keypair.generate(); // exactly 1 SOL, pays (or fails to pay) priority fees
 const gina = Keypair.generate(); // no SOL; her token account's address is funded before it is created
+const hank = Keypair.generate(); // 0.001 SOL: less than a token account's rent
+const ivy = Keypair.generate(); // a USDC token account at her own address (no SOL account), see beforeAll
 let usdcMint: string;
+/** The service token's mint (the embedded ledger's second mint), and its decimals. */
+let serviceMint: string;
+let serviceDecimals: number;
 const sentBytes = new Map<string, { embedded: Uint8Array; svm: Uint8Array }>();
 
 /** An Ed25519 signature by `signer` over `message` (node:crypto from the keypair's 32-byte seed). */
@@ -86,28 +97,32 @@ function signed(wire: Uint8Array, c: Case): Uint8Array {
   return tx.serialize();
 }
 
-async function runEmbedded(wire: Uint8Array): Promise<Outcome> {
+/** The outcome, and why it was not confirmed (the error's message; the runtime's error and logs). */
+type Result = { outcome: Outcome; why: string };
+
+async function runEmbedded(wire: Uint8Array): Promise<Result> {
   try {
     await embedded.submit(wire);
-    return "confirmed";
+    return { outcome: "confirmed", why: "" };
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
-    if (err.code === "CONFLICT") return "rejected";
+    if (err.code === "CONFLICT") return { outcome: "rejected", why: err.message };
     const reason = (err.extra.details as { reason?: string } | undefined)?.reason;
-    if (err.code === "TRANSACTION_REJECTED") return reason === "execution_failed" ? "failed" : "rejected";
+    if (err.code === "TRANSACTION_REJECTED") return { outcome: reason === "execution_failed" ? "failed" : "rejected", why: err.message };
     throw err;
   }
 }
 
-function runSvm(wire: Uint8Array, feePayer: PublicKey): Outcome {
+function runSvm(wire: Uint8Array, feePayer: PublicKey): Result {
   const before = svm.getBalance(feePayer) ?? 0n;
   const result = svm.sendTransaction(VersionedTransaction.deserialize(wire));
-  if (!(result instanceof FailedTransactionMetadata)) return "confirmed";
+  if (!(result instanceof FailedTransactionMetadata)) return { outcome: "confirmed", why: "" };
+  const why = [result.err().toString(), ...result.meta().logs()].join("\n");
   // A failed transaction is recorded and charged its fee; a rejected one changes nothing.
-  return (svm.getBalance(feePayer) ?? 0n) < before ? "failed" : "rejected";
+  return { outcome: (svm.getBalance(feePayer) ?? 0n) < before ? "failed" : "rejected", why };
 }
 
-async function runCase(c: Case): Promise<{ embedded: Outcome; svm: Outcome }> {
+async function runCase(c: Case): Promise<{ embedded: Result; svm: Result }> {
   const feePayer = c.feePayer().publicKey.toBase58();
   let embeddedWire: Uint8Array;
   let svmWire: Uint8Array;
@@ -182,6 +197,11 @@ function usdcAccount(owner: Keypair): PublicKey {
   return new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), usdcMint));
 }
 
+/** `owner`'s associated token account for the service token. */
+function serviceTokenAccount(owner: Keypair): PublicKey {
+  return new PublicKey(associatedTokenAddress(owner.publicKey.toBase58(), serviceMint));
+}
+
 function solTransfer(from: Keypair, to: PublicKey, lamports: bigint): TransactionInstruction {
   return SystemProgram.transfer({ fromPubkey: from.publicKey, toPubkey: to, lamports });
 }
@@ -198,11 +218,14 @@ function usdcTransfer(from: Keypair, to: Keypair, amount: bigint, createRecipien
   });
 }
 
-/** Gives `owner` the same SOL and USDC in LiteSVM as the embedded airdrop gave it. */
-function fundInSvm(owner: Keypair, lamports: bigint, usdc: bigint): void {
+/** Gives `owner` the same SOL, USDC and service tokens in LiteSVM as the embedded airdrop gave it. */
+function fundInSvm(owner: Keypair, lamports: bigint, usdc: bigint, token: bigint): void {
   setSystemAccount(svm, owner.publicKey, lamports);
   if (usdc > 0n) {
     setTokenAccount(svm, usdcAccount(owner), { mint: new PublicKey(usdcMint), owner: owner.publicKey, amount: usdc });
+  }
+  if (token > 0n) {
+    setTokenAccount(svm, serviceTokenAccount(owner), { mint: new PublicKey(serviceMint), owner: owner.publicKey, amount: token });
   }
 }
 
@@ -210,20 +233,34 @@ beforeAll(async () => {
   const t = await testDeps();
   db = t.db;
   embedded = await createEmbeddedLedger(t.deps);
-  usdcMint = (await embedded.tokens()).find((x) => x.key === "usdc")!.mint!;
+  const tokens = await embedded.tokens();
+  usdcMint = tokens.find((x) => x.key === "usdc")!.mint!;
+  const service = tokens.find((x) => x.kind === "spl" && x.key !== "usdc")!;
+  [serviceMint, serviceDecimals] = [service.mint!, service.decimals];
 
   setMint(svm, new PublicKey(usdcMint), { decimals: 6, supply: 10n ** 18n, authority: Keypair.generate().publicKey });
+  setMint(svm, new PublicKey(serviceMint), { decimals: serviceDecimals, supply: 10n ** 18n, authority: Keypair.generate().publicKey });
 
-  for (const [k, sol, usdc] of [
-    [alice, 2n * SOL, 1000n * USDC],
-    [bob, 1n * SOL, 0n],
-    [dave, 1n * SOL, 0n],
-    [erin, 1n * SOL, 0n],
-    [frank, 1n * SOL, 0n],
+  for (const [k, sol, usdc, token] of [
+    [alice, 2n * SOL, 1000n * USDC, 500n * 10n ** BigInt(serviceDecimals)],
+    [bob, 1n * SOL, 0n, 0n],
+    [dave, 1n * SOL, 0n, 0n],
+    [erin, 1n * SOL, 0n, 0n],
+    [frank, 1n * SOL, 0n, 0n],
+    [hank, SOL / 1000n, 0n, 0n],
   ] as const) {
-    await embedded.airdrop(k.publicKey.toBase58(), { sol, usdc });
-    fundInSvm(k, sol, usdc);
+    await embedded.airdrop(k.publicKey.toBase58(), { sol, usdc, token });
+    fundInSvm(k, sol, usdc, token);
   }
+
+  // A token account at a wallet's own key: a cluster can hold one (CreateAccount, then InitializeAccount),
+  // the embedded ledger has no instruction that makes one, so it is written into its store directly.
+  setTokenAccount(svm, ivy.publicKey, { mint: new PublicKey(usdcMint), owner: alice.publicKey, amount: 0n });
+  await db.write(() =>
+    db.sqlite
+      .query("INSERT INTO ledger_accounts (address, kind, lamports, mint, owner, amount) VALUES (?, 'token', ?, ?, ?, 0)")
+      .run(ivy.publicKey.toBase58(), RENT_EXEMPT_TOKEN_ACCOUNT, usdcMint, alice.publicKey.toBase58()),
+  );
 });
 
 const cases: Case[] = [
@@ -466,6 +503,97 @@ const cases: Case[] = [
     ],
     feePayer: () => alice,
     signers: () => [alice],
+    why: { embedded: "the associated token account already exists", svm: "IllegalOwner" },
+  },
+  // Token accounts of different mints, and accounts that are no token accounts.
+  {
+    name: "a Token Transfer from a service-token account into a USDC account fails (the mints differ)",
+    expected: "failed",
+    instructions: () => [createTransferInstruction(serviceTokenAccount(alice), usdcAccount(bob), alice.publicKey, 1n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a TransferChecked from a service-token account into a USDC account, naming the service mint, fails",
+    expected: "failed",
+    instructions: () => [
+      createTransferCheckedInstruction(serviceTokenAccount(alice), new PublicKey(serviceMint), usdcAccount(bob), alice.publicKey, 1n, serviceDecimals),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a USDC TransferChecked naming the service token's mint (its decimals right) fails",
+    expected: "failed",
+    instructions: () => [
+      createTransferCheckedInstruction(usdcAccount(alice), new PublicKey(serviceMint), usdcAccount(bob), alice.publicKey, 1n, serviceDecimals),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  {
+    name: "a Token Transfer whose source is a wallet's SOL account, not a token account, fails",
+    expected: "failed",
+    instructions: () => [createTransferInstruction(bob.publicKey, usdcAccount(alice), bob.publicKey, 1n)],
+    feePayer: () => bob,
+    signers: () => [bob],
+    why: { embedded: `${bob.publicKey.toBase58()} is not a token account`, svm: "invalid account data" },
+  },
+  {
+    name: "a Token Transfer into a wallet's SOL account, not a token account, fails",
+    expected: "failed",
+    instructions: () => [createTransferInstruction(usdcAccount(alice), bob.publicKey, alice.publicKey, 1n)],
+    feePayer: () => alice,
+    signers: () => [alice],
+    why: { embedded: `${bob.publicKey.toBase58()} is not a token account`, svm: "invalid account data" },
+  },
+  // Associated token accounts the program refuses to create.
+  {
+    name: "an ATA Create at an address that is not the owner's associated token account fails",
+    expected: "failed",
+    instructions: () => [
+      createAssociatedTokenAccountInstruction(alice.publicKey, Keypair.generate().publicKey, Keypair.generate().publicKey, new PublicKey(usdcMint)),
+    ],
+    feePayer: () => alice,
+    signers: () => [alice],
+  },
+  ...(
+    [
+      ["a token account", () => usdcAccount(alice)],
+      ["a wallet's SOL account", () => bob.publicKey],
+    ] as const
+  ).map(
+    ([what, mint]): Case => ({
+      name: `an ATA Create whose mint is ${what}, not a mint, fails`,
+      expected: "failed",
+      instructions: () => {
+        const owner = Keypair.generate().publicKey;
+        const [ata] = ataAndBump(owner, mint());
+        return [createAssociatedTokenAccountInstruction(alice.publicKey, ata, owner, mint())];
+      },
+      feePayer: () => alice,
+      signers: () => [alice],
+    }),
+  ),
+  {
+    name: "an ATA Create whose payer cannot pay the account's rent fails",
+    expected: "failed",
+    instructions: () => {
+      const owner = Keypair.generate();
+      return [createAssociatedTokenAccountInstruction(hank.publicKey, usdcAccount(owner), owner.publicKey, new PublicKey(usdcMint))];
+    },
+    feePayer: () => alice,
+    signers: () => [alice, hank],
+  },
+  {
+    name: "an ATA Create whose payer is a token account (at a wallet's key, signing) fails: only a SOL account pays",
+    expected: "failed",
+    instructions: () => {
+      const owner = Keypair.generate();
+      return [createAssociatedTokenAccountInstruction(ivy.publicKey, usdcAccount(owner), owner.publicKey, new PublicKey(usdcMint))];
+    },
+    feePayer: () => alice,
+    signers: () => [alice, ivy],
   },
   {
     name: "CreateIdempotent of an existing token account with a wrong System Program account: the program never calls it",
@@ -769,8 +897,12 @@ const emptyPayer = Keypair.generate();
 describe("embedded ledger vs LiteSVM (the real runtime)", () => {
   for (const c of cases) {
     test(c.name, async () => {
-      const outcome = await runCase(c);
-      expect(outcome).toEqual({ embedded: c.expected, svm: c.expected });
+      const result = await runCase(c);
+      expect({ embedded: result.embedded.outcome, svm: result.svm.outcome }).toEqual({ embedded: c.expected, svm: c.expected });
+      if (c.why !== undefined) {
+        expect(result.embedded.why).toContain(c.why.embedded);
+        expect(result.svm.why).toContain(c.why.svm);
+      }
       const after = await balances();
       expect(after.embedded).toEqual(after.svm);
     });

@@ -36,6 +36,22 @@ const reason = (f: () => unknown) => {
   }
 };
 
+/**
+ * A v0 transfer to the first of two lookup-table addresses, whose instructions also read the second: the
+ * message, its signed bytes and the table's addresses.
+ */
+function throughLookupTable() {
+  const fromTable = [Keypair.generate().publicKey, Keypair.generate().publicKey];
+  const table = new AddressLookupTableAccount({
+    key: Keypair.generate().publicKey,
+    state: { deactivationSlot: BigInt("18446744073709551615"), lastExtendedSlot: 0, lastExtendedSlotStartIndex: 0, addresses: fromTable },
+  });
+  // fromTable[0] written to (a transfer's recipient), fromTable[1] only read (an extra account of a memo-like call)
+  const read = new TransactionInstruction({ programId: guard, keys: [{ pubkey: fromTable[1]!, isSigner: false, isWritable: false }], data: Buffer.from([]) });
+  const message = new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [transfer(7000, fromTable[0]), read] }).compileToV0Message([table]);
+  return { fromTable, message, wire: signed(message) };
+}
+
 describe("parseTransaction", () => {
   test("another program's instruction: refused before sending, kept as `other` once landed", () => {
     const other = new TransactionInstruction({ programId: guard, keys: [{ pubkey: payer.publicKey, isSigner: true, isWritable: false }], data: Buffer.from([1, 2]) });
@@ -73,15 +89,7 @@ describe("parseTransaction", () => {
   });
 
   test("lookup tables: refused before sending; once landed, their accounts follow the static keys, writable ones first", () => {
-    const fromTable = [Keypair.generate().publicKey, Keypair.generate().publicKey];
-    const table = new AddressLookupTableAccount({
-      key: Keypair.generate().publicKey,
-      state: { deactivationSlot: BigInt("18446744073709551615"), lastExtendedSlot: 0, lastExtendedSlotStartIndex: 0, addresses: fromTable },
-    });
-    // fromTable[0] written to (a transfer's recipient), fromTable[1] only read (an extra account of a memo-like call)
-    const read = new TransactionInstruction({ programId: guard, keys: [{ pubkey: fromTable[1]!, isSigner: false, isWritable: false }], data: Buffer.from([]) });
-    const message = new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [transfer(7000, fromTable[0]), read] }).compileToV0Message([table]);
-    const wire = signed(message);
+    const { fromTable, message, wire } = throughLookupTable();
     expect(reason(() => parseTransaction(wire))).toBe("unsupported_instruction");
     expect(reason(() => parseTransaction(wire, { loadedAddresses: null }))).toBe("unsupported_instruction");
     const loadedAddresses = { writable: [fromTable[0]!.toBase58()], readonly: [fromTable[1]!.toBase58()] };
@@ -117,5 +125,97 @@ describe("transfersOf", () => {
     const known = (address: string) => (address === source.toBase58() || address === destination.toBase58() ? { mint: mint.toBase58(), owner: payer.publicKey.toBase58(), decimals: 6 } : null);
     expect(transfersOf(tx, known, () => null)).toMatchObject([{ mint: mint.toBase58(), amount: 2_500_000n, decimals: 6 }]);
     expect(transfersOf(tx, () => null, () => null)).toMatchObject([{ mint: mint.toBase58(), decimals: 2 }]); // nothing else tells
+  });
+});
+
+// Hand-made bytes a wallet would never produce: each of parseTransaction's structural rules refuses them
+// as `malformed` (the message names which rule, since one rule often backs up another).
+describe("parseTransaction: malformed messages", () => {
+  /** A signed legacy transfer's message, to tamper with before it is serialized. */
+  const legacyMessage = () => new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [transfer(5000)] }).compileToLegacyMessage();
+
+  /** `message` on the wire with as many (unverified) signatures as its header asks for. */
+  const wireOf = (message: VersionedTransaction["message"]) => {
+    const signatures = Array.from({ length: message.header.numRequiredSignatures }, () => new Uint8Array(64).fill(7));
+    return new VersionedTransaction(message, signatures).serialize();
+  };
+
+  const rejection = (f: () => unknown) => {
+    try {
+      f();
+      return null;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      return { code: err.code, reason: (err.extra.details as { reason: string }).reason, message: err.message };
+    }
+  };
+  const malformed = (message: string) => ({ code: "TRANSACTION_REJECTED" as const, reason: "malformed", message });
+
+  test("the untampered message parses (what the tests below change is what is refused)", () => {
+    expect(rejection(() => parseTransaction(wireOf(legacyMessage())))).toBeNull();
+  });
+
+  test("loaded addresses that do not match the lookup tables (too many writable or read-only; the two mixed up)", () => {
+    const { fromTable, wire } = throughLookupTable();
+    const [w, r, extra] = [fromTable[0]!.toBase58(), fromTable[1]!.toBase58(), Keypair.generate().publicKey.toBase58()];
+    expect(rejection(() => parseTransaction(wire, { loadedAddresses: { writable: [w], readonly: [r] } }))).toBeNull();
+    // Neither leaves an instruction's index past the account list: only the count rule refuses them.
+    for (const loadedAddresses of [
+      { writable: [w, extra], readonly: [r] },
+      { writable: [w], readonly: [r, extra] },
+      { writable: [w, r], readonly: [] },
+    ]) {
+      expect(rejection(() => parseTransaction(wire, { loadedAddresses }))).toEqual(malformed("the loaded addresses do not match the transaction's lookup tables"));
+    }
+  });
+
+  test("an account key appearing twice: among the static keys, or a loaded address repeating one", () => {
+    const message = legacyMessage();
+    const recipient = message.accountKeys.findIndex((k) => k.equals(to));
+    message.accountKeys[recipient] = payer.publicKey; // the payer sends to itself through a second slot
+    expect(rejection(() => parseTransaction(wireOf(message)))).toEqual(malformed("an account key appears twice"));
+
+    const fromTable = Keypair.generate().publicKey;
+    const table = new AddressLookupTableAccount({
+      key: Keypair.generate().publicKey,
+      state: { deactivationSlot: BigInt("18446744073709551615"), lastExtendedSlot: 0, lastExtendedSlotStartIndex: 0, addresses: [fromTable] },
+    });
+    const v0 = signed(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [transfer(7000, fromTable)] }).compileToV0Message([table]));
+    const loadedAddresses = { writable: [payer.publicKey.toBase58()], readonly: [] }; // the node's answer names the payer again
+    expect(rejection(() => parseTransaction(v0, { loadedAddresses }))).toEqual(malformed("an account key appears twice"));
+  });
+
+  test("a header requiring no signature, or more signatures than the message has keys", () => {
+    // (Signatures that differ in number from what the header requires cannot be reached from bytes:
+    // web3.js refuses them while deserializing, "not a Solana transaction in wire format".)
+    const none = legacyMessage();
+    none.header.numRequiredSignatures = 0;
+    expect(rejection(() => parseTransaction(wireOf(none)))).toEqual(malformed("the message header and the signatures disagree"));
+    const tooMany = legacyMessage();
+    tooMany.header.numRequiredSignatures = tooMany.accountKeys.length + 1;
+    tooMany.header.numReadonlyUnsignedAccounts = 0;
+    expect(rejection(() => parseTransaction(wireOf(tooMany)))).toEqual(malformed("the message header and the signatures disagree"));
+    const short = legacyMessage();
+    const wire = wireOf(short);
+    wire[0] = 2; // two signatures announced, one present: the message is read from the wrong offset
+    expect(rejection(() => parseTransaction(wire))).toEqual(malformed("not a Solana transaction in wire format"));
+  });
+
+  test("a fee payer that is not a writable signer: read-only, or counted among the read-only unsigned accounts", () => {
+    const readonlyPayer = legacyMessage();
+    readonlyPayer.header.numReadonlySignedAccounts = 1;
+    expect(rejection(() => parseTransaction(wireOf(readonlyPayer)))).toEqual(malformed("the fee payer must be a writable signer"));
+    const overlapping = legacyMessage();
+    overlapping.header.numReadonlyUnsignedAccounts = overlapping.accountKeys.length; // the payer's slot too
+    expect(rejection(() => parseTransaction(wireOf(overlapping)))).toEqual(malformed("the fee payer must be a writable signer"));
+  });
+
+  test("an instruction naming an account index or a program index outside the message", () => {
+    const account = legacyMessage();
+    account.instructions[0]!.accounts[1] = account.accountKeys.length; // the recipient, one past the last key
+    expect(rejection(() => parseTransaction(wireOf(account)))).toEqual(malformed("an instruction names an account index outside the message"));
+    const program = legacyMessage();
+    program.instructions[0]!.programIdIndex = program.accountKeys.length;
+    expect(rejection(() => parseTransaction(wireOf(program)))).toEqual(malformed("an instruction names an account index outside the message"));
   });
 });
