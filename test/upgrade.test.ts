@@ -183,7 +183,7 @@ describe("upgrade from version 12", () => {
       links: db.query("SELECT * FROM fingerprint_wallet_links").all(),
       keys: db.query("SELECT * FROM api_keys ORDER BY id").all(),
       purchases: db.query("SELECT * FROM purchases ORDER BY id").all(),
-      featureTokens: db.query("SELECT * FROM feature_tokens").all(),
+      featureTokens: db.query("SELECT token_hash, token_iv, token_ciphertext, owner, product_id, purchase_id, wallet, features, created_at, expires_at, revoked_at FROM feature_tokens").all(),
       endpoints: db.query("SELECT id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at FROM webhook_endpoints ORDER BY id").all(),
     });
     const old = snapshot(before);
@@ -260,6 +260,8 @@ describe("upgrade from version 12", () => {
     expect(now2.keys.map((k) => ({ ...(k as object), last_used_at: null }))).toEqual(old.keys.map((k) => ({ ...(k as object), last_used_at: null })));
     expect((now2.endpoints as { id: string }[]).find((e) => e.id === "whe_off")).toEqual((old.endpoints as { id: string }[]).find((e) => e.id === "whe_off"));
     expect(after.query("SELECT kid, issuer FROM auth_tokens").all()).toEqual(tokenRows.map(() => ({ kid: null, issuer: null })));
+    // Migration 36: what an older token's purchase bought is not known; its expiry stays as it was.
+    expect(after.query("SELECT access_ms FROM feature_tokens").all()).toEqual(old.featureTokens.map(() => ({ access_ms: null })));
     expect(after.query("SELECT endpoint_id, secret_iv, secret_ciphertext, signs_until FROM webhook_previous_secrets").all()).toEqual([
       { endpoint_id: "whe_live", secret_iv: sealedPrevious.iv, secret_ciphertext: sealedPrevious.ciphertext, signs_until: now + 20 * HOUR },
     ]);
