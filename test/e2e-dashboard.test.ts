@@ -386,6 +386,12 @@ e2e("dashboard and checkout pages in Chromium", () => {
       expect([url, await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)]).toEqual([url, expect.any(Number)]);
       expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
     }
+    // A description keeps the lines its owner wrote.
+    const description = "Line one.\nLine two: what you get.\n\n- bullet A\n- bullet B";
+    const lined = await call(server.url, "/dashboard/api/products", { token: sessionToken, body: { title: "Lined", description, type: "access", price: "1" } });
+    await page.goto(lined.body.paymentUrl as string);
+    await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
+    expect(await page.getByText("Line one.").innerText()).toBe(description);
     await context.close();
   }, 60_000);
 });

@@ -10,6 +10,7 @@ import type { Browser, Page } from "playwright-core";
 import { launchChromium, walletContext } from "./helpers/browser.ts";
 import { openServerDatabase, runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
+import { newBuyer, signCheckout } from "./helpers/checkout.ts";
 
 const browser: Browser | null = await launchChromium();
 const e2e = browser === null ? describe.skip : describe;
@@ -463,11 +464,24 @@ e2e("more of the pages in Chromium", () => {
   }, 60_000);
 
   test("at phone width the dashboard fits the screen and its tables scroll inside their cards", async () => {
-    const page = await ownerPage(newWallet());
+    // An owner with a row in every table, a long title among them: each table is wider than the screen.
+    const seller = newWallet();
+    const { sessionToken: token } = await signIn(server.url, seller);
+    const sold = await product(token, { title: `Unbroken${"x".repeat(150)}`, type: "feature_unlock", featureIds: ["export"], price: "1" });
+    expect((await call(server.url, "/dashboard/api/keys", { token, body: { label: "phone" } })).status).toBe(201);
+    expect((await call(server.url, "/dashboard/api/webhooks", { token, body: { url: hook.url, events: ["payment.completed"] } })).status).toBe(201);
+    const { wallet: payer, keypair } = newBuyer();
+    const airdrop = await runCli(["ledger", "airdrop", "--to", payer.address, "--sol", "1", "--usdc", "5"], { DATA_DIR: server.dataDir });
+    expect(airdrop.code).toBe(0);
+    const checkout = await call(server.url, `/pay/${sold.productId}/checkout`, { body: { walletAddress: payer.address } });
+    const paid = await call(server.url, `/pay/${sold.productId}/submit`, { body: { checkoutId: checkout.body.checkoutId, transaction: signCheckout(checkout.body.transaction as string, keypair) } });
+    expect(paid.body).toMatchObject({ status: "completed" });
+    const page = await ownerPage(seller);
     await page.setViewportSize({ width: 375, height: 740 });
     for (const name of ["Overview", "Products", "API keys", "Tokens", "Purchases", "Webhooks"]) {
       await page.getByRole("link", { name }).click();
       await page.getByRole("heading", { level: 1 }).waitFor();
+      if (name !== "Overview") await page.locator("main table tbody tr").first().waitFor(); // its rows are there
       expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(375);
     }
   }, 60_000);

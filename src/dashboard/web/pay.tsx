@@ -251,7 +251,7 @@ function Pay() {
       <div class="card narrow">
         <p class="muted">{product.type === "access" ? "Access pass" : "Feature unlock"} · Solana {product.network}</p>
         <h1>{product.title}</h1>
-        {product.description && <p>{product.description}</p>}
+        {product.description && <p class="description">{product.description}</p>}
         <div class="price">{product.price} {product.currency}</div>
         <p class="visually-hidden" role="status" aria-live="polite" data-testid="pay-status">
           {statusOf(step, result, product.type)}
