@@ -131,6 +131,24 @@ describe("the dashboard session cookie", () => {
     expect(await broken({}, "label=x", "application/x-www-form-urlencoded")).toEqual([401, "UNAUTHENTICATED"]);
   });
 
+  test("a page names the wallet it shows: a request under another wallet's session is refused, and does nothing", async () => {
+    const { token, cookie } = await cookieSession();
+    const wallet = decodeJwt(token).payload.walletAddress as string;
+    const other = newWallet().address;
+    const keys = () => raw("/dashboard/api/keys", { headers: { authorization: `Bearer ${token}` } }).then((r) => (r.body.keys as Json[]).length);
+    const before = await keys();
+    for (const headers of [{ cookie, origin: origin() }, { authorization: `Bearer ${token}` }] as Record<string, string>[]) {
+      const refused = await raw("/dashboard/api/keys", { body: { label: "meant for another" }, headers: { ...headers, "x-walletgate-wallet": other } });
+      expect([refused.status, refused.body.code, refused.body.details]).toEqual([401, "UNAUTHENTICATED", { reason: "other_wallet" }]);
+      expect(refused.body.error).toContain(`this browser is now signed in as ${wallet}`);
+      const read = await raw("/dashboard/api/products", { headers: { ...headers, "x-walletgate-wallet": other } });
+      expect([read.status, read.body.details]).toEqual([401, { reason: "other_wallet" }]);
+    }
+    expect(await keys()).toBe(before);
+    expect((await raw("/dashboard/api/keys", { body: { label: "named" }, headers: { cookie, origin: origin(), "x-walletgate-wallet": wallet } })).status).toBe(201);
+    expect(await keys()).toBe(before + 1);
+  });
+
   test("every owner route that takes a body checks the caller first (each one the OpenAPI document lists)", async () => {
     const doc = (await (await fetch(server.url + "/openapi.json")).json()) as { paths: Record<string, Record<string, unknown>> };
     const routes = Object.entries(doc.paths)

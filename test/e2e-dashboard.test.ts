@@ -360,13 +360,72 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
     expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
     await page.getByRole("link", { name: "Purchases" }).click();
-    await page.getByText("Your session was ended. Connect your wallet to sign in again.").waitFor();
-    await page.getByRole("button", { name: "Connect wallet" }).click(); // and signing in again clears it
-    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    const signedOut = page.getByRole("alert", { name: "Signed out" }); // above the page, which stays
+    await signedOut.getByText("Your session was ended. Connect your wallet to sign in again.").waitFor();
+    await page.getByRole("heading", { name: "Purchases" }).waitFor();
+    await signedOut.getByRole("button", { name: "Connect wallet" }).click(); // and signing in again clears it
+    await signedOut.waitFor({ state: "detached" });
+    await page.getByText("No purchases yet.").waitFor();
     // A cookie of the same name planted for a deeper path: the server refuses both, and the page says what to do.
     await context.addCookies([{ name: "wg_session", value: "planted", url: `${server.url}/dashboard/api/` }]);
     await page.reload();
     await page.getByText(/clear this site's cookies in the browser, then sign in again/).waitFor();
+    await context.close();
+  }, 60_000);
+
+  test("a session that ends under a form keeps what was typed; signing in again goes on from there", async () => {
+    const seller = newWallet();
+    const context = await walletContext(browser!, seller);
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.getByLabel("Title").fill("Typed before the session ended");
+    await page.getByLabel("Price").fill("4");
+    await page.getByLabel("Feature ids (comma-separated)").fill("kept");
+    await page.getByLabel("Description").fill("Every word of it.");
+    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
+    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await page.getByRole("button", { name: "Create product" }).click();
+    const signedOut = page.getByRole("alert", { name: "Signed out" });
+    await signedOut.waitFor();
+    expect([await page.getByLabel("Title").inputValue(), await page.getByLabel("Description").inputValue()]).toEqual(["Typed before the session ended", "Every word of it."]);
+    await signedOut.getByRole("button", { name: "Connect wallet" }).click();
+    await signedOut.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.getByRole("cell", { name: /Typed before the session ended/ }).waitFor();
+    const { sessionToken } = await signIn(server.url, seller);
+    expect(((await call(server.url, "/dashboard/api/products", { token: sessionToken })).body.products as Json[]).map((p) => p.title)).toEqual(["Typed before the session ended"]);
+    await context.close();
+  }, 60_000);
+
+  test("a tab whose browser was signed in with another wallet elsewhere does nothing for it, and then shows that wallet", async () => {
+    const first = newWallet();
+    const context = await walletContext(browser!, first);
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByTitle(first.address).waitFor();
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByLabel("Label").fill("meant for the first wallet");
+    // In another tab of the same browser: a sign-in link of another wallet sets the one session cookie.
+    const keypair = Keypair.generate();
+    const file = join(server.dataDir, "second-owner.json");
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
+    const made = await runCli(["dashboard-link", "--keypair", file], { DATA_DIR: server.dataDir, BASE_URL: server.url });
+    expect(made.code).toBe(0);
+    const other = await context.newPage();
+    await other.goto(made.stdout.trim());
+    await other.getByTitle(keypair.publicKey.toBase58()).waitFor();
+    // Back in the first tab: the key is not made for the second wallet under the first one's address.
+    await page.getByRole("button", { name: "Create key" }).click();
+    await page.getByRole("status").filter({ hasText: `This tab now shows wallet ${keypair.publicKey.toBase58()}` }).waitFor();
+    await page.getByTitle(keypair.publicKey.toBase58()).waitFor();
+    expect(await page.getByTitle(first.address).count()).toBe(0);
+    const keysOf = async (token: string) => ((await call(server.url, "/dashboard/api/keys", { token })).body.keys as Json[]).map((k) => k.label);
+    expect(await keysOf((await signIn(server.url, first)).sessionToken as string)).toEqual([]);
+    await page.getByText("No keys yet.").waitFor(); // the second wallet's keys: none made for it either
     await context.close();
   }, 60_000);
 

@@ -4,6 +4,7 @@ import { Elysia, t } from "elysia";
 import { bearerToken } from "../lib/bearer.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, parseBodyReadAsText } from "../errors.ts";
+import { firstCharacters } from "../lib/text.ts";
 import { revokeSessionToken, authenticateToken } from "../auth/sessions.ts";
 import { ownerWriteHits } from "../auth/rate-limit.ts";
 import { redeemDashboardLink } from "./links.ts";
@@ -118,6 +119,24 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
     );
 }
 
+/** The header in which the pages name the wallet they show (api.ts). */
+export const SHOWN_WALLET_HEADER = "x-walletgate-wallet";
+
+/**
+ * A page names the wallet it shows: a browser's one session cookie may since have been set for another
+ * wallet (a sign-in in another tab, a dashboard link), and the page's request would then read or change
+ * that wallet's account under the first one's address. Refused, with nothing done; the page then reloads.
+ */
+function requireShownWallet(request: Request, wallet: string): void {
+  const shown = request.headers.get(SHOWN_WALLET_HEADER);
+  if (shown === null || shown === wallet) return;
+  throw new AppError(
+    "UNAUTHENTICATED",
+    `this page shows wallet ${firstCharacters(shown, 44)}, but this browser is now signed in as ${wallet} (in another tab, or by a sign-in link): nothing was done; reload the page`,
+    { details: { reason: "other_wallet" } },
+  );
+}
+
 export function dashboardApiRoutes(deps: Deps, clientOf: (request: Request) => ClientInfo) {
   const owners = new WeakMap<Request, Owner>();
   const ownerOf = (request: Request): Owner => owners.get(request)!;
@@ -143,7 +162,9 @@ export function dashboardApiRoutes(deps: Deps, clientOf: (request: Request) => C
       // parsed here, after (test/dashboard-session.test.ts asks every route the OpenAPI document lists).
       .onTransform(async (context) => {
         const { request } = context;
-        owners.set(request, await ownerOfSession(deps, dashboardToken(deps, request)));
+        const owner = await ownerOfSession(deps, dashboardToken(deps, request));
+        requireShownWallet(request, owner.walletAddress);
+        owners.set(request, owner);
         parseBodyReadAsText(context);
       })
       .get("/me", ({ request }) => ownerUsage(deps, ownerOf(request)), { detail: { summary: "The owner, its tier and its rate-limit use" } })

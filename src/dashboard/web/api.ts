@@ -33,12 +33,27 @@ export function errorWords(err: unknown): string {
 
 /** Fired when the server says the page's session is gone (expired, revoked, missing); `detail` is its ApiError. */
 export const SIGNED_OUT_EVENT = "walletgate:signed-out";
+/** Fired when the browser's session is now another wallet's than the one the page shows (nothing was done). */
+export const WALLET_CHANGED_EVENT = "walletgate:wallet-changed";
+
+/**
+ * The wallet the page shows, named in every request (routes.ts SHOWN_WALLET_HEADER): the browser has one
+ * session cookie, which a sign-in in another tab sets for another wallet; the server then refuses this
+ * page's requests instead of acting on that wallet's account under this one's address. Null: none named.
+ */
+let shownWallet: string | null = null;
+export function showWallet(address: string | null): void {
+  shownWallet = address;
+}
 const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
 
 export async function api<T>(path: string, options: { method?: string; body?: unknown } = {}): Promise<T> {
   const response = await fetch(path, {
     method: options.method ?? (options.body === undefined ? "GET" : "POST"),
-    headers: options.body === undefined ? {} : { "content-type": "application/json" },
+    headers: {
+      ...(options.body === undefined ? {} : { "content-type": "application/json" }),
+      ...(shownWallet === null ? {} : { "x-walletgate-wallet": shownWallet }),
+    },
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
     credentials: "same-origin",
   });
@@ -64,7 +79,8 @@ export async function api<T>(path: string, options: { method?: string; body?: un
     const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
     const fieldNames = entries.map((d) => d.field);
     const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason, fieldNames);
-    if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
+    if (reason === "other_wallet") window.dispatchEvent(new CustomEvent(WALLET_CHANGED_EVENT, { detail: error }));
+    else if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
     throw error;
   }
   return data as T;

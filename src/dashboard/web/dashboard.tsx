@@ -2,7 +2,7 @@
 // products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
 import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, query, SIGNED_OUT_EVENT } from "./api.ts";
+import { api, ApiError, query, showWallet, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
 import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, when } from "./ui.tsx";
 
@@ -28,11 +28,23 @@ const PAGES = [
 type Page = (typeof PAGES)[number][0];
 
 /** Loads `load()` now and whenever `deps` change; `reload` runs it again. */
+/** Fired once the wallet the page shows has signed in again (its session had ended under the page). */
+const SIGNED_IN_AGAIN_EVENT = "walletgate:signed-in-again";
+
 function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [tick, setTick] = useState(0);
   const asked = useRef<string | null>(null);
+  // What failed to load while the session was gone is loaded again once it is back.
+  const failed = useRef(false);
+  useEffect(() => {
+    const again = () => {
+      if (failed.current) setTick((t) => t + 1);
+    };
+    window.addEventListener(SIGNED_IN_AGAIN_EVENT, again);
+    return () => window.removeEventListener(SIGNED_IN_AGAIN_EVENT, again);
+  }, []);
   useEffect(() => {
     let live = true;
     setError(null);
@@ -41,7 +53,10 @@ function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
     const key = JSON.stringify(deps);
     const changed = asked.current !== key;
     asked.current = key;
-    load().then((d) => live && setData(d), (e) => { if (live) { setError(e); if (changed) setData(null); } });
+    load().then(
+      (d) => { failed.current = false; if (live) setData(d); },
+      (e) => { failed.current = true; if (live) { setError(e); if (changed) setData(null); } },
+    );
     return () => { live = false; };
   }, [...deps, tick]);
   return { data, error, reload: () => setTick((t) => t + 1) };
@@ -52,7 +67,11 @@ function pageOf(hash: string): Page {
   return (PAGES.find(([p]) => p === name)?.[0] ?? "overview") as Page;
 }
 
-function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
+/**
+ * The sign-in card: the whole page when nobody is signed in, or (`again`) a card above the page whose session
+ * ended under it, which stays as it was (what was typed in a form is kept) until the wallet signs in again.
+ */
+function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error: unknown } }) {
   // What the wallet is being asked for now, said while the sign-in runs (one at a time: useSubmit).
   const [step, setStep] = useState("");
   const { busy, error, submit: signIn } = useSubmit(async () => {
@@ -71,12 +90,25 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       setStep("");
     }
   });
+  const button = <button type="button" onClick={() => signIn()} aria-disabled={busy ? "true" : undefined}>Connect wallet</button>;
+  if (again !== undefined) {
+    return (
+      <section class="card" aria-labelledby="signed-out-title" role="alert">
+        <h2 id="signed-out-title">Signed out</h2>
+        <ErrorText error={again.error} />
+        <p>Connect your wallet to go on: this page stays as it is, with what you typed. Then do again what was refused.</p>
+        {button}
+        {busy && step && <p class="muted" role="status">{step}</p>}
+        <ErrorText error={error} />
+      </section>
+    );
+  }
   return (
     <main class="shell">
       <div class="card narrow">
         <h1>walletgate dashboard</h1>
         <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
-        <button type="button" onClick={() => signIn()} aria-disabled={busy ? "true" : undefined}>Connect wallet</button>
+        {button}
         {busy && step && <p class="muted" role="status">{step}</p>}
         <ErrorText error={error} />
       </div>
@@ -615,6 +647,11 @@ function App() {
     }
     opened.current = true;
   }, [page]);
+  // The session ended under the page: it stays, with a sign-in card above it (SignIn `again`).
+  const [signedOut, setSignedOut] = useState(false);
+  const [notice, setNotice] = useState<string | null>(null);
+  /** The wallet this tab shows (its requests name it: api.ts showWallet). */
+  const shown = useRef<string | null>(null);
   const loadMe = async () => {
     try {
       const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
@@ -627,29 +664,44 @@ function App() {
           setError(new Error("This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet."));
         }
       }
-      setMe(await api<Me>("/dashboard/api/me"));
+      showWallet(null); // asked as whoever the browser's session is
+      const next = await api<Me>("/dashboard/api/me");
+      if (shown.current === next.walletAddress) window.dispatchEvent(new Event(SIGNED_IN_AGAIN_EVENT));
+      if (shown.current !== null && shown.current !== next.walletAddress) {
+        setNotice(`This tab now shows wallet ${next.walletAddress}: this browser was signed in with it (in another tab, or by a sign-in link). Nothing was done for ${shown.current} since.`);
+      }
+      shown.current = next.walletAddress;
+      showWallet(next.walletAddress);
+      setMe(next);
+      setSignedOut(false);
       setError(null);
     } catch (err) {
       // A plain 401 is only "not signed in yet"; one that says why (two session cookies) is shown.
       if (!(err instanceof ApiError && err.status === 401 && err.reason === null)) setError(err);
+      shown.current = null;
+      setSignedOut(false);
       setMe(null);
     }
   };
   useEffect(() => {
     loadMe();
     const onHash = () => setPage(pageOf(location.hash));
-    // The session ended under the page (expired, revoked elsewhere): the sign-in card says so.
+    // The session ended under the page (expired, revoked elsewhere): a card above the page says so, and the
+    // page stays as it is until the wallet signs in again.
     const onSignedOut = (event: Event) => {
-      setMe((signedIn) => {
-        if (signedIn) setError((event as CustomEvent<unknown>).detail);
-        return null;
-      });
+      if (shown.current === null) return;
+      setError((event as CustomEvent<unknown>).detail);
+      setSignedOut(true);
     };
+    // The browser's session is now another wallet's: the page is shown again for that one (nothing was done).
+    const onWalletChanged = () => void loadMe();
     window.addEventListener("hashchange", onHash);
     window.addEventListener(SIGNED_OUT_EVENT, onSignedOut);
+    window.addEventListener(WALLET_CHANGED_EVENT, onWalletChanged);
     return () => {
       window.removeEventListener("hashchange", onHash);
       window.removeEventListener(SIGNED_OUT_EVENT, onSignedOut);
+      window.removeEventListener(WALLET_CHANGED_EVENT, onWalletChanged);
     };
   }, []);
   if (me === undefined) return <p class="shell loading">Loading…</p>;
@@ -660,13 +712,21 @@ function App() {
         <span class="brand">walletgate</span>
         <span class="row">
           <code title={me.walletAddress}>{short(me.walletAddress)}</code>
-          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); setError(null); setMe(null); }}>Sign out</ActionButton>
+          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); shown.current = null; showWallet(null); setError(null); setNotice(null); setMe(null); }}>Sign out</ActionButton>
         </span>
       </header>
       <nav class="tabs" aria-label="Dashboard">
         {PAGES.map(([id, title]) => <a href={`#/${id}`} aria-current={page === id ? "page" : undefined}>{title}</a>)}
       </nav>
-      <main>
+      {signedOut && <SignIn onSignedIn={loadMe} again={{ error }} />}
+      {notice !== null && (
+        <div class="notice row" role="status">
+          <span>{notice}</span>
+          <button type="button" class="secondary" onClick={() => setNotice(null)}>Dismiss</button>
+        </div>
+      )}
+      {/* Another wallet's page is a new page: nothing typed for the one before is carried over to it. */}
+      <main key={me.walletAddress}>
         {page === "overview" && <Overview me={me} />}
         {page === "products" && <Products />}
         {page === "keys" && <Keys />}
