@@ -78,6 +78,16 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.keyboard.press("Escape");
     await ownerPage.getByLabel("Title").waitFor({ state: "detached" });
     expect((await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.textContent))).toBe("New product");
+    // With something typed in it, Escape asks first: "no" keeps the form as it is, "yes" closes it.
+    await ownerPage.keyboard.press("Enter");
+    await ownerPage.getByLabel("Title").fill("Half typed");
+    const asked: string[] = [];
+    ownerPage.once("dialog", (dialog) => { asked.push(dialog.message()); void dialog.dismiss(); });
+    await ownerPage.keyboard.press("Escape");
+    expect([asked, await ownerPage.getByLabel("Title").inputValue()]).toEqual([["Discard what you changed in this form?"], "Half typed"]);
+    ownerPage.once("dialog", (dialog) => void dialog.accept());
+    await ownerPage.keyboard.press("Escape");
+    await ownerPage.getByLabel("Title").waitFor({ state: "detached" });
     const products = (await ownerPage.evaluate(() => fetch("/dashboard/api/products").then((r) => r.json()))) as Json;
     expect(products.products).toHaveLength(1);
     state.productId = products.products[0].productId;

@@ -229,6 +229,11 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   }));
   const [form, setForm] = useState(opened);
   const set = (k: keyof ProductFields) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
+  // Escape closes a form opened by mistake at once; one with changes in it only once the owner says so.
+  const escape = () => {
+    const changed = (Object.keys(opened) as (keyof ProductFields)[]).some((k) => form[k] !== opened[k]);
+    if (!changed || window.confirm("Discard what you changed in this form?")) onCancel();
+  };
   const { busy, error, submit } = useSubmit(async () => {
     const body = productBody(form);
     if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
@@ -247,7 +252,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   });
   const invalid = useFieldErrors(error, PRODUCT_INPUTS, "p-error");
   return (
-    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"} onKeyDown={(e) => e.key === "Escape" && onCancel()}>
+    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"} onKeyDown={(e) => e.key === "Escape" && escape()}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
         <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} {...invalid("title")} /></div>
