@@ -267,6 +267,10 @@ e2e("dashboard and checkout pages in Chromium", () => {
       await urlInput.fill("ftp://example.com/hook");
       await card.getByRole("button", { name: "Save URL and events" }).click();
       await card.getByRole("alert").waitFor();
+      // Marked on the card's own field, which gets the keyboard, and said with the form's word for it.
+      expect(await urlInput.getAttribute("aria-invalid")).toBe("true");
+      expect(await urlInput.evaluate((el) => el === (globalThis as any).document.activeElement)).toBe(true);
+      expect(await card.getByRole("alert").innerText()).toMatch(/^URL/);
       const endpoints = async () => ((await ownerPage.evaluate(() => fetch("/dashboard/api/webhooks").then((r) => r.json()))) as Json).endpoints as Json[];
       expect((await endpoints()).map((e) => e.url)).toEqual([hook.url]); // nothing saved
 
@@ -514,12 +518,12 @@ e2e("dashboard forms under a second hand and a double click", () => {
     await page.getByLabel("Type").selectOption("access");
     await page.getByLabel("Access days (empty: forever)").fill("0");
     await page.getByRole("button", { name: "Create product" }).click();
-    await page.getByText(/Access days.*1 to 36500/).waitFor(); // the server's reason, under the field's label
+    await page.getByText("Access days must be a whole number of days from 1 to 36,500, or empty for access that never ends.").waitFor(); // in the form's words
     // The field at fault is marked, described by the reason, and has the keyboard.
     const days = page.getByLabel("Access days (empty: forever)");
     expect(await days.evaluate((el) => [el.getAttribute("aria-invalid"), (globalThis as any).document.getElementById(el.getAttribute("aria-describedby")!)?.textContent, el === (globalThis as any).document.activeElement])).toEqual([
       "true",
-      expect.stringContaining("1 to 36500"),
+      expect.stringContaining("1 to 36,500"),
       true,
     ]);
     // An item of a list refused (a redirect origin too long): the list's field is the one marked, and a value

@@ -236,8 +236,9 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   };
   const { busy, error, submit } = useSubmit(async () => {
     const body = productBody(form);
-    if (body.accessDays !== null && !Number.isInteger(body.accessDays)) {
-      throw fieldError("accessDays", "Access days must be a whole number of days, or empty for access that never ends.");
+    const days = body.accessDays as number | null;
+    if (days !== null && (!Number.isInteger(days) || days < 1 || days > 36_500)) {
+      throw fieldError("accessDays", "Access days must be a whole number of days from 1 to 36,500, or empty for access that never ends.");
     }
     if (product === null) {
       await api("/dashboard/api/products", { body: { ...body, type: form.type, ...(body.payTo === null ? { payTo: undefined } : {}) } });
@@ -565,18 +566,24 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
   const named = `ep-${endpoint.endpointId}`; // what this card's buttons act on, for screen readers
   // Only what was changed here: a save from a card shown earlier must not put back a URL or events changed since.
   const edits = { ...(url !== endpoint.url ? { url } : {}), ...(events.join() !== endpoint.events.join() ? { events } : {}) };
+  // A refused URL is marked on the card's own field, and said with the form's words, as in the Add form.
+  const { busy: saving, error: saveError, submit: save } = useSubmit(async () => {
+    if (Object.keys(edits).length > 0) await api(path, { method: "PATCH", body: edits });
+    onChanged();
+  });
+  const invalid = useFieldErrors(saveError, { url: `${named}-url` }, `${named}-error`);
   return (
     <div class="card" data-testid="endpoint">
       {/* The card's heading, for screen readers: it names the endpoint its controls act on (aria-describedby). */}
       <h2 id={named} class="visually-hidden">{`Endpoint ${endpoint.url}`}</h2>
       <div class="row" style="justify-content:space-between">
         {/* Editable: a retry goes to the URL as it is at that attempt. */}
-        <input class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" aria-describedby={named} value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} />
+        <input id={`${named}-url`} class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" aria-describedby={named} value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...invalid("url")} />
         <span class={`badge ${endpoint.enabled ? "ok" : "bad"}`}>{endpoint.enabled ? "enabled" : "disabled"}</span>
       </div>
       <EventBoxes value={events} onChange={setEvents} describedBy={named} />
       <div class="row">
-        <ActionButton class="secondary" describedBy={named} action={async () => { if (Object.keys(edits).length > 0) await api(path, { method: "PATCH", body: edits }); onChanged(); }}>Save URL and events</ActionButton>
+        <button type="button" class="secondary" aria-describedby={named} aria-disabled={saving ? "true" : undefined} onClick={() => save()}>Save URL and events</button>
         <ActionButton class="secondary" describedBy={named} action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
           {endpoint.enabled ? "Disable" : "Enable"}
         </ActionButton>
@@ -587,6 +594,7 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
         <ActionButton class="secondary" describedBy={named} action={async () => { await api(`${path}/test`, { method: "POST" }); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
         <ConfirmButton question="Delete this endpoint?" describedBy={named} action={async () => { await api(path, { method: "DELETE" }); onChanged(); }}>Delete</ConfirmButton>
       </div>
+      <ErrorText error={saveError} id={`${named}-error`} labels={{ url: "URL", events: "Events" }} />
       {secret && <div class="secret"><code>{secret}</code><CopyButton text={secret} /><button type="button" class="secondary" onClick={() => setSecret(null)}>Hide</button></div>}
       <Deliveries endpointId={endpoint.endpointId} refresh={refresh} />
     </div>
