@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
 import type { Browser, Page } from "playwright-core";
 import { verifyingReceiver } from "./helpers/receiver.ts";
-import { launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
+import { addStandardWallet, launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 import { until } from "./helpers/until.ts";
@@ -441,6 +441,33 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(await keysOf((await signIn(server.url, first)).sessionToken as string)).toEqual([]);
     await page.getByText("No keys yet.").waitFor(); // the second wallet's keys: none made for it either
     await context.close();
+  }, 60_000);
+
+  test("with two wallets in the browser, the owner and the buyer choose which one signs", async () => {
+    const [inPhantom, inSolflare] = [newWallet(), newWallet()];
+    const context = await browser!.newContext();
+    await addStandardWallet(context, "Phantom", inPhantom);
+    await addStandardWallet(context, "Solflare", inSolflare);
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    const choice = page.getByLabel("Wallet");
+    expect(await choice.locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
+    await choice.selectOption("Solflare");
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByTitle(inSolflare.address).waitFor(); // signed in with the one chosen
+    // The checkout page offers the same choice.
+    await page.goto(state.paymentUrl!);
+    await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
+    expect(await page.getByLabel("Wallet").locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
+    await context.close();
+    // One wallet: no choice is shown.
+    const single = await browser!.newContext();
+    await addStandardWallet(single, "Backpack", newWallet());
+    const alone = await single.newPage();
+    await alone.goto(`${server.url}/dashboard`);
+    await alone.getByRole("button", { name: "Connect wallet" }).waitFor();
+    expect(await alone.getByLabel("Wallet").count()).toBe(0);
+    await single.close();
   }, 60_000);
 
   test("at phone width the checkout page fits the screen", async () => {

@@ -88,3 +88,38 @@ export async function walletContext(
   };
   return Object.assign(context, { setReject: (on: boolean) => void (reject = on), holdSignatures });
 }
+
+/**
+ * Adds to `context`'s pages a Wallet Standard wallet called `name` (connect and signMessage, signing with
+ * `wallet`'s key in the test process), announced as real ones are: on the page's `wallet-standard:app-ready`.
+ * It names `chains` (what the wallet says it supports).
+ */
+export async function addStandardWallet(context: BrowserContext, name: string, wallet: TestWallet, chains: string[] = ["solana:mainnet", "solana:devnet"]): Promise<void> {
+  const binding = `__wgStandardSign_${name.replace(/\W/g, "_")}`;
+  await context.exposeBinding(binding, async (_source, messageBase64: string) => sign(null, Buffer.from(messageBase64, "base64"), wallet.privateKey).toString("base64"));
+  await context.addInitScript(
+    ({ name, address, chains, binding }: { name: string; address: string; chains: string[]; binding: string }) => {
+      const page = globalThis as any; // this function runs in the page: its window
+      const account = { address, publicKey: new Uint8Array(32), chains, features: ["solana:signMessage"] };
+      const standard = {
+        version: "1.0.0",
+        name,
+        icon: "data:image/svg+xml,<svg xmlns='http://www.w3.org/2000/svg'/>",
+        chains,
+        accounts: [] as unknown[],
+        features: {
+          "standard:connect": { version: "1.0.0", connect: async () => ({ accounts: [account] }) },
+          "solana:signMessage": {
+            version: "1.0.0",
+            signMessage: async ({ message }: { message: Uint8Array }) => {
+              const signature = await page[binding](btoa(String.fromCharCode(...message)));
+              return [{ signedMessage: message, signature: Uint8Array.from(atob(signature), (c) => c.charCodeAt(0)) }];
+            },
+          },
+        },
+      };
+      page.addEventListener("wallet-standard:app-ready", (event: any) => event.detail.register(standard));
+    },
+    { name, address: wallet.address, chains, binding },
+  );
+}

@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, query, showWallet, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
-import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, when } from "./ui.tsx";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
@@ -74,10 +74,12 @@ function pageOf(hash: string): Page {
 function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error: unknown } }) {
   // What the wallet is being asked for now, said while the sign-in runs (one at a time: useSubmit).
   const [step, setStep] = useState("");
+  const chain = chainOf("mainnet"); // signs a message only: the chain does not matter
+  const choice = useWalletChoice(chain);
   const { busy, error, submit: signIn } = useSubmit(async () => {
     try {
       setStep("Connecting your wallet…");
-      const wallet = await connectWallet(chainOf("mainnet")); // signs a message only: the chain does not matter
+      const wallet = await connectWallet(chain, { name: choice.name });
       const challenge = await api<{ nonce: string; message: string }>(`/auth/challenge${query({ wallet: wallet.address })}`);
       setStep("Sign the message in your wallet…");
       const signature = await wallet.signMessage(new TextEncoder().encode(challenge.message));
@@ -90,7 +92,7 @@ function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error
       setStep("");
     }
   });
-  const button = <button type="button" onClick={() => signIn()} aria-disabled={busy ? "true" : undefined}>Connect wallet</button>;
+  const button = <>{choice.picker}<button type="button" onClick={() => signIn()} aria-disabled={busy ? "true" : undefined}>Connect wallet</button></>;
   if (again !== undefined) {
     return (
       <section class="card" aria-labelledby="signed-out-title" role="alert">

@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, errorWords } from "./api.ts";
 import { chainOf, connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
 import { signWithProvider } from "./provider-sign.ts";
-import { CopyButton, ErrorText, TxLink } from "./ui.tsx";
+import { CopyButton, ErrorText, TxLink, useWalletChoice } from "./ui.tsx";
 
 type Product = { productId: string; title: string; description: string; type: "feature_unlock" | "access"; price: string; currency: string; network: string; accessDays: number | null; redirectOrigins: string[]; status: string };
 type Checkout = { checkoutId: string; transaction: string; amount: string; currency: string; expiresAt: string };
@@ -157,6 +157,8 @@ function Pay() {
       setReturnAt(at + RETURN_AFTER_S * 1000);
     }
   };
+  // With several wallets in the browser, the buyer picks the one holding the money (the likeliest for the network first).
+  const choice = useWalletChoice(chainOf(product?.network ?? "mainnet"));
   const pay = async () => {
     if (product === null || paying.current) return;
     paying.current = true;
@@ -176,7 +178,7 @@ function Pay() {
         }
       }
       setStep("connecting");
-      const wallet = await connectWallet(chainOf(product.network), { signWithProvider });
+      const wallet = await connectWallet(chainOf(product.network), { signWithProvider, name: choice.name });
       const expected = params.get("wallet");
       if (expected !== null && expected !== wallet.address) {
         throw new Error(`This link is for wallet ${expected}; your wallet is ${wallet.address}. Switch accounts in your wallet and try again.`);
@@ -290,6 +292,7 @@ function Pay() {
           <div>
             {step !== "idle" && step !== "checking" && <Steps step={step} />}
             {error !== null && <p class="error" role="alert">{words(error)}</p>}
+            {choice.picker}
             <button type="button" onClick={pay} aria-disabled={step !== "idle" ? "true" : undefined}>{error !== null ? "Try again" : "Pay with wallet"}</button>
           </div>
         )}

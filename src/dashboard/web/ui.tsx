@@ -2,6 +2,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { errorWords } from "./api.ts";
+import { onWalletsChanged, walletNames } from "./wallet.ts";
 
 /**
  * A failure in words. `labels` turns the request's field names the server used (payTo) into the labels the
@@ -221,4 +222,28 @@ export function TxLink({ txHash, network }: { txHash: string; network: string })
       <code>{short(txHash)}</code>
     </a>
   );
+}
+
+/**
+ * The wallet to connect, when the browser has several (Phantom and Solflare, say): a "Wallet" choice, the
+ * likeliest for `chain` first; nothing is shown for one wallet or none.
+ */
+export function useWalletChoice(chain: string): { name: string | undefined; picker: ComponentChildren } {
+  const [names, setNames] = useState(() => walletNames(chain));
+  useEffect(() => {
+    setNames(walletNames(chain));
+    return onWalletsChanged(() => setNames(walletNames(chain)));
+  }, [chain]);
+  const [chosen, setChosen] = useState<string | null>(null);
+  const name = chosen !== null && names.includes(chosen) ? chosen : names[0];
+  const picker =
+    names.length > 1 ? (
+      <p>
+        <label for="wallet-choice">Wallet</label>
+        <select id="wallet-choice" value={name} onChange={(e) => setChosen((e.target as HTMLSelectElement).value)}>
+          {names.map((n) => <option value={n}>{n}</option>)}
+        </select>
+      </p>
+    ) : null;
+  return { name, picker };
 }

@@ -25,8 +25,10 @@ export type InjectedProvider = {
 };
 
 const standardWallets: StandardWallet[] = [];
+const WALLETS_CHANGED = "walletgate:wallets-changed";
 const register = (...wallets: StandardWallet[]) => {
   standardWallets.push(...wallets.filter((w) => w.features["standard:connect"] && w.features["solana:signMessage"]));
+  window.dispatchEvent(new Event(WALLETS_CHANGED));
   return () => {};
 };
 window.addEventListener("wallet-standard:register-wallet", (event) => (event as CustomEvent).detail({ register }));
@@ -71,9 +73,29 @@ export function chainOf(network: string): string {
   return network === "mainnet" || network === "mainnet-beta" ? "solana:mainnet" : `solana:${network}`;
 }
 
-/** Connects the first wallet found, on `chain` (e.g. "solana:devnet"). */
-export async function connectWallet(chain: string, options: { signWithProvider?: ProviderSigner } = {}): Promise<BrowserWallet> {
-  const standard = standardWallets[0];
+/** The Wallet Standard wallets of this browser, those that name `chain` first (many name no localnet). */
+function walletsFor(chain: string): StandardWallet[] {
+  return [...standardWallets.filter((w) => w.chains.includes(chain)), ...standardWallets.filter((w) => !w.chains.includes(chain))];
+}
+
+/** The names of the wallets a user may choose between for `chain`, the likeliest first (empty: the injected provider, if any). */
+export function walletNames(chain: string): string[] {
+  return walletsFor(chain).map((w) => w.name);
+}
+
+/** Calls `listener` when a wallet announces itself (extensions may do so after the page has loaded); returns the unsubscribe. */
+export function onWalletsChanged(listener: () => void): () => void {
+  window.addEventListener(WALLETS_CHANGED, listener);
+  return () => window.removeEventListener(WALLETS_CHANGED, listener);
+}
+
+/**
+ * Connects the wallet named `name` (one of walletNames), else the likeliest for `chain` (e.g. "solana:devnet");
+ * without any Wallet Standard wallet, the injected provider.
+ */
+export async function connectWallet(chain: string, options: { signWithProvider?: ProviderSigner; name?: string } = {}): Promise<BrowserWallet> {
+  const candidates = walletsFor(chain);
+  const standard = candidates.find((w) => w.name === options.name) ?? candidates[0];
   if (standard !== undefined) {
     const { accounts } = await asked<{ accounts: StandardAccount[] }>(() => standard.features["standard:connect"].connect());
     const account = accounts[0];
