@@ -451,13 +451,14 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const page = await context.newPage();
     await page.goto(`${server.url}/dashboard`);
     const choice = page.getByLabel("Wallet");
+    await choice.waitFor();
     expect(await choice.locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
     await choice.selectOption("Solflare");
     await page.getByRole("button", { name: "Connect wallet" }).click();
     await page.getByTitle(inSolflare.address).waitFor(); // signed in with the one chosen
     // The checkout page offers the same choice.
     await page.goto(state.paymentUrl!);
-    await page.getByRole("button", { name: "Pay with wallet" }).waitFor();
+    await page.getByLabel("Wallet").waitFor();
     expect(await page.getByLabel("Wallet").locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
     await context.close();
     // One wallet: no choice is shown.
