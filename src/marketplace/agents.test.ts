@@ -299,3 +299,23 @@ describe("search pages", () => {
     expect((await searchAgents(deps, { limit: 1 })).agents).toHaveLength(1);
   });
 });
+
+test("provider_update counts against its owner's writes (120 a minute): one more is RATE_LIMITED, a minute later it goes through", async () => {
+  const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const { createToolRegistry } = await import("../mcp/tools.ts");
+  const registry = createToolRegistry(deps);
+  const owner = wallet();
+  const { agentId } = await register(deps, owner);
+  const ctx = {
+    deps,
+    caller: { kind: "wallet" as const, walletAddress: owner, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" as const },
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client: { ip: "192.0.2.1", userAgent: "t" },
+  };
+  const update = (i: number) => registry.call(ctx, "provider_update", { agentId, profile: { tagline: `t${i}` } });
+  for (let i = 0; i < 120; i++) expect((await update(i)).success).toBe(true);
+  expect(await update(120)).toMatchObject({ success: false, code: "RATE_LIMITED" });
+  expect((await getAgent(deps, agentId, owner)).tagline).toBe("t119"); // the refused one changed nothing
+  clock.advance(60_000);
+  expect((await update(121)).success).toBe(true);
+});

@@ -168,6 +168,52 @@ describe("agent notifications", () => {
     expect(ep.seen.map((s) => s.body.text)).toEqual(["hi", "while paused", "anyone?", "back"]);
   });
 
+  test("after 410 Gone, the owner setting a status (the endpoint unchanged) lets notifications flow again", async () => {
+    const { deps } = await testDeps(LOCAL_AGENTS);
+    let gone = true;
+    const ep = endpoint(deps, () => "", () => (gone ? new Response("gone", { status: 410 }) : new Response("ok")));
+    const owner = wallet();
+    const agent = await registerAgent(deps, owner, { endpoint: ep.url, profile: { name: "Gone", basePrice: "1" } });
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "hi");
+    const w = worker(deps);
+    await w.runOnce();
+    expect(await getAgent(deps, agent.agentId, owner)).toMatchObject({ status: "paused", endpointGone: true });
+    gone = false;
+    await updateAgent(deps, owner, agent.agentId, { status: "active" });
+    expect(await getAgent(deps, agent.agentId, owner)).toMatchObject({ status: "active", endpointGone: false });
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "back");
+    await w.runOnce();
+    expect(ep.seen.map((s) => s.body.text)).toEqual(["hi", "back"]);
+  });
+
+  test("only a 200 whose body is a JSON object with a non-empty string reply is a reply", async () => {
+    const { deps } = await testDeps(LOCAL_AGENTS);
+    // Other 2xx answers carrying a reply count as delivered, and record nothing.
+    const statuses = [201, 202];
+    let n = 0;
+    const ep = endpoint(deps, () => "", () => new Response(JSON.stringify({ reply: "not a 200" }), { status: statuses[n++] ?? 200 }));
+    const agent = await registerAgent(deps, wallet(), { endpoint: ep.url, profile: { name: "Picky", basePrice: "1" } });
+    const consumer = wallet();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "m0");
+    const w = worker(deps);
+    await w.runOnce();
+    await sendMessage(deps, consumer, "consumer", conversation.conversationId, "m1");
+    await w.runOnce();
+    expect(ep.seen).toHaveLength(2);
+    expect(deps.db.sqlite.query("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'succeeded'").get()).toEqual({ n: 2 });
+    expect((await getConversation(deps, consumer, conversation.conversationId)).messages.filter((m) => m.from === "provider")).toEqual([]);
+    // The answer's own judgement, for an event a reply could answer (still unanswered).
+    const targets = agentTargets(deps);
+    const delivery = { deliveryId: "whd_x", eventId: String(ep.seen[0]!.body.id), type: "conversation.started", agentId: agent.agentId };
+    const judged = (status: number, body: string) => targets.answerWrite!(delivery, { status, body });
+    for (const body of ['[{"reply":"hi"}]', '{"reply":["hi"]}', '{"reply":{"text":"hi"}}', '{"reply":""}', '{"reply":" \\u0000 "}', '{"reply":null}']) {
+      expect([body, await judged(200, body)]).toEqual([body, null]);
+    }
+    for (const status of [201, 204, 500]) expect([status, await judged(status, '{"reply":"hi"}')]).toEqual([status, null]);
+    expect(await judged(200, '{"reply":"hi"}')).toEqual(expect.any(Function)); // the one answer that is a reply
+  });
+
   test("a 410 that arrives after the owner moved the agent's endpoint pauses nothing: the new endpoint gets the next notification", async () => {
     const { deps } = await testDeps(LOCAL_AGENTS);
     const heard = Promise.withResolvers<void>();

@@ -5,7 +5,7 @@ import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
 import { waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
-import { parseTransaction } from "../../ledger/transactions.ts";
+import { associatedTokenAddress, parseTransaction, transfersOf, type TokenAccountInfo } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
 import * as store from "./store.ts";
@@ -89,6 +89,22 @@ export function requireExactTransfer(transfers: readonly ParsedTransfer[], inten
   if (t!.to !== intent.to) throw mismatch("recipient", "the escrow payment must go to the escrow wallet");
   if (t!.token !== intent.token) throw mismatch("mint", `the escrow payment must be in ${intent.token}`);
   if (t!.amount !== intent.amount) throw mismatch("amount", "the escrow payment must be exactly the order's price");
+}
+
+/**
+ * What a payment's bytes would move, read before they are sent: on an RPC network nothing is moved alongside
+ * the order's change for requireExactTransfer to look at, so it looks at this. The token accounts known are
+ * the payer's and the escrow's associated ones; a transfer touching any other is kept, between the accounts
+ * it names (and so refused).
+ */
+export async function transfersOfWire(deps: Deps, wire: Uint8Array, intent: TransferIntent): Promise<ParsedTransfer[]> {
+  const tokens = (await deps.ledger.tokens()).filter((t) => t.mint !== null);
+  const accounts = new Map<string, TokenAccountInfo>();
+  for (const t of tokens) {
+    for (const owner of [intent.from, intent.to]) accounts.set(associatedTokenAddress(owner, t.mint!), { mint: t.mint!, owner, decimals: t.decimals });
+  }
+  const mintKey = (mint: string) => tokens.find((t) => t.mint === mint)?.key ?? null;
+  return transfersOf(parseTransaction(wire), (a) => accounts.get(a) ?? null, mintKey, { keepUnresolved: true });
 }
 
 /** How far back, before an offer was recorded, a transaction paying it is looked for (clocks of the chain and of this server differ). */

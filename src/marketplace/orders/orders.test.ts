@@ -501,6 +501,20 @@ describe("timers", () => {
     expect(tx(fresh)).not.toBe(tx(old));
   });
 
+  test("the very first ask, twice at once: one offer, the same transaction to both; presenting it pays once", async () => {
+    const { deps } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const tx = (r: unknown) => (r as { unsignedTransaction?: string }).unsignedTransaction;
+    const [one, two] = await Promise.all([acceptOrder(deps, c.address, c.ask), acceptOrder(deps, c.address, c.ask)]);
+    expect(tx(one)).toEqual(expect.any(String));
+    expect(tx(two)).toBe(tx(one));
+    const signed = signCheckout(tx(one)!, c.keypair);
+    expect((await acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signed })).order.status).toBe("paid");
+    await expect(acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signed })).rejects.toMatchObject({ code: "INVALID_STATE" });
+    expect([await usdcOf(deps, c.address), await usdcOf(deps, await escrowWallet(deps))]).toEqual([95n * USDC, 5n * USDC]);
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
+  });
+
   test("an offer made in the proposal's last minutes is waited for before the proposal expires", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

@@ -10,7 +10,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer } from "./escrow.ts";
+import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { AGENT_LIMITS, usdcToken } from "../agents.ts";
@@ -284,6 +284,9 @@ export async function acceptOrder(
     return { order: orderView(row), unsignedTransaction: payment.transaction };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
+  // On an RPC network what moved is not seen before the order is recorded paying: what the bytes move is
+  // checked instead, backing the offer's hash there as the transfers applied back it on localnet.
+  if (deps.config.network !== "localnet") requireExactTransfer(await transfersOfWire(deps, payment.wire, payment.intent), payment.intent);
   const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent));
   return { order: orderView(done) };
 }

@@ -14,6 +14,9 @@ import { createCustodialWallet } from "../../wallets/custody.ts";
 import { registerAgent } from "../agents.ts";
 import { startConversation } from "../conversations.ts";
 import { escrowWallet } from "./escrow.ts";
+import * as ordersStore from "./store.ts";
+import { parseTransaction } from "../../ledger/transactions.ts";
+import { sha256Hex } from "../../lib/hash.ts";
 import {
   acceptOrder,
   cancelOrder,
@@ -67,6 +70,39 @@ async function setup() {
     return runOrderTimers(deps);
   };
   return { deps, provider, consumer, propose, accept, delivered, status, usdc, reconcile };
+}
+
+/** An action's answer in one word: "ok", or the code it was refused with. */
+const answerOf = (action: Promise<unknown>) => action.then(() => "ok", (err: AppError) => err.code);
+
+/** A connected (non-custodial) consumer with `usdc` base units, in a conversation with a new agent of m's provider. */
+async function connectedConsumer(m: Awaited<ReturnType<typeof setup>>, usdc: bigint) {
+  const { wallet, keypair } = newBuyer();
+  rpc.setLamports(wallet.address, SOL);
+  rpc.mintUsdc(wallet.address, usdc);
+  const agent = await registerAgent(m.deps, m.provider, { endpoint: "https://agent.example/connected", profile: { name: "Connected", basePrice: "1" } });
+  const { conversation } = await startConversation(m.deps, wallet.address, agent.agentId, "hello");
+  const propose = async (price: string) => {
+    const { orderId } = await createOrder(m.deps, m.provider, { conversationId: conversation.conversationId, description: "work", price, deliveryTime: 60 });
+    return { orderId, conversationId: conversation.conversationId, paymentMethod: "usdc" };
+  };
+  /** The offer for an order: the unsigned escrow transfer handed out. */
+  const offer = async (ask: Awaited<ReturnType<typeof propose>>) => {
+    const answer = await acceptOrder(m.deps, wallet.address, ask);
+    if (!("unsignedTransaction" in answer)) throw new Error("a connected consumer gets an offer");
+    return answer.unsignedTransaction;
+  };
+  return { address: wallet.address, keypair, propose, offer };
+}
+
+/** Sends signed wire bytes as a wallet would, past any check of ours (skipPreflight): what fails in execution lands failed. */
+async function sendSkippingPreflight(wire: Uint8Array): Promise<string> {
+  const sent = await fetch(rpc.url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "sendTransaction", params: [Buffer.from(wire).toString("base64"), { encoding: "base64", skipPreflight: true }] }),
+  });
+  return ((await sent.json()) as { result: string }).result;
 }
 
 function clockAdvance(m: { deps: Deps }, ms: number) {
@@ -296,4 +332,116 @@ describe("orders on an RPC network", () => {
     expect(paid).toMatchObject({ orderId: order.orderId, status: "paid", escrowTx: sent.signature });
     expect(await m.usdc(wallet.address)).toBe(6n * USDC);
   });
+  test("two accepts racing: one pays, the other is INVALID_STATE and pays nothing; escrow holds what the orders say", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const orderId = await m.propose("10");
+    const answers = await Promise.all([answerOf(m.accept(m.deps, orderId)), answerOf(m.accept(m.deps, orderId))]);
+    expect(answers.sort()).toEqual(["INVALID_STATE", "ok"]);
+    expect([await m.status(orderId), await m.usdc(m.consumer), await m.usdc(escrow)]).toEqual(["paid", 90n * USDC, 10n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
+  }, 60_000);
+
+  test("two cancels racing: one refunds, the other is INVALID_STATE; another order's money stays in escrow", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const held = await m.delivered("10"); // its 10 are in escrow too: a second refund would be paid from them
+    const orderId = await m.propose("10");
+    await m.accept(m.deps, orderId);
+    const answers = await Promise.all([answerOf(cancelOrder(m.deps, m.provider, orderId)), answerOf(cancelOrder(m.deps, m.provider, orderId))]);
+    expect(answers.sort()).toEqual(["INVALID_STATE", "ok"]);
+    expect([await m.status(orderId), await m.status(held)]).toEqual(["cancelled", "delivered"]);
+    expect([await m.usdc(m.consumer), await m.usdc(escrow)]).toEqual([90n * USDC, 10n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
+  }, 60_000);
+
+  test("a cancel racing the deadline's timer: the order is refunded once, by whichever came first", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const held = await m.delivered("10"); // due only 72 hours after delivery
+    const orderId = await m.propose("10");
+    await m.accept(m.deps, orderId);
+    clockAdvance(m, 60 * 60_000); // its 60-minute deadline passed
+    const [cancelled, moved] = await Promise.all([answerOf(cancelOrder(m.deps, m.provider, orderId)), runOrderTimers(m.deps)]);
+    // Either the cancel refunded (and the timer found nothing to do), or the timer did (and the cancel was refused).
+    expect([cancelled, moved, await m.status(orderId)]).toEqual(cancelled === "ok" ? ["ok", 0, "cancelled"] : ["INVALID_STATE", 1, "expired"]);
+    expect(await m.status(held)).toBe("delivered");
+    expect([await m.usdc(m.consumer), await m.usdc(escrow)]).toEqual([90n * USDC, 10n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 10n * USDC });
+  }, 60_000);
+
+  test("a connected consumer's signed transfer that is not the offer's is PAYMENT_MISMATCH before anything is sent, even if the offer named it", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    await c.offer(ask);
+    // A transfer of 1 base unit to the escrow, signed by the consumer, presented for the 4 USDC order.
+    const cheap = await m.deps.ledger.buildTransfer({ from: c.address, to: escrow, token: "usdc", amount: 1n });
+    const signed = signCheckout(Buffer.from(cheap).toString("base64"), c.keypair);
+    const present = () => acceptOrder(m.deps, c.address, { ...ask, signedTransaction: signed });
+    await expect(present()).rejects.toMatchObject({ code: "PAYMENT_MISMATCH" });
+    expect([(await ordersStore.findOrder(m.deps.db, ask.orderId))!.status, await m.usdc(c.address), await m.usdc(escrow)]).toEqual(["proposed", 10n * USDC, 0n]);
+    // An offer record naming that very message with the order's price (as a flaw in building or binding offers
+    // would leave it): what the bytes move is checked too, and is not the price.
+    const named = `${sha256Hex(parseTransaction(cheap).messageBytes)}:usdc:${4n * USDC}:${escrow}`;
+    await m.deps.db.write(() => ordersStore.transitionInWrite(m.deps.db, ask.orderId, "proposed", { offerHash: named }, m.deps.clock.now()));
+    await expect(present()).rejects.toMatchObject({ code: "PAYMENT_MISMATCH", extra: { details: { reason: "amount" } } });
+    expect([(await ordersStore.findOrder(m.deps.db, ask.orderId))!.status, await m.usdc(c.address), await m.usdc(escrow)]).toEqual(["proposed", 10n * USDC, 0n]);
+    expect(await escrowedTotals(m.deps)).toEqual({});
+  }, 60_000);
+
+  test("an offered transfer that landed failed (the consumer's USDC gone) is not a payment: the proposal expires", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    const signed = signCheckout(await c.offer(ask), c.keypair);
+    setTokenAccount(rpc.svm, new PublicKey(associatedTokenAddress(c.address, rpc.usdcMint)), { mint: new PublicKey(rpc.usdcMint), owner: new PublicKey(c.address), amount: 0n });
+    const failed = await sendSkippingPreflight(Buffer.from(signed, "base64"));
+    expect(await m.deps.ledger.transactionStatus(failed)).toBe("failed"); // on the chain, failed, in the consumer's history
+    clockAdvance(m, PROPOSAL_TTL_MS);
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect((await ordersStore.findOrder(m.deps.db, ask.orderId))!).toMatchObject({ status: "expired", escrowTx: null });
+    expect(await m.usdc(escrow)).toBe(0n);
+    expect(await escrowedTotals(m.deps)).toEqual({});
+  }, 60_000);
+
+  test("one escrow payment pays one order on RPC too: refused before it is sent, the other order back to proposed, not stuck paying", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const a = await c.propose("4");
+    const signed = signCheckout(await c.offer(a), c.keypair);
+    expect((await acceptOrder(m.deps, c.address, { ...a, signedTransaction: signed })).order.status).toBe("paid");
+    const b = await c.propose("4");
+    // Two offers equal by chance (the same message): forced here, as the random compute-unit limit makes it ~1 in 10^6.
+    const first = (await ordersStore.findOrder(m.deps.db, a.orderId))!;
+    await m.deps.db.write(() => ordersStore.transitionInWrite(m.deps.db, b.orderId, "proposed", { offerHash: first.offerHash, offeredAt: first.offeredAt }, m.deps.clock.now()));
+    await expect(acceptOrder(m.deps, c.address, { ...b, signedTransaction: signed })).rejects.toMatchObject({ code: "PAYMENT_MISMATCH", extra: { details: { reason: "transaction" } } });
+    const statusOf = async (orderId: string) => (await ordersStore.findOrder(m.deps.db, orderId))!.status;
+    expect([await statusOf(a.orderId), await statusOf(b.orderId)]).toEqual(["paid", "proposed"]);
+    expect([await m.usdc(c.address), await m.usdc(escrow)]).toEqual([6n * USDC, 4n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 4n * USDC });
+  }, 60_000);
+
+  test("a payment a node calls processed past its height is not given up: asked again, and undone once it is unknown", async () => {
+    const m = await setup();
+    const orderId = await m.propose("10");
+    await expect(m.accept(losingAnswers(m.deps, false), orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    rpc.setAnswerFilter((method, answer) =>
+      method === "getSignatureStatuses"
+        ? { ...answer, result: { ...(answer.result as object), value: [{ slot: rpc.blockHeight(), confirmations: 0, err: null, status: { Ok: null }, confirmationStatus: "processed" }] } }
+        : answer,
+    );
+    try {
+      rpc.advanceSlots(400);
+      expect(await m.reconcile()).toBe(0); // seen, not yet confirmed: it may still be confirmed
+      expect(await m.status(orderId)).toBe("paying");
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect(await m.reconcile()).toBe(1); // unknown to the whole history past its height: it never landed
+    expect([await m.status(orderId), await m.usdc(m.consumer)]).toEqual(["proposed", 100n * USDC]);
+  }, 60_000);
 });
