@@ -510,8 +510,9 @@ describe("wallet_transfer, wallet_get_history, wallet_submit_transaction", () =>
     expect(await balances(carol)).toEqual({ sol: 0.5, usdc: 0, wgt: 0 }); // nothing moved yet
 
     const signed = signTransaction(unsigned.unsignedTransaction, keypair);
-    // Someone else's session may not submit it.
+    // Someone else's session may not submit it: not a wallet outside it, nor its recipient (named in it, no signer).
     expect(await alice.call("wallet_submit_transaction", { transaction: signed })).toMatchObject({ success: false, code: "FORBIDDEN" });
+    expect(await bob.call("wallet_submit_transaction", { transaction: signed })).toMatchObject({ success: false, code: "FORBIDDEN" });
     expect(await plain({ tool: "wallet_submit_transaction", params: { transaction: signed } }, { token: a.sessionToken })).toMatchObject({
       status: 403,
       body: { success: false, code: "FORBIDDEN" },

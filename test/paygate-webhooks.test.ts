@@ -134,7 +134,12 @@ describe("webhooks", () => {
     // Another owner is not held back.
     const other = await ownerOn(server);
     const theirs = await other.dash("/webhooks", { body: { url: hook.url, events: ["product.created"] } });
-    expect((await other.dash(`/webhooks/${theirs.body.endpointId}/test`, { method: "POST" })).status).toBe(200);
+    const sent = await other.dash(`/webhooks/${theirs.body.endpointId}/test`, { method: "POST" });
+    expect(sent.status).toBe(200);
+    // Resends count the same way: with the test event, 30 sends a minute, then 429.
+    for (let i = 0; i < 29; i++) expect((await other.dash(`/deliveries/${sent.body.deliveryId}/resend`, { method: "POST" })).status).toBe(200);
+    const resendLimited = await other.dash(`/deliveries/${sent.body.deliveryId}/resend`, { method: "POST" });
+    expect([resendLimited.status, resendLimited.body.code]).toEqual([429, "RATE_LIMITED"]);
   }, 60_000);
 
   test("an event committed before kill -9 is delivered after the restart", async () => {

@@ -91,6 +91,8 @@ describe("owner scoping", () => {
     expect(await listEndpoints(deps, stranger)).toEqual({ endpoints: [] });
     expect(await codeOf(getEndpoint(deps, stranger, endpointId))).toBe("NOT_FOUND");
     expect(await codeOf(updateEndpoint(deps, stranger, endpointId, { enabled: false }))).toBe("NOT_FOUND");
+    expect(await codeOf(updateEndpoint(deps, stranger, endpointId, { url: "https://stranger.example.com/" }))).toBe("NOT_FOUND");
+    expect(await codeOf(updateEndpoint(deps, stranger, endpointId, { events: ["feature.unlocked"] }))).toBe("NOT_FOUND");
     expect(await codeOf(rotateEndpointSecret(deps, stranger, endpointId))).toBe("NOT_FOUND");
     expect(await codeOf(revealEndpointSecret(deps, stranger, endpointId))).toBe("NOT_FOUND");
     expect(await codeOf(sendTestEvent(deps, stranger, endpointId))).toBe("NOT_FOUND");

@@ -30,6 +30,7 @@ function fakeLookup(table: Record<string, string[]>) {
 const hits: { path: string; host: string | null; method: string; body: string }[] = [];
 let server: ReturnType<typeof Bun.serve>;
 let base: string;
+let endlessSent = 0;
 
 beforeAll(() => {
   server = Bun.serve({
@@ -48,6 +49,18 @@ beforeAll(() => {
           return new Response("x".repeat(100_000));
         case "/multibyte":
           return new Response("é".repeat(600)); // 1200 bytes, each character 2
+        case "/endless": {
+          // A body that never ends (a hostile receiver): what was sent is counted.
+          const chunk = new Uint8Array(64 * 1024).fill(120);
+          return new Response(
+            new ReadableStream({
+              pull(controller) {
+                endlessSent += chunk.length;
+                controller.enqueue(chunk);
+              },
+            }),
+          );
+        }
         default:
           return new Response(`ok ${req.method}`, { status: 201 });
       }
@@ -213,6 +226,16 @@ describe("allowed requests", () => {
     const multibyte = (await guardedFetch(`${base}/multibyte`, {}, { allowPrivate: true, maxResponseBytes: 1023 })).body;
     expect(multibyte).toBe("é".repeat(511));
     expect(utf8Prefix(new TextEncoder().encode("aé"), 2)).toBe("a");
+  });
+
+  test("a body that never ends is read only up to the cap: the answer comes at once, not at the timeout", async () => {
+    endlessSent = 0;
+    const started = performance.now();
+    const answer = await guardedFetch(`${base}/endless`, {}, { allowPrivate: true, timeoutMs: 5000 });
+    expect([answer.status, answer.body.length]).toEqual([200, 1024]);
+    expect(performance.now() - started).toBeLessThan(4000); // well before the timeout: the reading stopped
+    await Bun.sleep(100);
+    expect(endlessSent).toBeLessThan(8 * 1024 * 1024); // what the server got out before the connection closed: not the stream
   });
 });
 

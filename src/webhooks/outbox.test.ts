@@ -204,6 +204,22 @@ describe("delivery", () => {
     expect(await deliveriesOf(deps, owner, paid.endpointId)).toHaveLength(1);
   });
 
+  test("a redirect (3xx) is no success: not followed, and retried as a failure", async () => {
+    const { deps, clock } = await setup();
+    const owner = wallet();
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], (n) =>
+      n === 1 ? new Response(null, { status: 308, headers: { location: "https://elsewhere.example/hook" } }) : new Response("ok"),
+    );
+    await enqueue(deps, owner);
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(1);
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "pending", attempts: 1, lastStatusCode: 308, nextAttemptAt: new Date(clock.now() + 5000).toISOString() });
+    clock.advance(5000);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received).toHaveLength(2); // both to the endpoint itself
+    expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "succeeded", attempts: 2, lastStatusCode: 200 });
+  });
+
   test("a failed first attempt (500) is retried 5 s later with the same webhook-id and a new timestamp", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();
