@@ -2,7 +2,8 @@
 // verified (and settled) by @x402/svm's exact-scheme facilitators over LiteSVM with signatures checked; and its errors.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { FailedTransactionMetadata, LiteSVM } from "litesvm";
-import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { ComputeBudgetProgram, Keypair, MessageV0, PublicKey, SystemProgram, Transaction, TransactionInstruction, TransactionMessage, VersionedTransaction } from "@solana/web3.js";
+import { createTransferCheckedInstruction, createTransferInstruction } from "@solana/spl-token";
 import { address } from "@solana/kit";
 import { decodePaymentSignatureHeader } from "@x402/core/http";
 import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, PaymentRequirementsV1Schema, PaymentRequirementsV2Schema } from "@x402/core/schemas";
@@ -17,9 +18,9 @@ import { createCustodialWallet } from "../wallets/custody.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { setMint, setSystemAccount, setTokenAccount } from "../../test/helpers/litesvm-accounts.ts";
-import type { Ledger } from "./ledger.ts";
+import { MAX_AMOUNT_BASE_UNITS, type Ledger } from "./ledger.ts";
 import { listAudit } from "./store.ts";
-import { MEMO_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction } from "./transactions.ts";
+import { MEMO_PROGRAM, MEMO_V1_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction } from "./transactions.ts";
 import { createPayment, type PaymentHeaderResult, type PaymentParams, type PaymentResult, type UnsignedPaymentResult, type X402Payload } from "./x402.ts";
 
 const SOL = 1_000_000_000n;
@@ -514,5 +515,226 @@ describe("errors", () => {
     stale.message.recentBlockhash = Keypair.generate().publicKey.toBase58();
     stale.sign([world.user]);
     expect(await pay({ ...params, signedTransaction: b64(stale.serialize()) }, user)).toEqual({ code: "TRANSACTION_REJECTED", reason: "blockhash_expired" });
+  });
+});
+
+describe("errors: the params and the requirements' shape", () => {
+  let world: World;
+  const feePayer = Keypair.generate().publicKey.toBase58();
+  beforeAll(async () => {
+    world = await ledgerWorld();
+  });
+  const pay = (params: PaymentParams, payer = world.payer) => failure(createPayment(world.deps, payer, params));
+  const usdcParams = (): PaymentParams => ({ to: world.recipient, amount: PRICE, token: "usdc", feePayer });
+
+  test("without requirements, to, amount and token are each required", async () => {
+    expect(await pay({ amount: PRICE, token: "usdc", feePayer })).toEqual({ code: "VALIDATION_ERROR", fields: ["to"] });
+    expect(await pay({ to: world.recipient, token: "usdc", feePayer })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
+    expect(await pay({ to: world.recipient, amount: PRICE, feePayer })).toEqual({ code: "VALIDATION_ERROR", fields: ["token"] });
+  });
+
+  test("an amount of 0 (or past 2^63-1 base units) is VALIDATION_ERROR, in the requirements and in the params", async () => {
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { amount: "0" }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.amount"] });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { maxAmountRequired: "0" }) })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["requirements.maxAmountRequired"],
+    });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { amount: (MAX_AMOUNT_BASE_UNITS + 1n).toString() }) })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["requirements.amount"],
+    });
+    // A bigint is taken as base units as it is, so only the transfer-amount check stands between 0 and a payment of nothing.
+    expect(await pay({ ...usdcParams(), amount: 0n })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
+    expect(await pay({ ...usdcParams(), amount: "0" })).toEqual({ code: "VALIDATION_ERROR", fields: ["amount"] });
+    expect(await pay({ ...usdcParams(), amount: 1n })).toEqual({ code: "OK" });
+  });
+
+  test("a memo is at most 256 bytes (x402's limit), counted in UTF-8 bytes, from the params or the requirements", async () => {
+    expect(await pay({ ...usdcParams(), memo: "\u00e9".repeat(128) })).toEqual({ code: "OK" }); // 256 bytes
+    expect(await pay({ ...usdcParams(), memo: "\u00e9".repeat(129) })).toEqual({ code: "VALIDATION_ERROR", fields: ["memo"] }); // 129 characters, 258 bytes
+    expect(await pay({ ...usdcParams(), memo: "x".repeat(257) })).toEqual({ code: "VALIDATION_ERROR", fields: ["memo"] });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: { feePayer, memo: "x".repeat(257) } }) })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["memo"],
+    });
+  });
+
+  test("requirements that are not one entry of accepts, or not JSON, or carry no amount field, are VALIDATION_ERROR on requirements", async () => {
+    expect(await pay({ requirements: "accepts[0]" })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
+    expect(await pay({ requirements: null })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
+    // The whole 402 answer is told apart from an entry (the other checks would only say no amount is there).
+    const answer = createPayment(world.deps, world.payer, { requirements: { x402Version: 1, accepts: [v1Requirements(world, feePayer)] } });
+    expect(await answer.catch((err: AppError) => err.message)).toContain("not the whole 402 answer");
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { extra: { feePayer, nonce: 1n } }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
+    const { maxAmountRequired: _, ...noAmount } = v1Requirements(world, feePayer);
+    expect(await pay({ requirements: noAmount })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements"] });
+  });
+
+  test("each required field of the requirements must be a non-empty string; v2's maxTimeoutSeconds a positive number", async () => {
+    const { scheme: _, ...noScheme } = v1Requirements(world, feePayer);
+    expect(await pay({ requirements: noScheme })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.scheme"] });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { maxAmountRequired: Number(PRICE) }) })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["requirements.maxAmountRequired"],
+    });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { amount: Number(PRICE) }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.amount"] });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { payTo: 42 }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.payTo"] });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { asset: "" }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.asset"] });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { network: null }) })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.network"] });
+    for (const maxTimeoutSeconds of [undefined, 0, -1, "60"]) {
+      expect(await pay({ requirements: v2Requirements(world, feePayer, { maxTimeoutSeconds }) })).toEqual({
+        code: "VALIDATION_ERROR",
+        fields: ["requirements.maxTimeoutSeconds"],
+      });
+    }
+  });
+
+  test("requirements.extra must be an object, its feePayer an address string and its memo a string; an empty memo is no memo", async () => {
+    // feePayer is given as a param too, so only the extra's shape is in question.
+    for (const extra of ["fee", [], 7]) {
+      expect(await pay({ requirements: v1Requirements(world, feePayer, { extra }), feePayer })).toEqual({ code: "VALIDATION_ERROR", fields: ["requirements.extra"] });
+    }
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: null }), feePayer })).toEqual({ code: "OK" });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: { feePayer: 42 } }), feePayer })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["requirements.extra.feePayer"],
+    });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: { feePayer, memo: 42 } }) })).toEqual({
+      code: "VALIDATION_ERROR",
+      fields: ["requirements.extra.memo"],
+    });
+    const noMemo = headerOf(await createPayment(world.deps, world.payer, { requirements: v1Requirements(world, feePayer, { extra: { feePayer, memo: "" } }) }));
+    expect(noMemo.memo).toMatch(/^[0-9a-f]{32}$/);
+    const mine = headerOf(await createPayment(world.deps, world.payer, { requirements: v1Requirements(world, feePayer, { extra: { feePayer, memo: "" } }), memo: "mine" }));
+    expect(mine.memo).toBe("mine");
+  });
+});
+
+describe("a connected wallet's signedTransaction: each difference named by details.reason, and the bytes compared", () => {
+  let world: World;
+  const feePayer = Keypair.generate().publicKey.toBase58();
+  const MEMO = "inv-9";
+  // No memo asked for: any memo the wallet signed is taken, so only the part a test changes differs.
+  let params: PaymentParams;
+  beforeAll(async () => {
+    world = await ledgerWorld();
+    params = { to: world.recipient, amount: PRICE, token: "usdc", feePayer };
+  });
+  const key = (text: string) => new PublicKey(text);
+  const userAddress = () => world.user.publicKey.toBase58();
+  const memoIx = (text = MEMO, programId = MEMO_PROGRAM) => new TransactionInstruction({ programId: key(programId), keys: [], data: Buffer.from(text, "utf8") });
+
+  /** The payment's four instructions as payment_create builds them, with what `change` names changed. */
+  function paymentIxs(change: { units?: number; microLamports?: bigint; mint?: string; source?: string; decimals?: number; fourth?: TransactionInstruction } = {}): TransactionInstruction[] {
+    return [
+      ComputeBudgetProgram.setComputeUnitLimit({ units: change.units ?? 20_000 }),
+      ComputeBudgetProgram.setComputeUnitPrice({ microLamports: change.microLamports ?? 1n }),
+      createTransferCheckedInstruction(
+        key(change.source ?? associatedTokenAddress(userAddress(), world.mint)),
+        key(change.mint ?? world.mint),
+        key(associatedTokenAddress(world.recipient, world.mint)),
+        world.user.publicKey,
+        PRICE,
+        change.decimals ?? 6,
+      ),
+      change.fourth ?? memoIx(),
+    ];
+  }
+
+  /** A v0 message of `ixs` paid by the fee payer on the ledger's blockhash, optionally rewritten, signed by the user only. */
+  async function signedV0(ixs: TransactionInstruction[], rewrite: (message: MessageV0) => MessageV0 = (m) => m): Promise<string> {
+    const { blockhash } = await world.deps.ledger.latestBlockhash();
+    const tx = new VersionedTransaction(rewrite(new TransactionMessage({ payerKey: key(feePayer), recentBlockhash: blockhash, instructions: ixs }).compileToV0Message()));
+    tx.sign([world.user]);
+    return b64(tx.serialize());
+  }
+
+  const submitted = (signedTransaction: string) => failure(createPayment(world.deps, userAddress(), { ...params, signedTransaction }));
+  const mismatch = (reason: string) => ({ code: "PAYMENT_MISMATCH", fields: ["signedTransaction"], reason });
+
+  test("the fixture is the payment itself: signed as built here, it is taken", async () => {
+    expect(await submitted(await signedV0(paymentIxs()))).toEqual({ code: "OK" });
+  });
+
+  test("a legacy message is reason version", async () => {
+    const { blockhash } = await world.deps.ledger.latestBlockhash();
+    const legacy = new Transaction({ feePayer: key(feePayer), recentBlockhash: blockhash }).add(...paymentIxs());
+    legacy.partialSign(world.user);
+    expect(await submitted(b64(legacy.serialize({ requireAllSignatures: false })))).toEqual(mismatch("version"));
+  });
+
+  test("a third signer is reason signers", async () => {
+    const third = Keypair.generate().publicKey;
+    const memo = new TransactionInstruction({ programId: key(MEMO_PROGRAM), keys: [{ pubkey: third, isSigner: true, isWritable: false }], data: Buffer.from(MEMO) });
+    expect(await submitted(await signedV0(paymentIxs({ fourth: memo })))).toEqual(mismatch("signers"));
+  });
+
+  test("a fifth instruction, or a plain Transfer in TransferChecked's place, is reason instructions", async () => {
+    expect(await submitted(await signedV0([...paymentIxs(), memoIx("again")]))).toEqual(mismatch("instructions"));
+    const ixs = paymentIxs();
+    ixs[2] = createTransferInstruction(key(associatedTokenAddress(userAddress(), world.mint)), key(associatedTokenAddress(world.recipient, world.mint)), world.user.publicKey, PRICE);
+    expect(await submitted(await signedV0(ixs))).toEqual(mismatch("instructions"));
+  });
+
+  test("another compute unit limit or price is reason computeUnitLimit or computeUnitPrice", async () => {
+    expect(await submitted(await signedV0(paymentIxs({ units: 30_000 })))).toEqual(mismatch("computeUnitLimit"));
+    expect(await submitted(await signedV0(paymentIxs({ microLamports: 2n })))).toEqual(mismatch("computeUnitPrice"));
+  });
+
+  test("another mint, source account or decimals is reason mint, from or decimals", async () => {
+    expect(await submitted(await signedV0(paymentIxs({ mint: Keypair.generate().publicKey.toBase58() })))).toEqual(mismatch("mint"));
+    const elsewhere = associatedTokenAddress(Keypair.generate().publicKey.toBase58(), world.mint);
+    expect(await submitted(await signedV0(paymentIxs({ source: elsewhere })))).toEqual(mismatch("from"));
+    // The payer's own token account, but owned (on paper) by a multisig the user merely signs for: still not the payer's transfer.
+    const ixs = paymentIxs();
+    ixs[2] = createTransferCheckedInstruction(
+      key(associatedTokenAddress(userAddress(), world.mint)),
+      key(world.mint),
+      key(associatedTokenAddress(world.recipient, world.mint)),
+      Keypair.generate().publicKey,
+      PRICE,
+      6,
+      [world.user.publicKey],
+    );
+    expect(await submitted(await signedV0(ixs))).toEqual(mismatch("from"));
+    expect(await submitted(await signedV0(paymentIxs({ decimals: 9 })))).toEqual(mismatch("decimals"));
+  });
+
+  test("a fourth instruction that is not a memo, or a memo naming accounts, is reason memo (even with no memo asked for)", async () => {
+    const system = SystemProgram.transfer({ fromPubkey: world.user.publicKey, toPubkey: key(world.recipient), lamports: 1 });
+    expect(await submitted(await signedV0(paymentIxs({ fourth: system })))).toEqual(mismatch("memo"));
+    const withAccount = new TransactionInstruction({ programId: key(MEMO_PROGRAM), keys: [{ pubkey: key(world.recipient), isSigner: false, isWritable: false }], data: Buffer.from(MEMO) });
+    expect(await submitted(await signedV0(paymentIxs({ fourth: withAccount })))).toEqual(mismatch("memo"));
+  });
+
+  test("the same decoded fields in other bytes (the v1 memo program, a writable mint, accounts reordered) are reason message", async () => {
+    // Memo1Uhk… decodes as a memo with the same text; only the program id differs.
+    const v1Memo = await submitted(await signedV0(paymentIxs({ fourth: memoIx(MEMO, MEMO_V1_PROGRAM) })));
+    // The mint marked writable: the same accounts and instructions, another header.
+    const writableMint = paymentIxs();
+    writableMint[2]!.keys[1]!.isWritable = true;
+    const mintWritable = await submitted(await signedV0(writableMint));
+    // The source and destination token accounts swapped in the account list (both writable, not signers), the indexes following them.
+    const swapped = (message: MessageV0): MessageV0 => {
+      const keys = [...message.staticAccountKeys];
+      const at = (address: string) => keys.findIndex((k) => k.toBase58() === address);
+      const [i, j] = [at(associatedTokenAddress(userAddress(), world.mint)), at(associatedTokenAddress(world.recipient, world.mint))];
+      [keys[i], keys[j]] = [keys[j]!, keys[i]!];
+      const moved = (n: number) => (n === i ? j : n === j ? i : n);
+      return new MessageV0({
+        header: message.header,
+        staticAccountKeys: keys,
+        recentBlockhash: message.recentBlockhash,
+        compiledInstructions: message.compiledInstructions.map((ix) => ({ programIdIndex: moved(ix.programIdIndex), accountKeyIndexes: ix.accountKeyIndexes.map(moved), data: ix.data })),
+        addressTableLookups: [],
+      });
+    };
+    const reordered = await signedV0(paymentIxs(), swapped);
+    const tx = parseTransaction(fromB64(reordered));
+    const transfer = tx.instructions[2];
+    if (transfer?.type !== "transferChecked") throw new Error("third instruction is TransferChecked");
+    // Still the same transfer when decoded: only the bytes tell it apart.
+    expect([tx.accountKeys[transfer.source], tx.accountKeys[transfer.destination]]).toEqual([associatedTokenAddress(userAddress(), world.mint), associatedTokenAddress(world.recipient, world.mint)]);
+    expect([v1Memo, mintWritable, await submitted(reordered)]).toEqual([mismatch("message"), mismatch("message"), mismatch("message")]);
   });
 });
