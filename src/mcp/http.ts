@@ -427,9 +427,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       // Held in the same turn as it is looked up: between a rebuild and the hold, another open may have
       // evicted it again (then it is rebuilt again).
       let live = sessions.get(id);
-      // A stream alone never brings a session back into memory: the sweep would then free nothing of a client
-      // that keeps its stream open and calls nothing (the SDK's reopens a closed stream a second later).
-      if (live === undefined && request.method === "GET") return streamOfSessionOutOfMemory(id);
+      // A stream alone brings a session back into memory only where there is room for it (below).
+      if (live === undefined && request.method === "GET" && sessions.size + reserved >= deps.config.mcpMaxSessions) return streamOfSessionOutOfMemory(id);
       for (let attempt = 0; live === undefined && attempt < 3; attempt++) {
         const rebuilt = await liveSession(id, client);
         if (rebuilt === null) return jsonRpcError(404, -32001, "Session not found");
