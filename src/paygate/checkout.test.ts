@@ -969,6 +969,34 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     clock.set(start + 100 * DAY_MS);
     const t4 = await buy();
     expect(await expiryOf(t4)).toBe(at(130));
+    // A refund of a token that has ended takes back what it passed on all the same.
+    clock.advance(DAY_MS);
+    const t5 = await buy(); // day 101, carried from t4 (day 130): ends day 160
+    expect(await expiryOf(t5)).toBe(at(160));
+    clock.set(start + 130.5 * DAY_MS); // t4 has ended; t5 runs
+    await revokeFeatureToken(deps, owner, t4);
+    expect(await expiryOf(t5)).toBe(at(131)); // its own 30 days from day 101
+  });
+
+  test("tokens are laid again in the order they were bought, even after the clock stepped back between two purchases", async () => {
+    const { deps, clock, owner, productId, buyer } = await setup({ title: "Pro", type: "feature_unlock", price: "1", featureIds: ["export"], accessDays: 30 }, dbPath());
+    const start = clock.now();
+    const buy = async () => {
+      const paid = await pay(deps, productId, buyer);
+      const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+      if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+      return done.accessToken;
+    };
+    const expiryOf = async (token: string) => ((await verifyFeatureToken(deps, owner, token)) as { expiresAt?: string }).expiresAt;
+    await buy(); // t1: 30 days from start
+    clock.advance(-10 * 60_000); // an NTP step back
+    const t2 = await buy(); // extended from t1: to start + 60 days
+    const t2End = await expiryOf(t2);
+    expect(t2End).toBe(new Date(start + 60 * DAY_MS).toISOString());
+    clock.advance(60_000);
+    const t3 = await buy();
+    await revokeFeatureToken(deps, owner, t3); // only the last is refunded
+    expect(await expiryOf(t2)).toBe(t2End); // t2 keeps what it was extended by
   });
 
   // Two processes' view of one database file: there is none to share in memory.

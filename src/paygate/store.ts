@@ -746,8 +746,9 @@ export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilt
 /**
  * After a revocation: the buyer's live tokens of the product are laid end to end again, as their purchases
  * did (each runs its own `access_ms` from the later of its purchase and the latest expiry of the tokens
- * before it that were then live and are unrevoked now), so time a revoked token passed on to later ones is
- * taken back. Only shortens; tokens whose own time is unknown (before migration 36) keep their expiry but
+ * written before it that were then live and are unrevoked now), so time a revoked token passed on to later
+ * ones is taken back. In the order they were written (rowid), which is the order each was extended in, even
+ * if the clock stepped back between two purchases. Only shortens; tokens whose own time is unknown (before migration 36) keep their expiry but
  * still count for those after them. Inside the revoking write.
  */
 function withdrawCarriedTime(db: Db, productId: string, wallet: string, network: string, now: number): void {
@@ -756,7 +757,7 @@ function withdrawCarriedTime(db: Db, productId: string, wallet: string, network:
       `SELECT t.token_hash AS tokenHash, t.purchase_id AS purchaseId, t.created_at AS createdAt, t.expires_at AS expiresAt,
               t.access_ms AS accessMs, t.revoked_at AS revokedAt
        FROM feature_tokens t JOIN purchases p ON p.id = t.purchase_id
-       WHERE t.product_id = ? AND t.wallet = ? AND p.network = ? ORDER BY t.created_at, t.rowid`,
+       WHERE t.product_id = ? AND t.wallet = ? AND p.network = ? ORDER BY t.rowid`,
     )
     .all(productId, wallet, network) as { tokenHash: string; purchaseId: string; createdAt: number; expiresAt: number | null; accessMs: number | null; revokedAt: number | null }[];
   const before: { createdAt: number; expiresAt: number }[] = []; // unrevoked tokens with an expiry, as laid so far
@@ -792,7 +793,8 @@ export function revokeFeatureToken(db: Db, owner: string, tokenHash: string, now
     if (row === null) return "not_found";
     if (row.revokedAt !== null) return "already_revoked";
     db.sqlite.query("UPDATE feature_tokens SET revoked_at = ? WHERE token_hash = ?").run(now, tokenHash);
-    if (row.expiresAt !== null && row.expiresAt > now) withdrawCarriedTime(db, row.productId, row.wallet, row.network, now);
+    // Also when it has ended: the days it passed on live in the later tokens, which may still run.
+    if (row.expiresAt !== null) withdrawCarriedTime(db, row.productId, row.wallet, row.network, now);
     alsoInWrite?.();
     return "revoked";
   });
