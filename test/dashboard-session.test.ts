@@ -147,6 +147,12 @@ describe("the dashboard session cookie", () => {
     expect(await keys()).toBe(before);
     expect((await raw("/dashboard/api/keys", { body: { label: "named" }, headers: { cookie, origin: origin(), "x-walletgate-wallet": wallet } })).status).toBe(201);
     expect(await keys()).toBe(before + 1);
+    // Signing out from a page that shows another wallet: refused, and the session lives on.
+    const signOut = await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie, origin: origin(), "x-walletgate-wallet": other } });
+    expect([signOut.status, signOut.body.details]).toEqual([401, { reason: "other_wallet" }]);
+    expect((await raw("/dashboard/api/me", { headers: { cookie } })).status).toBe(200);
+    expect((await raw("/dashboard/api/session", { method: "DELETE", headers: { cookie, origin: origin(), "x-walletgate-wallet": wallet } })).status).toBe(200);
+    expect((await raw("/dashboard/api/me", { headers: { cookie } })).status).toBe(401);
   });
 
   test("every owner route that takes a body checks the caller first (each one the OpenAPI document lists)", async () => {

@@ -432,7 +432,14 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const other = await context.newPage();
     await other.goto(made.stdout.trim());
     await other.getByTitle(keypair.publicKey.toBase58()).waitFor();
-    // Back in the first tab: the key is not made for the second wallet under the first one's address.
+    // Back in the first tab: the key is not made for the second wallet under the first one's address, not
+    // even by a second click while the page is still learning who is signed in (a slow answer).
+    await page.route("**/dashboard/api/me", async (route) => {
+      await Bun.sleep(1500);
+      await route.continue();
+    });
+    await page.getByRole("button", { name: "Create key" }).click();
+    await page.getByRole("alert").filter({ hasText: "this browser is now signed in as" }).waitFor();
     await page.getByRole("button", { name: "Create key" }).click();
     await page.getByRole("status").filter({ hasText: `This tab now shows wallet ${keypair.publicKey.toBase58()}` }).waitFor();
     await page.getByTitle(keypair.publicKey.toBase58()).waitFor();
@@ -469,6 +476,31 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await alone.getByRole("button", { name: "Connect wallet" }).waitFor();
     expect(await alone.getByLabel("Wallet").count()).toBe(0);
     await single.close();
+  }, 60_000);
+
+  test("after a session ends, the Signed out card offers the wallet that was signed in, and the page goes on", async () => {
+    const [inPhantom, inSolflare] = [newWallet(), newWallet()];
+    const context = await browser!.newContext();
+    await addStandardWallet(context, "Phantom", inPhantom);
+    await addStandardWallet(context, "Solflare", inSolflare);
+    const page = await context.newPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByLabel("Wallet").selectOption("Solflare");
+    await page.getByRole("button", { name: "Connect wallet" }).click();
+    await page.getByTitle(inSolflare.address).waitFor();
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByLabel("Label").fill("typed before");
+    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
+    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await page.getByRole("button", { name: "Create key" }).click();
+    const signedOut = page.getByRole("alert", { name: "Signed out" });
+    expect(await signedOut.getByLabel("Wallet").inputValue()).toBe("Solflare");
+    await signedOut.getByRole("button", { name: "Connect wallet" }).click();
+    await signedOut.waitFor({ state: "detached" });
+    await page.getByTitle(inSolflare.address).waitFor();
+    expect(await page.getByLabel("Label").inputValue()).toBe("typed before");
+    expect(await page.getByRole("status").filter({ hasText: "now shows" }).count()).toBe(0); // the same wallet: nothing to say
+    await context.close();
   }, 60_000);
 
   test("at phone width the checkout page fits the screen", async () => {

@@ -102,6 +102,16 @@ export function dashboardSessionRoutes(deps: Deps, clientOf: (request: Request) 
         const tokens = cookieTokens(deps, request);
         if (tokens.length > 0) {
           if (bearer === null) requireSameOrigin(deps, request);
+          // A page signing out the wallet it shows: not another wallet's session set since in this browser.
+          if (bearer === null && request.headers.get(SHOWN_WALLET_HEADER) !== null) {
+            for (const token of tokens) {
+              const live = await authenticateToken(deps, token).catch((err) => {
+                if (err instanceof AppError) return null; // a dead one is cleared whoever's it was
+                throw err;
+              });
+              if (live !== null) requireShownWallet(request, live.walletAddress);
+            }
+          }
           for (const token of tokens) {
             // Already revoked, expired or not a token: signing out still clears the cookie.
             await revokeSessionToken(deps, token).catch((err) => {

@@ -47,12 +47,13 @@ export function showWallet(address: string | null): void {
 }
 const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
 
-export async function api<T>(path: string, options: { method?: string; body?: unknown } = {}): Promise<T> {
+/** `asWhoever`: asked as whoever the browser's session is, naming no wallet (the page learning who that is). */
+export async function api<T>(path: string, options: { method?: string; body?: unknown; asWhoever?: boolean } = {}): Promise<T> {
   const response = await fetch(path, {
     method: options.method ?? (options.body === undefined ? "GET" : "POST"),
     headers: {
       ...(options.body === undefined ? {} : { "content-type": "application/json" }),
-      ...(shownWallet === null ? {} : { "x-walletgate-wallet": shownWallet }),
+      ...(shownWallet === null || options.asWhoever === true ? {} : { "x-walletgate-wallet": shownWallet }),
     },
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
     credentials: "same-origin",

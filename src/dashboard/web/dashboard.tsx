@@ -667,7 +667,8 @@ function App() {
   const [notice, setNotice] = useState<string | null>(null);
   /** The wallet this tab shows (its requests name it: api.ts showWallet). */
   const shown = useRef<string | null>(null);
-  const loadMe = async () => {
+  /** `after`: what led here, for the words of a notice when the page now shows another wallet. */
+  const loadMe = async (after: "start" | "sign-in" | "other-wallet" = "sign-in") => {
     try {
       const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
       if (link !== undefined) {
@@ -679,11 +680,15 @@ function App() {
           setError(new Error("This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet."));
         }
       }
-      showWallet(null); // asked as whoever the browser's session is
-      const next = await api<Me>("/dashboard/api/me");
+      // The page's own requests go on naming the wallet it shows until it shows another.
+      const next = await api<Me>("/dashboard/api/me", { asWhoever: true });
       if (shown.current === next.walletAddress) window.dispatchEvent(new Event(SIGNED_IN_AGAIN_EVENT));
       if (shown.current !== null && shown.current !== next.walletAddress) {
-        setNotice(`This tab now shows wallet ${next.walletAddress}: this browser was signed in with it (in another tab, or by a sign-in link). Nothing was done for ${shown.current} since.`);
+        setNotice(
+          after === "other-wallet"
+            ? `This tab now shows wallet ${next.walletAddress}: this browser was signed in with it (in another tab, or by a sign-in link). Nothing was done for ${shown.current} since.`
+            : `Signed in as ${next.walletAddress}, another wallet than before (${shown.current}): this page now shows its account.`,
+        );
       }
       shown.current = next.walletAddress;
       showWallet(next.walletAddress);
@@ -694,12 +699,13 @@ function App() {
       // A plain 401 is only "not signed in yet"; one that says why (two session cookies) is shown.
       if (!(err instanceof ApiError && err.status === 401 && err.reason === null)) setError(err);
       shown.current = null;
+      showWallet(null);
       setSignedOut(false);
       setMe(null);
     }
   };
   useEffect(() => {
-    loadMe();
+    loadMe("start");
     const onHash = () => setPage(pageOf(location.hash));
     // The session ended under the page (expired, revoked elsewhere): a card above the page says so, and the
     // page stays as it is until the wallet signs in again.
@@ -709,7 +715,7 @@ function App() {
       setSignedOut(true);
     };
     // The browser's session is now another wallet's: the page is shown again for that one (nothing was done).
-    const onWalletChanged = () => void loadMe();
+    const onWalletChanged = () => void loadMe("other-wallet");
     window.addEventListener("hashchange", onHash);
     window.addEventListener(SIGNED_OUT_EVENT, onSignedOut);
     window.addEventListener(WALLET_CHANGED_EVENT, onWalletChanged);

@@ -2,7 +2,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { errorWords } from "./api.ts";
-import { onWalletsChanged, walletNames } from "./wallet.ts";
+import { lastConnectedWallet, onWalletsChanged, walletNames } from "./wallet.ts";
 
 /**
  * A failure in words. `labels` turns the request's field names the server used (payTo) into the labels the
@@ -234,7 +234,8 @@ export function useWalletChoice(chain: string): { name: string | undefined; pick
     setNames(walletNames(chain));
     return onWalletsChanged(() => setNames(walletNames(chain)));
   }, [chain]);
-  const [chosen, setChosen] = useState<string | null>(null);
+  // The one connected last on this page first (a sign-in again after the session ended there).
+  const [chosen, setChosen] = useState<string | null>(() => lastConnectedWallet());
   const name = chosen !== null && names.includes(chosen) ? chosen : names[0];
   const picker =
     names.length > 1 ? (

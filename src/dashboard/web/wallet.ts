@@ -83,6 +83,12 @@ export function walletNames(chain: string): string[] {
   return walletsFor(chain).map((w) => w.name);
 }
 
+/** The name of the wallet connected last on this page (what a sign-in again offers first). */
+let lastConnected: string | null = null;
+export function lastConnectedWallet(): string | null {
+  return lastConnected;
+}
+
 /** Calls `listener` when a wallet announces itself (extensions may do so after the page has loaded); returns the unsubscribe. */
 export function onWalletsChanged(listener: () => void): () => void {
   window.addEventListener(WALLETS_CHANGED, listener);
@@ -97,6 +103,7 @@ export async function connectWallet(chain: string, options: { signWithProvider?:
   const candidates = walletsFor(chain);
   const standard = candidates.find((w) => w.name === options.name) ?? candidates[0];
   if (standard !== undefined) {
+    lastConnected = standard.name;
     const { accounts } = await asked<{ accounts: StandardAccount[] }>(() => standard.features["standard:connect"].connect());
     const account = accounts[0];
     if (account === undefined) throw new WalletRejected();

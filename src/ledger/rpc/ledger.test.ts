@@ -504,6 +504,9 @@ describe("rejections", () => {
       rpc.advanceSlots(1);
       await Bun.sleep(200); // several polls past the new height
       expect(settled).toBe(false); // not "it was not executed": it can still land for ~150 blocks
+      rpc.advanceSlots(120); // most of its life, still within it
+      await Bun.sleep(200);
+      expect(settled).toBe(false);
       rpc.setDropTransactions(false); // the next re-send lands
       const sent = await pending;
       expect(sent.signature).toBe(parseTransaction(wire).signature);
@@ -811,7 +814,7 @@ describe("an RPC that is down, failing or slow", () => {
     try {
       const started = performance.now();
       await expectUnavailable(slow.getBalances(addr(wallet())), "no answer within 100 ms");
-      expect(performance.now() - started).toBeLessThan(5000);
+      expect(performance.now() - started).toBeLessThan(2000); // the 100-ms limit, with room for a busy machine; the answer is 10 s away
       expect(await slow.ping()).toBe(false);
     } finally {
       await slow.stop();
