@@ -49,6 +49,23 @@ async function publicCheck(key: string) {
   return { status: res.status, body: (await res.json()) as Json };
 }
 
+/** A browser with two Wallet Standard wallets, Phantom and Solflare, on the dashboard, signed in with Solflare. */
+async function twoWalletsSignedInWithSolflare(browser: Browser) {
+  const [inPhantom, inSolflare] = [newWallet(), newWallet()];
+  const context = await browser.newContext();
+  await addStandardWallet(context, "Phantom", inPhantom);
+  await addStandardWallet(context, "Solflare", inSolflare);
+  const page = await context.newPage();
+  await page.goto(`${server.url}/dashboard`);
+  const choice = page.getByLabel("Wallet");
+  await choice.waitFor();
+  expect(await choice.locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
+  await choice.selectOption("Solflare");
+  await page.getByRole("button", { name: "Connect wallet" }).click();
+  await page.getByTitle(inSolflare.address).waitFor(); // signed in with the one chosen
+  return { context, page, inSolflare };
+}
+
 e2e("dashboard and checkout pages in Chromium", () => {
   test("sign-in: Connect wallet signs a challenge; the session lives in an HttpOnly cookie", async () => {
     await ownerPage.goto(`${server.url}/dashboard`);
@@ -451,18 +468,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
   }, 60_000);
 
   test("with two wallets in the browser, the owner and the buyer choose which one signs", async () => {
-    const [inPhantom, inSolflare] = [newWallet(), newWallet()];
-    const context = await browser!.newContext();
-    await addStandardWallet(context, "Phantom", inPhantom);
-    await addStandardWallet(context, "Solflare", inSolflare);
-    const page = await context.newPage();
-    await page.goto(`${server.url}/dashboard`);
-    const choice = page.getByLabel("Wallet");
-    await choice.waitFor();
-    expect(await choice.locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
-    await choice.selectOption("Solflare");
-    await page.getByRole("button", { name: "Connect wallet" }).click();
-    await page.getByTitle(inSolflare.address).waitFor(); // signed in with the one chosen
+    const { context, page } = await twoWalletsSignedInWithSolflare(browser!);
     // The checkout page offers the same choice.
     await page.goto(state.paymentUrl!);
     await page.getByLabel("Wallet").waitFor();
@@ -479,15 +485,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
   }, 60_000);
 
   test("after a session ends, the Signed out card offers the wallet that was signed in, and the page goes on", async () => {
-    const [inPhantom, inSolflare] = [newWallet(), newWallet()];
-    const context = await browser!.newContext();
-    await addStandardWallet(context, "Phantom", inPhantom);
-    await addStandardWallet(context, "Solflare", inSolflare);
-    const page = await context.newPage();
-    await page.goto(`${server.url}/dashboard`);
-    await page.getByLabel("Wallet").selectOption("Solflare");
-    await page.getByRole("button", { name: "Connect wallet" }).click();
-    await page.getByTitle(inSolflare.address).waitFor();
+    const { context, page, inSolflare } = await twoWalletsSignedInWithSolflare(browser!);
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByLabel("Label").fill("typed before");
     const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;

@@ -516,16 +516,8 @@ describe("errors", () => {
     stale.sign([world.user]);
     expect(await pay({ ...params, signedTransaction: b64(stale.serialize()) }, user)).toEqual({ code: "TRANSACTION_REJECTED", reason: "blockhash_expired" });
   });
-});
 
-describe("errors: the params and the requirements' shape", () => {
-  let world: World;
-  const feePayer = Keypair.generate().publicKey.toBase58();
-  beforeAll(async () => {
-    world = await ledgerWorld();
-  });
-  const pay = (params: PaymentParams, payer = world.payer) => failure(createPayment(world.deps, payer, params));
-  const usdcParams = (): PaymentParams => ({ to: world.recipient, amount: PRICE, token: "usdc", feePayer });
+  // The params and the requirements' shape.
 
   test("without requirements, to, amount and token are each required", async () => {
     expect(await pay({ amount: PRICE, token: "usdc", feePayer })).toEqual({ code: "VALIDATION_ERROR", fields: ["to"] });

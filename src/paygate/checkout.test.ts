@@ -63,6 +63,19 @@ async function pay(deps: Deps, productId: string, buyer: Keypair) {
 }
 
 
+/** Buys `productId` for `buyer` through the checkout, returning its feature token; and a token's expiry as verified. */
+function tokenBuyer(deps: Deps, owner: string, productId: string, buyer: Keypair) {
+  return {
+    buy: async () => {
+      const paid = await pay(deps, productId, buyer);
+      const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+      if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
+      return done.accessToken;
+    },
+    expiryOf: async (token: string) => ((await verifyFeatureToken(deps, owner, token)) as { expiresAt?: string }).expiresAt,
+  };
+}
+
 /** The bodies of the owner's outbox events of `type`, oldest first, as they would be delivered. */
 async function eventsOf(deps: Deps, owner: string, type: string): Promise<Record<string, unknown>[]> {
   const rows = deps.db.sqlite.query("SELECT id FROM outbox_events WHERE target_id = ? AND type = ? ORDER BY created_at, id").all(owner, type) as { id: string }[];
@@ -937,13 +950,7 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
   test("a revoked feature token takes back the time it passed on: the later tokens run as if it had not been bought", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Pro", type: "feature_unlock", price: "1", featureIds: ["export"], accessDays: 30 }, dbPath());
     const start = clock.now();
-    const buy = async () => {
-      const paid = await pay(deps, productId, buyer);
-      const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
-      if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
-      return done.accessToken;
-    };
-    const expiryOf = async (token: string) => ((await verifyFeatureToken(deps, owner, token)) as { expiresAt?: string }).expiresAt;
+    const { buy, expiryOf } = tokenBuyer(deps, owner, productId, buyer);
     const at = (days: number) => new Date(start + days * DAY_MS).toISOString();
     const t1 = await buy(); // days 0-30
     clock.advance(DAY_MS);
@@ -981,13 +988,7 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
   test("tokens are laid again in the order they were bought, even after the clock stepped back between two purchases", async () => {
     const { deps, clock, owner, productId, buyer } = await setup({ title: "Pro", type: "feature_unlock", price: "1", featureIds: ["export"], accessDays: 30 }, dbPath());
     const start = clock.now();
-    const buy = async () => {
-      const paid = await pay(deps, productId, buyer);
-      const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
-      if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
-      return done.accessToken;
-    };
-    const expiryOf = async (token: string) => ((await verifyFeatureToken(deps, owner, token)) as { expiresAt?: string }).expiresAt;
+    const { buy, expiryOf } = tokenBuyer(deps, owner, productId, buyer);
     await buy(); // t1: 30 days from start
     clock.advance(-10 * 60_000); // an NTP step back
     const t2 = await buy(); // extended from t1: to start + 60 days
