@@ -547,7 +547,11 @@ describe("errors", () => {
     expect(await pay({ ...usdcParams(), memo: "x".repeat(257) })).toEqual({ code: "VALIDATION_ERROR", fields: ["memo"] });
     expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: { feePayer, memo: "x".repeat(257) } }) })).toEqual({
       code: "VALIDATION_ERROR",
-      fields: ["memo"],
+      fields: ["requirements.extra.memo"], // named where it came from
+    });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { extra: { feePayer: "not-an-address" } }) })).toEqual({
+      code: "INVALID_ADDRESS",
+      fields: ["requirements.extra.feePayer"],
     });
   });
 

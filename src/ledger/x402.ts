@@ -212,8 +212,13 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
   const tokens = await deps.ledger.tokens();
   const configuredFeePayer = deps.config.x402FeePayer;
   let payment: Payment;
+  // A value the requirements gave is named by its place in them (params that give it too must agree).
+  let feePayerField = "feePayer";
+  let memoField = "memo";
   if (params.requirements !== undefined) {
     const req = readRequirements(params.requirements);
+    if (req.feePayer !== null) feePayerField = "requirements.extra.feePayer";
+    if (req.memo !== null) memoField = "requirements.extra.memo";
     agree("x402Version", params.x402Version, req.version);
     const network = x402Network(deps.config.network, req.version);
     if (req.network !== network) {
@@ -285,13 +290,13 @@ async function resolvePayment(deps: Deps, payer: string, params: PaymentParams):
     };
   }
   requireAddress(payment.to, "to");
-  requireAddress(payment.feePayer, "feePayer");
+  requireAddress(payment.feePayer, feePayerField);
   await requireWalletRecipient(deps, payment.to, params.requirements !== undefined ? "requirements.payTo" : "to");
   requireTransferAmount(payment.amount);
   // The facilitator refuses a transfer signed by its own fee payer, and the fee payer's slot stays empty here.
-  if (payment.feePayer === payer) throw fieldError("feePayer", "feePayer must be the facilitator's address, not the paying wallet");
+  if (payment.feePayer === payer) throw fieldError(feePayerField, "feePayer must be the facilitator's address, not the paying wallet");
   if (payment.memo !== null && new TextEncoder().encode(payment.memo).length > X402_MAX_MEMO_BYTES) {
-    throw fieldError("memo", `memo is at most ${X402_MAX_MEMO_BYTES} bytes`);
+    throw fieldError(memoField, `memo is at most ${X402_MAX_MEMO_BYTES} bytes`);
   }
   // Checked now rather than left to the facilitator's simulation, whose failure says far less.
   if (!(await deps.ledger.tokenAccountExists(associatedTokenAddress(payment.to, payment.token.mint)))) {
