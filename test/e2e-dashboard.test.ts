@@ -361,6 +361,38 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await context.close();
   }, 60_000);
 
+  test("without a browser wallet, a new sign-in link opened in the same tab ends the Signed out card and keeps the form", async () => {
+    const keypair = Keypair.generate();
+    const file = join(server.dataDir, "link-only-owner.json");
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
+    const link = async () => {
+      const made = await runCli(["dashboard-link", "--keypair", file], { DATA_DIR: server.dataDir, BASE_URL: server.url });
+      expect(made.code).toBe(0);
+      return made.stdout.trim();
+    };
+    const context = await browser!.newContext(); // no wallet in this browser
+    const page = await context.newPage();
+    await page.goto(await link());
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.getByLabel("Title").fill("Typed by a link-only owner");
+    await page.getByLabel("Price").fill("1");
+    await page.getByLabel("Feature ids (comma-separated)").fill("one");
+    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
+    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await page.getByRole("button", { name: "Create product" }).click();
+    const signedOut = page.getByRole("alert", { name: "Signed out" });
+    await signedOut.waitFor();
+    expect(await page.getByRole("alert").filter({ hasText: "signed out" }).count()).toBe(1); // said once, by the card
+    await page.goto(await link()); // only the hash changes: the page is not loaded again
+    await signedOut.waitFor({ state: "detached" });
+    expect(await page.getByLabel("Title").inputValue()).toBe("Typed by a link-only owner");
+    await page.getByRole("button", { name: "Create product" }).click();
+    await page.getByRole("cell", { name: /Typed by a link-only owner/ }).waitFor();
+    expect(await page.getByRole("alert").count()).toBe(0); // nothing left saying "signed out"
+    await context.close();
+  }, 60_000);
+
   test("a session ended elsewhere, or a second session cookie, is said on the sign-in card", async () => {
     const context = await walletContext(browser!, newWallet());
     const page = await context.newPage();
@@ -455,9 +487,13 @@ e2e("dashboard and checkout pages in Chromium", () => {
       await Bun.sleep(1500);
       await route.continue();
     });
+    const refused = () => page.waitForResponse((r) => r.url().endsWith("/dashboard/api/keys") && r.request().method() === "POST" && r.status() === 401);
+    let answer = refused();
     await page.getByRole("button", { name: "Create key" }).click();
-    await page.getByRole("alert").filter({ hasText: "this browser is now signed in as" }).waitFor();
-    await page.getByRole("button", { name: "Create key" }).click();
+    await answer;
+    answer = refused();
+    await page.getByRole("button", { name: "Create key" }).click(); // while the page still shows the first wallet
+    await answer;
     await page.getByRole("status").filter({ hasText: `This tab now shows wallet ${keypair.publicKey.toBase58()}` }).waitFor();
     await page.getByTitle(keypair.publicKey.toBase58()).waitFor();
     expect(await page.getByTitle(first.address).count()).toBe(0);

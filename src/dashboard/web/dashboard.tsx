@@ -97,9 +97,10 @@ function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error
     return (
       <section class="card" aria-labelledby="signed-out-title" role="alert">
         <h2 id="signed-out-title">Signed out</h2>
-        <ErrorText error={again.error} />
+        <ErrorText error={again.error} session />
         <p>Connect your wallet to go on: this page stays as it is, with what you typed. Then do again what was refused.</p>
-        {button}
+        {button}{" "}
+        <button type="button" class="secondary" onClick={() => onSignedIn()}>I signed in elsewhere: check again</button>
         {busy && step && <p class="muted" role="status">{step}</p>}
         <ErrorText error={error} />
       </section>
@@ -663,7 +664,12 @@ function App() {
     opened.current = true;
   }, [page]);
   // The session ended under the page: it stays, with a sign-in card above it (SignIn `again`).
-  const [signedOut, setSignedOut] = useState(false);
+  const [signedOut, setSignedOutState] = useState(false);
+  const signedOutRef = useRef(false);
+  const setSignedOut = (value: boolean) => {
+    signedOutRef.current = value;
+    setSignedOutState(value);
+  };
   const [notice, setNotice] = useState<string | null>(null);
   /** The wallet this tab shows (its requests name it: api.ts showWallet). */
   const shown = useRef<string | null>(null);
@@ -696,6 +702,11 @@ function App() {
       setSignedOut(false);
       setError(null);
     } catch (err) {
+      // Still signed out under a page that stays (a check again, the tab looked at again): the card stays.
+      if (signedOutRef.current) {
+        setError(err);
+        return;
+      }
       // A plain 401 is only "not signed in yet"; one that says why (two session cookies) is shown.
       if (!(err instanceof ApiError && err.status === 401 && err.reason === null)) setError(err);
       shown.current = null;
@@ -706,7 +717,12 @@ function App() {
   };
   useEffect(() => {
     loadMe("start");
-    const onHash = () => setPage(pageOf(location.hash));
+    // A sign-in link opened in this tab changes only the hash: it signs in here, and the page stays as it is.
+    const onHash = () => (/(?:^#|&)link=/.test(location.hash) ? void loadMe("sign-in") : setPage(pageOf(location.hash)));
+    // Signed in again elsewhere (another tab, a link): the Signed out card goes when this tab is looked at again.
+    const onVisible = () => {
+      if (document.visibilityState === "visible" && signedOutRef.current) void loadMe("sign-in");
+    };
     // The session ended under the page (expired, revoked elsewhere): a card above the page says so, and the
     // page stays as it is until the wallet signs in again.
     const onSignedOut = (event: Event) => {
@@ -719,7 +735,9 @@ function App() {
     window.addEventListener("hashchange", onHash);
     window.addEventListener(SIGNED_OUT_EVENT, onSignedOut);
     window.addEventListener(WALLET_CHANGED_EVENT, onWalletChanged);
+    document.addEventListener("visibilitychange", onVisible);
     return () => {
+      document.removeEventListener("visibilitychange", onVisible);
       window.removeEventListener("hashchange", onHash);
       window.removeEventListener(SIGNED_OUT_EVENT, onSignedOut);
       window.removeEventListener(WALLET_CHANGED_EVENT, onWalletChanged);

@@ -181,7 +181,8 @@ function Pay() {
       const wallet = await connectWallet(chainOf(product.network), { signWithProvider, name: choice.name });
       const expected = params.get("wallet");
       if (expected !== null && expected !== wallet.address) {
-        throw new Error(`This link is for wallet ${expected}; your wallet is ${wallet.address}. Switch accounts in your wallet and try again.`);
+        const other = choice.picker !== null ? ", or choose another under Wallet," : "";
+        throw new Error(`This link is for wallet ${expected}; your wallet is ${wallet.address}. Switch accounts in your wallet${other} and try again.`);
       }
       // Retrying reuses the open checkout (same reference, fresh blockhash) rather than opening another.
       const checkout = await api<Checkout>(`${base}/checkout`, { body: { walletAddress: wallet.address, ...(checkoutId ? { checkoutId } : {}) } });

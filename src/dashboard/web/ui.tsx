@@ -1,15 +1,18 @@
 // Small pieces the pages share: error text, copy buttons, a confirm step, a busy button, dates.
 import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { errorWords } from "./api.ts";
+import { ApiError, errorWords } from "./api.ts";
 import { lastConnectedWallet, onWalletsChanged, walletNames } from "./wallet.ts";
 
 /**
  * A failure in words. `labels` turns the request's field names the server used (payTo) into the labels the
  * form shows (Pay to); `id` lets the fields at fault point at it (aria-describedby).
  */
-export function ErrorText({ error, id, labels }: { error: unknown; id?: string; labels?: Record<string, string> }) {
+export function ErrorText({ error, id, labels, session }: { error: unknown; id?: string; labels?: Record<string, string>; session?: boolean }) {
   if (error === null || error === undefined) return null;
+  // A refusal for the session (ended, or now another wallet's) is said once, by the page's Signed out card or
+  // its notice (`session`), not again under every action it refused, where it would outlive a sign-in again.
+  if (session !== true && isSessionRefusal(error)) return null;
   let words = errorWords(error);
   // Only where the text names a field (at its start, or after ": " or "; "), with its item's index if it has
   // one (featureIds.0): never inside a value quoted back (an origin ending in /payTo stays as typed).
@@ -247,4 +250,11 @@ export function useWalletChoice(chain: string): { name: string | undefined; pick
       </p>
     ) : null;
   return { name, picker };
+}
+
+const SESSION_REFUSALS = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
+
+/** A 401 of the session itself (not one that says what else to do, such as two session cookies). */
+function isSessionRefusal(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 401 && SESSION_REFUSALS.has(error.code) && (error.reason === null || error.reason === "other_wallet");
 }
