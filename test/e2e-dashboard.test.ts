@@ -54,7 +54,7 @@ async function twoWalletsSignedInWithSolflare(browser: Browser) {
   const [inPhantom, inSolflare] = [newWallet(), newWallet()];
   const context = await browser.newContext();
   await addStandardWallet(context, "Phantom", inPhantom);
-  await addStandardWallet(context, "Solflare", inSolflare);
+  await addStandardWallet(context, "Solflare", inSolflare, undefined, true); // it gave the site its account before
   const page = await context.newPage();
   await page.goto(`${server.url}/dashboard`);
   const choice = page.getByLabel("Wallet");
@@ -504,11 +504,14 @@ e2e("dashboard and checkout pages in Chromium", () => {
   }, 60_000);
 
   test("with two wallets in the browser, the owner and the buyer choose which one signs", async () => {
-    const { context, page } = await twoWalletsSignedInWithSolflare(browser!);
-    // The checkout page offers the same choice.
+    const { context, page, inSolflare } = await twoWalletsSignedInWithSolflare(browser!);
+    // The checkout page offers the same choice: first the wallet already holding a link's ?wallet=.
     await page.goto(state.paymentUrl!);
     await page.getByLabel("Wallet").waitFor();
-    expect(await page.getByLabel("Wallet").locator("option").allTextContents()).toEqual(["Phantom", "Solflare"]);
+    expect([await page.getByLabel("Wallet").locator("option").allTextContents(), await page.getByLabel("Wallet").inputValue()]).toEqual([["Phantom", "Solflare"], "Phantom"]);
+    await page.goto(`${state.paymentUrl!}?wallet=${inSolflare.address}`);
+    await page.getByLabel("Wallet").waitFor();
+    expect(await page.getByLabel("Wallet").inputValue()).toBe("Solflare");
     await context.close();
     // One wallet: no choice is shown.
     const single = await browser!.newContext();

@@ -94,11 +94,18 @@ export async function walletContext(
  * `wallet`'s key in the test process), announced as real ones are: on the page's `wallet-standard:app-ready`.
  * It names `chains` (what the wallet says it supports).
  */
-export async function addStandardWallet(context: BrowserContext, name: string, wallet: TestWallet, chains: string[] = ["solana:mainnet", "solana:devnet"]): Promise<void> {
+export async function addStandardWallet(
+  context: BrowserContext,
+  name: string,
+  wallet: TestWallet,
+  chains: string[] = ["solana:mainnet", "solana:devnet"],
+  /** Whether the wallet has already given the site its account (listed in `accounts` before any connect). */
+  authorized = false,
+): Promise<void> {
   const binding = `__wgStandardSign_${name.replace(/\W/g, "_")}`;
   await context.exposeBinding(binding, async (_source, messageBase64: string) => sign(null, Buffer.from(messageBase64, "base64"), wallet.privateKey).toString("base64"));
   await context.addInitScript(
-    ({ name, address, chains, binding }: { name: string; address: string; chains: string[]; binding: string }) => {
+    ({ name, address, chains, binding, authorized }: { name: string; address: string; chains: string[]; binding: string; authorized: boolean }) => {
       const page = globalThis as any; // this function runs in the page: its window
       const account = { address, publicKey: new Uint8Array(32), chains, features: ["solana:signMessage"] };
       const standard = {
@@ -106,7 +113,7 @@ export async function addStandardWallet(context: BrowserContext, name: string, w
         name,
         icon: "data:image/svg+xml,<svg xmlns='http://www.w3.org/2000/svg'/>",
         chains,
-        accounts: [] as unknown[],
+        accounts: (authorized ? [account] : []) as unknown[],
         features: {
           "standard:connect": { version: "1.0.0", connect: async () => ({ accounts: [account] }) },
           "solana:signMessage": {
@@ -120,6 +127,6 @@ export async function addStandardWallet(context: BrowserContext, name: string, w
       };
       page.addEventListener("wallet-standard:app-ready", (event: any) => event.detail.register(standard));
     },
-    { name, address: wallet.address, chains, binding },
+    { name, address: wallet.address, chains, binding, authorized },
   );
 }

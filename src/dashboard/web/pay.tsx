@@ -158,7 +158,7 @@ function Pay() {
     }
   };
   // With several wallets in the browser, the buyer picks the one holding the money (the likeliest for the network first).
-  const choice = useWalletChoice(chainOf(product?.network ?? "mainnet"));
+  const choice = useWalletChoice(chainOf(product?.network ?? "mainnet"), params.get("wallet"));
   const pay = async () => {
     if (product === null || paying.current) return;
     paying.current = true;

@@ -2,7 +2,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, errorWords } from "./api.ts";
-import { lastConnectedWallet, onWalletsChanged, walletNames } from "./wallet.ts";
+import { lastConnectedWallet, onWalletsChanged, walletHolding, walletNames } from "./wallet.ts";
 
 /**
  * A failure in words. `labels` turns the request's field names the server used (payTo) into the labels the
@@ -231,14 +231,15 @@ export function TxLink({ txHash, network }: { txHash: string; network: string })
  * The wallet to connect, when the browser has several (Phantom and Solflare, say): a "Wallet" choice, the
  * likeliest for `chain` first; nothing is shown for one wallet or none.
  */
-export function useWalletChoice(chain: string): { name: string | undefined; picker: ComponentChildren } {
+export function useWalletChoice(chain: string, holding: string | null = null): { name: string | undefined; picker: ComponentChildren } {
   const [names, setNames] = useState(() => walletNames(chain));
   useEffect(() => {
     setNames(walletNames(chain));
     return onWalletsChanged(() => setNames(walletNames(chain)));
   }, [chain]);
-  // The one connected last on this page first (a sign-in again after the session ended there).
-  const [chosen, setChosen] = useState<string | null>(() => lastConnectedWallet());
+  // The one connected last on this page first (a sign-in again after the session ended there), else one that
+  // already holds the account asked for (a checkout link's ?wallet=).
+  const [chosen, setChosen] = useState<string | null>(() => lastConnectedWallet() ?? (holding === null ? null : walletHolding(holding)));
   const name = chosen !== null && names.includes(chosen) ? chosen : names[0];
   const picker =
     names.length > 1 ? (

@@ -83,6 +83,11 @@ export function walletNames(chain: string): string[] {
   return walletsFor(chain).map((w) => w.name);
 }
 
+/** The name of a wallet that has already given this site `address` among its accounts, if any. */
+export function walletHolding(address: string): string | null {
+  return standardWallets.find((w) => w.accounts.some((a) => a.address === address))?.name ?? null;
+}
+
 /** The name of the wallet connected last on this page (what a sign-in again offers first). */
 let lastConnected: string | null = null;
 export function lastConnectedWallet(): string | null {
