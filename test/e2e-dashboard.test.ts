@@ -390,6 +390,17 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByRole("button", { name: "Create product" }).click();
     await page.getByRole("cell", { name: /Typed by a link-only owner/ }).waitFor();
     expect(await page.getByRole("alert").count()).toBe(0); // nothing left saying "signed out"
+    // A link that does not work, opened in this signed-in tab: the page, its form and its session stay, and it says why.
+    const used = await link();
+    await (await (await browser!.newContext()).newPage()).goto(used); // spent elsewhere
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.getByLabel("Title").fill("Still typing");
+    for (const [hash, said] of [[`#link=${used.split("#link=")[1]}`, "This link was already used or has expired"], ["#link=%E0%A4%A", "This sign-in link did not work"]] as const) {
+      await page.evaluate((h: string) => ((globalThis as any).location.hash = h), hash);
+      await page.getByRole("status").filter({ hasText: said }).waitFor();
+      expect([await page.getByLabel("Title").inputValue(), await page.getByRole("navigation", { name: "Dashboard" }).count()]).toEqual(["Still typing", 1]);
+      expect(page.url()).toEndWith("/dashboard#/products");
+    }
     await context.close();
   }, 60_000);
 

@@ -2,7 +2,7 @@
 // products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
 import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, query, showWallet, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
+import { api, ApiError, errorWords, query, showWallet, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
 import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
 
@@ -651,6 +651,8 @@ function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
   const [page, setPage] = useState<Page>(pageOf(location.hash));
+  const pageRef = useRef(page);
+  pageRef.current = page;
   // A section opened from the tabs: the page's title names it, and the keyboard goes to its heading (not on
   // the first load: the page opens as it is).
   const opened = useRef(false);
@@ -678,12 +680,21 @@ function App() {
     try {
       const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
       if (link !== undefined) {
-        history.replaceState(null, "", location.pathname); // the one-time code leaves the address bar at once
+        // The one-time code leaves the address bar at once (a page showing keeps its place in it).
+        history.replaceState(null, "", location.pathname + (shown.current !== null ? `#/${pageRef.current}` : ""));
         try {
           await api("/dashboard/api/session/link", { body: { code: decodedOr(link) } });
         } catch (err) {
-          if (!(err instanceof ApiError && err.status === 401)) throw err;
-          setError(new Error("This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet."));
+          const used = err instanceof ApiError && err.status === 401;
+          const words = "This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet.";
+          // Opened in a tab showing a page (signed in, or under the Signed out card): the page and its session
+          // stay as they are, and the notice says why the link did nothing.
+          if (shown.current !== null) {
+            setNotice(used ? words : `This sign-in link did not work: ${errorWords(err)}`);
+            return;
+          }
+          if (!used) throw err;
+          setError(new Error(words));
         }
       }
       // The page's own requests go on naming the wallet it shows until it shows another.
