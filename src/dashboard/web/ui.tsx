@@ -238,9 +238,11 @@ export function useWalletChoice(chain: string, holding: string | null = null): {
     return onWalletsChanged(() => setNames(walletNames(chain)));
   }, [chain]);
   // The one connected last on this page first (a sign-in again after the session ended there), else one that
-  // already holds the account asked for (a checkout link's ?wallet=).
-  const [chosen, setChosen] = useState<string | null>(() => lastConnectedWallet() ?? (holding === null ? null : walletHolding(holding)));
-  const name = chosen !== null && names.includes(chosen) ? chosen : names[0];
+  // already holds the account asked for (a checkout link's ?wallet=; looked for again as wallets announce
+  // themselves), else the likeliest.
+  const [chosen, setChosen] = useState<string | null>(() => lastConnectedWallet());
+  const holder = holding === null ? null : walletHolding(holding);
+  const name = chosen !== null && names.includes(chosen) ? chosen : holder !== null && names.includes(holder) ? holder : names[0];
   const picker =
     names.length > 1 ? (
       <p>
