@@ -69,8 +69,7 @@ export const sessionRestore = defineTool({
   needsWallet: false,
   run: async ({ deps, session }, input) => {
     const { session: restored, ...data } = await restoreSession(deps, input.token).catch(async (err: unknown) => {
-      const wallet = err instanceof AppError ? walletNamedBy(input.token) : null;
-      throw wallet === null ? err : await explainDeadCustodialToken(deps, wallet, err as AppError);
+      throw err instanceof AppError ? await explainDeadCustodialToken(deps, err, () => walletNamedBy(input.token)) : err;
     });
     await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti });
     return data;

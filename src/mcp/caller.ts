@@ -16,7 +16,7 @@ export async function resolveCaller(deps: Deps, bearer: string | null, binding: 
       const s = await authenticateToken(deps, bearer);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: bearer, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: "token" };
     } catch (err) {
-      if (err instanceof AppError) return { kind: "anonymous", tokenError: await explained(deps, err, () => walletNamedBy(bearer)) };
+      if (err instanceof AppError) return { kind: "anonymous", tokenError: await explainDeadCustodialToken(deps, err, () => walletNamedBy(bearer)) };
       throw err;
     }
   }
@@ -25,16 +25,9 @@ export async function resolveCaller(deps: Deps, bearer: string | null, binding: 
       const s = await authenticateTokenId(deps, binding.walletAddress, binding.jti);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: null, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: binding.source };
     } catch (err) {
-      if (err instanceof AppError) return { kind: "anonymous", tokenError: await explained(deps, err, () => binding.walletAddress), deadBinding: binding };
+      if (err instanceof AppError) return { kind: "anonymous", tokenError: await explainDeadCustodialToken(deps, err, () => binding.walletAddress), deadBinding: binding };
       throw err;
     }
   }
   return { kind: "anonymous", tokenError: null };
-}
-
-/** A dead token of a custodial wallet says so (wallets/custody.ts); `wallet` is read only for such a token. */
-async function explained(deps: Deps, err: AppError, wallet: () => string | null): Promise<AppError> {
-  if (err.code !== "TOKEN_EXPIRED" && err.code !== "TOKEN_REVOKED") return err;
-  const address = wallet();
-  return address === null ? err : explainDeadCustodialToken(deps, address, err);
 }

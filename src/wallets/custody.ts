@@ -82,13 +82,15 @@ export function isCustodial(deps: Deps, address: string): Promise<boolean> {
 }
 
 /**
- * A dead session token's error (expired or revoked) for `address`, told as it is for a wallet made by
- * wallet_create: only this server holds its key, so nobody can sign a challenge for it and "sign in again"
- * cannot be done. Same code; any other error, or a wallet not held here, unchanged.
+ * A dead session token's error (expired or revoked), told as it is for a wallet made by wallet_create: only
+ * this server holds its key, so nobody can sign a challenge for it and "sign in again" cannot be done. Same
+ * code; any other error, or a wallet not held here, unchanged. `walletOf` names the token's wallet (null:
+ * unknown); it is asked only for such an error.
  */
-export async function explainDeadCustodialToken(deps: Deps, address: string, err: AppError): Promise<AppError> {
+export async function explainDeadCustodialToken(deps: Deps, err: AppError, walletOf: () => string | null): Promise<AppError> {
   if (err.code !== "TOKEN_EXPIRED" && err.code !== "TOKEN_REVOKED") return err;
-  if (!(await isCustodial(deps, address))) return err;
+  const address = walletOf();
+  if (address === null || !(await isCustodial(deps, address))) return err;
   const what = err.code === "TOKEN_EXPIRED" ? "has expired" : "has been revoked";
   return new AppError(
     err.code,
