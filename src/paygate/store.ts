@@ -748,8 +748,8 @@ export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilt
  * did (each runs its own `access_ms` from the later of its purchase and the latest expiry of the tokens
  * written before it that were then live and are unrevoked now), so time a revoked token passed on to later
  * ones is taken back. In the order they were written (rowid), which is the order each was extended in, even
- * if the clock stepped back between two purchases. Only shortens; tokens whose own time is unknown (before migration 36) keep their expiry but
- * still count for those after them. Inside the revoking write.
+ * if the clock stepped back between two purchases. Only shortens; tokens whose own time is unknown (before
+ * migration 36) keep their expiry but still count for those after them. Inside the revoking write.
  */
 function withdrawCarriedTime(db: Db, productId: string, wallet: string, network: string, now: number): void {
   const tokens = db.sqlite
@@ -760,21 +760,21 @@ function withdrawCarriedTime(db: Db, productId: string, wallet: string, network:
        WHERE t.product_id = ? AND t.wallet = ? AND p.network = ? ORDER BY t.rowid`,
     )
     .all(productId, wallet, network) as { tokenHash: string; purchaseId: string; createdAt: number; expiresAt: number | null; accessMs: number | null; revokedAt: number | null }[];
-  const before: { createdAt: number; expiresAt: number }[] = []; // unrevoked tokens with an expiry, as laid so far
+  let latest = -Infinity; // the latest end of the unrevoked tokens with an expiry laid so far
   const shorten = db.sqlite.query("UPDATE feature_tokens SET expires_at = ? WHERE token_hash = ?");
   const shortenPurchase = db.sqlite.query("UPDATE purchases SET expires_at = ? WHERE id = ?");
   for (const t of tokens) {
     if (t.revokedAt !== null || t.expiresAt === null) continue;
     let expiresAt = t.expiresAt;
     if (t.accessMs !== null && t.expiresAt > now) {
-      const carried = before.reduce((latest, v) => (v.expiresAt > t.createdAt ? Math.max(latest, v.expiresAt) : latest), t.createdAt);
-      expiresAt = Math.min(t.expiresAt, carried + t.accessMs);
+      // From the later of its purchase and the end of those before it (one that ended before its purchase carries nothing).
+      expiresAt = Math.min(t.expiresAt, Math.max(t.createdAt, latest) + t.accessMs);
       if (expiresAt < t.expiresAt) {
         shorten.run(expiresAt, t.tokenHash);
         shortenPurchase.run(expiresAt, t.purchaseId);
       }
     }
-    before.push({ createdAt: t.createdAt, expiresAt });
+    latest = Math.max(latest, expiresAt);
   }
 }
 
