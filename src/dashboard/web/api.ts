@@ -45,6 +45,9 @@ let shownWallet: string | null = null;
 export function showWallet(address: string | null): void {
   shownWallet = address;
 }
+export function shownWalletAddress(): string | null {
+  return shownWallet;
+}
 const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
 
 /** `asWhoever`: asked as whoever the browser's session is, naming no wallet (the page learning who that is). */

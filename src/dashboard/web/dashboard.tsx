@@ -2,7 +2,7 @@
 // products, API keys, tokens, purchases and webhooks, all through /dashboard/api with the session cookie.
 import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, errorWords, query, showWallet, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
+import { api, ApiError, errorWords, query, showWallet, shownWalletAddress, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
 import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
 
@@ -27,10 +27,10 @@ const PAGES = [
 ] as const;
 type Page = (typeof PAGES)[number][0];
 
-/** Loads `load()` now and whenever `deps` change; `reload` runs it again. */
 /** Fired once the wallet the page shows has signed in again (its session had ended under the page). */
 const SIGNED_IN_AGAIN_EVENT = "walletgate:signed-in-again";
 
+/** Loads `load()` now and whenever `deps` change; `reload` runs it again. */
 function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -60,6 +60,11 @@ function useData<T>(load: () => Promise<T>, deps: unknown[] = []) {
     return () => { live = false; };
   }, [...deps, tick]);
   return { data, error, reload: () => setTick((t) => t + 1) };
+}
+
+/** The one-time code of a `walletgate dashboard-link` in the address's hash, if there is one. */
+function linkCode(hash: string): string | undefined {
+  return /(?:^#|&)link=([^&]+)/.exec(hash)?.[1];
 }
 
 function pageOf(hash: string): Page {
@@ -673,15 +678,14 @@ function App() {
     setSignedOutState(value);
   };
   const [notice, setNotice] = useState<string | null>(null);
-  /** The wallet this tab shows (its requests name it: api.ts showWallet). */
-  const shown = useRef<string | null>(null);
   /** `after`: what led here, for the words of a notice when the page now shows another wallet. */
   const loadMe = async (after: "start" | "sign-in" | "other-wallet" = "sign-in") => {
+    const shown = shownWalletAddress(); // the wallet this tab shows, if any
     try {
-      const link = /(?:^#|&)link=([^&]+)/.exec(location.hash)?.[1];
+      const link = linkCode(location.hash);
       if (link !== undefined) {
         // The one-time code leaves the address bar at once (a page showing keeps its place in it).
-        history.replaceState(null, "", location.pathname + (shown.current !== null ? `#/${pageRef.current}` : ""));
+        history.replaceState(null, "", location.pathname + (shown !== null ? `#/${pageRef.current}` : ""));
         try {
           await api("/dashboard/api/session/link", { body: { code: decodedOr(link) } });
         } catch (err) {
@@ -689,7 +693,7 @@ function App() {
           const words = "This link was already used or has expired. Run walletgate dashboard-link again, or connect your wallet.";
           // Opened in a tab showing a page (signed in, or under the Signed out card): the page and its session
           // stay as they are, and the notice says why the link did nothing.
-          if (shown.current !== null) {
+          if (shown !== null) {
             setNotice(used ? words : `This sign-in link did not work: ${errorWords(err)}`);
             return;
           }
@@ -699,16 +703,15 @@ function App() {
       }
       // The page's own requests go on naming the wallet it shows until it shows another.
       const next = await api<Me>("/dashboard/api/me", { asWhoever: true });
-      if (shown.current === next.walletAddress) window.dispatchEvent(new Event(SIGNED_IN_AGAIN_EVENT));
-      if (shown.current !== null && shown.current !== next.walletAddress) {
+      if (shown === next.walletAddress) window.dispatchEvent(new Event(SIGNED_IN_AGAIN_EVENT));
+      if (shown !== null && shown !== next.walletAddress) {
         setNotice(
           after === "other-wallet"
-            ? `This tab now shows wallet ${next.walletAddress}: this browser was signed in with it (in another tab, or by a sign-in link). Nothing was done for ${shown.current} since.`
-            : `Signed in as ${next.walletAddress}, another wallet than before (${shown.current}): this page now shows its account.`,
+            ? `This tab now shows wallet ${next.walletAddress}: this browser was signed in with it (in another tab, or by a sign-in link). Nothing was done for ${shown} since.`
+            : `Signed in as ${next.walletAddress}, another wallet than before (${shown}): this page now shows its account.`,
         );
       }
-      shown.current = next.walletAddress;
-      showWallet(next.walletAddress);
+      showWallet(next.walletAddress); // its requests name it from now on
       setMe(next);
       setSignedOut(false);
       setError(null);
@@ -720,7 +723,6 @@ function App() {
       }
       // A plain 401 is only "not signed in yet"; one that says why (two session cookies) is shown.
       if (!(err instanceof ApiError && err.status === 401 && err.reason === null)) setError(err);
-      shown.current = null;
       showWallet(null);
       setSignedOut(false);
       setMe(null);
@@ -729,7 +731,7 @@ function App() {
   useEffect(() => {
     loadMe("start");
     // A sign-in link opened in this tab changes only the hash: it signs in here, and the page stays as it is.
-    const onHash = () => (/(?:^#|&)link=/.test(location.hash) ? void loadMe("sign-in") : setPage(pageOf(location.hash)));
+    const onHash = () => (linkCode(location.hash) !== undefined ? void loadMe("sign-in") : setPage(pageOf(location.hash)));
     // Signed in again elsewhere (another tab, a link): the Signed out card goes when this tab is looked at again.
     const onVisible = () => {
       if (document.visibilityState === "visible" && signedOutRef.current) void loadMe("sign-in");
@@ -737,7 +739,7 @@ function App() {
     // The session ended under the page (expired, revoked elsewhere): a card above the page says so, and the
     // page stays as it is until the wallet signs in again.
     const onSignedOut = (event: Event) => {
-      if (shown.current === null) return;
+      if (shownWalletAddress() === null) return;
       setError((event as CustomEvent<unknown>).detail);
       setSignedOut(true);
     };
@@ -762,7 +764,7 @@ function App() {
         <span class="brand">walletgate</span>
         <span class="row">
           <code title={me.walletAddress}>{short(me.walletAddress)}</code>
-          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); shown.current = null; showWallet(null); setError(null); setNotice(null); setMe(null); }}>Sign out</ActionButton>
+          <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); showWallet(null); setError(null); setNotice(null); setMe(null); }}>Sign out</ActionButton>
         </span>
       </header>
       <nav class="tabs" aria-label="Dashboard">
