@@ -48,7 +48,8 @@ export function showWallet(address: string | null): void {
 export function shownWalletAddress(): string | null {
   return shownWallet;
 }
-const SESSION_CODES = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
+/** The codes of a refusal for the session itself (gone, or none). */
+export const SESSION_CODES: ReadonlySet<string> = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
 
 /** `asWhoever`: asked as whoever the browser's session is, naming no wallet (the page learning who that is). */
 export async function api<T>(path: string, options: { method?: string; body?: unknown; asWhoever?: boolean } = {}): Promise<T> {

@@ -1,7 +1,7 @@
 // Small pieces the pages share: error text, copy buttons, a confirm step, a busy button, dates.
 import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { ApiError, errorWords } from "./api.ts";
+import { ApiError, errorWords, SESSION_CODES } from "./api.ts";
 import { lastConnectedWallet, onWalletsChanged, walletHolding, walletNames } from "./wallet.ts";
 
 /**
@@ -255,9 +255,7 @@ export function useWalletChoice(chain: string, holding: string | null = null): {
   return { name, picker };
 }
 
-const SESSION_REFUSALS = new Set(["UNAUTHENTICATED", "TOKEN_EXPIRED", "TOKEN_REVOKED", "TOKEN_INVALID"]);
-
 /** A 401 of the session itself (not one that says what else to do, such as two session cookies). */
 function isSessionRefusal(error: unknown): boolean {
-  return error instanceof ApiError && error.status === 401 && SESSION_REFUSALS.has(error.code) && (error.reason === null || error.reason === "other_wallet");
+  return error instanceof ApiError && error.status === 401 && SESSION_CODES.has(error.code) && (error.reason === null || error.reason === "other_wallet");
 }
