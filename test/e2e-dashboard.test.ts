@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Keypair } from "@solana/web3.js";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { verifyingReceiver } from "./helpers/receiver.ts";
 import { addStandardWallet, launchChromium, SCREENSHOTS, walletContext } from "./helpers/browser.ts";
 import { runCli, startTestServer, type TestServer } from "./helpers/server.ts";
@@ -47,6 +47,12 @@ async function publicCheck(key: string) {
     body: JSON.stringify({ productId: state.productId, walletAddress: buyer.address }),
   });
   return { status: res.status, body: (await res.json()) as Json };
+}
+
+/** Ends the session of `context`'s dashboard cookie from outside the page (as a revoke elsewhere would). */
+async function endSessionOf(context: BrowserContext): Promise<void> {
+  const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
+  expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
 }
 
 /** A browser with two Wallet Standard wallets, Phantom and Solflare, on the dashboard, signed in with Solflare. */
@@ -378,8 +384,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByLabel("Title").fill("Typed by a link-only owner");
     await page.getByLabel("Price").fill("1");
     await page.getByLabel("Feature ids (comma-separated)").fill("one");
-    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
-    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await endSessionOf(context);
     await page.getByRole("button", { name: "Create product" }).click();
     const signedOut = page.getByRole("alert", { name: "Signed out" });
     await signedOut.waitFor();
@@ -431,8 +436,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByLabel("Wallet").fill(newWallet().address);
     await page.getByLabel("Wallet").press("Enter");
     await page.getByText("No tokens match these filters.").waitFor();
-    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
-    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await endSessionOf(context);
     await page.getByRole("link", { name: "Purchases" }).click();
     const signedOut = page.getByRole("alert", { name: "Signed out" }); // above the page, which stays
     await signedOut.getByText("Your session was ended. Connect your wallet to sign in again.").waitFor();
@@ -459,8 +463,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await page.getByLabel("Price").fill("4");
     await page.getByLabel("Feature ids (comma-separated)").fill("kept");
     await page.getByLabel("Description").fill("Every word of it.");
-    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
-    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await endSessionOf(context);
     await page.getByRole("button", { name: "Create product" }).click();
     const signedOut = page.getByRole("alert", { name: "Signed out" });
     await signedOut.waitFor();
@@ -538,8 +541,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const { context, page, inSolflare } = await twoWalletsSignedInWithSolflare(browser!);
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByLabel("Label").fill("typed before");
-    const token = (await context.cookies()).find((c) => c.name === "wg_session")!.value;
-    expect((await call(server.url, "/auth/revoke", { method: "POST", token })).status).toBe(200);
+    await endSessionOf(context);
     await page.getByRole("button", { name: "Create key" }).click();
     const signedOut = page.getByRole("alert", { name: "Signed out" });
     expect(await signedOut.getByLabel("Wallet").inputValue()).toBe("Solflare");
