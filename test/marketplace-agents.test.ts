@@ -253,8 +253,9 @@ describe("conversations", () => {
     expect(withReply.hasMore).toBe(false);
     expect(endpoint.received[0]).toMatchObject({
       verified: true,
-      body: { type: "conversation.started", conversationId, agentId, consumerWallet: consumer.address, messageId: started.message.messageId, text: "Hello, agent" },
+      body: { type: "conversation.started", conversationId, agentId, consumerWallet: consumer.address, messageId: started.message.messageId, text: "Hello, agent", network: "localnet" },
     });
+    expect(endpoint.received[0]!.body.timestamp).toBe(endpoint.received[0]!.body.createdAt);
     expect(endpoint.received[0]!.body.id).toMatch(/^evt_/);
 
     const seen = withReply.messages.at(-1).messageId as string;

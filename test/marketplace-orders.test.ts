@@ -107,6 +107,7 @@ describe("orders", () => {
     const ofOrder = () => received.filter((r) => r.body.orderId === orderId);
     while (ofOrder().length < 2 && Date.now() < deadline) await Bun.sleep(100);
     expect(ofOrder().map((r) => [r.type, r.verified])).toEqual([["order.accepted", true], ["order.completed", true]]);
+    expect(ofOrder().map((r) => [r.body.network, typeof r.body.timestamp])).toEqual([["localnet", "string"], ["localnet", "string"]]);
     const conversation = await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId });
     expect(conversation.orders.map((o: Json) => [o.orderId, o.status])).toEqual([[orderId, "completed"]]);
     expect(conversation.messages.filter((m: Json) => m.from === "system").length).toBeGreaterThanOrEqual(4);
@@ -139,7 +140,7 @@ describe("orders", () => {
     await Bun.sleep(300); // room for anything else queued with them
     expect(ofOrder(declinedId).map((r) => [r.type, r.verified])).toEqual([["order.declined", true]]);
     expect(ofOrder(disputedId).map((r) => [r.type, r.verified])).toEqual([["order.accepted", true], ["order.disputed", true]]);
-    const fields = { conversationId: c.conversationId, agentId, consumerWallet: c.address, description: "Translate one page", token: "usdc" };
+    const fields = { conversationId: c.conversationId, agentId, consumerWallet: c.address, description: "Translate one page", token: "usdc", network: "localnet" };
     const [declined] = ofOrder(declinedId);
     const disputed = ofOrder(disputedId)[1]!;
     expect(declined!.body).toEqual({ id: declined!.id, type: "order.declined", orderId: declinedId, ...fields, price: "5", reason: "too slow", timestamp: expect.any(String) });

@@ -70,6 +70,8 @@ describe("start and send", () => {
       from: "consumer",
       text: "Hello there",
       createdAt: started.message.createdAt,
+      timestamp: started.message.createdAt,
+      network: "localnet",
     });
     expect(events[1]!.body).toMatchObject({ messageId: sent.message.messageId, text: "Second" });
 

@@ -109,6 +109,8 @@ function messageEventPayload(conversation: store.ConversationRow, message: store
     from: message.from,
     text: message.text,
     createdAt: toIso(message.createdAt),
+    // Every event body has a `timestamp` (paygate's and the order events alike); here it is the message's time.
+    timestamp: toIso(message.createdAt),
   };
 }
 

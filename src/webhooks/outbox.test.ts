@@ -30,6 +30,7 @@ import {
   type DeliveryWorker,
 } from "./outbox.ts";
 import { newWebhookSecret } from "./signing.ts";
+import { DEFAULT_TIMEOUT_MS } from "./guarded-fetch.ts";
 import { purgeWebhooks } from "./purge.ts";
 import * as store from "./store.ts";
 import { STEP_ROWS } from "../db/steps.ts";
@@ -218,6 +219,21 @@ describe("delivery", () => {
     expect(await w.runOnce()).toBe(1);
     expect(rx.received).toHaveLength(2); // both to the endpoint itself
     expect((await deliveriesOf(deps, owner, ep.endpointId))[0]).toMatchObject({ status: "succeeded", attempts: 2, lastStatusCode: 200 });
+  });
+
+  test("any 2xx is success, to the last one (202, 299)", async () => {
+    for (const [code, status] of [[202, "succeeded"], [299, "succeeded"]] as const) {
+      const { deps, clock } = await setup();
+      const owner = wallet();
+      const { ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], () => new Response(null, { status: code }));
+      await enqueue(deps, owner);
+      expect(await worker(deps).runOnce()).toBe(1);
+      expect({ code, ...(await deliveriesOf(deps, owner, ep.endpointId))[0] }).toMatchObject({ code, status, attempts: 1, lastStatusCode: code });
+    }
+  });
+
+  test("an attempt's default time limit is paygate.md's 15 s (the tests pass shorter ones)", () => {
+    expect(DEFAULT_TIMEOUT_MS).toBe(15_000);
   });
 
   test("a failed first attempt (500) is retried 5 s later with the same webhook-id and a new timestamp", async () => {

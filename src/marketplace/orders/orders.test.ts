@@ -17,7 +17,7 @@ import { cryptoRandom } from "../../lib/ids.ts";
 import { encodeBase58 } from "../../lib/encoding.ts";
 import { createLogger } from "../../log.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
-import { registerAgent, updateAgent } from "../agents.ts";
+import { getAgent, registerAgent, updateAgent } from "../agents.ts";
 import * as marketStore from "../store.ts";
 import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
@@ -196,6 +196,10 @@ describe("timers", () => {
     expect(await statusOf(deps, b.orderId, quiet!.address)).toBe("completed");
     expect(await usdcOf(deps, provider)).toBe(20n * USDC);
     expect(await usdcOf(deps, escrow)).toBe(0n);
+    // The release tells the agent, unrated, and counts a completed order on its profile (marketplace.md).
+    const completed = (await agentEvents(deps, b.agentId)).filter((e) => e.body.orderId === b.orderId && e.type === "order.completed");
+    expect(completed.map((e) => [e.body.rating, e.body.network])).toEqual([[null, "localnet"]]);
+    expect(await getAgent(deps, b.agentId)).toMatchObject({ completedOrders: 1, ratingCount: 0, rating: null });
     expect(await runOrderTimers(deps)).toBe(0);
   });
 
@@ -580,7 +584,7 @@ describe("provider notifications (marketplace.md): order.declined, order.dispute
   /** The body of an order's notification: the order's fields, then the event's own, stamped with the clock. */
   const orderBody = (o: { orderId: string; conversationId: string; agentId: string; consumerWallet: string; description: string; price: string }, at: number) => ({
     orderId: o.orderId, conversationId: o.conversationId, agentId: o.agentId, consumerWallet: o.consumerWallet,
-    description: o.description, price: o.price, token: "usdc", timestamp: toIso(at),
+    description: o.description, price: o.price, token: "usdc", timestamp: toIso(at), network: "localnet",
   });
 
   test("a declined proposal: one order.declined to its agent's provider, with the reason (null without one); proposing and withdrawing send none", async () => {
