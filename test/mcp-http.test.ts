@@ -621,6 +621,32 @@ describe("the plain JSON envelope", () => {
     expect(transfer).toMatchObject({ status: 422, body: { code: "INSUFFICIENT_FUNDS" } });
   });
 
+  test("a body nesting deeper than 64 levels is refused before it is parsed, in a session or out of one; 64 are taken", async () => {
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": ua("deep") };
+    const opened = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+    });
+    expect(opened.status).toBe(200);
+    const session = { ...headers, "mcp-session-id": opened.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-06-18" };
+    expect((await fetch(`${server.url}/mcp`, { method: "POST", headers: session, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) })).status).toBe(202);
+    // A response message for an id nobody asked: the SDK writes it out as text to say so. `depth` levels in all.
+    const response = (depth: number) => `{"jsonrpc":"2.0","id":7,"result":{"x":${"[".repeat(depth - 2)}${"]".repeat(depth - 2)}}}`;
+    const answer = async (body: string, to: Record<string, string>) => {
+      const res = await fetch(`${server.url}/mcp`, { method: "POST", headers: to, body });
+      const text = await res.text();
+      return { status: res.status, error: text === "" ? null : ((JSON.parse(text) as Json).error ?? null) };
+    };
+    // 30,000 levels in 60 KB (under the body limit) held the server for ~2 s a request.
+    for (const [body, to] of [[response(30_000), session], [response(65), session], [response(65), headers], [`{"tool":"session_info","params":{"a":${"[".repeat(64)}${"]".repeat(64)}}}`, headers]] as const) {
+      expect(await answer(body, to)).toEqual({ status: 400, error: { code: -32600, message: "Invalid Request: the body nests arrays and objects deeper than 64 levels" } });
+    }
+    expect(await answer(response(64), session)).toEqual({ status: 202, error: null });
+    const health = await fetch(`${server.url}/healthz`);
+    expect(health.status).toBe(200);
+  });
+
   test("a body that is not JSON is a JSON-RPC parse error; a JSON-RPC request without a session is refused", async () => {
     const notJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: "{tool" });
     expect(notJson.status).toBe(400);

@@ -7,6 +7,7 @@ import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, ERROR_STATUS, errorText, fieldError } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
+import { jsonNestsDeeperThan } from "../lib/json.ts";
 import { newUuid } from "../lib/ids.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { mcpInitializeHits } from "../auth/rate-limit.ts";
@@ -67,6 +68,12 @@ export type McpHttp = {
   endStreams(): void;
   stop(): Promise<void>;
 };
+
+/**
+ * How deep a /mcp body may nest arrays and objects: twice the REST routes' MAX_BODY_DEPTH, for the JSON-RPC
+ * envelope around a tool's arguments (a batch, params, arguments, `_meta`) and clients' capability objects.
+ */
+export const MCP_MAX_BODY_DEPTH = 64;
 
 /** A JSON-RPC error answered over HTTP: `data` for the error object, `id` when the request's is known and safe to answer. */
 function jsonRpcError(
@@ -400,6 +407,11 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         } catch {
           // The client closed the connection before its body was all there: its failure, not ours.
           return jsonRpcError(400, -32600, "Invalid Request: the body could not be read to its end");
+        }
+        // Before the parse: the SDK and the tools turn what arrives back into text (JSON.stringify), which at
+        // tens of thousands of levels holds the JS thread for seconds, and a session needs no sign-in.
+        if (jsonNestsDeeperThan(text, MCP_MAX_BODY_DEPTH)) {
+          return jsonRpcError(400, -32600, `Invalid Request: the body nests arrays and objects deeper than ${MCP_MAX_BODY_DEPTH} levels`);
         }
         try {
           body = JSON.parse(text);
