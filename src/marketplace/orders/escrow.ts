@@ -195,11 +195,39 @@ function matchesOffer(wire: Uint8Array, hash: string): boolean {
   }
 }
 
-/** Escrow → `to` (and `split` to the fee wallet, same transaction), signed with the escrow's key. */
+/** Why a payout waits: its recipient has no token account, and the escrow does not pay to open one. */
+export const RECIPIENT_ACCOUNT_MISSING = "recipient_account_missing";
+
+/**
+ * On an RPC network the escrow does not open a party's token account: the rent it would pay (~0.002 SOL)
+ * goes to whoever closes the account, so a party closing its account after each payout of a tiny order
+ * would draw the operator's SOL out of the escrow, one order at a time. A payout to a party without an
+ * account waits for it (`INVALID_STATE`, reason `recipient_account_missing`). The embedded ledger's escrow
+ * is fuelled by the faucet and opens accounts as any sender does.
+ */
+async function requireRecipientAccount(deps: Deps, party: "provider" | "consumer", wallet: string, tokenKey: string): Promise<void> {
+  if (deps.config.network === "localnet") return;
+  const token = (await deps.ledger.tokens()).find((t) => t.key === tokenKey);
+  if (token === undefined || token.mint === null) return;
+  if (await deps.ledger.tokenAccountExists(associatedTokenAddress(wallet, token.mint))) return;
+  const symbol = tokenKey.toUpperCase();
+  throw new AppError(
+    "INVALID_STATE",
+    `the ${party}'s wallet ${wallet} has no ${symbol} token account, and the escrow does not pay to open one: the payout goes out once it has one (any ${symbol} transfer to it opens it); the order stays as it is until then`,
+    { details: { reason: RECIPIENT_ACCOUNT_MISSING, wallet, token: tokenKey } },
+  );
+}
+
+/**
+ * Escrow → `to` (and `split` to the fee wallet, same transaction), signed with the escrow's key. `party`:
+ * the order's side `to` is, whose token account must exist already (requireRecipientAccount); null for
+ * the operator's fee wallet.
+ */
 export async function escrowPayout(
   deps: Deps,
-  payout: { to: string; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined; memo: string },
+  payout: { to: string; party: "provider" | "consumer" | null; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined; memo: string },
 ): Promise<Uint8Array> {
+  if (payout.party !== null) await requireRecipientAccount(deps, payout.party, payout.to, payout.token);
   const escrow = await escrowWallet(deps);
   await fuelEscrow(deps, escrow);
   const signer = await signerFor(deps, escrow);

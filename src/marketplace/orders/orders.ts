@@ -10,7 +10,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
+import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { AGENT_LIMITS, usdcToken } from "../agents.ts";
@@ -19,6 +19,8 @@ import * as store from "./store.ts";
 
 export const PROPOSAL_TTL_MS = DAY_MS;
 export const AUTO_RELEASE_MS = 3 * DAY_MS;
+/** How long a due payout waiting for its recipient's token account waits before it is looked at again. */
+export const PAYOUT_WAIT_MS = 60 * 60_000;
 /** An order's delivery time, as an agent's service's: at most a year of minutes. */
 export const MAX_DELIVERY_MIN = AGENT_LIMITS.deliveryTime;
 /**
@@ -521,7 +523,7 @@ const payoutMemo = (row: store.OrderRow, kind: "refund" | "release") => `walletg
 
 /** Escrow back to the consumer in full, and the order to `to`. */
 async function refund(deps: Deps, row: store.OrderRow, from: store.OrderStatus, to: "cancelled" | "expired" | "refunded", action: string, reason: string | null, note: string, event: AgentEventType | null) {
-  const wire = await escrowPayout(deps, { to: row.consumerWallet, token: row.token, amount: row.amount, memo: payoutMemo(row, "refund") });
+  const wire = await escrowPayout(deps, { to: row.consumerWallet, party: "consumer", token: row.token, amount: row.amount, memo: payoutMemo(row, "refund") });
   return runMove(deps, row, from, action, { kind: "refund", to, reason, note, event }, wire);
 }
 
@@ -532,10 +534,10 @@ async function release(deps: Deps, row: store.OrderRow, from: store.OrderStatus,
   const fee = feeWallet === null ? 0n : (row.amount * BigInt(feeBps)) / 10_000n;
   const payout =
     fee === 0n
-      ? { to: row.providerWallet, token: row.token, amount: row.amount }
+      ? { to: row.providerWallet, party: "provider" as const, token: row.token, amount: row.amount }
       : fee >= row.amount
-        ? { to: feeWallet!, token: row.token, amount: row.amount } // a fee of 100 %
-        : { to: row.providerWallet, token: row.token, amount: row.amount - fee, split: { to: feeWallet!, amount: fee } };
+        ? { to: feeWallet!, party: null, token: row.token, amount: row.amount } // a fee of 100 %
+        : { to: row.providerWallet, party: "provider" as const, token: row.token, amount: row.amount - fee, split: { to: feeWallet!, amount: fee } };
   const wire = await escrowPayout(deps, { ...payout, memo: payoutMemo(row, "release") });
   return runMove(deps, row, from, "complete", { kind: "release", rating, review, note, fee: (fee >= row.amount ? row.amount : fee).toString() }, wire);
 }
@@ -636,6 +638,14 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
       }
       moved++;
     } catch (err) {
+      const held = err instanceof AppError ? (err.extra.details as { reason?: string; wallet?: string } | undefined) : undefined;
+      if (held?.reason === RECIPIENT_ACCOUNT_MISSING) {
+        // The party has no token account to be paid into (escrow.ts): looked at again in an hour, so that such
+        // orders never fill a round's batch ahead of the others.
+        await store.postponeDue(deps.db, row.id, row.status, deps.clock.now() + PAYOUT_WAIT_MS);
+        deps.log.info("order payout waits for its recipient's token account", { orderId: row.id, wallet: held.wallet });
+        continue;
+      }
       // A racing transition got there first (INVALID_STATE): nothing to do. Anything else is retried next round.
       if (!(err instanceof AppError && err.code === "INVALID_STATE") && !stopping?.aborted) deps.log.warn("order timer failed", { orderId: row.id, error: String(err) });
     }

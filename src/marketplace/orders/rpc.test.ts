@@ -26,6 +26,8 @@ import {
   disputeOrder,
   escrowedTotals,
   listOrders,
+  AUTO_RELEASE_MS,
+  PAYOUT_WAIT_MS,
   PROPOSAL_TTL_MS,
   RECONCILE_AFTER_MS,
   runOrderTimers,
@@ -50,6 +52,7 @@ async function setup() {
   rpc.setLamports(consumer, SOL);
   rpc.mintUsdc(consumer, 100n * USDC);
   rpc.setLamports(await escrowWallet(deps), SOL); // on RPC networks the operator funds the escrow's fees
+  rpc.mintUsdc(provider, 0n); // a provider is paid into its own USDC account: the escrow opens none (escrow.ts)
   const agent = await registerAgent(deps, provider, { endpoint: "https://agent.example/hook", profile: { name: "Agent", basePrice: "1" } });
   const { conversation } = await startConversation(deps, consumer, agent.agentId, "hello");
   const propose = async (price: string) =>
@@ -69,7 +72,7 @@ async function setup() {
     clock.advance(RECONCILE_AFTER_MS);
     return runOrderTimers(deps);
   };
-  return { deps, provider, consumer, propose, accept, delivered, status, usdc, reconcile };
+  return { deps, clock, provider, consumer, propose, accept, delivered, status, usdc, reconcile };
 }
 
 /** An action's answer in one word: "ok", or the code it was refused with. */
@@ -151,6 +154,43 @@ describe("orders on an RPC network", () => {
     const done = await completeOrder(m.deps, m.consumer, { orderId, rating: 4 });
     expect(done.status).toBe("completed");
     expect([await m.usdc(m.provider), (await m.usdc(FEE_WALLET)) - feeBefore, await m.usdc(escrow)]).toEqual([39n * USDC, 1n * USDC, 0n]);
+  }, 60_000);
+
+  test("a payout to a party without a token account waits for one: the escrow opens none, and its SOL pays fees only", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const usdcMint = (await m.deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const closeUsdcAccount = (wallet: string) => rpc.setLamports(associatedTokenAddress(wallet, usdcMint), 0n);
+    const refusal = (err: AppError): Record<string, unknown> => ({ code: err.code, ...(err.extra.details as object) });
+    // The provider closed its USDC account (taking its rent back) before a tiny order was completed.
+    const orderId = await m.delivered("0.000001");
+    closeUsdcAccount(m.provider);
+    const solBefore = (await m.deps.ledger.getBalances(escrow)).sol!;
+    const refused = await completeOrder(m.deps, m.consumer, { orderId, rating: 5 }).catch((err: AppError) => err);
+    expect(refusal(refused as AppError)).toEqual({ code: "INVALID_STATE", reason: "recipient_account_missing", wallet: m.provider, token: "usdc" });
+    expect((refused as AppError).message).toContain("the provider's wallet");
+    expect(await m.status(orderId)).toBe("delivered");
+    // The 72-hour release waits too, looked at again an hour later (not every round).
+    m.clock.advance(AUTO_RELEASE_MS);
+    expect(await runOrderTimers(m.deps)).toBe(0);
+    expect((await ordersStore.findOrder(m.deps.db, orderId))!.dueAt).toBe(m.clock.now() + PAYOUT_WAIT_MS);
+    m.clock.advance(PAYOUT_WAIT_MS - 1);
+    expect(await runOrderTimers(m.deps)).toBe(0);
+    expect(await m.status(orderId)).toBe("delivered");
+    // Once the provider has an account again, the next look pays it.
+    rpc.mintUsdc(m.provider, 0n);
+    m.clock.advance(1);
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect([await m.status(orderId), await m.usdc(m.provider)]).toEqual(["completed", 1n]);
+    // A refund waits the same way for the consumer's account.
+    const paidId = await m.propose("2");
+    await m.accept(m.deps, paidId);
+    closeUsdcAccount(m.consumer);
+    const cancel = await cancelOrder(m.deps, m.provider, paidId, "cannot do it").catch((err: AppError) => err);
+    expect(refusal(cancel as AppError)).toEqual({ code: "INVALID_STATE", reason: "recipient_account_missing", wallet: m.consumer, token: "usdc" });
+    expect([await m.status(paidId), await m.usdc(escrow)]).toEqual(["paid", 2n * USDC]);
+    // No rent left the escrow: what it spent is its transaction's fee (5,000 lamports a signature).
+    expect(solBefore - (await m.deps.ledger.getBalances(escrow)).sol!).toBe(5_000n);
   }, 60_000);
 
   test("an answer lost after the payment landed: the order waits in paying, and the reconciler finishes it", async () => {

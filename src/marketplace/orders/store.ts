@@ -163,6 +163,11 @@ export async function dueOrders(db: Db, now: number, limit: number): Promise<Ord
   });
 }
 
+/** Moves a due order's timer to `dueAt`, while it is still in `status`. */
+export async function postponeDue(db: Db, id: string, status: OrderStatus, dueAt: number): Promise<boolean> {
+  return db.write(() => db.sqlite.query("UPDATE market_orders SET due_at = ? WHERE id = ? AND status = ? AND due_at IS NOT NULL").run(dueAt, id, status).changes === 1);
+}
+
 /** Proposals still open in a conversation. */
 export function openProposalsInWrite(db: Db, conversationId: string): number {
   return (db.sqlite.query("SELECT COUNT(*) AS n FROM market_orders WHERE conversation_id = ? AND status = 'proposed'").get(conversationId) as { n: number }).n;

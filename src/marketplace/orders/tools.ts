@@ -72,7 +72,8 @@ export const providerDeliverOrder = defineTool({
 
 export const providerCancelOrder = defineTool({
   name: "provider_cancel_order",
-  description: "Cancel a paid order you cannot deliver: the full price goes back from escrow to the consumer.",
+  description:
+    "Cancel a paid order you cannot deliver: the full price goes back from escrow to the consumer. On devnet and mainnet the escrow pays only into a token account the consumer has: without one, INVALID_STATE (details.reason recipient_account_missing) and the order stays paid.",
   input: { orderId: OrderId, reason: Reason("you cancel").optional() },
   needsWallet: true,
   run: async ({ deps, caller }, input) => ({ order: await cancelOrder(deps, requireWallet(caller).walletAddress, input.orderId, input.reason) }),
@@ -111,7 +112,8 @@ export const consumerDeclineOrder = defineTool({
 
 export const consumerCompleteOrder = defineTool({
   name: "consumer_complete_order",
-  description: "Accept a delivery: the escrow goes to the provider (less the marketplace fee, if any). Rate it 1–5 and review it if you like.",
+  description:
+    "Accept a delivery: the escrow goes to the provider (less the marketplace fee, if any). Rate it 1–5 and review it if you like. On devnet and mainnet the escrow pays only into a token account the provider has: without one, INVALID_STATE (details.reason recipient_account_missing) and the order stays delivered until it has one.",
   input: {
     orderId: OrderId,
     rating: z.number().int().min(1).max(5).optional().describe("a whole number from 1 (poor) to 5 (excellent)"),
