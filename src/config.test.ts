@@ -26,15 +26,20 @@ describe("loadConfig", () => {
       maxBodyBytes: 65536,
       logLevel: "info",
       sqliteSynchronous: "FULL",
+      marketplace: { feeBps: 0, feeWallet: null },
     });
     expect(c.dataDir.endsWith("/data")).toBe(true);
     expect(c.databasePath.endsWith("/data/walletgate.db")).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
   });
 
-  test("PORT=0 leaves BASE_URL to the bound port; BASE_URL wins and loses a trailing slash", () => {
+  test("PORT=0 leaves BASE_URL to the bound port; BASE_URL wins, loses a trailing slash and is normalised", () => {
     expect(loadConfig({ PORT: "0" }).baseUrl).toBeNull();
     expect(loadConfig({ BASE_URL: "https://auth.example.com/" }).baseUrl).toBe("https://auth.example.com");
+    // Written as the URL parser reads it, so challenges, the token issuer and links name it alike.
+    expect(loadConfig({ BASE_URL: "HTTPS://Wallet.Example.COM:443/" }).baseUrl).toBe("https://wallet.example.com");
+    expect(loadConfig({ BASE_URL: "http:example.com" }).baseUrl).toBe("http://example.com");
+    expect(loadConfig({ BASE_URL: "https://example.com:8443/gate/?#" }).baseUrl).toBe("https://example.com:8443/gate");
   });
 
   test.each([

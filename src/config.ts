@@ -203,7 +203,9 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     if (url.username || url.password || url.search || url.hash) {
       throw new ConfigError("BASE_URL must not carry credentials, a query or a fragment");
     }
-    baseUrl = rawBase.replace(/\/+$/, "");
+    // As the URL parser reads it (scheme and host in lower case, a default port dropped, `http:host` given its
+    // slashes), so every place that names it (challenges, the token issuer, links) says the same thing.
+    baseUrl = `${url.origin}${url.pathname}`.replace(/\/+$/, "");
   } else if (port !== 0) {
     baseUrl = defaultBaseUrl(host, port);
   }

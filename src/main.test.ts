@@ -1,6 +1,6 @@
 // The CLI as a user runs it: help, version, exit codes, migrate, refusing bad configuration.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
@@ -306,6 +306,21 @@ describe("walletgate CLI", () => {
     expect(second.code).toBe(0);
     expect(second.stdout).toContain("nothing to apply");
     expect(second.stderr).toBe("");
+  });
+
+  test.skipIf(process.getuid?.() !== 0)("run by root in a DATA_DIR another user owns, migrate and serve make every file that user's (its server must open them)", async () => {
+    const ownersOf = (dir: string) => readdirSync(dir).sort().map((f): [string, number, number] => [f, statSync(join(dir, f)).uid, statSync(join(dir, f)).gid]);
+    const migrated = dataDir();
+    chownSync(migrated, 65534, 65534);
+    expect((await runCli(["migrate"], { DATA_DIR: migrated })).code).toBe(0);
+    expect(ownersOf(migrated)).toEqual([["walletgate.db", 65534, 65534], ["walletgate.db.locks", 65534, 65534]]);
+    const served = dataDir();
+    chownSync(served, 65534, 65534);
+    const server = await startTestServer({}, served);
+    expect(await server.stop()).toBe(0);
+    const files = ownersOf(served);
+    expect(files.map(([f]) => f)).toEqual(expect.arrayContaining(["jwt-secret", "wallet-encryption-key", "walletgate.db"]));
+    expect(files).toEqual(files.map(([f]) => [f, 65534, 65534]));
   });
 
   test("serve refuses a database newer than the program", async () => {

@@ -4,6 +4,7 @@ import { accessSync, chmodSync, closeSync, constants, fsync, fsyncSync, openSync
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 import { makeDirDurably } from "../lib/durable.ts";
+import { keepOwnerOf } from "../lib/owner.ts";
 
 export type Db = {
   readonly sqlite: Database;
@@ -111,6 +112,7 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
 function createPrivately(path: string, mustWrite: boolean): void {
   try {
     closeSync(openSync(path, "wx", 0o600));
+    keepOwnerOf(dirname(path), path); // made by root (sudo walletgate migrate): DATA_DIR's owner, whose server opens it
   } catch (err) {
     if ((err as { code?: string }).code !== "EEXIST") throw err;
     for (const file of [path, `${path}-wal`, `${path}-shm`]) {

@@ -7,7 +7,7 @@ import { basename, join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
 import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
-import { migrate } from "./migrate.ts";
+import { latestOf, migrate } from "./migrate.ts";
 import { restoreDatabase } from "./restore.ts";
 
 const dirs: string[] = [];
@@ -87,6 +87,37 @@ test("a copy's rollback journal left by a run killed while it migrated the copy 
     expect(restored.query("SELECT count(*) AS n, sum(wallet LIKE 'b-%') AS fromB FROM owners").get()).toEqual({ n: 3000, fromB: 3000 });
   } finally {
     restored.close();
+  }
+});
+
+test("a backup with its -wal beside it (a copy of a running or killed server's files) is restored with what its log holds, and left as it was", () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  database(path, 1);
+  const backupDir = newDir();
+  const backup = join(backupDir, "backup.db");
+  crashedDatabase(backup, 5); // the 5 owners are in the log only
+  const before = ["backup.db", "backup.db-wal"].map((f) => [f, statSync(join(backupDir, f)).size]);
+  restoreDatabase(path, backup, new Date());
+  expect(readdirSync(dataDir).filter((f) => f.includes(".restoring-"))).toEqual([]); // the copy's log went with it
+  expect(owners(path)).toBe(5);
+  expect(readdirSync(backupDir).sort().map((f) => [f, statSync(join(backupDir, f)).size])).toEqual(before);
+});
+
+test("a restore that fails before the backup takes the name leaves the database as it was and no copy of it behind", () => {
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  crashedDatabase(path, 3);
+  // Claims every migration and holds none of their tables: the carry-over cannot read it.
+  const backup = join(newDir(), "hollow.db");
+  const hollow = new Database(backup);
+  hollow.run("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT");
+  for (let v = 1; v <= latestOf(); v++) hollow.run("INSERT INTO schema_migrations VALUES (?, ?, ?)", [v, `m${v}`, Date.now()]);
+  hollow.close();
+  for (let attempt = 0; attempt < 2; attempt++) {
+    expect(() => restoreDatabase(path, backup, new Date())).toThrow();
+    expect(owners(path)).toBe(3);
+    expect(readdirSync(dataDir).filter((name) => name.includes(".replaced-") || name.includes(".restoring-"))).toEqual([]);
   }
 });
 

@@ -1,7 +1,7 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
@@ -92,6 +92,8 @@ export function openedByAnother(databasePath: string): boolean {
 
 /** The backup's schema version, after SQLite's own check of its pages; refuses what is not a sound walletgate database. */
 function checkBackup(file: string): number {
+  // Opening a database with a log beside it makes its index (`-shm`) next to it: not left beside the backup.
+  const madeIndex = !existsSync(`${file}-shm`);
   let db: Database;
   try {
     db = new Database(file, { readonly: true, strict: true });
@@ -109,6 +111,28 @@ function checkBackup(file: string): number {
   } catch (err) {
     if (err instanceof RestoreError) throw err;
     throw new RestoreError(`${file} is not a sound database: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    db.close();
+    if (madeIndex) rmSync(`${file}-shm`, { force: true });
+  }
+}
+
+/**
+ * Copies the backup to `partial` as SQLite reads it: with its log (`-wal`) when one lies beside it (a copy
+ * of a running or killed server's files), folded into the copy. The check read the backup through its log,
+ * so a copy of the file alone would drop what the log holds while the check said it was sound.
+ */
+function copyBackup(backup: string, partial: string, keepOwner: (file: string) => void): void {
+  copyFileSync(backup, partial);
+  const log = `${backup}-wal`;
+  if (!existsSync(log) || statSync(log).size === 0) return;
+  copyFileSync(log, `${partial}-wal`);
+  chmodSync(`${partial}-wal`, 0o600);
+  keepOwner(`${partial}-wal`);
+  const db = new Database(partial);
+  try {
+    const folded = db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number; log: number; checkpointed: number };
+    if (folded.busy !== 0 || folded.checkpointed !== folded.log) throw new RestoreError(`the log beside ${backup} could not be folded into its copy`);
   } finally {
     db.close();
   }
@@ -252,32 +276,42 @@ function restoreUnderLock(
   const keepOwner = (file: string) => keepOwnerOf(replaced, file);
   try {
     progress(`copying ${backup} into ${dir} …`);
-    copyFileSync(backup, partial);
+    copyBackup(backup, partial, keepOwner);
     chmodSync(partial, 0o600); // as the server makes its database: a copy keeps the backup file's mode, maybe 0644
     keepOwner(partial);
     fsyncPath(partial);
     let movedAside: string | null = null;
-    if (existsSync(databasePath)) {
-      progress(`copying the database it replaces aside …`);
-      foldLog(databasePath);
-      movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
-      // A copy, given its name whole: the old database stays under its own name until the backup takes it.
-      const aside = `${partial}-aside`;
-      copyFileSync(databasePath, aside);
-      keepOwner(aside);
-      fsyncPath(aside);
-      renameSync(aside, movedAside);
+    let tookName = false;
+    let carried: ReturnType<typeof carryOver> | null = null;
+    try {
+      if (existsSync(databasePath)) {
+        progress(`copying the database it replaces aside …`);
+        foldLog(databasePath);
+        movedAside = `${databasePath}.replaced-${now.toISOString().replaceAll(":", "-")}`;
+        // A copy, given its name whole: the old database stays under its own name until the backup takes it.
+        const aside = `${partial}-aside`;
+        copyFileSync(databasePath, aside);
+        keepOwner(aside);
+        fsyncPath(aside);
+        renameSync(aside, movedAside);
+      }
+      for (const suffix of COMPANIONS) {
+        if (!existsSync(databasePath + suffix)) continue;
+        if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
+        else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
+      }
+      if (movedAside !== null) progress("carrying over revocations and custodial wallet keys made after the backup (migrating the backup's copy first if it is older) …");
+      carried = movedAside === null ? null : carryOver(partial, movedAside, now.getTime());
+      beforeReplace();
+      renameSync(partial, databasePath);
+      tookName = true;
+      fsyncDir(dir);
+    } catch (err) {
+      // Failed before the backup took the name: the database is still in place, its log folded in, so the
+      // copy made aside is a second copy of it; not left to pile up with each retry.
+      if (!tookName && movedAside !== null) for (const suffix of ["", ...COMPANIONS]) rmSync(movedAside + suffix, { force: true });
+      throw err;
     }
-    for (const suffix of COMPANIONS) {
-      if (!existsSync(databasePath + suffix)) continue;
-      if (movedAside !== null) renameSync(databasePath + suffix, movedAside + suffix);
-      else rmSync(databasePath + suffix); // a log without its database: SQLite would replay it onto the backup
-    }
-    if (movedAside !== null) progress("carrying over revocations and custodial wallet keys made after the backup (migrating the backup's copy first if it is older) …");
-    const carried = movedAside === null ? null : carryOver(partial, movedAside, now.getTime());
-    beforeReplace();
-    renameSync(partial, databasePath);
-    fsyncDir(dir);
     return {
       restored: named,
       schemaVersion: carried === null || "skipped" in carried ? version : latestOf(),

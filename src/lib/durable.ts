@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { removeLeftovers } from "./leftovers.ts";
+import { keepOwnerOf } from "./owner.ts";
 
 /** Flushes a file, or a directory's entries, to disk. */
 export function fsyncPath(path: string): void {
@@ -68,6 +69,7 @@ export function createFilesDurably(dir: string, files: readonly { name: string; 
       const temp = join(dir, `${asidePrefix(f.name)}${randomUUID()}${ASIDE_SUFFIX}`);
       temps.push(temp); // before writing: a write that fails part-way (disk full) leaves its file to remove
       writeFileSync(temp, f.data, { mode: f.mode, flag: "wx" });
+      keepOwnerOf(dir, temp); // made by root in a DATA_DIR another user owns: that user's server reads it
     }
     for (const temp of temps) fsyncPath(temp);
     files.forEach((f, i) => {
