@@ -40,6 +40,8 @@ describe("loadConfig", () => {
     expect(loadConfig({ BASE_URL: "HTTPS://Wallet.Example.COM:443/" }).baseUrl).toBe("https://wallet.example.com");
     expect(loadConfig({ BASE_URL: "http:example.com" }).baseUrl).toBe("http://example.com");
     expect(loadConfig({ BASE_URL: "https://example.com:8443/gate/?#" }).baseUrl).toBe("https://example.com:8443/gate");
+    expect(loadConfig({ HOST: "LocalHost", PORT: "80" }).baseUrl).toBe("http://localhost");
+    expect(loadConfig({ HOST: "0:0:0:0:0:0:0:1", PORT: "8080" }).baseUrl).toBe("http://[::1]:8080");
   });
 
   test.each([

@@ -318,7 +318,8 @@ export function defaultBaseUrl(host: string, port: number): string {
   // Listening everywhere (0.0.0.0, or :: in any spelling) is not an address a client can use: loopback is.
   const everywhere = host === "0.0.0.0" || (host.includes(":") && new URL(`http://[${host}]`).hostname === "[::]");
   const shown = everywhere ? (host.includes(":") ? "[::1]" : "127.0.0.1") : host.includes(":") ? `[${host}]` : host;
-  return `http://${shown}:${port}`;
+  // As a URL parser reads it, like a given BASE_URL: `LocalHost` is `localhost`, port 80 is dropped.
+  return new URL(`http://${shown}:${port}`).origin;
 }
 
 /** Decodes a 32-byte key given as hex or base64; null when it is neither. */

@@ -102,6 +102,15 @@ test("a backup with its -wal beside it (a copy of a running or killed server's f
   expect(readdirSync(dataDir).filter((f) => f.includes(".restoring-"))).toEqual([]); // the copy's log went with it
   expect(owners(path)).toBe(5);
   expect(readdirSync(backupDir).sort().map((f) => [f, statSync(join(backupDir, f)).size])).toEqual(before);
+  // Through a link (a rotation's latest.db): the log beside the file it points to is the one SQLite reads.
+  const linkDir = newDir();
+  symlinkSync(backup, join(linkDir, "latest.db"));
+  const other = join(newDir(), "walletgate.db");
+  database(other, 1);
+  restoreDatabase(other, join(linkDir, "latest.db"), new Date());
+  expect(owners(other)).toBe(5);
+  expect(readdirSync(backupDir).sort().map((f) => [f, statSync(join(backupDir, f)).size])).toEqual(before);
+  expect(readdirSync(linkDir)).toEqual(["latest.db"]);
 });
 
 test("a restore that fails before the backup takes the name leaves the database as it was and no copy of it behind", () => {

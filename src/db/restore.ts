@@ -232,6 +232,9 @@ export function restoreDatabase(
   const users = processesUsing(databasePath);
   if (users.length > 0) throw new RestoreError(`the database is open in process ${users.join(", ")}: stop the server first`);
   progress(`checking ${backup} …`);
+  // Where a link (a rotation's `latest.db`) points: SQLite reads the log beside the file itself, so the check, the
+  // copy of that log and the index it leaves must all be looked for there.
+  backup = realpathSync(backup);
   const version = checkBackup(backup);
   const dir = dirname(databasePath);
   makeDirDurably(dir); // a new host: DATA_DIR not made yet (mode 0700, as serve makes it)

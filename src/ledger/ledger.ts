@@ -68,6 +68,12 @@ export type TransferIntent = Readonly<{
    * marketplace's fee on a release).
    */
   split?: Readonly<{ to: string; amount: bigint }> | undefined;
+  /**
+   * False: never open `to`'s token account, even when it is missing as the transaction is built (it then fails
+   * on the ledger, having moved nothing). For a sender that checked the account first and must not pay its
+   * rent (the marketplace's escrow): the account may be closed between that check and this build.
+   */
+  openRecipientAccount?: false | undefined;
 }>;
 
 export type HistoryOptions = {

@@ -332,7 +332,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       requireTransferAmount(intent.amount);
       // Not a token account yet (lamports alone may be there: a cluster still creates the account).
       const missing = async (owner: string) => token.mint !== null && (await store.findAccount(deps.db, associatedTokenAddress(owner, token.mint)))?.kind !== "token";
-      const createRecipientAccount = await missing(intent.to);
+      const createRecipientAccount = intent.openRecipientAccount !== false && (await missing(intent.to));
       if (intent.split !== undefined) {
         requireAddress(intent.split.to, "split.to");
         requireTransferAmount(intent.split.amount);

@@ -670,7 +670,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());
     if (spl !== null && token.key !== "usdc") await requireServiceMint(token, spl.mint);
     const missing = async (owner: string) => spl !== null && !(await tokenAccountExists(associatedTokenAddress(owner, spl.mint)));
-    const createRecipientAccount = await missing(intent.to);
+    const createRecipientAccount = intent.openRecipientAccount !== false && (await missing(intent.to));
     const createSplitAccount = intent.split === undefined ? false : await missing(intent.split.to);
     const { blockhash } = await latestBlockhash();
     return compileTransaction(plan(createRecipientAccount, createSplitAccount), feePayer, blockhash);

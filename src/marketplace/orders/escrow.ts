@@ -213,7 +213,7 @@ async function requireRecipientAccount(deps: Deps, party: "provider" | "consumer
   const symbol = tokenKey.toUpperCase();
   throw new AppError(
     "INVALID_STATE",
-    `the ${party}'s wallet ${wallet} has no ${symbol} token account, and the escrow does not pay to open one: the payout goes out once it has one (any ${symbol} transfer to it opens it); the order stays as it is until then`,
+    `the ${party}'s wallet ${wallet} has no ${symbol} token account, and the escrow does not pay to open one (any ${symbol} transfer to the wallet opens it); the order stays as it is: ask again once it has one (a payout that fell due is tried again every hour)`,
     { details: { reason: RECIPIENT_ACCOUNT_MISSING, wallet, token: tokenKey } },
   );
 }
@@ -232,5 +232,10 @@ export async function escrowPayout(
   await fuelEscrow(deps, escrow);
   const signer = await signerFor(deps, escrow);
   if (signer.kind !== "custodial") throw new Error("the escrow wallet must be custodial");
-  return signer.sign(await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split, memo: payout.memo }));
+  // Checked above on RPC networks; a close landing between that check and this build makes the payout fail on
+  // chain (nothing moves, the order goes back) rather than reopen the account at the escrow's cost.
+  const openRecipientAccount = payout.party !== null && deps.config.network !== "localnet" ? false : undefined;
+  return signer.sign(
+    await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split, memo: payout.memo, openRecipientAccount }),
+  );
 }

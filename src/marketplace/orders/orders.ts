@@ -641,8 +641,8 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
       const held = err instanceof AppError ? (err.extra.details as { reason?: string; wallet?: string } | undefined) : undefined;
       if (held?.reason === RECIPIENT_ACCOUNT_MISSING) {
         // The party has no token account to be paid into (escrow.ts): looked at again in an hour, so that such
-        // orders never fill a round's batch ahead of the others.
-        await store.postponeDue(deps.db, row.id, row.status, deps.clock.now() + PAYOUT_WAIT_MS);
+        // orders never fill a round's batch ahead of the others. due_at stays: it also bounds deliver and dispute.
+        await store.holdPayout(deps.db, row.id, row.status, deps.clock.now() + PAYOUT_WAIT_MS);
         deps.log.info("order payout waits for its recipient's token account", { orderId: row.id, wallet: held.wallet });
         continue;
       }

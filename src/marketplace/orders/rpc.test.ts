@@ -171,16 +171,21 @@ describe("orders on an RPC network", () => {
     expect((refused as AppError).message).toContain("the provider's wallet");
     expect(await m.status(orderId)).toBe("delivered");
     // The 72-hour release waits too, looked at again an hour later (not every round).
+    let looks = 0;
+    const counted: Deps = { ...m.deps, ledger: { ...m.deps.ledger, tokenAccountExists: (a) => (looks++, m.deps.ledger.tokenAccountExists(a)) } };
     m.clock.advance(AUTO_RELEASE_MS);
-    expect(await runOrderTimers(m.deps)).toBe(0);
-    expect((await ordersStore.findOrder(m.deps.db, orderId))!.dueAt).toBe(m.clock.now() + PAYOUT_WAIT_MS);
+    expect([await runOrderTimers(counted), looks]).toEqual([0, 1]);
+    const dueAt = (await ordersStore.findOrder(m.deps.db, orderId))!.dueAt;
     m.clock.advance(PAYOUT_WAIT_MS - 1);
-    expect(await runOrderTimers(m.deps)).toBe(0);
+    expect([await runOrderTimers(counted), looks]).toEqual([0, 1]);
     expect(await m.status(orderId)).toBe("delivered");
+    // Waiting moves no time limit of the order: the 72 hours for a dispute are over.
+    expect((await ordersStore.findOrder(m.deps.db, orderId))!.dueAt).toBe(dueAt);
+    expect(await answerOf(disputeOrder(m.deps, m.consumer, orderId, "too late"))).toBe("INVALID_STATE");
     // Once the provider has an account again, the next look pays it.
     rpc.mintUsdc(m.provider, 0n);
     m.clock.advance(1);
-    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect(await runOrderTimers(counted)).toBe(1);
     expect([await m.status(orderId), await m.usdc(m.provider)]).toEqual(["completed", 1n]);
     // A refund waits the same way for the consumer's account.
     const paidId = await m.propose("2");
@@ -189,8 +194,38 @@ describe("orders on an RPC network", () => {
     const cancel = await cancelOrder(m.deps, m.provider, paidId, "cannot do it").catch((err: AppError) => err);
     expect(refusal(cancel as AppError)).toEqual({ code: "INVALID_STATE", reason: "recipient_account_missing", wallet: m.consumer, token: "usdc" });
     expect([await m.status(paidId), await m.usdc(escrow)]).toEqual(["paid", 2n * USDC]);
+    // Its deadline passes: the refund waits, and the deadline still holds (no late delivery).
+    m.clock.advance(60 * 60_000);
+    expect(await runOrderTimers(m.deps)).toBe(0);
+    m.clock.advance(PAYOUT_WAIT_MS / 2);
+    expect(await answerOf(deliverOrder(m.deps, m.provider, { orderId: paidId, result: "late" }))).toBe("INVALID_STATE");
+    expect(await m.status(paidId)).toBe("paid");
     // No rent left the escrow: what it spent is its transaction's fee (5,000 lamports a signature).
     expect(solBefore - (await m.deps.ledger.getBalances(escrow)).sol!).toBe(5_000n);
+  }, 60_000);
+
+  test("an account closed between the escrow's check and the payout's build is not reopened: the payout fails, nothing moves", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const usdcMint = (await m.deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const orderId = await m.delivered("3");
+    const solBefore = (await m.deps.ledger.getBalances(escrow)).sol!;
+    // The provider's close lands right after the escrow looked.
+    const racing: Deps = {
+      ...m.deps,
+      ledger: {
+        ...m.deps.ledger,
+        tokenAccountExists: async (a) => {
+          const exists = await m.deps.ledger.tokenAccountExists(a);
+          rpc.setLamports(associatedTokenAddress(m.provider, usdcMint), 0n);
+          return exists;
+        },
+      },
+    };
+    expect(await answerOf(completeOrder(racing, m.consumer, { orderId, rating: 5 }))).not.toBe("ok");
+    expect(await m.status(orderId)).toBe("delivered");
+    expect([(await m.deps.ledger.getBalances(escrow)).sol, await m.usdc(escrow)]).toEqual([solBefore, 3n * USDC]);
+    expect(await m.deps.ledger.tokenAccountExists(associatedTokenAddress(m.provider, usdcMint))).toBe(false);
   }, 60_000);
 
   test("an answer lost after the payment landed: the order waits in paying, and the reconciler finishes it", async () => {

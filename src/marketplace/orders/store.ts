@@ -155,17 +155,20 @@ export function orderPaidByInWrite(db: Db, escrowTx: string, exceptId: string): 
  */
 export async function dueOrders(db: Db, now: number, limit: number): Promise<OrderRow[]> {
   const due = (statuses: string, n: number) =>
-    (db.sqlite.query(`SELECT ${COLUMNS} FROM market_orders WHERE due_at IS NOT NULL AND due_at <= ? AND status IN (${statuses}) ORDER BY due_at LIMIT ?`)
-      .all(now, n) as RawOrder[]).map(toRow);
+    (db.sqlite.query(
+      `SELECT ${COLUMNS} FROM market_orders
+       WHERE due_at IS NOT NULL AND due_at <= ? AND status IN (${statuses}) AND (payout_retry_at IS NULL OR payout_retry_at <= ?)
+       ORDER BY due_at LIMIT ?`,
+    ).all(now, now, n) as RawOrder[]).map(toRow);
   return db.read(() => {
     const money = due("'paid', 'delivered'", limit);
     return money.length >= limit ? money : [...money, ...due("'proposed'", limit - money.length)];
   });
 }
 
-/** Moves a due order's timer to `dueAt`, while it is still in `status`. */
-export async function postponeDue(db: Db, id: string, status: OrderStatus, dueAt: number): Promise<boolean> {
-  return db.write(() => db.sqlite.query("UPDATE market_orders SET due_at = ? WHERE id = ? AND status = ? AND due_at IS NOT NULL").run(dueAt, id, status).changes === 1);
+/** A due payout that waits (for its recipient's token account) is not looked at again before `at`. */
+export async function holdPayout(db: Db, id: string, status: OrderStatus, at: number): Promise<boolean> {
+  return db.write(() => db.sqlite.query("UPDATE market_orders SET payout_retry_at = ? WHERE id = ? AND status = ?").run(at, id, status).changes === 1);
 }
 
 /** Proposals still open in a conversation. */
