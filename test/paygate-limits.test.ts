@@ -67,6 +67,27 @@ test("submits and confirms together are rate limited per client network: the 301
   }
 }, 60_000);
 
+test("checkout_pay with a checkoutId counts as a payment check: with the page's submits, the 301st in a minute is 429", async () => {
+  const fresh = await startTestServer(); // a limiter of its own
+  try {
+    const owner = (await signIn(fresh.url, newWallet())).sessionToken;
+    const product = await call(fresh.url, "/dashboard/api/products", { token: owner, body: { title: "Pass", description: "", type: "access", price: "1" } });
+    const productId = product.body.productId as string;
+    const token = (await signIn(fresh.url, newWallet())).sessionToken;
+    const opened = await call(fresh.url, "/mcp", { token, body: { tool: "checkout_pay", params: { productId } } });
+    const checkoutId = opened.body.data.checkoutId as string;
+    for (let i = 0; i < 150; i++) expect((await call(fresh.url, `/pay/${productId}/confirm`, { body: { checkoutId: "chk_unknown" } })).status).toBe(404);
+    const resume = () => call(fresh.url, "/mcp", { token, body: { tool: "checkout_pay", params: { productId, checkoutId } } });
+    for (let i = 0; i < 150; i++) expect([i, (await resume()).status]).toEqual([i, 200]);
+    expect(await resume()).toMatchObject({ status: 429, body: { success: false, code: "RATE_LIMITED" } });
+    const signed = await call(fresh.url, "/mcp", { token, body: { tool: "checkout_pay", params: { productId, checkoutId, signedTransaction: "AAAA" } } });
+    expect(signed).toMatchObject({ status: 429, body: { code: "RATE_LIMITED" } });
+    expect(await call(fresh.url, `/pay/${productId}/submit`, { body: { checkoutId, transaction: "AAAA" } })).toMatchObject({ status: 429 });
+  } finally {
+    await fresh.dispose();
+  }
+}, 60_000);
+
 test("product changes are limited per owner: the 121st create, edit or archive in a minute is 429, and another owner is not held back", async () => {
   const owner = (await signIn(server.url, newWallet())).sessionToken;
   const dash = (path: string, token: string, init: { method?: string; body?: unknown } = {}) => call(server.url, `/dashboard/api${path}`, { ...init, token });

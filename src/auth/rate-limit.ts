@@ -40,6 +40,10 @@ export const AUTH_LIMITS = {
   // to 103 requests (the wallet's and its token accounts' signatures, then up to 100 transactions).
   historyPerWallet: { name: "history-wallet", max: 60, windowMs: 60_000 },
   historyPerNetwork: { name: "history-ip", max: 300, windowMs: 60_000 },
+  // Nor these: consumer_search_agents calls. One page may be ~1 MB of agents (~0.1 s of the JS thread), and a
+  // batch of ten is one request.
+  searchesPerWallet: { name: "search-wallet", max: 60, windowMs: 60_000 },
+  searchesPerNetwork: { name: "search-ip", max: 120, windowMs: 60_000 },
 } as const satisfies Record<string, Limit>;
 
 /**
@@ -159,12 +163,22 @@ export function checkoutHits(clientIp: string): [Limit, string][] {
   return [[AUTH_LIMITS.checkoutsPerNetwork, networkKey(clientIp)]];
 }
 
+/** A call counted for `wallet`, and for this client's network (IPv6 by /64). */
+function walletAndNetwork(perWallet: Limit, perNetwork: Limit, wallet: string, clientIp: string): [Limit, string][] {
+  return [
+    [perWallet, wallet],
+    [perNetwork, networkKey(clientIp)],
+  ];
+}
+
 /** A marketplace message (or a conversation's first) sent by `wallet` from this client's network. */
 export function messageHits(wallet: string, clientIp: string): [Limit, string][] {
-  return [
-    [AUTH_LIMITS.messagesPerWallet, wallet],
-    [AUTH_LIMITS.messagesPerNetwork, networkKey(clientIp)],
-  ];
+  return walletAndNetwork(AUTH_LIMITS.messagesPerWallet, AUTH_LIMITS.messagesPerNetwork, wallet, clientIp);
+}
+
+/** A consumer_search_agents call of `wallet` from this client's network. */
+export function searchHits(wallet: string, clientIp: string): [Limit, string][] {
+  return walletAndNetwork(AUTH_LIMITS.searchesPerWallet, AUTH_LIMITS.searchesPerNetwork, wallet, clientIp);
 }
 
 /** A dashboard change that makes an outbox event (products), or a webhook sent on request (test, resend). */
@@ -177,18 +191,12 @@ export function ownerWriteHits(owner: string, kind: "write" | "webhook", clientI
 
 /** A wallet_get_history call of `wallet` from this client's network. */
 export function historyHits(wallet: string, clientIp: string): [Limit, string][] {
-  return [
-    [AUTH_LIMITS.historyPerWallet, wallet],
-    [AUTH_LIMITS.historyPerNetwork, networkKey(clientIp)],
-  ];
+  return walletAndNetwork(AUTH_LIMITS.historyPerWallet, AUTH_LIMITS.historyPerNetwork, wallet, clientIp);
 }
 
 /** A wallet_transfer or wallet_submit_transaction call of `wallet` from this client's network. */
 export function transferHits(wallet: string, clientIp: string): [Limit, string][] {
-  return [
-    [AUTH_LIMITS.transfersPerWallet, wallet],
-    [AUTH_LIMITS.transfersPerNetwork, networkKey(clientIp)],
-  ];
+  return walletAndNetwork(AUTH_LIMITS.transfersPerWallet, AUTH_LIMITS.transfersPerNetwork, wallet, clientIp);
 }
 
 /** A checkout's payment submitted or looked for from this client's network (IPv6 by /64). */

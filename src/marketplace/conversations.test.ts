@@ -190,18 +190,23 @@ describe("system messages", () => {
   });
 });
 
+/** What the MCP registry hands a tool called by `wallet`'s session from `ip`. */
+function toolContext(deps: Deps, wallet: string, ip: string) {
+  return {
+    deps,
+    caller: { kind: "wallet" as const, walletAddress: wallet, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" as const },
+    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
+    client: { ip, userAgent: "t" },
+  };
+}
+
 test("messages are limited per wallet (60 a minute) and per client network (300): each is a row kept and an event posted", async () => {
   const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
   const { createToolRegistry } = await import("../mcp/tools.ts");
   const registry = createToolRegistry(deps);
   const owner = encodeBase58(cryptoRandom(32));
   const agent = await registerAgent(deps, owner, { endpoint: "https://agent.example/hook", profile: { name: "Agent", basePrice: "1" } });
-  const as = (wallet: string, ip: string) => ({
-    deps,
-    caller: { kind: "wallet" as const, walletAddress: wallet, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" as const },
-    session: { id: null, bind: async () => undefined, unbind: async () => undefined },
-    client: { ip, userAgent: "t" },
-  });
+  const as = (wallet: string, ip: string) => toolContext(deps, wallet, ip);
   const consumer = encodeBase58(cryptoRandom(32));
   const started = await registry.call(as(consumer, "192.0.2.1"), "consumer_start_conversation", { agentId: agent.agentId, message: "hello" });
   if (!started.success) throw new Error(JSON.stringify(started));
@@ -225,6 +230,24 @@ test("messages are limited per wallet (60 a minute) and per client network (300)
   const propose = () => registry.call(as(owner, "198.51.100.1"), "provider_create_order", { conversationId, description: "work", price: "1", deliveryTime: 60 });
   for (let i = 0; i < 60; i++) expect((await registry.call(as(owner, "198.51.100.1"), "provider_send_message", { conversationId, message: `p${i}` })).success).toBe(true);
   expect(await propose()).toMatchObject({ success: false, code: "RATE_LIMITED" });
+});
+
+test("agent searches are limited per wallet (60 a minute) and per client network (120): a page may be ~1 MB", async () => {
+  const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const { createToolRegistry } = await import("../mcp/tools.ts");
+  const registry = createToolRegistry(deps);
+  const search = (wallet: string, ip: string) => registry.call(toolContext(deps, wallet, ip), "consumer_search_agents", { query: "translation" });
+  const one = encodeBase58(cryptoRandom(32));
+  for (let i = 0; i < 60; i++) expect([i, (await search(one, "192.0.2.1")).success]).toEqual([i, true]);
+  expect(await search(one, "192.0.2.1")).toMatchObject({ success: false, code: "RATE_LIMITED" });
+  expect((await search(encodeBase58(cryptoRandom(32)), "192.0.2.1")).success).toBe(true); // another wallet of that network
+  clock.advance(60_000);
+  expect((await search(one, "192.0.2.1")).success).toBe(true);
+  // Many wallets from one network: 120 a minute in all.
+  clock.advance(60_000);
+  let refused = 0;
+  for (let i = 0; i < 130; i++) if ((await search(encodeBase58(cryptoRandom(32)), "203.0.113.7")).success === false) refused++;
+  expect(refused).toBe(10);
 });
 
 describe("pages bounded by size", () => {

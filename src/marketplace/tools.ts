@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { ordersOfConversation } from "./orders/orders.ts";
 import { defineTool, requireWallet, type Tool, type ToolContext } from "../mcp/registry.ts";
-import { messageHits, ownerWriteHits } from "../auth/rate-limit.ts";
+import { messageHits, ownerWriteHits, searchHits } from "../auth/rate-limit.ts";
 import { AGENT_LIMITS, getAgent, registerAgent, searchAgents, SEARCH_PAGE, updateAgent } from "./agents.ts";
 import {
   CONVERSATION_PAGE,
@@ -148,7 +148,10 @@ export const consumerSearchAgents = defineTool({
     offset,
   },
   needsWallet: true,
-  run: async ({ deps }, input) => searchAgents(deps, input),
+  run: async ({ deps, caller, client }, input) => {
+    deps.auth.rateLimiter.consume(searchHits(requireWallet(caller).walletAddress, client.ip), deps.clock.now());
+    return searchAgents(deps, input);
+  },
 });
 
 export const consumerGetAgent = defineTool({

@@ -7,7 +7,7 @@ import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
-import { checkoutHits } from "../auth/rate-limit.ts";
+import { checkoutHits, paymentCheckHits } from "../auth/rate-limit.ts";
 
 export const checkoutPay = defineTool({
   name: "checkout_pay",
@@ -39,6 +39,9 @@ export const checkoutPay = defineTool({
     const signer = await signerFor(deps, wallet.walletAddress);
     const { checkoutKey, earlierPurchaseOf, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
       await importQuietly(() => import("./checkout.ts"));
+    // A call with a checkoutId submits or looks for a payment (on RPC networks, the operator's RPC quota):
+    // counted as POST /pay/:productId/submit and /confirm count it, from the same client network.
+    if (input.signedTransaction !== undefined || input.checkoutId !== undefined) deps.auth.rateLimiter.consume(paymentCheckHits(client.ip), deps.clock.now());
     if (input.signedTransaction !== undefined) {
       if (signer.kind === "custodial") throw fieldError("signedTransaction", "signedTransaction is for connected wallets; this session's custodial wallet is signed for here");
       if (input.checkoutId === undefined) throw fieldError("checkoutId", "signedTransaction needs the checkoutId of the call that handed the transaction out");

@@ -262,6 +262,12 @@ export async function acceptOrder(
   if (input.signedTransaction === undefined && row.offerHash !== null) {
     const again = await offerAgain(deps, row, token.key, parsed.value);
     if (again !== null) return again;
+    if (row.withdrawRequestedAt !== null) {
+      // The offer can no longer land and did not (the history was read): forgotten, so that asking again,
+      // which makes no new offer while a withdraw waits, does not read up to 1,000 transactions each time.
+      await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: null, offeredAt: null, offerWire: null }, deps.clock.now(), row.offerHash));
+      throw withdrawing();
+    }
   }
   if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing();
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
