@@ -4,6 +4,7 @@
 // that stopped answering does not hold it either.
 import { afterAll, expect, test } from "bun:test";
 import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
+import { startSilentRpc } from "./helpers/silent-rpc.ts";
 import { connectMcp } from "./helpers/mcp.ts";
 import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn } from "./helpers/wallet.ts";
@@ -60,26 +61,9 @@ test("SIGTERM with an MCP event stream open: the call in flight is answered, and
 }, 60_000);
 
 test("SIGTERM while the checkout watcher waits on an RPC node that stopped answering: the process exits at once", async () => {
-  const rpc = await startLiteSvmRpc();
-  // In front of the ledger's RPC: once `silent` is set, calls are taken and never answered (a node behind
-  // a firewall that drops packets), so each would wait for the ledger's 15-s request timeout.
-  let silent = false;
-  const heard = Promise.withResolvers<void>();
-  const never = Promise.withResolvers<Response>();
-  const proxy = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
-    idleTimeout: 0,
-    async fetch(request) {
-      const body = await request.text();
-      if (silent) {
-        heard.resolve();
-        return never.promise;
-      }
-      return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
-    },
-  });
-  const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: `http://127.0.0.1:${proxy.port}/`, AUTH_RATE_LIMIT: "off" });
+  // Once silent, each call would wait for the ledger's 15-s request timeout.
+  const rpc = await startSilentRpc();
+  const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url, AUTH_RATE_LIMIT: "off" });
   servers.push(server);
   try {
     // An open checkout, which the watcher (every 5 s) looks for on the ledger.
@@ -89,8 +73,8 @@ test("SIGTERM while the checkout watcher waits on an RPC node that stopped answe
     const opened = await call(server.url, `/pay/${product.body.productId}/checkout`, { body: { walletAddress: newWallet().address } });
     expect(opened.status).toBe(200);
 
-    silent = true;
-    await heard.promise; // a watcher round is waiting on the node
+    rpc.silence();
+    await rpc.heard; // a watcher round is waiting on the node
     const signalled = performance.now();
     expect(await server.stop("SIGTERM")).toBe(0);
     expect(performance.now() - signalled).toBeLessThan(3_000);
@@ -102,8 +86,29 @@ test("SIGTERM while the checkout watcher waits on an RPC node that stopped answe
     expect(lines.filter((l) => l.level === "error" || l.level === "warn")).toEqual([]);
     expect(lines.at(-1)?.msg).toBe("stopped");
   } finally {
-    never.resolve(new Response("", { status: 503 }));
-    await proxy.stop(true);
+    await rpc.stop();
+  }
+}, 60_000);
+
+test("a request still waiting on the ledger after the 10 s grace is cut off: the process does not wait for it", async () => {
+  // The call would otherwise hold the exit until the RPC client's own 15 s timeout.
+  const rpc = await startSilentRpc();
+  const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url, AUTH_RATE_LIMIT: "off" });
+  servers.push(server);
+  try {
+    const created = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 0 } } });
+    expect(created.body.success).toBe(true);
+    rpc.silence();
+    const balance = call(server.url, "/mcp", { body: { tool: "wallet_get_balance" }, token: created.body.data.sessionToken }).catch(() => null);
+    await rpc.heard; // the call is waiting on the node
+    const signalled = performance.now();
+    expect(await server.stop("SIGTERM")).toBe(0);
+    const took = performance.now() - signalled;
+    expect(took).toBeGreaterThan(9_000);
+    expect(took).toBeLessThan(13_000);
+    expect(server.output()).toContain("shutdown: in-flight requests cut off after grace period");
+    await balance;
+  } finally {
     await rpc.stop();
   }
 }, 60_000);
