@@ -39,9 +39,10 @@ export const checkoutPay = defineTool({
     const signer = await signerFor(deps, wallet.walletAddress);
     const { checkoutKey, earlierPurchaseOf, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
       await importQuietly(() => import("./checkout.ts"));
-    // A call with a checkoutId submits or looks for a payment (on RPC networks, the operator's RPC quota):
-    // counted as POST /pay/:productId/submit and /confirm count it, from the same client network.
-    if (input.signedTransaction !== undefined || input.checkoutId !== undefined) deps.auth.rateLimiter.consume(paymentCheckHits(client.ip), deps.clock.now());
+    // Every call submits or looks for a payment (a resume, a signed payment, or the wallet's earlier submissions
+    // whose outcome is unknown; on RPC networks, the operator's RPC quota): counted as POST /pay/:productId/submit
+    // and /confirm count it, from the same client network.
+    deps.auth.rateLimiter.consume(paymentCheckHits(client.ip), deps.clock.now());
     if (input.signedTransaction !== undefined) {
       if (signer.kind === "custodial") throw fieldError("signedTransaction", "signedTransaction is for connected wallets; this session's custodial wallet is signed for here");
       if (input.checkoutId === undefined) throw fieldError("checkoutId", "signedTransaction needs the checkoutId of the call that handed the transaction out");

@@ -234,7 +234,11 @@ export async function declineOrder(deps: Deps, wallet: string, orderId: string, 
   );
 }
 
-const withdrawing = () => new AppError("INVALID_STATE", "the provider is withdrawing this proposal: no new escrow transfer is offered for it");
+const withdrawing = () =>
+  new AppError(
+    "INVALID_STATE",
+    "the provider is withdrawing this proposal: no new escrow transfer is offered for it (if you sent the one offered before, present it with signedTransaction: it pays the order)",
+  );
 
 export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string };
 
@@ -260,14 +264,11 @@ export async function acceptOrder(
   // different transfers, both signed and sent, would pay twice for one order. Once it cannot, whether it
   // landed decides: the order is paid, or a new offer is made.
   if (input.signedTransaction === undefined && row.offerHash !== null) {
-    const again = await offerAgain(deps, row, token.key, parsed.value);
+    // While a withdraw waits no new offer is made, so the consumer's history is not read for the old one here:
+    // each ask would read up to 1,000 transactions again. The withdraw and the expiry timer read it (and a
+    // consumer that sent it presents it with signedTransaction); the offer stays recorded for them.
+    const again = await offerAgain(deps, row, token.key, parsed.value, row.withdrawRequestedAt === null);
     if (again !== null) return again;
-    if (row.withdrawRequestedAt !== null) {
-      // The offer can no longer land and did not (the history was read): forgotten, so that asking again,
-      // which makes no new offer while a withdraw waits, does not read up to 1,000 transactions each time.
-      await deps.db.write(() => store.transitionInWrite(deps.db, row.id, "proposed", { offerHash: null, offeredAt: null, offerWire: null }, deps.clock.now(), row.offerHash));
-      throw withdrawing();
-    }
   }
   if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing();
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
@@ -285,7 +286,7 @@ export async function acceptOrder(
     if (!offered) {
       // Another request made its offer first (two at once): that one is the offer.
       const current = (await store.findOrder(deps.db, row.id))!;
-      const again = current.status === "proposed" && current.offerHash !== null ? await offerAgain(deps, current, token.key, parsed.value) : null;
+      const again = current.status === "proposed" && current.offerHash !== null ? await offerAgain(deps, current, token.key, parsed.value, true) : null;
       if (again === null) throw wrongState(current, "accept");
       return again;
     }
@@ -303,14 +304,15 @@ export async function acceptOrder(
  * The answer to a connected consumer asking again while an offer is out: that same transaction while its
  * blockhash is valid; the paid order when it landed; null (make a new one) when it can no longer land.
  */
-async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount: bigint): Promise<AcceptResult | null> {
+async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount: bigint, readHistory: boolean): Promise<AcceptResult | null> {
   if (row.offerWire !== null && (await deps.ledger.blockhashValid(parseTransaction(row.offerWire).recentBlockhash))) {
     if (offerPays(row.offerHash!, token, amount)) return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire) };
     throw new AppError("INVALID_STATE", "an escrow transfer in another currency was offered and may still land: sign and present it, or ask again in two minutes");
   }
   // While it may still land, "wait" from the time alone: the consumer's history is read once it cannot
-  // (asks in that window would otherwise each read up to 1,000 transactions).
-  const outcome = await sentOfferOutcome(deps, row);
+  // (asks in that window would otherwise each read up to 1,000 transactions); not at all when `readHistory`
+  // is false (null: no new offer follows, and whoever ends the order reads it).
+  const outcome = readHistory || deps.clock.now() < row.offeredAt! + OFFER_LANDING_MS ? await sentOfferOutcome(deps, row) : "none";
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
     throw new AppError("INVALID_STATE", `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`);
