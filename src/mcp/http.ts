@@ -94,6 +94,11 @@ function sessionsBusy(): Response {
   return jsonRpcError(503, -32000, "Service Unavailable: every MCP session is busy; retry shortly", { "retry-after": "1" });
 }
 
+/** The answer to a GET (a new event stream) once shutdown has begun. */
+function shuttingDown(): Response {
+  return jsonRpcError(503, -32000, "Service Unavailable: the server is shutting down");
+}
+
 /**
  * The messages one POST may batch (MCP 2025-03-26; the SDK takes 100). The answers to a batch are held
  * whole until the last is ready, so a batch multiplies what one request can make the server hold: 100
@@ -430,7 +435,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           return envelopeCall(body, bearer, client, requestId);
         }
       }
-      if (draining && request.method === "GET") return jsonRpcError(503, -32000, "Service Unavailable: the server is shutting down");
+      if (draining && request.method === "GET") return shuttingDown();
       const id = request.headers.get("mcp-session-id");
       if (id === null) {
         if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
@@ -448,6 +453,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         live = sessions.get(id);
       }
       if (live === undefined) return sessionsBusy();
+      // Again after the rebuild above: shutdown may have begun meanwhile, and endStreams() has then closed
+      // every stream it could; one opened now would hold the shutdown for its whole grace.
+      if (draining && request.method === "GET") return shuttingDown();
       const ids = request.method === "POST" ? requestIds(body, live.pendingIds) : [];
       if (ids instanceof Response) return ids;
       live.lastActivity = deps.clock.now();
@@ -485,7 +493,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     async sweep() {
       const now = deps.clock.now();
       const activity = new Map<string, number>();
-      for (const live of sessions.values()) activity.set(live.recordKey, live.lastActivity);
+      // A busy session is active now, whenever its call began: its record must not look idle to the purge's
+      // cap (purge.ts counts only records idle for two timeouts and a minute, as no server holds such a one).
+      for (const live of sessions.values()) activity.set(live.recordKey, busy(live) ? now : live.lastActivity);
       if (activity.size > 0) await store.touchSessions(deps.db, activity);
       // Decided after the write: a request that arrived meanwhile keeps its session.
       for (const live of sessions.values()) settleAbandoned(live);
