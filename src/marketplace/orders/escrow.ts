@@ -120,6 +120,11 @@ export function offerPays(offerHash: string, token: string, amount: bigint): boo
 }
 
 /** An offer's parts (`offerOf`): the message hash and the payment it makes; null when it is not one. */
+/** The token key an offer pays in (`usdc`, or the service token's); null for a record it cannot read. */
+export function offerToken(offerHash: string): string | null {
+  return parseOffer(offerHash)?.intent.token ?? null;
+}
+
 function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferIntent, "from"> } | null {
   const [hash, token, amount, to, ...rest] = offerHash.split(":");
   if (hash === undefined || token === undefined || amount === undefined || to === undefined || rest.length > 0 || !/^[0-9]+$/.test(amount)) return null;

@@ -415,7 +415,7 @@ describe("timers", () => {
     await deps.ledger.submit(Buffer.from(signed, "base64"));
     clock.advance(OFFER_LANDING_MS);
     const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async () => [] } };
-    await expect(acceptOrder(behind, e.address, e.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("signedTransaction") });
+    await expect(acceptOrder(behind, e.address, e.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining('present it with signedTransaction and paymentMethod "usdc"') });
     expect((await acceptOrder(deps, e.address, { ...e.ask, signedTransaction: signed })).order).toMatchObject({ status: "paid" });
     await expect(withdrawOrder(deps, e.provider, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE" });
     expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });

@@ -10,7 +10,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
+import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, offerToken, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { AGENT_LIMITS, usdcToken } from "../agents.ts";
@@ -234,10 +234,12 @@ export async function declineOrder(deps: Deps, wallet: string, orderId: string, 
   );
 }
 
-const withdrawing = () =>
+/** `offered`: the token key of the offer already out, which a consumer that sent it presents. */
+const withdrawing = (offered: string | null = null) =>
   new AppError(
     "INVALID_STATE",
-    "the provider is withdrawing this proposal: no new escrow transfer is offered for it (if you sent the one offered before, present it with signedTransaction: it pays the order)",
+    "the provider is withdrawing this proposal: no new escrow transfer is offered for it" +
+      (offered === null ? "" : ` (if you sent the one offered before, present it with signedTransaction and paymentMethod "${offered}": it pays the order)`),
   );
 
 export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string };
@@ -270,7 +272,7 @@ export async function acceptOrder(
     const again = await offerAgain(deps, row, token.key, parsed.value, row.withdrawRequestedAt === null);
     if (again !== null) return again;
   }
-  if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing();
+  if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing(row.offerHash === null ? null : offerToken(row.offerHash));
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
   if (payment.kind === "unsigned") {
     // Recorded before it is handed out, and only while the order is still proposed (and under the offer
@@ -286,7 +288,8 @@ export async function acceptOrder(
     if (!offered) {
       // Another request made its offer first (two at once): that one is the offer.
       const current = (await store.findOrder(deps.db, row.id))!;
-      const again = current.status === "proposed" && current.offerHash !== null ? await offerAgain(deps, current, token.key, parsed.value, true) : null;
+      const again =
+        current.status === "proposed" && current.offerHash !== null ? await offerAgain(deps, current, token.key, parsed.value, current.withdrawRequestedAt === null) : null;
       if (again === null) throw wrongState(current, "accept");
       return again;
     }
@@ -307,7 +310,13 @@ export async function acceptOrder(
 async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount: bigint, readHistory: boolean): Promise<AcceptResult | null> {
   if (row.offerWire !== null && (await deps.ledger.blockhashValid(parseTransaction(row.offerWire).recentBlockhash))) {
     if (offerPays(row.offerHash!, token, amount)) return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire) };
-    throw new AppError("INVALID_STATE", "an escrow transfer in another currency was offered and may still land: sign and present it, or ask again in two minutes");
+    const offered = offerToken(row.offerHash!);
+    // While a withdraw waits no new offer follows: asking again would only hear so.
+    throw new AppError(
+      "INVALID_STATE",
+      `an escrow transfer in another currency (paymentMethod "${offered}") was offered and may still land: sign and present it with that paymentMethod` +
+        (readHistory ? ", or ask again in two minutes" : "; the provider is withdrawing, so no new one is offered"),
+    );
   }
   // While it may still land, "wait" from the time alone: the consumer's history is read once it cannot
   // (asks in that window would otherwise each read up to 1,000 transactions); not at all when `readHistory`
@@ -315,7 +324,12 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
   const outcome = readHistory || deps.clock.now() < row.offeredAt! + OFFER_LANDING_MS ? await sentOfferOutcome(deps, row) : "none";
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
-    throw new AppError("INVALID_STATE", `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`);
+    throw new AppError(
+      "INVALID_STATE",
+      readHistory
+        ? `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`
+        : `the escrow transfer offered before may still land: present it signed (paymentMethod "${offerToken(row.offerHash!)}"); the provider is withdrawing, so no new one is offered`,
+    );
   }
   return null;
 }
