@@ -1,5 +1,6 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
+import { statSync } from "node:fs";
 import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config, type Secrets } from "./config.ts";
 import { openDatabase, type Db } from "./db/open.ts";
 import { holdServeLock, restoringMessage } from "./db/file-lock.ts";
@@ -388,6 +389,15 @@ async function serve(
       network: config.network,
     });
   }
+  const dataDirMode = modeOf(config.dataDir);
+  if ((dataDirMode & 0o022) !== 0) {
+    // Said, not refused: its files are the owner's alone, but whoever may write the folder may replace them
+    // (a secret file before the next start, say). Made by hand with 0777, or a shared mount.
+    log.warn("DATA_DIR can be written by other users of this machine: they could replace its files (secrets included); chmod 700 it", {
+      dataDir: config.dataDir,
+      mode: dataDirMode.toString(8),
+    });
+  }
 
   let stopping: Promise<void> | null = null;
   return {
@@ -429,4 +439,13 @@ async function serve(
       return stopping;
     },
   };
+}
+
+/** A folder's permission bits; 0 when it cannot be read (nothing to warn about). */
+function modeOf(path: string): number {
+  try {
+    return statSync(path).mode & 0o777;
+  } catch {
+    return 0;
+  }
 }

@@ -388,6 +388,27 @@ describe("server: what every start does (real process)", () => {
     }
   });
 
+  test("a DATA_DIR other users may write is warned about at start; one only its owner may write is not", async () => {
+    const open = await withDirAsync(async (dir) => {
+      chmodSync(dir, 0o777);
+      const server = await startTestServer({}, dir);
+      try {
+        const lines = await logged(server, (ls) => ls.some((l) => l.msg === "listening"));
+        return lines.filter((l) => l.level === "warn").map((l) => [l.msg, (l as { mode?: string }).mode]);
+      } finally {
+        await server.stop();
+      }
+    });
+    expect(open).toEqual([["DATA_DIR can be written by other users of this machine: they could replace its files (secrets included); chmod 700 it", "777"]]);
+    const server = await startTestServer();
+    try {
+      const lines = await logged(server, (ls) => ls.some((l) => l.msg === "listening"));
+      expect(lines.filter((l) => l.level === "warn")).toEqual([]);
+    } finally {
+      await server.dispose();
+    }
+  });
+
   const ipv6Loopback = (() => {
     try {
       Bun.serve({ port: 0, hostname: "::1", fetch: () => new Response() }).stop(true);
