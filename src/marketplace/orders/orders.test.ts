@@ -27,7 +27,7 @@ import { escrowWallet } from "./escrow.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 import {
   acceptOrder, AUTO_RELEASE_MS, cancelOrder, listOrders, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
-  OFFER_LANDING_MS, OFFER_SEARCH_GRACE_MS, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
+  OFFER_LANDING_MS, OFFER_SEARCH_GRACE_MS, OFFER_SEARCHES_PER_ROUND, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
 } from "./orders.ts";
 
 const USDC = 1_000_000n;
@@ -260,6 +260,28 @@ describe("timers", () => {
     };
     return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another };
   }
+
+  test("a round of the timers reads one expiring proposal's consumer history; the others wait their turn, proposals without an offer do not", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const offered = [c.order.orderId];
+    for (let i = 0; i < 2; i++) {
+      const next = await c.another();
+      offered.push(next.order.orderId);
+      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
+    }
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
+    const plain = (await c.another()).order.orderId; // no offer asked for: nothing to read
+    clock.advance(PROPOSAL_TTL_MS);
+    let searches = 0;
+    const counting: Deps = { ...deps, ledger: { ...deps.ledger, history: (owner, query) => (query.before === undefined && searches++, deps.ledger.history(owner, query)) } };
+    const statuses = async () => Promise.all([...offered, plain].map((id) => statusOf(deps, id, c.address)));
+    expect(await runOrderTimers(counting)).toBe(2);
+    expect([searches, (await statuses()).filter((s) => s === "expired").length, await statusOf(deps, plain, c.address)]).toEqual([OFFER_SEARCHES_PER_ROUND, 2, "expired"]);
+    expect(await runOrderTimers(counting)).toBe(1);
+    expect(await runOrderTimers(counting)).toBe(1);
+    expect([searches, await statuses()]).toEqual([3, ["expired", "expired", "expired", "expired"]]);
+  });
 
   test("an escrow transfer the consumer sent itself is found at expiry even when the node cannot return all of its history page", async () => {
     const { deps, clock } = await testDeps();

@@ -34,6 +34,12 @@ export const OFFER_LANDING_MS = 3 * 60_000;
  * expires (logged) rather than hold one of the timer's places for ever.
  */
 export const OFFER_SEARCH_GRACE_MS = 60 * 60_000;
+/**
+ * How many expiring proposals' consumer histories one round of the timers reads (each up to ~1,000 RPC requests
+ * on devnet/mainnet). The others wait for the next rounds: an expired proposal is refused as expired meanwhile,
+ * and refunds and releases come first in every round.
+ */
+export const OFFER_SEARCHES_PER_ROUND = 1;
 const MAX_TEXT = 4000;
 
 export type OrderView = {
@@ -637,10 +643,16 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
       if (!stopping?.aborted) deps.log.warn("escrow transaction not settled yet", { orderId: row.id, error: String(err) });
     }
   }
+  let searches = 0;
   for (const row of await store.dueOrders(deps.db, deps.clock.now(), batch)) {
     if (stopping?.aborted) return moved;
     try {
       if (row.status === "proposed") {
+        // A look for a sent offer reads up to OFFER_SEARCH_PAGES of the consumer's history (~1,000 RPC requests
+        // on devnet/mainnet, for a history that cost its owner little to fill): a few a round, the rest next round.
+        const reads = row.offerHash !== null && deps.clock.now() >= row.offeredAt! + OFFER_LANDING_MS;
+        if (reads && searches >= OFFER_SEARCHES_PER_ROUND) continue;
+        if (reads) searches++;
         const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
         if (offer === "wait") continue;
         if (offer === "paid") {
