@@ -25,6 +25,7 @@ import {
   REFERENCE_READS,
   confirmCheckout,
   createCheckoutWatcher,
+  WATCH_BATCH,
   recordPaymentOf,
   startCheckout,
   submitCheckout,
@@ -1074,6 +1075,18 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     expect((await watcher.runOnce()) + (await watcher.runOnce())).toBe(1);
     expect(await codeOf(confirmCheckout(deps, productId, unpaid.checkoutId))).toBe("INVALID_STATE");
     expect(await watcher.runOnce()).toBe(0);
+  });
+
+  test("a round of the watcher looks at WATCH_BATCH open checkouts (each a ledger listing): more open ones wait their turn", async () => {
+    const { deps, productId, wallet } = await setup(undefined, dbPath());
+    for (let i = 0; i < WATCH_BATCH + 5; i++) await startCheckout(deps, productId, wallet);
+    const looked: string[] = [];
+    const counting: Deps = { ...deps, ledger: { ...deps.ledger, signatures: (reference, query) => (looked.push(reference), deps.ledger.signatures(reference, query)) } };
+    const watcher = createCheckoutWatcher(counting);
+    await watcher.runOnce();
+    expect(looked.length).toBe(WATCH_BATCH);
+    await watcher.runOnce();
+    expect([looked.length, new Set(looked).size]).toEqual([WATCH_BATCH + 5, WATCH_BATCH + 5]); // the rest, then from the start again
   });
 
   test("daily statistics: one entry per UTC day, today last", async () => {

@@ -36,7 +36,12 @@ export const REFERENCE_PAGES = 10;
  * (deps.paygate.referenceReads), so each look goes on from there, and none costs more than this many reads.
  */
 export const REFERENCE_READS = 20;
-export const WATCH_BATCH = 50;
+/**
+ * Open checkouts the watcher looks at a round (every 5 s), after the recently submitted ones: each look lists
+ * the reference's signatures on the ledger (on devnet/mainnet, the operator's RPC quota), so a client opening
+ * checkouts it never pays keeps at most this many looks a round going. More open ones wait their turn.
+ */
+export const WATCH_BATCH = 10;
 /** Recently submitted open checkouts the watcher looks at first each round. */
 const SUBMITTED_FIRST = 10;
 /**
