@@ -129,13 +129,7 @@ function copyBackup(backup: string, partial: string, keepOwner: (file: string) =
   copyFileSync(log, `${partial}-wal`);
   chmodSync(`${partial}-wal`, 0o600);
   keepOwner(`${partial}-wal`);
-  const db = new Database(partial);
-  try {
-    const folded = db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number; log: number; checkpointed: number };
-    if (folded.busy !== 0 || folded.checkpointed !== folded.log) throw new RestoreError(`the log beside ${backup} could not be folded into its copy`);
-  } finally {
-    db.close();
-  }
+  if (!foldLogInto(partial)) throw new RestoreError(`the log beside ${backup} could not be folded into its copy`);
 }
 
 /**
@@ -483,13 +477,19 @@ function carryWebhookSecrets(db: Database): number {
  */
 function foldLog(databasePath: string): void {
   try {
-    const db = new Database(databasePath);
-    try {
-      db.run("PRAGMA wal_checkpoint(TRUNCATE)");
-    } finally {
-      db.close();
-    }
+    foldLogInto(databasePath);
   } catch {
     // as it is
+  }
+}
+
+/** Checkpoints the database's log into it and truncates the log; true when all of it went in. */
+function foldLogInto(databasePath: string): boolean {
+  const db = new Database(databasePath);
+  try {
+    const folded = db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number; log: number; checkpointed: number };
+    return folded.busy === 0 && folded.checkpointed === folded.log;
+  } finally {
+    db.close();
   }
 }

@@ -204,14 +204,13 @@ function matchesOffer(wire: Uint8Array, hash: string): boolean {
 export const RECIPIENT_ACCOUNT_MISSING = "recipient_account_missing";
 
 /**
- * On an RPC network the escrow does not open a party's token account: the rent it would pay (~0.002 SOL)
+ * On an RPC network (escrowPayout asks only there) the escrow does not open a party's token account: the rent it would pay (~0.002 SOL)
  * goes to whoever closes the account, so a party closing its account after each payout of a tiny order
  * would draw the operator's SOL out of the escrow, one order at a time. A payout to a party without an
  * account waits for it (`INVALID_STATE`, reason `recipient_account_missing`). The embedded ledger's escrow
  * is fuelled by the faucet and opens accounts as any sender does.
  */
 async function requireRecipientAccount(deps: Deps, party: "provider" | "consumer", wallet: string, tokenKey: string): Promise<void> {
-  if (deps.config.network === "localnet") return;
   const token = (await deps.ledger.tokens()).find((t) => t.key === tokenKey);
   if (token === undefined || token.mint === null) return;
   if (await deps.ledger.tokenAccountExists(associatedTokenAddress(wallet, token.mint))) return;
@@ -232,14 +231,15 @@ export async function escrowPayout(
   deps: Deps,
   payout: { to: string; party: "provider" | "consumer" | null; token: string; amount: bigint; split?: { to: string; amount: bigint } | undefined; memo: string },
 ): Promise<Uint8Array> {
-  if (payout.party !== null) await requireRecipientAccount(deps, payout.party, payout.to, payout.token);
+  // A party's account on an RPC network: checked first, and never opened by the build (a close landing between
+  // the two makes the payout fail on chain, nothing moved, rather than reopen it at the escrow's cost).
+  const partyOnChain = payout.party !== null && deps.config.network !== "localnet";
+  if (partyOnChain) await requireRecipientAccount(deps, payout.party!, payout.to, payout.token);
   const escrow = await escrowWallet(deps);
   await fuelEscrow(deps, escrow);
   const signer = await signerFor(deps, escrow);
   if (signer.kind !== "custodial") throw new Error("the escrow wallet must be custodial");
-  // Checked above on RPC networks; a close landing between that check and this build makes the payout fail on
-  // chain (nothing moves, the order goes back) rather than reopen the account at the escrow's cost.
-  const openRecipientAccount = payout.party !== null && deps.config.network !== "localnet" ? false : undefined;
+  const openRecipientAccount = partyOnChain ? false : undefined;
   return signer.sign(
     await deps.ledger.buildTransfer({ from: escrow, to: payout.to, token: payout.token, amount: payout.amount, split: payout.split, memo: payout.memo, openRecipientAccount }),
   );

@@ -209,8 +209,12 @@ function refuseExpiredProposal(deps: Deps, row: store.OrderRow): void {
   if (row.dueAt !== null && row.dueAt <= deps.clock.now()) throw new AppError("INVALID_STATE", "the proposal has expired");
 }
 
-/** Whole seconds until an offer can no longer land (OFFER_LANDING_MS after it was made). */
-const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.ceil((row.offeredAt! + OFFER_LANDING_MS - deps.clock.now()) / 1000);
+/** The moment an offer can no longer land (OFFER_LANDING_MS after it was made). */
+const offerLandedBy = (row: store.OrderRow) => row.offeredAt! + OFFER_LANDING_MS;
+/** Whole seconds until an offer can no longer land. */
+const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.ceil((offerLandedBy(row) - deps.clock.now()) / 1000);
+/** Whether an offer may still land: until then its consumer's history is not read for it ("wait"). */
+const offerMayLand = (deps: Deps, row: store.OrderRow) => deps.clock.now() < offerLandedBy(row);
 
 export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
   const row = await orderFor(deps, orderId, wallet, "provider");
@@ -327,7 +331,7 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
   // While it may still land, "wait" from the time alone: the consumer's history is read once it cannot
   // (asks in that window would otherwise each read up to 1,000 transactions); not at all when `readHistory`
   // is false (null: no new offer follows, and whoever ends the order reads it).
-  const outcome = readHistory || deps.clock.now() < row.offeredAt! + OFFER_LANDING_MS ? await sentOfferOutcome(deps, row) : "none";
+  const outcome = readHistory || offerMayLand(deps, row) ? await sentOfferOutcome(deps, row) : "none";
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
     throw new AppError(
@@ -650,7 +654,7 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
       if (row.status === "proposed") {
         // A look for a sent offer reads up to OFFER_SEARCH_PAGES of the consumer's history (~1,000 RPC requests
         // on devnet/mainnet, for a history that cost its owner little to fill): a few a round, the rest next round.
-        const reads = row.offerHash !== null && deps.clock.now() >= row.offeredAt! + OFFER_LANDING_MS;
+        const reads = row.offerHash !== null && !offerMayLand(deps, row);
         if (reads && searches >= OFFER_SEARCHES_PER_ROUND) continue;
         if (reads) searches++;
         const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
@@ -696,7 +700,7 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
  */
 async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
   const offeredAt = row.offeredAt!; // set with every offer (migration 13 filled in older ones)
-  if (deps.clock.now() < offeredAt + OFFER_LANDING_MS) return "wait";
+  if (offerMayLand(deps, row)) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
     sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
