@@ -74,6 +74,11 @@ export type TransferIntent = Readonly<{
    * rent (the marketplace's escrow): the account may be closed between that check and this build.
    */
   openRecipientAccount?: false | undefined;
+  /**
+   * A fresh key the transfer carries as a read-only non-signer account (Solana Pay's reference), so that the
+   * transaction, once signed and sent by someone else, is found by listing that key's signatures alone.
+   */
+  reference?: string | undefined;
 }>;
 
 export type HistoryOptions = {
@@ -208,3 +213,26 @@ export type Ledger = Readonly<{
   ping(): Promise<boolean>;
   stop(): Promise<void>;
 }>;
+
+/**
+ * A reference's signatures are listed in pages of REFERENCE_PAGE, at most REFERENCE_PAGES of them (a listing is
+ * one RPC request per page; reading the transactions is one each, and is the caller's to bound).
+ */
+export const REFERENCE_PAGE = 1_000;
+export const REFERENCE_PAGES = 10;
+
+/**
+ * The signatures of the transactions carrying a reference key (a checkout's, an escrow offer's), oldest first:
+ * anyone may put a key seen on chain into transactions of their own, so the first transaction that carried it
+ * is where a payment sent with it is. `complete` is false when they fill REFERENCE_PAGES pages (10,000 or more),
+ * the oldest then out of reach. With `finalized`, only what the cluster finalized (as `history`).
+ */
+export async function referenceSignatures(ledger: Ledger, reference: string, finalized: boolean): Promise<{ signatures: string[]; complete: boolean }> {
+  const newestFirst: string[] = [];
+  for (let page = 0; page < REFERENCE_PAGES; page++) {
+    const listed = await ledger.signatures(reference, { limit: REFERENCE_PAGE, before: newestFirst.at(-1), finalized });
+    newestFirst.push(...listed);
+    if (listed.length < REFERENCE_PAGE) return { signatures: newestFirst.reverse(), complete: true };
+  }
+  return { signatures: newestFirst.reverse(), complete: false };
+}

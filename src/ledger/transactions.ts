@@ -130,6 +130,11 @@ export type TransferPlan = Readonly<{
    * transactions, not one transaction and a duplicate.
    */
   computeUnitLimit?: number | null;
+  /**
+   * A key the transfer carries as a read-only non-signer account (Solana Pay's reference), so the transaction
+   * can be found by listing that key's signatures alone.
+   */
+  reference?: string | null;
 }>;
 
 /**
@@ -157,18 +162,24 @@ export function transferInstructions(plan: TransferPlan): TransactionInstruction
   }
   const legs = [{ to, amount: plan.amount, createRecipientAccount: plan.createRecipientAccount }];
   if (plan.split) legs.push({ ...plan.split, to: new PublicKey(plan.split.to) });
-  for (const leg of legs) {
+  for (const [i, leg] of legs.entries()) {
+    let transfer: TransactionInstruction;
     if (plan.spl === null) {
-      instructions.push(SystemProgram.transfer({ fromPubkey: from, toPubkey: leg.to, lamports: leg.amount }));
-      continue;
+      transfer = SystemProgram.transfer({ fromPubkey: from, toPubkey: leg.to, lamports: leg.amount });
+    } else {
+      const mint = new PublicKey(plan.spl.mint);
+      const source = getAssociatedTokenAddressSync(mint, from, true);
+      const destination = getAssociatedTokenAddressSync(mint, leg.to, true);
+      if (leg.createRecipientAccount) {
+        instructions.push(createAssociatedTokenAccountIdempotentInstruction(new PublicKey(plan.feePayer), destination, leg.to, mint));
+      }
+      transfer = createTransferCheckedInstruction(source, mint, destination, from, leg.amount, plan.spl.decimals);
     }
-    const mint = new PublicKey(plan.spl.mint);
-    const source = getAssociatedTokenAddressSync(mint, from, true);
-    const destination = getAssociatedTokenAddressSync(mint, leg.to, true);
-    if (leg.createRecipientAccount) {
-      instructions.push(createAssociatedTokenAccountIdempotentInstruction(new PublicKey(plan.feePayer), destination, leg.to, mint));
+    // On the first leg's transfer, as Solana Pay places it.
+    if (i === 0 && plan.reference !== undefined && plan.reference !== null) {
+      transfer.keys.push({ pubkey: new PublicKey(plan.reference), isSigner: false, isWritable: false });
     }
-    instructions.push(createTransferCheckedInstruction(source, mint, destination, from, leg.amount, plan.spl.decimals));
+    instructions.push(transfer);
   }
   if (plan.memo !== null) instructions.push(memoInstruction(plan.memo));
   return instructions;

@@ -548,7 +548,7 @@ describe("checkout", () => {
       expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("PAYMENT_MISMATCH:payer");
     });
 
-    test("a reference carrying REFERENCE_PAGES full pages of them is never judged (pending), and its checkout never expired", async () => {
+    test("a reference carrying REFERENCE_PAGES full pages of them is never judged (pending); its checkout is closed past its grace, a payment still named by txHash", async () => {
       const { deps, clock, productId, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);
       // A flooded chain, as a node would list it: full pages of signatures (unknown to this ledger).
@@ -562,13 +562,21 @@ describe("checkout", () => {
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId)).toEqual({ status: "pending" });
       expect(pages).toBe(REFERENCE_PAGES);
       expect(counted.reads).toEqual([]); // the newest of them are not worth reading: the payment is older
-      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS);
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(0); // within its grace: left open
+      expect(await confirmCheckout(flooded, productId, checkout.checkoutId)).toEqual({ status: "pending" });
+      // Past it: no look will ever reach the oldest, so the watcher closes it as any unpaid one (each look was
+      // REFERENCE_PAGES listings, for ever).
+      clock.advance(1);
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(1);
       expect(await createCheckoutWatcher(flooded).runOnce()).toBe(0);
+      await expect(confirmCheckout(flooded, productId, checkout.checkoutId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("txHash") });
       expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE"); // the real chain: unpaid
+      expect(counted.reads).toEqual([]);
     });
 
-    test("a payment the buyer sent itself to a flooded reference is found when confirm names its txHash", async () => {
-      const { deps, productId, buyer, wallet } = await setup();
+    test("a payment the buyer sent itself to a flooded reference is found when confirm names its txHash, also once the checkout was closed", async () => {
+      const { deps, clock, productId, buyer, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);
       const signed = signCheckout(checkout.transaction, buyer);
       await deps.ledger.submit(Buffer.from(signed, "base64")); // sent by the buyer, not through /submit
@@ -580,6 +588,10 @@ describe("checkout", () => {
       expect(await reasonOf(confirmCheckout(flooded, productId, checkout.checkoutId, stranger))).toBe("PAYMENT_MISMATCH:payer");
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, encodeBase58(randomBytes(64)))).toEqual({ status: "pending" });
       expect(await reasonOf(confirmCheckout(flooded, productId, checkout.checkoutId, "not a signature"))).toBe("VALIDATION_ERROR:"); // as /public/verify
+      // Closed by the watcher past its grace (no look can reach the payment): the txHash still finds it.
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(1);
+      await expect(confirmCheckout(flooded, productId, checkout.checkoutId)).rejects.toMatchObject({ code: "INVALID_STATE" });
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, signatureOf(signed))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
       // Completed: a later hint changes nothing.
       expect(await confirmCheckout(flooded, productId, checkout.checkoutId, stranger)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });

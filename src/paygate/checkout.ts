@@ -1,6 +1,6 @@
 // Checkout (paygate.md "Checkout"): the buyer's transaction built around a fresh reference key, found on
 // chain by that reference, validated, and turned into a purchase (and token) in one database write.
-import { PublicKey, VersionedTransaction } from "@solana/web3.js";
+import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../deps.ts";
 import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
 import { formatAmount, parseAmount } from "../lib/amounts.ts";
@@ -12,7 +12,7 @@ import type { LedgerTransaction, ParsedTransfer, TokenInfo } from "../ledger/led
 import { associatedTokenAddress, compileTransaction, parseTransaction, requireSignatures, transferInstructions, type ParsedTransaction } from "../ledger/transactions.ts";
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
-import { clusterName, waitsForFinality } from "../ledger/ledger.ts";
+import { REFERENCE_PAGE, clusterName, referenceSignatures, waitsForFinality } from "../ledger/ledger.ts";
 import { currencyOf, isTxHash } from "./purchases.ts";
 import * as store from "./store.ts";
 import { mintFeatureToken, revealFeatureToken, statusOf } from "./tokens.ts";
@@ -25,12 +25,11 @@ export const CHECKOUT_TTL_MS = 15 * 60_000;
  */
 export const EXPIRY_GRACE_MS = 2 * 60_000;
 /**
- * A reference's signatures are listed in pages of REFERENCE_PAGE, at most REFERENCE_PAGES of them. Anyone
- * may put a reference seen on chain into transactions of their own, so a paid checkout's reference can
- * carry strangers' transactions too: the payment is looked for among all of them, oldest first.
+ * A checkout's reference is listed as ledger.ts's referenceSignatures lists one. Anyone may put a reference seen
+ * on chain into transactions of their own, so a paid checkout's reference can carry strangers' transactions
+ * too: the payment is looked for among all of them, oldest first.
  */
-export const REFERENCE_PAGE = 1_000;
-export const REFERENCE_PAGES = 10;
+export { REFERENCE_PAGE, REFERENCE_PAGES } from "../ledger/ledger.ts";
 /**
  * Transactions read per look at one checkout (besides those /submit sent). How far the reads got is kept
  * (deps.paygate.referenceReads), so each look goes on from there, and none costs more than this many reads.
@@ -72,6 +71,9 @@ type SplToken = TokenInfo & { mint: string };
 const mismatch = (reason: string, message: string) => new AppError("PAYMENT_MISMATCH", message, { details: { reason } });
 const noCheckout = () => new AppError("NOT_FOUND", "no such checkout for this product");
 const expired = () => new AppError("INVALID_STATE", "this checkout expired before it was paid; start a new one");
+/** A checkout closed while its reference was too crowded to search: a payment may hide there, and is named by its txHash. */
+const expiredCrowded = () =>
+  new AppError("INVALID_STATE", "this checkout expired, and its reference carries too many transactions to look for a payment among them: if you paid it, confirm with the payment's txHash");
 
 async function splToken(deps: Deps, key: string): Promise<SplToken> {
   return (await currencyToken(deps, key)) as SplToken; // currencyToken refuses a token without a mint
@@ -129,10 +131,10 @@ async function paymentTransaction(deps: Deps, checkout: store.CheckoutRow, token
     spl: { mint: token.mint, decimals: token.decimals },
     createRecipientAccount,
     memo: null,
+    // As Solana Pay does: the reference rides on the transfer as a read-only non-signer, so the payment can be
+    // found by asking for the reference's transactions.
+    reference: checkout.reference,
   });
-  // As Solana Pay does: the reference rides on the transfer as a read-only non-signer, so the payment can be
-  // found by asking for the reference's transactions.
-  instructions.at(-1)!.keys.push({ pubkey: new PublicKey(checkout.reference), isSigner: false, isWritable: false });
   return encodeBase64(compileTransaction(instructions, checkout.wallet, (await deps.ledger.latestBlockhash()).blockhash));
 }
 
@@ -343,10 +345,12 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
 
 /**
  * Finds the checkout's payment by its reference and completes it; the core of confirm, submit and the
- * watcher. `pending` also while transactions carrying the reference are left unread (more than one look
- * reads, or too many to reach the oldest): then `undecided` is told, and the watcher expires nothing.
+ * watcher. `pending` also while transactions carrying the reference are left unread: then `undecided` is
+ * told why. More than one look reads ("unread"): the watcher expires nothing, and its next look reads on.
+ * Too many to reach the oldest ("crowded"): no look will ever read them, so the watcher closes the checkout
+ * once past its expiry and grace like any unpaid one (a payment hidden there is still named by its txHash).
  */
-async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: () => void = () => {}): Promise<ConfirmResult> {
+async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: (why: "unread" | "crowded") => void = () => {}): Promise<ConfirmResult> {
   let checkout = read;
   if (checkout.purchaseId !== null) {
     // The purchase may be another request's write of this very turn, read before it is on disk: the token
@@ -371,15 +375,16 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
   }
   // Then any payment carrying the reference (a buyer may send one itself), oldest first: if the buyer
   // paid twice, the first payment is the purchase.
-  const { signatures, complete } = await referenceSignatures(deps, checkout.reference);
+  // paygate.md step 3: confirmed, and on mainnet finalized.
+  const { signatures, complete } = await referenceSignatures(deps.ledger, checkout.reference, waitsForFinality(deps.config.network));
   if (!complete) {
-    // An expired checkout stays so (it was judged before the crowd came). Otherwise the oldest, where a
-    // payment would be, are out of reach: nothing is decided, and the watcher expires nothing.
-    if (checkout.status === "expired") throw expired();
+    // An expired checkout stays so. Otherwise the oldest, where a payment would be, are out of reach: nothing
+    // is decided (pending) until the watcher closes it.
+    if (checkout.status === "expired") throw expiredCrowded();
     if (deps.paygate.referenceReads.firstCrowded(checkout.id)) {
       deps.log.warn("checkout reference crowded", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, transactions: signatures.length });
     }
-    undecided();
+    undecided("crowded");
     return { status: "pending" };
   }
   const reads = deps.paygate.referenceReads;
@@ -420,7 +425,7 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: ()
     if (refused !== null && outcomeUnknown(refused) && !signatures.includes(signature)) refusal = refused;
   }
   if (unread && refusal?.code !== "CHAIN_UNAVAILABLE" && checkout.status !== "expired") {
-    undecided(); // the next look reads on
+    undecided("unread"); // the next look reads on
     return { status: "pending" };
   }
   if (refusal === null) refusal = newest;
@@ -465,21 +470,6 @@ async function judgePayment(deps: Deps, checkout: store.CheckoutRow, product: st
 async function readPayment(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, signature: string): Promise<ConfirmResult | AppError | null> {
   const tx = await deps.ledger.getTransaction(signature, { finalized: waitsForFinality(deps.config.network) });
   return tx === null ? null : judgePayment(deps, checkout, product, token, tx);
-}
-
-/**
- * The signatures of the transactions carrying a reference, oldest first (paygate.md step 3: confirmed,
- * and on mainnet finalized); `complete` is false when they fill REFERENCE_PAGES pages (10,000 or more).
- */
-async function referenceSignatures(deps: Deps, reference: string): Promise<{ signatures: string[]; complete: boolean }> {
-  const finalized = waitsForFinality(deps.config.network);
-  const newestFirst: string[] = [];
-  for (let page = 0; page < REFERENCE_PAGES; page++) {
-    const listed = await deps.ledger.signatures(reference, { limit: REFERENCE_PAGE, before: newestFirst.at(-1), finalized });
-    newestFirst.push(...listed);
-    if (listed.length < REFERENCE_PAGE) return { signatures: newestFirst.reverse(), complete: true };
-  }
-  return { signatures: newestFirst.reverse(), complete: false };
 }
 
 /** Checkouts of one wallet and product an earlier attempt may have paid: how many checkout_pay looks at. */
@@ -828,9 +818,9 @@ export function createCheckoutWatcher(deps: Deps, options: { batchSize?: number 
       let changed = 0;
       for (const checkout of batch) {
         if (stopping?.aborted) break;
-        let open = false; // transactions left unread: it may be paid
+        let open = false; // transactions left for the next look: it may be paid
         try {
-          const result = await settleCheckout(deps, checkout, () => (open = true));
+          const result = await settleCheckout(deps, checkout, (why) => (open = why === "unread"));
           if (result.status === "completed") {
             changed++;
             continue;

@@ -328,6 +328,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       requireAddress(intent.to, "to");
       const feePayer = intent.feePayer ?? intent.from;
       requireAddress(feePayer, "feePayer");
+      if (intent.reference !== undefined) requireAddress(intent.reference, "reference");
       const token = tokenOf(intent.token);
       requireTransferAmount(intent.amount);
       // Not a token account yet (lamports alone may be there: a cluster still creates the account).
@@ -347,6 +348,7 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
         memo: intent.memo ?? null,
         split: intent.split === undefined ? null : { ...intent.split, createRecipientAccount: await missing(intent.split.to) },
         computeUnitLimit: distinctComputeUnitLimit(deps.random),
+        reference: intent.reference ?? null,
       });
       return compileTransaction(instructions, feePayer, (await ledger.latestBlockhash()).blockhash);
     },

@@ -647,6 +647,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     address(intent.to, "to");
     const feePayer = intent.feePayer ?? intent.from;
     address(feePayer, "feePayer");
+    if (intent.reference !== undefined) address(intent.reference, "reference");
     const token = tokenByKey(intent.token);
     requireTransferAmount(intent.amount);
     const spl = token.kind === "spl" ? { mint: splMint(token), decimals: token.decimals } : null;
@@ -665,6 +666,7 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
         memo: intent.memo ?? null,
         split: intent.split === undefined ? null : { ...intent.split, createRecipientAccount: createSplitAccount },
         computeUnitLimit: distinctComputeUnitLimit(options.random ?? cryptoRandom),
+        reference: intent.reference ?? null,
       });
     // Size does not depend on the blockhash: an oversized memo is refused before asking the RPC anything.
     compileTransaction(plan(spl !== null, spl !== null), feePayer, PublicKey.default.toBase58());

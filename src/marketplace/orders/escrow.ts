@@ -2,9 +2,9 @@
 // move money into and out of it (orders.ts decides when and how they are sent).
 import type { Deps } from "../../deps.ts";
 import { AppError, fieldError } from "../../errors.ts";
-import { decodeBase64Strict, encodeBase64 } from "../../lib/encoding.ts";
+import { decodeBase64Strict, encodeBase58, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
-import { waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
+import { referenceSignatures, waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
 import { associatedTokenAddress, parseTransaction, transfersOf, type TokenAccountInfo } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
@@ -33,8 +33,13 @@ async function fuelEscrow(deps: Deps, escrow: string): Promise<void> {
 }
 
 const messageHash = (wire: Uint8Array) => sha256Hex(parseTransaction(wire).messageBytes);
-/** What an offer to a connected consumer binds: the message to sign, and the payment it makes. */
-const offerOf = (hash: string, intent: TransferIntent) => `${hash}:${intent.token}:${intent.amount}:${intent.to}`;
+/**
+ * What an offer to a connected consumer binds: the message to sign, the payment it makes, and the reference key
+ * its transfer carries (which the message names too), by which it is found once sent. Offers made before
+ * references have none: those are looked for in the consumer's history.
+ */
+const offerOf = (hash: string, intent: TransferIntent) =>
+  `${hash}:${intent.token}:${intent.amount}:${intent.to}` + (intent.reference === undefined ? "" : `:${intent.reference}`);
 
 export type EscrowPayment =
   | { kind: "signed"; wire: Uint8Array; intent: TransferIntent }
@@ -60,8 +65,9 @@ export async function escrowPayment(
     return { kind: "signed", wire: await signer.sign(await deps.ledger.buildTransfer(intent)), intent };
   }
   if (payment.signed === undefined) {
-    const wire = await deps.ledger.buildTransfer(intent);
-    return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), intent) };
+    const offered: TransferIntent = { ...intent, reference: encodeBase58(deps.random(32)) };
+    const wire = await deps.ledger.buildTransfer(offered);
+    return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), offered) };
   }
   const wire = decodeBase64Strict(payment.signed);
   if (wire === null) throw fieldError("signedTransaction", "signedTransaction must be standard base64");
@@ -72,7 +78,8 @@ export async function escrowPayment(
     throw fieldError("signedTransaction", "signedTransaction is not a serialized Solana transaction");
   }
   // The offer names its message and what it pays: a transaction offered for another token or amount is refused.
-  if (payment.offerHash === null || offerOf(hash, intent) !== payment.offerHash) {
+  const reference = payment.offerHash === null ? undefined : parseOffer(payment.offerHash)?.reference;
+  if (payment.offerHash === null || offerOf(hash, { ...intent, reference }) !== payment.offerHash) {
     throw new AppError("PAYMENT_MISMATCH", "sign the escrow transfer this tool returned last (call it without signedTransaction for a fresh one)", {
       details: { reason: "transaction" },
     });
@@ -109,9 +116,15 @@ export async function transfersOfWire(deps: Deps, wire: Uint8Array, intent: Tran
 
 /** How far back, before an offer was recorded, a transaction paying it is looked for (clocks of the chain and of this server differ). */
 const OFFER_CLOCK_SLACK_MS = 5 * 60_000;
-/** The consumer's history is read this many transactions at a time, at most OFFER_SEARCH_PAGES times. */
+/** An offer without a reference: the consumer's history is read this many transactions at a time, at most OFFER_SEARCH_PAGES times. */
 const OFFER_SEARCH_PAGE = 100;
 const OFFER_SEARCH_PAGES = 10;
+/**
+ * Transactions carrying an offer's reference read per look, oldest first (one RPC request each on devnet and
+ * mainnet). Before the payment lands only the consumer knows the reference, so the payment it sent is the first
+ * of them; strangers can only add theirs after it.
+ */
+export const OFFER_REFERENCE_READS = 20;
 
 /** Whether an offer (`offerOf`) makes this payment: token and amount (the recipient is always the escrow). */
 export function offerPays(offerHash: string, token: string, amount: bigint): boolean {
@@ -119,24 +132,31 @@ export function offerPays(offerHash: string, token: string, amount: bigint): boo
   return offer !== null && offer.intent.token === token && offer.intent.amount === amount;
 }
 
-/** An offer's parts (`offerOf`): the message hash and the payment it makes; null when it is not one. */
+/** Whether looking for an offer's payment reads its consumer's history (an offer made before references). */
+export function offerSearchReadsHistory(offerHash: string): boolean {
+  const offer = parseOffer(offerHash);
+  return offer !== null && offer.reference === undefined;
+}
+
 /** The token key an offer pays in (`usdc`, or the service token's); null for a record it cannot read. */
 export function offerToken(offerHash: string): string | null {
   return parseOffer(offerHash)?.intent.token ?? null;
 }
 
-function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferIntent, "from"> } | null {
-  const [hash, token, amount, to, ...rest] = offerHash.split(":");
+/** An offer's parts (`offerOf`): the message hash, the payment it makes and its reference; null when it is not one. */
+function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferIntent, "from" | "reference">; reference: string | undefined } | null {
+  const [hash, token, amount, to, reference, ...rest] = offerHash.split(":");
   if (hash === undefined || token === undefined || amount === undefined || to === undefined || rest.length > 0 || !/^[0-9]+$/.test(amount)) return null;
-  return { hash, intent: { token, amount: BigInt(amount), to } };
+  return { hash, intent: { token, amount: BigInt(amount), to }, reference };
 }
 
 /**
  * The escrow payment a connected consumer signed and sent itself (`wallet_submit_transaction`, or its own
  * RPC) for the offer recorded at `offeredAt`, without presenting it to `consumer_accept_order`: a confirmed
- * transaction in the consumer's history that signs exactly the offered message and moves exactly the offered
- * payment; null when there is none. Looked at before an order with an offer expires, so that money sent to
- * the escrow for it is not left there. The consumer's history is read back to the offer's time (at most
+ * transaction that signs exactly the offered message and moves exactly the offered payment; null when there is
+ * none. Looked at before an order with an offer ends, so that money sent to the escrow for it is not left
+ * there. It is looked for among the transactions carrying the offer's reference (a listing, and a read or two);
+ * an offer made before references, in the consumer's history back to the offer's time (at most
  * OFFER_SEARCH_PAGES pages; a busier wallet than that is logged and not searched further). A transaction that
  * already paid another order is refused when the order is finished (orders.ts).
  */
@@ -149,6 +169,7 @@ export async function sentOffer(
   const offer = parseOffer(offerHash);
   if (offer === null) return null;
   const intent: TransferIntent = { from: consumer, ...offer.intent };
+  if (offer.reference !== undefined) return sentWithReference(deps, offer.reference, offer.hash, intent);
   const since = offeredAt - OFFER_CLOCK_SLACK_MS;
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
@@ -173,6 +194,30 @@ export async function sentOffer(
     before = txs[txs.length - 1]!.signature;
   }
   deps.log.warn("escrow payment not searched to the offer's time: the consumer's history is longer", { consumer, pages: OFFER_SEARCH_PAGES });
+  return null;
+}
+
+/**
+ * sentOffer for an offer with a reference: its transactions oldest first, at most OFFER_REFERENCE_READS of them.
+ * One listed but not readable yet (a node behind), or a reference too crowded to reach its oldest, is
+ * CHAIN_UNAVAILABLE (looked at again later), never "not sent".
+ */
+async function sentWithReference(deps: Deps, reference: string, hash: string, intent: TransferIntent) {
+  const finalized = waitsForFinality(deps.config.network);
+  const { signatures, complete } = await referenceSignatures(deps.ledger, reference, finalized);
+  if (!complete) throw new AppError("CHAIN_UNAVAILABLE", "the offer's reference carries too many transactions to reach its oldest");
+  let unreadable = false;
+  for (const signature of signatures.slice(0, OFFER_REFERENCE_READS)) {
+    const tx = await deps.ledger.getTransaction(signature, { finalized });
+    if (tx === null) {
+      unreadable = true;
+      continue;
+    }
+    const scanned = scanForOffer([tx], hash, intent, 0);
+    if (scanned !== "on" && scanned !== "ended") return scanned;
+  }
+  if (unreadable) throw new AppError("CHAIN_UNAVAILABLE", "a transaction carrying the offer's reference is listed but cannot be read yet");
+  if (signatures.length > OFFER_REFERENCE_READS) deps.log.warn("escrow payment not searched past the offer reference's oldest transactions", { consumer: intent.from, transactions: signatures.length });
   return null;
 }
 

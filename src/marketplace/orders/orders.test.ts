@@ -23,7 +23,9 @@ import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
 import { eventBody } from "../../webhooks/outbox.ts";
 import * as ordersStore from "./store.ts";
-import { escrowWallet } from "./escrow.ts";
+import { OFFER_REFERENCE_READS, escrowWallet } from "./escrow.ts";
+import { REFERENCE_PAGES } from "../../ledger/ledger.ts";
+import { parseTransaction } from "../../ledger/transactions.ts";
 import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
 import {
   acceptOrder, AUTO_RELEASE_MS, cancelOrder, listOrders, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
@@ -236,8 +238,29 @@ describe("timers", () => {
     expect(done.order).toMatchObject({ status: "paid", deadline: toIso(presentedAt + 10 * 60_000) });
   });
 
-  /** The same deps whose ledger cannot read any history (an RPC outage). */
-  const withHistoryDown = (deps: Deps): Deps => ({ ...deps, ledger: { ...deps.ledger, history: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down")) } });
+  /** The same deps whose ledger can list and read nothing (an RPC outage). */
+  const withLedgerDown = (deps: Deps): Deps => {
+    const down = () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the ledger is down"));
+    return { ...deps, ledger: { ...deps.ledger, history: down, signatures: down, getTransaction: down } };
+  };
+  /** The same deps whose ledger counts the lists an offer's look starts with: a reference's, or (an offer made before references) the consumer's history. */
+  const countingLooks = (deps: Deps) => {
+    const looks = { reference: 0, history: 0 };
+    const counted: Deps = { ...deps, ledger: { ...deps.ledger,
+      signatures: (address, query) => (query.before === undefined && looks.reference++, deps.ledger.signatures(address, query)),
+      history: (owner, query) => (query.before === undefined && looks.history++, deps.ledger.history(owner, query)),
+    } };
+    return { counted, looks };
+  };
+  /** The same deps whose ledger lists nothing (a node behind, which has not seen the offer's payment). */
+  const seeingNothing = (deps: Deps): Deps => ({ ...deps, ledger: { ...deps.ledger, history: async () => [], signatures: async () => [] } });
+  /** An order's offer record made as before references (its consumer's history is where it is looked for). */
+  const asOfferBeforeReferences = async (deps: Deps, orderId: string) => {
+    const { offerHash } = (await ordersStore.findOrder(deps.db, orderId))!;
+    const parts = offerHash!.split(":");
+    expect(parts.length).toBe(5);
+    deps.db.sqlite.query("UPDATE market_orders SET offer_hash = ? WHERE id = ?").run(parts.slice(0, 4).join(":"), orderId);
+  };
 
   /** A connected (non-custodial) consumer with 100 USDC, in a conversation, and an order of 5 USDC proposed to it. */
   async function connectedConsumer(deps: Deps) {
@@ -261,32 +284,113 @@ describe("timers", () => {
     return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another };
   }
 
-  test("a round of the timers reads one expiring proposal's consumer history; the others wait their turn, proposals without an offer do not", async () => {
+  test("a round of the timers looks for OFFER_SEARCHES_PER_ROUND expiring proposals' offers, each by its reference alone; the others wait their turn", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
     const offered = [c.order.orderId];
-    for (let i = 0; i < 2; i++) {
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
+    for (let i = 0; i < OFFER_SEARCHES_PER_ROUND; i++) {
+      clock.advance(1); // due one after another
       const next = await c.another();
       offered.push(next.order.orderId);
       expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
     }
-    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
-    const plain = (await c.another()).order.orderId; // no offer asked for: nothing to read
+    const plain = (await c.another()).order.orderId; // no offer asked for: nothing to look for
     clock.advance(PROPOSAL_TTL_MS);
-    let searches = 0;
-    const counting: Deps = { ...deps, ledger: { ...deps.ledger, history: (owner, query) => (query.before === undefined && searches++, deps.ledger.history(owner, query)) } };
-    const statuses = async () => Promise.all([...offered, plain].map((id) => statusOf(deps, id, c.address)));
-    expect(await runOrderTimers(counting)).toBe(2);
-    expect([searches, (await statuses()).filter((s) => s === "expired").length, await statusOf(deps, plain, c.address)]).toEqual([OFFER_SEARCHES_PER_ROUND, 2, "expired"]);
-    expect(await runOrderTimers(counting)).toBe(1);
-    expect(await runOrderTimers(counting)).toBe(1);
-    expect([searches, await statuses()]).toEqual([3, ["expired", "expired", "expired", "expired"]]);
+    const { counted, looks } = countingLooks(deps);
+    const statuses = async () => Promise.all(offered.map((id) => statusOf(deps, id, c.address)));
+    expect(await runOrderTimers(counted)).toBe(OFFER_SEARCHES_PER_ROUND + 1);
+    expect(looks).toEqual({ reference: OFFER_SEARCHES_PER_ROUND, history: 0 });
+    expect([(await statuses()).filter((s) => s === "expired").length, await statusOf(deps, plain, c.address)]).toEqual([OFFER_SEARCHES_PER_ROUND, "expired"]);
+    expect(await runOrderTimers(counted)).toBe(1);
+    expect([looks, new Set(await statuses())]).toEqual([{ reference: OFFER_SEARCHES_PER_ROUND + 1, history: 0 }, new Set(["expired"])]);
   });
 
-  test("an escrow transfer the consumer sent itself is found at expiry even when the node cannot return all of its history page", async () => {
+  test("an offer made before references is looked for in its consumer's history, as its round's last look, and is found there", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
     const signature = await c.sendOfferItself();
+    await asOfferBeforeReferences(deps, c.order.orderId);
+    const later = [];
+    for (let i = 0; i < 2; i++) {
+      clock.advance(1);
+      const next = await c.another();
+      later.push(next.order.orderId);
+      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
+    }
+    clock.advance(PROPOSAL_TTL_MS);
+    const { counted, looks } = countingLooks(deps);
+    expect(await runOrderTimers(counted)).toBe(1); // its look reads up to ~1,000 transactions: no other look that round
+    expect(looks).toEqual({ reference: 0, history: 1 });
+    expect(await ordersStore.findOrder(deps.db, c.order.orderId)).toMatchObject({ status: "paid", escrowTx: signature });
+    expect(await runOrderTimers(counted)).toBe(2);
+    expect(looks).toEqual({ reference: 2, history: 1 });
+  });
+
+  test("an offer's transfer carries a fresh reference; strangers' transactions on it after the payment do not hide it (oldest first, one read)", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const signature = await c.sendOfferItself();
+    const reference = (await ordersStore.findOrder(deps.db, c.order.orderId))!.offerHash!.split(":")[4]!;
+    const landed = (await deps.ledger.getTransaction(signature))!;
+    const tx = parseTransaction(landed.wire);
+    const at = tx.accountKeys.indexOf(reference);
+    expect([at > 0, tx.isSigner(at), tx.isWritable(at)]).toEqual([true, false, false]);
+    // The reference is public once the payment landed: a stranger puts it into transactions of its own.
+    const stranger = newBuyer();
+    await deps.ledger.airdrop(stranger.wallet.address, { sol: 1_000_000_000n });
+    for (let i = 0; i < OFFER_REFERENCE_READS + 5; i++) {
+      const wire = await deps.ledger.buildTransfer({ from: stranger.wallet.address, to: c.address, token: "sol", amount: 1_000_000n, reference });
+      await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(wire).toString("base64"), stranger.keypair), "base64"));
+    }
+    expect((await deps.ledger.signatures(reference, { limit: 100 })).length).toBe(OFFER_REFERENCE_READS + 6);
+    // Another offer's reference is another key.
+    const other = await c.another();
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, other.ask))).toBe(true);
+    expect((await ordersStore.findOrder(deps.db, other.order.orderId))!.offerHash!.split(":")[4]).not.toBe(reference);
+    clock.advance(PROPOSAL_TTL_MS);
+    let reads = 0;
+    const counting: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction: (...args) => (reads++, deps.ledger.getTransaction(...args)) } };
+    expect(await runOrderTimers(counting)).toBe(2);
+    expect(await ordersStore.findOrder(deps.db, c.order.orderId)).toMatchObject({ status: "paid", escrowTx: signature });
+    expect(reads).toBe(1); // the payment, the oldest on its reference; the other offer's reference lists nothing
+  });
+
+  test("an offer's reference is read at most OFFER_REFERENCE_READS transactions deep, and one too crowded to reach its oldest ends nothing", async () => {
+    const { deps, clock } = await testDeps();
+    // The consumer itself fills its offer's reference (it alone knows it before anything lands) and never pays.
+    const c = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, c.address, c.ask);
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    const reference = (await ordersStore.findOrder(deps.db, c.order.orderId))!.offerHash!.split(":")[4]!;
+    for (let i = 0; i < OFFER_REFERENCE_READS + 2; i++) {
+      const wire = await deps.ledger.buildTransfer({ from: c.address, to: c.provider, token: "sol", amount: 1_000_000n, reference });
+      await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(wire).toString("base64"), c.keypair), "base64"));
+    }
+    clock.advance(PROPOSAL_TTL_MS);
+    let reads = 0;
+    const counting: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction: (...args) => (reads++, deps.ledger.getTransaction(...args)) } };
+    expect(await runOrderTimers(counting)).toBe(1);
+    expect([reads, await statusOf(deps, c.order.orderId, c.address)]).toEqual([OFFER_REFERENCE_READS, "expired"]);
+    // A reference carrying REFERENCE_PAGES full pages: its oldest, where a payment would be, are out of reach,
+    // so it is CHAIN_UNAVAILABLE (asked again later), never "not sent".
+    const d = await connectedConsumer(deps);
+    expect("unsignedTransaction" in (await acceptOrder(deps, d.address, d.ask))).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    let listings = 0;
+    const crowded: Deps = { ...deps, ledger: { ...deps.ledger, signatures: async (_address, query) => {
+      listings++;
+      return Array.from({ length: query.limit }, () => encodeBase58(crypto.getRandomValues(new Uint8Array(64))));
+    } } };
+    await expect(declineOrder(crowded, d.address, d.order.orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
+    expect([listings, await statusOf(deps, d.order.orderId, d.address)]).toEqual([REFERENCE_PAGES, "proposed"]);
+  });
+
+  test("an escrow transfer the consumer sent itself for an offer made before references is found at expiry even when the node cannot return all of its history page", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const signature = await c.sendOfferItself();
+    await asOfferBeforeReferences(deps, c.order.orderId);
     clock.advance(PROPOSAL_TTL_MS);
     // The page asked complete fails (another transaction on it is listed but not readable); the readable rest holds the payment.
     const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async (owner, query) => {
@@ -318,11 +422,11 @@ describe("timers", () => {
     expect([await usdcOf(deps, c.address), await usdcOf(deps, escrow)]).toEqual([100n * USDC, 0n]);
   });
 
-  test("a proposal whose consumer's history stays unreadable expires an hour after its time, not never", async () => {
+  test("a proposal whose offer cannot be looked for (the ledger unreadable) expires an hour after its time, not never", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
     await acceptOrder(deps, c.address, c.ask); // an offer, never sent
-    const unreadable = withHistoryDown(deps);
+    const unreadable = withLedgerDown(deps);
     clock.advance(PROPOSAL_TTL_MS + OFFER_SEARCH_GRACE_MS - 1);
     expect(await runOrderTimers(unreadable)).toBe(0);
     clock.advance(1);
@@ -414,21 +518,20 @@ describe("timers", () => {
     // The offer out is handed out again while it can land (it may be signed yet); no new one is made.
     expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
     clock.advance(OFFER_LANDING_MS);
-    // Asking while the withdraw waits reads no history (each ask would read up to 1,000 transactions): no new
-    // offer follows anyway, and the withdraw reads it.
-    let reads = 0;
-    const counting: Deps = { ...deps, ledger: { ...deps.ledger, history: (...args) => (reads++, deps.ledger.history(...args)) } };
+    // Asking while the withdraw waits looks for nothing on the ledger: no new offer follows anyway, and the
+    // withdraw looks for it.
+    const { counted, looks } = countingLooks(deps);
     for (let ask = 0; ask < 3; ask++) {
-      await expect(acceptOrder(counting, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("withdrawing") });
+      await expect(acceptOrder(counted, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("withdrawing") });
     }
-    expect(reads).toBe(0);
-    expect(await withdrawOrder(counting, c.provider, c.order.orderId)).toMatchObject({ status: "withdrawn" });
-    expect(reads).toBeGreaterThan(0);
+    expect(looks).toEqual({ reference: 0, history: 0 });
+    expect(await withdrawOrder(counted, c.provider, c.order.orderId)).toMatchObject({ status: "withdrawn" });
+    expect(looks).toEqual({ reference: 1, history: 0 });
     expect(await escrowedTotals(deps)).toEqual({});
 
     // The consumer sent the offered transfer itself while the withdraw waited, and asks again after it could land
-    // (a node behind sees none of its history): the offer stays recorded, so the payment it presents pays the
-    // order, and the withdraw hears so.
+    // (a node behind lists none of it): the offer stays recorded, so the payment it presents pays the order, and
+    // the withdraw hears so.
     const e = await connectedConsumer(deps);
     const offer = await acceptOrder(deps, e.address, e.ask);
     if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
@@ -436,8 +539,7 @@ describe("timers", () => {
     const signed = signCheckout(offer.unsignedTransaction, e.keypair);
     await deps.ledger.submit(Buffer.from(signed, "base64"));
     clock.advance(OFFER_LANDING_MS);
-    const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async () => [] } };
-    await expect(acceptOrder(behind, e.address, e.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining('present it with signedTransaction and paymentMethod "usdc"') });
+    await expect(acceptOrder(seeingNothing(deps), e.address, e.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining('present it with signedTransaction and paymentMethod "usdc"') });
     expect((await acceptOrder(deps, e.address, { ...e.ask, signedTransaction: signed })).order).toMatchObject({ status: "paid" });
     await expect(withdrawOrder(deps, e.provider, e.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE" });
     expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
@@ -464,31 +566,29 @@ describe("timers", () => {
     } } };
     await expect(acceptOrder(racing, c.address, c.ask)).rejects.toMatchObject({ code: "INVALID_STATE" });
     expect(await statusOf(deps, c.order.orderId, c.address)).toBe("withdrawn");
-    // A decline (or withdraw) looks for the earlier offer in the consumer's history; a new offer made
-    // meanwhile is not the one it looked for: the proposal stays, the decline is to be asked again.
+    // A decline (or withdraw) looks for the earlier offer on the ledger; a new offer made meanwhile is not
+    // the one it looked for: the proposal stays, the decline is to be asked again.
     for (const end of ["decline", "withdraw"] as const) {
       const d = await connectedConsumer(deps);
       expect("unsignedTransaction" in (await acceptOrder(deps, d.address, d.ask))).toBe(true);
       clock.advance(OFFER_LANDING_MS);
-      const reading: Deps = { ...deps, ledger: { ...deps.ledger, history: async (...args) => {
+      const reading: Deps = { ...deps, ledger: { ...deps.ledger, signatures: async (...args) => {
         await acceptOrder(deps, d.address, d.ask); // a second offer, recorded during the read
-        return deps.ledger.history(...args);
+        return deps.ledger.signatures(...args);
       } } };
       const act = end === "decline" ? declineOrder(reading, d.address, d.order.orderId) : withdrawOrder(reading, d.provider, d.order.orderId);
       await expect(act).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("meanwhile") });
       expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     }
-    // The look for a sent offer asks for the whole history: a payment listed but not readable yet (an RPC node
-    // behind another) is CHAIN_UNAVAILABLE, not "not sent", so the proposal is not ended with money in escrow.
+    // A payment listed on the offer's reference but not readable yet (an RPC node behind another) is
+    // CHAIN_UNAVAILABLE, not "not sent", so the proposal is not ended with money in escrow.
     const f = await connectedConsumer(deps);
-    expect("unsignedTransaction" in (await acceptOrder(deps, f.address, f.ask))).toBe(true);
+    await f.sendOfferItself();
     clock.advance(OFFER_LANDING_MS);
-    const behind: Deps = { ...deps, ledger: { ...deps.ledger, history: async (owner, query) => {
-      if (query.complete === true) throw new AppError("CHAIN_UNAVAILABLE", "Solana RPC unavailable: a transaction is listed but not readable yet");
-      return deps.ledger.history(owner, query);
-    } } };
+    const behind: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction: async () => null } };
     await expect(declineOrder(behind, f.address, f.order.orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
     expect(await statusOf(deps, f.order.orderId, f.address)).toBe("proposed");
+    await expect(declineOrder(deps, f.address, f.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("the order is paid") });
     // A proposal past its 24 hours is the timer's to expire (order.expired), not to withdraw or decline.
     const e = await connectedConsumer(deps);
     clock.advance(PROPOSAL_TTL_MS);
@@ -541,10 +641,9 @@ describe("timers", () => {
     // Its blockhash expired but the offer may still land (a lagging node): "wait", from the time alone —
     // no read of the consumer's history per ask.
     clock.advance(61_000);
-    let reads = 0;
-    const counting: Deps = { ...deps, ledger: { ...deps.ledger, history: (...args) => (reads++, deps.ledger.history(...args)) } };
-    for (let i = 0; i < 3; i++) await expect(acceptOrder(counting, d.address, d.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("may still land") });
-    expect(reads).toBe(0);
+    const { counted, looks } = countingLooks(deps);
+    for (let i = 0; i < 3; i++) await expect(acceptOrder(counted, d.address, d.ask)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("may still land") });
+    expect(looks).toEqual({ reference: 0, history: 0 });
     clock.advance(OFFER_LANDING_MS); // the 3 minutes passed
     const fresh = await acceptOrder(deps, d.address, d.ask);
     expect(tx(fresh)).toEqual(expect.any(String));
@@ -587,7 +686,7 @@ describe("timers", () => {
     const own = await deps.ledger.buildTransfer({ from: d.address, to: await escrowWallet(deps), token: "usdc", amount: 5n * USDC });
     await deps.ledger.submit(Buffer.from(signCheckout(Buffer.from(own).toString("base64"), d.keypair), "base64"));
     clock.advance(PROPOSAL_TTL_MS);
-    const unreadable = withHistoryDown(deps);
+    const unreadable = withLedgerDown(deps);
     expect(await runOrderTimers(unreadable)).toBe(0);
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     clock.advance(OFFER_SEARCH_GRACE_MS - 1);

@@ -10,7 +10,7 @@ import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, offerToken, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
+import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, offerSearchReadsHistory, offerToken, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
 import { currencyToken } from "../../paygate/products.ts";
 import { AGENT_LIMITS, usdcToken } from "../agents.ts";
@@ -30,16 +30,17 @@ export const MAX_DELIVERY_MIN = AGENT_LIMITS.deliveryTime;
  */
 export const OFFER_LANDING_MS = 3 * 60_000;
 /**
- * How long past its expiry a proposal with an offer waits for the consumer's history to be readable. Then it
+ * How long past its expiry a proposal with an offer waits for the ledger to show whether it was sent. Then it
  * expires (logged) rather than hold one of the timer's places for ever.
  */
 export const OFFER_SEARCH_GRACE_MS = 60 * 60_000;
 /**
- * How many expiring proposals' consumer histories one round of the timers reads (each up to ~1,000 RPC requests
- * on devnet/mainnet). The others wait for the next rounds: an expired proposal is refused as expired meanwhile,
- * and refunds and releases come first in every round.
+ * How many expiring proposals' offers one round of the timers looks for. An offer's look lists its reference
+ * and reads what carries it (a request or two on devnet/mainnet, at most ~21); an offer made before references
+ * reads its consumer's history (up to ~1,000 requests) and is the round's last look. The others wait for the
+ * next rounds: an expired proposal is refused as expired meanwhile, and refunds and releases come first.
  */
-export const OFFER_SEARCHES_PER_ROUND = 1;
+export const OFFER_SEARCHES_PER_ROUND = 10;
 const MAX_TEXT = 4000;
 
 export type OrderView = {
@@ -213,7 +214,7 @@ function refuseExpiredProposal(deps: Deps, row: store.OrderRow): void {
 const offerLandedBy = (row: store.OrderRow) => row.offeredAt! + OFFER_LANDING_MS;
 /** Whole seconds until an offer can no longer land. */
 const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.ceil((offerLandedBy(row) - deps.clock.now()) / 1000);
-/** Whether an offer may still land: until then its consumer's history is not read for it ("wait"). */
+/** Whether an offer may still land: until then the ledger is not asked for it ("wait"). */
 const offerMayLand = (deps: Deps, row: store.OrderRow) => deps.clock.now() < offerLandedBy(row);
 
 export async function withdrawOrder(deps: Deps, wallet: string, orderId: string): Promise<OrderView> {
@@ -276,8 +277,8 @@ export async function acceptOrder(
   // different transfers, both signed and sent, would pay twice for one order. Once it cannot, whether it
   // landed decides: the order is paid, or a new offer is made.
   if (input.signedTransaction === undefined && row.offerHash !== null) {
-    // While a withdraw waits no new offer is made, so the consumer's history is not read for the old one here:
-    // each ask would read up to 1,000 transactions again. The withdraw and the expiry timer read it (and a
+    // While a withdraw waits no new offer is made, so the ledger is not asked for the old one here: each ask
+    // would cost RPC requests again. The withdraw and the expiry timer look for it (and a
     // consumer that sent it presents it with signedTransaction); the offer stays recorded for them.
     const again = await offerAgain(deps, row, token.key, parsed.value, row.withdrawRequestedAt === null);
     if (again !== null) return again;
@@ -328,8 +329,8 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
         (readHistory ? ", or ask again in two minutes" : "; the provider is withdrawing, so no new one is offered"),
     );
   }
-  // While it may still land, "wait" from the time alone: the consumer's history is read once it cannot
-  // (asks in that window would otherwise each read up to 1,000 transactions); not at all when `readHistory`
+  // While it may still land, "wait" from the time alone: the ledger is asked once it cannot (asks in that
+  // window would otherwise each cost RPC requests); not at all when `readHistory`
   // is false (null: no new offer follows, and whoever ends the order reads it).
   const outcome = readHistory || offerMayLand(deps, row) ? await sentOfferOutcome(deps, row) : "none";
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
@@ -652,11 +653,10 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
     if (stopping?.aborted) return moved;
     try {
       if (row.status === "proposed") {
-        // A look for a sent offer reads up to OFFER_SEARCH_PAGES of the consumer's history (~1,000 RPC requests
-        // on devnet/mainnet, for a history that cost its owner little to fill): a few a round, the rest next round.
+        // A look for a sent offer costs RPC requests on devnet/mainnet: a few a round, the rest next round.
         const reads = row.offerHash !== null && !offerMayLand(deps, row);
         if (reads && searches >= OFFER_SEARCHES_PER_ROUND) continue;
-        if (reads) searches++;
+        if (reads) searches += offerSearchReadsHistory(row.offerHash!) ? OFFER_SEARCHES_PER_ROUND : 1;
         const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
         if (offer === "wait") continue;
         if (offer === "paid") {
@@ -706,7 +706,7 @@ async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid"
     sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
   } catch (err) {
     if (row.dueAt === null || deps.clock.now() < row.dueAt + OFFER_SEARCH_GRACE_MS) throw err; // looked at again next round
-    deps.log.warn("proposal expired without its consumer's history read: a transfer it sent itself may be in escrow", { orderId: row.id, error: String(err) });
+    deps.log.warn("proposal expired without its offer looked for: a transfer its consumer sent itself may be in escrow", { orderId: row.id, error: String(err) });
     return "none";
   }
   if (sent === null) return "none";

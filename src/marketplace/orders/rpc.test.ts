@@ -407,6 +407,30 @@ describe("orders on an RPC network", () => {
     expect(paid).toMatchObject({ orderId: order.orderId, status: "paid", escrowTx: sent.signature });
     expect(await m.usdc(wallet.address)).toBe(6n * USDC);
   });
+  test("a sent offer is found by its reference: a consumer history of 150 later transactions costs the look nothing", async () => {
+    const m = await setup();
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    const sent = await m.deps.ledger.submit(Buffer.from(signCheckout(await c.offer(ask), c.keypair), "base64"));
+    const quiet = await c.propose("3");
+    await c.offer(quiet); // an offer never sent
+    // The consumer goes on using its wallet: 150 transactions after its payment (a page and a half of history).
+    for (let i = 0; i < 150; i++) {
+      const wire = await m.deps.ledger.buildTransfer({ from: c.address, to: m.provider, token: "sol", amount: 1_000_000n + BigInt(i) });
+      await sendSkippingPreflight(Buffer.from(signCheckout(Buffer.from(wire).toString("base64"), c.keypair), "base64"));
+    }
+    clockAdvance(m, PROPOSAL_TTL_MS);
+    const before = rpc.calls.length;
+    expect(await runOrderTimers(m.deps)).toBe(2);
+    const asked = rpc.calls.slice(before);
+    expect(await ordersStore.findOrder(m.deps.db, ask.orderId)).toMatchObject({ status: "paid", escrowTx: sent.signature });
+    expect(await ordersStore.findOrder(m.deps.db, quiet.orderId)).toMatchObject({ status: "expired" });
+    // Each look: one listing of its reference, and a read of the payment on it (a consumer history read was
+    // up to 10 pages of 3 listings and 100 reads).
+    expect(asked.filter((method) => method === "getSignaturesForAddress")).toHaveLength(2);
+    expect(asked.filter((method) => method === "getTransaction")).toHaveLength(1);
+  }, 60_000);
+
   test("two accepts racing: one pays, the other is INVALID_STATE and pays nothing; escrow holds what the orders say", async () => {
     const m = await setup();
     const escrow = await escrowWallet(m.deps);
