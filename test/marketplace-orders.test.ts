@@ -187,6 +187,10 @@ describe("orders", () => {
       const again = await runCli(["orders", "resolve", orderId, "--refund"], { DATA_DIR: server.dataDir });
       expect(again.code).toBe(1);
       expect(again.stderr).toContain(`cannot resolve an order that is ${order.status}`);
+      // With --json too: only a success is JSON on stdout; a refusal is the stderr line and exit 1 (README).
+      const refusedJson = await runCli(["orders", "resolve", orderId, "--release", "--json"], { DATA_DIR: server.dataDir });
+      expect({ code: refusedJson.code, stdout: refusedJson.stdout }).toEqual({ code: 1, stdout: "" });
+      expect(refusedJson.stderr).toContain(`cannot resolve an order that is ${order.status}`);
     }
     expect((await runCli(["orders", "resolve", "ord_x"], { DATA_DIR: server.dataDir })).code).toBe(2);
   }, 60_000);
