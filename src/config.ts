@@ -191,13 +191,15 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   const rawBase = vars.BASE_URL?.trim();
   if (rawBase) {
     let url: URL;
+    // Not echoed whole: a URL may carry a password (refused below, but a refusal must not print it).
+    const shown = rawBase.replace(/\/\/[^/?#]*@/, "//…@");
     try {
       url = new URL(rawBase);
     } catch {
-      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${rawBase}"`);
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${shown}"`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${rawBase}"`);
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${shown}"`);
     }
     // It is signed into every challenge and token: nothing there but scheme, host, port and path.
     if (url.username || url.password || url.search || url.hash) {

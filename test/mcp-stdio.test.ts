@@ -117,7 +117,7 @@ describe("walletgate mcp (stdio)", () => {
     });
     const send = (text: string) => proc.stdin.write(`${text}\n`);
     send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } }));
-    send("this is not JSON");
+    send('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{"sessionToken":eyJhbGciOiJIUzI1NiJ9SECRETPART}}}'); // a token pasted unquoted
     try {
       send(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "session_auth", arguments: { walletAddress: "x".repeat(11 * 1024 * 1024) } } }));
       await proc.stdin.flush();
@@ -128,6 +128,8 @@ describe("walletgate mcp (stdio)", () => {
     const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     expect(out.trim().split("\n").map((line) => (JSON.parse(line) as { id?: number }).id)).toEqual([1]); // stdout: messages only
     expect(err).toContain("stdio: a message could not be read");
+    expect(err).toContain("the line is not JSON");
+    expect(err).not.toContain("SECRETPART"); // the parser's message quotes the line: not logged
     expect(err).toContain("exceeded maximum size");
     expect(code).toBe(1);
   }, 60_000);

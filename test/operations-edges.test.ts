@@ -122,6 +122,13 @@ describe("config: every documented bound, at both edges (README's configuration 
     // config.ts: `url.username || url.password || …` → `url.username || …`
     expect(refusal({ BASE_URL: "https://:secret@auth.example.com" })).toBe("BASE_URL must not carry credentials, a query or a fragment");
   });
+
+  test("a BASE_URL refused for its form is not echoed with its credentials", () => {
+    // config.ts: the refusals quote `shown`, the URL with its user part hidden → `rawBase`
+    expect(refusal({ BASE_URL: "https://u:SEKRET3@example.com:99999/" })).toBe('BASE_URL must be an absolute http(s) URL, got "https://…@example.com:99999/"');
+    expect(refusal({ BASE_URL: "ftp://u:SEKRET4@example.com/" })).toBe('BASE_URL must be an absolute http(s) URL, got "ftp://…@example.com/"');
+    expect(refusal({ BASE_URL: "not a url" })).toBe('BASE_URL must be an absolute http(s) URL, got "not a url"');
+  });
 });
 
 describe("config: the secrets of DATA_DIR", () => {

@@ -36,6 +36,7 @@ import m0034 from "./migrations/0034_webhook_order_written.sql" with { type: "te
 import m0035 from "./migrations/0035_network_in_use.sql" with { type: "text" };
 import m0036 from "./migrations/0036_feature_token_access_ms.sql" with { type: "text" };
 import m0037 from "./migrations/0037_market_payout_retry.sql" with { type: "text" };
+import m0038 from "./migrations/0038_webhook_answers_without_tokens.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -77,4 +78,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 35, name: "network_in_use", sql: m0035 },
   { version: 36, name: "feature_token_access_ms", sql: m0036 },
   { version: 37, name: "market_payout_retry", sql: m0037 },
+  { version: 38, name: "webhook_answers_without_tokens", sql: m0038 },
 ];

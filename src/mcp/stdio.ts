@@ -56,7 +56,8 @@ export async function serveStdio(deps: Deps, registry: Registry, token: string |
   const onTransportError = transport.onerror;
   transport.onerror = (err) => {
     broken = err;
-    deps.log.error("stdio: a message could not be read", { error: err instanceof Error ? err.message : String(err) });
+    // Not the parser's own words: they quote the line (a token pasted into it, say).
+    deps.log.error("stdio: a message could not be read", { error: err instanceof SyntaxError ? "the line is not JSON" : err instanceof Error ? err.message : String(err) });
     onTransportError?.(err);
   };
   // Requests read but not yet answered: counted as the transport hands them over and as answers go out.

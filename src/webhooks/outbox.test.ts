@@ -463,6 +463,53 @@ describe("sealed event bodies", () => {
     expect(rx.received[0]!.body).toBe((await eventBody(deps, eventId))!);
   });
 
+  test("a receiver that echoes the body does not put its secret in the database: the recorded answer has it replaced, also cut short", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const token = `ft_${"Ab9".repeat(14)}`;
+    // The first answer echoes the body whole; the second puts the token across the 1 KiB the attempt records.
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["feature.unlocked"], (n, r) =>
+      n === 1 ? new Response(`received: ${r.body}`, { status: 500 }) : new Response(`${"x".repeat(1024 - 20)}${r.body.slice(r.body.indexOf(token))}`, { status: 200 }),
+    );
+    await enqueue(deps, owner, "feature.unlocked", { accessToken: token });
+    await worker(deps).runOnce();
+    clock.advance(5000);
+    await worker(deps).runOnce();
+    expect(rx.received).toHaveLength(2);
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    const attempts = (await listDeliveryAttempts(deps, owner, d!.deliveryId)).attempts;
+    expect(attempts.map((a) => a.statusCode).sort()).toEqual([200, 500]);
+    const echoed = attempts.find((a) => a.statusCode === 500)!.response!;
+    expect(echoed).toContain('"accessToken":"[redacted]"');
+    const cut = attempts.find((a) => a.statusCode === 200)!.response!;
+    expect(cut).toEndWith("[redacted]");
+    const stored = db.sqlite.query("SELECT response FROM webhook_attempts").all() as { response: string }[];
+    expect(stored.filter((r) => r.response.includes(token.slice(0, 12)))).toEqual([]);
+  });
+
+  test("migration 38 removes recorded answers to feature.unlocked that may echo its token; others stay", () => {
+    const db = openDatabase(":memory:");
+    migrate(db.sqlite, 1, MIGRATIONS.filter((m) => m.version <= 37));
+    const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', 'o', ?, 'sealed:v1:x', 1)");
+    const delivery = db.sqlite.query("INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, created_at, updated_at) VALUES (?, ?, 'owner_endpoint', 'whe_a', 'succeeded', 1, 1)");
+    const attempt = db.sqlite.query("INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, duration_ms, response) VALUES (?, 1, 1, 200, 1, ?)");
+    event.run("evt_u", "feature.unlocked");
+    event.run("evt_p", "payment.completed");
+    delivery.run("whd_u1", "evt_u");
+    delivery.run("whd_u2", "evt_u");
+    delivery.run("whd_p", "evt_p");
+    attempt.run("whd_u1", 'received {"accessToken":"ft_3yZe7d5LHn1"}');
+    attempt.run("whd_u2", "ok");
+    attempt.run("whd_p", "ft_ not a token of this event");
+    expect(migrate(db.sqlite, 2, MIGRATIONS.filter((m) => m.version <= 38)).applied).toEqual([38]);
+    expect(db.sqlite.query("SELECT delivery_id, response FROM webhook_attempts ORDER BY delivery_id").all()).toEqual([
+      { delivery_id: "whd_p", response: "ft_ not a token of this event" },
+      { delivery_id: "whd_u1", response: "[redacted]" },
+      { delivery_id: "whd_u2", response: "ok" },
+    ]);
+    db.close();
+  });
+
   test("a body an earlier version stored in clear is still sent, and the purge seals it", async () => {
     const { deps, db, clock } = await setup();
     const { owner, rx, ep } = await queuedForOneEndpoint(deps, db, clock);

@@ -60,6 +60,39 @@ export type OutboxDeps = Pick<Deps, "db" | "clock" | "random" | "wallets">;
  * sealed is its JSON text: it opens as itself until the purge seals it (sealClearEventBodies).
  */
 const SEALED = "sealed:v1:";
+
+/** Event body fields that hold secrets (feature.unlocked's token): never stored in clear, nor in a receiver's echo. */
+const SECRET_FIELDS = ["accessToken"] as const;
+const REDACTED = "[redacted]";
+/** The shortest start of a secret, cut off at the end of a recorded answer, that is still taken for it. */
+const SECRET_PREFIX_MIN = 8;
+
+/**
+ * A receiver's answer as recorded: every secret of the body it was sent replaced, also one its echo (or the
+ * read's byte limit) cut short at the end of the text.
+ */
+export function withoutSecretsOf(payload: string | null, answer: string): string {
+  if (payload === null || !SECRET_FIELDS.some((field) => payload.includes(`"${field}"`))) return answer;
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(payload) as Record<string, unknown>;
+  } catch {
+    return answer;
+  }
+  let text = answer;
+  for (const field of SECRET_FIELDS) {
+    const secret = body[field];
+    if (typeof secret !== "string" || secret.length < SECRET_PREFIX_MIN) continue;
+    text = text.replaceAll(secret, REDACTED);
+    for (let k = secret.length - 1; k >= SECRET_PREFIX_MIN; k--) {
+      if (text.endsWith(secret.slice(0, k))) {
+        text = text.slice(0, text.length - k) + REDACTED;
+        break;
+      }
+    }
+  }
+  return text;
+}
 const eventAad = (eventId: string) => new TextEncoder().encode(`walletgate outbox event ${eventId}`);
 
 function sealEventBody(deps: OutboxDeps, eventId: string, body: string): string {
@@ -368,7 +401,8 @@ export function createDeliveryWorker(deps: Deps, options: DeliveryWorkerOptions)
       at: startedAt,
       statusCode,
       durationMs,
-      response: statusCode === null ? null : utf8Prefix(new TextEncoder().encode(body), RECORDED_RESPONSE_BYTES),
+      // A receiver that echoes what it got would otherwise put the body's secrets in the database in clear.
+      response: statusCode === null ? null : utf8Prefix(new TextEncoder().encode(withoutSecretsOf(payload, body)), RECORDED_RESPONSE_BYTES),
       error,
     };
     const agent = d.endpointKind === "agent" ? options.agents : undefined;
