@@ -145,6 +145,20 @@ describe("1. a refused initialize (120 a minute per network) says how long until
     expect(retryAfter).toBeLessThanOrEqual(60);
   }, 60_000);
 
+  test("initializes a page of another origin sends are refused 403 without counting: the limit stays its network's MCP hosts'", async () => {
+    const server = await start({ AUTH_RATE_LIMIT: "on", MCP_MAX_SESSIONS: "2" });
+    // What any web page can send without a preflight: a text/plain POST, with the browser's Origin.
+    const foreign = { ...HEADERS, "content-type": "text/plain", origin: "https://evil.example" };
+    for (let i = 0; i < 125; i++) {
+      const res = await fetch(`${server.url}/mcp`, { method: "POST", headers: foreign, body: JSON.stringify(INITIALIZE) });
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toBe("Invalid Origin header: https://evil.example");
+    }
+    const own = await initialize(server);
+    expect(own.status).toBe(200);
+    await own.body?.cancel();
+  }, 60_000);
+
   test("in-process, on a manual clock: the wait shrinks as the window slides, rounded up, and ends on time", async () => {
     const { deps, clock } = await testDeps({ AUTH_RATE_LIMIT: "on" });
     const mcp = createMcpHttp(deps, createRegistry(AUTH_TOOLS, () => undefined));
@@ -340,6 +354,7 @@ describe("6. the purge's cap on session records, beside a session still in memor
       wallet: null,
       sessionId: null,
       jti: null,
+      tokenExpiresAtS: null,
       boundBy: null,
     });
     await purgeMcpSessions(deps, { unboundKept: 1 });

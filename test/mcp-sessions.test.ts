@@ -265,6 +265,26 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
   });
 
+  test("a bound session whose expired token's row the purge took (a day past exp): TOKEN_EXPIRED, saying its wallet was made by wallet_create", async () => {
+    const server = await start({ SESSION_TTL_S: "2", PURGE_INTERVAL_MS: "300" });
+    const mcp = await connect(server, ua("row-purged"));
+    const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const { jti, exp } = decodeJwt(created.sessionToken).payload as { jti: string; exp: number };
+    await sleep(Math.max(0, exp * 1000 - Date.now()) + 150);
+    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+    // A day and more past its exp (the row's times moved back two days): the purge deletes it.
+    const db = openServerDatabase(server.dataDir);
+    try {
+      expect(db.query("UPDATE auth_tokens SET issued_at = issued_at - 172800000, expires_at = expires_at - 172800000 WHERE jti = ?").run(jti).changes).toBe(1);
+      await until(() => ((db.query("SELECT COUNT(*) AS n FROM auth_tokens WHERE jti = ?").get(jti) as { n: number }).n === 0 ? true : undefined));
+    } finally {
+      db.close();
+    }
+    const error = expect.stringContaining(`${created.address} was made by wallet_create`);
+    expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_EXPIRED", error });
+    expect(await mcp.call("session_info")).toMatchObject({ success: false, code: "TOKEN_EXPIRED" });
+  });
+
   test("after a restart the session's id is rebuilt from its record, with its binding", async () => {
     // A server of its own with the default lifetime: a restart on a slow machine could outlast a 5-s token.
     const own = await start({ ...env, SESSION_TTL_S: "3600" });

@@ -164,7 +164,7 @@ describe("fingerprint links", () => {
     expect(rows.length).toBe(1);
     const clear = new Bun.CryptoHasher("sha256").update(client.ip + client.userAgent).digest("hex");
     expect(rows[0]!.fingerprint).not.toBe(clear);
-    expect(await findLinkedSession(deps, client)).toEqual({ walletAddress: wallet.address, sessionId: s.sessionId, jti: s.jti });
+    expect(await findLinkedSession(deps, client)).toEqual({ walletAddress: wallet.address, sessionId: s.sessionId, jti: s.jti, tokenExpiresAtS: s.expiresAtS });
     expect(await findLinkedSession(deps, { ...client, userAgent: "other/2" })).toBeNull();
     await revokeSessionToken(deps, s.token);
     expect(await findLinkedSession(deps, client)).toBeNull();
@@ -443,7 +443,7 @@ describe("token rows by (wallet, jti)", () => {
       expect((await authenticateToken(deps, live.token)).jti).toBe(live.jti);
       expect(await codeOf(authenticateToken(deps, revokedOne.token))).toBe("TOKEN_REVOKED");
       expect(db.sqlite.query("PRAGMA index_list(auth_tokens)").all()).toEqual([expect.objectContaining({ name: "auth_tokens_by_prefixes", unique: 0 })]);
-      expect(await findLinkedSession(deps, otherClient)).toEqual({ walletAddress: live.walletAddress, sessionId: live.sessionId, jti: live.jti });
+      expect(await findLinkedSession(deps, otherClient)).toEqual({ walletAddress: live.walletAddress, sessionId: live.sessionId, jti: live.jti, tokenExpiresAtS: live.expiresAtS });
       await revokeSessionToken(deps, live.token); // drops the link to it, found by (wallet, jti)
       expect(await findLinkedSession(deps, otherClient)).toBeNull();
       expect(db.sqlite.query("SELECT COUNT(*) AS n FROM fingerprint_wallet_links").get()).toEqual({ n: 0 });

@@ -151,17 +151,21 @@ function signerProblem(deps: Deps, row: store.TokenRow): string | null {
   return null;
 }
 
+const expired = () => new AppError("TOKEN_EXPIRED", "the session's token has expired; call session_restore or sign in again");
+
 /**
  * A session known by its token's id (what an MCP session's binding keeps): the token store's checks —
- * row present, not revoked, not expired, not before the wallet's cutoff — without the JWT itself.
+ * row present, not revoked, not expired, not before the wallet's cutoff — without the JWT itself. A row the
+ * purge took (a day past its `exp`) is TOKEN_EXPIRED when the binding kept that `exp` (`knownExpiresAtS`).
  */
-export async function authenticateTokenId(deps: Deps, walletAddress: string, jti: string): Promise<Omit<AuthenticatedSession, "token">> {
+export async function authenticateTokenId(deps: Deps, walletAddress: string, jti: string, knownExpiresAtS: number | null = null): Promise<Omit<AuthenticatedSession, "token">> {
   const row = await store.findToken(deps.db, walletAddress, jti);
+  if (row === null && knownExpiresAtS !== null && knownExpiresAtS * 1000 <= deps.clock.now()) throw expired();
   if (row === null) throw new AppError("TOKEN_INVALID", "the session's token is unknown; sign in again");
   const signer = signerProblem(deps, row);
   if (signer !== null) throw new AppError("TOKEN_INVALID", `the session's token ${signer}; sign in again`);
   if (row.revokedAt !== null || row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) throw revoked();
-  if (row.expiresAt <= deps.clock.now()) throw new AppError("TOKEN_EXPIRED", "the session's token has expired; call session_restore or sign in again");
+  if (row.expiresAt <= deps.clock.now()) throw expired();
   return {
     walletAddress: row.wallet,
     sessionId: row.sessionId,
@@ -297,7 +301,7 @@ export async function disconnectWallet(
   await store.revokeToken(deps.db, walletAddress, jti, deps.clock.now(), { fingerprint: storedFingerprint(deps, client), wallets: forget });
 }
 
-export type LinkedSession = { walletAddress: string; sessionId: string; jti: string };
+export type LinkedSession = { walletAddress: string; sessionId: string; jti: string; tokenExpiresAtS: number };
 
 /**
  * The wallet last authenticated from this client, while the linked token is still good: present,
@@ -309,5 +313,5 @@ export async function findLinkedSession(deps: Deps, client: ClientInfo): Promise
   const row = await store.findToken(deps.db, link.wallet, link.jti);
   if (row === null || row.revokedAt !== null || row.expiresAt <= deps.clock.now() || signerProblem(deps, row) !== null) return null;
   if (row.issuedAt < (await store.findWalletCutoff(deps.db, row.wallet))) return null;
-  return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti };
+  return { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti, tokenExpiresAtS: Math.floor(row.expiresAt / 1000) };
 }

@@ -35,7 +35,7 @@ export const walletConnect = defineTool({
   needsWallet: false,
   run: async ({ deps, session, client }, input) => {
     const issued = await signIn(deps, input, client);
-    await session.bind({ walletAddress: issued.walletAddress, sessionId: issued.sessionId, jti: issued.jti });
+    await session.bind({ walletAddress: issued.walletAddress, sessionId: issued.sessionId, jti: issued.jti, tokenExpiresAtS: issued.expiresAtS });
     return { walletAddress: issued.walletAddress, sessionToken: issued.token, isNewSession: true, expiresAt: issued.expiresAt };
   },
 });
@@ -71,7 +71,7 @@ export const sessionRestore = defineTool({
     const { session: restored, ...data } = await restoreSession(deps, input.token).catch(async (err: unknown) => {
       throw err instanceof AppError ? await explainDeadCustodialToken(deps, err, () => walletNamedBy(input.token)) : err;
     });
-    await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti });
+    await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti, tokenExpiresAtS: restored.expiresAtS });
     return data;
   },
 });

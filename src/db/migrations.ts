@@ -37,6 +37,7 @@ import m0035 from "./migrations/0035_network_in_use.sql" with { type: "text" };
 import m0036 from "./migrations/0036_feature_token_access_ms.sql" with { type: "text" };
 import m0037 from "./migrations/0037_market_payout_retry.sql" with { type: "text" };
 import m0038 from "./migrations/0038_webhook_answers_without_tokens.sql" with { type: "text" };
+import m0039 from "./migrations/0039_mcp_binding_token_expiry.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -79,4 +80,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 36, name: "feature_token_access_ms", sql: m0036 },
   { version: 37, name: "market_payout_retry", sql: m0037 },
   { version: 38, name: "webhook_answers_without_tokens", sql: m0038 },
+  { version: 39, name: "mcp_binding_token_expiry", sql: m0039 },
 ];

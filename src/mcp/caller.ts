@@ -22,7 +22,7 @@ export async function resolveCaller(deps: Deps, bearer: string | null, binding: 
   }
   if (binding !== null) {
     try {
-      const s = await authenticateTokenId(deps, binding.walletAddress, binding.jti);
+      const s = await authenticateTokenId(deps, binding.walletAddress, binding.jti, binding.tokenExpiresAtS);
       return { kind: "wallet", walletAddress: s.walletAddress, sessionId: s.sessionId, jti: s.jti, token: null, issuedAtS: s.issuedAtS, expiresAtS: s.expiresAtS, source: binding.source };
     } catch (err) {
       if (err instanceof AppError) return { kind: "anonymous", tokenError: await explainDeadCustodialToken(deps, err, () => binding.walletAddress), deadBinding: binding };

@@ -166,7 +166,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       id: live.id,
       bind: async (b) => {
         live.binding = { ...b, source: "binding" };
-        await store.setBinding(deps.db, live.recordKey, { wallet: b.walletAddress, sessionId: b.sessionId, jti: b.jti, boundBy: "binding" }, deps.clock.now());
+        await store.setBinding(deps.db, live.recordKey, { wallet: b.walletAddress, sessionId: b.sessionId, jti: b.jti, tokenExpiresAtS: b.tokenExpiresAtS, boundBy: "binding" }, deps.clock.now());
       },
       unbind: async () => {
         live.binding = null;
@@ -276,6 +276,11 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   async function initialize(request: Request, body: unknown, client: ClientInfo, authInfo: AuthInfo): Promise<Response> {
+    // A browser page of another origin is refused (as the transport would refuse it) before it counts against
+    // its network's initialize limit or takes a session place: any page open on that machine could otherwise
+    // spend the limit of the MCP hosts beside it.
+    const origin = request.headers.get("origin");
+    if (origin && origin !== ownOrigin) return jsonRpcError(403, -32000, `Invalid Origin header: ${origin}`);
     try {
       deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
     } catch (err) {
@@ -299,6 +304,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         wallet: binding?.walletAddress ?? null,
         sessionId: binding?.sessionId ?? null,
         jti: binding?.jti ?? null,
+        tokenExpiresAtS: binding?.tokenExpiresAtS ?? null,
         boundBy: binding === null ? null : "fingerprint",
       });
     });
@@ -324,7 +330,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     const binding: Binding | null =
       row.wallet === null || row.jti === null || row.sessionId === null
         ? null
-        : { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti, source: row.boundBy ?? "binding" };
+        : { walletAddress: row.wallet, sessionId: row.sessionId, jti: row.jti, tokenExpiresAtS: row.tokenExpiresAtS, source: row.boundBy ?? "binding" };
     const opening = await open(id, client, binding, async () => undefined);
     if (opening === BUSY) return BUSY;
     const { live, opened } = opening;

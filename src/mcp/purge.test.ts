@@ -8,7 +8,7 @@ import { STEP_ROWS } from "../db/steps.ts";
 
 test("ended, long-idle and idle never-bound MCP session records are purged; live ones stay", async () => {
   const { deps, clock } = await testDeps();
-  const base = { protocolVersion: "2025-06-18", fingerprint: null, wallet: "W", sessionId: "s", jti: "j", boundBy: "binding" as const };
+  const base = { protocolVersion: "2025-06-18", fingerprint: null, wallet: "W", sessionId: "s", jti: "j", tokenExpiresAtS: null, boundBy: "binding" as const };
   const now = clock.now();
   await insertSession(deps.db, { id: "live", createdAt: now, lastActivityAt: now, ...base });
   await insertSession(deps.db, { id: "ended", createdAt: now, lastActivityAt: now, ...base });
@@ -31,7 +31,7 @@ test("ended, long-idle and idle never-bound MCP session records are purged; live
 
 test("records without a wallet are bounded in number: past the cap the least recently active go", async () => {
   const { deps, clock } = await testDeps();
-  const unbound = { protocolVersion: "2025-06-18", fingerprint: null, wallet: null, sessionId: null, jti: null, boundBy: null };
+  const unbound = { protocolVersion: "2025-06-18", fingerprint: null, wallet: null, sessionId: null, jti: null, tokenExpiresAtS: null, boundBy: null };
   const bound = { ...unbound, wallet: "W", sessionId: "s", jti: "j", boundBy: "binding" as const };
   const now = clock.now();
   const idle = 2 * deps.config.mcpSessionTimeoutMs + 60_000; // no server holds a session idle this long in memory
@@ -79,7 +79,7 @@ test("records bound to a wallet are bounded in number too: past their cap the le
   for (let i = 0; i < 3; i++) insert.run(`anon-${i}`, now, now - idle - 5 - i * 10, null, null, null, null);
   insert.run("live", now, now, "W", "s", "j", "binding"); // may be in a server's memory: never counted
   deps.db.sqlite.run("COMMIT");
-  await insertSession(deps.db, { id: "ended", createdAt: now, lastActivityAt: now - idle - 100_000, protocolVersion: "2025-06-18", fingerprint: null, wallet: "W", sessionId: "s", jti: "j", boundBy: "binding" });
+  await insertSession(deps.db, { id: "ended", createdAt: now, lastActivityAt: now - idle - 100_000, protocolVersion: "2025-06-18", fingerprint: null, wallet: "W", sessionId: "s", jti: "j", tokenExpiresAtS: null, boundBy: "binding" });
   await endSession(deps.db, "ended", now); // ended: its 404 is kept for a day, whatever the cap
   expect(await purgeMcpSessions(deps, { boundKept: 5 })).toEqual({ mcpSessions: STEP_ROWS + 7 - 5 });
   const left = deps.db.sqlite.query("SELECT id FROM mcp_sessions ORDER BY last_activity_at DESC").values().flat();

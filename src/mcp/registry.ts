@@ -29,7 +29,8 @@ export type Caller =
   | { kind: "anonymous"; tokenError: AppError | null; deadBinding?: Binding | undefined };
 
 /** What a binding remembers: the wallet and the token (by jti) that proved it. */
-export type Binding = Readonly<{ walletAddress: string; sessionId: string; jti: string; source: "binding" | "fingerprint" }>;
+/** `tokenExpiresAtS`: the bound token's `exp` (null for a record bound before it was kept). */
+export type Binding = Readonly<{ walletAddress: string; sessionId: string; jti: string; tokenExpiresAtS: number | null; source: "binding" | "fingerprint" }>;
 
 /** The MCP session a call belongs to; the plain JSON envelope has none (binding is then a no-op). */
 export type ToolSession = {

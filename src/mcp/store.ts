@@ -12,6 +12,8 @@ export type McpSessionRow = {
   wallet: string | null;
   sessionId: string | null;
   jti: string | null;
+  /** The bound token's `exp`, Unix seconds (null: unbound, or bound before it was kept). */
+  tokenExpiresAtS: number | null;
   boundBy: "binding" | "fingerprint" | null;
   endedAt: number | null;
 };
@@ -20,10 +22,10 @@ export function insertSession(db: Db, row: Omit<McpSessionRow, "endedAt">): Prom
   return db.write(() => {
     db.sqlite
       .query(
-        `INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version, fingerprint, wallet, session_id, jti, bound_by)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version, fingerprint, wallet, session_id, jti, token_expires_at, bound_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(row.id, row.createdAt, row.lastActivityAt, row.protocolVersion, row.fingerprint, row.wallet, row.sessionId, row.jti, row.boundBy);
+      .run(row.id, row.createdAt, row.lastActivityAt, row.protocolVersion, row.fingerprint, row.wallet, row.sessionId, row.jti, row.tokenExpiresAtS, row.boundBy);
   });
 }
 
@@ -33,7 +35,7 @@ export async function findSession(db: Db, id: string): Promise<McpSessionRow | n
       (db.sqlite
         .query(
           `SELECT id, created_at AS createdAt, last_activity_at AS lastActivityAt, protocol_version AS protocolVersion,
-                  fingerprint, wallet, session_id AS sessionId, jti, bound_by AS boundBy, ended_at AS endedAt
+                  fingerprint, wallet, session_id AS sessionId, jti, token_expires_at AS tokenExpiresAtS, bound_by AS boundBy, ended_at AS endedAt
            FROM mcp_sessions WHERE id = ?`,
         )
         .get(id) as McpSessionRow | null) ?? null
@@ -45,13 +47,13 @@ export async function findSession(db: Db, id: string): Promise<McpSessionRow | n
 export function setBinding(
   db: Db,
   id: string,
-  binding: { wallet: string; sessionId: string; jti: string; boundBy: "binding" | "fingerprint" } | null,
+  binding: { wallet: string; sessionId: string; jti: string; tokenExpiresAtS: number | null; boundBy: "binding" | "fingerprint" } | null,
   now: number,
 ): Promise<void> {
   return db.write(() => {
     db.sqlite
-      .query("UPDATE mcp_sessions SET wallet = ?, session_id = ?, jti = ?, bound_by = ?, last_activity_at = ? WHERE id = ?")
-      .run(binding?.wallet ?? null, binding?.sessionId ?? null, binding?.jti ?? null, binding?.boundBy ?? null, now, id);
+      .query("UPDATE mcp_sessions SET wallet = ?, session_id = ?, jti = ?, token_expires_at = ?, bound_by = ?, last_activity_at = ? WHERE id = ?")
+      .run(binding?.wallet ?? null, binding?.sessionId ?? null, binding?.jti ?? null, binding?.tokenExpiresAtS ?? null, binding?.boundBy ?? null, now, id);
   });
 }
 

@@ -87,7 +87,7 @@ export const walletCreate = defineTool({
     checkAirdrop(deps, airdrop);
 
     const { walletAddress, issued } = await createCustodialWallet(deps, client, label);
-    await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti });
+    await session.bind({ walletAddress, sessionId: issued.sessionId, jti: issued.jti, tokenExpiresAtS: issued.expiresAtS });
     const funded = await fundNewWallet(deps, walletAddress, airdrop);
     const fundedFields = funded === null ? {} : "error" in funded ? { airdropError: funded.error } : { airdropSignature: funded.signatures[0], airdropSignatures: funded.signatures };
     const balances = await newWalletBalances(deps, walletAddress, funded !== null && "signatures" in funded ? airdrop : null);
