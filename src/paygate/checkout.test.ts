@@ -312,6 +312,35 @@ describe("checkout", () => {
     await expectNothingBought(deps, owner, checkout.checkoutId);
   });
 
+  test("a tip in another token to payTo beside the payment, as a plain Transfer or a TransferChecked, is not a second payment: sent, confirmed, bought once", async () => {
+    for (const tip of ["Transfer", "TransferChecked"] as const) {
+      const { deps, owner, productId, buyer, wallet } = await setup();
+      await deps.ledger.airdrop(wallet, { token: 50n * USDC });
+      const service = (await deps.ledger.tokens()).find((t) => t.kind === "spl" && t.key !== "usdc")!;
+      const token = { mint: service.mint!, decimals: service.decimals };
+      const checkout = await startCheckout(deps, productId, wallet);
+      const tipped =
+        tip === "TransferChecked"
+          ? transferToPayTo(buyer, owner, token, 1n, [])
+          : createTransferInstruction(new PublicKey(associatedTokenAddress(wallet, token.mint)), new PublicKey(associatedTokenAddress(owner, token.mint)), buyer.publicKey, 1n);
+      const signed = paymentVariant(checkout.transaction, { payer: buyer, prepend: [createPayToAccount(buyer, owner, token.mint), tipped] });
+      expect({ tip, answer: await submitCheckout(deps, productId, checkout.checkoutId, signed) }).toMatchObject({ tip, answer: { status: "completed", txHash: signatureOf(signed) } });
+      expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC);
+      expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    }
+    // Only a tip, no payment in the checkout's token: refused for its mint, before anything is sent.
+    const { deps, owner, productId, buyer, wallet } = await setup();
+    await deps.ledger.airdrop(wallet, { token: 50n * USDC });
+    const service = (await deps.ledger.tokens()).find((t) => t.kind === "spl" && t.key !== "usdc")!;
+    const token = { mint: service.mint!, decimals: service.decimals };
+    const checkout = await startCheckout(deps, productId, wallet);
+    const signed = await buyerTransaction(deps, buyer, [createPayToAccount(buyer, owner, token.mint), transferToPayTo(buyer, owner, token, 2n * USDC, [checkout.reference])]);
+    expect(await reasonOf(submitCheckout(deps, productId, checkout.checkoutId, signed))).toBe("PAYMENT_MISMATCH:mint");
+    await deps.ledger.submit(Buffer.from(signed, "base64")); // the buyer sends it itself
+    expect(await reasonOf(confirmCheckout(deps, productId, checkout.checkoutId, signatureOf(signed)))).toBe("PAYMENT_MISMATCH:mint");
+    await expectNothingBought(deps, owner, checkout.checkoutId);
+  });
+
   describe("strangers' transactions carrying a checkout's reference", () => {
     /** A stranger funded to send `count` small payments that carry the checkout's reference, each its own. */
     async function strangerSends(deps: Deps, transaction: string, count: number, blockhash?: string): Promise<string[]> {
@@ -573,6 +602,23 @@ describe("checkout", () => {
       await expect(confirmCheckout(flooded, productId, checkout.checkoutId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("txHash") });
       expect(await codeOf(confirmCheckout(deps, productId, checkout.checkoutId))).toBe("INVALID_STATE"); // the real chain: unpaid
       expect(counted.reads).toEqual([]);
+    });
+
+    test("a flooded reference's checkout whose /submit payment is not readable yet is kept open past its grace, and completed once it is", async () => {
+      const { deps, clock, owner, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(checkout.transaction, buyer);
+      // Sent by /submit, its answer lost: listed nowhere the node can read yet.
+      const lagging: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction: (signature, options) => (signature === signatureOf(signed) ? Promise.resolve(null) : deps.ledger.getTransaction(signature, options)) } };
+      expect(await codeOf(submitCheckout(lagging, productId, checkout.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      const signatures = async () => Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64)));
+      const floodedAndLagging: Deps = { ...lagging, ledger: { ...lagging.ledger, signatures } };
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await createCheckoutWatcher(floodedAndLagging).runOnce()).toBe(0);
+      expect(await confirmCheckout(floodedAndLagging, productId, checkout.checkoutId)).toEqual({ status: "pending" }); // not closed
+      const flooded: Deps = { ...deps, ledger: { ...deps.ledger, signatures } };
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(1);
+      expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.txHash)).toEqual([signatureOf(signed)]);
     });
 
     test("a payment the buyer sent itself to a flooded reference is found when confirm names its txHash, also once the checkout was closed", async () => {

@@ -241,8 +241,10 @@ function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Pa
       ? [{ ix, index }]
       : [],
   );
-  if (toPayTo.length !== 1) throw mismatch("recipient", `exactly one transfer to payTo's token account is expected, found ${toPayTo.length}`);
-  const { ix, index } = toPayTo[0]!;
+  // Transfers of other tokens to payTo (a tip) are not the payment, as the landed check sees them (ofCheckoutMint).
+  const payments = ofCheckoutMint(toPayTo, ({ ix }) => ix.type !== "transferChecked" || key(ix.mint) === mint);
+  if (payments.length !== 1) throw mismatch("recipient", `exactly one transfer to payTo's token account is expected, found ${payments.length}`);
+  const { ix, index } = payments[0]!;
   if (ix.type !== "transferChecked") throw mismatch("recipient", "the payment must be a TransferChecked instruction");
   if (key(ix.mint) !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
   if (ix.amount < checkout.amount) throw mismatch("amount", shortPayment(token, ix.amount, checkout.amount));
@@ -255,6 +257,17 @@ function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Pa
   if (reference < 0 || !accounts.includes(reference) || tx.isSigner(reference) || tx.isWritable(reference)) {
     throw mismatch("reference", "the transfer must carry the checkout's reference as a read-only, non-signer account");
   }
+}
+
+/**
+ * Of the token transfers to payTo, those of the checkout's mint: the others (a tip in another token) are not
+ * the payment and do not make it two. When none is of the mint, all of them, so that the one found is refused
+ * for its mint rather than as missing. The same rule before sending and after landing: what /submit lets go
+ * out, confirm accepts.
+ */
+function ofCheckoutMint<T>(toPayTo: readonly T[], isOfMint: (transfer: T) => boolean): readonly T[] {
+  const ofMint = toPayTo.filter(isOfMint);
+  return ofMint.length > 0 ? ofMint : toPayTo;
 }
 
 /**
@@ -280,7 +293,7 @@ function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Le
   const mint = token.mint;
   if (tx.status === "failed") throw mismatch("failed", `the payment transaction failed${tx.error === null ? "" : `: ${tx.error}`}`);
   if (tx.feePayer !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
-  const toPayTo = tx.transfers.filter((t) => t.to === checkout.payTo && t.mint !== null);
+  const toPayTo = ofCheckoutMint(tx.transfers.filter((t) => t.to === checkout.payTo && t.mint !== null), (t) => t.mint === mint);
   if (toPayTo.length !== 1) throw mismatch("recipient", `exactly one token transfer to payTo is expected, found ${toPayTo.length}`);
   const transfer = toPayTo[0]!;
   if (transfer.mint !== mint) throw mismatch("mint", `the payment must be of mint ${mint}`);
@@ -384,7 +397,10 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: (w
     if (deps.paygate.referenceReads.firstCrowded(checkout.id)) {
       deps.log.warn("checkout reference crowded", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, transactions: signatures.length });
     }
-    undecided("crowded");
+    // A transaction /submit sent that is not readable yet, or not judged, may still be the payment: the
+    // watcher keeps looking at it (as it would on an uncrowded reference); otherwise no look can decide more.
+    const submittedUndecided = [...submitted.values()].some((refused) => refused === null || outcomeUnknown(refused));
+    undecided(submittedUndecided ? "unread" : "crowded");
     return { status: "pending" };
   }
   const reads = deps.paygate.referenceReads;

@@ -5,7 +5,7 @@ import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase58, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
 import { referenceSignatures, waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
-import { associatedTokenAddress, parseTransaction, transfersOf, type TokenAccountInfo } from "../../ledger/transactions.ts";
+import { associatedTokenAddress, parseTransaction, transfersOf, type LoadedAddresses, type TokenAccountInfo } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
 import * as store from "./store.ts";
@@ -48,11 +48,11 @@ export type EscrowPayment =
 
 /**
  * Consumer → escrow: signed here for a custodial consumer; for a connected one, unsigned (nothing moves)
- * unless it passes `signed`, which must sign exactly the message offered to it last (`offerHash`).
+ * unless it passes `signed`, which must pay the offer made to it last (`offerHash`, `offerWire`; paysOffer).
  */
 export async function escrowPayment(
   deps: Deps,
-  payment: { from: string; token: string; amount: bigint; signed?: string | undefined; offerHash: string | null },
+  payment: { from: string; token: string; amount: bigint; signed?: string | undefined; offerHash: string | null; offerWire: Uint8Array | null },
 ): Promise<EscrowPayment> {
   const escrow = await escrowWallet(deps);
   const intent: TransferIntent = { from: payment.from, to: escrow, token: payment.token, amount: payment.amount };
@@ -71,20 +71,50 @@ export async function escrowPayment(
   }
   const wire = decodeBase64Strict(payment.signed);
   if (wire === null) throw fieldError("signedTransaction", "signedTransaction must be standard base64");
-  let hash: string;
   try {
-    hash = messageHash(wire);
+    parseTransaction(wire, { loadedAddresses: null });
   } catch {
     throw fieldError("signedTransaction", "signedTransaction is not a serialized Solana transaction");
   }
   // The offer names its message and what it pays: a transaction offered for another token or amount is refused.
-  const reference = payment.offerHash === null ? undefined : parseOffer(payment.offerHash)?.reference;
-  if (payment.offerHash === null || offerOf(hash, { ...intent, reference }) !== payment.offerHash) {
+  // (What the bytes move is checked before anything is sent: requireExactTransfer, orders.ts.)
+  const offer = payment.offerHash === null ? null : parseOffer(payment.offerHash);
+  const samePayment = offer !== null && offer.intent.token === intent.token && offer.intent.amount === intent.amount && offer.intent.to === intent.to;
+  if (!samePayment || !paysOffer(wire, null, offer, blockhashOf(payment.offerWire))) {
     throw new AppError("PAYMENT_MISMATCH", "sign the escrow transfer this tool returned last (call it without signedTransaction for a fresh one)", {
       details: { reason: "transaction" },
     });
   }
   return { kind: "signed", wire, intent };
+}
+
+type Offer = NonNullable<ReturnType<typeof parseOffer>>;
+
+/** The blockhash of an offer's transaction (kept since migration 21); null for an older record. */
+function blockhashOf(offerWire: Uint8Array | null): string | null {
+  return offerWire === null ? null : parseTransaction(offerWire).recentBlockhash;
+}
+
+/**
+ * Whether these bytes are the payment of an offer: its very message; or, for an offer with a reference, one
+ * with the reference among its accounts and whatever a consumer's wallet adds or changes (a compute-unit
+ * price, a guard instruction): before it lands only the consumer knows the reference. What it moves is the
+ * caller's to check (requireExactTransfer). `onBlockhash`: to be sent now, it must be on the offer's blockhash
+ * too, so that it can land no later than the offer could (a new offer follows once that one cannot); a
+ * landed one is the consumer's payment whatever its blockhash. `loadedAddresses`: a landed transaction's
+ * (instructions of programs the service does not model are then read, not refused).
+ */
+function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, offer: Offer | null, onBlockhash?: string | null): boolean {
+  if (offer === null) return false;
+  let tx: ReturnType<typeof parseTransaction>;
+  try {
+    tx = parseTransaction(wire, { loadedAddresses });
+  } catch {
+    return false;
+  }
+  if (sha256Hex(tx.messageBytes) === offer.hash) return true;
+  if (onBlockhash !== undefined && tx.recentBlockhash !== onBlockhash) return false;
+  return offer.reference !== undefined && tx.accountKeys.includes(offer.reference);
 }
 
 /** What moved must be exactly the payment asked for: one transfer, from the consumer, to the escrow, of the price. */
@@ -163,14 +193,19 @@ function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferInt
 export async function sentOffer(
   deps: Deps,
   consumer: string,
-  offerHash: string,
-  offeredAt: number,
+  offered: { offerHash: string; offeredAt: number },
 ): Promise<{ signature: string; token: string; amount: bigint } | null> {
-  const offer = parseOffer(offerHash);
+  const offer = parseOffer(offered.offerHash);
   if (offer === null) return null;
   const intent: TransferIntent = { from: consumer, ...offer.intent };
-  if (offer.reference !== undefined) return sentWithReference(deps, offer.reference, offer.hash, intent);
-  const since = offeredAt - OFFER_CLOCK_SLACK_MS;
+  if (offer.reference !== undefined) {
+    const found = await sentWithReference(deps, offer, intent);
+    if (found !== "crowded") return found;
+    // Strangers can crowd a reference once the payment on it is public (~0.05 SOL for 10,000 transactions):
+    // the consumer's own history still holds it.
+    deps.log.warn("escrow offer's reference crowded: its consumer's history is read instead", { consumer });
+  }
+  const since = offered.offeredAt - OFFER_CLOCK_SLACK_MS;
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
     // A payment listed but not readable yet must not read as "not sent" (the order would end with the money
@@ -186,7 +221,7 @@ export async function sentOffer(
       unreadable = err;
       txs = await deps.ledger.history(consumer, query);
     }
-    const scanned = scanForOffer(txs, offer.hash, intent, since);
+    const scanned = scanForOffer(txs, offer, intent, since);
     if (scanned !== "ended" && scanned !== "on") return scanned;
     if (unreadable !== null) throw unreadable;
     if (scanned === "ended" || txs.length === 0) return null;
@@ -199,13 +234,13 @@ export async function sentOffer(
 
 /**
  * sentOffer for an offer with a reference: its transactions oldest first, at most OFFER_REFERENCE_READS of them.
- * One listed but not readable yet (a node behind), or a reference too crowded to reach its oldest, is
- * CHAIN_UNAVAILABLE (looked at again later), never "not sent".
+ * One listed but not readable yet (a node behind) is CHAIN_UNAVAILABLE (looked at again later), never "not
+ * sent"; a reference too crowded to reach its oldest is "crowded".
  */
-async function sentWithReference(deps: Deps, reference: string, hash: string, intent: TransferIntent) {
+async function sentWithReference(deps: Deps, offer: Offer, intent: TransferIntent) {
   const finalized = waitsForFinality(deps.config.network);
-  const { signatures, complete } = await referenceSignatures(deps.ledger, reference, finalized);
-  if (!complete) throw new AppError("CHAIN_UNAVAILABLE", "the offer's reference carries too many transactions to reach its oldest");
+  const { signatures, complete } = await referenceSignatures(deps.ledger, offer.reference!, finalized);
+  if (!complete) return "crowded" as const;
   let unreadable = false;
   for (const signature of signatures.slice(0, OFFER_REFERENCE_READS)) {
     const tx = await deps.ledger.getTransaction(signature, { finalized });
@@ -213,7 +248,7 @@ async function sentWithReference(deps: Deps, reference: string, hash: string, in
       unreadable = true;
       continue;
     }
-    const scanned = scanForOffer([tx], hash, intent, 0);
+    const scanned = scanForOffer([tx], offer, intent, 0);
     if (scanned !== "on" && scanned !== "ended") return scanned;
   }
   if (unreadable) throw new AppError("CHAIN_UNAVAILABLE", "a transaction carrying the offer's reference is listed but cannot be read yet");
@@ -222,11 +257,11 @@ async function sentWithReference(deps: Deps, reference: string, hash: string, in
 }
 
 /** A page of history, newest first: the offer's payment, "ended" past the offer's time, or "on" to the next page. */
-function scanForOffer(txs: readonly LedgerTransaction[], hash: string, intent: TransferIntent, since: number) {
+function scanForOffer(txs: readonly LedgerTransaction[], offer: Offer, intent: TransferIntent, since: number) {
   for (const tx of txs) {
     // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.
     if (tx.timestamp > 0 && tx.timestamp < since) return "ended" as const;
-    if (tx.status !== "confirmed" || !matchesOffer(tx.wire, hash)) continue;
+    if (tx.status !== "confirmed" || !paysOffer(tx.wire, tx.loadedAddresses, offer)) continue;
     try {
       requireExactTransfer(tx.transfers, intent);
     } catch {
@@ -235,14 +270,6 @@ function scanForOffer(txs: readonly LedgerTransaction[], hash: string, intent: T
     return { signature: tx.signature, token: intent.token, amount: intent.amount };
   }
   return "on" as const;
-}
-
-function matchesOffer(wire: Uint8Array, hash: string): boolean {
-  try {
-    return messageHash(wire) === hash;
-  } catch {
-    return false;
-  }
 }
 
 /** Why a payout waits: its recipient has no token account, and the escrow does not pay to open one. */

@@ -26,7 +26,8 @@ import * as ordersStore from "./store.ts";
 import { OFFER_REFERENCE_READS, escrowWallet } from "./escrow.ts";
 import { REFERENCE_PAGES } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
-import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
+import { newBuyer, paymentVariant, signCheckout, signatureOf } from "../../../test/helpers/checkout.ts";
+import { ComputeBudgetProgram, type Keypair } from "@solana/web3.js";
 import {
   acceptOrder, AUTO_RELEASE_MS, cancelOrder, listOrders, completeOrder, createOrder, declineOrder, deliverOrder, disputeOrder, escrowedTotals,
   OFFER_LANDING_MS, OFFER_SEARCH_GRACE_MS, OFFER_SEARCHES_PER_ROUND, PROPOSAL_TTL_MS, resolveDispute, runOrderTimers, withdrawOrder,
@@ -306,6 +307,46 @@ describe("timers", () => {
     expect([looks, new Set(await statuses())]).toEqual([{ reference: OFFER_SEARCHES_PER_ROUND + 1, history: 0 }, new Set(["expired"])]);
   });
 
+  test("an offer's transfer a wallet altered (a compute-unit price added) pays it, presented on the offer's blockhash or found landed on any", async () => {
+    const { deps, clock } = await testDeps();
+    const priced = (offer: string, keypair: Keypair, blockhash?: string) =>
+      paymentVariant(offer, { payer: keypair, prepend: [ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1000 })], ...(blockhash === undefined ? {} : { blockhash }) });
+    const offerOf = async (c: Awaited<ReturnType<typeof connectedConsumer>>) => {
+      const answer = await acceptOrder(deps, c.address, c.ask);
+      if (!("unsignedTransaction" in answer)) throw new Error("a connected consumer gets an offer");
+      return answer.unsignedTransaction;
+    };
+    // Presented: the order is paid by it.
+    const a = await connectedConsumer(deps);
+    const altered = priced(await offerOf(a), a.keypair);
+    expect((await acceptOrder(deps, a.address, { ...a.ask, signedTransaction: altered })).order).toMatchObject({ status: "paid", escrowTx: signatureOf(altered) });
+    // Sent by the consumer itself and never presented: found at expiry.
+    const b = await connectedConsumer(deps);
+    const sent = priced(await offerOf(b), b.keypair);
+    await deps.ledger.submit(Buffer.from(sent, "base64"));
+    // On another blockhash it could land later than the offer could: refused when presented (nothing sent);
+    // sent by the consumer itself and landed, it is the consumer's payment all the same.
+    const c = await connectedConsumer(deps);
+    const offerC = await offerOf(c);
+    clock.advance(1000);
+    const other = priced(offerC, c.keypair, (await deps.ledger.latestBlockhash()).blockhash);
+    expect(parseTransaction(Buffer.from(other, "base64")).recentBlockhash).not.toBe(parseTransaction(Buffer.from(offerC, "base64")).recentBlockhash);
+    await expect(acceptOrder(deps, c.address, { ...c.ask, signedTransaction: other })).rejects.toMatchObject({ code: "PAYMENT_MISMATCH", extra: { details: { reason: "transaction" } } });
+    expect(await usdcOf(deps, c.address)).toBe(100n * USDC);
+    await deps.ledger.submit(Buffer.from(other, "base64"));
+    // An offer made before references is its very message only.
+    const d = await connectedConsumer(deps);
+    const legacy = priced(await offerOf(d), d.keypair);
+    await asOfferBeforeReferences(deps, d.order.orderId);
+    await expect(acceptOrder(deps, d.address, { ...d.ask, signedTransaction: legacy })).rejects.toMatchObject({ code: "PAYMENT_MISMATCH" });
+    clock.advance(PROPOSAL_TTL_MS);
+    await runOrderTimers(deps);
+    expect(await ordersStore.findOrder(deps.db, b.order.orderId)).toMatchObject({ status: "paid", escrowTx: signatureOf(sent) });
+    expect(await ordersStore.findOrder(deps.db, c.order.orderId)).toMatchObject({ status: "paid", escrowTx: signatureOf(other) });
+    expect([await statusOf(deps, d.order.orderId, d.address), await usdcOf(deps, d.address)]).toEqual(["expired", 100n * USDC]);
+    expect(await escrowedTotals(deps)).toEqual({ usdc: 10n * USDC }); // b's and c's (a's deadline passed: refunded)
+  });
+
   test("an offer made before references is looked for in its consumer's history, as its round's last look, and is found there", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);
@@ -356,7 +397,7 @@ describe("timers", () => {
     expect(reads).toBe(1); // the payment, the oldest on its reference; the other offer's reference lists nothing
   });
 
-  test("an offer's reference is read at most OFFER_REFERENCE_READS transactions deep, and one too crowded to reach its oldest ends nothing", async () => {
+  test("an offer's reference is read at most OFFER_REFERENCE_READS transactions deep; one too crowded to reach its oldest is looked for in the consumer's history", async () => {
     const { deps, clock } = await testDeps();
     // The consumer itself fills its offer's reference (it alone knows it before anything lands) and never pays.
     const c = await connectedConsumer(deps);
@@ -372,18 +413,25 @@ describe("timers", () => {
     const counting: Deps = { ...deps, ledger: { ...deps.ledger, getTransaction: (...args) => (reads++, deps.ledger.getTransaction(...args)) } };
     expect(await runOrderTimers(counting)).toBe(1);
     expect([reads, await statusOf(deps, c.order.orderId, c.address)]).toEqual([OFFER_REFERENCE_READS, "expired"]);
-    // A reference carrying REFERENCE_PAGES full pages: its oldest, where a payment would be, are out of reach,
-    // so it is CHAIN_UNAVAILABLE (asked again later), never "not sent".
+    // A reference carrying REFERENCE_PAGES full pages (strangers may crowd it once the payment on it is
+    // public): its oldest, where the payment is, are out of reach, and the consumer's own history holds it.
     const d = await connectedConsumer(deps);
-    expect("unsignedTransaction" in (await acceptOrder(deps, d.address, d.ask))).toBe(true);
+    const signature = await d.sendOfferItself();
     clock.advance(OFFER_LANDING_MS);
     let listings = 0;
     const crowded: Deps = { ...deps, ledger: { ...deps.ledger, signatures: async (_address, query) => {
       listings++;
       return Array.from({ length: query.limit }, () => encodeBase58(crypto.getRandomValues(new Uint8Array(64))));
     } } };
-    await expect(declineOrder(crowded, d.address, d.order.orderId)).rejects.toMatchObject({ code: "CHAIN_UNAVAILABLE" });
-    expect([listings, await statusOf(deps, d.order.orderId, d.address)]).toEqual([REFERENCE_PAGES, "proposed"]);
+    const { counted, looks } = countingLooks(crowded);
+    await expect(declineOrder(counted, d.address, d.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("the order is paid") });
+    expect([listings, looks.history]).toEqual([REFERENCE_PAGES, 1]);
+    expect(await ordersStore.findOrder(deps.db, d.order.orderId)).toMatchObject({ status: "paid", escrowTx: signature });
+    // Not sent at all: the history shows nothing either, and the decline goes through.
+    const e = await connectedConsumer(deps);
+    expect("unsignedTransaction" in (await acceptOrder(deps, e.address, e.ask))).toBe(true);
+    clock.advance(OFFER_LANDING_MS);
+    expect(await declineOrder(crowded, e.address, e.order.orderId)).toMatchObject({ status: "declined" });
   });
 
   test("an escrow transfer the consumer sent itself for an offer made before references is found at expiry even when the node cannot return all of its history page", async () => {

@@ -284,7 +284,7 @@ export async function acceptOrder(
     if (again !== null) return again;
   }
   if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing(row.offerHash === null ? null : offerToken(row.offerHash));
-  const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash });
+  const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash, offerWire: row.offerWire });
   if (payment.kind === "unsigned") {
     // Recorded before it is handed out, and only while the order is still proposed (and under the offer
     // looked at above): a transfer handed out for an order withdrawn, declined or expired meanwhile would be
@@ -703,7 +703,7 @@ async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid"
   if (offerMayLand(deps, row)) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
-    sent = await sentOffer(deps, row.consumerWallet, row.offerHash!, offeredAt);
+    sent = await sentOffer(deps, row.consumerWallet, { offerHash: row.offerHash!, offeredAt });
   } catch (err) {
     if (row.dueAt === null || deps.clock.now() < row.dueAt + OFFER_SEARCH_GRACE_MS) throw err; // looked at again next round
     deps.log.warn("proposal expired without its offer looked for: a transfer its consumer sent itself may be in escrow", { orderId: row.id, error: String(err) });

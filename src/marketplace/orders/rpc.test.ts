@@ -3,7 +3,7 @@
 // confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
 // never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Keypair, PublicKey } from "@solana/web3.js";
+import { ComputeBudgetProgram, Keypair, PublicKey } from "@solana/web3.js";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../../test/helpers/deps.ts";
 import type { Deps } from "../../deps.ts";
@@ -32,7 +32,7 @@ import {
   RECONCILE_AFTER_MS,
   runOrderTimers,
 } from "./orders.ts";
-import { newBuyer, signCheckout } from "../../../test/helpers/checkout.ts";
+import { newBuyer, paymentVariant, signCheckout, signatureOf } from "../../../test/helpers/checkout.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -429,6 +429,18 @@ describe("orders on an RPC network", () => {
     // up to 10 pages of 3 listings and 100 reads).
     expect(asked.filter((method) => method === "getSignaturesForAddress")).toHaveLength(2);
     expect(asked.filter((method) => method === "getTransaction")).toHaveLength(1);
+  }, 60_000);
+
+  test("an offered transfer a wallet altered (a compute-unit price added) pays the order when presented: checked, sent, paid once", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    const altered = paymentVariant(await c.offer(ask), { payer: c.keypair, prepend: [ComputeBudgetProgram.setComputeUnitPrice({ microLamports: 1000 })] });
+    const { order } = await acceptOrder(m.deps, c.address, { ...ask, signedTransaction: altered });
+    expect(order).toMatchObject({ status: "paid", escrowTx: signatureOf(altered) });
+    expect([await m.usdc(c.address), await m.usdc(escrow)]).toEqual([6n * USDC, 4n * USDC]);
+    expect(await escrowedTotals(m.deps)).toEqual({ usdc: 4n * USDC });
   }, 60_000);
 
   test("two accepts racing: one pays, the other is INVALID_STATE and pays nothing; escrow holds what the orders say", async () => {
