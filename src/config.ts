@@ -191,15 +191,15 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   const rawBase = vars.BASE_URL?.trim();
   if (rawBase) {
     let url: URL;
-    // Not echoed whole: a URL may carry a password (refused below, but a refusal must not print it).
-    const shown = rawBase.replace(/\/\/[^/?#]*@/, "//…@");
+    // Not echoed when it may carry a password (refused below, but a refusal must not print it): any "@".
+    const shown = rawBase.includes("@") ? "(not repeated: it holds an @, which may be a password's)" : `"${rawBase}"`;
     try {
       url = new URL(rawBase);
     } catch {
-      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${shown}"`);
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got ${shown}`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${shown}"`);
+      throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got ${shown}`);
     }
     // It is signed into every challenge and token: nothing there but scheme, host, port and path.
     if (url.username || url.password || url.search || url.hash) {

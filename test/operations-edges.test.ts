@@ -125,8 +125,11 @@ describe("config: every documented bound, at both edges (README's configuration 
 
   test("a BASE_URL refused for its form is not echoed with its credentials", () => {
     // config.ts: the refusals quote `shown`, the URL with its user part hidden → `rawBase`
-    expect(refusal({ BASE_URL: "https://u:SEKRET3@example.com:99999/" })).toBe('BASE_URL must be an absolute http(s) URL, got "https://…@example.com:99999/"');
-    expect(refusal({ BASE_URL: "ftp://u:SEKRET4@example.com/" })).toBe('BASE_URL must be an absolute http(s) URL, got "ftp://…@example.com/"');
+    for (const value of ["https://u:SEKRET3@example.com:99999/", "ftp://u:SEKRET4@example.com/", "https://u:pa/SEKRET5@example.com:99999/", "https://u:p#SEKRET6@example.com:99999/", "admin:SEKRET7@example.com"]) {
+      const said = refusal({ BASE_URL: value })!;
+      expect({ value, said }).toEqual({ value, said: expect.stringContaining("BASE_URL must be an absolute http(s) URL") });
+      expect(said).not.toContain("SEKRET");
+    }
     expect(refusal({ BASE_URL: "not a url" })).toBe('BASE_URL must be an absolute http(s) URL, got "not a url"');
   });
 });

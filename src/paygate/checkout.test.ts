@@ -621,6 +621,21 @@ describe("checkout", () => {
       expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.txHash)).toEqual([signatureOf(signed)]);
     });
 
+    test("a flooded reference's checkout whose /submit transaction never left is closed past its grace (it cannot land any more)", async () => {
+      const { deps, clock, productId, buyer, wallet } = await setup();
+      const checkout = await startCheckout(deps, productId, wallet);
+      const signed = signCheckout(checkout.transaction, buyer);
+      const lost: Deps = { ...deps, ledger: { ...deps.ledger, submit: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "the RPC did not answer")) } };
+      expect(await codeOf(submitCheckout(lost, productId, checkout.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
+      expect(deps.db.sqlite.query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ?").get(checkout.checkoutId)).toEqual({ n: 1 });
+      const signatures = async () => Array.from({ length: REFERENCE_PAGE }, () => encodeBase58(randomBytes(64)));
+      const flooded: Deps = { ...deps, ledger: { ...deps.ledger, signatures } };
+      clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
+      expect(await deps.ledger.blockhashValid(VersionedTransaction.deserialize(Buffer.from(signed, "base64")).message.recentBlockhash)).toBe(false);
+      expect(await createCheckoutWatcher(flooded).runOnce()).toBe(1);
+      expect(await paygateStore.findCheckout(deps.db, checkout.checkoutId)).toMatchObject({ status: "expired" });
+    });
+
     test("a payment the buyer sent itself to a flooded reference is found when confirm names its txHash, also once the checkout was closed", async () => {
       const { deps, clock, productId, buyer, wallet } = await setup();
       const checkout = await startCheckout(deps, productId, wallet);

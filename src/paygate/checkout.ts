@@ -262,8 +262,9 @@ function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Pa
 /**
  * Of the token transfers to payTo, those of the checkout's mint: the others (a tip in another token) are not
  * the payment and do not make it two. When none is of the mint, all of them, so that the one found is refused
- * for its mint rather than as missing. The same rule before sending and after landing: what /submit lets go
- * out, confirm accepts.
+ * for its mint rather than as missing. The same rule before sending and after landing. (One gap stays: a second
+ * transfer of the mint to a token account payTo owns that is not its associated one is not seen before
+ * sending, which reads accounts by address, and is counted after landing, which reads them by owner.)
  */
 function ofCheckoutMint<T>(toPayTo: readonly T[], isOfMint: (transfer: T) => boolean): readonly T[] {
   const ofMint = toPayTo.filter(isOfMint);
@@ -381,7 +382,8 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: (w
   // The transactions /submit sent, read by their signatures: no stranger's transaction can hide them.
   // Judged ones keep their refusal; one not readable (never landed, or a node behind) is null here.
   const submitted = new Map<string, AppError | null>();
-  for (const { signature } of await store.listSubmissions(deps.db, checkout.id)) {
+  const submissions = await store.listSubmissions(deps.db, checkout.id);
+  for (const { signature } of submissions) {
     const outcome = await readPayment(deps, checkout, product, token, signature);
     if (outcome === null || outcome instanceof AppError) submitted.set(signature, outcome);
     else return outcome;
@@ -397,9 +399,18 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: (w
     if (deps.paygate.referenceReads.firstCrowded(checkout.id)) {
       deps.log.warn("checkout reference crowded", { checkoutKey: checkoutKey(checkout.id), productId: checkout.productId, transactions: signatures.length });
     }
-    // A transaction /submit sent that is not readable yet, or not judged, may still be the payment: the
-    // watcher keeps looking at it (as it would on an uncrowded reference); otherwise no look can decide more.
-    const submittedUndecided = [...submitted.values()].some((refused) => refused === null || outcomeUnknown(refused));
+    // A transaction /submit sent that is not judged yet, or not readable while it can still land or is known
+    // to the ledger (a node behind), may be the payment: the watcher keeps looking at it (as it would on an
+    // uncrowded reference). Otherwise no look can decide more (one that cannot land any more and that the
+    // ledger does not know never landed).
+    let submittedUndecided = false;
+    for (const { signature, blockhash, submittedAt } of submissions) {
+      const refused = submitted.get(signature);
+      if (refused === undefined) continue;
+      const undecidedOne =
+        refused === null ? (await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.transactionStatus(signature)) !== null : outcomeUnknown(refused);
+      if (undecidedOne) submittedUndecided = true;
+    }
     undecided(submittedUndecided ? "unread" : "crowded");
     return { status: "pending" };
   }
@@ -561,6 +572,11 @@ const SUBMISSION_KEPT_MS = 2 * 60_000;
  * that no longer can land is forgotten (it frees its place), but never within SUBMISSION_KEPT_MS of its
  * sending: a node a few slots behind may not know a fresh blockhash yet.
  */
+/** Whether a transaction /submit sent and no one can read yet may still land: sent lately, or its blockhash still valid. */
+async function mayStillLand(deps: Deps, blockhash: string, submittedAt: number): Promise<boolean> {
+  return deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
+}
+
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
   for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkout.id)) {
     if (signature === except) continue;
@@ -571,8 +587,7 @@ async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, produc
     }
     if (outcome !== null) return outcome;
     // The blockhash first: a transaction confirmed between the two looks is then seen by the second.
-    const recent = deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS;
-    if (recent || (await deps.ledger.blockhashValid(blockhash)) || (await deps.ledger.getTransaction(signature)) !== null) return { status: "pending" };
+    if ((await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null) return { status: "pending" };
     await store.dropSubmission(deps.db, checkout.id, signature);
   }
   return null;

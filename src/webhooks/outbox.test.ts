@@ -1,7 +1,7 @@
 // The outbox and its delivery worker end to end, against a real local receiver that verifies every
 // request with the npm `standardwebhooks` package; retries on the manual clock, leases, restarts.
 import { afterEach, describe, expect, setSystemTime, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
@@ -487,8 +487,10 @@ describe("sealed event bodies", () => {
     expect(stored.filter((r) => r.response.includes(token.slice(0, 12)))).toEqual([]);
   });
 
-  test("migration 38 removes recorded answers to feature.unlocked that may echo its token; others stay", () => {
-    const db = openDatabase(":memory:");
+  test("migration 38 removes recorded answers to feature.unlocked that may echo its token, from the file too; others stay", () => {
+    const dir = mkdtempSync(join(tmpdir(), "walletgate-m38-"));
+    const path = join(dir, "walletgate.db");
+    const db = openDatabase(path);
     migrate(db.sqlite, 1, MIGRATIONS.filter((m) => m.version <= 37));
     const event = db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES (?, 'owner', 'o', ?, 'sealed:v1:x', 1)");
     const delivery = db.sqlite.query("INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, created_at, updated_at) VALUES (?, ?, 'owner_endpoint', 'whe_a', 'succeeded', 1, 1)");
@@ -498,16 +500,30 @@ describe("sealed event bodies", () => {
     delivery.run("whd_u1", "evt_u");
     delivery.run("whd_u2", "evt_u");
     delivery.run("whd_p", "evt_p");
-    attempt.run("whd_u1", 'received {"accessToken":"ft_3yZe7d5LHn1"}');
+    attempt.run("whd_u1", 'received {"accessToken":"ft_3yZe7d5LHn1sEcReT"}');
     attempt.run("whd_u2", "ok");
     attempt.run("whd_p", "ft_ not a token of this event");
+    // Neighbours on the same page, so that the answer's old bytes would stay in the page's free space.
+    for (let i = 0; i < 30; i++) {
+      delivery.run(`whd_n${i}`, "evt_p");
+      attempt.run(`whd_n${i}`, `answer ${i} `.repeat(20));
+    }
+    db.sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)"); // the answers in the database file itself
+    expect(readFileSync(path).includes(Buffer.from("3yZe7d5LHn1sEcReT"))).toBe(true);
     expect(migrate(db.sqlite, 2, MIGRATIONS.filter((m) => m.version <= 38)).applied).toEqual([38]);
-    expect(db.sqlite.query("SELECT delivery_id, response FROM webhook_attempts ORDER BY delivery_id").all()).toEqual([
+    expect(db.sqlite.query("SELECT delivery_id, response FROM webhook_attempts WHERE delivery_id NOT LIKE 'whd_n%' ORDER BY delivery_id").all()).toEqual([
       { delivery_id: "whd_p", response: "ft_ not a token of this event" },
       { delivery_id: "whd_u1", response: "[redacted]" },
       { delivery_id: "whd_u2", response: "ok" },
     ]);
+    db.sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    expect(db.sqlite.query("PRAGMA secure_delete").get()).toEqual({ secure_delete: 0 }); // for that statement only
     db.close();
+    try {
+      expect(readFileSync(path).includes(Buffer.from("3yZe7d5LHn1sEcReT"))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("a body an earlier version stored in clear is still sent, and the purge seals it", async () => {

@@ -5,7 +5,9 @@ import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase58, encodeBase64 } from "../../lib/encoding.ts";
 import { sha256Hex } from "../../lib/hash.ts";
 import { referenceSignatures, waitsForFinality, type LedgerTransaction, type ParsedTransfer, type TransferIntent } from "../../ledger/ledger.ts";
-import { associatedTokenAddress, parseTransaction, transfersOf, type LoadedAddresses, type TokenAccountInfo } from "../../ledger/transactions.ts";
+import {
+  ATA_PROGRAM, SYSTEM_PROGRAM, TOKEN_2022_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction, transfersOf, type LoadedAddresses, type TokenAccountInfo,
+} from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
 import { signerFor } from "../../wallets/signer.ts";
 import * as store from "./store.ts";
@@ -80,7 +82,7 @@ export async function escrowPayment(
   // (What the bytes move is checked before anything is sent: requireExactTransfer, orders.ts.)
   const offer = payment.offerHash === null ? null : parseOffer(payment.offerHash);
   const samePayment = offer !== null && offer.intent.token === intent.token && offer.intent.amount === intent.amount && offer.intent.to === intent.to;
-  if (!samePayment || !paysOffer(wire, null, offer, blockhashOf(payment.offerWire))) {
+  if (!samePayment || !paysOffer(wire, null, { offer: offer!, intent, mint: await mintOf(deps, intent.token) }, blockhashOf(payment.offerWire))) {
     throw new AppError("PAYMENT_MISMATCH", "sign the escrow transfer this tool returned last (call it without signedTransaction for a fresh one)", {
       details: { reason: "transaction" },
     });
@@ -95,17 +97,28 @@ function blockhashOf(offerWire: Uint8Array | null): string | null {
   return offerWire === null ? null : parseTransaction(offerWire).recentBlockhash;
 }
 
+/** An offer as a payment is judged against it: its record, the payment it makes (from its consumer), and the mint of its token. */
+type OfferCheck = { offer: Offer; intent: TransferIntent; mint: string | null };
+
+const mintOf = async (deps: Deps, token: string) => (await deps.ledger.tokens()).find((t) => t.key === token)?.mint ?? null;
+
+/** Programs whose instructions a variant of an offer may not carry besides its one transfer: they move or open accounts. */
+const ACCOUNT_PROGRAMS: ReadonlySet<string> = new Set([SYSTEM_PROGRAM, TOKEN_PROGRAM, TOKEN_2022_PROGRAM, ATA_PROGRAM]);
+
 /**
  * Whether these bytes are the payment of an offer: its very message; or, for an offer with a reference, one
- * with the reference among its accounts and whatever a consumer's wallet adds or changes (a compute-unit
- * price, a guard instruction): before it lands only the consumer knows the reference. What it moves is the
- * caller's to check (requireExactTransfer). `onBlockhash`: to be sent now, it must be on the offer's blockhash
- * too, so that it can land no later than the offer could (a new offer follows once that one cannot); a
- * landed one is the consumer's payment whatever its blockhash. `loadedAddresses`: a landed transaction's
- * (instructions of programs the service does not model are then read, not refused).
+ * carrying the reference whose only account-moving instruction is the offered TransferChecked — of the mint,
+ * from the consumer's associated token account under its authority, into the escrow's — with what a
+ * consumer's wallet adds around it (compute settings, a memo, another program's guard): before it lands only
+ * the consumer knows the reference. What it moves is the caller's to check too (requireExactTransfer).
+ * `onBlockhash`: to be sent now, it must be on the offer's blockhash as well, so that it can land no later than
+ * the offer could (a new offer follows once that one cannot); a landed one is the consumer's payment whatever
+ * its blockhash. `loadedAddresses`: a landed transaction's (instructions of programs the service does not
+ * model are then read, not refused).
  */
-function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, offer: Offer | null, onBlockhash?: string | null): boolean {
-  if (offer === null) return false;
+function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, check: OfferCheck | null, onBlockhash?: string | null): boolean {
+  if (check === null) return false;
+  const { offer, intent, mint } = check;
   let tx: ReturnType<typeof parseTransaction>;
   try {
     tx = parseTransaction(wire, { loadedAddresses });
@@ -113,8 +126,24 @@ function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, of
     return false;
   }
   if (sha256Hex(tx.messageBytes) === offer.hash) return true;
+  if (offer.reference === undefined || mint === null || !tx.accountKeys.includes(offer.reference)) return false;
   if (onBlockhash !== undefined && tx.recentBlockhash !== onBlockhash) return false;
-  return offer.reference !== undefined && tx.accountKeys.includes(offer.reference);
+  const key = (i: number) => tx.accountKeys[i];
+  const source = associatedTokenAddress(intent.from, mint);
+  const destination = associatedTokenAddress(intent.to, mint);
+  let transfers = 0;
+  for (const ix of tx.instructions) {
+    if (ix.program === "computeBudget" || ix.program === "memo") continue;
+    if (ix.program === "other" && !ACCOUNT_PROGRAMS.has(ix.programId)) continue;
+    // The escrow's account opened as the offer opens it (idempotent, paid by the consumer).
+    if (ix.program === "ata" && ix.type !== "invalid" && key(ix.account) === destination) continue;
+    const offered =
+      ix.program === "token" && ix.type === "transferChecked" &&
+      key(ix.mint) === mint && key(ix.source) === source && key(ix.destination) === destination && key(ix.owner) === intent.from;
+    if (!offered) return false;
+    transfers++;
+  }
+  return transfers === 1;
 }
 
 /** What moved must be exactly the payment asked for: one transfer, from the consumer, to the escrow, of the price. */
@@ -194,17 +223,21 @@ export async function sentOffer(
   deps: Deps,
   consumer: string,
   offered: { offerHash: string; offeredAt: number },
+  /** Told when the look reads the consumer's history (up to ~1,000 RPC requests): the timers count it so. */
+  readsHistory: () => void = () => {},
 ): Promise<{ signature: string; token: string; amount: bigint } | null> {
   const offer = parseOffer(offered.offerHash);
   if (offer === null) return null;
   const intent: TransferIntent = { from: consumer, ...offer.intent };
+  const check: OfferCheck = { offer, intent, mint: await mintOf(deps, intent.token) };
   if (offer.reference !== undefined) {
-    const found = await sentWithReference(deps, offer, intent);
+    const found = await sentWithReference(deps, check);
     if (found !== "crowded") return found;
     // Strangers can crowd a reference once the payment on it is public (~0.05 SOL for 10,000 transactions):
     // the consumer's own history still holds it.
     deps.log.warn("escrow offer's reference crowded: its consumer's history is read instead", { consumer });
   }
+  readsHistory();
   const since = offered.offeredAt - OFFER_CLOCK_SLACK_MS;
   let before: string | undefined;
   for (let page = 0; page < OFFER_SEARCH_PAGES; page++) {
@@ -221,7 +254,7 @@ export async function sentOffer(
       unreadable = err;
       txs = await deps.ledger.history(consumer, query);
     }
-    const scanned = scanForOffer(txs, offer, intent, since);
+    const scanned = scanForOffer(txs, check, since);
     if (scanned !== "ended" && scanned !== "on") return scanned;
     if (unreadable !== null) throw unreadable;
     if (scanned === "ended" || txs.length === 0) return null;
@@ -237,7 +270,8 @@ export async function sentOffer(
  * One listed but not readable yet (a node behind) is CHAIN_UNAVAILABLE (looked at again later), never "not
  * sent"; a reference too crowded to reach its oldest is "crowded".
  */
-async function sentWithReference(deps: Deps, offer: Offer, intent: TransferIntent) {
+async function sentWithReference(deps: Deps, check: OfferCheck) {
+  const { offer, intent } = check;
   const finalized = waitsForFinality(deps.config.network);
   const { signatures, complete } = await referenceSignatures(deps.ledger, offer.reference!, finalized);
   if (!complete) return "crowded" as const;
@@ -248,7 +282,7 @@ async function sentWithReference(deps: Deps, offer: Offer, intent: TransferInten
       unreadable = true;
       continue;
     }
-    const scanned = scanForOffer([tx], offer, intent, 0);
+    const scanned = scanForOffer([tx], check, 0);
     if (scanned !== "on" && scanned !== "ended") return scanned;
   }
   if (unreadable) throw new AppError("CHAIN_UNAVAILABLE", "a transaction carrying the offer's reference is listed but cannot be read yet");
@@ -257,11 +291,12 @@ async function sentWithReference(deps: Deps, offer: Offer, intent: TransferInten
 }
 
 /** A page of history, newest first: the offer's payment, "ended" past the offer's time, or "on" to the next page. */
-function scanForOffer(txs: readonly LedgerTransaction[], offer: Offer, intent: TransferIntent, since: number) {
+function scanForOffer(txs: readonly LedgerTransaction[], check: OfferCheck, since: number) {
+  const { intent } = check;
   for (const tx of txs) {
     // A node may not know a transaction's time (0): it is looked at, and the search goes on past it.
     if (tx.timestamp > 0 && tx.timestamp < since) return "ended" as const;
-    if (tx.status !== "confirmed" || !paysOffer(tx.wire, tx.loadedAddresses, offer)) continue;
+    if (tx.status !== "confirmed" || !paysOffer(tx.wire, tx.loadedAddresses, check)) continue;
     try {
       requireExactTransfer(tx.transfers, intent);
     } catch {

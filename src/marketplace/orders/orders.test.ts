@@ -434,6 +434,27 @@ describe("timers", () => {
     expect(await declineOrder(crowded, e.address, e.order.orderId)).toMatchObject({ status: "declined" });
   });
 
+  test("a look whose reference is too crowded reads the consumer's history instead, and is its round's last look", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const offered = [c.order.orderId];
+    expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
+    for (let i = 0; i < 2; i++) {
+      clock.advance(1);
+      const next = await c.another();
+      offered.push(next.order.orderId);
+      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
+    }
+    clock.advance(PROPOSAL_TTL_MS);
+    const crowded: Deps = { ...deps, ledger: { ...deps.ledger, signatures: async (_address, query) => Array.from({ length: query.limit }, () => encodeBase58(crypto.getRandomValues(new Uint8Array(64)))) } };
+    const { counted, looks } = countingLooks(crowded);
+    for (let round = 1; round <= 3; round++) {
+      expect(await runOrderTimers(counted)).toBe(1);
+      expect(looks.history).toBe(round);
+    }
+    expect(new Set(await Promise.all(offered.map((id) => statusOf(deps, id, c.address))))).toEqual(new Set(["expired"]));
+  });
+
   test("an escrow transfer the consumer sent itself for an offer made before references is found at expiry even when the node cannot return all of its history page", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

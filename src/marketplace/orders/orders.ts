@@ -657,7 +657,8 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
         const reads = row.offerHash !== null && !offerMayLand(deps, row);
         if (reads && searches >= OFFER_SEARCHES_PER_ROUND) continue;
         if (reads) searches += offerSearchReadsHistory(row.offerHash!) ? OFFER_SEARCHES_PER_ROUND : 1;
-        const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row);
+        // A look whose reference was too crowded read the history instead: the round's last look too.
+        const offer = row.offerHash === null ? "none" : await sentOfferOutcome(deps, row, () => (searches = Math.max(searches, OFFER_SEARCHES_PER_ROUND)));
         if (offer === "wait") continue;
         if (offer === "paid") {
           moved++;
@@ -698,12 +699,12 @@ export async function runOrderTimers(deps: Deps, batch = 50, stopping?: AbortSig
  * the offer could still land; a ledger that cannot be read throws (the order stays proposed, looked at again
  * next round) for up to OFFER_SEARCH_GRACE_MS past the proposal's expiry.
  */
-async function sentOfferOutcome(deps: Deps, row: store.OrderRow): Promise<"paid" | "none" | "wait"> {
+async function sentOfferOutcome(deps: Deps, row: store.OrderRow, readsHistory?: () => void): Promise<"paid" | "none" | "wait"> {
   const offeredAt = row.offeredAt!; // set with every offer (migration 13 filled in older ones)
   if (offerMayLand(deps, row)) return "wait";
   let sent: Awaited<ReturnType<typeof sentOffer>>;
   try {
-    sent = await sentOffer(deps, row.consumerWallet, { offerHash: row.offerHash!, offeredAt });
+    sent = await sentOffer(deps, row.consumerWallet, { offerHash: row.offerHash!, offeredAt }, readsHistory);
   } catch (err) {
     if (row.dueAt === null || deps.clock.now() < row.dueAt + OFFER_SEARCH_GRACE_MS) throw err; // looked at again next round
     deps.log.warn("proposal expired without its offer looked for: a transfer its consumer sent itself may be in escrow", { orderId: row.id, error: String(err) });

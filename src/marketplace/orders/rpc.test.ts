@@ -3,7 +3,8 @@
 // confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
 // never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ComputeBudgetProgram, Keypair, PublicKey } from "@solana/web3.js";
+import { ComputeBudgetProgram, Keypair, PublicKey, SystemProgram, Transaction } from "@solana/web3.js";
+import { ACCOUNT_SIZE, TOKEN_PROGRAM_ID, createInitializeAccount3Instruction, createTransferCheckedInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../../test/helpers/deps.ts";
 import type { Deps } from "../../deps.ts";
@@ -22,6 +23,7 @@ import {
   cancelOrder,
   completeOrder,
   createOrder,
+  declineOrder,
   deliverOrder,
   disputeOrder,
   escrowedTotals,
@@ -441,6 +443,32 @@ describe("orders on an RPC network", () => {
     expect(order).toMatchObject({ status: "paid", escrowTx: signatureOf(altered) });
     expect([await m.usdc(c.address), await m.usdc(escrow)]).toEqual([6n * USDC, 4n * USDC]);
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 4n * USDC });
+  }, 60_000);
+
+  test("a transaction on the offer's reference that pays the price into another token account the escrow owns is not the payment", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    await c.offer(ask);
+    const reference = (await ordersStore.findOrder(m.deps.db, ask.orderId))!.offerHash!.split(":")[4]!;
+    // A token account of the escrow's that is not its associated one: the escrow's payouts never spend from it.
+    const side = Keypair.generate();
+    const mint = new PublicKey(rpc.usdcMint);
+    const consumer = c.keypair.publicKey;
+    const transfer = createTransferCheckedInstruction(getAssociatedTokenAddressSync(mint, consumer), mint, side.publicKey, consumer, 4n * USDC, 6);
+    transfer.keys.push({ pubkey: new PublicKey(reference), isSigner: false, isWritable: false });
+    const tx = new Transaction({ feePayer: consumer, recentBlockhash: (await m.deps.ledger.latestBlockhash()).blockhash }).add(
+      SystemProgram.createAccount({ fromPubkey: consumer, newAccountPubkey: side.publicKey, lamports: 2_039_280, space: ACCOUNT_SIZE, programId: TOKEN_PROGRAM_ID }),
+      createInitializeAccount3Instruction(side.publicKey, mint, new PublicKey(escrow)),
+      transfer,
+    );
+    tx.sign(c.keypair, side);
+    const sent = await sendSkippingPreflight(tx.serialize());
+    expect(await m.deps.ledger.transactionStatus(sent)).toBe("confirmed");
+    clockAdvance(m, 3 * 60_000);
+    expect(await declineOrder(m.deps, c.address, ask.orderId)).toMatchObject({ status: "declined", escrowTx: null });
+    expect([await m.usdc(escrow), await escrowedTotals(m.deps)]).toEqual([0n, {}]);
   }, 60_000);
 
   test("two accepts racing: one pays, the other is INVALID_STATE and pays nothing; escrow holds what the orders say", async () => {
