@@ -1,5 +1,6 @@
 // The marketplace's escrow: one custodial service wallet per network, and the signed transactions that
 // move money into and out of it (orders.ts decides when and how they are sent).
+import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../../deps.ts";
 import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase58, encodeBase64 } from "../../lib/encoding.ts";
@@ -102,6 +103,12 @@ type OfferCheck = { offer: Offer; intent: TransferIntent; mint: string | null };
 
 const mintOf = async (deps: Deps, token: string) => (await deps.ledger.tokens()).find((t) => t.key === token)?.mint ?? null;
 
+/** Whether a transaction's first instruction is the System program's AdvanceNonceAccount (instruction 4). */
+function advancesNonce(wire: Uint8Array): boolean {
+  const [first] = VersionedTransaction.deserialize(wire).message.compiledInstructions;
+  return first !== undefined && first.data.length === 4 && new DataView(first.data.buffer, first.data.byteOffset, 4).getUint32(0, true) === 4;
+}
+
 /** Programs whose instructions a variant of an offer may not carry besides its one transfer: they move or open accounts. */
 const ACCOUNT_PROGRAMS: ReadonlySet<string> = new Set([SYSTEM_PROGRAM, TOKEN_PROGRAM, TOKEN_2022_PROGRAM, ATA_PROGRAM]);
 
@@ -132,9 +139,11 @@ function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, ch
   const source = associatedTokenAddress(intent.from, mint);
   const destination = associatedTokenAddress(intent.to, mint);
   let transfers = 0;
-  for (const ix of tx.instructions) {
+  for (const [i, ix] of tx.instructions.entries()) {
     if (ix.program === "computeBudget" || ix.program === "memo") continue;
     if (ix.program === "other" && !ACCOUNT_PROGRAMS.has(ix.programId)) continue;
+    // A durable nonce's advance, first as the runtime requires: the consumer signed offline, its blockhash the nonce.
+    if (i === 0 && ix.program === "other" && ix.programId === SYSTEM_PROGRAM && advancesNonce(wire)) continue;
     // The escrow's account opened as the offer opens it (idempotent, paid by the consumer).
     if (ix.program === "ata" && ix.type !== "invalid" && key(ix.account) === destination) continue;
     const offered =

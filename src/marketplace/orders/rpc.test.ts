@@ -3,7 +3,7 @@
 // confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
 // never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ComputeBudgetProgram, Keypair, PublicKey, SystemProgram, Transaction } from "@solana/web3.js";
+import { ComputeBudgetProgram, Keypair, NonceAccount, PublicKey, SystemProgram, Transaction } from "@solana/web3.js";
 import { ACCOUNT_SIZE, TOKEN_PROGRAM_ID, createInitializeAccount3Instruction, createTransferCheckedInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../../test/helpers/deps.ts";
@@ -469,6 +469,38 @@ describe("orders on an RPC network", () => {
     clockAdvance(m, 3 * 60_000);
     expect(await declineOrder(m.deps, c.address, ask.orderId)).toMatchObject({ status: "declined", escrowTx: null });
     expect([await m.usdc(escrow), await escrowedTotals(m.deps)]).toEqual([0n, {}]);
+  }, 60_000);
+
+  test("the offered transfer sent on a durable nonce (signed offline) is the consumer's payment: found, the order paid", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const ask = await c.propose("4");
+    const offer = await c.offer(ask);
+    const nonce = Keypair.generate();
+    const consumer = c.keypair.publicKey;
+    const open = new Transaction({ feePayer: consumer, recentBlockhash: (await m.deps.ledger.latestBlockhash()).blockhash }).add(
+      ...SystemProgram.createNonceAccount({ fromPubkey: consumer, noncePubkey: nonce.publicKey, authorizedPubkey: consumer, lamports: 1_447_680 }).instructions,
+    );
+    open.sign(c.keypair, nonce);
+    expect(await m.deps.ledger.transactionStatus(await sendSkippingPreflight(open.serialize()))).toBe("confirmed");
+    const value = NonceAccount.fromAccountData(Buffer.from(rpc.svm.getAccount(nonce.publicKey)!.data)).nonce;
+    rpc.advanceSlots(2); // a nonce advances only past the blockhash it was stored under
+    const signed = paymentVariant(offer, { payer: c.keypair, blockhash: value, prepend: [SystemProgram.nonceAdvance({ noncePubkey: nonce.publicKey, authorizedPubkey: consumer })] });
+    // LiteSVM knows no durable nonces: its blockhash check is off while the payment is sent (the nonce's own
+    // advance still runs, and fails unless the nonce is the one stored).
+    rpc.svm.withBlockhashCheck(false);
+    let sent: string;
+    try {
+      sent = await sendSkippingPreflight(Buffer.from(signed, "base64"));
+    } finally {
+      rpc.svm.withBlockhashCheck(true);
+    }
+    expect(await m.deps.ledger.transactionStatus(sent)).toBe("confirmed");
+    clockAdvance(m, 3 * 60_000);
+    await expect(declineOrder(m.deps, c.address, ask.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", message: expect.stringContaining("the order is paid") });
+    expect(await ordersStore.findOrder(m.deps.db, ask.orderId)).toMatchObject({ status: "paid", escrowTx: sent });
+    expect([await m.usdc(escrow), await escrowedTotals(m.deps)]).toEqual([4n * USDC, { usdc: 4n * USDC }]);
   }, 60_000);
 
   test("two accepts racing: one pays, the other is INVALID_STATE and pays nothing; escrow holds what the orders say", async () => {
