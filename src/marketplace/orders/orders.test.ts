@@ -282,7 +282,18 @@ describe("timers", () => {
       const next = await createOrder(deps, provider, { conversationId: conversation.conversationId, description: "y", price: "5", deliveryTime: 10 });
       return { order: next, ask: { ...ask, orderId: next.orderId } };
     };
-    return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another };
+    /** `n` more proposals, each offered (the unsigned escrow transfer handed out), due one after another (`clock`: the deps' own). */
+    const offerMore = async (clock: { advance(ms: number): void }, n: number) => {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) {
+        clock.advance(1);
+        const next = await another();
+        ids.push(next.order.orderId);
+        expect("unsignedTransaction" in (await acceptOrder(deps, wallet.address, next.ask))).toBe(true);
+      }
+      return ids;
+    };
+    return { address: wallet.address, keypair, provider, order, ask, sendOfferItself, another, offerMore };
   }
 
   test("a round of the timers looks for OFFER_SEARCHES_PER_ROUND expiring proposals' offers, each by its reference alone; the others wait their turn", async () => {
@@ -290,12 +301,7 @@ describe("timers", () => {
     const c = await connectedConsumer(deps);
     const offered = [c.order.orderId];
     expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
-    for (let i = 0; i < OFFER_SEARCHES_PER_ROUND; i++) {
-      clock.advance(1); // due one after another
-      const next = await c.another();
-      offered.push(next.order.orderId);
-      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
-    }
+    offered.push(...(await c.offerMore(clock, OFFER_SEARCHES_PER_ROUND)));
     const plain = (await c.another()).order.orderId; // no offer asked for: nothing to look for
     clock.advance(PROPOSAL_TTL_MS);
     const { counted, looks } = countingLooks(deps);
@@ -352,13 +358,7 @@ describe("timers", () => {
     const c = await connectedConsumer(deps);
     const signature = await c.sendOfferItself();
     await asOfferBeforeReferences(deps, c.order.orderId);
-    const later = [];
-    for (let i = 0; i < 2; i++) {
-      clock.advance(1);
-      const next = await c.another();
-      later.push(next.order.orderId);
-      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
-    }
+    await c.offerMore(clock, 2);
     clock.advance(PROPOSAL_TTL_MS);
     const { counted, looks } = countingLooks(deps);
     expect(await runOrderTimers(counted)).toBe(1); // its look reads up to ~1,000 transactions: no other look that round
@@ -439,12 +439,7 @@ describe("timers", () => {
     const c = await connectedConsumer(deps);
     const offered = [c.order.orderId];
     expect("unsignedTransaction" in (await acceptOrder(deps, c.address, c.ask))).toBe(true);
-    for (let i = 0; i < 2; i++) {
-      clock.advance(1);
-      const next = await c.another();
-      offered.push(next.order.orderId);
-      expect("unsignedTransaction" in (await acceptOrder(deps, c.address, next.ask))).toBe(true);
-    }
+    offered.push(...(await c.offerMore(clock, 2)));
     clock.advance(PROPOSAL_TTL_MS);
     const crowded: Deps = { ...deps, ledger: { ...deps.ledger, signatures: async (_address, query) => Array.from({ length: query.limit }, () => encodeBase58(crypto.getRandomValues(new Uint8Array(64)))) } };
     const { counted, looks } = countingLooks(crowded);
