@@ -221,8 +221,8 @@ function parseOffer(offerHash: string): { hash: string; intent: Omit<TransferInt
 /**
  * The escrow payment a connected consumer signed and sent itself (`wallet_submit_transaction`, or its own
  * RPC) for the offer recorded at `offeredAt`, without presenting it to `consumer_accept_order`: a confirmed
- * transaction that signs exactly the offered message and moves exactly the offered payment; null when there is
- * none. Looked at before an order with an offer ends, so that money sent to the escrow for it is not left
+ * transaction that pays the offer (paysOffer: its message, or a wallet's variant of it) and moves exactly the
+ * offered payment; null when there is none. Looked at before an order with an offer ends, so that money sent to the escrow for it is not left
  * there. It is looked for among the transactions carrying the offer's reference (a listing, and a read or two);
  * an offer made before references, in the consumer's history back to the offer's time (at most
  * OFFER_SEARCH_PAGES pages; a busier wallet than that is logged and not searched further). A transaction that
