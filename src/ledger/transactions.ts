@@ -240,7 +240,7 @@ export type DecodedInstruction =
   /** `version` 2 (MemoSq4…) requires every account it names to sign; version 1 (Memo1Uhk…) ignores its accounts. */
   | { program: "memo"; type: "memo"; version: 1 | 2; text: string | null; accounts: number[] }
   /** Only in a transaction read as landed (parseTransaction's `landed`): an instruction the service does not model. */
-  | { program: "other"; type: "other"; programId: string; accounts: number[] };
+  | { program: "other"; type: "other"; programId: string; accounts: number[]; data: Uint8Array };
 
 /** The accounts a v0 transaction loaded from lookup tables, in the order the runtime appends them. */
 export type LoadedAddresses = Readonly<{ writable: readonly string[]; readonly: readonly string[] }>;
@@ -352,7 +352,7 @@ function decodeLanded(program: string, data: Uint8Array, accounts: number[]): De
     return decodeInstruction(program, data, accounts);
   } catch (err) {
     if (reasonOf(err) !== "unsupported_instruction") throw err;
-    return { program: "other", type: "other", programId: program, accounts };
+    return { program: "other", type: "other", programId: program, accounts, data };
   }
 }
 

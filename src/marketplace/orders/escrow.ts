@@ -1,6 +1,5 @@
 // The marketplace's escrow: one custodial service wallet per network, and the signed transactions that
 // move money into and out of it (orders.ts decides when and how they are sent).
-import { VersionedTransaction } from "@solana/web3.js";
 import type { Deps } from "../../deps.ts";
 import { AppError, fieldError } from "../../errors.ts";
 import { decodeBase64Strict, encodeBase58, encodeBase64 } from "../../lib/encoding.ts";
@@ -103,10 +102,9 @@ type OfferCheck = { offer: Offer; intent: TransferIntent; mint: string | null };
 
 const mintOf = async (deps: Deps, token: string) => (await deps.ledger.tokens()).find((t) => t.key === token)?.mint ?? null;
 
-/** Whether a transaction's first instruction is the System program's AdvanceNonceAccount (instruction 4). */
-function advancesNonce(wire: Uint8Array): boolean {
-  const [first] = VersionedTransaction.deserialize(wire).message.compiledInstructions;
-  return first !== undefined && first.data.length === 4 && new DataView(first.data.buffer, first.data.byteOffset, 4).getUint32(0, true) === 4;
+/** Whether an instruction's data is the System program's AdvanceNonceAccount (instruction 4). */
+function advancesNonce(data: Uint8Array): boolean {
+  return data.length === 4 && new DataView(data.buffer, data.byteOffset, 4).getUint32(0, true) === 4;
 }
 
 /** Programs whose instructions a variant of an offer may not carry besides its one transfer: they move or open accounts. */
@@ -143,7 +141,7 @@ function paysOffer(wire: Uint8Array, loadedAddresses: LoadedAddresses | null, ch
     if (ix.program === "computeBudget" || ix.program === "memo") continue;
     if (ix.program === "other" && !ACCOUNT_PROGRAMS.has(ix.programId)) continue;
     // A durable nonce's advance, first as the runtime requires: the consumer signed offline, its blockhash the nonce.
-    if (i === 0 && ix.program === "other" && ix.programId === SYSTEM_PROGRAM && advancesNonce(wire)) continue;
+    if (i === 0 && ix.program === "other" && ix.programId === SYSTEM_PROGRAM && advancesNonce(ix.data)) continue;
     // The escrow's account opened as the offer opens it (idempotent, paid by the consumer).
     if (ix.program === "ata" && ix.type !== "invalid" && key(ix.account) === destination) continue;
     const offered =
@@ -327,9 +325,9 @@ export const RECIPIENT_ACCOUNT_MISSING = "recipient_account_missing";
  * is fuelled by the faucet and opens accounts as any sender does.
  */
 async function requireRecipientAccount(deps: Deps, party: "provider" | "consumer", wallet: string, tokenKey: string): Promise<void> {
-  const token = (await deps.ledger.tokens()).find((t) => t.key === tokenKey);
-  if (token === undefined || token.mint === null) return;
-  if (await deps.ledger.tokenAccountExists(associatedTokenAddress(wallet, token.mint))) return;
+  const mint = await mintOf(deps, tokenKey);
+  if (mint === null) return;
+  if (await deps.ledger.tokenAccountExists(associatedTokenAddress(wallet, mint))) return;
   const symbol = tokenKey.toUpperCase();
   throw new AppError(
     "INVALID_STATE",
