@@ -43,12 +43,20 @@ async function product(token: string, body: Json): Promise<Json> {
 }
 
 /** A buyer buys `productId` through the checkout page; returns the page when done. */
-/** `clock`: the page's timers are Playwright's, which a test can move forward (time flows as usual meanwhile). */
-async function buy(buyer: TestWallet, url: string, options: { clock?: boolean } = {}): Promise<Page> {
+/**
+ * `clock`: the page's timers are Playwright's, which a test can move forward (time flows as usual meanwhile);
+ * `paused`: the page's time stands still from the click on (its effects, which run after paint, wait for the test).
+ */
+async function buy(buyer: TestWallet, url: string, options: { clock?: boolean; paused?: boolean } = {}): Promise<Page> {
   const page = await (await walletContext(browser!, buyer)).newPage();
-  if (options.clock === true) await page.clock.install();
+  if (options.clock === true || options.paused === true) await page.clock.install();
   await page.goto(url);
-  await page.getByRole("button", { name: "Pay with wallet" }).click();
+  const button = page.getByRole("button", { name: "Pay with wallet" });
+  if (options.paused === true) {
+    await button.waitFor();
+    await page.clock.pauseAt(Date.now() + 1000);
+  }
+  await button.click();
   return page;
 }
 
@@ -61,12 +69,12 @@ async function fund(wallet: TestWallet, usdc: string) {
  * An owner's access pass bought through its checkout page with `redirect`, on a page whose timers the test
  * moves (Playwright's clock), once the page says "Access granted.".
  */
-async function boughtPass(title: string, redirect: string): Promise<{ token: string; paymentUrl: string; buyer: TestWallet; page: Page }> {
+async function boughtPass(title: string, redirect: string, options: { paused?: boolean } = {}): Promise<{ token: string; paymentUrl: string; buyer: TestWallet; page: Page }> {
   const token = (await signIn(server.url, newWallet())).sessionToken as string;
   const { paymentUrl } = await product(token, { title, type: "access", price: "0.5", accessDays: 1 });
   const buyer = newWallet();
   await fund(buyer, "5");
-  const page = await buy(buyer, `${paymentUrl}?redirect=${encodeURIComponent(redirect)}`, { clock: true });
+  const page = await buy(buyer, `${paymentUrl}?redirect=${encodeURIComponent(redirect)}`, { clock: true, ...options });
   await page.getByText("Access granted.").waitFor({ timeout: 20_000 });
   return { token, paymentUrl, buyer, page };
 }
@@ -187,7 +195,8 @@ e2e("more of the pages in Chromium", () => {
   }, 60_000);
 
   test("an access pass's buyer may stay: the page then waits, and its link still goes back", async () => {
-    const { paymentUrl, page } = await boughtPass("Week pass", `${server.url}/healthz?from=stay`);
+    // Stay pressed before the page's effects have run (its time stands still): the return they arm is not armed.
+    const { paymentUrl, page } = await boughtPass("Week pass", `${server.url}/healthz?from=stay`, { paused: true });
     await page.getByRole("button", { name: "Stay on this page" }).press("Enter");
     // The keyboard stays on the outcome (the button is gone), and the choice is said.
     expect(await page.evaluate(() => ((globalThis as any).document.activeElement?.textContent ?? "") as string)).toContain("Access granted.");

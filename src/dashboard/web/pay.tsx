@@ -106,7 +106,11 @@ function Pay() {
   // The pending return, cleared at once when the buyer stays (an effect's cleanup would come only after paint).
   const leaving = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const [stayed, setStayed] = useState(false);
+  // Set at once too: a Stay pressed before the return's effect has run (it runs after paint) must keep it from
+  // arming the timer when it does run.
+  const staying = useRef(false);
   const stay = () => {
+    staying.current = true;
     clearTimeout(leaving.current);
     setReturnAt(null);
     setStayed(true);
@@ -231,7 +235,7 @@ function Pay() {
   };
 
   useEffect(() => {
-    if (returnAt === null || product === null || result === null) return;
+    if (returnAt === null || product === null || result === null || staying.current) return;
     const back = safeRedirect(product);
     if (back === null) return;
     back.searchParams.set("txHash", result.txHash!);
