@@ -27,6 +27,12 @@ describe("loadConfig", () => {
       logLevel: "info",
       sqliteSynchronous: "FULL",
       marketplace: { feeBps: 0, feeWallet: null },
+      mcpSessionTimeoutMs: 3600000,
+      serviceToken: { symbol: "wgt", decimals: 6, mint: null },
+      x402FeePayer: null,
+      allowPrivateNetworkTargets: false,
+      solanaRpcUrl: null,
+      jwtSecretPrevious: null,
     });
     expect(c.dataDir.endsWith("/data")).toBe(true);
     expect(c.databasePath.endsWith("/data/walletgate.db")).toBe(true);

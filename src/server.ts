@@ -16,7 +16,7 @@ import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { pathOf } from "./lib/path.ts";
 import { startRepeating } from "./lib/repeat.ts";
-import { createMcpEndpoint } from "./mcp/endpoint.ts";
+import { createMcpEndpoint, sweepPeriodMs } from "./mcp/endpoint.ts";
 import { createDeliveryWorker } from "./webhooks/outbox.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
 
@@ -372,7 +372,7 @@ async function serve(
     onTimerError("order timers"),
   );
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
-  const mcpSweep = startRepeating(() => mcp.sweep(), Math.min(60_000, config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
+  const mcpSweep = startRepeating(() => mcp.sweep(), sweepPeriodMs(config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));
   const sweep = startRepeating(
     async () => deps.auth.rateLimiter.purge(clock.now()) + deps.paygate.rateLimiter.purge(clock.now()),
     Math.min(RATE_LIMIT_SWEEP_MS, config.purgeIntervalMs),

@@ -535,6 +535,18 @@ describe("wallet_transfer, wallet_get_history, wallet_submit_transaction", () =>
     expect(await carol.call("wallet_submit_transaction", { transaction: signed })).toMatchObject({ success: false, code: "CONFLICT" });
     expect(await balances(carol)).toEqual({ sol: 0.399995, usdc: 0, wgt: 0 });
   });
+
+  test("wallet_get_history without a limit lists the newest 20 (mcp.md's default); limit 100 the rest too", async () => {
+    const dan = await connect(ua("dan"));
+    const d = await dan.ok("wallet_create", { label: "dan", airdropUsdc: 1 });
+    const sent: string[] = [];
+    for (let i = 0; i < 21; i++) sent.push((await dan.ok("wallet_transfer", { to: b.address, amount: "0.000001", token: "usdc" })).signature as string);
+    const newest = ((await dan.ok("wallet_get_history")).transactions as Json[]).map((t) => t.signature);
+    expect(newest).toEqual(sent.slice(1).reverse());
+    const all = (await dan.ok("wallet_get_history", { limit: 100 })).transactions as Json[];
+    expect(all.slice(0, 21).map((t) => t.signature)).toEqual(sent.slice().reverse());
+    expect(all.slice(21).every((t) => t.direction === "in" && t.counterparty !== d.address)).toBe(true); // the airdrops
+  });
 });
 
 describe("payment_create (x402; the compatibility with @x402/core and @x402/svm is in src/ledger/x402.test.ts)", () => {

@@ -51,6 +51,19 @@ async function restoreRefreshed(mcp: Mcp, token: string, walletAddress: string, 
   return { restored, claims };
 }
 
+/** The fingerprint persisted with an MCP session's record (mcp.md), read from the server's database. */
+function recordedFingerprint(server: TestServer, mcpSessionId: string): unknown {
+  const db = openServerDatabase(server.dataDir);
+  try {
+    const id = createHash("sha256").update(mcpSessionId).digest("hex"); // records are keyed by the id's hash
+    const row = db.query("SELECT fingerprint FROM mcp_sessions WHERE id = ?").get(id) as { fingerprint: unknown } | null;
+    expect(row).not.toBeNull();
+    return row!.fingerprint;
+  } finally {
+    db.close();
+  }
+}
+
 /** A raw JSON-RPC POST into an existing MCP session (no SDK client). */
 function rpc(server: TestServer, sessionId: string, message: Json, userAgent: string): Promise<Response> {
   return fetch(`${server.url}/mcp`, {
@@ -94,6 +107,10 @@ describe("fingerprint restore on (localnet default) and DELETE", () => {
 
     // Another User-Agent (same IP) is a stranger.
     expect(await (await connect(server, "ua-B")).ok("session_info")).toEqual(ANONYMOUS);
+    // Both records keep the same fingerprint, as an HMAC: never the address or the User-Agent themselves.
+    const kept = recordedFingerprint(server, a.transport.sessionId!);
+    expect(kept).toMatch(/^[0-9a-f]{64}$/);
+    expect(recordedFingerprint(server, b.transport.sessionId!)).toBe(kept);
 
     expect(await a.ok("wallet_disconnect")).toEqual({ disconnected: true });
     expect(await (await connect(server, "ua-A")).ok("session_info")).toEqual(ANONYMOUS);
@@ -153,6 +170,8 @@ describe("fingerprint restore off", () => {
     expect(await (await connect(server, "ua-A")).ok("session_info")).toEqual(ANONYMOUS);
     expect(await (await connect(server, "ua-A")).call("wallet_get_balance")).toMatchObject({ success: false, code: "UNAUTHENTICATED" });
     expect((await a.ok("session_info")).walletAddress).toBe(created.address);
+    // Nothing to restore by, so no fingerprint is kept with the record.
+    expect(recordedFingerprint(server, a.transport.sessionId!)).toBeNull();
   });
 });
 

@@ -7,6 +7,11 @@ import type { McpHttp } from "./http.ts";
 
 export type McpEndpoint = McpHttp;
 
+/** mcp.md: the idle sweep runs every min(60 s, MCP_SESSION_TIMEOUT_MS). */
+export function sweepPeriodMs(sessionTimeoutMs: number): number {
+  return Math.min(60_000, sessionTimeoutMs);
+}
+
 export function createMcpEndpoint(deps: Deps): McpEndpoint {
   let loaded: McpHttp | null = null;
   let loading: Promise<McpHttp> | null = null;

@@ -4,9 +4,12 @@
 import { describe, expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { createMcpHttp } from "./http.ts";
+import { sweepPeriodMs } from "./endpoint.ts";
 import { createRegistry, defineTool } from "./registry.ts";
 import { createToolRegistry } from "./tools.ts";
 import { AUTH_TOOLS } from "../auth/tools.ts";
+import { issueSession } from "../auth/sessions.ts";
+import { newWallet } from "../../test/helpers/wallet.ts";
 
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 const client = { ip: "198.51.100.7", userAgent: "http-test" };
@@ -113,5 +116,51 @@ describe("/mcp adapter", () => {
       { tool: "boom", message: "Error: disk on fire", requestId: "req-session" },
     ]);
     await mcp.stop();
+  });
+
+  test("a caller that cannot be looked up (storage failing) is INTERNAL_ERROR, reported under the request's id (envelope and session)", async () => {
+    const { deps } = await testDeps({});
+    const reported: { tool: string; requestId: string }[] = [];
+    const registry = createRegistry(AUTH_TOOLS, (tool, _err, requestId) => reported.push({ tool, requestId }));
+    const mcp = createMcpHttp(deps, registry);
+    const { token } = await issueSession(deps, newWallet().address, null);
+    const id = (await mcp.handle(initialize(), client, "req-init")).headers.get("mcp-session-id")!;
+    deps.db.sqlite.run("ALTER TABLE auth_tokens RENAME TO auth_tokens_away"); // the token's row cannot be read
+
+    const viaEnvelope = await mcp.handle(
+      new Request("http://walletgate.test/mcp", { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify({ tool: "session_info" }) }),
+      client,
+      "req-envelope",
+    );
+    expect(viaEnvelope.status).toBe(500);
+    expect(await viaEnvelope.json()).toEqual({ success: false, error: "internal error", code: "INTERNAL_ERROR" });
+
+    const viaSession = await mcp.handle(
+      new Request("http://walletgate.test/mcp", {
+        method: "POST",
+        headers: { ...HEADERS, "mcp-session-id": id, "mcp-protocol-version": "2025-06-18", authorization: `Bearer ${token}` },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "session_info", arguments: {} } }),
+      }),
+      client,
+      "req-session",
+    );
+    expect(viaSession.status).toBe(200);
+    const answer = (await viaSession.json()) as { result?: { isError?: boolean; content: { text: string }[] } };
+    expect(answer.result?.isError).toBe(true); // a tool result with the envelope, not a JSON-RPC error
+    expect(JSON.parse(answer.result!.content[0]!.text)).toEqual({ success: false, error: "internal error", code: "INTERNAL_ERROR" });
+    expect(reported).toEqual([
+      { tool: "session_info", requestId: "req-envelope" },
+      { tool: "session_info", requestId: "req-session" },
+    ]);
+    deps.db.sqlite.run("ALTER TABLE auth_tokens_away RENAME TO auth_tokens");
+    await mcp.stop();
+  });
+});
+
+describe("the idle sweep's period", () => {
+  test("min(60 s, MCP_SESSION_TIMEOUT_MS) (mcp.md): the timeout below a minute, a minute above it", () => {
+    expect(sweepPeriodMs(500)).toBe(500);
+    expect(sweepPeriodMs(60_000)).toBe(60_000);
+    expect(sweepPeriodMs(3_600_000)).toBe(60_000);
   });
 });

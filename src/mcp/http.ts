@@ -386,7 +386,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   }
 
   async function envelopeCall(body: { tool?: unknown; params?: unknown }, bearer: string | null, client: ClientInfo, requestId: string | undefined): Promise<Response> {
-    const caller = await resolveCaller(deps, bearer, null);
+    const caller = () => resolveCaller(deps, bearer, null);
     const detached: ToolSession = { id: null, bind: async () => undefined, unbind: async () => undefined };
     const unknown = Object.keys(body).find((member) => !ENVELOPE_MEMBERS.has(member));
     const envelope =

@@ -46,6 +46,9 @@ export type ToolContext = Readonly<{ deps: Deps; caller: Caller; session: ToolSe
 
 export type WalletCaller = Extract<Caller, { kind: "wallet" }>;
 
+/** A call's context as an adapter gives it: the caller, or the lookup that finds it. */
+export type CallContext = Omit<ToolContext, "caller"> & Readonly<{ caller: Caller | (() => Promise<Caller>) }>;
+
 type Handler<S extends z.ZodRawShape> = (ctx: ToolContext, input: z.infer<z.ZodObject<S>>) => Promise<Record<string, unknown>>;
 
 export type Tool = Readonly<{
@@ -105,8 +108,12 @@ export type Registry = Readonly<{
   tools: readonly Tool[];
   /** Whether a tool of this name exists. */
   has(name: string): boolean;
-  /** Checks for a wallet where needed, validates the params, runs the tool; every outcome is an envelope. */
-  call(ctx: ToolContext, name: string, params: unknown): Promise<Envelope>;
+  /**
+   * Checks for a wallet where needed, validates the params, runs the tool; every outcome is an envelope.
+   * `ctx.caller` may be given as the lookup that finds it: a lookup that fails (storage) is then answered
+   * INTERNAL_ERROR and logged like a tool's own failure.
+   */
+  call(ctx: CallContext, name: string, params: unknown): Promise<Envelope>;
   /** tools/list entries: name, description and JSON Schema of the input. */
   listing: readonly { name: string; description: string; inputSchema: Record<string, unknown> }[];
 }>;
@@ -126,24 +133,25 @@ export function createRegistry(tools: readonly Tool[], onUnexpected: (tool: stri
     tools,
     listing,
     has: (name) => byName.has(name),
-    async call(ctx, name, params) {
+    async call(given, name, params) {
       const tool = byName.get(name);
       if (tool === undefined) {
         return failure(new AppError("NOT_FOUND", `unknown tool "${firstCharacters(name, FIELD_NAME_CHARS)}"; tools/list names them`));
       }
       try {
+        const caller = typeof given.caller === "function" ? await given.caller() : given.caller;
         // Who is calling before what is asked (as the HTTP routes do): a call without a wallet, or with a token
         // that failed, hears that (the plain envelope's 401) rather than of a parameter it would fix in vain.
-        if (tool.needsWallet) requireWallet(ctx.caller);
+        if (tool.needsWallet) requireWallet(caller);
         const parsed = tool.input.safeParse(params ?? {});
         if (!parsed.success) throw validationError(parsed.error);
-        return { success: true, data: await tool.run(ctx, parsed.data) };
+        return { success: true, data: await tool.run({ ...given, caller }, parsed.data) };
       } catch (err) {
         if (err instanceof AppError) {
-          if (err.code === "RATE_LIMITED") ctx.deps.metrics.toolRateLimited(name); // a known tool's name: bounded labels
+          if (err.code === "RATE_LIMITED") given.deps.metrics.toolRateLimited(name); // a known tool's name: bounded labels
           return failure(err);
         }
-        onUnexpected(name, err, ctx.requestId ?? crypto.randomUUID());
+        onUnexpected(name, err, given.requestId ?? crypto.randomUUID());
         return failure(new AppError("INTERNAL_ERROR", "internal error"));
       }
     },

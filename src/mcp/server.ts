@@ -70,7 +70,7 @@ export function createToolServer(deps: Deps, registry: Registry, state: SessionS
     // Over HTTP, authInfo.extra carries the request's bearer token (null when none) and its id (http.ts).
     const http = extra.authInfo?.extra as HttpCallInfo | undefined;
     const bearer = http?.bearer ?? defaultBearer();
-    const caller = await resolveCaller(deps, bearer, state.binding);
+    const caller = () => resolveCaller(deps, bearer, state.binding);
     const ctx = { deps, caller, session: state.handle, client: state.client, requestId: http?.requestId };
     const envelope = await registry.call(ctx, request.params.name, request.params.arguments ?? {});
     return toolResult(envelope);
