@@ -148,7 +148,7 @@ test("killed just before the backup takes the name: the name still holds the old
   expect(owners(path)).toBe(2);
   expect(owners(result.movedAside!)).toBe(7);
   // None were made.
-  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0 });
+  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0, mcpSessions: 0, webhookEndpoints: 0 });
   expect(result.walletKeys).toEqual({ custodialWallets: 0, escrows: 0, notCarried: [] });
   // No copy left, nor a log of the copy (written carrying revocations): folded in before it took the name.
   expect(readdirSync(dataDir).filter((name) => name.includes(".restoring-"))).toEqual([]);
@@ -322,4 +322,48 @@ test.skipIf(process.getuid?.() !== 0)("run by root, the restored database and th
   const result = restoreDatabase(path, backup, new Date());
   expect(owners(path)).toBe(1);
   for (const file of [path, result.movedAside!]) expect([file, statSync(file).uid, statSync(file).gid]).toEqual([file, 65534, 65534]);
+});
+
+test("what the backup holds and the replaced database lacks is ended only when that database is the backup's own, later", () => {
+  const session = (db: Database, id: string) =>
+    db.run("INSERT INTO mcp_sessions (id, created_at, last_activity_at, protocol_version) VALUES (?, ?, ?, '2025-06-18')", [id, Date.now(), Date.now()]);
+  const endpoint = (db: Database, id: string) =>
+    db.run("INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at) VALUES (?, 'owner', 'https://h.example/x', '[]', 1, ?, ?, ?, ?)", [
+      id,
+      new Uint8Array(12),
+      new Uint8Array(48),
+      Date.now(),
+      Date.now(),
+    ]);
+  const left = (path: string) => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return {
+        live: db.query("SELECT id FROM mcp_sessions WHERE ended_at IS NULL ORDER BY id").values().flat(),
+        endpoints: db.query("SELECT id FROM webhook_endpoints ORDER BY id").values().flat(),
+      };
+    } finally {
+      db.close();
+    }
+  };
+  for (const later of [true, false]) {
+    const path = join(newDir(), "walletgate.db");
+    const backup = join(newDir(), "backup.db");
+    database(backup, 0);
+    let db = new Database(backup);
+    for (const id of ["s-gone", "s-kept"]) session(db, id);
+    for (const id of ["e-gone", "e-kept"]) endpoint(db, id);
+    db.close();
+    // The backup's own database went on and lost a session (ended, then purged) and an endpoint (deleted);
+    // another installation's database (a new host started once) holds none of the backup's records.
+    if (later) copyFileSync(backup, path);
+    else database(path, 0);
+    db = new Database(path);
+    db.run("DELETE FROM mcp_sessions WHERE id = 's-gone'");
+    db.run("DELETE FROM webhook_endpoints WHERE id = 'e-gone'");
+    db.close();
+    const result = restoreDatabase(path, backup, new Date());
+    expect([later, result.revocations]).toMatchObject([later, { mcpSessions: later ? 1 : 0, webhookEndpoints: later ? 1 : 0 }]);
+    expect([later, left(path)]).toEqual([later, later ? { live: ["s-kept"], endpoints: ["e-kept"] } : { live: ["s-gone", "s-kept"], endpoints: ["e-gone", "e-kept"] }]);
+  }
 });
