@@ -1,6 +1,6 @@
 // Restarts and crashes: no acknowledged token, revocation or spent nonce is lost; secrets persist; rotation.
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { Database } from "bun:sqlite";
@@ -8,6 +8,8 @@ import { commandSucceeds, runCli, startTestServer, tempDir, type TestServer } fr
 import { openedByAnother, restoreDatabase } from "../src/db/restore.ts";
 import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
 import { until } from "./helpers/until.ts";
+import { connectMcp } from "./helpers/mcp.ts";
+import { createHash } from "node:crypto";
 
 const servers: TestServer[] = [];
 afterEach(async () => {
@@ -245,30 +247,45 @@ describe("graceful shutdown", () => {
     const ch = await getChallenge(server.url, wallet);
     const body = JSON.stringify({ walletAddress: wallet.address, nonce: ch.nonce, signature: wallet.sign(ch.message) });
     const half = Math.floor(body.length / 2);
-    let sendRest: () => void = () => undefined;
-    const stream = new ReadableStream<Uint8Array>({
-      start(c) {
-        c.enqueue(new TextEncoder().encode(body.slice(0, half)));
-        sendRest = () => {
-          c.enqueue(new TextEncoder().encode(body.slice(half)));
-          c.close();
-        };
-      },
-    });
-    const pending = fetch(server.url + "/auth/verify", {
-      method: "POST",
-      body: stream,
-      headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) },
-    });
-    await Bun.sleep(100); // the request has started
-    const exited = server.stop(signal);
-    await Bun.sleep(100);
-    sendRest();
-    const res = await pending;
-    expect(res.status).toBe(200);
-    expect(await exited).toBe(0);
+    const port = Number(new URL(server.url).port);
+    // A socket of its own, so that the test knows the request's connection: its headers and half its body are
+    // sent, and the signal comes once the server has read them (the request is then in flight).
+    let answer = "";
+    const socket = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data: (_s, chunk) => void (answer += chunk.toString()) } });
+    try {
+      const head = `POST /auth/verify HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+      expect(socket.write(head + body.slice(0, half))).toBe(Buffer.byteLength(head + body.slice(0, half)));
+      await readByServer(port, socket.localPort);
+      const exited = server.stop(signal);
+      await Bun.sleep(100);
+      socket.write(body.slice(half));
+      await until(() => (/^HTTP\/1\.1 \d{3}/.test(answer) ? true : undefined), 10_000, 5);
+      expect(answer).toStartWith("HTTP/1.1 200");
+      expect(await exited).toBe(0);
+    } finally {
+      socket.end();
+    }
   });
 });
+
+/**
+ * Until the server has read all that was sent on the connection from `clientPort` to `serverPort`: on Linux,
+ * the client's side has nothing unacknowledged and the server's side an empty receive queue (/proc/net/tcp);
+ * elsewhere, a pause.
+ */
+async function readByServer(serverPort: number, clientPort: number): Promise<void> {
+  const table = "/proc/net/tcp";
+  if (!existsSync(table)) return Bun.sleep(500);
+  const hex = (p: number) => `:${p.toString(16).toUpperCase().padStart(4, "0")}`;
+  const queues = (local: number, remote: number) => {
+    for (const line of readFileSync(table, "utf8").split("\n")) {
+      const f = line.trim().split(/\s+/); // sl, local, remote, state, tx_queue:rx_queue, …
+      if (f[1]?.endsWith(hex(local)) && f[2]?.endsWith(hex(remote)) && f[3] === "01") return f[4]!.split(":").map((q) => parseInt(q, 16));
+    }
+    return null;
+  };
+  await until(() => queues(clientPort, serverPort)?.[0] === 0 && queues(serverPort, clientPort)?.[1] === 0, 10_000, 5);
+}
 
 describe("walletgate restore", () => {
   test("after a kill -9 (a log left beside the database): the backup comes back whole, the old database and its log kept aside", async () => {
@@ -321,7 +338,7 @@ describe("walletgate restore", () => {
     }
   }, 60_000);
 
-  test("revocations made after the backup survive the restore (session tokens, revoke-all, API keys, feature tokens), and custodial wallets made since keep their keys", async () => {
+  test("revocations made after the backup survive the restore (session tokens, revoke-all, API keys, feature tokens, MCP sessions ended, webhook endpoints dropped), and custodial wallets made since keep their keys", async () => {
     const server = await start();
     const dir = tempDir();
     try {
@@ -335,6 +352,14 @@ describe("walletgate restore", () => {
       const [a, b, c] = [newWallet(), newWallet(), newWallet()];
       const [revoked, kept, cutOff] = [await signIn(server.url, a), await signIn(server.url, c), await signIn(server.url, b)];
       const hook = (await dash("/webhooks", { body: { url: "https://hooks.example.test/walletgate", events: ["product.created"] } })).body;
+      const hookGone = (await dash("/webhooks", { body: { url: "https://hooks.example.test/gone", events: ["feature.unlocked"] } })).body;
+      const hookMoved = (await dash("/webhooks", { body: { url: "https://hooks.example.test/old", events: ["feature.unlocked"] } })).body;
+      // MCP sessions bound to custodial wallets (over the SDK): one its client will end, one ended and then
+      // purged (a day after its end), one kept.
+      const mcps = [await connectMcp(server.url, "restore-ended"), await connectMcp(server.url, "restore-purged"), await connectMcp(server.url, "restore-kept")];
+      const mcpWallets: string[] = [];
+      for (const m of mcps) mcpWallets.push((await m.ok("wallet_create", { airdropSol: 1 })).address as string);
+      const mcpIds = mcps.map((m) => m.transport.sessionId!);
       const replay = newWallet();
       const replayChallenge = await getChallenge(server.url, replay);
       const replayBody = { walletAddress: replay.address, nonce: replayChallenge.nonce, signature: replay.sign(replayChallenge.message) };
@@ -353,11 +378,20 @@ describe("walletgate restore", () => {
       expect((await dash(`/keys/${keys[0]!.keyId}`, { method: "DELETE" })).status).toBe(200);
       const pub = (path: string, key: string, body: unknown) => call(server.url, `/public${path}`, { body, headers: { "x-api-key": key } });
       expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
+      // After the backup: two MCP sessions ended by their clients (DELETE), one endpoint deleted, another
+      // disabled and sent elsewhere (its receiver leaked, say).
+      for (const m of mcps.slice(0, 2)) await m.transport.terminateSession();
+      await Promise.all(mcps.map((m) => m.client.close()));
+      expect((await dash(`/webhooks/${hookGone.endpointId}`, { method: "DELETE" })).status).toBe(200);
+      expect((await dash(`/webhooks/${hookMoved.endpointId}`, { method: "PATCH", body: { url: "https://hooks.example.test/new", enabled: false } })).status).toBe(200);
       // After the backup: a custodial wallet made, whose key exists nowhere else (on devnet and mainnet its money is on chain).
       const late = (await call(server.url, "/mcp", { body: { tool: "wallet_create", params: {} } })).body.data.address as string;
       const exported = await runCli(["wallets", "export", late], { DATA_DIR: server.dataDir });
       expect([exported.code, exported.stdout.trim().length > 0]).toEqual([0, true]);
       await server.stop();
+      const purging = new Database(join(server.dataDir, "walletgate.db"));
+      expect(purging.run("DELETE FROM mcp_sessions WHERE id = ? AND ended_at IS NOT NULL", [createHash("sha256").update(mcpIds[1]!).digest("hex")]).changes).toBe(1);
+      purging.close();
       const out = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
       expect(out.code).toBe(0);
       expect(JSON.parse(out.stdout).revocations).toEqual({
@@ -367,6 +401,8 @@ describe("walletgate restore", () => {
         featureTokens: 1,
         spentProofs: 1,
         webhookSecrets: 1,
+        mcpSessions: 2,
+        webhookEndpoints: 2,
       });
       expect(out.stderr).toContain("carried over");
       expect(JSON.parse(out.stdout).walletKeys).toEqual({ custodialWallets: 1, escrows: 0, notCarried: [] });
@@ -384,6 +420,22 @@ describe("walletgate restore", () => {
       expect((await call(after.url, "/auth/verify", { body: replayBody })).body.code).toBe("NONCE_USED");
       const secret = await call(after.url, `/dashboard/api/webhooks/${hook.endpointId}/secret`, { token: owner.sessionToken });
       expect(secret.body.secret).toBe(rotated);
+      const endpoints = (await call(after.url, "/dashboard/api/webhooks", { token: owner.sessionToken })).body.endpoints as { endpointId: string; url: string; enabled: boolean }[];
+      expect(endpoints.map((e) => [e.endpointId, e.url, e.enabled])).toEqual([
+        [hook.endpointId, "https://hooks.example.test/walletgate", true],
+        [hookMoved.endpointId, "https://hooks.example.test/new", false],
+      ]);
+      // The ended sessions answer 404 (mcp.md), from any client; the kept one is rebuilt, still bound.
+      const rpc = (id: string) =>
+        fetch(`${after.url}/mcp`, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": id, "user-agent": "another" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "session_info", arguments: {} } }),
+        });
+      for (const id of mcpIds.slice(0, 2)) expect((await rpc(id)).status).toBe(404);
+      const rebuilt = await rpc(mcpIds[2]!);
+      expect(rebuilt.status).toBe(200);
+      expect(await rebuilt.text()).toContain(mcpWallets[2]!);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

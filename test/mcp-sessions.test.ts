@@ -215,7 +215,10 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     const ended = await connect(server, ua("idle-delete"));
     const ids = [bound.transport.sessionId!, restored.transport.sessionId!, ended.transport.sessionId!];
 
-    await sleep(1000);
+    // Idle past MCP_SESSION_TIMEOUT_MS (300 ms): the first sweep that runs later than that drops all three.
+    const idleFrom = Date.now() + 300;
+    const swept = (lines: Json[]) => lines.some((l) => l.msg === "mcp sessions swept" && Date.parse(l.time) > idleFrom);
+    expect(swept(await logged(server, swept, 10_000))).toBe(true);
 
     expect(await bound.ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "binding", mcpSessionId: ids[0] });
     expect(bound.transport.sessionId).toBe(ids[0]);
@@ -443,17 +446,23 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
   /**
    * A devnet server whose ledger's RPC answers only while its gate is open: a wallet_get_balance made with
    * `bearer` (a signed-in wallet's token) stays in flight while the gate is closed, as a call waiting on a
-   * slow node does.
+   * slow node does. `waiting()`: how many such calls are held at the gate now (by their getBalance).
    */
   async function gatedServer(env: Record<string, string> = {}) {
     const rpc: LiteSvmRpc = await startLiteSvmRpc();
     let gate: ReturnType<typeof Promise.withResolvers<void>> | null = null;
+    let waiting = 0;
     const proxy = Bun.serve({
       port: 0,
       hostname: "127.0.0.1",
       async fetch(request) {
         const body = await request.text();
-        if (gate !== null) await gate.promise;
+        if (gate !== null) {
+          const balance = body.includes('"getBalance"');
+          if (balance) waiting++;
+          await gate.promise;
+          if (balance) waiting--;
+        }
         return fetch(rpc.url, { method: "POST", headers: { "content-type": "application/json" }, body });
       },
     });
@@ -462,6 +471,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     return {
       server,
       bearer: sessionToken as string,
+      waiting: () => waiting,
       close: () => (gate ??= Promise.withResolvers<void>()),
       open: () => {
         gate?.resolve();
@@ -530,7 +540,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       gated.close();
       const held = new AbortController();
       const open = postAs(server, sessionId, bearer, toolCall(7, "wallet_get_balance"), held.signal);
-      await sleep(200);
+      await until(() => gated.waiting() >= 1 || undefined);
       expect(await post(server, sessionId, toolCall(7, "session_info"))).toEqual(inUse(7));
       // …in a batch too, and a batch may not use one id twice; nothing of a refused batch is run.
       expect(await post(server, sessionId, [toolCall(8, "session_info"), toolCall(7, "session_info")])).toEqual(inUse(7));
@@ -550,7 +560,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       // and its id is free again (handed to the SDK, the answer was dropped and the id held for good).
       gated.close();
       const waiting = postAs(server, sessionId, bearer, toolCall(11, "wallet_get_balance"));
-      await sleep(200);
+      await until(() => gated.waiting() >= 1 || undefined);
       expect(await post(server, sessionId, cancel(11))).toEqual({ status: 202, body: null as unknown as Json });
       expect(await post(server, sessionId, [cancel(11), cancel(999)])).toEqual({ status: 202, body: null as unknown as Json });
       gated.open();
@@ -668,7 +678,7 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     const hold = new AbortController();
     const busy = await Promise.all([0, 1, 2].map(() => rawSession(server, ua("busy"))));
     const held = busy.map((sessionId) => postAs(server, sessionId, bearer, toolCall(1, "wallet_get_balance"), hold.signal));
-    await sleep(200);
+    await until(() => gated.waiting() >= 3 || undefined);
 
     const outcomes = await Promise.all(
       Array.from({ length: 8 }, async () => {

@@ -12,14 +12,20 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const locked = (attempt: ReturnType<typeof tryLock>) => ("lock" in attempt ? "lock" : "held" in attempt ? "held" : "unsupported");
 
 /** Another process holding `path` as `mode` for `ms`; resolves once it holds it. */
-async function heldElsewhere(path: string, mode: LockMode, ms: number): Promise<{ done: Promise<number> }> {
+/**
+ * A lock held by another process. With `ms`, it lets go by itself that long after taking it (`releaseAt`, by
+ * its clock: this process may be blocked in a wait meanwhile); without, when `release()` is called.
+ */
+async function heldElsewhere(path: string, mode: LockMode, ms?: number): Promise<{ done: Promise<number>; releaseAt: number; release: () => void }> {
+  const hold = ms === undefined ? "for await (const _ of Bun.stdin.stream()) {}" : `await Bun.sleep(${ms});`;
   const script = `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
-    const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "locked" : "not"); await Bun.sleep(${ms});`;
-  const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe" });
+    const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)});
+    console.log(JSON.stringify({ locked: "lock" in a, releaseAt: Date.now() + ${ms ?? 0} })); ${hold}`;
+  const proc = Bun.spawn([process.execPath, "-e", script], { stdin: "pipe", stdout: "pipe" });
   const reader = proc.stdout.getReader();
-  const first = new TextDecoder().decode((await reader.read()).value);
-  expect(first.trim()).toBe("locked");
-  return { done: proc.exited };
+  const first = JSON.parse(new TextDecoder().decode((await reader.read()).value)) as { locked: boolean; releaseAt: number };
+  expect(first.locked).toBe(true);
+  return { done: proc.exited, releaseAt: first.releaseAt, release: () => void proc.stdin.end() };
 }
 
 describe("tryLock", () => {
@@ -41,8 +47,9 @@ describe("tryLock", () => {
 
   test("across processes: a lock held by another process is held here, and free once that process ends", async () => {
     const path = join(dir, "b.locks");
-    const other = await heldElsewhere(path, "exclusive", 300);
+    const other = await heldElsewhere(path, "exclusive");
     expect(locked(tryLock(path, "shared"))).toBe("held");
+    other.release();
     await other.done;
     const after = tryLock(path, "shared");
     expect(locked(after)).toBe("lock");
@@ -111,9 +118,8 @@ describe("holdOpenLock", () => {
   test("waits while a restore holds the lock, then has it", async () => {
     const db = join(dir, "c.db");
     const other = await heldElsewhere(lockPathOf(db), "exclusive", 400);
-    const started = performance.now();
     const lock = holdOpenLock(db, () => new Error("restoring"), { waitMs: 10_000 });
-    expect(performance.now() - started).toBeGreaterThan(200);
+    expect(Date.now()).toBeGreaterThanOrEqual(other.releaseAt); // had only once the other let go
     expect(lock).not.toBeNull();
     lock!.release();
     await other.done;
@@ -121,8 +127,9 @@ describe("holdOpenLock", () => {
 
   test("gives up after its wait with the caller's error", async () => {
     const db = join(dir, "d.db");
-    const other = await heldElsewhere(lockPathOf(db), "exclusive", 1_500);
+    const other = await heldElsewhere(lockPathOf(db), "exclusive");
     expect(() => holdOpenLock(db, () => new Error("being restored"), { waitMs: 200 })).toThrow("being restored");
+    other.release();
     await other.done;
   });
 
@@ -156,6 +163,7 @@ describe("holdServeLock", () => {
     const db = join(dir, "f.db");
     const other = await heldElsewhere(lockPathOf(db), "exclusive", 400);
     const lock = holdServeLock(db, { alreadyServed: () => new Error("already served"), restoring: () => new Error("restoring") });
+    expect(Date.now()).toBeGreaterThanOrEqual(other.releaseAt); // started only once the other let go
     lock.release();
     await other.done;
   });

@@ -1,6 +1,7 @@
 // The background loop: never overlaps itself, can run at once, and stop() waits for a run in progress.
 import { expect, test } from "bun:test";
 import { startRepeating } from "./repeat.ts";
+import { until } from "../../test/helpers/until.ts";
 
 test("runs never overlap, even when a run outlasts the period", async () => {
   let active = 0;
@@ -17,7 +18,7 @@ test("runs never overlap, even when a run outlasts the period", async () => {
     5,
     () => undefined,
   );
-  await Bun.sleep(200);
+  await until(() => runs >= 3, 10_000, 5).catch(() => undefined); // then the expects below say what is missing
   await loop.stop();
   expect(runs).toBeGreaterThanOrEqual(3);
   expect(maxActive).toBe(1);
@@ -55,7 +56,7 @@ test("a failing run is reported and the loop goes on", async () => {
     5,
     (e) => errors.push(e),
   );
-  await Bun.sleep(60);
+  await until(() => runs >= 2, 10_000, 5).catch(() => undefined); // then the expects below say what is missing
   await loop.stop();
   expect(runs).toBeGreaterThanOrEqual(2);
   expect(errors.length).toBe(runs);
