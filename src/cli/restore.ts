@@ -18,7 +18,7 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
       process.stderr.write(
         `revocations made after the backup, carried over: ${sessionTokens} session tokens, ${walletCutoffs} revoke-alls, ${apiKeys} API keys, ` +
           `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets, ` +
-          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints deleted or changed\n`,
+          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints disabled or moved\n`,
       );
     }
     const keys = result.walletKeys;

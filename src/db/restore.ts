@@ -146,9 +146,9 @@ export type CarriedRevocations =
       spentProofs: number;
       /** Webhook endpoints whose signing secret was rotated after the backup (with their previous secrets). */
       webhookSecrets: number;
-      /** MCP sessions ended (DELETE) after the backup, or gone from the replaced database (ended, then purged). */
+      /** MCP sessions ended (DELETE) after the backup that both databases still hold. */
       mcpSessions: number;
-      /** Webhook endpoints deleted, disabled or sent elsewhere (another URL or events) after the backup. */
+      /** Webhook endpoints disabled or sent elsewhere (another URL or events) after the backup. */
       webhookEndpoints: number;
     }
   | { skipped: string };
@@ -211,7 +211,7 @@ function linkTarget(path: string): string | null {
  *
  * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
  * challenge or dashboard link spent, a webhook secret rotated, an MCP session ended, or a webhook endpoint
- * deleted, disabled or moved after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
+ * disabled or moved after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
  * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */
@@ -358,7 +358,7 @@ function carryOver(
     migrate(db, now);
     db.run("ATTACH DATABASE ? AS replaced", [replacedPath]);
     const carried = db.transaction(() => ({
-      revocations: carryRevocations(db, now),
+      revocations: carryRevocations(db),
       walletKeys: carryWalletKeys(db, backupHoldsSealedData),
     }))();
     db.run("DETACH DATABASE replaced");
@@ -371,7 +371,7 @@ function carryOver(
 }
 
 /** In carryOver's transaction: the replaced database's revocations the backup lacks, by kind. */
-function carryRevocations(db: Database, now: number): Exclude<CarriedRevocations, { skipped: string }> {
+function carryRevocations(db: Database): Exclude<CarriedRevocations, { skipped: string }> {
   return {
     sessionTokens: db.run(
       `UPDATE auth_tokens SET revoked_at = r.revoked_at
@@ -408,56 +408,30 @@ function carryRevocations(db: Database, now: number): Exclude<CarriedRevocations
       ).changes,
     webhookSecrets: carryWebhookSecrets(db),
     // Fingerprint links need nothing: one whose token was revoked or cut off (carried above) restores nothing.
-    ...carryEndings(db, now),
+    ...carryEndings(db),
   };
 }
 
 /**
- * Whether the replaced database is a later state of the backup's own database: they hold a record in common
- * that no two databases would share by chance (a product, webhook endpoint or MCP session, ids made at
- * random). Only then does a record the backup holds and the replaced database lacks mean it was deleted
- * since; a replaced database of another installation (a new host started once before the restore) lacks
- * them all.
- */
-function sameDatabaseLater(db: Database): boolean {
-  const row = db
-    .query(
-      `SELECT EXISTS (SELECT 1 FROM main.products AS m JOIN replaced.products AS r ON r.id = m.id)
-           OR EXISTS (SELECT 1 FROM main.webhook_endpoints AS m JOIN replaced.webhook_endpoints AS r ON r.id = m.id)
-           OR EXISTS (SELECT 1 FROM main.mcp_sessions AS m JOIN replaced.mcp_sessions AS r ON r.id = m.id) AS later`,
-    )
-    .get() as { later: number };
-  return row.later === 1;
-}
-
-/**
  * In carryRevocations' transaction: what was ended after the backup, whose return would let the wrong party
- * in or send event bodies (access tokens among them) where the owner no longer wants them:
- * - MCP sessions ended by DELETE (their ids answer 404, mcp.md), also those the purge has since removed
- *   (a day after their end): a session of the backup the replaced database no longer holds is ended. So is
- *   one it dropped for being idle or over the caps: its client, answered 404, opens a new session.
- * - Webhook endpoints deleted since (with their previous secrets), and those whose URL, events or enabled
- *   state changed since (the later settings win; a disabled one stays disabled).
- * Deletions are carried only when the replaced database is the backup's own, later (sameDatabaseLater).
+ * in or send event bodies (access tokens among them) where the owner no longer wants them: MCP sessions
+ * ended by DELETE (their ids answer 404, mcp.md), and webhook endpoints whose URL, events or enabled state
+ * changed since (the later settings win; a disabled one stays disabled). Only records both databases hold:
+ * absence proves nothing (the replaced database may be an older copy, or another installation's), so a
+ * session ended and since purged, or an endpoint deleted, comes back as the backup has it.
  */
-function carryEndings(db: Database, now: number): { mcpSessions: number; webhookEndpoints: number } {
-  const later = sameDatabaseLater(db);
-  let mcpSessions = db.run(
+function carryEndings(db: Database): { mcpSessions: number; webhookEndpoints: number } {
+  const mcpSessions = db.run(
     `UPDATE mcp_sessions SET ended_at = r.ended_at
      FROM (SELECT id, ended_at FROM replaced.mcp_sessions WHERE ended_at IS NOT NULL) AS r
      WHERE mcp_sessions.id = r.id AND mcp_sessions.ended_at IS NULL`,
   ).changes;
-  let webhookEndpoints = db.run(
+  const webhookEndpoints = db.run(
     `UPDATE webhook_endpoints SET url = r.url, events = r.events, enabled = r.enabled, updated_at = r.updated_at
      FROM (SELECT id, url, events, enabled, updated_at FROM replaced.webhook_endpoints) AS r
      WHERE webhook_endpoints.id = r.id AND r.updated_at > webhook_endpoints.updated_at
        AND (r.url <> webhook_endpoints.url OR r.events <> webhook_endpoints.events OR r.enabled <> webhook_endpoints.enabled)`,
   ).changes;
-  if (later) {
-    mcpSessions += db.run("UPDATE mcp_sessions SET ended_at = ? WHERE ended_at IS NULL AND id NOT IN (SELECT id FROM replaced.mcp_sessions)", [now]).changes;
-    db.run("DELETE FROM webhook_previous_secrets WHERE endpoint_id NOT IN (SELECT id FROM replaced.webhook_endpoints)");
-    webhookEndpoints += db.run("DELETE FROM webhook_endpoints WHERE id NOT IN (SELECT id FROM replaced.webhook_endpoints)").changes;
-  }
   return { mcpSessions, webhookEndpoints };
 }
 
