@@ -269,20 +269,22 @@ describe("graceful shutdown", () => {
 
 /**
  * Until the server has read all that was sent on the connection from `clientPort` to `serverPort`: on Linux,
- * the client's side has nothing unacknowledged and the server's side an empty receive queue (/proc/net/tcp);
- * elsewhere, a pause.
+ * the client's side has nothing unacknowledged and the server's side an empty receive queue (/proc/net/tcp,
+ * or tcp6); elsewhere, or when the kernel lists no such connection, a pause.
  */
 async function readByServer(serverPort: number, clientPort: number): Promise<void> {
-  const table = "/proc/net/tcp";
-  if (!existsSync(table)) return Bun.sleep(500);
+  const tables = ["/proc/net/tcp", "/proc/net/tcp6"].filter((t) => existsSync(t));
   const hex = (p: number) => `:${p.toString(16).toUpperCase().padStart(4, "0")}`;
   const queues = (local: number, remote: number) => {
-    for (const line of readFileSync(table, "utf8").split("\n")) {
-      const f = line.trim().split(/\s+/); // sl, local, remote, state, tx_queue:rx_queue, …
-      if (f[1]?.endsWith(hex(local)) && f[2]?.endsWith(hex(remote)) && f[3] === "01") return f[4]!.split(":").map((q) => parseInt(q, 16));
+    for (const table of tables) {
+      for (const line of readFileSync(table, "utf8").split("\n")) {
+        const f = line.trim().split(/\s+/); // sl, local, remote, state, tx_queue:rx_queue, …
+        if (f[1]?.endsWith(hex(local)) && f[2]?.endsWith(hex(remote)) && f[3] === "01") return f[4]!.split(":").map((q) => parseInt(q, 16));
+      }
     }
     return null;
   };
+  if (queues(clientPort, serverPort) === null || queues(serverPort, clientPort) === null) return Bun.sleep(500);
   await until(() => queues(clientPort, serverPort)?.[0] === 0 && queues(serverPort, clientPort)?.[1] === 0, 10_000, 5);
 }
 

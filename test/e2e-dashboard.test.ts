@@ -120,8 +120,9 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
     const copy = ownerPage.getByRole("button", { name: "Copy link" });
     expect(await copy.getAttribute("aria-live")).toBe("polite");
+    const copied = ownerPage.getByRole("button", { name: "Copied" }).waitFor(); // watched from before the click: it is said for a while only
     await copy.click();
-    await ownerPage.getByRole("button", { name: "Copied" }).waitFor();
+    await copied;
     expect(await ownerPage.evaluate(() => (globalThis as any).navigator.clipboard.readText())).toBe(state.paymentUrl);
     await shot(ownerPage, "products");
   }, 60_000);
@@ -231,7 +232,11 @@ e2e("dashboard and checkout pages in Chromium", () => {
     sendSubmit();
     const token = (await page.getByTestId("access-token").textContent({ timeout: 20_000 }))!;
     // Paid: the button is gone, and the keyboard is on the outcome, which the status line says in words.
-    expect(await page.evaluate(() => ((globalThis as any).document.activeElement?.textContent ?? "") as string)).toContain("Payment complete");
+    // (focus moves in an effect, after paint; the outcome is the element with tabindex -1, not the page's body)
+    await page.waitForFunction(() => {
+      const at = (globalThis as any).document.activeElement;
+      return at?.getAttribute("tabindex") === "-1" && (at.textContent as string).includes("Payment complete");
+    });
     expect(await page.getByTestId("pay-status").textContent()).toBe("Payment complete; your access token is shown below");
     expect(token).toMatch(/^ft_/);
     expect(await steps()).toEqual(["done: ✓ Connect wallet (done)", "done: ✓ Waiting for your signature (done)", "done: ✓ Confirming the payment (done)", "done current: ✓ Done"]);
@@ -397,7 +402,12 @@ e2e("dashboard and checkout pages in Chromium", () => {
     expect(await page.getByRole("alert").count()).toBe(0); // nothing left saying "signed out"
     // A link that does not work, opened in this signed-in tab: the page, its form and its session stay, and it says why.
     const used = await link();
-    await (await (await browser!.newContext()).newPage()).goto(used); // spent elsewhere
+    const elsewhere = await browser!.newContext();
+    const spender = await elsewhere.newPage();
+    const spent = spender.waitForResponse((r) => r.url().endsWith("/dashboard/api/session/link"));
+    await spender.goto(used); // spent elsewhere
+    expect((await spent).status()).toBe(200);
+    await elsewhere.close();
     await page.getByRole("button", { name: "New product" }).click();
     await page.getByLabel("Title").fill("Still typing");
     for (const [hash, said] of [[`#link=${used.split("#link=")[1]}`, "This link was already used or has expired"], ["#link=%E0%A4%A", "This sign-in link did not work"]] as const) {
@@ -497,8 +507,10 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await other.getByTitle(keypair.publicKey.toBase58()).waitFor();
     // Back in the first tab: the key is not made for the second wallet under the first one's address, not
     // even by a second click while the page is still learning who is signed in (a slow answer).
+    let answerMe!: () => void;
+    const meHeld = new Promise<void>((resolve) => (answerMe = resolve));
     await page.route("**/dashboard/api/me", async (route) => {
-      await Bun.sleep(1500);
+      await meHeld; // until both clicks have been refused
       await route.continue();
     });
     const refused = () => page.waitForResponse((r) => r.url().endsWith("/dashboard/api/keys") && r.request().method() === "POST" && r.status() === 401);
@@ -508,6 +520,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     answer = refused();
     await page.getByRole("button", { name: "Create key" }).click(); // while the page still shows the first wallet
     await answer;
+    answerMe();
     await page.getByRole("status").filter({ hasText: `This tab now shows wallet ${keypair.publicKey.toBase58()}` }).waitFor();
     await page.getByTitle(keypair.publicKey.toBase58()).waitFor();
     expect(await page.getByTitle(first.address).count()).toBe(0);
@@ -683,8 +696,11 @@ e2e("dashboard forms under a second hand and a double click", () => {
     let rotations = 0;
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
+    let arrived!: () => void;
+    const asked = new Promise<void>((resolve) => (arrived = resolve));
     await page.route("**/rotate-secret", async (route) => {
       rotations++;
+      arrived();
       await held;
       await route.continue();
     });
@@ -697,6 +713,7 @@ e2e("dashboard forms under a second hand and a double click", () => {
     await cancel.click({ force: true }); // clicked all the same (Playwright would wait for an aria-disabled button)
     await page.keyboard.press("Escape");
     expect(await card.getByRole("button", { name: "Yes" }).count()).toBe(1); // still asking, still at work
+    await asked; // the one request has reached the browser's network
     expect(rotations).toBe(1);
     release();
     await card.getByRole("button", { name: "Rotate secret" }).waitFor();
