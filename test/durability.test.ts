@@ -6,7 +6,7 @@ import { SignJWT } from "jose";
 import { Database } from "bun:sqlite";
 import { commandSucceeds, runCli, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { openedByAnother, restoreDatabase } from "../src/db/restore.ts";
-import { call, decodeJwt, getChallenge, newWallet, signIn } from "./helpers/wallet.ts";
+import { call, decodeJwt, getChallenge, newWallet, signIn, type Json } from "./helpers/wallet.ts";
 import { until } from "./helpers/until.ts";
 import { connectMcp } from "./helpers/mcp.ts";
 
@@ -339,7 +339,7 @@ describe("walletgate restore", () => {
     }
   }, 60_000);
 
-  test("revocations made after the backup survive the restore (session tokens, revoke-all, API keys, feature tokens, MCP sessions ended, webhook endpoints disabled and moved), and custodial wallets made since keep their keys", async () => {
+  test("revocations made after the backup survive the restore (session tokens, revoke-all, API keys, feature tokens, MCP sessions ended, webhook endpoints disabled, moved and deleted, an agent's endpoint moved), and custodial wallets made since keep their keys", async () => {
     const server = await start();
     const dir = tempDir();
     try {
@@ -354,11 +354,15 @@ describe("walletgate restore", () => {
       const [revoked, kept, cutOff] = [await signIn(server.url, a), await signIn(server.url, c), await signIn(server.url, b)];
       const hook = (await dash("/webhooks", { body: { url: "https://hooks.example.test/walletgate", events: ["product.created"] } })).body;
       const hookMoved = (await dash("/webhooks", { body: { url: "https://hooks.example.test/old", events: ["feature.unlocked"] } })).body;
+      const hookDeleted = (await dash("/webhooks", { body: { url: "https://hooks.example.test/gone", events: ["product.created"] } })).body;
       // MCP sessions bound to custodial wallets (over the SDK): two their clients will end, one kept.
       const mcps = [await connectMcp(server.url, "restore-ended"), await connectMcp(server.url, "restore-ended-too"), await connectMcp(server.url, "restore-kept")];
       const mcpWallets: string[] = [];
       for (const m of mcps) mcpWallets.push((await m.ok("wallet_create", { airdropSol: 1 })).address as string);
       const mcpIds = mcps.map((m) => m.transport.sessionId!);
+      // A marketplace agent, whose notifications carry its orders' messages.
+      const agentProfile = { name: "Restored", tagline: "", description: "", categories: ["Restore"], basePrice: 1 };
+      const agentId = ((await mcps[2]!.ok("provider_register", { endpoint: "https://agent.example.test/old", profile: agentProfile })).agent as Json).agentId as string;
       const replay = newWallet();
       const replayChallenge = await getChallenge(server.url, replay);
       const replayBody = { walletAddress: replay.address, nonce: replayChallenge.nonce, signature: replay.sign(replayChallenge.message) };
@@ -379,9 +383,12 @@ describe("walletgate restore", () => {
       expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
       // After the backup: two MCP sessions ended by their clients (DELETE), an endpoint disabled and sent
       // elsewhere (its receiver leaked, say).
+      // After the backup: the agent's endpoint moved (the old one leaked, say) and the agent paused.
+      expect(await mcps[2]!.ok("provider_update", { agentId, endpoint: "https://agent.example.test/new", status: "paused" })).toMatchObject({ agent: { status: "paused" } });
       for (const m of mcps.slice(0, 2)) await m.transport.terminateSession();
       await Promise.all(mcps.map((m) => m.client.close()));
       expect((await dash(`/webhooks/${hookMoved.endpointId}`, { method: "PATCH", body: { url: "https://hooks.example.test/new", enabled: false } })).status).toBe(200);
+      expect((await dash(`/webhooks/${hookDeleted.endpointId}`, { method: "DELETE" })).status).toBe(200);
       // After the backup: a custodial wallet made, whose key exists nowhere else (on devnet and mainnet its money is on chain).
       const late = (await call(server.url, "/mcp", { body: { tool: "wallet_create", params: {} } })).body.data.address as string;
       const exported = await runCli(["wallets", "export", late], { DATA_DIR: server.dataDir });
@@ -397,7 +404,8 @@ describe("walletgate restore", () => {
         spentProofs: 1,
         webhookSecrets: 1,
         mcpSessions: 2,
-        webhookEndpoints: 1,
+        webhookEndpoints: 2,
+        agentEndpoints: 1,
       });
       expect(out.stderr).toContain("carried over");
       expect(JSON.parse(out.stdout).walletKeys).toEqual({ custodialWallets: 1, escrows: 0, notCarried: [] });
@@ -431,6 +439,22 @@ describe("walletgate restore", () => {
       const rebuilt = await rpc(mcpIds[2]!);
       expect(rebuilt.status).toBe(200);
       expect(await rebuilt.text()).toContain(mcpWallets[2]!);
+      // The deleted endpoint stays deleted, also after a second restore of the same backup (the restored
+      // database keeps the record of its deletion); the agent keeps its later endpoint and status.
+      const viewer = await connectMcp(after.url, "restore-viewer");
+      await viewer.ok("wallet_create", {});
+      expect((await viewer.ok("consumer_get_agent", { agentId })).agent).toMatchObject({ status: "paused", name: "Restored" });
+      await viewer.client.close();
+      const restored = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+      expect(restored.query("SELECT endpoint FROM market_agents WHERE id = ?").get(agentId)).toEqual({ endpoint: "https://agent.example.test/new" }); // shown to its owner only
+      restored.close();
+      await after.stop();
+      const twice = await runCli(["restore", backup, "--json"], { DATA_DIR: server.dataDir });
+      expect([twice.code, JSON.parse(twice.stdout).revocations.webhookEndpoints]).toEqual([0, 2]);
+      const third = await server.restart();
+      servers.push(third);
+      const listed = (await call(third.url, "/dashboard/api/webhooks", { token: owner.sessionToken })).body.endpoints as { endpointId: string }[];
+      expect(listed.map((e) => e.endpointId)).toEqual([hook.endpointId, hookMoved.endpointId]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

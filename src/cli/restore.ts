@@ -14,11 +14,11 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
     if (carried !== null && "skipped" in carried) {
       process.stderr.write(`warning: revocations made after the backup were NOT carried over (${carried.skipped}): revoke leaked tokens and keys again\n`);
     } else if (carried !== null) {
-      const { sessionTokens, walletCutoffs, apiKeys, featureTokens, spentProofs, webhookSecrets, mcpSessions, webhookEndpoints } = carried;
+      const { sessionTokens, walletCutoffs, apiKeys, featureTokens, spentProofs, webhookSecrets, mcpSessions, webhookEndpoints, agentEndpoints } = carried;
       process.stderr.write(
         `revocations made after the backup, carried over: ${sessionTokens} session tokens, ${walletCutoffs} revoke-alls, ${apiKeys} API keys, ` +
           `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets, ` +
-          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints disabled or moved\n`,
+          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints disabled, moved or deleted, ${agentEndpoints} marketplace agents' endpoints moved or paused\n`,
       );
     }
     const keys = result.walletKeys;

@@ -38,6 +38,7 @@ import m0036 from "./migrations/0036_feature_token_access_ms.sql" with { type: "
 import m0037 from "./migrations/0037_market_payout_retry.sql" with { type: "text" };
 import m0038 from "./migrations/0038_webhook_answers_without_tokens.sql" with { type: "text" };
 import m0039 from "./migrations/0039_mcp_binding_token_expiry.sql" with { type: "text" };
+import m0040 from "./migrations/0040_webhook_endpoint_deletions.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -81,4 +82,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 37, name: "market_payout_retry", sql: m0037 },
   { version: 38, name: "webhook_answers_without_tokens", sql: m0038 },
   { version: 39, name: "mcp_binding_token_expiry", sql: m0039 },
+  { version: 40, name: "webhook_endpoint_deletions", sql: m0040 },
 ];

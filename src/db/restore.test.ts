@@ -148,7 +148,7 @@ test("killed just before the backup takes the name: the name still holds the old
   expect(owners(path)).toBe(2);
   expect(owners(result.movedAside!)).toBe(7);
   // None were made.
-  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0, mcpSessions: 0, webhookEndpoints: 0 });
+  expect(result.revocations).toEqual({ sessionTokens: 0, walletCutoffs: 0, apiKeys: 0, featureTokens: 0, spentProofs: 0, webhookSecrets: 0, mcpSessions: 0, webhookEndpoints: 0, agentEndpoints: 0 });
   expect(result.walletKeys).toEqual({ custodialWallets: 0, escrows: 0, notCarried: [] });
   // No copy left, nor a log of the copy (written carrying revocations): folded in before it took the name.
   expect(readdirSync(dataDir).filter((name) => name.includes(".restoring-"))).toEqual([]);

@@ -148,8 +148,10 @@ export type CarriedRevocations =
       webhookSecrets: number;
       /** MCP sessions ended (DELETE) after the backup that both databases still hold. */
       mcpSessions: number;
-      /** Webhook endpoints disabled or sent elsewhere (another URL or events) after the backup. */
+      /** Webhook endpoints disabled, sent elsewhere (another URL or events) or deleted after the backup. */
       webhookEndpoints: number;
+      /** Marketplace agents given another endpoint or status after the backup. */
+      agentEndpoints: number;
     }
   | { skipped: string };
 
@@ -415,24 +417,42 @@ function carryRevocations(db: Database): Exclude<CarriedRevocations, { skipped: 
 /**
  * In carryRevocations' transaction: what was ended after the backup, whose return would let the wrong party
  * in or send event bodies (access tokens among them) where the owner no longer wants them: MCP sessions
- * ended by DELETE (their ids answer 404, mcp.md), and webhook endpoints whose URL, events or enabled state
- * changed since (the later settings win; a disabled one stays disabled). Only records both databases hold:
- * absence proves nothing (the replaced database may be an older copy, or another installation's), so a
- * session ended and since purged, or an endpoint deleted, comes back as the backup has it.
+ * ended by DELETE (their ids answer 404, mcp.md); webhook endpoints whose URL, events or enabled state
+ * changed since (the later settings win; a disabled one stays disabled), or that the replaced database
+ * recorded as deleted (webhook_endpoint_deletions, whose records the backup keeps); and a marketplace
+ * agent's later endpoint and status. Absence alone proves nothing (the replaced database may be an older
+ * copy, or another installation's): a session ended and since purged comes back as the backup has it.
  */
-function carryEndings(db: Database): { mcpSessions: number; webhookEndpoints: number } {
+function carryEndings(db: Database): { mcpSessions: number; webhookEndpoints: number; agentEndpoints: number } {
   const mcpSessions = db.run(
     `UPDATE mcp_sessions SET ended_at = r.ended_at
      FROM (SELECT id, ended_at FROM replaced.mcp_sessions WHERE ended_at IS NOT NULL) AS r
      WHERE mcp_sessions.id = r.id AND mcp_sessions.ended_at IS NULL`,
   ).changes;
-  const webhookEndpoints = db.run(
+  const changed = db.run(
     `UPDATE webhook_endpoints SET url = r.url, events = r.events, enabled = r.enabled, updated_at = r.updated_at
      FROM (SELECT id, url, events, enabled, updated_at FROM replaced.webhook_endpoints) AS r
      WHERE webhook_endpoints.id = r.id AND r.updated_at > webhook_endpoints.updated_at
        AND (r.url <> webhook_endpoints.url OR r.events <> webhook_endpoints.events OR r.enabled <> webhook_endpoints.enabled)`,
   ).changes;
-  return { mcpSessions, webhookEndpoints };
+  // Deleted: as an owner's DELETE leaves it, its deliveries are then dropped unsent by the outbox and
+  // removed by the purge (their endpoint is gone).
+  db.run("DELETE FROM webhook_previous_secrets WHERE endpoint_id IN (SELECT id FROM replaced.webhook_endpoint_deletions)");
+  const deleted = db.run("DELETE FROM webhook_endpoints WHERE id IN (SELECT id FROM replaced.webhook_endpoint_deletions)").changes;
+  db.run(
+    `INSERT INTO webhook_endpoint_deletions (id, deleted_at)
+     SELECT id, deleted_at FROM replaced.webhook_endpoint_deletions WHERE true ON CONFLICT (id) DO NOTHING`,
+  );
+  // An agent's notifications carry its orders' messages: a later endpoint (and the status that goes with
+  // it: paused, or paused because the endpoint answered 410) wins; the rest of its profile is the backup's.
+  const agentEndpoints = db.run(
+    `UPDATE market_agents SET endpoint = r.endpoint, status = r.status, endpoint_gone_at = r.endpoint_gone_at, updated_at = r.updated_at
+     FROM (SELECT id, endpoint, status, endpoint_gone_at, updated_at FROM replaced.market_agents) AS r
+     WHERE market_agents.id = r.id AND r.updated_at > market_agents.updated_at
+       AND (r.endpoint <> market_agents.endpoint OR r.status <> market_agents.status
+         OR (r.endpoint_gone_at IS NULL) <> (market_agents.endpoint_gone_at IS NULL))`,
+  ).changes;
+  return { mcpSessions, webhookEndpoints: changed + deleted, agentEndpoints };
 }
 
 /** The wallet encryption key check of `schema` (main: the backup; replaced), or null when it has none. */

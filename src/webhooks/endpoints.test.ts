@@ -22,7 +22,8 @@ import {
 import { listDeliveries, sendTestEvent } from "./outbox.ts";
 import { webhookSecretBytes } from "./signing.ts";
 import * as store from "./store.ts";
-import { purgeWebhooks } from "./purge.ts";
+import { ENDPOINT_DELETIONS_KEPT_DAYS, purgeWebhooks } from "./purge.ts";
+import { DAY_MS } from "../lib/clock.ts";
 import { openDatabase } from "../db/open.ts";
 import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
@@ -128,6 +129,24 @@ describe("update and delete", () => {
     expect(await codeOf(getEndpoint(deps, owner, endpointId))).toBe("NOT_FOUND");
     expect(await store.findDelivery(db, deliveryId)).toBeNull();
     expect(await codeOf(deleteEndpoint(deps, owner, endpointId))).toBe("NOT_FOUND");
+  });
+
+  test("a delete is recorded for restores of earlier backups, a year long; another owner's refused delete records nothing", async () => {
+    const { deps, db, clock } = await setup();
+    const owner = wallet();
+    const { endpointId } = await createEndpoint(deps, owner, { url: "https://a.example.com/", events: ["payment.completed"] });
+    const kept = await createEndpoint(deps, owner, { url: "https://b.example.com/", events: ["payment.completed"] });
+    expect(await codeOf(deleteEndpoint(deps, wallet(), kept.endpointId))).toBe("NOT_FOUND");
+    const deletedAt = clock.now();
+    await deleteEndpoint(deps, owner, endpointId);
+    const records = () => db.sqlite.query("SELECT id, deleted_at AS at FROM webhook_endpoint_deletions").all();
+    expect(records()).toEqual([{ id: endpointId, at: deletedAt }]);
+    clock.advance(ENDPOINT_DELETIONS_KEPT_DAYS * DAY_MS);
+    await purgeWebhooks(deps);
+    expect(records()).toHaveLength(1); // a year to the millisecond: still kept
+    clock.advance(1);
+    await purgeWebhooks(deps);
+    expect(records()).toEqual([]);
   });
 });
 

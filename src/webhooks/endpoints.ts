@@ -174,7 +174,7 @@ export async function updateEndpoint(
 
 /** DELETE /webhooks/:id: the endpoint and its delivery log; pending deliveries to it are dropped. */
 export async function deleteEndpoint(deps: Deps, owner: string, endpointId: string): Promise<{ deleted: true }> {
-  const deleted = await store.deleteEndpoint(deps.db, owner, endpointId);
+  const deleted = await store.deleteEndpoint(deps.db, owner, endpointId, deps.clock.now());
   if (deleted === null) throw notFound();
   deps.metrics.webhookDelivered("failed", deleted.pendingDropped);
   deps.log.info("webhook endpoint deleted", { owner, endpointId, pendingDropped: deleted.pendingDropped });

@@ -2,12 +2,15 @@
 // events, once older than the retention. Off (0) by default: paygate.md lets an owner resend any delivery.
 // Always: deliveries of deleted endpoints, and events no delivery refers to, which nothing can read.
 // It also seals event bodies that an earlier version stored in clear, and deletes replaced signing
-// secrets past their 24 hours.
+// secrets past their 24 hours, and the records of endpoints deleted over a year ago.
 import type { Db } from "../db/open.ts";
 import type { Deps } from "../deps.ts";
 import { sealClearEventBodies } from "./outbox.ts";
 import * as store from "./store.ts";
 import { DAY_MS } from "../lib/clock.ts";
+
+/** How long the record of a deleted endpoint is kept for restores of earlier backups. */
+export const ENDPOINT_DELETIONS_KEPT_DAYS = 365;
 
 /** Per database: the creation time before which this process has looked at every event for references. */
 const eventsLookedThrough = new WeakMap<Db, number>();
@@ -15,6 +18,8 @@ const eventsLookedThrough = new WeakMap<Db, number>();
 export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
   const webhookBodiesSealed = await sealClearEventBodies(deps, { stopping }); // left in clear by an earlier version
   const webhookOldSecrets = await store.purgePreviousSecrets(deps.db, deps.clock.now()); // past their 24 hours
+  // A restore of a backup over a year old may bring such an endpoint back (README, "restore").
+  await store.purgeEndpointDeletions(deps.db, deps.clock.now() - ENDPOINT_DELETIONS_KEPT_DAYS * DAY_MS, stopping);
   // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
   // refers to (nothing can read or resend them), a day old.
   const dropped = { pending: 0 };

@@ -113,6 +113,11 @@ export function rotateEndpointSecret(
   });
 }
 
+/** Deletes the records of endpoint deletions made before `before` (the purge), in steps. */
+export function purgeEndpointDeletions(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
+  return inSteps(db, 0, () => deleteFirst(db, "webhook_endpoint_deletions", "deleted_at < ?", "deleted_at", before), stopping);
+}
+
 /** Deletes replaced secrets that no longer sign (the purge). */
 export function purgePreviousSecrets(db: Db, now: number): Promise<number> {
   return db.write(() => db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE signs_until <= ?").run(now).changes);
@@ -124,11 +129,13 @@ export function purgePreviousSecrets(db: Db, now: number): Promise<number> {
  * write. No delivery of a deleted endpoint is sent meanwhile; the purge removes any a crash left
  * (purgeOrphanDeliveries).
  */
-export async function deleteEndpoint(db: Db, owner: string, id: string): Promise<{ pendingDropped: number } | null> {
+export async function deleteEndpoint(db: Db, owner: string, id: string, now: number): Promise<{ pendingDropped: number } | null> {
   const deleted = await db.write(() => {
     const row = db.sqlite.query("DELETE FROM webhook_endpoints WHERE id = ? AND owner = ? RETURNING id").get(id, owner);
     if (row === null) return null;
     db.sqlite.query("DELETE FROM webhook_previous_secrets WHERE endpoint_id = ?").run(id);
+    // What a restore of an earlier backup reads to delete it again (db/restore.ts).
+    db.sqlite.query("INSERT INTO webhook_endpoint_deletions (id, deleted_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING").run(id, now);
     return true;
   });
   if (deleted === null) return null;
