@@ -12,13 +12,13 @@ export async function restoreCommand(config: Config, args: string[]): Promise<nu
     if (result.movedAside !== null) process.stderr.write(`the database it replaced, with its log, is now ${result.movedAside}\n`);
     const carried = result.revocations;
     if (carried !== null && "skipped" in carried) {
-      process.stderr.write(`warning: revocations made after the backup were NOT carried over (${carried.skipped}): revoke leaked tokens and keys again\n`);
+      process.stderr.write(`warning: revocations made after the backup were NOT carried over (${carried.skipped}): revoke leaked tokens and keys again, and delete webhook endpoints deleted since again\n`);
     } else if (carried !== null) {
       const { sessionTokens, walletCutoffs, apiKeys, featureTokens, spentProofs, webhookSecrets, mcpSessions, webhookEndpoints, agentEndpoints } = carried;
       process.stderr.write(
         `revocations made after the backup, carried over: ${sessionTokens} session tokens, ${walletCutoffs} revoke-alls, ${apiKeys} API keys, ` +
           `${featureTokens} feature tokens, ${spentProofs} spent challenges and sign-in links, ${webhookSecrets} rotated webhook secrets, ` +
-          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints disabled, moved or deleted, ${agentEndpoints} marketplace agents' endpoints moved or paused\n`,
+          `${mcpSessions} ended MCP sessions, ${webhookEndpoints} webhook endpoints disabled, moved or deleted, ${agentEndpoints} marketplace agents' endpoints or status changed\n`,
       );
     }
     const keys = result.walletKeys;

@@ -367,3 +367,51 @@ test("what the backup holds and the replaced database lacks is kept: an older co
     expect([later, left(path)]).toEqual([later, { live: ["s-gone", "s-kept"], endpoints: ["e-gone", "e-kept"] }]);
   }
 });
+
+test("a deletion record deletes the endpoint with its previous secrets; an agent's endpoint, status and 410 mark go by the later row", () => {
+  const endpoint = (db: Database, id: string) => {
+    db.run("INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at) VALUES (?, 'owner', 'https://h.example/x', '[]', 1, ?, ?, 1, 1)", [
+      id,
+      new Uint8Array(12),
+      new Uint8Array(48),
+    ]);
+    db.run("INSERT INTO webhook_previous_secrets (endpoint_id, secret_iv, secret_ciphertext, signs_until) VALUES (?, ?, ?, ?)", [id, new Uint8Array(12), new Uint8Array(48), Date.now() + 60_000]);
+  };
+  const agent = (db: Database, id: string, endpoint: string, status: string, goneAt: number | null, updatedAt: number) =>
+    db.run(
+      `INSERT INTO market_agents (id, owner_wallet, endpoint, name, tagline, description, categories, base_price, status, secret_iv, secret_ciphertext, endpoint_gone_at, created_at, updated_at)
+       VALUES (?, 'owner', ?, 'Agent', '', '', '[]', 1, ?, ?, ?, ?, 1, ?)`,
+      [id, endpoint, status, new Uint8Array(12), new Uint8Array(48), goneAt, updatedAt],
+    );
+  const path = join(newDir(), "walletgate.db");
+  const backup = join(newDir(), "backup.db");
+  database(backup, 0);
+  let db = new Database(backup);
+  for (const id of ["e-gone", "e-kept"]) endpoint(db, id);
+  agent(db, "a-moved", "https://a.example/old", "active", null, 100); // changed later in the replaced database
+  agent(db, "a-gone", "https://a.example/gone", "active", null, 100); // answered 410 later
+  agent(db, "a-newer", "https://a.example/newer", "active", null, 300); // the backup's row is the later one
+  db.close();
+  database(path, 0);
+  db = new Database(path);
+  db.run("INSERT INTO webhook_endpoint_deletions (id, deleted_at) VALUES ('e-gone', 5), ('e-other', 6)");
+  agent(db, "a-moved", "https://a.example/new", "paused", null, 200);
+  agent(db, "a-gone", "https://a.example/gone", "paused", 150, 200);
+  agent(db, "a-newer", "https://a.example/older", "paused", null, 200);
+  db.close();
+  const result = restoreDatabase(path, backup, new Date());
+  expect(result.revocations).toMatchObject({ webhookEndpoints: 1, agentEndpoints: 2 });
+  db = new Database(path, { readonly: true });
+  try {
+    expect(db.query("SELECT id FROM webhook_endpoints").values().flat()).toEqual(["e-kept"]);
+    expect(db.query("SELECT endpoint_id FROM webhook_previous_secrets").values().flat()).toEqual(["e-kept"]);
+    expect(db.query("SELECT id, deleted_at FROM webhook_endpoint_deletions ORDER BY id").values()).toEqual([["e-gone", 5], ["e-other", 6]]);
+    expect(db.query("SELECT id, endpoint, status, endpoint_gone_at, updated_at FROM market_agents ORDER BY id").values()).toEqual([
+      ["a-gone", "https://a.example/gone", "paused", 150, 200],
+      ["a-moved", "https://a.example/new", "paused", null, 200],
+      ["a-newer", "https://a.example/newer", "active", null, 300],
+    ]);
+  } finally {
+    db.close();
+  }
+});

@@ -212,8 +212,8 @@ function linkTarget(path: string): string | null {
  * log); the backup is copied beside the database, flushed, and renamed over the name at once.
  *
  * Revocations survive: a session token, API key or feature token revoked, a wallet's revoke-all, a
- * challenge or dashboard link spent, a webhook secret rotated, an MCP session ended, or a webhook endpoint
- * disabled or moved after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
+ * challenge or dashboard link spent, a webhook secret rotated, an MCP session ended, a webhook endpoint
+ * disabled, moved or deleted, or a marketplace agent's endpoint or status changed after the backup was taken is copied from the replaced database into the backup's copy before it takes the name (that copy
  * is then migrated to this version first). A restore must not bring a leaked token, key or secret back.
  * Otherwise migrations the backup lacks are applied by the next `serve` or `migrate`.
  */

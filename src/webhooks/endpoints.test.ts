@@ -142,10 +142,10 @@ describe("update and delete", () => {
     const records = () => db.sqlite.query("SELECT id, deleted_at AS at FROM webhook_endpoint_deletions").all();
     expect(records()).toEqual([{ id: endpointId, at: deletedAt }]);
     clock.advance(ENDPOINT_DELETIONS_KEPT_DAYS * DAY_MS);
-    await purgeWebhooks(deps);
+    expect((await purgeWebhooks(deps)).webhookDeletionRecords).toBe(0);
     expect(records()).toHaveLength(1); // a year to the millisecond: still kept
     clock.advance(1);
-    await purgeWebhooks(deps);
+    expect((await purgeWebhooks(deps)).webhookDeletionRecords).toBe(1);
     expect(records()).toEqual([]);
   });
 });

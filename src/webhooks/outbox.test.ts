@@ -535,10 +535,10 @@ describe("sealed event bodies", () => {
     await db.write(() => store.setEventPayloadInWrite(db, eventId, sealed, clear));
     expect(await worker(deps).runOnce()).toBe(1);
     expect(rx.received.map((r) => r.body)).toEqual([clear]);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 1, webhookOldSecrets: 0, webhookDeletionRecords: 0 });
     expect((await store.findEvent(db, eventId))!.payload).toStartWith("sealed:v1:");
     expect(await eventBody(deps, eventId)).toBe(clear);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0, webhookDeletionRecords: 0 });
   });
 
   test("a body that does not open (another key, altered bytes) is a failed attempt, and nothing is sent", async () => {
@@ -1093,14 +1093,14 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
 
     clock.advance(30 * DAY_MS - 1); // not yet past the retention
     // Only the event nobody receives goes: a day old is enough for it, whatever the retention.
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 1, webhookBodiesSealed: 0, webhookOldSecrets: 0, webhookDeletionRecords: 0 });
     expect(await store.findEvent(db, nobodysEvent)).toBeNull();
     clock.advance(2);
     const newEvent = await enqueue(deps, owner);
     // The new event to /ok and /down, and the retry of /down's old delivery (500 again: still pending).
     expect(await w.runOnce()).toBe(3);
     // /ok's and /gone's old deliveries; their event stays, /down's pending delivery still refers to it.
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 2, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0, webhookDeletionRecords: 0 });
 
     expect((await deliveriesOf(deps, owner, ok)).map((d) => d.eventId)).toEqual([newEvent]);
     expect(await deliveriesOf(deps, owner, gone)).toEqual([]);
@@ -1191,7 +1191,7 @@ describe("retention (WEBHOOK_RETENTION_DAYS)", () => {
     const { owner, ep } = await queuedForOneEndpoint(deps, db, clock);
     expect(await worker(deps).runOnce()).toBe(1);
     clock.advance(3650 * DAY_MS);
-    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0 });
+    expect(await purgeWebhooks(deps)).toEqual({ webhookDeliveries: 0, webhookEvents: 0, webhookBodiesSealed: 0, webhookOldSecrets: 0, webhookDeletionRecords: 0 });
     expect(await deliveriesOf(deps, owner, ep.endpointId)).toHaveLength(1);
   });
 });

@@ -15,11 +15,17 @@ export const ENDPOINT_DELETIONS_KEPT_DAYS = 365;
 /** Per database: the creation time before which this process has looked at every event for references. */
 const eventsLookedThrough = new WeakMap<Db, number>();
 
-export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{ webhookDeliveries: number; webhookEvents: number; webhookBodiesSealed: number; webhookOldSecrets: number }> {
+export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise<{
+  webhookDeliveries: number;
+  webhookEvents: number;
+  webhookBodiesSealed: number;
+  webhookOldSecrets: number;
+  webhookDeletionRecords: number;
+}> {
   const webhookBodiesSealed = await sealClearEventBodies(deps, { stopping }); // left in clear by an earlier version
   const webhookOldSecrets = await store.purgePreviousSecrets(deps.db, deps.clock.now()); // past their 24 hours
-  // A restore of a backup over a year old may bring such an endpoint back (README, "restore").
-  await store.purgeEndpointDeletions(deps.db, deps.clock.now() - ENDPOINT_DELETIONS_KEPT_DAYS * DAY_MS, stopping);
+  // A restore over a year after an endpoint was deleted brings it back, if the backup holds it (README, "restore").
+  const webhookDeletionRecords = await store.purgeEndpointDeletions(deps.db, deps.clock.now() - ENDPOINT_DELETIONS_KEPT_DAYS * DAY_MS, stopping);
   // Whatever the retention: deliveries of deleted endpoints (a delete cut short), and events no delivery
   // refers to (nothing can read or resend them), a day old.
   const dropped = { pending: 0 };
@@ -40,7 +46,7 @@ export async function purgeWebhooks(deps: Deps, stopping?: AbortSignal): Promise
   const unreferenced = await store.purgeUnreferencedEvents(deps.db, before, stopping, since);
   if (stopping?.aborted !== true) eventsLookedThrough.set(deps.db, Math.max(since, before));
   const days = deps.config.webhookRetentionDays;
-  if (days === 0) return { webhookDeliveries: orphans, webhookEvents: unreferenced, webhookBodiesSealed, webhookOldSecrets };
+  if (days === 0) return { webhookDeliveries: orphans, webhookEvents: unreferenced, webhookBodiesSealed, webhookOldSecrets, webhookDeletionRecords };
   const { deliveries, events } = await store.purgeFinishedDeliveries(deps.db, deps.clock.now() - days * DAY_MS, stopping);
-  return { webhookDeliveries: orphans + deliveries, webhookEvents: unreferenced + events, webhookBodiesSealed, webhookOldSecrets };
+  return { webhookDeliveries: orphans + deliveries, webhookEvents: unreferenced + events, webhookBodiesSealed, webhookOldSecrets, webhookDeletionRecords };
 }
