@@ -66,6 +66,23 @@ async function fund(wallet: TestWallet, usdc: string) {
 }
 
 /**
+ * Whether the page starts to leave (its main frame asks for another document; seen when it asks, not when
+ * the answer comes) while its clock moves `ms` on: a jump that fires what is armed before its after-paint
+ * effects have run (and may cancel it), then a second in which they run, then the jump again for what they arm.
+ */
+async function leavesWithin(page: Page, ms: number): Promise<boolean> {
+  const left = page.waitForRequest((r) => r.isNavigationRequest() && r.frame() === page.mainFrame(), { timeout: 3_000 }).then(
+    () => true,
+    () => false,
+  );
+  await page.clock.fastForward(ms);
+  await page.clock.runFor(1000);
+  await page.clock.fastForward(ms);
+  await page.clock.runFor(1000);
+  return left;
+}
+
+/**
  * An owner's access pass bought through its checkout page with `redirect`, on a page whose timers the test
  * moves (Playwright's clock), once the page says "Access granted.".
  */
@@ -172,6 +189,20 @@ e2e("more of the pages in Chromium", () => {
     expect((await call(server.url, "/dashboard/api/products", { token })).body.products).toEqual([]);
   }, 60_000);
 
+  test("a section opened takes the keyboard to its heading as it shows, never later, from a form opened meanwhile", async () => {
+    const page = await ownerPage(newWallet());
+    await page.clock.install();
+    await page.clock.pauseAt(Date.now() + 10_000); // after-paint work waits: only what runs with the render is done
+    await page.getByRole("link", { name: "Products" }).click();
+    await page.getByRole("heading", { level: 1, name: "Products" }).waitFor();
+    const focused = () => page.evaluate(() => { const a = (globalThis as any).document.activeElement; return (a?.id || a?.textContent) as string; });
+    expect(await focused()).toBe("Products");
+    await page.getByRole("button", { name: "New product" }).click();
+    await page.clock.runFor(1000); // the page's after-paint work runs now
+    expect(await focused()).toBe("p-title");
+    await page.context().close();
+  }, 60_000);
+
   test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
     const { token, buyer, page } = await boughtPass("Day pass", `${server.url}/healthz?from=checkout`, { paused: true });
     // Time to read it, said and shown, with a way to stay (WCAG 2.2.1); then the page goes back by itself.
@@ -190,8 +221,7 @@ e2e("more of the pages in Chromium", () => {
 
   test("a redirect to another origin is not followed", async () => {
     const { paymentUrl, page } = await boughtPass("Pass", "https://evil.example/steal");
-    await page.clock.fastForward(60_000); // longer than the page waits before going back
-    await Bun.sleep(200);
+    expect(await leavesWithin(page, 60_000)).toBe(false); // longer than the page waits before going back
     expect(page.url()).toStartWith(paymentUrl);
     expect(await page.getByRole("link", { name: /Return to/ }).count()).toBe(0);
     expect(await page.getByTestId("returning").count()).toBe(0);
@@ -208,8 +238,7 @@ e2e("more of the pages in Chromium", () => {
     });
     expect(focused).toContain("Access granted.");
     expect(await page.getByTestId("pay-status").textContent()).toBe("Payment complete; access granted; you will stay on this page");
-    await page.clock.fastForward(60_000);
-    await Bun.sleep(200);
+    expect(await leavesWithin(page, 60_000)).toBe(false);
     expect(page.url()).toStartWith(paymentUrl);
     expect(await page.getByTestId("returning").count()).toBe(0);
     await page.getByRole("link", { name: /Return to/ }).click();
@@ -319,8 +348,7 @@ e2e("more of the pages in Chromium", () => {
     expect(await page.getByText("Access granted.").count()).toBe(0);
     // A feature unlock's page does not leave by itself (its buyer may need the token), even without one to show.
     expect(await page.getByTestId("returning").count()).toBe(0);
-    await page.clock.fastForward(60_000);
-    await Bun.sleep(200);
+    expect(await leavesWithin(page, 60_000)).toBe(false);
     expect(page.url()).toStartWith(p.paymentUrl);
   }, 60_000);
 

@@ -659,9 +659,10 @@ function App() {
   const pageRef = useRef(page);
   pageRef.current = page;
   // A section opened from the tabs: the page's title names it, and the keyboard goes to its heading (not on
-  // the first load: the page opens as it is).
+  // the first load: the page opens as it is). In the section's own render (a layout effect): after paint, it
+  // could take the keyboard from a form the owner opened meanwhile on a slow machine.
   const opened = useRef(false);
-  useEffect(() => {
+  useLayoutEffect(() => {
     document.title = `${PAGES.find(([p]) => p === page)?.[1] ?? "Overview"} · walletgate dashboard`;
     if (opened.current) {
       const heading = document.querySelector<HTMLElement>("main h1");
