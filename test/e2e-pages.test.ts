@@ -4,7 +4,7 @@
 // paid, said in words, and a fresh one bought with Try again; a page that follows another
 // checkout's landing payment; a changed price never signed unseen; tokens filtered and revoked;
 // purchases listed; a webhook secret revealed and rotated, a test event sent and resent; phone width.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sign } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, walletContext } from "./helpers/browser.ts";
@@ -19,6 +19,11 @@ let server: TestServer;
 const hook = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("ok") });
 beforeAll(async () => {
   server = await startTestServer({ ALLOW_PRIVATE_NETWORK_TARGETS: "true", AUTH_RATE_LIMIT: "off" });
+});
+// Each test's pages and their contexts end with it (no test here uses another's): a browser left with every
+// test's pages open keeps their timers and polls running for the rest of the file.
+afterEach(async () => {
+  for (const context of browser?.contexts() ?? []) await context.close();
 });
 afterAll(async () => {
   await browser?.close();
