@@ -381,10 +381,10 @@ describe("walletgate restore", () => {
       expect((await dash(`/keys/${keys[0]!.keyId}`, { method: "DELETE" })).status).toBe(200);
       const pub = (path: string, key: string, body: unknown) => call(server.url, `/public${path}`, { body, headers: { "x-api-key": key } });
       expect((await pub("/feature/revoke", keys[1]!.key, { accessToken })).status).toBe(200);
-      // After the backup: two MCP sessions ended by their clients (DELETE), an endpoint disabled and sent
-      // elsewhere (its receiver leaked, say).
       // After the backup: the agent's endpoint moved (the old one leaked, say) and the agent paused.
       expect(await mcps[2]!.ok("provider_update", { agentId, endpoint: "https://agent.example.test/new", status: "paused" })).toMatchObject({ agent: { status: "paused" } });
+      // After the backup: two MCP sessions ended by their clients (DELETE), an endpoint disabled and sent
+      // elsewhere (its receiver leaked, say), another deleted.
       for (const m of mcps.slice(0, 2)) await m.transport.terminateSession();
       await Promise.all(mcps.map((m) => m.client.close()));
       expect((await dash(`/webhooks/${hookMoved.endpointId}`, { method: "PATCH", body: { url: "https://hooks.example.test/new", enabled: false } })).status).toBe(200);

@@ -213,7 +213,6 @@ e2e("more of the pages in Chromium", () => {
     await page.getByRole("button", { name: "New product" }).click();
     await page.clock.runFor(1000); // the page's after-paint work runs now
     expect(await focused()).toBe("p-title");
-    await page.context().close();
   }, 60_000);
 
   test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
