@@ -1,14 +1,54 @@
-// Smoke-tests a built binary from an empty folder: start, /healthz, one sign-in, /mcp, the ledger (readiness
-// and a CLI airdrop, which load @solana/web3.js from inside the binary), stop. `bun scripts/smoke.ts dist/walletgate`
+// Smoke-tests a built binary from an empty folder: start, /healthz, the pages in Chromium, one sign-in, /mcp,
+// the ledger (readiness and a CLI airdrop, which load @solana/web3.js from inside the binary), stop. `bun scripts/smoke.ts dist/walletgate`
 import { copyFileSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { launchChromium } from "../test/helpers/browser.ts";
 
 const binary = resolve(process.argv[2] ?? "dist/walletgate");
 const dir = mkdtempSync(join(tmpdir(), "walletgate-smoke-"));
 const fail = (why: string): never => {
   throw new Error(`smoke test failed: ${why}`);
 };
+
+/**
+ * The pages as a browser runs them from the executable: their scripts are chunks of the executable's own
+ * bundle (some shared with the server's code), so each page is opened in Chromium and must render what its
+ * script draws, with no script error and no asset missing. Without Chromium (outside CI) this is skipped.
+ */
+async function pagesInChromium(url: string): Promise<void> {
+  const browser = await launchChromium();
+  if (browser === null) {
+    console.log("smoke test: no Chromium here, the pages were not opened in a browser");
+    return;
+  }
+  try {
+    const pages: [string, string][] = [
+      ["/dashboard", "Connect wallet"],
+      ["/pay/no-such-product", "This product does not exist."],
+    ];
+    for (const [path, drawn] of pages) {
+      const page = await browser.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (err) => problems.push(`script error: ${err.message}`));
+      page.on("requestfailed", (request) => problems.push(`request failed: ${request.url()}`));
+      page.on("response", (response) => {
+        const type = response.request().resourceType();
+        if ((type === "script" || type === "stylesheet") && response.status() !== 200) problems.push(`${response.url()} answered ${response.status()}`);
+      });
+      await page.goto(`${url}${path}`);
+      const shown = await page
+        .getByText(drawn, { exact: true })
+        .first()
+        .waitFor({ timeout: 15_000 })
+        .then(() => true, () => false);
+      await page.close();
+      if (!shown || problems.length > 0) fail(`${path} in Chromium: ${shown ? "" : `"${drawn}" was never drawn; `}${problems.join("; ")}`);
+    }
+  } finally {
+    await browser.close();
+  }
+}
 
 let proc: ReturnType<typeof Bun.spawn> | null = null;
 try {
@@ -19,7 +59,8 @@ try {
     cwd: dir,
     env: { PATH: "/usr/bin:/bin", PORT: "0", LOG_FORMAT: "json" },
     stdout: "pipe",
-    stderr: "inherit",
+    // Nothing is written there when all is well (the log is on stdout): it is checked at the end.
+    stderr: "pipe",
   });
   let out = "";
   const decoder = new TextDecoder();
@@ -28,7 +69,7 @@ try {
   const deadline = Date.now() + 15_000;
   while (url === "" && Date.now() < deadline) {
     const { done, value } = await reader.read();
-    if (done) fail(`exited before listening:\n${out}`);
+    if (done) fail(`exited before listening:\n${out}${await new Response(proc.stderr as ReadableStream<Uint8Array>).text()}`);
     out += decoder.decode(value);
     const line = out.split("\n").find((l) => l.includes('"msg":"listening"'));
     if (line) url = JSON.parse(line).url;
@@ -59,6 +100,8 @@ try {
   if (document?.paths?.["/auth/verify"] === undefined) fail(`/openapi.json answered ${openapi.status} without /auth/verify`);
   const docs = await fetch(`${url}/docs`);
   if (docs.status !== 200 || !(docs.headers.get("content-type") ?? "").startsWith("text/html")) fail(`/docs answered ${docs.status}`);
+
+  await pagesInChromium(url);
 
   const example = Bun.spawnSync([process.execPath, join(import.meta.dir, "../examples/sign-in.ts"), url]);
   const signedIn = JSON.parse(example.stdout.toString());
@@ -104,9 +147,11 @@ try {
   // The embedded verification worker must have run: a failure is logged (and the work falls back).
   if (out.includes("verification worker failed")) fail(`the verification worker did not run:\n${out}`);
   if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
+  const stderr = await new Response(proc.stderr as ReadableStream<Uint8Array>).text();
+  if (stderr.length > 0) fail(`the server printed on stderr:\n${stderr}`);
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
-  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, signed in, called /mcp, airdropped, stopped cleanly`);
+  console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, drew its pages, signed in, called /mcp, airdropped, stopped cleanly`);
 } finally {
   if (proc !== null && proc.exitCode === null) proc.kill(9);
   rmSync(dir, { recursive: true, force: true });

@@ -8,6 +8,7 @@ import { authRoutes } from "./auth/routes.ts";
 import { ErrorBody } from "./http-schemas.ts";
 import type { ClientInfo } from "./auth/fingerprint.ts";
 import { pathOf } from "./lib/path.ts";
+import { importQuietly } from "./lib/quiet-import.ts";
 import { routeTemplates } from "./lib/route-templates.ts";
 import type { McpEndpoint } from "./mcp/endpoint.ts";
 import type { OpenApiDocument } from "./docs/page.ts";
@@ -151,14 +152,14 @@ const LAZY_GROUPS: { prefixes: string[]; load: (deps: Deps, clientOf: Client) =>
   {
     prefixes: ["/public/", "/pay/"],
     load: async (deps, clientOf) => {
-      const { payRoutes, publicRoutes } = await import("./paygate/routes.ts");
+      const { payRoutes, publicRoutes } = await importQuietly(() => import("./paygate/routes.ts"));
       return [publicRoutes(deps), payRoutes(deps, clientOf)];
     },
   },
   {
     prefixes: ["/dashboard/"],
     load: async (deps, clientOf) => {
-      const { dashboardApiRoutes, dashboardSessionRoutes } = await import("./dashboard/routes.ts");
+      const { dashboardApiRoutes, dashboardSessionRoutes } = await importQuietly(() => import("./dashboard/routes.ts"));
       return [dashboardSessionRoutes(deps, clientOf), dashboardApiRoutes(deps, clientOf)];
     },
   },
