@@ -228,6 +228,7 @@ describe("dataDirError", () => {
       [fail("SQLITE_NOTADB"), "DATA_DIR /srv/wg: /srv/wg/walletgate.db is not a SQLite database: move it away, or put a backup in its place with `walletgate restore <file>`"],
       [fail("SQLITE_CORRUPT_INDEX"), "DATA_DIR /srv/wg: the database /srv/wg/walletgate.db is damaged (SQLITE_CORRUPT_INDEX): put a backup in its place with `walletgate restore <file>`"],
       [fail("EISDIR", "/srv/wg/jwt-secret"), "DATA_DIR /srv/wg: /srv/wg/jwt-secret is a directory, not a file"],
+      [fail("ENOENT", "/mnt/vol/wg.db"), "DATA_DIR /srv/wg: /mnt/vol/wg.db cannot be made: its folder does not exist (a link to a volume that is not mounted?)"],
     ];
     for (const [err, message] of cases) {
       const mapped = dataDirError(config, err);

@@ -436,6 +436,9 @@ export function dataDirError(config: Config, err: unknown): ConfigError | null {
       return new ConfigError(`${where}: the database ${config.databasePath} is damaged (${String(raw)}): put a backup in its place with \`walletgate restore <file>\``);
     case "EISDIR":
       return new ConfigError(`${where}: ${typeof path === "string" ? path : "a file it needs"} is a directory, not a file`);
+    case "ENOENT":
+      // DATA_DIR itself is made; a file's folder can be missing only behind a link (a volume not mounted).
+      return new ConfigError(`${where}: ${typeof path === "string" ? path : "a file it needs"} cannot be made: its folder does not exist (a link to a volume that is not mounted?)`);
     default:
       return null;
   }

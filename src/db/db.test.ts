@@ -233,6 +233,40 @@ describe("durable commits (FULL)", () => {
     db.close();
   });
 
+  test("a symlinked database not made yet is made where the links lead, for its owner only; the links stay", async () => {
+    const { lstatSync, symlinkSync } = await import("node:fs");
+    mkdirSync(join(dir, "volume"), { recursive: true });
+    symlinkSync(join(dir, "volume", "wg.db"), join(dir, "hop.db"));
+    symlinkSync("hop.db", join(dir, "first.db")); // a chain, the second relative
+    const db = openDatabase(join(dir, "first.db"));
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    await db.write(() => db.sqlite.query("INSERT INTO t VALUES (1)").run());
+    db.close();
+    expect(statSync(join(dir, "volume", "wg.db")).mode & 0o777).toBe(0o600);
+    expect(lstatSync(join(dir, "first.db")).isSymbolicLink()).toBe(true);
+    expect(lstatSync(join(dir, "hop.db")).isSymbolicLink()).toBe(true);
+    const again = openDatabase(join(dir, "volume", "wg.db"), { readOnlyUse: true });
+    expect(again.sqlite.query("SELECT k FROM t").all()).toEqual([{ k: 1 }]);
+    again.close();
+  });
+
+  test("the log beside a symlinked database's file loses what others may read, as the file's own does", async () => {
+    const { symlinkSync } = await import("node:fs");
+    mkdirSync(join(dir, "shared-vol"), { recursive: true });
+    const real = join(dir, "shared-vol", "w.db");
+    // Another connection keeps a log with frames in it (closing the last one would delete it).
+    const other = new Database(real);
+    other.run("PRAGMA journal_mode = WAL");
+    other.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    chmodSync(real, 0o600);
+    chmodSync(`${real}-wal`, 0o666);
+    symlinkSync(real, join(dir, "shared-link.db"));
+    const db = openDatabase(join(dir, "shared-link.db"));
+    expect(statSync(`${real}-wal`).mode & 0o777).toBe(0o640);
+    db.close();
+    other.close();
+  });
+
   test("closing flushes on the spot; what it covered is answered once an earlier flush still out has reported too", async () => {
     const sync = manualSync();
     const db = openDatabase(join(dir, "f.db"), { syncFile: sync.syncFile });

@@ -1,7 +1,7 @@
 // The locks between walletgate processes on one database: shared open locks coexist, an exclusive one
 // excludes them (in either order, across processes), a waiting opener gets in once the holder lets go.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { holdOpenLock, holdServeLock, lockPathOf, tryLock, type LockMode } from "./file-lock.ts";
@@ -140,6 +140,16 @@ describe("holdOpenLock", () => {
     symlinkSync(real, link);
     expect(lockPathOf(link)).toBe(`${real}.locks`);
     expect(lockPathOf(join(dir, "missing.db"))).toBe(join(dir, "missing.db.locks"));
+  });
+
+  test("a link to a database still to be made locks beside the file it will be, as every start after the first does", () => {
+    const link = join(dir, "early-link.db");
+    symlinkSync("later/made.db", link); // relative: read from the link's folder
+    mkdirSync(join(dir, "later"));
+    const before = lockPathOf(link);
+    expect(before).toBe(join(dir, "later", "made.db.locks"));
+    writeFileSync(join(dir, "later", "made.db"), "");
+    expect(lockPathOf(link)).toBe(before);
   });
 });
 

@@ -5,7 +5,8 @@
 // ends. SQLite rather than flock(2): it is loaded already, where bun:ffi would cost every start about a
 // millisecond, and its locks work wherever the database's own do.
 import { Database } from "bun:sqlite";
-import { accessSync, constants, existsSync, realpathSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { fileBehind } from "../lib/links.ts";
 import { dirname } from "node:path";
 import { sleepSync } from "bun";
 import { makeDirDurably } from "../lib/durable.ts";
@@ -46,8 +47,7 @@ const held = new Set<Database>();
 
 /** The lock file of a database: beside the file its path leads to (through a symlink), so every name for it shares one. */
 export function lockPathOf(databasePath: string): string {
-  const real = existsSync(databasePath) ? realpathSync(databasePath) : databasePath;
-  return `${real}.locks`;
+  return `${fileBehind(databasePath)}.locks`;
 }
 
 /**

@@ -1,7 +1,7 @@
 // The database the executable carries (scripts/build.ts) is the one the migrations build, written whole.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdirSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
 import { join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
@@ -52,6 +52,21 @@ test("the image is the migrated schema, in WAL mode, written whole once; from so
   // Run from source nothing is embedded: the migrations build the database.
   expect(createFromImage(join(dir, "other.db"))).toBe(false);
   expect(encodeImage(image).length).toBeLessThan(64 * 1024); // what the executable carries
+});
+
+test("through a link to a file still to be made (DATA_DIR's database on a volume), the image is written where the link leads", () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  mkdirSync(join(dir, "volume"));
+  mkdirSync(join(dir, "data"));
+  symlinkSync(join(dir, "volume", "wg.db"), join(dir, "data", "walletgate.db"));
+  expect(createFromImage(join(dir, "data", "walletgate.db"), freshDatabaseImage())).toBe(true);
+  expect(lstatSync(join(dir, "data", "walletgate.db")).isSymbolicLink()).toBe(true);
+  expect(readdirSync(join(dir, "volume"))).toEqual(["wg.db"]);
+  expect(statSync(join(dir, "volume", "wg.db")).mode & 0o777).toBe(0o600);
+  const db = openDatabase(join(dir, "data", "walletgate.db"));
+  expect(migrate(db.sqlite, Date.now()).applied).toEqual([]); // the image, not an empty file migrated
+  db.close();
 });
 
 test("a copy of the image a first start killed mid-way left under a hidden name is removed once stale", () => {

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { createFilesDurably, removeAsideLeftovers } from "../lib/durable.ts";
+import { fileBehind } from "../lib/links.ts";
 import { migrate } from "./migrate.ts";
 import { MIGRATIONS, type Migration } from "./migrations.ts";
 
@@ -43,8 +44,9 @@ function embeddedImage(): Uint8Array | null {
  * or not at all (lib/durable.ts): no process ever opens half of it, two starting at once agree on one,
  * and a power cut leaves either no database or all of it. True when this call created it.
  */
-export function createFromImage(path: string, image?: Uint8Array | null): boolean {
-  if (path === ":memory:") return false;
+export function createFromImage(named: string, image?: Uint8Array | null): boolean {
+  if (named === ":memory:") return false;
+  const path = fileBehind(named); // a link to a volume: the image is written where it leads, the link stays
   removeAsideLeftovers(dirname(path), [basename(path)]); // of a first start killed while writing the image
   if (existsSync(path)) return false;
   // A log left by an earlier database (its file deleted, the log not) would be replayed onto the image:

@@ -4,6 +4,7 @@ import { accessSync, chmodSync, closeSync, constants, fsync, fsyncSync, openSync
 import { dirname } from "node:path";
 import { type ChangeWatcher, walIndexOf } from "./wal-index.ts";
 import { makeDirDurably } from "../lib/durable.ts";
+import { fileBehind } from "../lib/links.ts";
 import { keepOwnerOf } from "../lib/owner.ts";
 
 export type Db = {
@@ -109,7 +110,10 @@ export const WAL_CHECKPOINT_PAGES = 4_000;
  * write access, with its log and shared memory; its group keeps read access (an operator may give a
  * backup group that); one this user does not own is left to its owner.
  */
-function createPrivately(path: string, mustWrite: boolean): void {
+function createPrivately(named: string, mustWrite: boolean): void {
+  // A link (to a volume) is followed, also to a file still to be made ("wx" alone would find the link and
+  // take the file for made); SQLite puts its log and shared memory beside the file the link leads to.
+  const path = fileBehind(named);
   try {
     closeSync(openSync(path, "wx", 0o600));
     keepOwnerOf(dirname(path), path); // made by root (sudo walletgate migrate): DATA_DIR's owner, whose server opens it
