@@ -651,18 +651,34 @@ describe("the plain JSON envelope", () => {
       return { status: res.status, error: text === "" ? null : ((JSON.parse(text) as Json).error ?? null) };
     };
     // 30,000 levels in 60 KB (under the body limit) held the server for ~2 s a request.
-    for (const [body, to] of [[response(30_000), session], [response(65), session], [response(65), headers], [`{"tool":"session_info","params":{"a":${"[".repeat(64)}${"]".repeat(64)}}}`, headers]] as const) {
+    for (const [body, to] of [[response(30_000), session], [response(65), session], [response(65), headers]] as const) {
       expect(await answer(body, to)).toEqual({ status: 400, error: { code: -32600, message: "Invalid Request: the body nests arrays and objects deeper than 64 levels" } });
     }
+    // A plain call (no `jsonrpc` member) hears it in the tool envelope's shape, as its other failures.
+    const deepPlain = await fetch(`${server.url}/mcp`, { method: "POST", headers, body: `{"tool":"session_info","params":{"a":${"[".repeat(64)}${"]".repeat(64)}}}` });
+    expect([deepPlain.status, await deepPlain.json()]).toEqual([
+      400,
+      {
+        success: false,
+        error: "the body nests arrays and objects deeper than 64 levels",
+        code: "VALIDATION_ERROR",
+        details: { fields: [{ field: "body", message: "the body nests arrays and objects deeper than 64 levels" }] },
+      },
+    ]);
     expect(await answer(response(64), session)).toEqual({ status: 202, error: null });
     const health = await fetch(`${server.url}/healthz`);
     expect(health.status).toBe(200);
   });
 
-  test("a body that is not JSON is a JSON-RPC parse error; a JSON-RPC request without a session is refused", async () => {
-    const notJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: "{tool" });
+  test("a body that is not JSON is a JSON-RPC parse error when it names jsonrpc, else a plain call's VALIDATION_ERROR; a JSON-RPC request without a session is refused", async () => {
+    const notJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: '{"jsonrpc":"2.0","id":1,' });
     expect(notJson.status).toBe(400);
-    expect(await notJson.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });
+    expect(await notJson.json()).toEqual({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null });
+    const plainNotJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: '{"tool":"session_info","params":{' });
+    expect([plainNotJson.status, await plainNotJson.json()]).toEqual([
+      400,
+      { success: false, error: "the body is not JSON", code: "VALIDATION_ERROR", details: { fields: [{ field: "body", message: "the body is not JSON" }] } },
+    ]);
     const noSession = await fetch(`${server.url}/mcp`, {
       method: "POST",
       headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "user-agent": ua("raw") },

@@ -401,6 +401,16 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     return Response.json(envelope, { status, headers });
   }
 
+  /**
+   * A body refused before it is read as JSON-RPC or as a plain envelope: in the shape its sender reads.
+   * Every JSON-RPC message names its `jsonrpc` member; a body that does not is a plain call (mcp.md: the
+   * tool's envelope, with the error table's status), as a curl or a script sends it.
+   */
+  function unreadable(text: string, rpcCode: number, why: string): Response {
+    if (text.includes('"jsonrpc"')) return jsonRpcError(400, rpcCode, `${rpcCode === -32700 ? "Parse error" : "Invalid Request"}: ${why}`);
+    return Response.json(failure(fieldError("body", why)), { status: 400 });
+  }
+
   return {
     async handle(request, client, requestId) {
       if (request.method !== "POST" && request.method !== "GET" && request.method !== "DELETE") {
@@ -422,12 +432,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         // Before the parse: the SDK and the tools turn what arrives back into text (JSON.stringify), which at
         // tens of thousands of levels holds the JS thread for seconds, and a session needs no sign-in.
         if (jsonNestsDeeperThan(text, MCP_MAX_BODY_DEPTH)) {
-          return jsonRpcError(400, -32600, `Invalid Request: the body nests arrays and objects deeper than ${MCP_MAX_BODY_DEPTH} levels`);
+          return unreadable(text, -32600, `the body nests arrays and objects deeper than ${MCP_MAX_BODY_DEPTH} levels`);
         }
         try {
           body = JSON.parse(text);
         } catch {
-          return jsonRpcError(400, -32700, "Parse error: the body is not JSON");
+          return unreadable(text, -32700, "the body is not JSON");
         }
         if (Array.isArray(body) && body.length === 0) return jsonRpcError(400, -32600, "Invalid Request: an empty batch");
         if (isEnvelopeCall(body)) {
