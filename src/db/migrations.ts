@@ -39,6 +39,7 @@ import m0037 from "./migrations/0037_market_payout_retry.sql" with { type: "text
 import m0038 from "./migrations/0038_webhook_answers_without_tokens.sql" with { type: "text" };
 import m0039 from "./migrations/0039_mcp_binding_token_expiry.sql" with { type: "text" };
 import m0040 from "./migrations/0040_webhook_endpoint_deletions.sql" with { type: "text" };
+import m0041 from "./migrations/0041_checkout_chain_expiry.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -83,4 +84,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 38, name: "webhook_answers_without_tokens", sql: m0038 },
   { version: 39, name: "mcp_binding_token_expiry", sql: m0039 },
   { version: 40, name: "webhook_endpoint_deletions", sql: m0040 },
+  { version: 41, name: "checkout_chain_expiry", sql: m0041 },
 ];

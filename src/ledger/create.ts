@@ -215,6 +215,7 @@ export function createLedger(deps: LedgerDeps): Ledger {
     latestBlockhash: () => call((l) => l.latestBlockhash()),
     blockhashValid: (blockhash) => call((l) => l.blockhashValid(blockhash)),
     blockHeight: () => call((l) => l.blockHeight()),
+    chainTime: () => call((l) => l.chainTime()),
     buildTransfer: (intent) => call((l) => l.buildTransfer(intent)),
     submit: async (wire, options) => {
       if (deps.config.network !== "mainnet") return (await ledger()).submit(wire, options);

@@ -185,6 +185,11 @@ export type Ledger = Readonly<{
   blockhashValid(blockhash: string): Promise<boolean>;
   /** The current block height: a transaction whose blockhash's lastValidBlockHeight is below it can no longer land. */
   blockHeight(): Promise<number>;
+  /**
+   * The chain's time now, in Unix milliseconds: the time of the latest confirmed block, on the clock that
+   * stamps transactions (`timestamp`). 0 when the node cannot say. The embedded ledger's is this server's clock.
+   */
+  chainTime(): Promise<number>;
   /** Serialized wire bytes of an unsigned transfer transaction (legacy message) on a recent blockhash. */
   buildTransfer(intent: TransferIntent): Promise<Uint8Array>;
   /** Submits signed wire bytes and waits for confirmation. Errors: TRANSACTION_REJECTED, CONFLICT, INSUFFICIENT_FUNDS, CHAIN_UNAVAILABLE. */

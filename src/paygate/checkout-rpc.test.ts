@@ -144,6 +144,43 @@ describe("checkout on RPC networks", () => {
     }
   });
 
+  test("a server clock minutes behind the chain's: a payment the checkout let the buyer send counts, judged on the chain's clock", async () => {
+    const s = await setup("devnet");
+    s.clock.set(Date.now() - 20 * 60_000); // a paused VM, resumed and not yet corrected
+    const { checkoutId, txHash } = await s.payItself(); // its block is stamped 20 minutes after expiresAt
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("a payment landing after the checkout's expiry on the chain's clock is refused, whatever this server's clock says", async () => {
+    const s = await setup("devnet");
+    const checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    rpc.setBlockTimeOffset(CHECKOUT_TTL_MS + 60_000); // the chain's clock moves on; this server's does not
+    try {
+      const signed = signCheckout(checkout.transaction, s.buyer);
+      await s.deps.ledger.submit(Buffer.from(signed, "base64"));
+      expect(await codeOf(confirmCheckout(s.deps, s.productId, checkout.checkoutId, signatureOf(signed)))).toBe("INVALID_STATE");
+    } finally {
+      rpc.setBlockTimeOffset(0);
+    }
+    expect(await s.hasAccess()).toBe(false);
+  });
+
+  test("a node that cannot tell the chain's time when the checkout opens: it is judged on this server's clock, as before", async () => {
+    const s = await setup("devnet");
+    s.clock.set(Date.now() - 20 * 60_000);
+    rpc.setBlockTimeUnknown(true);
+    let checkout: Awaited<ReturnType<typeof startCheckout>>;
+    try {
+      checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    } finally {
+      rpc.setBlockTimeUnknown(false);
+    }
+    const signed = signCheckout(checkout.transaction, s.buyer);
+    await s.deps.ledger.submit(Buffer.from(signed, "base64"));
+    expect(await codeOf(confirmCheckout(s.deps, s.productId, checkout.checkoutId, signatureOf(signed)))).toBe("INVALID_STATE");
+  });
+
   test("devnet: a confirmed payment completes the checkout at once", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();

@@ -106,6 +106,15 @@ async function checkoutOf(deps: Deps, productId: string, checkoutId: string): Pr
   return checkout;
 }
 
+/** The chain's time now, or 0 when the node cannot say (then the checkout is judged on this server's clock). */
+async function chainTimeOrUnknown(deps: Deps): Promise<number> {
+  try {
+    return await deps.ledger.chainTime();
+  } catch {
+    return 0;
+  }
+}
+
 const isClosed = (deps: Deps, checkout: store.CheckoutRow) => checkout.status === "expired" || deps.clock.now() >= checkout.expiresAt;
 
 /**
@@ -173,6 +182,7 @@ export async function startCheckout(
       token: token.key,
       createdAt: now,
       expiresAt: now + CHECKOUT_TTL_MS,
+      chainExpiresAt: null, // below, with the transaction
       status: "open",
       purchaseId: null,
       // Fixed as the price is: a product changed while its buyer pays does not change what is bought.
@@ -180,7 +190,8 @@ export async function startCheckout(
     };
   }
   const token = await splToken(deps, checkout.token);
-  const transaction = await paymentTransaction(deps, checkout, token);
+  const [transaction, chainNow] = await Promise.all([paymentTransaction(deps, checkout, token), checkoutId === undefined ? chainTimeOrUnknown(deps) : 0]);
+  if (chainNow > 0) checkout.chainExpiresAt = chainNow + CHECKOUT_TTL_MS;
   // Saved once its transaction could be built: a chain that does not answer leaves no checkout behind for the
   // watcher to look after for 15 minutes (the buyer, told CHAIN_UNAVAILABLE, starts again).
   if (checkoutId === undefined) await store.insertCheckout(deps.db, checkout);
@@ -303,7 +314,9 @@ function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Le
   // 0: the node does not know the block's time (yet). Whether it landed in time cannot be told: asked
   // again later (the watcher skips it without expiring the checkout, as in any chain outage).
   if (tx.timestamp === 0) throw new AppError("CHAIN_UNAVAILABLE", "the payment's block time is not known yet; confirm again shortly");
-  if (tx.timestamp > checkout.expiresAt) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
+  // Judged on the clock that stamped the block: this server's may be minutes behind the chain's (a paused VM
+  // not yet corrected), and a payment it let the buyer send would land "late" by it.
+  if (tx.timestamp > (checkout.chainExpiresAt ?? checkout.expiresAt)) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
   return transfer;
 }
 

@@ -261,6 +261,8 @@ export type CheckoutRow = {
   token: string;
   createdAt: number;
   expiresAt: number;
+  /** The expiry on the chain's clock (the chain's time at opening + the TTL); null when the node could not say. */
+  chainExpiresAt: number | null;
   status: CheckoutStatus;
   purchaseId: string | null;
   /** What the payment buys, fixed when the checkout opened; null for checkouts opened before migration 30. */
@@ -272,7 +274,7 @@ export type CheckoutTerms = { accessDays: number | null; featureIds: string[] };
 
 // Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
 const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
-  created_at AS createdAt, expires_at AS expiresAt, status, purchase_id AS purchaseId, terms`;
+  created_at AS createdAt, expires_at AS expiresAt, chain_expires_at AS chainExpiresAt, status, purchase_id AS purchaseId, terms`;
 
 type RawCheckout = Omit<CheckoutRow, "amount" | "terms"> & { amount: string; terms: string | null };
 
@@ -286,8 +288,8 @@ export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purcha
   return db.write(() => {
     db.sqlite
       .query(
-        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, status, terms)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
+        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, chain_expires_at, status, terms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
       )
       .run(
         row.id,
@@ -300,6 +302,7 @@ export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purcha
         row.token,
         row.createdAt,
         row.expiresAt,
+        row.chainExpiresAt,
         row.terms === null ? null : JSON.stringify(row.terms),
       );
   });

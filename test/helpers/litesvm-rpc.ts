@@ -36,8 +36,10 @@ export type LiteSvmRpc = Readonly<{
   setDropTransactions(drop: boolean): void;
   /** While on, preflight also refuses transactions that would fail in execution (what a real cluster does). */
   setStrictPreflight(strict: boolean): void;
-  /** While on, blockTime is null in getTransaction and getSignaturesForAddress (a node that lacks it). */
+  /** While on, blockTime is null in getTransaction, getSignaturesForAddress and getBlockTime (a node that lacks it). */
   setBlockTimeUnknown(unknown: boolean): void;
+  /** The cluster's clock this far from the real time (ms): blocks landing from now on, and getBlockTime. */
+  setBlockTimeOffset(ms: number): void;
   /** While on, getTransaction answers meta: null (a node without the transaction's status). */
   setMetaMissing(missing: boolean): void;
   /** While set, every JSON-RPC answer passes through it (a node answering out of spec). */
@@ -207,6 +209,8 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
   let dropTransactions = false;
   let strictPreflight = false;
   let blockTimeUnknown = false;
+  let blockTimeOffsetMs = 0;
+  const blockTime = () => Math.floor((Date.now() + blockTimeOffsetMs) / 1000);
   let metaMissing = false;
   let answerFilter: ((method: string, answer: Record<string, unknown>) => Record<string, unknown>) | null = null;
   const calls: string[] = [];
@@ -265,7 +269,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
       seq: records.length,
       signature,
       slot,
-      blockTime: Math.floor(Date.now() / 1000),
+      blockTime: blockTime(),
       wire,
       version: tx.version === 0 ? 0 : "legacy",
       accountKeys: keys.map((k) => k.toBase58()),
@@ -313,6 +317,8 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
 
   const methods: Record<string, (params: unknown[]) => unknown> = {
     getSlot: () => slot,
+    // The time of the slot's block: the real time, moved by setBlockTimeOffset as the blocks' stamps are.
+    getBlockTime: () => (blockTimeUnknown ? null : blockTime()),
     getBlockHeight: () => slot,
     getHealth: () => "ok",
     getLatestBlockhash: () => ({ context: context(), value: { blockhash: svm.latestBlockhash(), lastValidBlockHeight: lastValidBlockHeight() } }),
@@ -504,6 +510,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     },
     setBlockTimeUnknown: (unknown) => {
       blockTimeUnknown = unknown;
+    },
+    setBlockTimeOffset: (ms) => {
+      blockTimeOffsetMs = ms;
     },
     setMetaMissing: (missing) => {
       metaMissing = missing;

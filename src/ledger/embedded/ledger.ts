@@ -318,6 +318,10 @@ export async function createEmbeddedLedger(deps: EmbeddedLedgerDeps): Promise<Em
       return hashes.currentSlot();
     },
 
+    async chainTime() {
+      return deps.clock.now(); // the clock its blocks are stamped with
+    },
+
     async latestBlockhash() {
       const slot = hashes.currentSlot();
       return { blockhash: hashes.hashOf(slot), lastValidBlockHeight: slot + BLOCKHASH_VALID_SLOTS };

@@ -832,6 +832,11 @@ export function createRpcLedger(options: RpcLedgerOptions): Ledger {
     latestBlockhash,
     blockhashValid: async (blockhash) => (await call(() => connection.isBlockhashValid(blockhash, { commitment: "confirmed" }))).value,
     blockHeight: () => call(() => connection.getBlockHeight("confirmed")),
+    chainTime: () =>
+      call(async () => {
+        const seconds = await connection.getBlockTime(await connection.getSlot("confirmed"));
+        return seconds === null ? 0 : seconds * 1000;
+      }),
     buildTransfer,
     submit,
     getTransaction: (signature, options) => getTransaction(signature, options?.finalized === true ? "finalized" : "confirmed"),
