@@ -152,6 +152,15 @@ try {
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
   console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, drew its pages, signed in, called /mcp, airdropped, stopped cleanly`);
+} catch (err) {
+  // What the server said on stderr helps to tell why (read here unless a check above has read it).
+  if (proc !== null) {
+    if (proc.exitCode === null) proc.kill(9);
+    await proc.exited;
+    const said = await new Response(proc.stderr as ReadableStream<Uint8Array>).text().catch(() => "");
+    if (said !== "") console.error(`the server's stderr:\n${said}`);
+  }
+  throw err;
 } finally {
   if (proc !== null && proc.exitCode === null) proc.kill(9);
   rmSync(dir, { recursive: true, force: true });

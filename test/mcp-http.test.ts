@@ -674,6 +674,9 @@ describe("the plain JSON envelope", () => {
     const notJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: '{"jsonrpc":"2.0","id":1,' });
     expect(notJson.status).toBe(400);
     expect(await notJson.json()).toEqual({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null });
+    // In a session it is JSON-RPC whatever the text (the SDK writes jsonrpc after method and params).
+    const cut = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "mcp-session-id": "any", "user-agent": ua("raw") }, body: '{"method":"tools/call","params":{' });
+    expect([cut.status, ((await cut.json()) as { error: { code: number } }).error.code]).toEqual([400, -32700]);
     const plainNotJson = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "application/json", "user-agent": ua("raw") }, body: '{"tool":"session_info","params":{' });
     expect([plainNotJson.status, await plainNotJson.json()]).toEqual([
       400,

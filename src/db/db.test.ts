@@ -250,6 +250,24 @@ describe("durable commits (FULL)", () => {
     again.close();
   });
 
+  test("a relative link's \"..\" is read from the folder the link really is in, as the kernel does (a DATA_DIR reached through a link)", async () => {
+    const { existsSync, symlinkSync } = await import("node:fs");
+    const { lockPathOf } = await import("./file-lock.ts");
+    mkdirSync(join(dir, "phys", "wg"), { recursive: true });
+    mkdirSync(join(dir, "phys", "vol"));
+    mkdirSync(join(dir, "elsewhere", "vol"), { recursive: true }); // where a textual ".." would lead
+    symlinkSync(join(dir, "phys", "wg"), join(dir, "elsewhere", "wg"));
+    symlinkSync("../vol/wg.db", join(dir, "phys", "wg", "walletgate.db"));
+    const named = join(dir, "elsewhere", "wg", "walletgate.db");
+    const lockBefore = lockPathOf(named);
+    const db = openDatabase(named);
+    db.close();
+    expect(statSync(join(dir, "phys", "vol", "wg.db")).mode & 0o777).toBe(0o600);
+    expect(existsSync(join(dir, "elsewhere", "vol", "wg.db"))).toBe(false);
+    expect(lockBefore).toBe(`${realpathSync(join(dir, "phys", "vol", "wg.db"))}.locks`);
+    expect(lockPathOf(named)).toBe(lockBefore);
+  });
+
   test("the log beside a symlinked database's file loses what others may read, as the file's own does", async () => {
     const { symlinkSync } = await import("node:fs");
     mkdirSync(join(dir, "shared-vol"), { recursive: true });

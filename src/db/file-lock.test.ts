@@ -150,6 +150,9 @@ describe("holdOpenLock", () => {
     expect(before).toBe(join(dir, "later", "made.db.locks"));
     writeFileSync(join(dir, "later", "made.db"), "");
     expect(lockPathOf(link)).toBe(before);
+    // A database still to be made in a folder reached through a link: beside the real folder, as once made.
+    symlinkSync(join(dir, "later"), join(dir, "later-alias"));
+    expect(lockPathOf(join(dir, "later-alias", "next.db"))).toBe(join(dir, "later", "next.db.locks"));
   });
 });
 

@@ -1,11 +1,12 @@
 // `walletgate restore`: a backup put back in place of DATA_DIR's database, with the old one kept aside.
 import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
 import { keepOwnerOf } from "../lib/owner.ts";
+import { LinkError, linkTarget as followLinks } from "../lib/links.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 import { holdsSealedData } from "./sealed.ts";
 import { lockPathOf, tryLock } from "./file-lock.ts";
@@ -171,36 +172,16 @@ export type RestoreResult = {
   walletKeys: CarriedWalletKeys | null;
 };
 
-/**
- * Where a symlink whose target is missing points, through every link of a chain (a damaged database moved
- * away from it); null if `path` is no link. Its directory must exist: a missing one is more likely a volume
- * not mounted than a place to make, and the server would not find the database there once it is mounted.
- */
+/** Where a dangling symlink leads (lib/links.ts), its dead ends worded for restore. */
 function linkTarget(path: string): string | null {
-  let target = path;
-  for (let links = 0; ; links++) {
-    let isLink: boolean;
-    try {
-      isLink = lstatSync(target).isSymbolicLink();
-    } catch {
-      break; // not there, under a file, or not ours to look at: the end of the chain, judged by what follows
-    }
-    if (!isLink) break;
-    if (links === 40) throw new RestoreError(`${path} is a chain of more than 40 links (a loop?): fix the link, then restore again`);
-    const written = readlinkSync(target);
-    const joined = written.startsWith("/") ? written : `${dirname(target)}/${written}`;
-    // As the kernel resolves it: the directory part name by name, links first, then "..", from the link's
-    // own directory; the last name is looked at by the next round.
-    try {
-      target = join(realpathSync.native(dirname(joined)), basename(joined)); // native: realpath(3), not a textual "..".
-    } catch (err) {
-      if ((err as { code?: string }).code === "ENOENT") {
-        throw new RestoreError(`${path} leads to ${joined}, whose directory does not exist: mount that volume or fix the link, then restore again`);
-      }
-      throw new RestoreError(`${path} leads to ${joined}, whose directory cannot be resolved (${(err as Error).message}): fix the link, then restore again`);
-    }
+  try {
+    return followLinks(path);
+  } catch (err) {
+    if (!(err instanceof LinkError)) throw err;
+    if (err.reason === "loop") throw new RestoreError(`${err.message}: fix the link, then restore again`);
+    if (err.reason === "missing-folder") throw new RestoreError(`${err.message}: mount that volume or fix the link, then restore again`);
+    throw new RestoreError(`${err.message}: fix the link, then restore again`);
   }
-  return target === path ? null : target;
 }
 
 /**

@@ -1,15 +1,56 @@
-// The file a path names once symbolic links are followed, also when that file is still to be made (pure helper).
+// Where a path leads through symbolic links, also when the file at the end is still to be made (pure helper).
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 
 /** Links followed at most, as the kernel's own limit (ELOOP past it). */
-const MAX_HOPS = 40;
+const MAX_LINKS = 40;
+
+/** Why a chain of links leads nowhere: a loop, or a folder on the way that is missing or cannot be resolved. */
+export class LinkError extends Error {
+  constructor(
+    readonly reason: "loop" | "missing-folder" | "unresolvable",
+    /** The path the last link names, as written (joined to its link's folder when relative). */
+    readonly leadsTo: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /**
- * `realpathSync(path)` where the file exists. Where it does not, the links are followed by hand to the
- * name that is missing: a database path that is a link to a file still to be made (DATA_DIR/walletgate.db
- * linked to a volume before the first start) is made where the link points, under the name every later
- * start resolves to.
+ * Where a symlink whose target is missing points, through every link of a chain; null if `path` is no
+ * link. Resolved as the kernel does: each link's text from the link's own folder, its folder part with
+ * realpath(3) (links first, then ".."), its last name looked at by the next round. The folder must exist
+ * (LinkError otherwise): a missing one is more likely a volume not mounted than a place to make.
+ */
+export function linkTarget(path: string): string | null {
+  let target = path;
+  for (let links = 0; ; links++) {
+    let isLink: boolean;
+    try {
+      isLink = lstatSync(target).isSymbolicLink();
+    } catch {
+      break; // not there, under a file, or not ours to look at: the end of the chain, judged by what follows
+    }
+    if (!isLink) break;
+    if (links === MAX_LINKS) throw new LinkError("loop", target, `${path} is a chain of more than ${MAX_LINKS} links (a loop?)`);
+    const written = readlinkSync(target);
+    const joined = written.startsWith("/") ? written : `${dirname(target)}/${written}`;
+    try {
+      target = join(realpathSync.native(dirname(joined)), basename(joined)); // native: realpath(3), not a textual "..".
+    } catch (err) {
+      if ((err as { code?: string }).code === "ENOENT") throw new LinkError("missing-folder", joined, `${path} leads to ${joined}, whose directory does not exist`);
+      throw new LinkError("unresolvable", joined, `${path} leads to ${joined}, whose directory cannot be resolved (${(err as Error).message})`);
+    }
+  }
+  return target === path ? null : target;
+}
+
+/**
+ * `realpathSync(path)` where the file exists. Where it does not, the file to make: through the links to the
+ * name that is missing (DATA_DIR/walletgate.db linked to a volume before the first start), its folder
+ * resolved, so that it is the name every later start resolves to. A chain that leads nowhere throws as
+ * opening it would (ENOENT naming the missing place, ELOOP), so that the caller's errors word it.
  */
 export function fileBehind(path: string): string {
   try {
@@ -17,20 +58,17 @@ export function fileBehind(path: string): string {
   } catch (err) {
     if ((err as { code?: string }).code !== "ENOENT") throw err;
   }
-  let current = resolve(path);
-  for (let hop = 0; hop < MAX_HOPS; hop++) {
-    let isLink: boolean;
-    try {
-      isLink = lstatSync(current).isSymbolicLink();
-    } catch {
-      isLink = false; // nothing there: this is the name to make
-    }
-    if (!isLink) break;
-    current = resolve(dirname(current), readlinkSync(current));
+  let target: string;
+  try {
+    target = linkTarget(resolve(path)) ?? resolve(path);
+  } catch (err) {
+    if (!(err instanceof LinkError)) throw err;
+    const code = err.reason === "loop" ? "ELOOP" : err.reason === "missing-folder" ? "ENOENT" : "EACCES";
+    throw Object.assign(new Error(err.message), { code, path: err.leadsTo });
   }
   try {
-    return join(realpathSync(dirname(current)), basename(current));
+    return join(realpathSync(dirname(target)), basename(target));
   } catch {
-    return current; // its folder is missing too: opening it says so
+    return target; // its folder is missing: opening it says so
   }
 }

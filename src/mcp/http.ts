@@ -403,11 +403,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
 
   /**
    * A body refused before it is read as JSON-RPC or as a plain envelope: in the shape its sender reads.
-   * Every JSON-RPC message names its `jsonrpc` member; a body that does not is a plain call (mcp.md: the
-   * tool's envelope, with the error table's status), as a curl or a script sends it.
+   * A request in a session (Mcp-Session-Id) is JSON-RPC, and every JSON-RPC message names its `jsonrpc`
+   * member; any other body is a plain call (mcp.md: the tool's envelope, with the error table's status),
+   * as a curl or a script sends it.
    */
-  function unreadable(text: string, rpcCode: number, why: string): Response {
-    if (text.includes('"jsonrpc"')) return jsonRpcError(400, rpcCode, `${rpcCode === -32700 ? "Parse error" : "Invalid Request"}: ${why}`);
+  function unreadable(request: Request, text: string, rpcCode: number, why: string): Response {
+    if (request.headers.has("mcp-session-id") || text.includes('"jsonrpc"')) return jsonRpcError(400, rpcCode, `${rpcCode === -32700 ? "Parse error" : "Invalid Request"}: ${why}`);
     return Response.json(failure(fieldError("body", why)), { status: 400 });
   }
 
@@ -432,12 +433,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         // Before the parse: the SDK and the tools turn what arrives back into text (JSON.stringify), which at
         // tens of thousands of levels holds the JS thread for seconds, and a session needs no sign-in.
         if (jsonNestsDeeperThan(text, MCP_MAX_BODY_DEPTH)) {
-          return unreadable(text, -32600, `the body nests arrays and objects deeper than ${MCP_MAX_BODY_DEPTH} levels`);
+          return unreadable(request, text, -32600, `the body nests arrays and objects deeper than ${MCP_MAX_BODY_DEPTH} levels`);
         }
         try {
           body = JSON.parse(text);
         } catch {
-          return unreadable(text, -32700, "the body is not JSON");
+          return unreadable(request, text, -32700, "the body is not JSON");
         }
         if (Array.isArray(body) && body.length === 0) return jsonRpcError(400, -32600, "Invalid Request: an empty batch");
         if (isEnvelopeCall(body)) {

@@ -181,6 +181,42 @@ describe("checkout on RPC networks", () => {
     expect(await codeOf(confirmCheckout(s.deps, s.productId, checkout.checkoutId, signatureOf(signed)))).toBe("INVALID_STATE");
   });
 
+  test("a node whose latest block lagged when the checkout opened: a payment this server let the buyer send still counts", async () => {
+    const s = await setup("devnet");
+    rpc.setAnswerFilter((method, answer) => (method === "getBlockTime" ? { ...answer, result: (answer.result as number) - 300 } : answer));
+    let opened: Awaited<ReturnType<typeof startCheckout>>;
+    try {
+      opened = await startCheckout(s.deps, s.productId, s.wallet); // the chain's time read 5 minutes old
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    // 12 minutes on, on both clocks: this server still hands out a transaction (3 minutes left by it).
+    s.clock.advance(12 * 60_000);
+    rpc.setBlockTimeOffset(12 * 60_000);
+    try {
+      const again = await startCheckout(s.deps, s.productId, s.wallet, opened.checkoutId);
+      const signed = signCheckout(again.transaction, s.buyer);
+      await s.deps.ledger.submit(Buffer.from(signed, "base64"));
+      expect(await confirmCheckout(s.deps, s.productId, opened.checkoutId, signatureOf(signed))).toMatchObject({ status: "completed" });
+    } finally {
+      rpc.setBlockTimeOffset(0);
+    }
+    expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("a node that fails to tell the chain's time (Block not available): the checkout opens all the same, judged on this server's clock", async () => {
+    const s = await setup("devnet");
+    rpc.setAnswerFilter((method, answer) => (method === "getBlockTime" ? { jsonrpc: "2.0", id: answer.id, error: { code: -32004, message: "Block not available for slot" } } : answer));
+    let checkoutId: string;
+    try {
+      ({ checkoutId } = await s.payItself());
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed" });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
   test("devnet: a confirmed payment completes the checkout at once", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();

@@ -106,14 +106,31 @@ async function checkoutOf(deps: Deps, productId: string, checkoutId: string): Pr
   return checkout;
 }
 
-/** The chain's time now, or 0 when the node cannot say (then the checkout is judged on this server's clock). */
+/** How long the chain's time is waited for when a checkout opens: it is optional, the payment transaction is not. */
+const CHAIN_TIME_WAIT_MS = 2_000;
+
+/** The chain's time now, or 0 when the node cannot say, in time or at all (then the checkout is judged on this server's clock). */
 async function chainTimeOrUnknown(deps: Deps): Promise<number> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<number>((resolve) => {
+    timer = setTimeout(() => resolve(0), CHAIN_TIME_WAIT_MS);
+  });
   try {
-    return await deps.ledger.chainTime();
-  } catch {
-    return 0;
+    return await Promise.race([deps.ledger.chainTime().catch(() => 0), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
+
+/**
+ * The last block time at which a payment counts as landed before the checkout expired: its expiry on the
+ * chain's clock (that stamps the block) or on this server's, whichever is later. The chain's alone would
+ * refuse payments this server let the buyer send where the two disagree — a node whose latest block lagged
+ * when the checkout opened, or this server's clock stepped back meanwhile — and this server's alone refuses
+ * them when it runs behind the chain (a paused VM not yet corrected). Either way the buyer would be charged
+ * for nothing.
+ */
+const inTimeUntil = (checkout: store.CheckoutRow) => (checkout.chainExpiresAt === null ? checkout.expiresAt : Math.max(checkout.chainExpiresAt, checkout.expiresAt));
 
 const isClosed = (deps: Deps, checkout: store.CheckoutRow) => checkout.status === "expired" || deps.clock.now() >= checkout.expiresAt;
 
@@ -314,9 +331,7 @@ function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Le
   // 0: the node does not know the block's time (yet). Whether it landed in time cannot be told: asked
   // again later (the watcher skips it without expiring the checkout, as in any chain outage).
   if (tx.timestamp === 0) throw new AppError("CHAIN_UNAVAILABLE", "the payment's block time is not known yet; confirm again shortly");
-  // Judged on the clock that stamped the block: this server's may be minutes behind the chain's (a paused VM
-  // not yet corrected), and a payment it let the buyer send would land "late" by it.
-  if (tx.timestamp > (checkout.chainExpiresAt ?? checkout.expiresAt)) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
+  if (tx.timestamp > inTimeUntil(checkout)) throw new AppError("INVALID_STATE", "the payment landed after the checkout expired");
   return transfer;
 }
 
