@@ -96,3 +96,29 @@ test("the webhook claim reads each endpoint's due rows in sending order (due tim
   const perEndpoint = /CORRELATED LIST SUBQUERY \d+; (.*?); SEARCH e /.exec(claim)?.[1];
   expect(perEndpoint).toBe("SEARCH x USING INDEX webhook_deliveries_pending (endpoint_kind=? AND endpoint_id=? AND next_attempt_at<?)");
 });
+
+test("an owner's revenue reads the owner index alone; a product's purchases and tokens come through the product's index; pages are keyed from the index first", async () => {
+  const { deps } = await testDeps();
+  const plansFor = (call: () => Promise<unknown>) => plansOf(deps.db.sqlite, call);
+  for (const call of [() => paygate.revenueByToken(deps.db, "owner", 0), () => paygate.dailyRevenue(deps.db, "owner", 0)]) {
+    const [stats] = await plansFor(call);
+    expect(stats!.plan).toContain("USING COVERING INDEX purchases_owner (owner=? AND purchased_at>?)");
+  }
+  const ofProduct = [
+    ...(await plansFor(() => paygate.listPurchases(deps.db, "owner", { productId: "prd_x", limit: 20, offset: 0 }))),
+    ...(await plansFor(() => paygate.listFeatureTokens(deps.db, "owner", { productId: "prd_x", limit: 20, offset: 0 }, 0))),
+  ];
+  expect(ofProduct.length).toBe(4); // a count and a page each
+  for (const { sql, plan } of ofProduct) {
+    expect({ sql, byProduct: /(purchases|feature_tokens)_access \(product_id=\?\)/.test(plan), byOwner: /_owner \(owner=\?/.test(plan) }).toEqual({ sql, byProduct: true, byOwner: false });
+  }
+  const pages = [
+    ...(await plansFor(() => paygate.listPurchases(deps.db, "owner", { limit: 20, offset: 5_000 }))),
+    ...(await plansFor(() => paygate.listFeatureTokens(deps.db, "owner", { limit: 20, offset: 5_000 }, 0))),
+  ].filter((p) => p.sql.includes("OFFSET"));
+  expect(pages.length).toBe(2);
+  for (const { sql, plan } of pages) {
+    // The ids of the page from the covering owner index (a deep page skips index entries, not joined rows).
+    expect({ sql, keyedFromIndex: /LIST SUBQUERY[^;]*; SEARCH (p|t) USING COVERING INDEX (purchases|feature_tokens)_owner \(owner=\?\)/.test(plan) }).toEqual({ sql, keyedFromIndex: true });
+  }
+});

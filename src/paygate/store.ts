@@ -634,11 +634,14 @@ export function findTokenAccessPurchase(db: Db, productId: string, wallet: strin
 }
 
 export async function listPurchases(db: Db, owner: string, query: { productId?: string | undefined; limit: number; offset: number }): Promise<{ rows: PurchaseRow[]; total: number }> {
-  const where = query.productId === undefined ? "p.owner = ?" : "p.owner = ? AND p.product_id = ?";
+  // One product's: through its own index ("+" keeps the owner's off), not all of the owner's purchases.
+  const where = query.productId === undefined ? "p.owner = ?" : "+p.owner = ? AND p.product_id = ?";
   const params = query.productId === undefined ? [owner] : [owner, query.productId];
   const { total } = db.sqlite.query(`SELECT COUNT(*) AS total FROM purchases p WHERE ${where}`).get(...params) as { total: number };
+  // The page's ids first, from the index alone, then its rows: a deep page skips index entries, not joined rows.
+  const page = `SELECT p.id FROM purchases p WHERE ${where} ORDER BY p.purchased_at DESC, p.id LIMIT ? OFFSET ?`;
   const rows = db.sqlite
-    .query(`SELECT ${PURCHASE_COLUMNS} FROM ${PURCHASE_FROM} WHERE ${where} ORDER BY p.purchased_at DESC, p.id LIMIT ? OFFSET ?`)
+    .query(`SELECT ${PURCHASE_COLUMNS} FROM ${PURCHASE_FROM} WHERE p.id IN (${page}) ORDER BY p.purchased_at DESC, p.id`)
     .all(...params, query.limit, query.offset) as RawPurchase[];
   return { rows: rows.map(toPurchase), total };
 }
@@ -719,7 +722,8 @@ export type TokenFilter = {
 
 /** The owner's tokens, newest first, with the total the filter matches; status is judged at `now`. */
 export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilter, now: number): Promise<{ rows: FeatureTokenRow[]; total: number }> {
-  const clauses = ["t.owner = ?"];
+  // One product's: through its own index ("+" keeps the owner's off), not all of the owner's tokens.
+  const clauses = [filter.productId === undefined ? "t.owner = ?" : "+t.owner = ?"];
   const params: (string | number)[] = [owner];
   if (filter.productId !== undefined) {
     clauses.push("t.product_id = ?");
@@ -740,8 +744,10 @@ export async function listFeatureTokens(db: Db, owner: string, filter: TokenFilt
   }
   const where = clauses.join(" AND ");
   const { total } = db.sqlite.query(`SELECT COUNT(*) AS total FROM feature_tokens t WHERE ${where}`).get(...params) as { total: number };
+  // The page's keys first (from the index alone when only the owner filters), then its rows.
+  const page = `SELECT t.token_hash FROM feature_tokens t WHERE ${where} ORDER BY t.created_at DESC, t.token_hash LIMIT ? OFFSET ?`;
   const rows = db.sqlite
-    .query(`SELECT ${TOKEN_COLUMNS} FROM ${TOKEN_FROM} WHERE ${where} ORDER BY t.created_at DESC, t.token_hash LIMIT ? OFFSET ?`)
+    .query(`SELECT ${TOKEN_COLUMNS} FROM ${TOKEN_FROM} WHERE t.token_hash IN (${page}) ORDER BY t.created_at DESC, t.token_hash`)
     .all(...params, filter.limit, filter.offset) as RawToken[];
   return { rows: rows.map(toToken), total };
 }
