@@ -157,7 +157,8 @@ try {
   if (proc !== null) {
     if (proc.exitCode === null) proc.kill(9);
     await proc.exited;
-    const said = await new Response(proc.stderr as ReadableStream<Uint8Array>).text().catch(() => "");
+    // A stream a check above has read throws at once in the constructor: that too is "nothing more to say".
+    const said = await (async () => new Response(proc!.stderr as ReadableStream<Uint8Array>).text())().catch(() => "");
     if (said !== "") console.error(`the server's stderr:\n${said}`);
   }
   throw err;
