@@ -51,6 +51,8 @@ async function pagesInChromium(url: string): Promise<void> {
 }
 
 let proc: ReturnType<typeof Bun.spawn> | null = null;
+/** All the server writes on stderr, read from its start (so the pipe never fills); whole once it has exited. */
+let serverStderr: Promise<string> = Promise.resolve("");
 try {
   copyFileSync(binary, join(dir, "walletgate"));
   const started = performance.now();
@@ -62,6 +64,7 @@ try {
     // Nothing is written there when all is well (the log is on stdout): it is checked at the end.
     stderr: "pipe",
   });
+  serverStderr = new Response(proc.stderr as ReadableStream<Uint8Array>).text();
   let out = "";
   const decoder = new TextDecoder();
   const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
@@ -69,7 +72,7 @@ try {
   const deadline = Date.now() + 15_000;
   while (url === "" && Date.now() < deadline) {
     const { done, value } = await reader.read();
-    if (done) fail(`exited before listening:\n${out}${await new Response(proc.stderr as ReadableStream<Uint8Array>).text()}`);
+    if (done) fail(`exited before listening (its stderr is shown above):\n${out}`);
     out += decoder.decode(value);
     const line = out.split("\n").find((l) => l.includes('"msg":"listening"'));
     if (line) url = JSON.parse(line).url;
@@ -147,20 +150,15 @@ try {
   // The embedded verification worker must have run: a failure is logged (and the work falls back).
   if (out.includes("verification worker failed")) fail(`the verification worker did not run:\n${out}`);
   if (!out.includes('"msg":"stopped"')) fail(`no clean stop in the log:\n${out}`);
-  const stderr = await new Response(proc.stderr as ReadableStream<Uint8Array>).text();
-  if (stderr.length > 0) fail(`the server printed on stderr:\n${stderr}`);
+  if ((await serverStderr).length > 0) fail("the server printed on stderr (shown above)");
   const files = readdirSync(join(dir, "data")).sort();
   if (!files.includes("walletgate.db")) fail(`no database in DATA_DIR: ${files.join(", ")}`);
   console.log(`smoke test passed: ${binary} started in ${startMs.toFixed(0)} ms, drew its pages, signed in, called /mcp, airdropped, stopped cleanly`);
 } catch (err) {
-  // What the server said on stderr helps to tell why (read here unless a check above has read it).
-  if (proc !== null) {
-    if (proc.exitCode === null) proc.kill(9);
-    await proc.exited;
-    // A stream a check above has read throws at once in the constructor: that too is "nothing more to say".
-    const said = await (async () => new Response(proc!.stderr as ReadableStream<Uint8Array>).text())().catch(() => "");
-    if (said !== "") console.error(`the server's stderr:\n${said}`);
-  }
+  // What the server said on stderr tells why a check failed (and is what the stderr check found).
+  if (proc !== null && proc.exitCode === null) proc.kill(9);
+  const said = await serverStderr.catch(() => "");
+  if (said !== "") console.error(`the server's stderr:\n${said}`);
   throw err;
 } finally {
   if (proc !== null && proc.exitCode === null) proc.kill(9);
