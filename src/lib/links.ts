@@ -49,8 +49,9 @@ export function linkTarget(path: string): string | null {
 /**
  * `realpathSync(path)` where the file exists. Where it does not, the file to make: through the links to the
  * name that is missing (DATA_DIR/walletgate.db linked to a volume before the first start), its folder
- * resolved, so that it is the name every later start resolves to. A chain that leads nowhere throws as
- * opening it would (ENOENT naming the missing place, ELOOP), so that the caller's errors word it.
+ * resolved, so that it is the name every later start resolves to. A folder missing on the way fails as
+ * opening there would (ENOENT naming it), which the callers word; a loop or a folder that cannot be
+ * resolved keeps its LinkError's own sentence.
  */
 export function fileBehind(path: string): string {
   try {
@@ -58,17 +59,18 @@ export function fileBehind(path: string): string {
   } catch (err) {
     if ((err as { code?: string }).code !== "ENOENT") throw err;
   }
-  let target: string;
+  const absolute = resolve(path);
+  let viaLinks: string | null;
   try {
-    target = linkTarget(resolve(path)) ?? resolve(path);
+    viaLinks = linkTarget(absolute);
   } catch (err) {
-    if (!(err instanceof LinkError)) throw err;
-    const code = err.reason === "loop" ? "ELOOP" : err.reason === "missing-folder" ? "ENOENT" : "EACCES";
-    throw Object.assign(new Error(err.message), { code, path: err.leadsTo });
+    if (err instanceof LinkError && err.reason === "missing-folder") throw Object.assign(new Error(err.message), { code: "ENOENT", path: err.leadsTo });
+    throw err;
   }
+  if (viaLinks !== null) return viaLinks; // its folder resolved already
   try {
-    return join(realpathSync(dirname(target)), basename(target));
+    return join(realpathSync(dirname(absolute)), basename(absolute));
   } catch {
-    return target; // its folder is missing: opening it says so
+    return absolute; // its folder is missing: opening it says so
   }
 }
