@@ -12,12 +12,13 @@ import { createDeps, type Deps } from "./deps.ts";
 import { requireGenesisDecimals, requireNetwork } from "./ledger/create.ts";
 import { AppError, errorResponse, errorText, fieldError, internalError } from "./errors.ts";
 import { systemClock, type Clock } from "./lib/clock.ts";
+import { STEP_CHECK_MS, systemClockSources, watchClockSteps, type ClockSources } from "./lib/clock-steps.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { pathOf } from "./lib/path.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint, sweepPeriodMs } from "./mcp/endpoint.ts";
-import { createDeliveryWorker } from "./webhooks/outbox.ts";
+import { createDeliveryWorker, moveRetriesWithClock } from "./webhooks/outbox.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
 
 /** How often open checkouts are looked for on the ledger. */
@@ -47,7 +48,13 @@ export type RunningServer = {
   stop(graceMs?: number): Promise<void>;
 };
 
-export type StartOptions = { clock?: Clock; random?: Random; log?: Logger };
+export type StartOptions = {
+  clock?: Clock;
+  random?: Random;
+  log?: Logger;
+  /** The clocks a step of `clock` is told by; the system's with the system clock, none (no steps) with a clock given without them. */
+  clockSources?: ClockSources;
+};
 
 const SHUTDOWN_GRACE_MS = 10_000;
 /** How long the stop waits for its last log lines to be taken by standard output's reader. */
@@ -338,15 +345,29 @@ async function serve(
 
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
+  // A step of the wall clock (lib/clock-steps.ts) moves the internal retry times with it, and the purge
+  // stays as far behind the clock as it was stepped forward, so that a wrong clock deletes nothing live.
+  const sources = options.clockSources ?? (options.clock === undefined ? systemClockSources : null);
+  const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"));
+  steps?.onStep(async (stepMs, now) => {
+    const webhookRetries = await moveRetriesWithClock(deps, stepMs, now);
+    const orders = await importQuietly(() => import("./marketplace/orders/orders.ts"));
+    const payoutHolds = await orders.movePayoutHoldsWithClock(deps, stepMs, now);
+    log.warn("the wall clock was stepped: pending retries moved with it", { stepMs: Math.round(stepMs), webhookRetries, payoutHolds, purgeBehindMs: Math.round(steps.aheadMs()) });
+  });
+  const stepWatch = steps === null ? null : startRepeating(() => steps.check(), STEP_CHECK_MS, onTimerError("clock step check"));
+  const purgeDeps: Deps = steps === null ? deps : { ...deps, clock: { now: () => clock.now() - steps.aheadMs() } };
   const purge = startRepeating(
-    async (stopping) =>
+    async (stopping) => {
+      await steps?.check(); // a step not yet seen is seen before anything is deleted
       log.debug("purge", {
-        ...(await purgeAuth(deps, stopping)),
-        ...(await purgeMcpSessions(deps, { stopping })),
-        ...(await purgeWebhooks(deps, stopping)),
+        ...(await purgeAuth(purgeDeps, stopping)),
+        ...(await purgeMcpSessions(purgeDeps, { stopping })),
+        ...(await purgeWebhooks(purgeDeps, stopping)),
         // Imported here: the checkout store is not loaded at start-up (its routes are built on first use).
-        ...(await (await import("./paygate/purge.ts")).purgeCheckouts(deps, stopping)),
-      }),
+        ...(await (await import("./paygate/purge.ts")).purgeCheckouts(purgeDeps, stopping)),
+      });
+    },
     config.purgeIntervalMs,
     onTimerError("purge"),
     true, // at start-up too: a server restarted more often than the interval still purges
@@ -420,6 +441,7 @@ async function serve(
         // What a cut-off tick left unsettled is settled by the next start, as after a crash.
         await Promise.all([
           purge.stop(),
+          stepWatch?.stop(),
           sweep.stop(),
           mcpSweep.stop(),
           checkoutWatch.stop(),

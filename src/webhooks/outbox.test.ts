@@ -24,6 +24,7 @@ import {
   eventBody,
   listDeliveries,
   listDeliveryAttempts,
+  moveRetriesWithClock,
   resendDelivery,
   RETRY_SCHEDULE_MS,
   sendTestEvent,
@@ -263,6 +264,56 @@ describe("delivery", () => {
     // ... and the deliveries by how they ended: one, delivered at its second attempt.
     expect(metrics).toContain('walletgate_webhook_deliveries_total{result="succeeded"} 1\n');
     expect(metrics).not.toContain('walletgate_webhook_deliveries_total{result="failed"}');
+  });
+
+  test("a step of the wall clock moves a retry with it: set back an hour, the retry still goes 5 s after the failure", async () => {
+    const { deps, clock } = await setup();
+    const owner = wallet();
+    const { rx, ep } = await verifiedEndpoint(deps, clock, owner, ["payment.completed"], (n) => new Response(n === 1 ? "boom" : "ok", { status: n === 1 ? 500 : 200 }));
+    await enqueue(deps, owner);
+    const w = worker(deps);
+    expect(await w.runOnce()).toBe(1);
+    clock.advance(1_000);
+    clock.set(clock.now() - 3_600_000); // NTP sets the clock back an hour, a second after the failure
+    expect(await moveRetriesWithClock(deps, -3_600_000, clock.now())).toBe(1);
+    const [d] = await deliveriesOf(deps, owner, ep.endpointId);
+    expect(d).toMatchObject({ status: "pending", nextAttemptAt: new Date(clock.now() + 4000).toISOString() });
+    clock.advance(3999);
+    expect(await w.runOnce()).toBe(0);
+    clock.advance(1);
+    expect(await w.runOnce()).toBe(1);
+    expect(rx.received).toHaveLength(2);
+    expect(rx.received.every((r) => r.verified[0])).toBe(true); // signed at the clock's new time
+  });
+
+  test("a step moves only pending attempts still to come: each waits what it had left, one the step made due is due now", async () => {
+    const { deps, clock, db } = await setup();
+    const at = clock.now();
+    await queuedDeliveries(db, at, "whe_step", 5, (i) => i === 4);
+    const due = (id: string, t: number) => db.write(() => db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?").run(t, id));
+    await due("whd_00000", at - 1_000); // already due
+    await due("whd_00001", at + 30_000); // due in 30 s
+    await due("whd_00002", at + 7_200_000); // due in 2 h
+    await due("whd_00003", at + 600_000); // due in 10 min
+    const times = () =>
+      Object.fromEntries((db.sqlite.query("SELECT id, next_attempt_at AS t FROM webhook_deliveries ORDER BY id").all() as { id: string; t: number | null }[]).map((r) => [r.id, r.t]));
+
+    // Set back an hour: the waits stay; the one already due stays due (moved by the step alone, it would wait
+    // 59 min 59 s), at the clock's new time.
+    const back = at - 3_600_000;
+    expect(await moveRetriesWithClock(deps, -3_600_000, back)).toBe(4);
+    expect(times()).toEqual({ whd_00000: back, whd_00001: back + 30_000, whd_00002: back + 7_200_000, whd_00003: back + 600_000, whd_00004: null });
+
+    // Set back 20 minutes more, a step longer than the 10-minute wait: that one still waits 10 minutes.
+    const back2 = back - 1_200_000;
+    expect(await moveRetriesWithClock(deps, -1_200_000, back2)).toBe(4);
+    expect(times()).toEqual({ whd_00000: back2, whd_00001: back2 + 30_000, whd_00002: back2 + 7_200_000, whd_00003: back2 + 600_000, whd_00004: null });
+
+    // A day forward: what was still to come waits as long; what was due is due still (not moved a day on).
+    await due("whd_00000", back2 - 5_000);
+    const ahead = back2 + DAY_MS;
+    expect(await moveRetriesWithClock(deps, DAY_MS, ahead)).toBe(3);
+    expect(times()).toEqual({ whd_00000: back2 - 5_000, whd_00001: ahead + 30_000, whd_00002: ahead + 7_200_000, whd_00003: ahead + 600_000, whd_00004: null });
   });
 
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {

@@ -429,6 +429,23 @@ export function claimDueDeliveries(
   });
 }
 
+/**
+ * Moves the pending deliveries' next attempts by a step of the wall clock (clock-steps.ts), detected at
+ * `now`: each waits as long as it had left. Those already due stay due; set back, a time the step made
+ * pass without it is due now. Returns how many moved.
+ */
+export function shiftPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
+  return db.write(
+    () =>
+      db.sqlite
+        .query(
+          `UPDATE webhook_deliveries SET next_attempt_at = CASE WHEN next_attempt_at + ? > ? THEN next_attempt_at + ? ELSE ? END
+           WHERE status = 'pending' AND next_attempt_at > ?`,
+        )
+        .run(stepMs, now, stepMs, now, Math.min(now, now - stepMs)).changes,
+  );
+}
+
 /** The leases held now (deliveries in flight): delivery id, claim token, and the endpoint ("<kind> <id>", as claims name them). */
 export async function heldClaims(db: Db, now: number): Promise<{ id: string; token: string; endpoint: string }[]> {
   return db.sqlite

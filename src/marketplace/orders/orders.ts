@@ -633,6 +633,15 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
 }
 
 /**
+ * A step of the wall clock moves the payouts held for a token account (their next look) with it, as it
+ * moves webhook retries. An order's deadline and other due times do not move: they were told to both
+ * parties as times of day, and are kept as told. Returns how many moved.
+ */
+export function movePayoutHoldsWithClock(deps: Pick<Deps, "db">, stepMs: number, now: number): Promise<number> {
+  return store.shiftPayoutHolds(deps.db, stepMs, now);
+}
+
+/**
  * One round of the timers: proposals unanswered for 24 hours expire; paid orders past their deadline
  * expire with a full refund; deliveries unanswered for 72 hours are completed and released; escrow
  * transactions in flight on an RPC network are settled. Due times and transactions are stored, so a

@@ -28,6 +28,7 @@ import {
   disputeOrder,
   escrowedTotals,
   listOrders,
+  movePayoutHoldsWithClock,
   AUTO_RELEASE_MS,
   PAYOUT_WAIT_MS,
   PROPOSAL_TTL_MS,
@@ -204,6 +205,27 @@ describe("orders on an RPC network", () => {
     expect(await m.status(paidId)).toBe("paid");
     // No rent left the escrow: what it spent is its transaction's fee (5,000 lamports a signature).
     expect(solBefore - (await m.deps.ledger.getBalances(escrow)).sol!).toBe(5_000n);
+  }, 60_000);
+
+  test("a held payout's next look moves with a step of the wall clock; the order's own due time does not", async () => {
+    const m = await setup();
+    const usdcMint = (await m.deps.ledger.tokens()).find((t) => t.key === "usdc")!.mint!;
+    const orderId = await m.delivered("0.000001");
+    rpc.setLamports(associatedTokenAddress(m.provider, usdcMint), 0n); // the provider closed its USDC account
+    const dueAt = (await ordersStore.findOrder(m.deps.db, orderId))!.dueAt!;
+    m.clock.advance(AUTO_RELEASE_MS + 3 * 3_600_000); // the release is 3 h overdue (the server was down)
+    expect(await runOrderTimers(m.deps)).toBe(0); // held: looked at again in an hour
+    const heldAt = m.clock.now();
+    rpc.mintUsdc(m.provider, 0n); // the account is back
+    // NTP sets the clock back 2 h: the next look is still an hour away, not three.
+    m.clock.set(heldAt - 2 * 3_600_000);
+    expect(await movePayoutHoldsWithClock(m.deps, -2 * 3_600_000, m.clock.now())).toBe(1);
+    expect((await ordersStore.findOrder(m.deps.db, orderId))!.dueAt).toBe(dueAt); // told to both parties: kept as told
+    m.clock.advance(PAYOUT_WAIT_MS - 1);
+    expect(await runOrderTimers(m.deps)).toBe(0);
+    m.clock.advance(1);
+    expect(await runOrderTimers(m.deps)).toBe(1);
+    expect([await m.status(orderId), await m.usdc(m.provider)]).toEqual(["completed", 1n]);
   }, 60_000);
 
   test("an account closed between the escrow's check and the payout's build is not reopened: the payout fails, nothing moves", async () => {

@@ -171,6 +171,19 @@ export async function holdPayout(db: Db, id: string, status: OrderStatus, at: nu
   return db.write(() => db.sqlite.query("UPDATE market_orders SET payout_retry_at = ? WHERE id = ? AND status = ?").run(at, id, status).changes === 1);
 }
 
+/** Moves the held payouts' next looks by a step of the wall clock detected at `now`, as shiftPendingDeliveries (webhooks). */
+export async function shiftPayoutHolds(db: Db, stepMs: number, now: number): Promise<number> {
+  return db.write(
+    () =>
+      db.sqlite
+        .query(
+          `UPDATE market_orders SET payout_retry_at = CASE WHEN payout_retry_at + ? > ? THEN payout_retry_at + ? ELSE ? END
+           WHERE payout_retry_at > ?`,
+        )
+        .run(stepMs, now, stepMs, now, Math.min(now, now - stepMs)).changes,
+  );
+}
+
 /** Proposals still open in a conversation. */
 export function openProposalsInWrite(db: Db, conversationId: string): number {
   return (db.sqlite.query("SELECT COUNT(*) AS n FROM market_orders WHERE conversation_id = ? AND status = 'proposed'").get(conversationId) as { n: number }).n;

@@ -1,0 +1,86 @@
+// Steps of the wall clock (an NTP correction, `date -s`, a VM's clock set right), told apart from the
+// passing of time by the monotonic clock, which no step moves. Timers stored as wall times (a webhook's
+// next attempt) move with a step, so that a clock set back an hour does not hold them an hour longer,
+// and the purge stays behind a clock jumped forward, so that a wrong clock cannot delete live rows.
+import { readFileSync } from "node:fs";
+
+/** The clocks a watch compares. */
+export interface ClockSources {
+  /** Unix time in milliseconds: the clock that steps. */
+  wall(): number;
+  /** Milliseconds from any fixed origin, never stepped; it stands still while the machine is suspended. */
+  mono(): number;
+  /** Milliseconds from any fixed origin that run on through a suspend too; null where the system does not tell. */
+  boot(): number | null;
+}
+
+/** Differences smaller than this are not steps (NTP slews small errors; a check itself takes time). */
+export const STEP_THRESHOLD_MS = 1_000;
+
+/** How often the running server looks. A timer stored within this long after a step moves with it too. */
+export const STEP_CHECK_MS = 1_000;
+
+/** Linux's time since boot, counting suspend (`/proc/uptime`, in hundredths of a second); null elsewhere. */
+function uptimeMs(): number | null {
+  try {
+    const seconds = Number.parseFloat(readFileSync("/proc/uptime", "latin1"));
+    return Number.isFinite(seconds) ? seconds * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+export const systemClockSources: ClockSources = { wall: () => Date.now(), mono: () => performance.now(), boot: uptimeMs };
+
+/** Told of a step: `stepMs` is how far the wall clock moved beyond the time that passed (negative: set back). */
+export type StepListener = (stepMs: number, now: number) => Promise<unknown>;
+
+export interface ClockSteps {
+  /** Compares the clocks since the last check; on a step, runs every listener (in order) before it resolves. Returns the step, or 0. */
+  check(): Promise<number>;
+  onStep(listener: StepListener): void;
+  /** How far the wall clock has been stepped forward since the watch began, less the steps back since (never below 0). */
+  aheadMs(): number;
+}
+
+/**
+ * Watches `sources` from now on. A forward difference the boot clock accounts for (a suspend: time did
+ * pass) is no step; where there is no boot clock (not Linux) every forward difference is taken for a
+ * suspend, and only steps back are told. A listener's failure goes to `onError`; the others still run.
+ */
+export function watchClockSteps(sources: ClockSources, onError: (err: unknown) => void): ClockSteps {
+  const listeners: StepListener[] = [];
+  let last = { wall: sources.wall(), mono: sources.mono(), boot: sources.boot() };
+  let ahead = 0;
+
+  function stepSinceLast(): { stepMs: number; now: number } {
+    const now = { wall: sources.wall(), mono: sources.mono(), boot: sources.boot() };
+    // The time passed is the boot clock's where there is one (a suspend included); the monotonic clock's,
+    // which misses a suspend, otherwise: then a forward difference may be a suspend, and is not told.
+    const withBoot = now.boot !== null && last.boot !== null;
+    let stepMs = now.wall - last.wall - (withBoot ? now.boot! - last.boot! : now.mono - last.mono);
+    if (!withBoot) stepMs = Math.min(stepMs, 0);
+    last = now;
+    return { stepMs: Math.abs(stepMs) < STEP_THRESHOLD_MS ? 0 : stepMs, now: now.wall };
+  }
+
+  return {
+    async check() {
+      const { stepMs, now } = stepSinceLast();
+      if (stepMs === 0) return 0;
+      ahead = Math.max(0, ahead + stepMs);
+      for (const listener of listeners) {
+        try {
+          await listener(stepMs, now);
+        } catch (err) {
+          onError(err);
+        }
+      }
+      return stepMs;
+    },
+    onStep(listener) {
+      listeners.push(listener);
+    },
+    aheadMs: () => ahead,
+  };
+}
