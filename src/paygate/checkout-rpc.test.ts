@@ -181,6 +181,24 @@ describe("checkout on RPC networks", () => {
     expect(await codeOf(confirmCheckout(s.deps, s.productId, checkout.checkoutId, signatureOf(signed)))).toBe("INVALID_STATE");
   });
 
+  test("a node slow to tell the chain's time: the checkout opens after 2 s without it, judged on this server's clock", async () => {
+    const s = await setup("devnet");
+    s.clock.set(Date.now() - 20 * 60_000);
+    rpc.setSlowMethod({ method: "getBlockTime", ms: 10_000 }); // under the ledger's own 15-s limit on a call
+    let checkout: Awaited<ReturnType<typeof startCheckout>>;
+    const started = performance.now();
+    try {
+      checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    } finally {
+      rpc.setSlowMethod(null);
+    }
+    expect(performance.now() - started).toBeLessThan(8_000); // not the node's 10 s
+    const signed = signCheckout(checkout.transaction, s.buyer);
+    await s.deps.ledger.submit(Buffer.from(signed, "base64"));
+    // Its block is stamped 20 minutes after the expiry on this server's clock, the only one the checkout has.
+    expect(await codeOf(confirmCheckout(s.deps, s.productId, checkout.checkoutId, signatureOf(signed)))).toBe("INVALID_STATE");
+  });
+
   test("a node whose latest block lagged when the checkout opened: a payment this server let the buyer send still counts", async () => {
     const s = await setup("devnet");
     rpc.setAnswerFilter((method, answer) => (method === "getBlockTime" ? { ...answer, result: (answer.result as number) - 300 } : answer));

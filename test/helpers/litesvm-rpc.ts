@@ -42,6 +42,8 @@ export type LiteSvmRpc = Readonly<{
   setBlockTimeOffset(ms: number): void;
   /** While on, getTransaction answers meta: null (a node without the transaction's status). */
   setMetaMissing(missing: boolean): void;
+  /** While set, a request for `method` is answered only after `ms` (a node slow to answer it); null: none. */
+  setSlowMethod(slow: { method: string; ms: number } | null): void;
   /** While set, every JSON-RPC answer passes through it (a node answering out of spec). */
   setAnswerFilter(filter: ((method: string, answer: Record<string, unknown>) => Record<string, unknown>) | null): void;
   /** Every JSON-RPC method called, in order. */
@@ -213,6 +215,7 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
   const blockTime = () => Math.floor((Date.now() + blockTimeOffsetMs) / 1000);
   let metaMissing = false;
   let answerFilter: ((method: string, answer: Record<string, unknown>) => Record<string, unknown>) | null = null;
+  let slowMethod: { method: string; ms: number } | null = null;
   const calls: string[] = [];
   const records: Recorded[] = [];
   const bySignature = new Map<string, Recorded>();
@@ -468,6 +471,8 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
       } catch {
         return Response.json({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } });
       }
+      const slow = slowMethod;
+      if (slow !== null && (Array.isArray(body) ? body : [body]).some((r) => (r as { method?: unknown } | null)?.method === slow.method)) await Bun.sleep(slow.ms);
       return Response.json(Array.isArray(body) ? body.map(answer) : answer(body));
     },
   });
@@ -516,6 +521,9 @@ export async function startLiteSvmRpc(): Promise<LiteSvmRpc> {
     },
     setMetaMissing: (missing) => {
       metaMissing = missing;
+    },
+    setSlowMethod: (slow) => {
+      slowMethod = slow;
     },
     setAnswerFilter: (filter) => {
       answerFilter = filter;
