@@ -345,15 +345,19 @@ async function serve(
 
   const onTimerError = (what: string) => (err: unknown) =>
     log.error(`${what} failed`, { error: errorText(err), ...(db.noteFailure(err) ? { database: "damaged: writes stopped, /readyz fails" } : {}) });
-  // A step of the wall clock (lib/clock-steps.ts) moves the internal retry times with it, and the purge
-  // stays as far behind the clock as it was stepped forward, so that a wrong clock deletes nothing live.
+  // A step of the wall clock (lib/clock-steps.ts): one back moves the internal retry times with it, so that
+  // none waits longer for it. One forward moves none: it may be the clock catching up with time that did
+  // pass (a VM its host paused), and a retry brought forward does no harm. The purge stays as far behind
+  // the clock as it was stepped forward, so that a wrong clock deletes nothing live.
   const sources = options.clockSources ?? (options.clock === undefined ? systemClockSources : null);
   const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"));
   steps?.onStep(async (stepMs, now) => {
-    const webhookRetries = await moveRetriesWithClock(deps, stepMs, now);
-    const orders = await importQuietly(() => import("./marketplace/orders/orders.ts"));
-    const payoutHolds = await orders.movePayoutHoldsWithClock(deps, stepMs, now);
-    log.warn("the wall clock was stepped: pending retries moved with it", { stepMs: Math.round(stepMs), webhookRetries, payoutHolds, purgeBehindMs: Math.round(steps.aheadMs()) });
+    let moved = { webhookRetries: 0, payoutHolds: 0 };
+    if (stepMs < 0) {
+      const orders = await importQuietly(() => import("./marketplace/orders/orders.ts"));
+      moved = { webhookRetries: await moveRetriesWithClock(deps, stepMs, now), payoutHolds: await orders.movePayoutHoldsWithClock(deps, stepMs, now) };
+    }
+    log.warn("the wall clock was stepped", { stepMs: Math.round(stepMs), ...moved, purgeBehindMs: Math.round(steps.aheadMs()) });
   });
   const stepWatch = steps === null ? null : startRepeating(() => steps.check(), STEP_CHECK_MS, onTimerError("clock step check"));
   const purgeDeps: Deps = steps === null ? deps : { ...deps, clock: { now: () => clock.now() - steps.aheadMs() } };

@@ -1,7 +1,7 @@
 // Steps of the wall clock (an NTP correction, `date -s`, a VM's clock set right), told apart from the
-// passing of time by the monotonic clock, which no step moves. Timers stored as wall times (a webhook's
-// next attempt) move with a step, so that a clock set back an hour does not hold them an hour longer,
-// and the purge stays behind a clock jumped forward, so that a wrong clock cannot delete live rows.
+// passing of time by a clock no step moves. Timers stored as wall times (a webhook's next attempt) move
+// with a step back, so that a clock set back an hour does not hold them an hour longer, and the purge
+// stays behind a clock jumped forward, so that a wrong clock cannot delete live rows (src/server.ts).
 import { readFileSync } from "node:fs";
 
 /** The clocks a watch compares. */
@@ -68,7 +68,8 @@ export function watchClockSteps(sources: ClockSources, onError: (err: unknown) =
     async check() {
       const { stepMs, now } = stepSinceLast();
       if (stepMs === 0) return 0;
-      ahead = Math.max(0, ahead + stepMs);
+      ahead += stepMs;
+      if (ahead < STEP_THRESHOLD_MS) ahead = 0; // a step back past it, or what is left of a step and its undoing (the boot clock reads in hundredths)
       for (const listener of listeners) {
         try {
           await listener(stepMs, now);

@@ -207,9 +207,9 @@ export async function resendDelivery(deps: Deps, owner: string, deliveryId: stri
 }
 
 /**
- * A step of the wall clock (lib/clock-steps.ts) moves every pending delivery's next attempt with it: a
- * retry due in five minutes is still due in five minutes after the clock is set back an hour (it would
- * otherwise wait an hour and five minutes), or forward. Returns how many moved.
+ * A step back of the wall clock (lib/clock-steps.ts, `stepMs` < 0) moves every pending delivery's next
+ * attempt with it: a retry due in five minutes is still due in five minutes after the clock is set back an
+ * hour (it would otherwise wait an hour and five minutes). Returns how many moved.
  */
 export function moveRetriesWithClock(deps: Pick<Deps, "db">, stepMs: number, now: number): Promise<number> {
   return store.shiftPendingDeliveries(deps.db, stepMs, now);

@@ -430,9 +430,9 @@ export function claimDueDeliveries(
 }
 
 /**
- * Moves the pending deliveries' next attempts by a step of the wall clock (clock-steps.ts), detected at
- * `now`: each waits as long as it had left. Those already due stay due; set back, a time the step made
- * pass without it is due now. Returns how many moved.
+ * Moves the pending deliveries' next attempts by a step of the wall clock (lib/clock-steps.ts) detected at
+ * `now`: each waits as long as it had left. Those already due before the step stay due (at `now`). Returns
+ * how many moved.
  */
 export function shiftPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
   return db.write(

@@ -633,8 +633,8 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
 }
 
 /**
- * A step of the wall clock moves the payouts held for a token account (their next look) with it, as it
- * moves webhook retries. An order's deadline and other due times do not move: they were told to both
+ * A step back of the wall clock moves the payouts held for a token account (their next look) with it, as
+ * it moves webhook retries. An order's deadline and other due times do not move: they were told to both
  * parties as times of day, and are kept as told. Returns how many moved.
  */
 export function movePayoutHoldsWithClock(deps: Pick<Deps, "db">, stepMs: number, now: number): Promise<number> {
