@@ -175,6 +175,35 @@ describe("secrets", () => {
     }
   });
 
+  test.skipIf(strace === null)("an idle server flushes nothing: its background work writes only when there is work", async () => {
+    const root = tempDir();
+    let server: TestServer | null = null;
+    // strace 6.1 cannot kill what it traces when it is killed: the server is stopped first, then strace ends.
+    const stopTraced = async (s: TestServer) => {
+      const traced = Number(readFileSync(`/proc/${s.pid}/task/${s.pid}/children`, "utf8").trim().split(" ")[0]);
+      if (traced > 0) process.kill(traced, "SIGTERM");
+      return s.stop();
+    };
+    try {
+      const trace = join(root, "strace.log");
+      server = await startTestServer({}, undefined, ["strace", "-f", "-e", "trace=fsync,fdatasync", "-o", trace]);
+      servers.push(server);
+      const flushes = () => readFileSync(trace, "utf8").split("\n").filter((l) => /\b(fsync|fdatasync)\(/.test(l)).length;
+      await Bun.sleep(1_500); // start-up's own writes (the first purge)
+      const before = flushes();
+      // Past the webhook worker's polls (every second) and the checkout watcher's first rounds (every 5 s).
+      await Bun.sleep(6_000);
+      expect(flushes()).toBe(before);
+      await signIn(server.url, newWallet()); // a write: flushed (the trace sees flushes)
+      expect(flushes()).toBeGreaterThan(before);
+      expect(await stopTraced(server)).toBe(0);
+      server = null;
+    } finally {
+      if (server !== null) await stopTraced(server).catch(() => undefined);
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 30_000);
+
   test("rotation: JWT_SECRET_PREVIOUS keeps old tokens valid by kid; dropping it ends them", async () => {
     const oldSecret = "old-secret-old-secret-old-secret-0001";
     const newSecret = "new-secret-new-secret-new-secret-0002";

@@ -88,9 +88,21 @@ test("the owner's conversations are paged before each one's count and last messa
 test("the webhook claim reads each endpoint's due rows in sending order (due time, then as written) from its index, unsorted", async () => {
   const { deps } = await testDeps();
   const now = deps.clock.now();
+  // One delivery due: with none, the claim stops at its first look (a read) and writes nothing.
+  await deps.db.write(() => {
+    deps.db.sqlite.query("INSERT INTO outbox_events (id, target_kind, target_id, type, payload, created_at) VALUES ('evt_1', 'owner', 'o', 'payment.completed', 'x', ?)").run(now);
+    deps.db.sqlite
+      .query(
+        `INSERT INTO webhook_deliveries (id, event_id, endpoint_kind, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES ('whd_1', 'evt_1', 'owner_endpoint', 'whe_1', 'pending', 0, ?, ?, ?)`,
+      )
+      .run(now, now, now);
+  });
   const plans = await plansOf(deps.db.sqlite, () =>
     webhooks.claimDueDeliveries(deps.db, { now, leaseUntil: now + 1, token: "t", limit: 16, kinds: ["owner_endpoint", "agent"], perEndpoint: 1, busy: [] }),
   );
+  // The first look: the due index's range, stopping at the first row not under a lease.
+  expect(plans[0]!.plan).toContain("SEARCH webhook_deliveries USING INDEX webhook_deliveries_due (status=? AND next_attempt_at<?)");
   const claim = plans.find((p) => p.sql.includes("WITH RECURSIVE"))!.plan;
   // The per-endpoint look-up, up to the event join after it: an index range, no sort of the endpoint's backlog.
   const perEndpoint = /CORRELATED LIST SUBQUERY \d+; (.*?); SEARCH e /.exec(claim)?.[1];
