@@ -121,6 +121,51 @@ describe("durable commits (FULL)", () => {
     db.close();
   });
 
+  test("a batch that changed no row has no flush of its own: answered at once, or with the flush of earlier commits", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "nochange.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    const nothing = () => db.write(() => db.sqlite.query("DELETE FROM t WHERE k = 99").run()); // a poll finding nothing
+    const insert = (k: number) => db.write(() => db.sqlite.query("INSERT INTO t VALUES (?)").run(k));
+
+    // Nothing committed waits for a flush: answered at once, and nothing is flushed.
+    const idle = settled(nothing());
+    await nextTurn();
+    expect([idle(), sync.pending.length]).toEqual(["resolved", 0]);
+
+    // During the flush of an earlier commit, it waits for that flush (what it read may be that commit's), and adds none.
+    const first = settled(insert(1));
+    await nextTurn();
+    const during = settled(nothing());
+    await nextTurn();
+    expect([first(), during(), sync.pending.length]).toEqual(["pending", "pending", 1]);
+    sync.finish();
+    await nextTurn();
+    expect([first(), during(), sync.pending.length]).toEqual(["resolved", "resolved", 0]);
+
+    // With a commit waiting for the next flush, it waits for that one too.
+    const second = settled(insert(2));
+    await nextTurn();
+    const third = settled(insert(3));
+    await nextTurn();
+    const afterThird = settled(nothing());
+    await nextTurn();
+    sync.finish(); // the second's
+    await nextTurn();
+    expect([second(), third(), afterThird(), sync.pending.length]).toEqual(["resolved", "pending", "pending", 1]);
+    sync.finish(); // the third's
+    await nextTurn();
+    expect([third(), afterThird(), sync.pending.length]).toEqual(["resolved", "resolved", 0]);
+
+    // After a failed flush it is refused, as every write is.
+    const lost = insert(4);
+    await nextTurn();
+    sync.finish(new Error("EIO: i/o error, fsync"));
+    await expect(lost).rejects.toThrow("EIO");
+    await expect(nothing()).rejects.toThrow();
+    db.close();
+  });
+
   test("settled() resolves only once the writes made so far are flushed, and rejects with their batch", async () => {
     const sync = manualSync();
     const db = openDatabase(join(dir, "settled.db"), { syncFile: sync.syncFile });

@@ -207,6 +207,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const rollbackTo = sqlite.prepare("ROLLBACK TO write");
   const beginRead = sqlite.prepare("BEGIN");
   const commitRead = sqlite.prepare("COMMIT");
+  // Rows changed on this connection so far: a batch that changed none wrote nothing to the log to flush.
+  const totalChanges = sqlite.prepare("SELECT total_changes() AS n");
+  const changesNow = () => (totalChanges.get() as { n: number }).n;
+  let changesAtLastCommit = changesNow();
 
   const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
 
@@ -230,7 +234,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     const batch = waiters;
     waiters = [];
     inBatch = false;
-    if (failure === null && walFile !== null) return walFile.afterFlush(batch);
+    if (failure === null && walFile !== null) {
+      const changes = changesNow();
+      const wrote = changes !== changesAtLastCommit;
+      changesAtLastCommit = changes;
+      return walFile.afterFlush(batch, wrote);
+    }
     answerAll(batch, failure);
   }
 
@@ -419,7 +428,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
       try {
         walFile?.close(); // throws if the last flush failed: the caller hears of it
       } finally {
-        for (const statement of [savepoint, release, rollbackTo, innerSavepoint, innerRelease, innerRollbackTo, beginRead, commitRead]) statement.finalize();
+        for (const statement of [savepoint, release, rollbackTo, innerSavepoint, innerRelease, innerRollbackTo, beginRead, commitRead, totalChanges]) statement.finalize();
         sqlite.close();
         walIndex?.release(); // only now: see wal-index.ts
       }
@@ -512,8 +521,18 @@ function walFlusher(walPath: string, syncFile: SyncFile, syncFileNow: (fd: numbe
     else answerAll(batch, null);
   }
   return {
-    afterFlush(batch: Waiter[]): void {
+    /**
+     * `wrote`: the batch changed rows. One that changed none (a poll, a purge step with nothing due) has no
+     * flush of its own: it waits only for those of earlier commits, queued or running, if any, since what
+     * it read may be theirs. Idle work then flushes nothing.
+     */
+    afterFlush(batch: Waiter[], wrote: boolean): void {
       if (failed !== null) return answerAll(batch, failed);
+      if (!wrote && queued.length === 0) {
+        if (running) held.push(...batch);
+        else answerAll(batch, null);
+        return;
+      }
       queued.push(...batch);
       start();
     },
