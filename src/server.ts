@@ -11,7 +11,7 @@ import { holdsSealedData, requireSealingKey } from "./db/sealed.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { requireGenesisDecimals, requireNetwork } from "./ledger/create.ts";
 import { AppError, errorResponse, errorText, fieldError, internalError } from "./errors.ts";
-import { systemClock, type Clock } from "./lib/clock.ts";
+import { DAY_MS, systemClock, type Clock } from "./lib/clock.ts";
 import { STEP_CHECK_MS, systemClockSources, watchClockSteps, type ClockSources } from "./lib/clock-steps.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
@@ -350,7 +350,10 @@ async function serve(
   // pass (a VM its host paused), and a retry brought forward does no harm. The purge stays as far behind
   // the clock as it was stepped forward, so that a wrong clock deletes nothing live.
   const sources = options.clockSources ?? (options.clock === undefined ? systemClockSources : null);
-  const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"));
+  // Held back for the longest a session row can live and a day after the last step forward: by then no row
+  // that was live before the step can still be (rows written since are dated on the stepped clock).
+  const longestRowMs = Math.max(config.sessionTtlS, config.sessionMaxAgeS) * 1000 + DAY_MS;
+  const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"), longestRowMs);
   steps?.onStep(async (stepMs, now) => {
     let moved = { webhookRetries: 0, payoutHolds: 0 };
     if (stepMs < 0) {
@@ -359,6 +362,9 @@ async function serve(
     }
     log.warn("the wall clock was stepped", { stepMs: Math.round(stepMs), ...moved, purgeBehindMs: Math.round(steps.aheadMs()) });
   });
+  if (steps !== null) {
+    metrics.registry.gauge("walletgate_purge_behind_seconds", "How far the purge stays behind the wall clock after it was stepped forward (0 normally).", () => steps.aheadMs() / 1000);
+  }
   const stepWatch = steps === null ? null : startRepeating(() => steps.check(), STEP_CHECK_MS, onTimerError("clock step check"));
   const purgeDeps: Deps = steps === null ? deps : { ...deps, clock: { now: () => clock.now() - steps.aheadMs() } };
   const purge = startRepeating(

@@ -83,9 +83,24 @@ describe.skipIf(libfaketime === null)("a step of the running server's wall clock
   }, 40_000);
 
   test("jumped two days forward, the purge deletes no live session; set right again, the session still works", async () => {
-    const { server, setOffset } = await serverWithMovableClock({ SESSION_TTL_S: "600", SESSION_MAX_AGE_S: "600", PURGE_INTERVAL_MS: "200", LOG_LEVEL: "debug" });
+    const { server, setOffset } = await serverWithMovableClock({
+      SESSION_TTL_S: "600",
+      SESSION_MAX_AGE_S: "600",
+      PURGE_INTERVAL_MS: "200",
+      LOG_LEVEL: "debug",
+      ALLOW_PRIVATE_NETWORK_TARGETS: "true",
+    });
     const token = (await signIn(server.url, newWallet())).sessionToken;
     expect((await call(server.url, "/auth/session", { token })).status).toBe(200);
+    // A retry pending when the clock jumps: a step forward leaves it where it is (it may be time that did pass).
+    const hook = verifyingReceiver({ answer: () => new Response("try later", { status: 500 }) });
+    receivers.push(hook);
+    const endpoint = await call(server.url, "/dashboard/api/webhooks", { token, body: { url: hook.url, events: ["product.created"] } });
+    hook.setSecret(endpoint.body.secret as string);
+    const product = { title: "Pro", description: "", type: "feature_unlock", price: "5", featureIds: ["pro"] };
+    expect((await call(server.url, "/dashboard/api/products", { token, body: product })).status).toBe(201);
+    await until(() => hook.received.length >= 1, 10_000);
+    await Bun.sleep(300); // its retry is due 5 s on
 
     setOffset("+2d"); // the token's row, 10 minutes from its expiry, looks expired for a day and 23 h 50 min
     await until(() => linesOf(server, STEPPED).length === 1, 10_000);
@@ -95,10 +110,13 @@ describe.skipIf(libfaketime === null)("a step of the running server's wall clock
     expect(ahead).toMatchObject({ level: "warn", webhookRetries: 0, payoutHolds: 0 }); // a step forward moves no retry
     expect(Math.abs((ahead!.purgeBehindMs as number) - 2 * 86_400_000)).toBeLessThan(2_000);
     expect(linesOf(server, "purge").every((p) => p.tokens === 0)).toBe(true);
+    const behind = async () => Number(/^walletgate_purge_behind_seconds (\S+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())![1]);
+    expect(Math.abs((await behind()) - 2 * 86_400)).toBeLessThan(2);
 
     setOffset("+0");
     await until(() => linesOf(server, STEPPED).length === 2, 10_000);
     expect(linesOf(server, STEPPED)[1]).toMatchObject({ purgeBehindMs: 0 });
+    expect(await behind()).toBe(0);
     const session = await call(server.url, "/auth/session", { token });
     expect([session.status, session.body.code]).toEqual([200, undefined]);
   }, 40_000);

@@ -83,6 +83,29 @@ describe("clock steps", () => {
     expect(steps.aheadMs()).toBe(0);
   });
 
+  test("the purge's distance is looked up afresh at every read, and forgotten once forgetAfterMs has passed since the last step forward", async () => {
+    const c = clocks();
+    const told: number[] = [];
+    const steps = watchClockSteps(c.sources, () => undefined, 10 * 86_400_000);
+    steps.onStep(async (stepMs) => {
+      told.push(stepMs);
+    });
+    c.step(2 * 86_400_000);
+    expect(steps.aheadMs()).toBe(2 * 86_400_000); // seen without a check: the purge never reads a stale distance
+    await steps.check();
+    expect(told).toEqual([2 * 86_400_000]); // told once, by whichever look saw it
+    c.pass(10 * 86_400_000 - 1);
+    expect(steps.aheadMs()).toBe(2 * 86_400_000);
+    c.pass(1);
+    expect(steps.aheadMs()).toBe(0); // no row live before the step can still need it
+    c.step(3_600_000); // a new step forward counts from itself
+    expect(steps.aheadMs()).toBe(3_600_000);
+    c.suspend(9 * 86_400_000); // time passed while suspended counts too
+    expect(steps.aheadMs()).toBe(3_600_000);
+    c.suspend(86_400_000);
+    expect(steps.aheadMs()).toBe(0);
+  });
+
   test("a suspended machine is no step: the boot clock shows the time passed; a step during it still counts", async () => {
     const c = clocks();
     const { steps, told } = watch(c);

@@ -36,52 +36,71 @@ export const systemClockSources: ClockSources = { wall: () => Date.now(), mono: 
 export type StepListener = (stepMs: number, now: number) => Promise<unknown>;
 
 export interface ClockSteps {
-  /** Compares the clocks since the last check; on a step, runs every listener (in order) before it resolves. Returns the step, or 0. */
+  /** Looks for a step since the last look; resolves once the listeners of every step seen so far have run. Returns this look's step, or 0. */
   check(): Promise<number>;
   onStep(listener: StepListener): void;
-  /** How far the wall clock has been stepped forward since the watch began, less the steps back since (never below 0). */
+  /**
+   * Looks for a step first, then: how far the wall clock has been stepped forward, less the steps back
+   * since (never below 0), until `forgetAfterMs` has passed since the last step forward; 0 after that.
+   */
   aheadMs(): number;
 }
 
 /**
  * Watches `sources` from now on. A forward difference the boot clock accounts for (a suspend: time did
  * pass) is no step; where there is no boot clock (not Linux) every forward difference is taken for a
- * suspend, and only steps back are told. A listener's failure goes to `onError`; the others still run.
+ * suspend, and only steps back are told. Listeners run one step at a time, in order; a listener's
+ * failure goes to `onError`, and the others still run.
  */
-export function watchClockSteps(sources: ClockSources, onError: (err: unknown) => void): ClockSteps {
+export function watchClockSteps(sources: ClockSources, onError: (err: unknown) => void, forgetAfterMs = Number.POSITIVE_INFINITY): ClockSteps {
   const listeners: StepListener[] = [];
   let last = { wall: sources.wall(), mono: sources.mono(), boot: sources.boot() };
+  /** Time passed since the watch began (the boot clock's where there is one). */
+  let passed = 0;
   let ahead = 0;
+  let lastForwardAt = 0;
+  let told: Promise<void> = Promise.resolve();
 
-  function stepSinceLast(): { stepMs: number; now: number } {
+  /** Compares the clocks with the last look (synchronous: no caller acts on a clock it has not looked at). */
+  function look(): number {
     const now = { wall: sources.wall(), mono: sources.mono(), boot: sources.boot() };
     // The time passed is the boot clock's where there is one (a suspend included); the monotonic clock's,
     // which misses a suspend, otherwise: then a forward difference may be a suspend, and is not told.
     const withBoot = now.boot !== null && last.boot !== null;
-    let stepMs = now.wall - last.wall - (withBoot ? now.boot! - last.boot! : now.mono - last.mono);
+    const elapsed = withBoot ? now.boot! - last.boot! : now.mono - last.mono;
+    let stepMs = now.wall - last.wall - elapsed;
     if (!withBoot) stepMs = Math.min(stepMs, 0);
     last = now;
-    return { stepMs: Math.abs(stepMs) < STEP_THRESHOLD_MS ? 0 : stepMs, now: now.wall };
-  }
-
-  return {
-    async check() {
-      const { stepMs, now } = stepSinceLast();
-      if (stepMs === 0) return 0;
-      ahead += stepMs;
-      if (ahead < STEP_THRESHOLD_MS) ahead = 0; // a step back past it, or what is left of a step and its undoing (the boot clock reads in hundredths)
+    passed += Math.max(0, elapsed);
+    if (Math.abs(stepMs) < STEP_THRESHOLD_MS) return 0;
+    ahead += stepMs;
+    if (ahead < STEP_THRESHOLD_MS) ahead = 0; // a step back past it, or what is left of a step and its undoing (the boot clock reads in hundredths)
+    if (stepMs > 0) lastForwardAt = passed;
+    told = told.then(async () => {
       for (const listener of listeners) {
         try {
-          await listener(stepMs, now);
+          await listener(stepMs, now.wall);
         } catch (err) {
           onError(err);
         }
       }
+    });
+    return stepMs;
+  }
+
+  return {
+    async check() {
+      const stepMs = look();
+      await told;
       return stepMs;
     },
     onStep(listener) {
       listeners.push(listener);
     },
-    aheadMs: () => ahead,
+    aheadMs() {
+      look();
+      if (ahead > 0 && passed - lastForwardAt >= forgetAfterMs) ahead = 0;
+      return ahead;
+    },
   };
 }

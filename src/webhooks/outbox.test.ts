@@ -308,6 +308,34 @@ describe("delivery", () => {
     const back2 = back - 1_200_000;
     expect(await moveRetriesWithClock(deps, -1_200_000, back2)).toBe(4);
     expect(times()).toEqual({ whd_00000: back2, whd_00001: back2 + 30_000, whd_00002: back2 + 7_200_000, whd_00003: back2 + 600_000, whd_00004: null });
+
+    // A step forward moves nothing: it may be the clock catching up with time that did pass.
+    expect(await moveRetriesWithClock(deps, 60_000, back2 + 60_000)).toBe(0);
+    expect(times()).toEqual({ whd_00000: back2, whd_00001: back2 + 30_000, whd_00002: back2 + 7_200_000, whd_00003: back2 + 600_000, whd_00004: null });
+  });
+
+  test("a step back moves a backlog larger than a write's step, each row once, in several writes", async () => {
+    const { deps, clock, db } = await setup();
+    const at = clock.now();
+    const count = 2 * STEP_ROWS + 100;
+    await queuedDeliveries(db, at, "whe_backlog", count, (i) => i % 50 === 7); // some finished: never moved
+    // Due times from 100 s ago to 500 s ahead, some sharing a millisecond (the walk's ties are by rowid).
+    const dueOf = (i: number) => at + Math.floor((i - 100) / 3) * 3_000;
+    await db.write(() => {
+      const set = db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending'");
+      for (let i = 0; i < count; i++) set.run(dueOf(i), `whd_${String(i).padStart(5, "0")}`);
+    });
+    let writes = 0;
+    const counted = { ...deps, db: { ...deps.db, write: <T>(fn: () => T) => (writes++, deps.db.write(fn)) } };
+    const back = at - 3_600_000;
+    const pending = Array.from({ length: count }, (_, i) => i).filter((i) => i % 50 !== 7);
+    expect(await moveRetriesWithClock(counted, -3_600_000, back)).toBe(pending.length);
+    expect(writes).toBeGreaterThanOrEqual(3);
+    const rows = db.sqlite.query("SELECT id, status, next_attempt_at AS t FROM webhook_deliveries ORDER BY id").all() as { id: string; status: string; t: number | null }[];
+    rows.forEach((row, i) => {
+      if (i % 50 === 7) expect(row).toMatchObject({ status: "failed", t: null });
+      else expect(row.t).toBe(Math.max(back, dueOf(i) - 3_600_000)); // due before the step: due now; later ones wait what they had left
+    });
   });
 
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {

@@ -212,7 +212,7 @@ export async function resendDelivery(deps: Deps, owner: string, deliveryId: stri
  * hour (it would otherwise wait an hour and five minutes). Returns how many moved.
  */
 export function moveRetriesWithClock(deps: Pick<Deps, "db">, stepMs: number, now: number): Promise<number> {
-  return store.shiftPendingDeliveries(deps.db, stepMs, now);
+  return store.moveBackPendingDeliveries(deps.db, stepMs, now);
 }
 
 export type DeliveryView = {

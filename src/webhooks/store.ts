@@ -442,20 +442,27 @@ export function claimDueDeliveries(
 }
 
 /**
- * Moves the pending deliveries' next attempts by a step of the wall clock (lib/clock-steps.ts) detected at
- * `now`: each waits as long as it had left. Those already due before the step stay due (at `now`). Returns
- * how many moved.
+ * Moves the pending deliveries' next attempts back by a step back of the wall clock (lib/clock-steps.ts,
+ * `stepMs` < 0) detected at `now`: each waits as long as it had left; one due before the step (which the
+ * step put ahead again) is due at `now`. In steps of STEP_ROWS rows, each its own write, walked in the due
+ * index's order from `now` on: a moved row goes back in that order, behind the walk, so none moves twice.
+ * Returns how many moved.
  */
-export function shiftPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
-  return db.write(
-    () =>
-      db.sqlite
-        .query(
-          `UPDATE webhook_deliveries SET next_attempt_at = CASE WHEN next_attempt_at + ? > ? THEN next_attempt_at + ? ELSE ? END
-           WHERE status = 'pending' AND next_attempt_at > ?`,
-        )
-        .run(stepMs, now, stepMs, now, Math.min(now, now - stepMs)).changes,
-  );
+export function moveBackPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
+  if (!(stepMs < 0)) return Promise.resolve(0);
+  type Cursor = { at: number; rowid: number };
+  return inSteps<Cursor>(db, { at: now, rowid: Number.MAX_SAFE_INTEGER }, (after) => {
+    const rows = db.sqlite
+      .query(
+        `SELECT rowid AS rowid, next_attempt_at AS at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+         WHERE status = 'pending' AND (next_attempt_at > ? OR (next_attempt_at = ? AND rowid > ?))
+         ORDER BY next_attempt_at, rowid LIMIT ${STEP_ROWS}`,
+      )
+      .all(after.at, after.at, after.rowid) as Cursor[];
+    const move = db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE rowid = ?");
+    for (const row of rows) move.run(Math.max(now, row.at + stepMs), row.rowid);
+    return { removed: rows.length, next: rows.length < STEP_ROWS ? null : rows[rows.length - 1]! };
+  });
 }
 
 /** The leases held now (deliveries in flight): delivery id, claim token, and the endpoint ("<kind> <id>", as claims name them). */

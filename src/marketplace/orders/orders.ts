@@ -638,7 +638,7 @@ export async function ordersOfConversation(deps: Deps, conversationId: string): 
  * parties as times of day, and are kept as told. Returns how many moved.
  */
 export function movePayoutHoldsWithClock(deps: Pick<Deps, "db">, stepMs: number, now: number): Promise<number> {
-  return store.shiftPayoutHolds(deps.db, stepMs, now);
+  return store.moveBackPayoutHolds(deps.db, stepMs, now);
 }
 
 /**

@@ -219,6 +219,7 @@ describe("orders on an RPC network", () => {
     rpc.mintUsdc(m.provider, 0n); // the account is back
     // NTP sets the clock back 2 h: the next look is still an hour away, not three.
     m.clock.set(heldAt - 2 * 3_600_000);
+    expect(await movePayoutHoldsWithClock(m.deps, 3_600_000, m.clock.now())).toBe(0); // a step forward moves none
     expect(await movePayoutHoldsWithClock(m.deps, -2 * 3_600_000, m.clock.now())).toBe(1);
     expect((await ordersStore.findOrder(m.deps.db, orderId))!.dueAt).toBe(dueAt); // told to both parties: kept as told
     m.clock.advance(PAYOUT_WAIT_MS - 1);
