@@ -369,8 +369,8 @@ export function claimDueDeliveries(
   },
 ): Promise<ClaimedDelivery[]> {
   if (claim.kinds.length === 0 || claim.limit <= 0) return Promise.resolve([]);
-  // Looked for first with a read: the worker polls every second, and a write, even one that claims nothing,
-  // is a commit and a flush of the log (an idle server would flush its disk every second).
+  // Looked for first with a read: the worker polls every second, and the claim (a write, and a recursive
+  // walk over the endpoints) would find nothing most of the time on a quiet server.
   const anyDue = db.read(() =>
     db.sqlite
       .query(
