@@ -128,7 +128,15 @@ describe("durable commits (FULL)", () => {
     const nothing = () => db.write(() => db.sqlite.query("DELETE FROM t WHERE k = 99").run()); // a poll finding nothing
     const insert = (k: number) => db.write(() => db.sqlite.query("INSERT INTO t VALUES (?)").run(k));
 
-    // Nothing committed waits for a flush: answered at once, and nothing is flushed.
+    // A connection's first batch flushes: it cannot know whether what others committed before it is on disk.
+    const first0 = settled(nothing());
+    await nextTurn();
+    expect([first0(), sync.pending.length]).toEqual(["pending", 1]);
+    sync.finish();
+    await nextTurn();
+    expect(first0()).toBe("resolved");
+
+    // Then nothing committed waits for a flush: answered at once, and nothing is flushed.
     const idle = settled(nothing());
     await nextTurn();
     expect([idle(), sync.pending.length]).toEqual(["resolved", 0]);
@@ -163,6 +171,33 @@ describe("durable commits (FULL)", () => {
     sync.finish(new Error("EIO: i/o error, fsync"));
     await expect(lost).rejects.toThrow("EIO");
     await expect(nothing()).rejects.toThrow();
+    db.close();
+  });
+
+  test("a batch that changed no row still flushes when another connection committed since (what it read may be theirs)", async () => {
+    const sync = manualSync();
+    const db = openDatabase(join(dir, "others.db"), { syncFile: sync.syncFile });
+    db.sqlite.run("CREATE TABLE t (k INTEGER PRIMARY KEY) STRICT");
+    // The other writer (`walletgate mcp`, a CLI command): committed, its own flush not finished.
+    const other = openDatabase(join(dir, "others.db"), { syncFile: manualSync().syncFile });
+    const theirs = settled(other.write(() => other.sqlite.query("INSERT INTO t VALUES (1)").run()));
+    await nextTurn();
+    expect(theirs()).toBe("pending");
+
+    // This connection reads their row and settles: answered only after a flush of the log that began after it.
+    expect(db.read(() => db.sqlite.query("SELECT COUNT(*) AS n FROM t").get())).toEqual({ n: 1 });
+    const barrier = settled(db.settled());
+    await nextTurn();
+    expect([barrier(), sync.pending.length]).toEqual(["pending", 1]);
+    sync.finish();
+    await nextTurn();
+    expect(barrier()).toBe("resolved");
+
+    // Once flushed, an idle batch flushes nothing again.
+    const idle = settled(db.settled());
+    await nextTurn();
+    expect([idle(), sync.pending.length]).toEqual(["resolved", 0]);
+    other.close();
     db.close();
   });
 

@@ -211,6 +211,12 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
   const totalChanges = sqlite.prepare("SELECT total_changes() AS n");
   const changesNow = () => (totalChanges.get() as { n: number }).n;
   let changesAtLastCommit = changesNow();
+  // Moves when another connection (`walletgate mcp`, a CLI command) has committed since this one last looked.
+  // Such a commit may not be on disk yet, and a batch that read it must not be answered before it is. First
+  // read at the first batch or flush (preparing it reads the file), and until then taken as moved.
+  let dataVersion: ReturnType<typeof sqlite.prepare> | null = null;
+  const othersNow = () => ((dataVersion ??= sqlite.prepare("PRAGMA data_version")).get() as { data_version: number }).data_version;
+  let othersAtLastCommit: number | null = null;
 
   const batchLost = () => new Error("the batch transaction was rolled back by SQLite");
 
@@ -236,8 +242,11 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     inBatch = false;
     if (failure === null && walFile !== null) {
       const changes = changesNow();
-      const wrote = changes !== changesAtLastCommit;
+      const others = othersNow();
+      // Our own rows, or rows another connection committed that this batch may have read: flush either.
+      const wrote = changes !== changesAtLastCommit || others !== othersAtLastCommit;
       changesAtLastCommit = changes;
+      othersAtLastCommit = others;
       return walFile.afterFlush(batch, wrote);
     }
     answerAll(batch, failure);
@@ -402,7 +411,9 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
     },
     flush() {
       commit();
+      const others = walFile === null ? null : othersNow(); // read before the flush: what it covers
       walFile?.flushNow();
+      othersAtLastCommit = others;
     },
     refuseWrites(reason) {
       broken ??= reason;
@@ -429,6 +440,7 @@ export function openDatabase(path: string, options: OpenOptions = {}): Db {
         walFile?.close(); // throws if the last flush failed: the caller hears of it
       } finally {
         for (const statement of [savepoint, release, rollbackTo, innerSavepoint, innerRelease, innerRollbackTo, beginRead, commitRead, totalChanges]) statement.finalize();
+        dataVersion?.finalize();
         sqlite.close();
         walIndex?.release(); // only now: see wal-index.ts
       }
@@ -522,9 +534,10 @@ function walFlusher(walPath: string, syncFile: SyncFile, syncFileNow: (fd: numbe
   }
   return {
     /**
-     * `wrote`: the batch changed rows. One that changed none (a poll, a purge step with nothing due) has no
-     * flush of its own: it waits only for those of earlier commits, queued or running, if any, since what
-     * it read may be theirs. Idle work then flushes nothing.
+     * `wrote`: the batch changed rows, or another connection committed since the last batch (what this one
+     * read may be theirs, not yet flushed by them). One that did neither (a poll, a purge step with nothing
+     * due) has no flush of its own: it waits only for those of earlier commits, queued or running, if any,
+     * since what it read may be theirs. Idle work then flushes nothing.
      */
     afterFlush(batch: Waiter[], wrote: boolean): void {
       if (failed !== null) return answerAll(batch, failed);

@@ -338,6 +338,47 @@ describe("delivery", () => {
     });
   });
 
+  test("a retry written while a step back's walk runs (on the clock as it now is) is not moved by it", async () => {
+    const { deps, clock, db } = await setup();
+    const at = clock.now();
+    const count = 3 * STEP_ROWS;
+    await queuedDeliveries(db, at, "whe_during", count, () => false);
+    // An overdue backlog (the walk's first writes make it due) and later retries.
+    const dueOf = (i: number) => (i < 2 * STEP_ROWS ? at - 3_300_000 + i * 1_000 : at + 60_000 + i);
+    await db.write(() => {
+      const set = db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?");
+      for (let i = 0; i < count; i++) set.run(dueOf(i), `whd_${String(i).padStart(5, "0")}`);
+    });
+    const back = at - 3_600_000;
+    const reschedule = (id: string, t: number) => db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?").run(t, id);
+    let writes = 0;
+    // After the walk's first write, what the worker does meanwhile: the first row (moved, due now) is sent and
+    // fails, its next try in 30 min; a row the walk has not reached yet gets a retry in 2 h.
+    const during = {
+      ...deps,
+      db: {
+        ...deps.db,
+        write: async <T>(fn: () => T) => {
+          const result = await deps.db.write(fn);
+          if (++writes === 1) {
+            await deps.db.write(() => {
+              reschedule("whd_00000", back + 1_800_000);
+              reschedule(`whd_${String(count - 1).padStart(5, "0")}`, back + 7_200_000);
+            });
+          }
+          return result;
+        },
+      },
+    };
+    expect(await moveRetriesWithClock(during, -3_600_000, back)).toBe(count - 1);
+    expect(writes).toBeGreaterThanOrEqual(3);
+    const t = (id: string) => (db.sqlite.query("SELECT next_attempt_at AS t FROM webhook_deliveries WHERE id = ?").get(id) as { t: number }).t;
+    expect(t("whd_00000")).toBe(back + 1_800_000);
+    expect(t(`whd_${String(count - 1).padStart(5, "0")}`)).toBe(back + 7_200_000);
+    expect(t("whd_00001")).toBe(back); // overdue at the step: due now
+    expect(t(`whd_${String(count - 2).padStart(5, "0")}`)).toBe(dueOf(count - 2) - 3_600_000); // waits what it had left
+  });
+
   test("the full schedule: 8 attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h later, then failed", async () => {
     const { deps, clock } = await setup();
     const owner = wallet();

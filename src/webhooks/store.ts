@@ -444,24 +444,32 @@ export function claimDueDeliveries(
 /**
  * Moves the pending deliveries' next attempts back by a step back of the wall clock (lib/clock-steps.ts,
  * `stepMs` < 0) detected at `now`: each waits as long as it had left; one due before the step (which the
- * step put ahead again) is due at `now`. In steps of STEP_ROWS rows, each its own write, walked in the due
- * index's order from `now` on: a moved row goes back in that order, behind the walk, so none moves twice.
- * Returns how many moved.
+ * step put ahead again) is due at `now`. The rows still to come are read at once, then moved in writes of
+ * STEP_ROWS rows, the event loop serving requests between them; a row moves only while its due time is the
+ * one read, so a retry written meanwhile (a failed attempt, timed on the clock as it now is) stays as
+ * written, and none moves twice. Returns how many moved.
  */
-export function moveBackPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
-  if (!(stepMs < 0)) return Promise.resolve(0);
-  type Cursor = { at: number; rowid: number };
-  return inSteps<Cursor>(db, { at: now, rowid: Number.MAX_SAFE_INTEGER }, (after) => {
-    const rows = db.sqlite
-      .query(
-        `SELECT rowid AS rowid, next_attempt_at AS at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
-         WHERE status = 'pending' AND (next_attempt_at > ? OR (next_attempt_at = ? AND rowid > ?))
-         ORDER BY next_attempt_at, rowid LIMIT ${STEP_ROWS}`,
-      )
-      .all(after.at, after.at, after.rowid) as Cursor[];
-    const move = db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE rowid = ?");
-    for (const row of rows) move.run(Math.max(now, row.at + stepMs), row.rowid);
-    return { removed: rows.length, next: rows.length < STEP_ROWS ? null : rows[rows.length - 1]! };
+export async function moveBackPendingDeliveries(db: Db, stepMs: number, now: number): Promise<number> {
+  if (!(stepMs < 0)) return 0;
+  const toCome = db.read(
+    () =>
+      db.sqlite
+        .query(
+          `SELECT rowid, next_attempt_at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+           WHERE status = 'pending' AND next_attempt_at > ? ORDER BY next_attempt_at, rowid`,
+        )
+        .values(now) as [number, number][],
+  );
+  if (toCome.length === 0) return 0;
+  return inSteps<number>(db, 0, (from) => {
+    const move = db.sqlite.query("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE rowid = ? AND status = 'pending' AND next_attempt_at = ?");
+    const end = Math.min(from + STEP_ROWS, toCome.length);
+    let moved = 0;
+    for (let i = from; i < end; i++) {
+      const [rowid, at] = toCome[i]!;
+      moved += move.run(Math.max(now, at + stepMs), rowid, at).changes;
+    }
+    return { removed: moved, next: end < toCome.length ? end : null };
   });
 }
 
