@@ -13,6 +13,7 @@ import { requireGenesisDecimals, requireNetwork } from "./ledger/create.ts";
 import { AppError, errorResponse, errorText, fieldError, internalError } from "./errors.ts";
 import { DAY_MS, systemClock, type Clock } from "./lib/clock.ts";
 import { STEP_CHECK_MS, systemClockSources, watchClockSteps, type ClockSources } from "./lib/clock-steps.ts";
+import { readClockMark, saveClockMark } from "./db/clock-mark.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
 import { resolveClientIp } from "./lib/ip.ts";
 import { pathOf } from "./lib/path.ts";
@@ -353,7 +354,8 @@ async function serve(
   // Held back for the longest a session row can live and a day after the last step forward: by then no row
   // that was live before the step can still be (rows written since are dated on the stepped clock).
   const longestRowMs = Math.max(config.sessionTtlS, config.sessionMaxAgeS) * 1000 + DAY_MS;
-  const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"), longestRowMs);
+  // The mark the last start or step left: a step made while the server was stopped is told at the first look.
+  const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"), longestRowMs, readClockMark(db));
   steps?.onStep(async (stepMs, now) => {
     let moved = { webhookRetries: 0, payoutHolds: 0 };
     if (stepMs < 0) {
@@ -361,8 +363,16 @@ async function serve(
       moved = { webhookRetries: await moveRetriesWithClock(deps, stepMs, now), payoutHolds: await orders.movePayoutHoldsWithClock(deps, stepMs, now) };
     }
     log.warn("the wall clock was stepped", { stepMs: Math.round(stepMs), ...moved, purgeBehindMs: Math.round(steps.aheadMs()) });
+    await saveClockMark(db, steps.mark()); // after the moves: a crash between them moves them again, never not at all
   });
   if (steps !== null) {
+    // The first look, before the purge's: a step while stopped is told (and marked); else a mark missing or of
+    // another boot is written. A restart on the same boot with no step writes nothing.
+    const stale = steps.markStale();
+    steps
+      .check()
+      .then((stepMs) => (stale && stepMs === 0 ? saveClockMark(db, steps.mark()) : undefined))
+      .catch(onTimerError("clock step check"));
     metrics.registry.gauge("walletgate_purge_behind_seconds", "How far the purge stays behind the wall clock after it was stepped forward (0 normally).", () => steps.aheadMs() / 1000);
   }
   const stepWatch = steps === null ? null : startRepeating(() => steps.check(), STEP_CHECK_MS, onTimerError("clock step check"));

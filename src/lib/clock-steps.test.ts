@@ -1,14 +1,22 @@
 import { describe, expect, test } from "bun:test";
-import { STEP_THRESHOLD_MS, systemClockSources, watchClockSteps, type ClockSources } from "./clock-steps.ts";
+import { STEP_THRESHOLD_MS, systemClockSources, watchClockSteps, type ClockMark, type ClockSources } from "./clock-steps.ts";
 
 /** Clocks moved by hand: `pass` is time passing, `step` a step of the wall clock, `suspend` a suspended machine. */
 function clocks(withBoot = true) {
   let wall = Date.UTC(2026, 10, 28, 12);
   let mono = 5_000;
   let boot = 90_000;
-  const sources: ClockSources = { wall: () => wall, mono: () => mono, boot: () => (withBoot ? boot : null) };
+  let bootId = "boot-1";
+  const sources: ClockSources = { wall: () => wall, mono: () => mono, boot: () => (withBoot ? boot : null), bootId: () => (withBoot ? bootId : null) };
   return {
     sources,
+    /** The machine restarted `offMs` after now: the boot and monotonic clocks begin again, the wall clock ran on. */
+    reboot(offMs: number) {
+      wall += offMs;
+      boot = 20_000;
+      mono = 1_000;
+      bootId = `boot-${Number(bootId.slice(5)) + 1}`;
+    },
     pass(ms: number) {
       wall += ms;
       mono += ms;
@@ -165,10 +173,87 @@ describe("clock steps", () => {
     expect(errors.map((e) => (e as Error).message)).toEqual(["database locked"]);
   });
 
-  test("the system's clocks: no step between two checks, and Linux's boot clock is read", async () => {
+  test("the system's clocks: no step between two checks, and Linux's boot clock and boot id are read", async () => {
     const steps = watchClockSteps(systemClockSources, () => undefined);
     await Bun.sleep(30);
     expect(await steps.check()).toBe(0);
-    if (process.platform === "linux") expect(systemClockSources.boot()).toBeGreaterThan(0);
+    if (process.platform === "linux") {
+      expect(systemClockSources.boot()).toBeGreaterThan(0);
+      expect(systemClockSources.bootId!()).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+});
+
+describe("clock steps while no process watched (the mark a start or step leaves)", () => {
+  /** A watch resumed from `mark` (null: none stored), telling its steps. */
+  function resumed(c: ReturnType<typeof clocks>, mark: ClockMark | null, forgetAfterMs = Number.POSITIVE_INFINITY) {
+    const told: number[] = [];
+    const steps = watchClockSteps(c.sources, () => undefined, forgetAfterMs, mark);
+    steps.onStep(async (stepMs) => {
+      told.push(stepMs);
+    });
+    return { steps, told };
+  }
+
+  test("on the same boot, a step made while stopped is told at the first look, whatever time passed; none: nothing to write", async () => {
+    const c = clocks();
+    const before = watchClockSteps(c.sources, () => undefined, Number.POSITIVE_INFINITY, null);
+    expect(before.markStale()).toBe(true); // none stored: to be written
+    const mark = before.mark();
+    c.pass(3 * 86_400_000); // stopped three days: time passing, no step
+    const quiet = resumed(c, mark);
+    expect([quiet.steps.markStale(), await quiet.steps.check(), quiet.told]).toEqual([false, 0, []]);
+
+    c.pass(600_000);
+    c.step(-3_600_000); // set back an hour while stopped
+    c.pass(600_000);
+    const { steps, told } = resumed(c, mark);
+    expect(steps.markStale()).toBe(true);
+    expect(await steps.check()).toBe(-3_600_000);
+    expect(told).toEqual([-3_600_000]);
+    expect(await steps.check()).toBe(0); // told once
+    // The mark written after it tells the next start nothing more.
+    c.pass(60_000);
+    expect(await resumed(c, steps.mark()).steps.check()).toBe(0);
+  });
+
+  test("the purge's distance outlives a restart, and is forgotten counting the time before it", async () => {
+    const c = clocks();
+    const before = resumed(c, null, 10 * 86_400_000);
+    c.step(2 * 86_400_000);
+    await before.steps.check();
+    c.pass(4 * 86_400_000);
+    const mark = before.steps.mark();
+    expect(mark).toMatchObject({ aheadMs: 2 * 86_400_000, sinceForwardMs: 4 * 86_400_000 });
+    c.pass(5 * 86_400_000); // stopped five days
+    const after = resumed(c, mark, 10 * 86_400_000);
+    expect(after.steps.aheadMs()).toBe(2 * 86_400_000); // nine days since the step
+    expect(after.told).toEqual([]);
+    c.pass(86_400_000);
+    expect(after.steps.aheadMs()).toBe(0);
+    const mark2 = after.steps.mark();
+    expect(mark2).toMatchObject({ aheadMs: 0, sinceForwardMs: null });
+    // A step forward made while stopped holds the purge back from the start.
+    c.step(86_400_000);
+    const third = resumed(c, mark2, 10 * 86_400_000);
+    expect(third.steps.aheadMs()).toBe(86_400_000);
+    await third.steps.check(); // the listeners of the step the first look saw have run
+    expect(third.told).toEqual([86_400_000]);
+  });
+
+  test("after a reboot only a wall clock behind the mark's is seen, as a step back of at least that much", async () => {
+    const c = clocks();
+    const mark = resumed(c, null).steps.mark();
+    c.reboot(3_600_000); // off an hour, then up: no step
+    const up = resumed(c, mark);
+    expect([up.steps.markStale(), await up.steps.check()]).toEqual([true, 0]); // another boot's mark: written anew
+    const mark2 = up.steps.mark();
+    c.reboot(600_000);
+    c.step(-2 * 3_600_000); // set back two hours: the clock reads 1 h 50 min before the mark
+    const back = resumed(c, mark2);
+    expect(await back.steps.check()).toBe(-(2 * 3_600_000 - 600_000));
+    c.reboot(600_000);
+    c.step(5 * 86_400_000); // a step forward across a reboot is time the machine was off, for all one can tell
+    expect(await resumed(c, back.steps.mark()).steps.check()).toBe(0);
   });
 });

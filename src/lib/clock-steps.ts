@@ -12,7 +12,24 @@ export interface ClockSources {
   mono(): number;
   /** Milliseconds from any fixed origin that run on through a suspend too; null where the system does not tell. */
   boot(): number | null;
+  /** What names this boot of the machine (the boot clock's origin); null where the system does not tell. */
+  bootId?(): string | null;
 }
+
+/**
+ * What a watch leaves for the next process (db/clock-mark.ts keeps it), so that a step of the wall clock
+ * while the server was stopped is seen at its next start, and the purge stays behind a clock stepped
+ * forward across a restart. Written at a step, and at a start that finds none or one of another boot.
+ */
+export type ClockMark = {
+  bootId: string | null;
+  /** The wall and boot clocks at one look. */
+  wallMs: number;
+  bootMs: number | null;
+  /** aheadMs() then, and the time passed since the last step forward (null: none, or forgotten). */
+  aheadMs: number;
+  sinceForwardMs: number | null;
+};
 
 /** Differences smaller than this are not steps (NTP slews small errors; a check itself takes time). */
 export const STEP_THRESHOLD_MS = 1_000;
@@ -30,7 +47,16 @@ function uptimeMs(): number | null {
   }
 }
 
-export const systemClockSources: ClockSources = { wall: () => Date.now(), mono: () => performance.now(), boot: uptimeMs };
+/** Linux's id of this boot: /proc/uptime counts from it. */
+function linuxBootId(): string | null {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "latin1").trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+export const systemClockSources: ClockSources = { wall: () => Date.now(), mono: () => performance.now(), boot: uptimeMs, bootId: linuxBootId };
 
 /** Told of a step: `stepMs` is how far the wall clock moved beyond the time that passed (negative: set back). */
 export type StepListener = (stepMs: number, now: number) => Promise<unknown>;
@@ -44,6 +70,10 @@ export interface ClockSteps {
    * since (never below 0), until `forgetAfterMs` has passed since the last step forward; 0 after that.
    */
   aheadMs(): number;
+  /** The state to keep for the next start (see ClockMark), as of the last look. */
+  mark(): ClockMark;
+  /** Whether the mark given at the start is missing, of another boot, or told a step: then it is to be written anew. */
+  markStale(): boolean;
 }
 
 /**
@@ -52,14 +82,36 @@ export interface ClockSteps {
  * suspend, and only steps back are told. Listeners run one step at a time, in order; a listener's
  * failure goes to `onError`, and the others still run.
  */
-export function watchClockSteps(sources: ClockSources, onError: (err: unknown) => void, forgetAfterMs = Number.POSITIVE_INFINITY): ClockSteps {
+export function watchClockSteps(
+  sources: ClockSources,
+  onError: (err: unknown) => void,
+  forgetAfterMs = Number.POSITIVE_INFINITY,
+  /**
+   * The last process's mark (undefined: none to look at). Its step since then is told at the first look.
+   * On the same boot the two clocks tell it whole; after a reboot only a wall clock now behind the mark's
+   * is seen, as a step back of at least that much (a step forward is then time the machine was off).
+   */
+  resumed?: ClockMark | null,
+): ClockSteps {
   const listeners: StepListener[] = [];
   let last = { wall: sources.wall(), mono: sources.mono(), boot: sources.boot() };
+  const bootId = sources.bootId?.() ?? null;
   /** Time passed since the watch began (the boot clock's where there is one). */
   let passed = 0;
   let ahead = 0;
-  let lastForwardAt = 0;
+  let lastForwardAt = Number.NEGATIVE_INFINITY;
   let told: Promise<void> = Promise.resolve();
+  /** A step made while no process watched, told at the first look. */
+  let carried = 0;
+  let stale = resumed !== undefined;
+  if (resumed !== undefined && resumed !== null) {
+    const sameBoot = bootId !== null && resumed.bootId === bootId && resumed.bootMs !== null && last.boot !== null;
+    const sinceMark = sameBoot ? last.boot! - resumed.bootMs! : Math.max(0, last.wall - resumed.wallMs);
+    carried = sameBoot ? last.wall - resumed.wallMs - sinceMark : Math.min(0, last.wall - resumed.wallMs);
+    ahead = resumed.aheadMs;
+    if (resumed.sinceForwardMs !== null) lastForwardAt = -(resumed.sinceForwardMs + sinceMark);
+    stale = !sameBoot || Math.abs(carried) >= STEP_THRESHOLD_MS;
+  }
 
   /** Compares the clocks with the last look (synchronous: no caller acts on a clock it has not looked at). */
   function look(): number {
@@ -70,6 +122,8 @@ export function watchClockSteps(sources: ClockSources, onError: (err: unknown) =
     const elapsed = withBoot ? now.boot! - last.boot! : now.mono - last.mono;
     let stepMs = now.wall - last.wall - elapsed;
     if (!withBoot) stepMs = Math.min(stepMs, 0);
+    stepMs += carried;
+    carried = 0;
     last = now;
     passed += Math.max(0, elapsed);
     if (Math.abs(stepMs) < STEP_THRESHOLD_MS) return 0;
@@ -88,6 +142,12 @@ export function watchClockSteps(sources: ClockSources, onError: (err: unknown) =
     return stepMs;
   }
 
+  function aheadMs(): number {
+    look();
+    if (ahead > 0 && passed - lastForwardAt >= forgetAfterMs) ahead = 0;
+    return ahead;
+  }
+
   return {
     async check() {
       const stepMs = look();
@@ -97,10 +157,14 @@ export function watchClockSteps(sources: ClockSources, onError: (err: unknown) =
     onStep(listener) {
       listeners.push(listener);
     },
-    aheadMs() {
-      look();
-      if (ahead > 0 && passed - lastForwardAt >= forgetAfterMs) ahead = 0;
-      return ahead;
+    aheadMs,
+    mark() {
+      const behind = aheadMs();
+      const sinceForwardMs = lastForwardAt === Number.NEGATIVE_INFINITY || passed - lastForwardAt >= forgetAfterMs ? null : passed - lastForwardAt;
+      return { bootId, wallMs: last.wall, bootMs: last.boot, aheadMs: behind, sinceForwardMs };
+    },
+    markStale() {
+      return stale;
     },
   };
 }
