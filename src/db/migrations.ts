@@ -42,6 +42,7 @@ import m0040 from "./migrations/0040_webhook_endpoint_deletions.sql" with { type
 import m0041 from "./migrations/0041_checkout_chain_expiry.sql" with { type: "text" };
 import m0042 from "./migrations/0042_owner_listing_indexes.sql" with { type: "text" };
 import m0043 from "./migrations/0043_clock_mark.sql" with { type: "text" };
+import m0044 from "./migrations/0044_checkout_submit_leases.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -89,4 +90,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 41, name: "checkout_chain_expiry", sql: m0041 },
   { version: 42, name: "owner_listing_indexes", sql: m0042 },
   { version: 43, name: "clock_mark", sql: m0043 },
+  { version: 44, name: "checkout_submit_leases", sql: m0044 },
 ];

@@ -21,6 +21,7 @@ import {
   MAX_SUBMISSIONS,
   REFERENCE_PAGE,
   SEND_MARGIN_MS,
+  SUBMIT_LEASE_MS,
   REFERENCE_PAGES,
   REFERENCE_READS,
   confirmCheckout,
@@ -1174,6 +1175,35 @@ describe.each(databases)("access and tokens over time (database %s)", (_, dbPath
     expect(stats.daily.map((d) => [d.revenue, d.transactions])).toEqual([["0", 0], ["2", 1], ["2", 1]]);
     expect(stats.daily[2]!.date).toBe(new Date(deps.clock.now()).toISOString().slice(0, 10));
     expect(await codeOf(ownerStatsWithDaily(deps, owner, 0))).toBe("VALIDATION_ERROR");
+  });
+});
+
+describe("the lease on a wallet's payments of a product (one /submit at a time across processes)", () => {
+  test("held until it runs out; a submission is recorded only while its lease holds, not once another took it", async () => {
+    const { deps, clock, productId, wallet } = await setup();
+    const checkout = await startCheckout(deps, productId, wallet);
+    const mine = { wallet, productId, holder: "lease_mine" };
+    const theirs = { wallet, productId, holder: "lease_theirs" };
+    const now = clock.now();
+    expect(await paygateStore.takeSubmitLease(deps.db, mine, now, now + SUBMIT_LEASE_MS)).toBe(true);
+    expect(await paygateStore.takeSubmitLease(deps.db, theirs, now + SUBMIT_LEASE_MS - 1, now + 2 * SUBMIT_LEASE_MS)).toBe(false);
+    const sent = (signature: string) => paygateStore.recordSubmission(deps.db, checkout.checkoutId, { signature, blockhash: "b" }, clock.now(), 8, mine);
+    expect(await sent("sig-held")).toBe(true);
+    // Run out (its process stopped answering), taken by another: what the first would record now is refused.
+    clock.advance(SUBMIT_LEASE_MS);
+    expect(await paygateStore.takeSubmitLease(deps.db, theirs, clock.now(), clock.now() + SUBMIT_LEASE_MS)).toBe(true);
+    expect(await sent("sig-late")).toBe("lease lost");
+    await paygateStore.dropSubmitLease(deps.db, mine); // not its own any more: left alone
+    expect(await paygateStore.takeSubmitLease(deps.db, mine, clock.now(), clock.now() + SUBMIT_LEASE_MS)).toBe(false);
+    expect((await paygateStore.listSubmissions(deps.db, checkout.checkoutId)).map((s) => s.signature)).toEqual(["sig-held"]);
+    // One never given back goes with the purge, a day after it ran out.
+    const leases = () => deps.db.sqlite.query("SELECT holder FROM checkout_submit_leases").all();
+    clock.advance(SUBMIT_LEASE_MS + DAY_MS - 1);
+    await purgeCheckouts(deps);
+    expect(leases()).toEqual([{ holder: "lease_theirs" }]);
+    clock.advance(2);
+    await purgeCheckouts(deps);
+    expect(leases()).toEqual([]);
   });
 });
 

@@ -744,6 +744,42 @@ async function paymentOnChain(deps: Deps, signedBase64: string, reference: strin
   return (await deps.ledger.getTransaction(parsed.signature)) === null ? null : parsed.signature;
 }
 
+/** How long a /submit holds its wallet's payments of a product at most, from its look to its record. */
+export const SUBMIT_LEASE_MS = 60_000;
+/** How often a /submit waiting for that lease looks again. */
+const SUBMIT_LEASE_POLL_MS = 25;
+
+const submitBusy = () => new AppError("CONFLICT", "another payment of this product by this wallet is being made; try again in a moment");
+
+/**
+ * One /submit at a time per wallet and product: in this process a queue, and across the processes on the
+ * database (the server, each `walletgate mcp`) a lease in it, which `work` records its transaction under.
+ * A lease its holder never gave back (the process died) is taken once it runs out.
+ */
+async function oneSubmitAtATime<T>(
+  deps: Deps,
+  wallet: string,
+  productId: string,
+  /** `waitedSince`: when this call began to wait for another process's holder (null: it did not wait). */
+  work: (lease: store.SubmitLease, waitedSince: number | null) => Promise<T>,
+): Promise<T> {
+  return deps.paygate.submitLock.run(`${wallet} ${productId}`, async () => {
+    const lease = { wallet, productId, holder: newId("lease", deps.random) };
+    const giveUpAt = performance.now() + SUBMIT_LEASE_MS + 5_000;
+    let waitedSince: number | null = null;
+    while (!(await store.takeSubmitLease(deps.db, lease, deps.clock.now(), deps.clock.now() + SUBMIT_LEASE_MS))) {
+      waitedSince ??= deps.clock.now();
+      if (performance.now() > giveUpAt) throw submitBusy();
+      await new Promise((resolve) => setTimeout(resolve, SUBMIT_LEASE_POLL_MS));
+    }
+    try {
+      return await work(lease, waitedSince);
+    } finally {
+      await store.dropSubmitLease(deps.db, lease).catch(() => undefined); // else it runs out
+    }
+  });
+}
+
 /**
  * POST /pay/:productId/submit: checks the signed transaction against the checkout before sending it (a
  * mismatch costs the buyer nothing), submits it and waits for confirmation (finalized on mainnet), then
@@ -785,8 +821,8 @@ export async function submitCheckout(
   // any wallet, and must not record transactions in its name.
   await requireSignatures(deps.verifier, tx);
   // From the look for an earlier payment to the record of this one, one /submit at a time per wallet and
-  // product: two at once (two tabs, a client retrying) would each find nothing and both send.
-  const decided = await deps.paygate.submitLock.run(`${checkout.wallet} ${productId}`, async (): Promise<ConfirmResult | { onChain: boolean }> => {
+  // product: two at once (two tabs, a client retrying, two processes) would each find nothing and both send.
+  const decided = await oneSubmitAtATime(deps, checkout.wallet, productId, async (lease, waitedSince): Promise<ConfirmResult | { onChain: boolean }> => {
     // An earlier transaction of this wallet for this product that paid, or may still land, and this one
     // would pay twice: its answer instead (pending: keep confirming) — for this checkout, or for another
     // one the wallet opened (a page reloaded, a checkout opened anew), whose purchase is the buyer's.
@@ -797,8 +833,12 @@ export async function submitCheckout(
     const ownPayment = await selfSentPayment(deps, checkout, product, token);
     if (ownPayment !== null) return ownPayment;
     const elsewhere = await earlierPayment(deps, productId, checkout.wallet, checkout.id);
-    // This checkout will never be paid then: the caller follows the other one.
-    if (elsewhere !== null) return elsewhere.result.status === "pending" ? { status: "pending", checkoutId: elsewhere.checkout.id } : elsewhere.result;
+    // This checkout will never be paid then: the caller follows the other one (checkout_pay's callers resume
+    // it, so that their answer names the checkout that was paid, not this one).
+    if (elsewhere !== null) {
+      const follow = elsewhere.result.status === "pending" || options.answerRecentPurchase === false;
+      return follow ? { status: "pending", checkoutId: elsewhere.checkout.id } : elsewhere.result;
+    }
     // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
     const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
     if (options.answerRecentPurchase !== false) {
@@ -810,6 +850,12 @@ export async function submitCheckout(
         // Only while that purchase still grants access: after a revoke or an expiry, buying again buys.
         if (purchase !== null && (await stillGrants(deps, product, purchase))) return completedResult(deps, paid, purchase, undefined, true);
       }
+    } else if (waitedSince !== null) {
+      // checkout_pay, which buys anew on purpose, but waited for another process's /submit of this product
+      // by this wallet (two calls at once): a payment that completed meanwhile is this call's answer, as in
+      // one process, where the later call finds it still landing.
+      const [paid] = await store.findRecentlyPaidSubmittedCheckoutsOf(deps.db, productId, checkout.wallet, waitedSince, 1);
+      if (paid !== undefined && paid.id !== checkout.id) return { status: "pending", checkoutId: paid.id };
     }
     // A transaction on chain already (sent by the buyer itself) is confirmed, not sent again. Else a
     // transfer of more than the wallet holds would fail on chain and still cost its fee: refused first.
@@ -826,9 +872,9 @@ export async function submitCheckout(
     if (!onChain && closingSoon(deps, checkout)) throw tooLate();
     // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
     // its signature, by confirm, the watcher and checkout_pay's retry.
-    if (!(await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS))) {
-      throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
-    }
+    const recorded = await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS, lease);
+    if (recorded === "lease lost") throw submitBusy();
+    if (!recorded) throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
     return { onChain };
   });
   if (!("onChain" in decided)) return decided;

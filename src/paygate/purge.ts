@@ -10,5 +10,7 @@ import * as store from "./store.ts";
 export const EXPIRED_CHECKOUT_KEPT_MS = 7 * DAY_MS;
 
 export async function purgeCheckouts(deps: Deps, stopping?: AbortSignal): Promise<{ checkouts: number }> {
+  // Leases on payments a killed process never gave back (a few rows at most): gone a day after they ran out.
+  await store.dropLapsedSubmitLeases(deps.db, deps.clock.now() - DAY_MS);
   return { checkouts: await store.purgeExpiredCheckouts(deps.db, deps.clock.now() - EXPIRED_CHECKOUT_KEPT_MS, stopping) };
 }

@@ -376,12 +376,50 @@ export async function findRecentlyPaidSubmittedCheckoutsOf(db: Db, productId: st
   ).map(toCheckout);
 }
 
+/** Who holds a wallet's payments of a product (checkout_submit_leases), and until when. */
+export type SubmitLease = { wallet: string; productId: string; holder: string };
+
+/** Takes the lease for `holder` until `until`, unless another holds it past `now`: true when taken. */
+export function takeSubmitLease(db: Db, lease: SubmitLease, now: number, until: number): Promise<boolean> {
+  return db.write(
+    () =>
+      db.sqlite
+        .query(
+          `INSERT INTO checkout_submit_leases (wallet, product_id, holder, until) VALUES (?, ?, ?, ?)
+           ON CONFLICT (wallet, product_id) DO UPDATE SET holder = excluded.holder, until = excluded.until
+           WHERE checkout_submit_leases.until <= ? RETURNING holder`,
+        )
+        .get(lease.wallet, lease.productId, lease.holder, until, now) !== null,
+  );
+}
+
+/** Gives the lease back (if still `holder`'s). */
+export function dropSubmitLease(db: Db, lease: SubmitLease): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("DELETE FROM checkout_submit_leases WHERE wallet = ? AND product_id = ? AND holder = ?").run(lease.wallet, lease.productId, lease.holder);
+  });
+}
+
+/** Deletes leases that ran out before `before` (their holder died holding them). */
+export function dropLapsedSubmitLeases(db: Db, before: number): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("DELETE FROM checkout_submit_leases WHERE until < ?").run(before);
+  });
+}
+
 /**
  * Records a transaction about to be sent for a checkout (before it is sent); false when the checkout
- * already holds `max` others (the same one again is no new one).
+ * already holds `max` others (the same one again is no new one); "lease lost" when `lease` is given and no
+ * longer held (it ran out, and another process may have taken it): then nothing is recorded.
  */
-export function recordSubmission(db: Db, checkoutId: string, submission: Submission, now: number, max: number): Promise<boolean> {
+export function recordSubmission(db: Db, checkoutId: string, submission: Submission, now: number, max: number, lease?: SubmitLease): Promise<boolean | "lease lost"> {
   return db.write(() => {
+    if (lease !== undefined) {
+      const held = db.sqlite
+        .query("SELECT 1 AS held FROM checkout_submit_leases WHERE wallet = ? AND product_id = ? AND holder = ? AND until > ?")
+        .get(lease.wallet, lease.productId, lease.holder, now);
+      if (held === null) return "lease lost";
+    }
     const { n } = db.sqlite
       .query("SELECT count(*) AS n FROM checkout_submissions WHERE checkout_id = ? AND signature <> ?")
       .get(checkoutId, submission.signature) as { n: number };
