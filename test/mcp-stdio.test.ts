@@ -7,6 +7,7 @@ import { existsSync, rmSync } from "node:fs";
 import { Keypair } from "@solana/web3.js";
 import { join } from "node:path";
 import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
+import { stdioMcpClient } from "./helpers/stdio.ts";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "./helpers/server.ts";
 import { newWallet, signIn } from "./helpers/wallet.ts";
 
@@ -22,14 +23,7 @@ afterAll(async () => {
 
 
 async function stdioClient(env: Record<string, string> = {}): Promise<Client> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [join(ROOT, "src/main.ts"), "mcp"],
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL, ...env },
-    stderr: "pipe",
-  });
-  const client = new Client({ name: "stdio-test", version: "1" });
-  await client.connect(transport);
+  const client = await stdioMcpClient({ DATA_DIR: dataDir, BASE_URL, ...env });
   clients.push(client);
   return client;
 }

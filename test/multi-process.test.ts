@@ -2,13 +2,11 @@
 // SDK's own StdioClientTransport) beside it. What one process guarantees alone must hold across them.
 import { afterAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { join } from "node:path";
 import { envelopeOf, type Envelope } from "./helpers/mcp.ts";
+import { stdioMcpClient } from "./helpers/stdio.ts";
 import { openServerDatabase, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn } from "./helpers/wallet.ts";
 
-const ROOT = join(import.meta.dir, "..");
 // Tokens name their issuer (BASE_URL): the processes share one, as in production.
 const BASE_URL = "http://walletgate.test";
 const clients: Client[] = [];
@@ -19,14 +17,7 @@ afterAll(async () => {
 });
 
 async function stdioClient(dataDir: string, env: Record<string, string>): Promise<Client> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [join(ROOT, "src/main.ts"), "mcp"],
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL, ...env },
-    stderr: "pipe",
-  });
-  const client = new Client({ name: "multi-process-test", version: "1" });
-  await client.connect(transport);
+  const client = await stdioMcpClient({ DATA_DIR: dataDir, BASE_URL, ...env }, "multi-process-test");
   clients.push(client);
   return client;
 }
