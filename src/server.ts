@@ -356,14 +356,16 @@ async function serve(
   const longestRowMs = Math.max(config.sessionTtlS, config.sessionMaxAgeS) * 1000 + DAY_MS;
   // The mark the last start or step left: a step made while the server was stopped is told at the first look.
   const steps = sources === null ? null : watchClockSteps(sources, onTimerError("following a clock step"), longestRowMs, readClockMark(db));
-  steps?.onStep(async (stepMs, now) => {
+  steps?.onStep(async (stepMs, now, mark) => {
     let moved = { webhookRetries: 0, payoutHolds: 0 };
     if (stepMs < 0) {
       const orders = await importQuietly(() => import("./marketplace/orders/orders.ts"));
       moved = { webhookRetries: await moveRetriesWithClock(deps, stepMs, now), payoutHolds: await orders.movePayoutHoldsWithClock(deps, stepMs, now) };
     }
     log.warn("the wall clock was stepped", { stepMs: Math.round(stepMs), ...moved, purgeBehindMs: Math.round(steps.aheadMs()) });
-    await saveClockMark(db, steps.mark()); // after the moves: a crash between them moves them again, never not at all
+    // As of this step, after its moves: a crash between them moves them again, never not at all, and a later
+    // step seen while these moved is left to its own listener.
+    await saveClockMark(db, mark);
   });
   if (steps !== null) {
     // The first look, before the purge's: a step while stopped is told (and marked); else a mark missing or of

@@ -217,6 +217,30 @@ describe("clock steps while no process watched (the mark a start or step leaves)
     expect(await resumed(c, steps.mark()).steps.check()).toBe(0);
   });
 
+  test("each step is told with the mark as of itself: a later step seen while the first's listener runs is not in it", async () => {
+    const c = clocks();
+    const steps = watchClockSteps(c.sources, () => undefined, Number.POSITIVE_INFINITY, null);
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (open = r));
+    const marks: ClockMark[] = [];
+    steps.onStep(async (_stepMs, _now, mark) => {
+      if (marks.length === 0) await gate; // the first step's moves, still running
+      marks.push(mark);
+    });
+    c.step(-3_600_000);
+    const first = steps.check();
+    c.pass(2_000);
+    c.step(-600_000);
+    steps.aheadMs(); // a look meanwhile (a /metrics scrape) sees the second step
+    open();
+    await first;
+    await steps.check();
+    // A crash after the first listener saved its mark: the next start still finds the second step.
+    const next = resumed(c, marks[0]!);
+    expect(await next.steps.check()).toBe(-600_000);
+    expect(await resumed(c, marks[1]!).steps.check()).toBe(0);
+  });
+
   test("the purge's distance outlives a restart, and is forgotten counting the time before it", async () => {
     const c = clocks();
     const before = resumed(c, null, 10 * 86_400_000);

@@ -59,7 +59,7 @@ function linuxBootId(): string | null {
 export const systemClockSources: ClockSources = { wall: () => Date.now(), mono: () => performance.now(), boot: uptimeMs, bootId: linuxBootId };
 
 /** Told of a step: `stepMs` is how far the wall clock moved beyond the time that passed (negative: set back). */
-export type StepListener = (stepMs: number, now: number) => Promise<unknown>;
+export type StepListener = (stepMs: number, now: number, mark: ClockMark) => Promise<unknown>;
 
 export interface ClockSteps {
   /** Looks for a step since the last look; resolves once the listeners of every step seen so far have run. Returns this look's step, or 0. */
@@ -130,16 +130,23 @@ export function watchClockSteps(
     ahead += stepMs;
     if (ahead < STEP_THRESHOLD_MS) ahead = 0; // a step back past it, or what is left of a step and its undoing (the boot clock reads in hundredths)
     if (stepMs > 0) lastForwardAt = passed;
+    // The mark as of this step (not of whenever a listener asks: a later step seen meanwhile is not yet handled).
+    const mark = markOf(now);
     told = told.then(async () => {
       for (const listener of listeners) {
         try {
-          await listener(stepMs, now.wall);
+          await listener(stepMs, now.wall, mark);
         } catch (err) {
           onError(err);
         }
       }
     });
     return stepMs;
+  }
+
+  function markOf(at: { wall: number; boot: number | null }): ClockMark {
+    const forgotten = lastForwardAt === Number.NEGATIVE_INFINITY || passed - lastForwardAt >= forgetAfterMs;
+    return { bootId, wallMs: at.wall, bootMs: at.boot, aheadMs: forgotten ? 0 : ahead, sinceForwardMs: forgotten ? null : passed - lastForwardAt };
   }
 
   function aheadMs(): number {
@@ -159,9 +166,8 @@ export function watchClockSteps(
     },
     aheadMs,
     mark() {
-      const behind = aheadMs();
-      const sinceForwardMs = lastForwardAt === Number.NEGATIVE_INFINITY || passed - lastForwardAt >= forgetAfterMs ? null : passed - lastForwardAt;
-      return { bootId, wallMs: last.wall, bootMs: last.boot, aheadMs: behind, sinceForwardMs };
+      aheadMs();
+      return markOf(last);
     },
     markStale() {
       return stale;
