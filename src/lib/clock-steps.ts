@@ -144,14 +144,17 @@ export function watchClockSteps(
     return stepMs;
   }
 
+  /** Whether forgetAfterMs has passed since the last step forward (or there was none: it is at -Infinity). */
+  const forwardForgotten = () => passed - lastForwardAt >= forgetAfterMs;
+
   function markOf(at: { wall: number; boot: number | null }): ClockMark {
-    const forgotten = lastForwardAt === Number.NEGATIVE_INFINITY || passed - lastForwardAt >= forgetAfterMs;
+    const forgotten = forwardForgotten();
     return { bootId, wallMs: at.wall, bootMs: at.boot, aheadMs: forgotten ? 0 : ahead, sinceForwardMs: forgotten ? null : passed - lastForwardAt };
   }
 
   function aheadMs(): number {
     look();
-    if (ahead > 0 && passed - lastForwardAt >= forgetAfterMs) ahead = 0;
+    if (ahead > 0 && forwardForgotten()) ahead = 0;
     return ahead;
   }
 
