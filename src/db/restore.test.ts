@@ -9,6 +9,7 @@ import { backupDatabase } from "./backup.ts";
 import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
 import { latestOf, migrate } from "./migrate.ts";
 import { restoreDatabase } from "./restore.ts";
+import { systemClockSources } from "../lib/clock-steps.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -414,4 +415,45 @@ test("a deletion record deletes the endpoint with its previous secrets; an agent
   } finally {
     db.close();
   }
+});
+
+const bootId = systemClockSources.bootId?.() ?? null;
+test.skipIf(bootId === null)("the clock mark written last goes with the restored database: this boot's over another's, on one boot the later", () => {
+  type Mark = { boot: string; bootMs: number; wallMs: number } | null;
+  const withMark = (path: string, mark: Mark) => {
+    database(path, 0);
+    if (mark === null) return;
+    const db = new Database(path);
+    db.run("INSERT INTO clock_mark (id, boot_id, wall_ms, boot_ms, ahead_ms, since_forward_ms) VALUES (1, ?, ?, ?, 0, NULL)", [mark.boot, mark.wallMs, mark.bootMs]);
+    db.close();
+  };
+  const markOf = (path: string) => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return (db.query("SELECT wall_ms AS wallMs FROM clock_mark").get() as { wallMs: number } | null)?.wallMs ?? null;
+    } finally {
+      db.close();
+    }
+  };
+  const now = bootId!;
+  const cases: [backup: Mark, replaced: Mark, kept: "backup" | "replaced" | null][] = [
+    [{ boot: now, bootMs: 1_000, wallMs: 1 }, { boot: now, bootMs: 5_000, wallMs: 2 }, "replaced"],
+    [{ boot: now, bootMs: 5_000, wallMs: 1 }, { boot: now, bootMs: 1_000, wallMs: 2 }, "backup"],
+    [{ boot: now, bootMs: 1_000, wallMs: 1 }, { boot: "another boot", bootMs: 9_000, wallMs: 2 }, "backup"],
+    [{ boot: "another boot", bootMs: 9_000, wallMs: 1 }, { boot: now, bootMs: 500, wallMs: 2 }, "replaced"],
+    [{ boot: "one boot", bootMs: 9_000, wallMs: 1 }, { boot: "another boot", bootMs: 500, wallMs: 2 }, "replaced"],
+    [null, { boot: now, bootMs: 1, wallMs: 2 }, "replaced"],
+    [{ boot: now, bootMs: 1, wallMs: 1 }, null, "backup"],
+    [null, null, null],
+  ];
+  const kept = cases.map(([backupMark, replacedMark]) => {
+    const path = join(newDir(), "walletgate.db");
+    const backup = join(newDir(), "backup.db");
+    withMark(backup, backupMark);
+    withMark(path, replacedMark);
+    restoreDatabase(path, backup, new Date());
+    const wallMs = markOf(path);
+    return wallMs === 1 ? "backup" : wallMs === 2 ? "replaced" : null;
+  });
+  expect(kept).toEqual(cases.map(([, , k]) => k));
 });

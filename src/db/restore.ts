@@ -7,6 +7,7 @@ import { fsyncDir, fsyncPath, makeDirDurably } from "../lib/durable.ts";
 import { removeLeftovers } from "../lib/leftovers.ts";
 import { keepOwnerOf } from "../lib/owner.ts";
 import { LinkError, linkTarget as followLinks } from "../lib/links.ts";
+import { systemClockSources } from "../lib/clock-steps.ts";
 import { latestOf, migrate, schemaVersion } from "./migrate.ts";
 import { holdsSealedData } from "./sealed.ts";
 import { lockPathOf, tryLock } from "./file-lock.ts";
@@ -312,7 +313,7 @@ function restoreUnderLock(
 /**
  * Copies into `restoredPath` (the backup's copy, not yet under the database's name) every revocation of
  * `replacedPath` it lacks and the custodial wallet keys only `replacedPath` holds, in one transaction,
- * after migrating it to this version. The replaced database must be a sound one of this version; else
+ * after migrating it to this version, and the later of the two clock marks. The replaced database must be a sound one of this version; else
  * nothing is copied and `skipped` says why (the restore goes on: a damaged database is what restores are
  * for). The copy is flushed, its log folded in, before it returns.
  */
@@ -340,10 +341,10 @@ function carryOver(
   try {
     migrate(db, now);
     db.run("ATTACH DATABASE ? AS replaced", [replacedPath]);
-    const carried = db.transaction(() => ({
-      revocations: carryRevocations(db),
-      walletKeys: carryWalletKeys(db, backupHoldsSealedData),
-    }))();
+    const carried = db.transaction(() => {
+      carryClockMark(db, systemClockSources.bootId?.() ?? null);
+      return { revocations: carryRevocations(db), walletKeys: carryWalletKeys(db, backupHoldsSealedData) };
+    })();
     db.run("DETACH DATABASE replaced");
     db.run("PRAGMA wal_checkpoint(TRUNCATE)");
     return carried;
@@ -351,6 +352,26 @@ function carryOver(
     db.close();
     fsyncPath(restoredPath);
   }
+}
+
+/**
+ * In carryOver's transaction: the clock watch's mark (db/clock-mark.ts) of the two databases that was written
+ * last goes with the restored one. It describes this machine's clocks, not the data: the backup's older mark
+ * would have the next start tell again the steps handled since the backup (webhook retries moved twice) and
+ * bring back the purge's distance of that time. "Last" as far as the marks tell: one of this boot (`bootId`)
+ * over one of another boot; on one boot, the later one by the boot clock; else the replaced database's.
+ */
+function carryClockMark(db: Database, bootId: string | null): void {
+  db.run(
+    `INSERT INTO clock_mark (id, boot_id, wall_ms, boot_ms, ahead_ms, since_forward_ms)
+     SELECT r.id, r.boot_id, r.wall_ms, r.boot_ms, r.ahead_ms, r.since_forward_ms FROM replaced.clock_mark AS r
+     WHERE NOT EXISTS (
+       SELECT 1 FROM main.clock_mark AS m
+       WHERE (m.boot_id = ?1 AND r.boot_id IS NOT ?1) OR (m.boot_id = r.boot_id AND m.boot_ms > r.boot_ms))
+     ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id, wall_ms = excluded.wall_ms, boot_ms = excluded.boot_ms,
+       ahead_ms = excluded.ahead_ms, since_forward_ms = excluded.since_forward_ms`,
+    [bootId],
+  );
 }
 
 /** In carryOver's transaction: the replaced database's revocations the backup lacks, by kind. */
