@@ -103,4 +103,16 @@ describe("verifySessionJwt", () => {
     expect(await codeOf(verifySessionJwt(keys, await raw(full, CURRENT, keyIdOf(CURRENT), "HS384"), NOW_S * 1000))).toBe("TOKEN_INVALID");
     expect(await codeOf(verifySessionJwt(keys, "a".repeat(5000), NOW_S * 1000))).toBe("TOKEN_INVALID");
   });
+
+  test("one token has one spelling: a padded or non-canonical signature, or a space, is refused", async () => {
+    const token = signSessionJwt(keys, { ...base, iat: NOW_S, exp: NOW_S + 600 });
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const last = alphabet.indexOf(token.at(-1)!);
+    // The same 32 bytes: the last character's 2 low bits are not part of them.
+    const otherLast = token.slice(0, -1) + alphabet[last ^ 1];
+    for (const spelling of [`${token}=`, otherLast, ` ${token}`, `${token}\n`]) {
+      expect([spelling, await codeOf(verifySessionJwt(keys, spelling, NOW_S * 1000))]).toEqual([spelling, "TOKEN_INVALID"]);
+    }
+    expect((await verifySessionJwt(keys, token, NOW_S * 1000)).jti).toBe(base.jti);
+  });
 });

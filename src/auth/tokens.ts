@@ -25,6 +25,12 @@ export type JwtKeys = {
 
 const MAX_IAT_SKEW_S = 30;
 const MAX_TOKEN_CHARS = 4096;
+/**
+ * A compact JWS in the one spelling RFC 7515 allows: three segments of unpadded base64url, the last one
+ * the 43 characters of an HS256 signature with its 2 spare bits zero. jose also decodes a padded or
+ * non-canonical signature to the same bytes, so one token would have many spellings.
+ */
+const CANONICAL_HS256_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 /**
  * The wallet a token's claims name, without verifying it: for wording an error only, and only once the
@@ -87,6 +93,7 @@ const invalid = (why: string) => new AppError("TOKEN_INVALID", `session token is
  */
 export async function verifySessionJwt(keys: JwtKeys, token: string, nowMs: number): Promise<SessionClaims> {
   if (token.length > MAX_TOKEN_CHARS) throw invalid("too long");
+  if (!CANONICAL_HS256_JWS.test(token)) throw invalid("not a compact HS256 JWS in canonical base64url");
   let payload: Record<string, unknown>;
   try {
     const result = await jwtVerify(
