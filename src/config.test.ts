@@ -45,7 +45,7 @@ describe("loadConfig", () => {
     // Written as the URL parser reads it, so challenges, the token issuer and links name it alike.
     expect(loadConfig({ BASE_URL: "HTTPS://Wallet.Example.COM:443/" }).baseUrl).toBe("https://wallet.example.com");
     expect(loadConfig({ BASE_URL: "http:example.com" }).baseUrl).toBe("http://example.com");
-    expect(loadConfig({ BASE_URL: "https://example.com:8443/gate/?#" }).baseUrl).toBe("https://example.com:8443/gate");
+    expect(loadConfig({ BASE_URL: "https://example.com:8443//?#" }).baseUrl).toBe("https://example.com:8443");
     expect(loadConfig({ HOST: "LocalHost", PORT: "80" }).baseUrl).toBe("http://localhost");
     expect(loadConfig({ HOST: "0:0:0:0:0:0:0:1", PORT: "8080" }).baseUrl).toBe("http://[::1]:8080");
   });
@@ -59,6 +59,10 @@ describe("loadConfig", () => {
     ["BASE_URL", "https://user:pw@example.com"],
     ["BASE_URL", "https://example.com/?a=1"],
     ["BASE_URL", "https://example.com/#x"],
+    // The pages use root paths: walletgate under a proxy's path would serve pages whose scripts all miss.
+    ["BASE_URL", "https://example.com/gate"],
+    ["BASE_URL", "https://example.com:8443/gate/"],
+    ["BASE_URL", "http://example.com/%2F"],
     ["SESSION_TTL_S", "-1"],
     ["CHALLENGE_TTL_MS", "1.5"],
     ["AUTH_RATE_LIMIT", "maybe"],

@@ -87,6 +87,62 @@ export const CONFIG_VARIABLES = [
   "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET", "WEBHOOK_RETENTION_DAYS",
 ] as const;
 
+/**
+ * One line per variable for `walletgate --help` (the binary carries no README): its default and what it is.
+ * The README's configuration table says more; a test keeps both naming every variable.
+ */
+export const CONFIG_HELP: Readonly<Record<(typeof CONFIG_VARIABLES)[number], string>> = {
+  PORT: "3000; 0 picks a free port",
+  HOST: "127.0.0.1; the address to listen on (0.0.0.0: every one, then set BASE_URL)",
+  BASE_URL: "http://{HOST}:{PORT}; the public origin (no path): challenges, token issuer, links",
+  DATA_DIR: "./data; the database and generated secrets",
+  DATABASE_URL: "unset (SQLite in DATA_DIR); PostgreSQL is a later release",
+  NETWORK: "localnet (embedded ledger), devnet or mainnet",
+  JWT_SECRET: "generated into DATA_DIR off mainnet; 32+ bytes",
+  JWT_SECRET_PREVIOUS: "none; the secret before a rotation",
+  WALLET_ENCRYPTION_KEY: "generated into DATA_DIR off mainnet; 32 bytes, hex or base64",
+  SESSION_TTL_S: "604800 (7 days); token lifetime",
+  SESSION_MAX_AGE_S: "2592000 (30 days); how long a session may be refreshed",
+  REFRESH_THRESHOLD_S: "3600; session_restore refreshes a token with less left",
+  CHALLENGE_TTL_MS: "300000 (5 minutes); challenge lifetime",
+  PURGE_INTERVAL_MS: "3600000; how often expired rows are deleted",
+  AUTH_RATE_LIMIT: "on; off only off mainnet (tests, benchmarks)",
+  FINGERPRINT_RESTORE: "on off mainnet, off on mainnet; MCP restore by IP and User-Agent",
+  TRUST_PROXY: "none; proxy hops or addresses/CIDRs whose X-Forwarded-For is believed",
+  MAX_BODY_BYTES: "65536; request body limit",
+  HTTP_IDLE_TIMEOUT_S: "10; an idle connection is closed after this (1-255)",
+  LOG_LEVEL: "info; debug, info, warn, error or silent",
+  LOG_FORMAT: "pretty on a terminal, else json",
+  SQLITE_SYNCHRONOUS: "FULL; EXTRA, or NORMAL to trade crash safety for speed",
+  SOLANA_RPC_URL: "devnet's public node on devnet; required on mainnet",
+  SERVICE_TOKEN_SYMBOL: "wgt; the service token's name in balances and transfers",
+  SERVICE_TOKEN_MINT: "none; its SPL mint on devnet/mainnet",
+  SERVICE_TOKEN_DECIMALS: "6; its decimals (0-9)",
+  MCP_SESSION_TIMEOUT_MS: "3600000; an idle MCP session leaves memory after this",
+  MCP_MAX_SESSIONS: "10000; MCP sessions held in memory",
+  WALLETGATE_TOKEN: "none; walletgate mcp: the session token calls run with",
+  X402_FEE_PAYER: "none; payment_create's default fee payer",
+  ALLOW_PRIVATE_NETWORK_TARGETS: "false; let webhooks and agents reach private addresses",
+  MARKETPLACE_FEE_BPS: "0; the marketplace's cut of a released order (basis points)",
+  MARKETPLACE_FEE_WALLET: "none; the wallet that receives it",
+  WEBHOOK_RETENTION_DAYS: "0 (keep); delete finished webhook deliveries this many days old",
+};
+
+/**
+ * The configuration part of `walletgate --help`: each variable as its flag with its default and meaning,
+ * then the secrets, which are variables only.
+ */
+export function configHelp(): string {
+  const line = (shown: string, name: (typeof CONFIG_VARIABLES)[number]) => `  ${shown.padEnd(33)}${CONFIG_HELP[name]}`;
+  const isSecret = (name: string) => SECRET_VARIABLES.includes(name);
+  return [
+    ...CONFIG_VARIABLES.filter((name) => !isSecret(name)).map((name) => line(`--${name.toLowerCase().replaceAll("_", "-")}`, name)),
+    "",
+    "Secrets, in the environment or .env only (never flags: every local user can read a process's arguments):",
+    ...CONFIG_VARIABLES.filter(isSecret).map((name) => line(name, name)),
+  ].join("\n");
+}
+
 const DEVNET_RPC_URL = "https://api.devnet.solana.com";
 
 type Vars = Partial<Record<(typeof CONFIG_VARIABLES)[number], string>>;
@@ -201,13 +257,21 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got ${shown}`);
     }
-    // It is signed into every challenge and token: nothing there but scheme, host, port and path.
+    // It is signed into every challenge and token: nothing there but scheme, host and port.
     if (url.username || url.password || url.search || url.hash) {
       throw new ConfigError("BASE_URL must not carry credentials, a query or a fragment");
     }
+    // The pages load their scripts and call the API at root paths (`/chunk-….js`, `/dashboard/api/…`), so
+    // behind a proxy that serves walletgate under a path they would all miss: it has a host name of its own.
+    if (!/^\/*$/.test(url.pathname)) {
+      throw new ConfigError(
+        `BASE_URL must be an origin without a path (scheme, host and port, e.g. https://wallet.example.com), got ${shown}: ` +
+          "walletgate is served at the root of its host, so behind a proxy give it a host name of its own",
+      );
+    }
     // As the URL parser reads it (scheme and host in lower case, a default port dropped, `http:host` given its
     // slashes), so every place that names it (challenges, the token issuer, links) says the same thing.
-    baseUrl = `${url.origin}${url.pathname}`.replace(/\/+$/, "");
+    baseUrl = url.origin;
   } else if (port !== 0) {
     baseUrl = defaultBaseUrl(host, port);
   }
@@ -316,10 +380,14 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
   return Object.freeze(config);
 }
 
+/** Whether HOST listens on every address (0.0.0.0, or :: in any spelling): not an address a client can use. */
+export function listensEverywhere(host: string): boolean {
+  return host === "0.0.0.0" || (host.includes(":") && new URL(`http://[${host}]`).hostname === "[::]");
+}
+
 export function defaultBaseUrl(host: string, port: number): string {
-  // Listening everywhere (0.0.0.0, or :: in any spelling) is not an address a client can use: loopback is.
-  const everywhere = host === "0.0.0.0" || (host.includes(":") && new URL(`http://[${host}]`).hostname === "[::]");
-  const shown = everywhere ? (host.includes(":") ? "[::1]" : "127.0.0.1") : host.includes(":") ? `[${host}]` : host;
+  // Listening everywhere is not an address a client can use: loopback is.
+  const shown = listensEverywhere(host) ? (host.includes(":") ? "[::1]" : "127.0.0.1") : host.includes(":") ? `[${host}]` : host;
   // As a URL parser reads it, like a given BASE_URL: `LocalHost` is `localhost`, port 80 is dropped.
   return new URL(`http://${shown}:${port}`).origin;
 }

@@ -1,10 +1,8 @@
 // The error catalogue against spec/README.md's table, and the shape fieldError gives a refusal of input.
 import { expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readShared } from "../test/helpers/shared.ts";
 import { AppError, ERROR_STATUS, fieldError, requirePage, textField, type ErrorCode } from "./errors.ts";
 
-const SPEC_README = join(import.meta.dir, "../../shared/spec/README.md");
 
 /** What `fn` threw (an AppError, or a test failure if anything else), or null when it returned. */
 function thrownBy(fn: () => unknown): AppError | null {
@@ -18,7 +16,7 @@ function thrownBy(fn: () => unknown): AppError | null {
 }
 
 test("every code of the spec's error table, and only those, with the spec's HTTP status", () => {
-  const rows = [...readFileSync(SPEC_README, "utf8").matchAll(/^\| ([A-Z_]+) \| (\d{3}) \|/gm)].map((m) => [m[1]!, Number(m[2])] as const);
+  const rows = [...readShared("spec/README.md").matchAll(/^\| ([A-Z_]+) \| (\d{3}) \|/gm)].map((m) => [m[1]!, Number(m[2])] as const);
   expect(rows.length).toBeGreaterThan(20);
   expect(Object.fromEntries(rows)).toEqual(ERROR_STATUS);
   for (const [code, status] of rows) expect(new AppError(code as ErrorCode, "x").status).toBe(status);

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
 import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
+import { CONFIG_HELP, CONFIG_VARIABLES, flagsToVars } from "./config.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const dirs: string[] = [];
@@ -35,6 +36,26 @@ describe("walletgate CLI", () => {
     expect(keys.stdout).toStartWith("Usage: walletgate keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId> [--json]\n");
     expect(keys.stdout).not.toContain("restore");
     expect((await runCli(["restore", "-h"])).stdout).toStartWith("Usage: walletgate restore <file> [--json]\n");
+  });
+
+  test("--help names every variable with its default: the others as flags it takes, the secrets as variables only; the README's table names each too", async () => {
+    const help = (await runCli(["--help"])).stdout;
+    const secrets = ["JWT_SECRET", "JWT_SECRET_PREVIOUS", "WALLET_ENCRYPTION_KEY", "WALLETGATE_TOKEN"];
+    const [options, secretPart] = help.split("\nSecrets, in the environment or .env only");
+    for (const name of CONFIG_VARIABLES) {
+      const flag = `--${name.toLowerCase().replaceAll("_", "-")}`;
+      if (secrets.includes(name)) {
+        expect({ name, line: secretPart!.includes(`\n  ${name.padEnd(33)}${CONFIG_HELP[name]}`) }).toEqual({ name, line: true });
+        expect(options).not.toContain(flag);
+      } else {
+        expect({ name, line: options!.includes(`\n  ${flag.padEnd(33)}${CONFIG_HELP[name]}`) }).toEqual({ name, line: true });
+        expect(() => flagsToVars([flag, "x"])).not.toThrow(); // a flag --help shows is one walletgate takes
+      }
+    }
+    const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");
+    const table = readme.slice(readme.indexOf("| variable | default | meaning |"), readme.indexOf("\n\n", readme.indexOf("| variable | default | meaning |")));
+    const named = new Set([...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) => [...m[1]!.matchAll(/`([A-Z0-9_]+)`/g)].map((n) => n[1]!)));
+    expect(CONFIG_VARIABLES.filter((name) => !named.has(name))).toEqual([]);
   });
 
   test("an unknown command or option exits 2 with usage", async () => {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 // CLI entry: parse argv, dispatch to a command in cli/. Exit codes: 0 ok, 1 failure, 2 usage.
-import { ConfigError, UsageError, loadConfig, processEnv, type Config } from "./config.ts";
+import { ConfigError, UsageError, configHelp, loadConfig, processEnv, type Config } from "./config.ts";
 import { splitArgs } from "./cli/args.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
 import { SchemaBehindError, SchemaTooNewError } from "./db/migrate.ts";
@@ -31,11 +31,12 @@ Commands:
   restore <file> [--json]
              put a backup in place of the database (server stopped; the old one is kept aside)
 
-Options (each is also an environment variable: --data-dir ↔ DATA_DIR):
-  --port, --host, --base-url, --data-dir, --network, --log-level, --log-format, ...
-  --help     show this help       --version   print the version
+Options, each with its default (each is also an environment variable, --data-dir as DATA_DIR, and is
+read from the working directory's .env files too; the README's configuration table says more):
+${configHelp()}
 
-Configuration: see the README (every variable with its default).
+  --help                           show this help (walletgate <command> --help: that command's)
+  --version                        print the version
 `;
 
 /** A command gets the config and its own arguments (everything after its name that is not a config flag). */

@@ -1,7 +1,7 @@
 // The running server: socket, request ids and access log, body limit, purge timer, graceful shutdown.
 import type { Server } from "bun";
 import { statSync } from "node:fs";
-import { ConfigError, inDataDir, defaultBaseUrl, resolveSecrets, walletKeySource, type Config, type Secrets } from "./config.ts";
+import { ConfigError, inDataDir, defaultBaseUrl, listensEverywhere, resolveSecrets, walletKeySource, type Config, type Secrets } from "./config.ts";
 import { openDatabase, type Db } from "./db/open.ts";
 import { holdServeLock, restoringMessage } from "./db/file-lock.ts";
 import { migrate, pendingVersions, settleMigrations } from "./db/migrate.ts";
@@ -430,6 +430,13 @@ async function serve(
     // Said at every start: it turns off the outbound guard, cloud metadata addresses included.
     log.warn("ALLOW_PRIVATE_NETWORK_TARGETS=true: webhooks and agent endpoints may reach private, loopback and link-local addresses", {
       network: config.network,
+    });
+  }
+  if (listensEverywhere(config.host) && !config.baseUrlGiven) {
+    // Reachable from other machines, but what it signs and links names loopback: their sign-ins, browser
+    // pages and MCP hosts would be refused ("another BASE_URL", "Invalid Origin header").
+    log.warn(`HOST=${config.host} without BASE_URL: challenges, tokens, links and the Origin /mcp and the pages accept name ${baseUrl}, which other machines cannot use; set BASE_URL to the address clients reach this server at`, {
+      baseUrl,
     });
   }
   const dataDirMode = modeOf(config.dataDir);

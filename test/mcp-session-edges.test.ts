@@ -152,7 +152,9 @@ describe("1. a refused initialize (120 a minute per network) says how long until
     for (let i = 0; i < 125; i++) {
       const res = await fetch(`${server.url}/mcp`, { method: "POST", headers: foreign, body: JSON.stringify(INITIALIZE) });
       expect(res.status).toBe(403);
-      expect(((await res.json()) as { error: { message: string } }).error.message).toBe("Invalid Origin header: https://evil.example");
+      expect(((await res.json()) as { error: { message: string } }).error.message).toBe(
+        `Invalid Origin header: https://evil.example; only pages of ${new URL(server.url).origin} may call /mcp from a browser (BASE_URL: set it to the address browsers use)`,
+      );
     }
     const own = await initialize(server);
     expect(own.status).toBe(200);

@@ -123,6 +123,15 @@ describe("config: every documented bound, at both edges (README's configuration 
     expect(refusal({ BASE_URL: "https://:secret@auth.example.com" })).toBe("BASE_URL must not carry credentials, a query or a fragment");
   });
 
+  test("BASE_URL with a path is refused, saying what to give instead (the pages use root paths)", () => {
+    // config.ts: the pathname test → accepting `${url.origin}${url.pathname}`
+    expect(refusal({ BASE_URL: "https://example.com/wallet" })).toBe(
+      'BASE_URL must be an origin without a path (scheme, host and port, e.g. https://wallet.example.com), got "https://example.com/wallet": ' +
+        "walletgate is served at the root of its host, so behind a proxy give it a host name of its own",
+    );
+    expect(refusal({ BASE_URL: "https://example.com//" })).toBeNull();
+  });
+
   test("a BASE_URL refused for its form is not echoed with its credentials", () => {
     // config.ts: the refusals quote `shown`, the URL with its user part hidden → `rawBase`
     for (const value of ["https://u:SEKRET3@example.com:99999/", "ftp://u:SEKRET4@example.com/", "https://u:pa/SEKRET5@example.com:99999/", "https://u:p#SEKRET6@example.com:99999/", "admin:SEKRET7@example.com"]) {
@@ -396,6 +405,27 @@ describe("server: what every start does (real process)", () => {
     } finally {
       await server.dispose();
     }
+  });
+
+  test("HOST=0.0.0.0 without BASE_URL is warned about at start (other machines reach it, what it signs names loopback); with BASE_URL it is not", async () => {
+    // server.ts: `listensEverywhere(config.host) && !config.baseUrlGiven` → `false`
+    const warnings = async (env: Record<string, string>) => {
+      const server = await startTestServer({ HOST: "0.0.0.0", ...env });
+      try {
+        const lines = await logged(server, (ls) => ls.some((l) => l.msg === "listening"));
+        return { port: new URL(server.url).port, warned: lines.filter((l) => l.level === "warn").map((l) => [l.msg, (l as { baseUrl?: string }).baseUrl]) };
+      } finally {
+        await server.dispose();
+      }
+    };
+    const { port, warned } = await warnings({});
+    expect(warned).toEqual([
+      [
+        `HOST=0.0.0.0 without BASE_URL: challenges, tokens, links and the Origin /mcp and the pages accept name http://127.0.0.1:${port}, which other machines cannot use; set BASE_URL to the address clients reach this server at`,
+        `http://127.0.0.1:${port}`,
+      ],
+    ]);
+    expect((await warnings({ BASE_URL: "http://walletgate.test" })).warned).toEqual([]);
   });
 
   test("a DATA_DIR other users may write is warned about at start; one only its owner may write is not", async () => {

@@ -1,13 +1,12 @@
 // Proves seed → public key and signing on the RFC 8032 section 7.1 vectors.
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { ed25519PublicKey, ed25519Sign } from "./ed25519-sign.ts";
 import { verifyStrict } from "./ed25519.ts";
 import { bytesToHex, hexToBytes } from "./encoding.ts";
+import { readShared } from "../../test/helpers/shared.ts";
 
 const VECTORS: { priv: string; pub: string; msg: string; sig: string }[] = JSON.parse(
-  readFileSync(join(import.meta.dir, "../../../shared/vectors/ed25519/rfc8032.json"), "utf8"),
+  readShared("vectors/ed25519/rfc8032.json"),
 );
 
 describe("ed25519 from a seed", () => {

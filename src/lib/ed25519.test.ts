@@ -2,15 +2,13 @@
 import { describe, expect, test } from "bun:test";
 import { Point, etc, hashes, sign, getPublicKey, utils } from "@noble/ed25519";
 import { sha512 } from "@noble/hashes/sha2.js";
-import { join } from "node:path";
-import { readFileSync } from "node:fs";
 import { verifyStrict, isCanonicalEncoding, isSmallOrderEncoding, isCanonicalScalar } from "./ed25519.ts";
 import { hexToBytes } from "./encoding.ts";
+import { readShared } from "../../test/helpers/shared.ts";
 
 hashes.sha512 = sha512;
 
-const VECTORS = join(import.meta.dir, "../../../shared/vectors/ed25519");
-const load = (name: string) => JSON.parse(readFileSync(join(VECTORS, name), "utf8"));
+const load = (name: string) => JSON.parse(readShared(`vectors/ed25519/${name}`));
 
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
 const le = (b: Uint8Array) => BigInt("0x" + Buffer.from(b).reverse().toString("hex") || "0");

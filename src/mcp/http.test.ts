@@ -72,7 +72,14 @@ describe("/mcp adapter", () => {
     expect([plain.status, ((await plain.json()) as { code: string }).code]).toEqual([400, "VALIDATION_ERROR"]);
     // The envelope's own shape, with the catalogue's code (not a JSON-RPC error).
     const foreign = await envelope({ "content-type": "application/json", origin: "http://evil.example" });
-    expect([foreign.status, await foreign.json()]).toEqual([403, { success: false, error: "Invalid Origin header", code: "FORBIDDEN" }]);
+    expect([foreign.status, await foreign.json()]).toEqual([
+      403,
+      {
+        success: false,
+        error: "Invalid Origin header: http://evil.example; only pages of http://walletgate.test may call /mcp from a browser (BASE_URL: set it to the address browsers use)",
+        code: "FORBIDDEN",
+      },
+    ]);
     expect((await envelope({ "content-type": "application/json" })).status).toBe(200);
     await mcp.stop();
   });

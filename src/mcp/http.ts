@@ -160,6 +160,9 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
   const url = new URL("/mcp", deps.baseUrl).href;
   /** The only browser origin allowed to call tools (DNS rebinding). */
   const ownOrigin = new URL(deps.baseUrl).origin;
+  /** The refusal of a browser page of another origin, saying which one is accepted and how to change it. */
+  const originRefused = (origin: string) =>
+    `Invalid Origin header: ${origin}; only pages of ${ownOrigin} may call /mcp from a browser (BASE_URL: set it to the address browsers use)`;
 
   function toolSession(live: { id: string; recordKey: string; binding: Binding | null }): ToolSession {
     return {
@@ -280,7 +283,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
     // its network's initialize limit or takes a session place: any page open on that machine could otherwise
     // spend the limit of the MCP hosts beside it.
     const origin = request.headers.get("origin");
-    if (origin && origin !== ownOrigin) return jsonRpcError(403, -32000, `Invalid Origin header: ${origin}`);
+    if (origin && origin !== ownOrigin) return jsonRpcError(403, -32000, originRefused(origin));
     try {
       deps.auth.rateLimiter.consume(mcpInitializeHits(client.ip), deps.clock.now());
     } catch (err) {
@@ -445,7 +448,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           // As the MCP transport does: a browser page of another origin may not call tools (DNS rebinding),
           // and a JSON body must say so (a cross-site form or text/plain POST needs no preflight).
           const origin = request.headers.get("origin");
-          if (origin !== null && origin !== ownOrigin) return Response.json(failure(new AppError("FORBIDDEN", "Invalid Origin header")), { status: 403 });
+          if (origin !== null && origin !== ownOrigin) return Response.json(failure(new AppError("FORBIDDEN", originRefused(origin))), { status: 403 });
           if (!(request.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) {
             return Response.json(failure(fieldError("content-type", "send the body as content-type: application/json")), { status: 400 });
           }
