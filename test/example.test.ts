@@ -1,7 +1,9 @@
 // Keeps the README's scripts true: each runs against a real server as written (only its address changed).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Keypair } from "@solana/web3.js";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { call } from "./helpers/wallet.ts";
 
@@ -17,6 +19,31 @@ test("examples/sign-in.ts signs in", async () => {
   expect(await proc.exited).toBe(0);
   expect(out.isNewSession).toBe(true);
   expect((await call(server.url, "/auth/session", { token: out.sessionToken })).status).toBe(200);
+});
+
+test("examples/sign-in-keypair.ts signs in as the wallet of a Solana CLI keypair file; a file of another form is refused", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "walletgate-keypair-"));
+  try {
+    const keypair = Keypair.generate();
+    const file = join(dir, "id.json");
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 }); // as solana-keygen writes it
+    const run = async (path: string) => {
+      const proc = Bun.spawn([process.execPath, join(import.meta.dir, "../examples/sign-in-keypair.ts"), path, server.url], { stdout: "pipe", stderr: "pipe" });
+      const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+      return { code, out, err };
+    };
+    const signedIn = await run(file);
+    expect(signedIn.code).toBe(0);
+    const out = JSON.parse(signedIn.out);
+    expect(out.walletAddress).toBe(keypair.publicKey.toBase58());
+    expect((await call(server.url, "/auth/session", { token: out.sessionToken })).body).toMatchObject({ walletAddress: keypair.publicKey.toBase58() });
+    writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey.subarray(0, 32))));
+    const refused = await run(file);
+    expect(refused.code).not.toBe(0);
+    expect(refused.err).toContain("is not a Solana keypair file (a JSON array of 64 bytes)");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /** The README's first ```ts block after `heading`, with the server's address in place of the default one. */

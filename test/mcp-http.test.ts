@@ -375,12 +375,33 @@ describe("Bearer vs binding", () => {
     expect(await mcp.ok("session_info")).toMatchObject({ walletAddress: z.address, restoredBy: "binding" });
   });
 
+  test("a tool that binds the session while the header names another wallet says the header still wins; with its own token or none it says nothing", async () => {
+    const y = await (await connect(ua("note-y"))).ok("wallet_create", { airdropSol: 0 });
+    const mcp = await connect(ua("note"), y.sessionToken);
+    const z = await mcp.ok("wallet_create", { airdropSol: 0 });
+    const says = (wallet: string) =>
+      `this connection's Authorization header names ${y.address}; calls on this connection that carry it run as it, since a token in the header ` +
+      `wins over a binding: send the new sessionToken in the header, or drop the header, to act as ${wallet}`;
+    expect(z.note).toBe(says(z.address));
+    expect(await mcp.ok("session_info")).toMatchObject({ walletAddress: y.address, restoredBy: "token" });
+    expect((await mcp.ok("session_restore", { token: z.sessionToken })).note).toBe(says(z.address));
+    // The header's own wallet: nothing to say.
+    expect(await mcp.ok("session_restore", { token: y.sessionToken })).not.toHaveProperty("note");
+    delete mcp.headers.Authorization;
+    expect(await mcp.ok("session_restore", { token: z.sessionToken })).not.toHaveProperty("note");
+    expect(await mcp.ok("session_info")).toMatchObject({ walletAddress: z.address, restoredBy: "binding" });
+  });
+
   test("a client that starts with an invalid token initializes and lists tools; calls answer TOKEN_INVALID", async () => {
     const mcp = await connect(ua("bad-token"), "not.a.jwt");
     expect((await mcp.client.listTools()).tools.length).toBeGreaterThanOrEqual(SESSION_TOOLS.length);
     expect(await mcp.call("wallet_get_history")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
-    // wallet_create binds the session, but the header's token still decides who calls.
+    // wallet_create binds the session, but the header's token still decides who calls: the answer says so.
     const created = await mcp.ok("wallet_create", { airdropSol: 0 });
+    expect(created.note).toBe(
+      "this connection's Authorization header carries a token that is not valid (TOKEN_INVALID); calls that carry it fail, since a token in the " +
+        `header wins over a binding: send the new sessionToken in the header, or drop the header, to act as ${created.address}`,
+    );
     expect(await mcp.call("wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
     delete mcp.headers.Authorization;
     expect((await mcp.ok("wallet_get_balance")).address).toBe(created.address);
@@ -504,8 +525,13 @@ describe("wallet_transfer, wallet_get_history, wallet_submit_transaction", () =>
     expect({ code: airdrop.code, stderr: airdrop.stderr }).toEqual({ code: 0, stderr: "" });
     const bobBefore = await balances(bob);
 
+    const askedAt = Date.now();
     const unsigned = await carol.ok("wallet_transfer", { to: b.address, amount: "0.1", token: "sol", memo: "from carol" });
     expect(unsigned).toMatchObject({ from: wallet.address, to: b.address, token: "sol", amount: "0.1", network: "localnet" });
+    // Until when it may be signed and submitted: its blockhash's life, about a minute.
+    const expiresIn = Date.parse(unsigned.expiresAt) - askedAt;
+    expect(expiresIn).toBeGreaterThanOrEqual(60_000);
+    expect(expiresIn).toBeLessThan(60_000 + 5_000);
     expect(typeof unsigned.unsignedTransaction).toBe("string");
     expect(await balances(carol)).toEqual({ sol: 0.5, usdc: 0, wgt: 0 }); // nothing moved yet
 

@@ -74,6 +74,7 @@ describe("walletgate mcp (stdio)", () => {
     expect(await call(bad, "wallet_get_balance")).toMatchObject({ success: false, code: "TOKEN_INVALID" });
     // The token is where the session starts, not a header for ever: a binding replaces a dead one...
     const created = await call(bad, "wallet_create", { airdropSol: 0 });
+    expect(created.data).not.toHaveProperty("note"); // the HTTP header's note: here the binding does win
     expect(await call(bad, "session_info")).toMatchObject({ success: true, data: { walletAddress: created.data!.address, restoredBy: "binding" } });
     // ...and wallet_disconnect revokes it and leaves no wallet, until session_restore binds one.
     const second = await stdioClient({ WALLETGATE_TOKEN: created.data!.sessionToken });

@@ -2,7 +2,7 @@
 // session_restore, wallet_disconnect.
 import { z } from "zod";
 import { AppError } from "../errors.ts";
-import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { defineTool, headerStillWins, requireWallet, type Tool } from "../mcp/registry.ts";
 import { explainDeadCustodialToken, isCustodial } from "../wallets/custody.ts";
 import { issueChallenge } from "./challenge.ts";
 import { disconnectWallet, restoreSession, sessionStatus } from "./sessions.ts";
@@ -26,17 +26,24 @@ export const walletConnect = defineTool({
   description:
     "Step 2 of signing in with your own wallet: send the challenge's nonce and the Ed25519 signature (standard base64, " +
     "not hex) of its message. Returns a session token and binds this MCP session to the wallet. The wallet stays " +
-    "non-custodial: transfers come back unsigned for you to sign.",
+    "non-custodial: transfers come back unsigned for you to sign. Over HTTP a session token in the Authorization header " +
+    "wins over the binding (data.note says so when it names another wallet).",
   input: {
     walletAddress,
     nonce: z.string().describe("the nonce from session_auth"),
     signature: z.string().describe("standard padded base64 of the 64-byte signature over the challenge message"),
   },
   needsWallet: false,
-  run: async ({ deps, session, client }, input) => {
+  run: async ({ deps, session, client, caller }, input) => {
     const issued = await signIn(deps, input, client);
     await session.bind({ walletAddress: issued.walletAddress, sessionId: issued.sessionId, jti: issued.jti, tokenExpiresAtS: issued.expiresAtS });
-    return { walletAddress: issued.walletAddress, sessionToken: issued.token, isNewSession: true, expiresAt: issued.expiresAt };
+    return {
+      walletAddress: issued.walletAddress,
+      sessionToken: issued.token,
+      isNewSession: true,
+      expiresAt: issued.expiresAt,
+      ...headerStillWins({ session, caller }, issued.walletAddress),
+    };
   },
 });
 
@@ -67,12 +74,12 @@ export const sessionRestore = defineTool({
     "token of the same session is returned (refreshed: true); keep the new one.",
   input: { token: z.string().describe("a session token (JWT) issued by this server") },
   needsWallet: false,
-  run: async ({ deps, session }, input) => {
+  run: async ({ deps, session, caller }, input) => {
     const { session: restored, ...data } = await restoreSession(deps, input.token).catch(async (err: unknown) => {
       throw err instanceof AppError ? await explainDeadCustodialToken(deps, err, () => walletNamedBy(input.token)) : err;
     });
     await session.bind({ walletAddress: restored.walletAddress, sessionId: restored.sessionId, jti: restored.jti, tokenExpiresAtS: restored.expiresAtS });
-    return data;
+    return { ...data, ...headerStillWins({ session, caller }, restored.walletAddress) };
   },
 });
 

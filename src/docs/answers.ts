@@ -101,8 +101,16 @@ const Purchase = t.Object({
   expiresAt: Optional(Iso),
 });
 
-const Completed = t.Object({ status: t.Literal("completed"), txHash: t.String(), purchaseId: t.String(), accessToken: Optional(t.String({ description: "feature unlocks: the ft_ token" })) });
-const Confirmation = t.Union([t.Object({ status: t.Literal("pending"), checkoutId: Optional(t.String()) }), Completed]);
+/** Named when the answer is another checkout's of the wallet and product: the one to confirm from then on. */
+const OtherCheckout = Optional(t.String({ description: "another checkout of this wallet and product, which the answer is about: confirm that one from then on" }));
+const Completed = t.Object({
+  status: t.Literal("completed"),
+  txHash: t.String(),
+  purchaseId: t.String(),
+  accessToken: Optional(t.String({ description: "feature unlocks: the ft_ token" })),
+  checkoutId: OtherCheckout,
+});
+const Confirmation = t.Union([t.Object({ status: t.Literal("pending"), checkoutId: OtherCheckout }), Completed]);
 
 const Limits = t.Object({ minute: t.Integer(), day: t.Integer() });
 const Session = t.Object({ walletAddress: Address, expiresAt: Iso });

@@ -156,6 +156,12 @@ export type LedgerTransaction = Readonly<{
 
 export type Blockhash = Readonly<{ blockhash: string; lastValidBlockHeight: number }>;
 
+/** About how long a blockhash handed out now is accepted: 150 slots of about 400 ms. */
+export const BLOCKHASH_LIFETIME_MS = 150 * 400;
+
+/** When a transaction built on a blockhash fetched at `builtAtMs` stops being accepted, about: an ISO time. */
+export const blockhashExpiresAt = (builtAtMs: number): string => new Date(builtAtMs + BLOCKHASH_LIFETIME_MS).toISOString();
+
 export type AirdropAmounts = Readonly<{ sol?: bigint; usdc?: bigint; token?: bigint }>;
 
 export type ProgramAccountKind = "token" | "mint" | "program";

@@ -10,7 +10,7 @@ import { formatAmount } from "../lib/amounts.ts";
 import { bytesToHex, decodeAddress, decodeBase64Strict, encodeBase64, isAddress } from "../lib/encoding.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { auditHandedOut } from "./create.ts";
-import { MAX_AMOUNT_BASE_UNITS, requireTransferAmount, type TokenInfo } from "./ledger.ts";
+import { MAX_AMOUNT_BASE_UNITS, blockhashExpiresAt, requireTransferAmount, type TokenInfo } from "./ledger.ts";
 import { requireWalletRecipient } from "./recipients.ts";
 import { associatedTokenAddress, compileTransaction, isEmptySignature, memoInstruction, memoOf, parseTransaction, type ParsedTransaction, type TokenAccountInfo } from "./transactions.ts";
 
@@ -81,8 +81,6 @@ export const X402_COMPUTE_UNIT_PRICE_MICRO_LAMPORTS = 1n;
 export const X402_MAX_MEMO_BYTES = 256;
 /** v2 `maxTimeoutSeconds` of requirements this service writes itself: about a blockhash's life. */
 const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
-/** A blockhash is accepted for 150 slots of about 400 ms. */
-const BLOCKHASH_LIFETIME_MS = 150 * 400;
 const RANDOM_MEMO_BYTES = 16;
 
 const V1_NETWORKS: Record<Network, string> = { localnet: "solana-localnet", devnet: "solana-devnet", mainnet: "solana" };
@@ -338,7 +336,7 @@ function summary(deps: Deps, payment: Payment, memo: string): PaymentSummary {
   return {
     x402Version: payment.version,
     network: payment.network,
-    expiresAt: new Date(deps.clock.now() + BLOCKHASH_LIFETIME_MS).toISOString(),
+    expiresAt: blockhashExpiresAt(deps.clock.now()),
     from: payment.payer,
     to: payment.to,
     token: payment.token.key,

@@ -176,6 +176,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
         await store.setBinding(deps.db, live.recordKey, null, deps.clock.now());
       },
       bound: () => live.binding,
+      tokenWinsOverBinding: true,
     };
   }
 

@@ -39,6 +39,11 @@ export type ToolSession = {
   unbind(): Promise<void>;
   /** The wallet the session is bound to now (absent where there is no session to bind: the plain envelope). */
   bound?(): Binding | null;
+  /**
+   * Whether the token sent with each call (HTTP's Authorization header) goes on winning over a binding
+   * (mcp.md). Over stdio WALLETGATE_TOKEN gives way to the first binding instead.
+   */
+  readonly tokenWinsOverBinding?: boolean;
 };
 
 /** `requestId`: the HTTP request the call came in (its X-Request-Id and access-log line); none over stdio. */
@@ -83,6 +88,23 @@ export function failure(err: AppError): Envelope {
   if (err.extra.details !== undefined) envelope.details = err.extra.details;
   if (err.extra.retryAfter !== undefined) envelope.retryAfter = err.extra.retryAfter;
   return envelope;
+}
+
+/**
+ * What a tool that binds the session to `bound` adds to its answer when the calls' own token still decides
+ * who they run as: an Authorization header naming another wallet, or one that is not valid. Without it an
+ * agent would take the new wallet for the one its next calls use.
+ */
+export function headerStillWins({ session, caller }: Pick<ToolContext, "session" | "caller">, bound: string): { note?: string } {
+  if (session.tokenWinsOverBinding !== true) return {};
+  const then = "calls on this connection that carry it run as it, since a token in the header wins over a binding: send the new sessionToken in the header, or drop the header, to act as";
+  if (caller.kind === "wallet" && caller.source === "token" && caller.walletAddress !== bound) {
+    return { note: `this connection's Authorization header names ${caller.walletAddress}; ${then} ${bound}` };
+  }
+  if (caller.kind === "anonymous" && caller.tokenError !== null && caller.deadBinding === undefined) {
+    return { note: `this connection's Authorization header carries a token that is not valid (${caller.tokenError.code}); calls that carry it fail, since a token in the header wins over a binding: send the new sessionToken in the header, or drop the header, to act as ${bound}` };
+  }
+  return {};
 }
 
 /** The caller of a tool that needs one; else the reason there is none. */

@@ -492,7 +492,7 @@ describe("checkout", () => {
       const signed = signCheckout(first.transaction, s.buyer);
       const losing: Deps = { ...s.deps, ledger: { ...s.deps.ledger, submit: async (...a) => { await s.deps.ledger.submit(...a); throw new AppError("CHAIN_UNAVAILABLE", "no answer"); } } };
       expect(await codeOf(submitCheckout(losing, s.productId, first.checkoutId, signed))).toBe("CHAIN_UNAVAILABLE");
-      return { ...s, signed };
+      return { ...s, signed, firstId: first.checkoutId };
     }
 
     test("a payment /submit sent whose answer a crash cut off is completed on the watcher's first round, however many checkouts are open", async () => {
@@ -503,10 +503,13 @@ describe("checkout", () => {
       expect(await listPurchases(deps, owner, {})).toMatchObject({ total: 1, purchases: [{ txHash: signatureOf(signed), walletAddress: wallet }] });
     });
 
-    test("a page reloaded after a lost answer opens another checkout: its /submit answers the first payment, and pays nothing", async () => {
-      const { deps, productId, buyer, wallet, signed } = await paidWithAnswerLost();
+    test("a page reloaded after a lost answer opens another checkout: its /submit answers the first payment, naming its checkout, and pays nothing", async () => {
+      const { deps, productId, buyer, wallet, signed, firstId } = await paidWithAnswerLost();
       const second = await startCheckout(deps, productId, wallet);
-      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      const answer = await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer));
+      // The checkout that was paid, the one to confirm from then on: this one never will be.
+      expect(answer).toMatchObject({ status: "completed", txHash: signatureOf(signed), checkoutId: firstId });
+      expect(await confirmCheckout(deps, productId, firstId)).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC); // paid once
     });
 
@@ -520,10 +523,14 @@ describe("checkout", () => {
     });
 
     test("the same when the watcher completed the first checkout before the reload; checkout_pay still buys anew on purpose", async () => {
-      const { deps, productId, buyer, wallet, signed } = await paidWithAnswerLost();
+      const { deps, productId, buyer, wallet, signed, firstId } = await paidWithAnswerLost();
       expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // it looks every 5 s
       const second = await startCheckout(deps, productId, wallet);
-      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+      expect(await submitCheckout(deps, productId, second.checkoutId, signCheckout(second.transaction, buyer))).toMatchObject({
+        status: "completed",
+        txHash: signatureOf(signed),
+        checkoutId: firstId,
+      });
       expect((await deps.ledger.getBalances(wallet)).usdc).toBe(48n * USDC);
       const third = await startCheckout(deps, productId, wallet);
       expect(await submitCheckout(deps, productId, third.checkoutId, signCheckout(third.transaction, buyer), { answerRecentPurchase: false })).toMatchObject({ status: "completed" });

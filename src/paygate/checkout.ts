@@ -64,7 +64,13 @@ export type CheckoutView = {
  * `pending` names a `checkoutId` only where /submit waits on another checkout of the wallet for the
  * product (its payment may still land): that is the checkout to confirm, not the one asked about.
  */
-export type ConfirmResult = { status: "pending"; checkoutId?: string } | { status: "completed"; txHash: string; purchaseId: string; accessToken?: string };
+/**
+ * `checkoutId`: named when the answer is another checkout's of the same wallet and product (one pending, or
+ * one that paid lately): the checkout to confirm from then on, since the one asked about is never paid.
+ */
+export type ConfirmResult =
+  | { status: "pending"; checkoutId?: string }
+  | { status: "completed"; txHash: string; purchaseId: string; accessToken?: string; checkoutId?: string };
 
 type SplToken = TokenInfo & { mint: string };
 
@@ -837,7 +843,7 @@ export async function submitCheckout(
     // it, so that their answer names the checkout that was paid, not this one).
     if (elsewhere !== null) {
       const follow = elsewhere.result.status === "pending" || options.answerRecentPurchase === false;
-      return follow ? { status: "pending", checkoutId: elsewhere.checkout.id } : elsewhere.result;
+      return follow ? { status: "pending", checkoutId: elsewhere.checkout.id } : { ...elsewhere.result, checkoutId: elsewhere.checkout.id };
     }
     // Or one the watcher completed meanwhile (it looks every 5 s): paid within a checkout's life and its grace.
     const since = deps.clock.now() - CHECKOUT_TTL_MS - EXPIRY_GRACE_MS;
@@ -848,7 +854,7 @@ export async function submitCheckout(
         const purchase = await store.findPurchase(deps.db, paid.purchaseId!);
         // The wallet itself signed this request (requireSignatures above): its token is its own to see.
         // Only while that purchase still grants access: after a revoke or an expiry, buying again buys.
-        if (purchase !== null && (await stillGrants(deps, product, purchase))) return completedResult(deps, paid, purchase, undefined, true);
+        if (purchase !== null && (await stillGrants(deps, product, purchase))) return { ...(await completedResult(deps, paid, purchase, undefined, true)), checkoutId: paid.id };
       }
     } else if (waitedSince !== null) {
       // checkout_pay, which buys anew on purpose, but waited for another process's /submit of this product

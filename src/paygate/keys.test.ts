@@ -4,6 +4,7 @@ import { expect, test } from "bun:test";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { toIso } from "../lib/clock.ts";
+import { TOKEN_PROGRAM } from "../ledger/transactions.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { createApiKey, createKeyAuthenticator, LAST_USED_WRITE_MS, listApiKeys, MAX_API_KEYS, revokeApiKey, revokeApiKeyAsOperator } from "./keys.ts";
 
@@ -57,4 +58,16 @@ test("the operator's revoke of an unknown id does not repeat it: a key pasted in
     message = (err as Error).message;
   }
   expect(message).toBe("no such API key");
+});
+
+test("a program's address is no owner: no key, and no owner record (the operator's slip with keys create --owner)", async () => {
+  const { deps } = await testDeps();
+  for (const program of ["11111111111111111111111111111111", TOKEN_PROGRAM]) {
+    await expect(createApiKey(deps, program, "x")).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: `owner: ${program} is a program, not a wallet: an owner is a wallet that signs in`,
+    });
+  }
+  expect(deps.db.sqlite.query("SELECT count(*) AS n FROM owners").get()).toEqual({ n: 0 });
+  expect(deps.db.sqlite.query("SELECT count(*) AS n FROM api_keys").get()).toEqual({ n: 0 });
 });

@@ -106,6 +106,23 @@ test("wallet_transfer: SOL too little for a new recipient account is VALIDATION_
   expect(drained).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
 });
 
+test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and currency do; an unknown one lists the keys", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const { address } = await createCustodialWallet(deps);
+  await deps.ledger.airdrop(address, { sol: SOL, usdc: 5_000_000n });
+  const ctx = walletContext(deps, address);
+  const to = (await createCustodialWallet(deps)).address;
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.01", token: "SOL" })).toMatchObject({ success: true, data: { token: "sol" } });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "Usdc" })).toMatchObject({ success: true, data: { token: "usdc" } });
+  expect(await deps.ledger.getBalances(to)).toEqual({ sol: SOL / 100n, usdc: 1_000_000n, wgt: 0n });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "btc" })).toMatchObject({
+    success: false,
+    code: "VALIDATION_ERROR",
+    error: "token must be one of sol, usdc, wgt",
+  });
+});
+
 test("a token the service does not know is shown by its mint, in whole tokens: wallet_submit_transaction and wallet_get_history", async () => {
   const { deps } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url });
   const registry = createToolRegistry(deps);

@@ -7,9 +7,9 @@ import { amountField, fieldError, invalidField, textField } from "../errors.ts";
 import { amountToNumber, formatAmount } from "../lib/amounts.ts";
 import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict } from "../lib/encoding.ts";
-import type { ParsedTransfer, SubmitResult, TokenInfo } from "../ledger/ledger.ts";
+import { blockhashExpiresAt, type ParsedTransfer, type SubmitResult, type TokenInfo } from "../ledger/ledger.ts";
 import { createPayment } from "../ledger/x402.ts";
-import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { defineTool, headerStillWins, requireWallet, type Tool } from "../mcp/registry.ts";
 import { transferFromWallet } from "./transfer.ts";
 import {
   checkAirdrop,
@@ -57,7 +57,8 @@ export const walletCreate = defineTool({
   name: "wallet_create",
   description:
     "Create a new custodial Solana wallet held by this service, signed in at once (this MCP session is bound to it and a " +
-    "session token is returned). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
+    "session token is returned; over HTTP a session token in the Authorization header still wins over the binding, and " +
+    "data.note says so when it names another wallet). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
     "airdropUsdc. Its key never leaves the service, so it is reached only through its sessions: keep the sessionToken " +
     "and renew it with session_restore in its last hour (REFRESH_THRESHOLD_S); a session lasts at most SESSION_MAX_AGE_S " +
     "(30 days by default), and no one can sign in to this wallet again, so move what it holds before then.",
@@ -74,7 +75,7 @@ export const walletCreate = defineTool({
     label: z.string().max(64).optional().describe("a name for the wallet, up to 64 characters"),
   },
   needsWallet: false,
-  run: async ({ deps, session, client }, input) => {
+  run: async ({ deps, session, client, caller }, input) => {
     const network = deps.config.network;
     const label = input.label === undefined ? null : textField(input.label, "label", 64, false);
     const [sol, usdc] = await Promise.all([tokenInfo(deps, "sol"), tokenInfo(deps, "usdc")]);
@@ -102,6 +103,7 @@ export const walletCreate = defineTool({
       isNewSession: true,
       expiresAt: issued.expiresAt,
       ...fundedFields,
+      ...headerStillWins({ session, caller }, walletAddress),
     };
   },
 });
@@ -122,7 +124,8 @@ export const walletTransfer = defineTool({
   description:
     "Send sol, usdc or the service token from this session's wallet to `to` (creating the recipient's token account if " +
     "needed, paid by the sender). A custodial wallet's transfer is signed and confirmed here; a connected wallet gets " +
-    "data.unsignedTransaction (base64) to sign and pass to wallet_submit_transaction.",
+    "data.unsignedTransaction (base64) to sign and pass to wallet_submit_transaction before data.expiresAt (its blockhash lives " +
+    "about a minute; after that, ask for a new one).",
   input: {
     to: address("recipient"),
     amount,
@@ -135,6 +138,7 @@ export const walletTransfer = defineTool({
     deps.auth.rateLimiter.consume(transferHits(wallet.walletAddress, client.ip), deps.clock.now());
     const token = await tokenInfo(deps, input.token);
     const value = amountField(input.amount, token.decimals, "amount");
+    const builtAt = deps.clock.now();
     const outcome = await transferFromWallet(deps, { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo });
     if (outcome.kind === "unsigned") {
       return {
@@ -144,7 +148,8 @@ export const walletTransfer = defineTool({
         token: token.key,
         amount: formatAmount(value, token.decimals),
         network: deps.config.network,
-        next: "sign unsignedTransaction with this wallet and call wallet_submit_transaction {transaction}",
+        expiresAt: blockhashExpiresAt(builtAt),
+        next: "sign unsignedTransaction with this wallet and call wallet_submit_transaction {transaction} before expiresAt (about a minute); after it, call wallet_transfer again",
       };
     }
     return transferResult(deps, outcome.result, { from: wallet.walletAddress, to: input.to, token: token.key, amount: formatAmount(value, token.decimals) });

@@ -94,6 +94,29 @@ describe("transferFromWallet", () => {
     expect((await deps.ledger.getBalances(b)).sol).toBe(4n * (SOL / 10n));
   });
 
+  test("a custodial wallet's shortfall is said in tokens, not in the ledger's words of token accounts and fee payers", async () => {
+    const { deps } = await testDeps();
+    const a = (await createCustodialWallet(deps)).address;
+    const empty = (await createCustodialWallet(deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(a, { sol: SOL / 100n, usdc: 2n * USDC });
+    const refusal = async (from: string, token: string, amount: bigint) => {
+      try {
+        await transferFromWallet(deps, { from, to: b, token, amount });
+        return null;
+      } catch (err) {
+        return { code: (err as { code?: string }).code, message: (err as Error).message };
+      }
+    };
+    expect(await refusal(a, "wgt", USDC)).toEqual({ code: "INSUFFICIENT_FUNDS", message: `${a} holds 0 WGT; this transfer needs 1 WGT` });
+    expect(await refusal(a, "usdc", 3n * USDC)).toEqual({ code: "INSUFFICIENT_FUNDS", message: `${a} holds 2 USDC; this transfer needs 3 USDC` });
+    expect(await refusal(empty, "sol", SOL / 1000n)).toEqual({
+      code: "INSUFFICIENT_FUNDS",
+      message: `${empty} holds 0 SOL; this transfer needs 0.001005 SOL with its fee`,
+    });
+    expect((await deps.ledger.getBalances(a)).usdc).toBe(2n * USDC); // nothing moved
+  });
+
   test("two identical requests that draw the same compute-unit limit are still two transfers", async () => {
     // The first two limits drawn are equal (all-zero random bytes), so the second transaction is
     // byte-for-byte the first: the ledger says CONFLICT and the transfer is built again.

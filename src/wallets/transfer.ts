@@ -33,6 +33,11 @@ export async function transferFromWallet(deps: Deps, intent: TransferIntent): Pr
   try {
     return { kind: "submitted", intent, result: await deps.ledger.submit(await signer.sign(wire), { ownTransfer: true }) };
   } catch (err) {
+    // The ledger's words name token accounts and fee payers; the balances' say what is missing, in tokens.
+    if (err instanceof AppError && err.code === "INSUFFICIENT_FUNDS") {
+      await requireFundsToSign(deps, intent, wire);
+      throw err;
+    }
     // A transaction built just now can only be a "duplicate" of another identical request that drew the
     // same compute-unit limit (about one pair in a million): it is a different transfer, so build again.
     if (!(err instanceof AppError) || err.code !== "CONFLICT") throw err;
@@ -57,6 +62,7 @@ async function requireRentForNewAccount(deps: Deps, intent: TransferIntent): Pro
  * still cost its fee. So before it is handed out, as the service's own transfers are tried before they run:
  * the sender must hold the amount, and the fee payer the fee and the rent of any token account the
  * transaction creates, leaving SOL at 0 or at least the rent-exempt minimum; else INSUFFICIENT_FUNDS.
+ * A custodial transfer the ledger refused for funds is worded by it too.
  */
 async function requireFundsToSign(deps: Deps, intent: TransferIntent, wire: Uint8Array): Promise<void> {
   const tokens = await deps.ledger.tokens();

@@ -17,7 +17,9 @@ export type Airdrop = { sol: bigint; usdc: bigint };
 /** One of the ledger's tokens by key; VALIDATION_ERROR on `token` naming the others. */
 export async function tokenInfo(deps: Deps, key: string): Promise<TokenInfo> {
   const tokens = await deps.ledger.tokens();
-  const token = tokens.find((t) => t.key === key);
+  // Keys are lower case (SERVICE_TOKEN_SYMBOL is lower-cased): "SOL" and "USDC" name them too, as a
+  // paymentMethod or currency does.
+  const token = tokens.find((t) => t.key === key.toLowerCase());
   if (token === undefined) throw fieldError("token", `token must be one of ${tokens.map((t) => t.key).join(", ")}`);
   return token;
 }

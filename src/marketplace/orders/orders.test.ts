@@ -673,15 +673,34 @@ describe("timers", () => {
     expect(await escrowedTotals(deps)).toEqual({ usdc: 5n * USDC });
     expect(await usdcOf(deps, c.address)).toBe(95n * USDC);
     // A transaction that never landed, presented after its blockhash ran out, is still refused, the order left as it was.
+    // The offer says until when it may be signed; presented late, the refusal says what to do in this tool's
+    // terms and how long until a new offer can be had, and asking sooner is told the same wait.
     const d = await connectedConsumer(deps);
+    const offeredAt = clock.now();
     const late = await acceptOrder(deps, d.address, d.ask);
     if (!("unsignedTransaction" in late)) throw new Error("a connected consumer gets an offer");
+    expect(late.expiresAt).toBe(new Date(offeredAt + 60_000).toISOString());
     clock.advance(70_000);
     await expect(acceptOrder(deps, d.address, { ...d.ask, signedTransaction: signCheckout(late.unsignedTransaction, d.keypair) })).rejects.toMatchObject({
       code: "TRANSACTION_REJECTED",
+      message:
+        "the escrow transfer's blockhash expired before it was presented (an offer lives about a minute): call consumer_accept_order again " +
+        "without signedTransaction in 110 s for a new one (until then the old one may still land)",
+      extra: { details: { reason: "blockhash_expired" }, retryAfter: 110 },
     });
     expect(await statusOf(deps, d.order.orderId, d.address)).toBe("proposed");
     expect(await usdcOf(deps, d.address)).toBe(100n * USDC);
+    await expect(acceptOrder(deps, d.address, d.ask)).rejects.toMatchObject({
+      code: "INVALID_STATE",
+      message: "the escrow transfer offered before may still land: present it signed, or ask again in 110 s",
+      extra: { retryAfter: 110 },
+    });
+    clock.advance(110_000);
+    const fresh = await acceptOrder(deps, d.address, d.ask);
+    if (!("unsignedTransaction" in fresh)) throw new Error("a new offer once the old one cannot land");
+    expect(fresh.unsignedTransaction).not.toBe(late.unsignedTransaction);
+    expect(fresh.expiresAt).toBe(new Date(clock.now() + 60_000).toISOString());
+    expect((await acceptOrder(deps, d.address, { ...d.ask, signedTransaction: signCheckout(fresh.unsignedTransaction, d.keypair) })).order).toMatchObject({ status: "paid" });
   });
 
   test("asked for the offer twice (a retry, a second tab, two at once): one transaction, so one payment — nothing stranded", async () => {

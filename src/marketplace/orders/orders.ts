@@ -8,7 +8,7 @@ import { formatAmount, parseAmount } from "../../lib/amounts.ts";
 import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
-import { waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
+import { blockhashExpiresAt, waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, offerSearchReadsHistory, offerToken, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
@@ -201,7 +201,8 @@ async function settleOfferBeforeEnding(deps: Deps, row: store.OrderRow, action: 
   if (outcome === "paid") throw new AppError("INVALID_STATE", `the consumer paid the offered escrow transfer: the order is paid, and cannot ${action}`);
   if (outcome === "wait") {
     await beforeWaiting?.();
-    throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${secondsUntilLanded(deps, row)} s`);
+    const wait = secondsUntilLanded(deps, row);
+    throw new AppError("INVALID_STATE", `the escrow transfer offered to the consumer may still land: ${action} again in ${wait} s`, { retryAfter: wait });
   }
 }
 
@@ -212,8 +213,25 @@ function refuseExpiredProposal(deps: Deps, row: store.OrderRow): void {
 
 /** The moment an offer can no longer land (OFFER_LANDING_MS after it was made). */
 const offerLandedBy = (row: store.OrderRow) => row.offeredAt! + OFFER_LANDING_MS;
-/** Whole seconds until an offer can no longer land. */
-const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.ceil((offerLandedBy(row) - deps.clock.now()) / 1000);
+/** Whole seconds until an offer can no longer land (at least 1: said as a wait). */
+const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.max(1, Math.ceil((offerLandedBy(row) - deps.clock.now()) / 1000));
+
+/**
+ * A signed offer presented after its blockhash expired (the ledger's own words say "build the transaction
+ * again"), worded in this tool's terms: ask again without signedTransaction, once the offer can no longer
+ * land (until then asking again is told to wait, since a copy of it may still be sent).
+ */
+function presentedTooLate(deps: Deps, row: store.OrderRow, err: unknown): unknown {
+  const reason = reasonOf(err);
+  if (!(err instanceof AppError) || err.code !== "TRANSACTION_REJECTED" || (reason !== "blockhash_expired" && reason !== "blockhash_not_found")) return err;
+  const wait = row.offeredAt !== null && offerMayLand(deps, row) ? secondsUntilLanded(deps, row) : null;
+  return new AppError(
+    "TRANSACTION_REJECTED",
+    "the escrow transfer's blockhash expired before it was presented (an offer lives about a minute): call consumer_accept_order again " +
+      (wait === null ? "without signedTransaction for a new one" : `without signedTransaction in ${wait} s for a new one (until then the old one may still land)`),
+    { details: { reason }, ...(wait === null ? {} : { retryAfter: wait }) },
+  );
+}
 /** Whether an offer may still land: until then the ledger is not asked for it ("wait"). */
 const offerMayLand = (deps: Deps, row: store.OrderRow) => deps.clock.now() < offerLandedBy(row);
 
@@ -253,7 +271,8 @@ const withdrawing = (offered: string | null = null) =>
       (offered === null ? "" : ` (if you sent the one offered before, present it with signedTransaction and paymentMethod "${offered}": it pays the order)`),
   );
 
-export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string };
+/** `expiresAt`: about when the offered transaction's blockhash stops being accepted (sign and present it before). */
+export type AcceptResult = { order: OrderView } | { order: OrderView; unsignedTransaction: string; expiresAt: string };
 
 /**
  * consumer_accept_order: pays the price into escrow. A custodial consumer's wallet signs here; a
@@ -284,6 +303,7 @@ export async function acceptOrder(
     if (again !== null) return again;
   }
   if (input.signedTransaction === undefined && row.withdrawRequestedAt !== null) throw withdrawing(row.offerHash === null ? null : offerToken(row.offerHash));
+  const builtAt = deps.clock.now();
   const payment = await escrowPayment(deps, { from: wallet, token: token.key, amount: parsed.value, signed: input.signedTransaction, offerHash: row.offerHash, offerWire: row.offerWire });
   if (payment.kind === "unsigned") {
     // Recorded before it is handed out, and only while the order is still proposed (and under the offer
@@ -304,13 +324,17 @@ export async function acceptOrder(
       if (again === null) throw wrongState(current, "accept");
       return again;
     }
-    return { order: orderView(row), unsignedTransaction: payment.transaction };
+    return { order: orderView(row), unsignedTransaction: payment.transaction, expiresAt: blockhashExpiresAt(builtAt) };
   }
   const move: Move = { kind: "accept", token: token.key, amount: parsed.value.toString() };
   // On an RPC network what moved is not seen before the order is recorded paying: what the bytes move is
   // checked instead, backing the offer's hash there as the transfers applied back it on localnet.
   if (deps.config.network !== "localnet") requireExactTransfer(await transfersOfWire(deps, payment.wire, payment.intent), payment.intent);
-  const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent));
+  const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent)).catch(
+    (err: unknown) => {
+      throw presentedTooLate(deps, row, err);
+    },
+  );
   return { order: orderView(done) };
 }
 
@@ -320,7 +344,9 @@ export async function acceptOrder(
  */
 async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount: bigint, readHistory: boolean): Promise<AcceptResult | null> {
   if (row.offerWire !== null && (await deps.ledger.blockhashValid(parseTransaction(row.offerWire).recentBlockhash))) {
-    if (offerPays(row.offerHash!, token, amount)) return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire) };
+    if (offerPays(row.offerHash!, token, amount)) {
+      return { order: orderView(row), unsignedTransaction: encodeBase64(row.offerWire), expiresAt: blockhashExpiresAt(row.offeredAt!) };
+    }
     const offered = offerToken(row.offerHash!);
     // While a withdraw waits no new offer follows: asking again would only hear so.
     throw new AppError(
@@ -340,6 +366,7 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
       readHistory
         ? `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`
         : `the escrow transfer offered before may still land: present it signed (paymentMethod "${offerToken(row.offerHash!)}"); the provider is withdrawing, so no new one is offered`,
+      readHistory ? { retryAfter: secondsUntilLanded(deps, row) } : {},
     );
   }
   return null;

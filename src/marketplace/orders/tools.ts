@@ -19,7 +19,7 @@ import {
 const OrderId = z.string().max(64).describe("the order's id, ord_…");
 const ConversationId = z.string().max(64).describe("the conversation's id, conv_…");
 const Reason = (what: string) => z.string().max(1000).describe(`why ${what}, up to 1,000 characters`);
-const Price = z.union([z.string().max(40), z.number()]).describe('a decimal amount in USDC, e.g. "25" or "12.5"');
+const Price = z.union([z.string().max(40), z.number()]).describe('a decimal amount of whole tokens (USDC, or the service token if the consumer pays in it), e.g. "25" or "12.5"');
 const ListParams = {
   status: z.string().max(20).optional().describe("proposed, paid, delivered, completed, disputed, …"),
   limit: z.number().int().min(1).max(100).optional().describe("1 to 100, default 20"),
@@ -31,7 +31,8 @@ const PAGED = " Returns {orders, total, limit, offset}; a page holds fewer than 
 export const providerCreateOrder = defineTool({
   name: "provider_create_order",
   description:
-    "Propose an order in a conversation with a consumer: what you will deliver, the price (USDC) and the delivery time in minutes. " +
+    "Propose an order in a conversation with a consumer: what you will deliver, the price and the delivery time in minutes. " +
+    "The price is a number of whole tokens: the consumer pays it in USDC or in the service token, its choice (the same number of either). " +
     "The consumer accepts by paying into escrow; an unanswered proposal expires after 24 hours.",
   input: {
     conversationId: ConversationId,
@@ -90,8 +91,11 @@ export const providerListOrders = defineTool({
 export const consumerAcceptOrder = defineTool({
   name: "consumer_accept_order",
   description:
-    "Accept a proposed order by paying its price into escrow (usdc or the service token). A custodial session wallet pays at once; " +
-    "a connected wallet gets data.unsignedTransaction, signs it and calls again with the same params plus signedTransaction.",
+    "Accept a proposed order by paying its price into escrow, in usdc or the service token (the same number of whole tokens " +
+    "either way; the order records which). A custodial session wallet pays at once; a connected wallet gets " +
+    "data.unsignedTransaction, signs it and calls again with the same params plus signedTransaction before data.expiresAt " +
+    "(about a minute). Late, call again without signedTransaction: an offer may still land for 3 minutes, so until then " +
+    "the answer says how long to wait (retryAfter).",
   input: {
     orderId: OrderId,
     conversationId: ConversationId,
