@@ -61,12 +61,9 @@ export type CheckoutView = {
 };
 
 /**
- * `pending` names a `checkoutId` only where /submit waits on another checkout of the wallet for the
- * product (its payment may still land): that is the checkout to confirm, not the one asked about.
- */
-/**
- * `checkoutId`: named when the answer is another checkout's of the same wallet and product (one pending, or
- * one that paid lately): the checkout to confirm from then on, since the one asked about is never paid.
+ * `checkoutId` is named only where /submit answers about another checkout of the wallet for the product
+ * (one whose payment may still land, or one that paid lately): that is the checkout to confirm from then
+ * on, since the one asked about is never paid.
  */
 export type ConfirmResult =
   | { status: "pending"; checkoutId?: string }
