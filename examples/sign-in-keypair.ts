@@ -11,7 +11,16 @@ if (bytes.length !== 64) throw new Error(`${file} is not a Solana keypair file (
 const privateKey = createPrivateKey({ key: { kty: "OKP", crv: "Ed25519", d: Buffer.from(bytes.subarray(0, 32)).toString("base64url"), x: Buffer.from(bytes.subarray(32)).toString("base64url") }, format: "jwk" });
 const wallet = base58.encode(Buffer.from(createPublicKey(privateKey).export({ format: "jwk" }).x!, "base64url"));
 if (wallet !== base58.encode(bytes.subarray(32))) throw new Error(`${file}: its public half does not match its secret`);
-const { nonce, message } = (await (await fetch(`${url}/auth/challenge?wallet=${wallet}`)).json()) as Record<string, string>;
+// A refusal (a rate limit, say) goes to stderr with exit 1, so `TOKEN=$(… | jq -r .sessionToken)` is not set to null.
+const answer = async (res: Response) => {
+  const body = (await res.json()) as Record<string, string>;
+  if (!res.ok) {
+    console.error(`${res.status}: ${JSON.stringify(body)}`);
+    process.exit(1);
+  }
+  return body;
+};
+const { nonce, message } = await answer(await fetch(`${url}/auth/challenge?wallet=${wallet}`));
 const signature = sign(null, Buffer.from(message!, "utf8"), privateKey).toString("base64");
 const res = await fetch(`${url}/auth/verify`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet, nonce, signature }) });
-console.log(JSON.stringify(await res.json()));
+console.log(JSON.stringify(await answer(res)));

@@ -114,7 +114,7 @@ export const CONFIG_HELP: Readonly<Record<(typeof CONFIG_VARIABLES)[number], str
   LOG_LEVEL: "info; debug, info, warn, error or silent",
   LOG_FORMAT: "pretty on a terminal, else json",
   SQLITE_SYNCHRONOUS: "FULL; EXTRA, or NORMAL to trade crash safety for speed",
-  SOLANA_RPC_URL: "devnet's public node on devnet; required on mainnet",
+  SOLANA_RPC_URL: "devnet's public node on devnet; required on mainnet (with an API key in it, give it in the environment: not as a flag)",
   SERVICE_TOKEN_SYMBOL: "wgt; the service token's name in balances and transfers",
   SERVICE_TOKEN_MINT: "none; its SPL mint on devnet/mainnet",
   SERVICE_TOKEN_DECIMALS: "6; its decimals (0-9)",

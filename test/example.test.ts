@@ -27,8 +27,8 @@ test("examples/sign-in-keypair.ts signs in as the wallet of a Solana CLI keypair
     const keypair = Keypair.generate();
     const file = join(dir, "id.json");
     writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 }); // as solana-keygen writes it
-    const run = async (path: string) => {
-      const proc = Bun.spawn([process.execPath, join(import.meta.dir, "../examples/sign-in-keypair.ts"), path, server.url], { stdout: "pipe", stderr: "pipe" });
+    const run = async (path: string, url = server.url) => {
+      const proc = Bun.spawn([process.execPath, join(import.meta.dir, "../examples/sign-in-keypair.ts"), path, url], { stdout: "pipe", stderr: "pipe" });
       const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
       return { code, out, err };
     };
@@ -37,6 +37,10 @@ test("examples/sign-in-keypair.ts signs in as the wallet of a Solana CLI keypair
     const out = JSON.parse(signedIn.out);
     expect(out.walletAddress).toBe(keypair.publicKey.toBase58());
     expect((await call(server.url, "/auth/session", { token: out.sessionToken })).body).toMatchObject({ walletAddress: keypair.publicKey.toBase58() });
+    // A refusal is exit 1 with the answer on stderr, nothing on stdout (a script's TOKEN=$(…) stays empty).
+    const refusedByServer = await run(file, `${server.url}/nowhere`);
+    expect({ code: refusedByServer.code, out: refusedByServer.out }).toEqual({ code: 1, out: "" });
+    expect(refusedByServer.err).toStartWith("404: {");
     writeFileSync(file, JSON.stringify(Array.from(keypair.secretKey.subarray(0, 32))));
     const refused = await run(file);
     expect(refused.code).not.toBe(0);

@@ -27,7 +27,7 @@ export const walletConnect = defineTool({
     "Step 2 of signing in with your own wallet: send the challenge's nonce and the Ed25519 signature (standard base64, " +
     "not hex) of its message. Returns a session token and binds this MCP session to the wallet. The wallet stays " +
     "non-custodial: transfers come back unsigned for you to sign. Over HTTP a session token in the Authorization header " +
-    "wins over the binding (data.note says so when it names another wallet).",
+    "wins over the binding (data.note says so when it names another wallet or is not valid).",
   input: {
     walletAddress,
     nonce: z.string().describe("the nonce from session_auth"),

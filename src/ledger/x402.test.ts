@@ -162,6 +162,8 @@ describe("the transaction", () => {
     expect(random.memo).toBe("ab".repeat(16));
     const tx = parseTransaction(fromB64((random.payload.payload as { transaction: string }).transaction));
     expect(tx.accountKeys[0]).toBe(configured);
+    // The token named in any case, as wallet_transfer takes it.
+    expect(headerOf(await createPayment(deps, world.payer, { to: world.recipient, amount: PRICE, token: "USDC" })).token).toBe("usdc");
   });
 });
 

@@ -186,7 +186,7 @@ function requireAddress(address: string, field: string): void {
 }
 
 function splToken(tokens: readonly TokenInfo[], key: string): SplToken {
-  const token = tokens.find((t) => t.key === key);
+  const token = tokens.find((t) => t.key === key.toLowerCase()); // in any case, as wallet_transfer's
   if (token === undefined) throw fieldError("token", `unknown token "${firstCharacters(key, 40)}"; one of ${tokens.map((t) => t.key).join(", ")}`);
   // The exact scheme moves SPL tokens with TransferChecked; it has no native SOL transfer.
   if (token.kind === "native") throw new AppError("NOT_SUPPORTED", "x402 exact payments move SPL tokens; sol cannot be paid this way");

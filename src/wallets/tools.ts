@@ -58,7 +58,7 @@ export const walletCreate = defineTool({
   description:
     "Create a new custodial Solana wallet held by this service, signed in at once (this MCP session is bound to it and a " +
     "session token is returned; over HTTP a session token in the Authorization header still wins over the binding, and " +
-    "data.note says so when it names another wallet). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
+    "data.note says so when it names another wallet or is not valid). Off mainnet it is funded from the faucet: airdropSol (0-2, default 1) and, on localnet, " +
     "airdropUsdc. Its key never leaves the service, so it is reached only through its sessions: keep the sessionToken " +
     "and renew it with session_restore in its last hour (REFRESH_THRESHOLD_S); a session lasts at most SESSION_MAX_AGE_S " +
     "(30 days by default), and no one can sign in to this wallet again, so move what it holds before then.",

@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { Keypair, VersionedTransaction } from "@solana/web3.js";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { codeOf } from "../../test/helpers/errors.ts";
+import { AppError } from "../errors.ts";
 import { createCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 import { associatedTokenAddress } from "../ledger/transactions.ts";
@@ -115,6 +116,9 @@ describe("transferFromWallet", () => {
       message: `${empty} holds 0 SOL; this transfer needs 0.001005 SOL with its fee`,
     });
     expect((await deps.ledger.getBalances(a)).usdc).toBe(2n * USDC); // nothing moved
+    // Balances that cannot be read to word it leave the ledger's refusal as it was (not "try again").
+    const blind: typeof deps = { ...deps, ledger: { ...deps.ledger, getBalances: () => Promise.reject(new AppError("CHAIN_UNAVAILABLE", "no answer")) } };
+    await expect(transferFromWallet(blind, { from: a, to: b, token: "wgt", amount: USDC })).rejects.toMatchObject({ code: "INSUFFICIENT_FUNDS" });
   });
 
   test("two identical requests that draw the same compute-unit limit are still two transfers", async () => {

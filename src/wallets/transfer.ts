@@ -35,7 +35,10 @@ export async function transferFromWallet(deps: Deps, intent: TransferIntent): Pr
   } catch (err) {
     // The ledger's words name token accounts and fee payers; the balances' say what is missing, in tokens.
     if (err instanceof AppError && err.code === "INSUFFICIENT_FUNDS") {
-      await requireFundsToSign(deps, intent, wire);
+      // Only its own refusal replaces the ledger's: a balance read that fails leaves the refusal as it was.
+      await requireFundsToSign(deps, intent, wire).catch((reworded: unknown) => {
+        if (reworded instanceof AppError && reworded.code === "INSUFFICIENT_FUNDS") throw reworded;
+      });
       throw err;
     }
     // A transaction built just now can only be a "duplicate" of another identical request that drew the

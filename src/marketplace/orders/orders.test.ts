@@ -703,6 +703,22 @@ describe("timers", () => {
     expect((await acceptOrder(deps, d.address, { ...d.ask, signedTransaction: signCheckout(fresh.unsignedTransaction, d.keypair) })).order).toMatchObject({ status: "paid" });
   });
 
+  test("an offer presented late while the provider is withdrawing is not promised a new one", async () => {
+    const { deps, clock } = await testDeps();
+    const c = await connectedConsumer(deps);
+    const offer = await acceptOrder(deps, c.address, c.ask);
+    if (!("unsignedTransaction" in offer)) throw new Error("a connected consumer gets an offer");
+    clock.advance(70_000);
+    await expect(withdrawOrder(deps, c.provider, c.order.orderId)).rejects.toMatchObject({ code: "INVALID_STATE", extra: { retryAfter: 110 } });
+    const late = acceptOrder(deps, c.address, { ...c.ask, signedTransaction: signCheckout(offer.unsignedTransaction, c.keypair) });
+    await expect(late).rejects.toMatchObject({
+      code: "TRANSACTION_REJECTED",
+      message: "the escrow transfer's blockhash expired before it was presented (an offer lives about a minute), and the provider is withdrawing this proposal: no new one is offered",
+      extra: { details: { reason: "blockhash_expired" } },
+    });
+    await late.catch((err: AppError) => expect(err.extra.retryAfter).toBeUndefined());
+  });
+
   test("asked for the offer twice (a retry, a second tab, two at once): one transaction, so one payment — nothing stranded", async () => {
     const { deps, clock } = await testDeps();
     const c = await connectedConsumer(deps);

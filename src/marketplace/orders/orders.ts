@@ -224,10 +224,15 @@ const secondsUntilLanded = (deps: Deps, row: store.OrderRow) => Math.max(1, Math
 function presentedTooLate(deps: Deps, row: store.OrderRow, err: unknown): unknown {
   const reason = reasonOf(err);
   if (!(err instanceof AppError) || err.code !== "TRANSACTION_REJECTED" || (reason !== "blockhash_expired" && reason !== "blockhash_not_found")) return err;
+  const late = "the escrow transfer's blockhash expired before it was presented (an offer lives about a minute)";
+  // While a withdraw waits no new offer is made: asking again would only hear so.
+  if (row.withdrawRequestedAt !== null) {
+    return new AppError("TRANSACTION_REJECTED", `${late}, and the provider is withdrawing this proposal: no new one is offered`, { details: { reason } });
+  }
   const wait = row.offeredAt !== null && offerMayLand(deps, row) ? secondsUntilLanded(deps, row) : null;
   return new AppError(
     "TRANSACTION_REJECTED",
-    "the escrow transfer's blockhash expired before it was presented (an offer lives about a minute): call consumer_accept_order again " +
+    `${late}: call consumer_accept_order again ` +
       (wait === null ? "without signedTransaction for a new one" : `without signedTransaction in ${wait} s for a new one (until then the old one may still land)`),
     { details: { reason }, ...(wait === null ? {} : { retryAfter: wait }) },
   );
@@ -349,10 +354,12 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
     }
     const offered = offerToken(row.offerHash!);
     // While a withdraw waits no new offer follows: asking again would only hear so.
+    const wait = secondsUntilLanded(deps, row);
     throw new AppError(
       "INVALID_STATE",
       `an escrow transfer in another currency (paymentMethod "${offered}") was offered and may still land: sign and present it with that paymentMethod` +
-        (readHistory ? ", or ask again in two minutes" : "; the provider is withdrawing, so no new one is offered"),
+        (readHistory ? `, or ask again in ${wait} s` : "; the provider is withdrawing, so no new one is offered"),
+      readHistory ? { retryAfter: wait } : {},
     );
   }
   // While it may still land, "wait" from the time alone: the ledger is asked once it cannot (asks in that
