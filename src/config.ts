@@ -87,6 +87,9 @@ export const CONFIG_VARIABLES = [
   "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET", "WEBHOOK_RETENTION_DAYS",
 ] as const;
 
+/** A variable's flag, without its dashes: `data-dir` for DATA_DIR (flagsToVars reads it back). */
+export const flagName = (name: string): string => name.toLowerCase().replaceAll("_", "-");
+
 /**
  * One line per variable for `walletgate --help` (the binary carries no README): its default and what it is.
  * The README's configuration table says more; a test keeps both naming every variable.
@@ -136,7 +139,7 @@ export function configHelp(): string {
   const line = (shown: string, name: (typeof CONFIG_VARIABLES)[number]) => `  ${shown.padEnd(33)}${CONFIG_HELP[name]}`;
   const isSecret = (name: string) => SECRET_VARIABLES.includes(name);
   return [
-    ...CONFIG_VARIABLES.filter((name) => !isSecret(name)).map((name) => line(`--${name.toLowerCase().replaceAll("_", "-")}`, name)),
+    ...CONFIG_VARIABLES.filter((name) => !isSecret(name)).map((name) => line(`--${flagName(name)}`, name)),
     "",
     "Secrets, in the environment or .env only (never flags: every local user can read a process's arguments):",
     ...CONFIG_VARIABLES.filter(isSecret).map((name) => line(name, name)),

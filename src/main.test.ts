@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
 import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
-import { CONFIG_HELP, CONFIG_VARIABLES, flagsToVars } from "./config.ts";
+import { CONFIG_HELP, CONFIG_VARIABLES, flagName, flagsToVars } from "./config.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const dirs: string[] = [];
@@ -43,7 +43,7 @@ describe("walletgate CLI", () => {
     const secrets = ["JWT_SECRET", "JWT_SECRET_PREVIOUS", "WALLET_ENCRYPTION_KEY", "WALLETGATE_TOKEN"];
     const [options, secretPart] = help.split("\nSecrets, in the environment or .env only");
     for (const name of CONFIG_VARIABLES) {
-      const flag = `--${name.toLowerCase().replaceAll("_", "-")}`;
+      const flag = `--${flagName(name)}`;
       if (secrets.includes(name)) {
         expect({ name, line: secretPart!.includes(`\n  ${name.padEnd(33)}${CONFIG_HELP[name]}`) }).toEqual({ name, line: true });
         expect(options).not.toContain(flag);

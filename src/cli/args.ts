@@ -1,8 +1,8 @@
 // Command-line arguments: config flags (`--data-dir`) go to loadConfig, the rest to the command.
 import { parseArgs } from "node:util";
-import { CONFIG_VARIABLES, UsageError } from "../config.ts";
+import { CONFIG_VARIABLES, UsageError, flagName } from "../config.ts";
 
-const CONFIG_FLAGS = new Set(CONFIG_VARIABLES.map((name) => name.toLowerCase().replaceAll("_", "-")));
+const CONFIG_FLAGS = new Set(CONFIG_VARIABLES.map(flagName));
 
 /** Splits argv after the command name into config flags and the command's own arguments, order kept. */
 export function splitArgs(argv: string[]): { configFlags: string[]; commandArgs: string[] } {

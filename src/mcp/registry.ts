@@ -97,14 +97,16 @@ export function failure(err: AppError): Envelope {
  */
 export function headerStillWins({ session, caller }: Pick<ToolContext, "session" | "caller">, bound: string): { note?: string } {
   if (session.tokenWinsOverBinding !== true) return {};
-  const then = "calls on this connection that carry it run as it, since a token in the header wins over a binding: send the new sessionToken in the header, or drop the header, to act as";
-  if (caller.kind === "wallet" && caller.source === "token" && caller.walletAddress !== bound) {
-    return { note: `this connection's Authorization header names ${caller.walletAddress}; ${then} ${bound}` };
-  }
-  if (caller.kind === "anonymous" && caller.tokenError !== null && caller.deadBinding === undefined) {
-    return { note: `this connection's Authorization header carries a token that is not valid (${caller.tokenError.code}); calls that carry it fail, since a token in the header wins over a binding: send the new sessionToken in the header, or drop the header, to act as ${bound}` };
-  }
-  return {};
+  const header =
+    caller.kind === "wallet" && caller.source === "token" && caller.walletAddress !== bound
+      ? `names ${caller.walletAddress}; calls on this connection that carry it run as it`
+      : caller.kind === "anonymous" && caller.tokenError !== null && caller.deadBinding === undefined
+        ? `carries a token that is not valid (${caller.tokenError.code}); calls that carry it fail`
+        : null;
+  if (header === null) return {};
+  return {
+    note: `this connection's Authorization header ${header}, since a token in the header wins over a binding: send the new sessionToken in the header, or drop the header, to act as ${bound}`,
+  };
 }
 
 /** The caller of a tool that needs one; else the reason there is none. */

@@ -368,12 +368,13 @@ async function offerAgain(deps: Deps, row: store.OrderRow, token: string, amount
   const outcome = readHistory || offerMayLand(deps, row) ? await sentOfferOutcome(deps, row) : "none";
   if (outcome === "paid") return { order: orderView((await store.findOrder(deps.db, row.id))!) };
   if (outcome === "wait") {
+    const wait = secondsUntilLanded(deps, row); // one reading of the clock: the words and retryAfter agree
     throw new AppError(
       "INVALID_STATE",
       readHistory
-        ? `the escrow transfer offered before may still land: present it signed, or ask again in ${secondsUntilLanded(deps, row)} s`
+        ? `the escrow transfer offered before may still land: present it signed, or ask again in ${wait} s`
         : `the escrow transfer offered before may still land: present it signed (paymentMethod "${offerToken(row.offerHash!)}"); the provider is withdrawing, so no new one is offered`,
-      readHistory ? { retryAfter: secondsUntilLanded(deps, row) } : {},
+      readHistory ? { retryAfter: wait } : {},
     );
   }
   return null;
