@@ -36,6 +36,10 @@ describe("walletgate CLI", () => {
     expect(keys.stdout).toStartWith("Usage: walletgate keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId> [--json]\n");
     expect(keys.stdout).not.toContain("restore");
     expect((await runCli(["restore", "-h"])).stdout).toStartWith("Usage: walletgate restore <file> [--json]\n");
+    // A command of several forms shows each.
+    const ledger = (await runCli(["ledger", "--help"])).stdout;
+    expect(ledger).toStartWith("Usage: walletgate ledger airdrop --to <address>");
+    expect(ledger).toContain("\n   or: walletgate ledger tokens [--json]\n");
   });
 
   test("--help names every variable with its default: the others as flags it takes, the secrets as variables only; the README's table names each too", async () => {

@@ -16,6 +16,8 @@ Commands:
   mcp        serve the tools over stdio (desktop MCP hosts); WALLETGATE_TOKEN optional
   ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
              send play money from the embedded ledger's faucet (localnet)
+  ledger tokens [--json]
+             the tokens of this network: name, decimals, mint address
   owners list | set-tier <wallet> free|pro|unlimited [--json]
              the operator's owners and tiers
   keys create --owner <wallet> --label <text> | list --owner <wallet> | revoke <keyId> [--json]
@@ -56,15 +58,21 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   restore: async () => (await import("./cli/restore.ts")).restoreCommand,
 };
 
-/** A command's own lines of USAGE (its synopsis and what it does), for `walletgate <command> --help`. */
+/**
+ * A command's own lines of USAGE (each synopsis, such as `ledger airdrop` and `ledger tokens`, and what it
+ * does), for `walletgate <command> --help`.
+ */
 function commandUsage(name: string): string | null {
   const lines = USAGE.split("\n");
-  const first = lines.findIndex((l) => l.startsWith(`  ${name} `));
-  if (first < 0) return null;
-  let end = first + 1;
-  while (end < lines.length && lines[end]!.startsWith("             ")) end++;
-  const block = lines.slice(first, end).map((l) => l.trim().replace(/\s{2,}/, " — "));
-  return `Usage: walletgate ${block.join("\n  ")}\n\nOptions and the other commands: walletgate --help\n`;
+  const blocks: string[] = [];
+  lines.forEach((line, first) => {
+    if (!line.startsWith(`  ${name} `)) return;
+    let end = first + 1;
+    while (end < lines.length && lines[end]!.startsWith("             ")) end++;
+    blocks.push(lines.slice(first, end).map((l) => l.trim().replace(/\s{2,}/, " — ")).join("\n  "));
+  });
+  if (blocks.length === 0) return null;
+  return `Usage: walletgate ${blocks.join("\n   or: walletgate ")}\n\nOptions and the other commands: walletgate --help\n`;
 }
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {

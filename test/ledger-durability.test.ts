@@ -69,7 +69,7 @@ describe("embedded ledger durability", () => {
     }
   }, 60_000);
 
-  test("walletgate ledger airdrop, also beside a running server on the same DATA_DIR", async () => {
+  test("walletgate ledger airdrop and ledger tokens, also beside a running server on the same DATA_DIR", async () => {
     const server = await startTestServer();
     dirs.push(server.dataDir);
     try {
@@ -93,12 +93,33 @@ describe("embedded ledger durability", () => {
       const devnet = await runCli(["ledger", "airdrop", "--to", to, "--sol", "1"], { ...env, NETWORK: "devnet" });
       expect([devnet.code, devnet.stderr]).toEqual([1, expect.stringContaining("localnet")]);
 
+      // The mints the genesis made, as `ledger tokens` tells them, plain and as JSON.
+      const tokensJson = await runCli(["ledger", "tokens", "--json"], env);
+      expect(tokensJson.code).toBe(0);
+      const listed = JSON.parse(tokensJson.stdout) as { network: string; tokens: { token: string; kind: string; decimals: number; mint: string | null }[] };
+      expect(listed).toEqual({
+        network: "localnet",
+        tokens: [
+          { token: "sol", kind: "native", decimals: 9, mint: null },
+          { token: "usdc", kind: "spl", decimals: 6, mint: expect.any(String) },
+          { token: "wgt", kind: "spl", decimals: 6, mint: expect.any(String) },
+        ],
+      });
+      const tokensPlain = await runCli(["ledger", "tokens"], env);
+      expect(tokensPlain.code).toBe(0);
+      expect(tokensPlain.stdout.split("\n").filter(Boolean).map((line) => line.split(/\s+/))).toEqual(
+        listed.tokens.map((t) => [t.token, String(t.decimals), t.mint ?? "-"]),
+      );
+      const tokensMisused = await runCli(["ledger", "tokens", "--usdc", "1"], env);
+      expect([tokensMisused.code, tokensMisused.stderr]).toEqual([2, expect.stringContaining("--usdc belongs to airdrop")]);
+
       const ready = await fetch(`${server.url}/readyz`);
       expect(await ready.json()).toEqual({ status: "ready", checks: { database: "ok", ledger: "ok" } });
       await server.stop();
       const { db, ledger } = await openLedger(server.dataDir);
       try {
         expect(await ledger.getBalances(to)).toEqual({ sol: 1_500_000_000n, usdc: 20_000_000n, wgt: 3_000_000n });
+        expect((await ledger.tokens()).map((t) => t.mint)).toEqual(listed.tokens.map((t) => t.mint));
       } finally {
         db.close();
       }

@@ -1,4 +1,5 @@
 // `walletgate ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]`: play money on localnet.
+// `walletgate ledger tokens [--json]`: the tokens the server knows on its network, with their mints.
 import { UsageError, type Config } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { parseAmount } from "../lib/amounts.ts";
@@ -7,8 +8,11 @@ import { parseCommandArgs } from "./args.ts";
 import { withCommandDeps } from "./context.ts";
 
 export const LEDGER_USAGE = `Usage: walletgate ledger airdrop --to <address> [--sol N] [--usdc N] [--token N] [--json]
-  Sends SOL (at most 2 a call), USDC and the service token from the embedded ledger's faucet
-  (NETWORK=localnet only) and prints one transaction signature per token sent.`;
+       walletgate ledger tokens [--json]
+  airdrop: sends SOL (at most 2 a call), USDC and the service token from the embedded ledger's faucet
+  (NETWORK=localnet only) and prints one transaction signature per token sent.
+  tokens: prints each token the server takes on its network: its name, decimals and mint address
+  (on localnet, the mints the embedded ledger made at genesis).`;
 
 export async function ledgerCommand(config: Config, args: string[]): Promise<number> {
   const { values, positionals } = parseCommandArgs(
@@ -17,6 +21,11 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
     { min: 1, max: 1 },
     LEDGER_USAGE,
   );
+  if (positionals[0] === "tokens") {
+    const given = (["to", "sol", "usdc", "token"] as const).find((flag) => values[flag] !== undefined);
+    if (given !== undefined) throw new UsageError(`--${given} belongs to airdrop, not tokens`, LEDGER_USAGE);
+    return listTokens(config, values.json === true);
+  }
   if (positionals[0] !== "airdrop") throw new UsageError(`unknown ledger command "${positionals[0]}"`, LEDGER_USAGE);
   if (values.to === undefined) throw new UsageError(`--to <address> is required`, LEDGER_USAGE);
   if (decodeAddress(values.to) === null) throw new UsageError(`--to: not a Solana address, base58 of 32 bytes ${NOT_REPEATED}`, LEDGER_USAGE);
@@ -47,5 +56,19 @@ export async function ledgerCommand(config: Config, args: string[]): Promise<num
       process.stderr.write(`walletgate: ${err.message}\n`);
       return err.code === "VALIDATION_ERROR" ? 2 : 1; // an amount out of bounds is a usage error, as in keys
     }
+  });
+}
+
+/** One line per token, `<name> <decimals> <mint>` (`-` for SOL, and for a service token without a mint). */
+async function listTokens(config: Config, json: boolean): Promise<number> {
+  return withCommandDeps(config, async (deps) => {
+    const tokens = await deps.ledger.tokens();
+    if (json) {
+      process.stdout.write(`${JSON.stringify({ network: config.network, tokens: tokens.map(({ key, kind, decimals, mint }) => ({ token: key, kind, decimals, mint })) })}\n`);
+    } else {
+      const width = Math.max(...tokens.map((t) => t.key.length));
+      process.stdout.write(tokens.map((t) => `${t.key.padEnd(width)}  ${String(t.decimals).padStart(2)}  ${t.mint ?? "-"}\n`).join(""));
+    }
+    return 0;
   });
 }
