@@ -890,18 +890,20 @@ describe("checkout", () => {
 describe("webhook events of purchases and feature tokens", () => {
   const product: ProductInput = { title: "Pro plan", type: "feature_unlock", price: "2.5", featureIds: ["export", "api"], accessDays: 30 };
 
-  test("a purchase writes payment.completed and feature.unlocked once, with exactly the spec's fields", async () => {
+  test("a purchase writes payment.completed and feature.unlocked once, with exactly the spec's fields (and expiresAt, as access ends)", async () => {
     const { deps, clock, owner, productId, buyer, wallet } = await setup(product);
     const paid = await pay(deps, productId, buyer);
     clock.advance(61_000); // the events carry the time the purchase was recorded
     const done = await confirmCheckout(deps, productId, paid.checkout.checkoutId);
     if (done.status !== "completed" || done.accessToken === undefined) throw new Error("a feature unlock issues a token");
     const timestamp = new Date(clock.now()).toISOString();
+    const expiresAt = new Date(clock.now() + 30 * 86_400_000).toISOString(); // the product's 30 days
     const [completed, ...moreCompleted] = await eventsOf(deps, owner, "payment.completed");
     const [unlocked, ...moreUnlocked] = await eventsOf(deps, owner, "feature.unlocked");
     expect([moreCompleted, moreUnlocked]).toEqual([[], []]);
-    // { id, type, productId, productTitle, walletAddress, txHash, amount, currency, timestamp, network }
-    expect(Object.keys(completed!).sort()).toEqual(["amount", "currency", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
+    // { id, type, productId, productTitle, walletAddress, txHash, amount, currency, timestamp, network }, and
+    // expiresAt when access ends (decisions.md)
+    expect(Object.keys(completed!).sort()).toEqual(["amount", "currency", "expiresAt", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
     expect(completed).toEqual({
       id: expect.stringMatching(/^evt_/),
       type: "payment.completed",
@@ -911,11 +913,13 @@ describe("webhook events of purchases and feature tokens", () => {
       txHash: paid.txHash,
       amount: "2.5", // the price's decimal string, in whole USDC
       currency: "USDC",
+      expiresAt,
       timestamp,
       network: "localnet",
     });
-    // { id, type, productId, productTitle, accessToken, featureIds, walletAddress, txHash, timestamp, network }
-    expect(Object.keys(unlocked!).sort()).toEqual(["accessToken", "featureIds", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
+    // { id, type, productId, productTitle, accessToken, featureIds, walletAddress, txHash, timestamp, network }, and
+    // expiresAt when access ends
+    expect(Object.keys(unlocked!).sort()).toEqual(["accessToken", "expiresAt", "featureIds", "id", "network", "productId", "productTitle", "timestamp", "txHash", "type", "walletAddress"]);
     expect(unlocked).toEqual({
       id: expect.stringMatching(/^evt_/),
       type: "feature.unlocked",
@@ -925,10 +929,13 @@ describe("webhook events of purchases and feature tokens", () => {
       featureIds: ["export", "api"],
       walletAddress: wallet,
       txHash: paid.txHash,
+      expiresAt,
       timestamp,
       network: "localnet",
     });
     expect(unlocked!.id).not.toBe(completed!.id);
+    // The token's own end, as /public/feature/verify tells it.
+    expect((await verifyFeatureToken(deps, owner, done.accessToken)) as Record<string, unknown>).toMatchObject({ valid: true, expiresAt });
     expect(timestamp).toMatch(ISO_MS);
     // The same time as the purchase's record.
     expect((await listPurchases(deps, owner, {})).purchases.map((p) => p.purchasedAt)).toEqual([timestamp]);
@@ -937,12 +944,30 @@ describe("webhook events of purchases and feature tokens", () => {
     expect([(await eventsOf(deps, owner, "payment.completed")).length, (await eventsOf(deps, owner, "feature.unlocked")).length]).toEqual([1, 1]);
   });
 
-  test("an access purchase writes payment.completed only (no token, no feature.unlocked)", async () => {
-    const { deps, owner, productId, buyer } = await setup({ title: "Day pass", type: "access", price: "0.75", accessDays: 1 });
+  test("an access purchase writes payment.completed only (no token, no feature.unlocked); its expiresAt adds up passes as access does", async () => {
+    const { deps, clock, owner, productId, buyer, wallet } = await setup({ title: "Day pass", type: "access", price: "0.75", accessDays: 1 });
+    const start = clock.now();
     const paid = await pay(deps, productId, buyer);
     expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).not.toHaveProperty("accessToken");
     expect((await eventsOf(deps, owner, "payment.completed")).map((e) => [e.productTitle, e.amount, e.currency])).toEqual([["Day pass", "0.75", "USDC"]]);
     expect(await eventsOf(deps, owner, "feature.unlocked")).toEqual([]);
+    // A second day pass bought an hour later ends a day after the first one does, not a day after it was bought.
+    clock.advance(3_600_000);
+    const again = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, again.checkout.checkoutId);
+    const events = await eventsOf(deps, owner, "payment.completed");
+    const ends = events.map((e) => Date.parse(e.expiresAt as string) - start);
+    expect(ends.map((ms) => Math.round(ms / 60_000))).toEqual([24 * 60, 48 * 60]); // minutes: a day, then two
+    expect(events[1]!.expiresAt).toBe((await checkAccess(deps, owner, productId, wallet) as { expiresAt?: string }).expiresAt);
+  });
+
+  test("a purchase whose access does not end sends no expiresAt", async () => {
+    const { deps, owner, productId, buyer } = await setup({ title: "Lifetime", type: "feature_unlock", price: "1", featureIds: ["all"] });
+    const paid = await pay(deps, productId, buyer);
+    await confirmCheckout(deps, productId, paid.checkout.checkoutId);
+    const [completed] = await eventsOf(deps, owner, "payment.completed");
+    const [unlocked] = await eventsOf(deps, owner, "feature.unlocked");
+    expect([completed, unlocked].map((e) => Object.hasOwn(e!, "expiresAt"))).toEqual([false, false]);
   });
 
   test("revoking a token writes exactly one feature.revoked, with exactly the spec's fields; revoking it again writes none", async () => {

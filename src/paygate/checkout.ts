@@ -358,7 +358,7 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
   const terms = checkout.terms ?? { accessDays: product.accessDays, featureIds: product.featureIds };
   const minted = product.type === "feature_unlock" ? mintFeatureToken(deps, terms.featureIds) : null;
   const { currency, decimals } = currencyOf([token], token.key);
-  const facts: PaymentFacts = {
+  const facts: Omit<PaymentFacts, "expiresAt"> = {
     owner: checkout.owner,
     productId: product.id,
     productTitle: product.title,
@@ -379,7 +379,7 @@ async function recordPurchase(deps: Deps, checkout: store.CheckoutRow, product: 
       purchase: { id: newId("pur", deps.random), txHash: tx.signature, amount: paid, network, purchasedAt: now },
       token: minted?.sealed ?? null,
     },
-    () => recordPaymentEvents(deps, facts),
+    (expiresAt) => recordPaymentEvents(deps, { ...facts, expiresAt: expiresAt === null ? null : toIso(expiresAt) }),
   );
   if (outcome.kind === "gone") throw noCheckout(); // purged meanwhile (decisions.md: NOT_FOUND follows the purge)
   if (outcome.kind === "signature_used") throw new AppError("CONFLICT", "this transaction already paid for another purchase");

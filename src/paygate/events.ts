@@ -21,6 +21,11 @@ export type PaymentFacts = {
   network: string;
   /** feature_unlock only: the issued `ft_` token and the features it unlocks. */
   feature: { accessToken: string; featureIds: string[] } | null;
+  /**
+   * ISO 8601 end of the access this purchase gives (a pass, or a feature unlock with a duration), passes
+   * bought one after another added up as the write computed it; null when it does not end.
+   */
+  expiresAt: string | null;
 };
 
 /** What a revocation tells the owner's endpoints. */
@@ -42,18 +47,21 @@ export type RevocationFacts = {
  */
 export function recordPaymentEvents(deps: Deps, facts: PaymentFacts): void {
   const common = { productId: facts.productId, productTitle: facts.productTitle, walletAddress: facts.walletAddress, txHash: facts.txHash };
+  // Sent only when access ends, as /public/access/check answers it: a receiver granting access need not
+  // add up passes bought one after another itself.
+  const until = facts.expiresAt === null ? {} : { expiresAt: facts.expiresAt };
   enqueueEventInWrite(deps, {
     targetKind: "owner",
     targetId: facts.owner,
     type: "payment.completed",
-    payload: { ...common, amount: facts.amount, currency: facts.currency, timestamp: facts.timestamp, network: facts.network },
+    payload: { ...common, amount: facts.amount, currency: facts.currency, ...until, timestamp: facts.timestamp, network: facts.network },
   });
   if (facts.feature !== null) {
     enqueueEventInWrite(deps, {
       targetKind: "owner",
       targetId: facts.owner,
       type: "feature.unlocked",
-      payload: { ...common, accessToken: facts.feature.accessToken, featureIds: facts.feature.featureIds, timestamp: facts.timestamp, network: facts.network },
+      payload: { ...common, accessToken: facts.feature.accessToken, featureIds: facts.feature.featureIds, ...until, timestamp: facts.timestamp, network: facts.network },
     });
   }
 }

@@ -531,7 +531,7 @@ export type CompleteOutcome =
  * so concurrent confirms make one purchase. Access runs `accessMs` from the later of now and the
  * wallet's current expiry for this product (buying again while access lasts extends it).
  */
-export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: () => void): Promise<CompleteOutcome> {
+export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: (expiresAt: number | null) => void): Promise<CompleteOutcome> {
   return db.write((): CompleteOutcome => {
     const { checkout, purchase } = input;
     const current = db.sqlite.query("SELECT purchase_id AS purchaseId FROM checkouts WHERE id = ?").get(checkout.id) as { purchaseId: string | null } | null;
@@ -600,7 +600,7 @@ export function completeCheckout(db: Db, input: CompleteCheckout, alsoInWrite?: 
           expiresAt === null ? null : input.accessMs,
         );
     }
-    alsoInWrite?.();
+    alsoInWrite?.(expiresAt);
     return { kind: "created", purchase: purchaseWhere(db, "p.id = ?", purchase.id)! };
   });
 }
