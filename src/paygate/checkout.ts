@@ -643,6 +643,26 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
   return checkoutPayAnswer(deps, checkout, await settleCheckout(deps, checkout));
 }
 
+/** How long checkout_pay waits for the payment of another call it follows to land, and how often it looks. */
+export const FOLLOW_WAIT_MS = 30_000;
+const FOLLOW_POLL_MS = 200;
+
+/**
+ * checkout_pay that found another call's payment of the product on its way (two calls at once, in this
+ * process or another): that checkout's outcome, as resumeCheckout answers it, but waited for while the
+ * payment, sent a moment ago, may still land — as the call that sent it waits for it — up to
+ * FOLLOW_WAIT_MS. `pending` then, or at once when no transaction of it is left that could land.
+ */
+export async function followCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string, waitMs = FOLLOW_WAIT_MS): Promise<CheckoutPayAnswer> {
+  const giveUpAt = performance.now() + waitMs;
+  for (;;) {
+    const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
+    if (answer.status !== "pending" || performance.now() >= giveUpAt) return answer;
+    if ((await store.listSubmissions(deps.db, checkoutId)).length === 0) return answer;
+    await new Promise((resolve) => setTimeout(resolve, FOLLOW_POLL_MS));
+  }
+}
+
 /** What checkout_pay hands a connected wallet to sign: the checkout's transaction, id, price, recipient and expiry. */
 export type UnsignedCheckout = { unsignedTransaction: string; checkoutId: string; amount: string; currency: string; payTo: string; expiresAt: string };
 
@@ -672,9 +692,9 @@ export async function submitOwnCheckout(deps: Deps, productId: string, walletAdd
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.wallet !== walletAddress) throw noCheckout();
   const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false });
-  // Waiting on another call's payment (two at once): that checkout is the one to resume with.
+  // Another call's payment on its way (two at once): that checkout's outcome, waited for.
   if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkoutId) {
-    return resumeCheckout(deps, productId, walletAddress, result.checkoutId);
+    return followCheckout(deps, productId, walletAddress, result.checkoutId);
   }
   return checkoutPayAnswer(deps, checkout, result);
 }

@@ -260,7 +260,8 @@ test("checkout_pay's retry pays nothing while an earlier transaction may still l
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
 });
 
-test("two checkout_pay calls at once pay once; the later one answers pending with the earlier call's checkoutId, which resumes to the purchase", async () => {
+/** A custodial buyer of a 2-USDC pass whose first payment is held on its way to the ledger until `gate` opens. */
+async function heldPayment() {
   const { deps: base } = await testDeps();
   // The first payment is held on its way to the ledger (recorded by /submit, not landed yet).
   const gate = Promise.withResolvers<void>();
@@ -278,23 +279,45 @@ test("two checkout_pay calls at once pay once; the later one answers pending wit
   await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
   const registry = createToolRegistry(deps);
   const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+  return { deps, gate, sends: () => sends, productId: product.productId, buyer, registry, ctx };
+}
 
-  const first = registry.call(ctx, "checkout_pay", { productId: product.productId });
-  const second = await registry.call(ctx, "checkout_pay", { productId: product.productId });
-  if (!second.success) throw new Error(JSON.stringify(second));
-  expect(second.data).toMatchObject({ status: "pending", amount: "2", currency: "USDC" });
+test("two checkout_pay calls at once pay once; the later one waits for the earlier call's payment and answers its purchase", async () => {
+  const { deps, gate, sends, productId, buyer, registry, ctx } = await heldPayment();
+  const first = registry.call(ctx, "checkout_pay", { productId });
+  let answered = false;
+  const second = registry.call(ctx, "checkout_pay", { productId }).finally(() => (answered = true));
+  await Bun.sleep(500);
+  expect(answered).toBe(false); // the earlier payment may land any moment: waited for, not answered pending
+  gate.resolve();
+  const [paid, followed] = await Promise.all([first, second]);
+  if (!paid.success || !followed.success) throw new Error(JSON.stringify([paid, followed]));
+  expect(paid.data).toMatchObject({ status: "completed" });
+  const { checkoutId, txHash, purchaseId } = paid.data as { checkoutId: string; txHash: string; purchaseId: string };
+  // The earlier call's purchase, under its checkout.
+  expect(followed.data).toMatchObject({ status: "completed", checkoutId, txHash, purchaseId, amount: "2", currency: "USDC" });
+  expect(sends()).toBe(1);
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+});
+
+test("a payment followed that does not land in time is answered pending with its checkoutId, which resumes to the purchase", async () => {
+  const { deps, gate, sends, productId, buyer, registry, ctx } = await heldPayment();
+  const first = registry.call(ctx, "checkout_pay", { productId });
+  // The later call's wait, cut short: still on its way, so pending, naming the earlier call's checkout.
+  const { followCheckout } = await import("./checkout.ts");
+  await Bun.sleep(100);
+  const [open] = deps.db.sqlite.query("SELECT checkout_id AS id FROM checkout_submissions").all() as { id: string }[];
+  const started = performance.now();
+  expect(await followCheckout(deps, productId, buyer, open!.id, 300)).toMatchObject({ status: "pending", checkoutId: open!.id, amount: "2", currency: "USDC" });
+  expect(performance.now() - started).toBeGreaterThanOrEqual(290);
   gate.resolve();
   const paid = await first;
   if (!paid.success) throw new Error(JSON.stringify(paid));
-  expect(paid.data).toMatchObject({ status: "completed" });
-  const waitingOn = (second.data as { checkoutId: string }).checkoutId;
-  expect(waitingOn).toBe((paid.data as { checkoutId: string }).checkoutId); // the earlier call's checkout
-  expect(await registry.call(ctx, "checkout_pay", { productId: product.productId, checkoutId: waitingOn })).toMatchObject({
+  expect(await registry.call(ctx, "checkout_pay", { productId, checkoutId: open!.id })).toMatchObject({
     success: true,
-    data: { status: "completed", checkoutId: waitingOn, txHash: (paid.data as { txHash: string }).txHash },
+    data: { status: "completed", checkoutId: open!.id, txHash: (paid.data as { txHash: string }).txHash },
   });
-  expect(sends).toBe(1);
-  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
+  expect(sends()).toBe(1);
 });
 
 test("two checkout_pay calls at once for two products the wallet cannot both afford: one buys, the other is INSUFFICIENT_FUNDS and costs nothing", async () => {

@@ -21,7 +21,8 @@ export const checkoutPay = defineTool({
     "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
     "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
     "call still open and found landed is answered instead, and while an earlier call's transaction may still land " +
-    "it answers pending with that checkoutId and pays nothing. With currency (and maxAmount, which needs it), a " +
+    "it answers pending with that checkoutId and pays nothing. Two calls at once pay once: the later waits (up to 30 s) for " +
+    "the earlier's payment and answers its purchase, under its checkoutId. With currency (and maxAmount, which needs it), a " +
     "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
@@ -37,7 +38,7 @@ export const checkoutPay = defineTool({
   run: async ({ deps, caller, client, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
-    const { checkoutKey, earlierPurchaseOf, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
+    const { checkoutKey, earlierPurchaseOf, followCheckout, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
       await importQuietly(() => import("./checkout.ts"));
     // Every call submits or looks for a payment (a resume, a signed payment, or the wallet's earlier submissions
     // whose outcome is unknown; on RPC networks, the operator's RPC quota): counted as POST /pay/:productId/submit
@@ -82,9 +83,9 @@ export const checkoutPay = defineTool({
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
       throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
     }
-    // Waiting on an earlier call's payment (two calls at once): that checkout is the one to resume with.
+    // An earlier call's payment on its way (two calls at once): that checkout's outcome, waited for.
     if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkout.checkoutId) {
-      return resumeCheckout(deps, input.productId, wallet.walletAddress, result.checkoutId);
+      return followCheckout(deps, input.productId, wallet.walletAddress, result.checkoutId);
     }
     return { ...result, checkoutId: checkout.checkoutId, amount: checkout.amount, currency: checkout.currency, payTo: checkout.payTo };
   },
