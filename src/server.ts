@@ -36,6 +36,7 @@ import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 import { settlesWithin } from "./lib/sleep.ts";
+import { heartbeatMs, isEventStream, withHeartbeat } from "./lib/event-stream.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
 import dashboardPage from "./dashboard/web/dashboard.html";
 import payPage from "./dashboard/web/pay.html";
@@ -318,6 +319,19 @@ async function serve(
     }
     // Answered: the connection is held to the usual idle timeout again (Bun keeps a request's for its connection).
     if (waitsOnLedger) server.timeout(incoming, config.httpIdleTimeoutS);
+    // An event stream (GET /mcp) lasts as long as its client stays: no idle timeout while it is open, and
+    // comments keep proxies from taking it for a dead one (lib/event-stream.ts); the usual one once it ends.
+    if (isEventStream(response)) {
+      server.timeout(incoming, 0);
+      const restore = () => {
+        try {
+          server.timeout(incoming, config.httpIdleTimeoutS);
+        } catch {
+          // the connection is gone
+        }
+      };
+      response = new Response(withHeartbeat(response.body!, heartbeatMs(config.httpIdleTimeoutS), restore), response);
+    }
     response.headers.set("x-request-id", requestId);
     const ms = Math.round((performance.now() - started) * 100) / 100;
     log.request({ requestId, method: incoming.method, path, status: response.status, ms });

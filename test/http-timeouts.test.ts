@@ -6,6 +6,7 @@ import { connect } from "node:net";
 import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn } from "./helpers/wallet.ts";
+import { connectMcp } from "./helpers/mcp.ts";
 
 const servers: TestServer[] = [];
 afterAll(async () => {
@@ -123,3 +124,48 @@ test("a chunked body its client abandons is the client's failure: no error logge
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   expect(metrics).not.toContain('status="500"');
 });
+
+test("an MCP event stream (GET /mcp) outlives HTTP_IDLE_TIMEOUT_S: its headers and a comment go out at once, then a comment every half timeout", async () => {
+  const server = await startTestServer({ HTTP_IDLE_TIMEOUT_S: "1" });
+  servers.push(server);
+  // The SDK's client opens its own stream after initializing: it must see no error while the stream idles.
+  const mcp = await connectMcp(server.url, "stream-test");
+  const errors: unknown[] = [];
+  mcp.transport.onerror = (err) => errors.push(err);
+  // A session of its own for the raw stream (one stream per session).
+  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-03-26" };
+  const init = await fetch(`${server.url}/mcp`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+  });
+  const sessionId = init.headers.get("mcp-session-id")!;
+  await fetch(`${server.url}/mcp`, { method: "POST", headers: { ...headers, "mcp-session-id": sessionId }, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+  const { hostname, port, host } = new URL(server.url);
+  const received: { atMs: number; text: string }[] = [];
+  const sent = performance.now();
+  const socket = connect(Number(port), hostname, () =>
+    socket.write(`GET /mcp HTTP/1.1\r\nHost: ${host}\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sessionId}\r\nMcp-Protocol-Version: 2025-03-26\r\n\r\n`),
+  );
+  socket.setEncoding("utf8");
+  socket.on("data", (text: string) => received.push({ atMs: performance.now() - sent, text }));
+  let closedAtMs: number | null = null;
+  const closed = new Promise<void>((resolve) => socket.on("close", () => ((closedAtMs = performance.now() - sent), resolve())));
+  // Bun closes a connection idle past its timeout within ~4 s (its timer's tick); 7 s is well past it.
+  await sleep(7_000);
+  const all = received.map((r) => r.text).join("");
+  expect(all).toStartWith("HTTP/1.1 200 OK\r\n");
+  expect(all.toLowerCase()).toContain("content-type: text/event-stream");
+  // The end of the headers and a first comment came at once (a proxy waits for them), not with a first event.
+  expect(received.find((r) => r.text.includes(": stream open\n\n"))!.atMs).toBeLessThan(1_000);
+  expect(all.match(/: keep-alive\n\n/g)!.length).toBeGreaterThanOrEqual(6); // every 0.5 s
+  expect(closedAtMs).toBeNull();
+  expect(errors).toEqual([]);
+  expect(await mcp.call("session_info")).toMatchObject({ success: true });
+  // Ending the session ends its stream, and the server closes it.
+  expect((await fetch(`${server.url}/mcp`, { method: "DELETE", headers: { ...headers, "mcp-session-id": sessionId } })).status).toBe(200);
+  await Promise.race([closed, sleep(5_000)]);
+  expect(received.map((r) => r.text).join("")).toEndWith("0\r\n\r\n"); // the chunked body's end
+  socket.destroy();
+  await mcp.client.close();
+}, 30_000);
