@@ -228,6 +228,9 @@ class ClientOf implements ClientInfo {
   get userAgent(): string {
     return this.meta.userAgent;
   }
+  get behindUntrustedProxy(): boolean {
+    return this.meta.behindUntrustedProxy === true;
+  }
 }
 
 export function createApp(deps: Deps, options: AppOptions): App {

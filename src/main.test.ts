@@ -3,6 +3,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
+import { randomBytes } from "node:crypto";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
 import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
@@ -277,6 +278,24 @@ describe("walletgate CLI", () => {
     }
     expect(recorded()).toEqual([{ network: "localnet" }]);
     expect((await runCli(["owners", "list"], { DATA_DIR: dir })).code).toBe(0);
+  });
+
+  test("a shell without the server's settings (its NETWORK and its key in the environment) is told the network, not that the key is lost", async () => {
+    const dir = dataDir();
+    const key = randomBytes(32).toString("hex");
+    const server = await startTestServer({ NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9/", WALLET_ENCRYPTION_KEY: key }, dir);
+    await server.stop();
+    expect(existsSync(join(dir, "wallet-encryption-key"))).toBe(false); // the key lives in the service's environment
+    for (const args of [["serve"], ["owners", "list"]]) {
+      const r = await runCli(args, { DATA_DIR: dir, PORT: "0" });
+      expect({ args, code: r.code }).toEqual({ args, code: 1 });
+      expect(r.stderr).toContain("this database is served on NETWORK=devnet, not localnet");
+      expect(r.stderr).not.toContain("wallet-encryption-key");
+    }
+    // With the network but not the key, the key is what is missing.
+    const keyless = await runCli(["owners", "list"], { DATA_DIR: dir, NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9/" });
+    expect([keyless.code, keyless.stderr]).toEqual([1, expect.stringContaining("wallet-encryption-key is missing")]);
+    expect(existsSync(join(dir, "wallet-encryption-key"))).toBe(false); // and none was made
   });
 
   test("npm start stops on a SIGTERM sent to npm (a service manager stops the process it started): the server shuts down", async () => {

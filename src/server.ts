@@ -80,6 +80,8 @@ class ClientOfRequest implements RequestMeta {
     private readonly socketIp: string | null,
     private readonly server: Server<unknown>,
     private readonly trustProxy: Config["trustProxy"],
+    /** BASE_URL is https and TRUST_PROXY unset: every request came through a proxy this server does not trust. */
+    private readonly proxiedUntrusted: boolean,
   ) {}
   get ip(): string {
     const socketIp = this.socketIp ?? socketAddress(this.server, this.request);
@@ -88,6 +90,9 @@ class ClientOfRequest implements RequestMeta {
   }
   get userAgent(): string {
     return this.request.headers.get("user-agent") ?? "";
+  }
+  get behindUntrustedProxy(): boolean {
+    return this.proxiedUntrusted || (this.trustProxy.kind === "none" && this.request.headers.has("x-forwarded-for"));
   }
 }
 
@@ -117,6 +122,10 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
   }
   return Buffer.concat(chunks);
 }
+
+/** What running behind a proxy without TRUST_PROXY costs, and what to set (the start's and the first such request's warnings). */
+const UNTRUSTED_PROXY_COST =
+  "every client has the proxy's address, so all share one set of sign-in rate limits, and MCP fingerprint restore is off for them; set TRUST_PROXY to the proxy's address (e.g. TRUST_PROXY=127.0.0.1/32)";
 
 /** A Content-Length that is one plain decimal number, else null. */
 function declaredLength(header: string | null): number | null {
@@ -231,6 +240,9 @@ async function serve(
   try {
     // Its first read: a damaged file, or one of a newer version, names DATA_DIR and stops the start here.
     const pending = inDataDir(config, () => pendingVersions(db.sqlite));
+    // The network before the secrets (checked only; recorded below), on a schema that has its record: a
+    // start without the server's settings on a mainnet DATA_DIR lacks its NETWORK as well as its keys.
+    if (pending.length === 0) inDataDir(config, () => requireNetwork(config, db, false));
     // Only then are missing secrets generated: a start that cannot use the database leaves no key files
     // behind (which a backup restored next, without its own, would then be refused under).
     secrets = inDataDir(config, () => resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) }));
@@ -277,9 +289,16 @@ async function serve(
   };
 
   const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
+  let forwardedIgnored = config.trustProxy.kind !== "none"; // said once a process
+  // This server speaks plain HTTP: an https BASE_URL means a proxy in front, whose address every client has.
+  const proxiedUntrusted = config.trustProxy.kind === "none" && config.baseUrl?.startsWith("https:") === true;
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
     const started = performance.now();
     const requestId = crypto.randomUUID();
+    if (!forwardedIgnored && incoming.headers.has("x-forwarded-for")) {
+      forwardedIgnored = true;
+      log.warn(`a request came with X-Forwarded-For, which is ignored while TRUST_PROXY is not set: behind a proxy, ${UNTRUSTED_PROXY_COST}`, { requestId });
+    }
     // A url that is only a path (no usable Host) gets an origin, so the app routes it as any other; the
     // socket's own calls (its address, its timeout) keep the request Bun gave.
     let request = incoming.url.startsWith("/") ? new Request(`http://localhost${incoming.url}`, incoming) : incoming;
@@ -310,7 +329,7 @@ async function serve(
         else request = new Request(request, { body });
       }
       response ??= await (() => {
-        meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy));
+        meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy, proxiedUntrusted));
         return appFetch(request);
       })();
     } catch (err) {
@@ -452,6 +471,9 @@ async function serve(
     log.warn(`HOST=${config.host} without BASE_URL: challenges, tokens, links and the Origin /mcp and the pages accept name ${baseUrl}, which other machines cannot use; set BASE_URL to the address clients reach this server at`, {
       baseUrl,
     });
+  }
+  if (proxiedUntrusted) {
+    log.warn(`BASE_URL is https, so a proxy ends TLS in front of this server, but TRUST_PROXY is not set: ${UNTRUSTED_PROXY_COST}`, { baseUrl });
   }
   const dataDirMode = modeOf(config.dataDir);
   if ((dataDirMode & 0o022) !== 0) {

@@ -175,6 +175,61 @@ describe("fingerprint restore off", () => {
   });
 });
 
+describe("behind a proxy: fingerprints only from addresses that are the clients' own", () => {
+  // Through a proxy that TRUST_PROXY does not name, every client has the proxy's address: another client
+  // with the same User-Agent would be restored to this one's wallet (an operator review reproduced a
+  // stranger's wallet_transfer from the victim's wallet that way).
+  const via = (server: TestServer, userAgent: string, forwardedFor?: string) =>
+    connectMcp(server.url, userAgent, undefined, "mcp-sessions-test", forwardedFor === undefined ? {} : { "x-forwarded-for": forwardedFor }).then((mcp) => (clients.push(mcp), mcp));
+  const warnings = (server: TestServer, words: string) => server.output().split("\n").filter((line) => line.includes('"level":"warn"') && line.includes(words));
+
+  test("without TRUST_PROXY, a request carrying X-Forwarded-For links no fingerprint and restores none; the server says so once", async () => {
+    const server = await start({});
+    const userAgent = ua("proxied");
+    const victim = await via(server, userAgent, "203.0.113.5");
+    const created = await victim.ok("wallet_create", { airdropSol: 1 });
+    // The same User-Agent through the same proxy, from another client or the same: nothing is restored.
+    expect(await (await via(server, userAgent, "203.0.113.6")).ok("session_info")).toEqual(ANONYMOUS);
+    expect(await (await via(server, userAgent, "203.0.113.5")).ok("session_info")).toEqual(ANONYMOUS);
+    // Nor from the proxy's own address without the header: the wallet was never linked to it.
+    expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+    expect(recordedFingerprint(server, victim.transport.sessionId!)).toBeNull();
+    // A sign-in over HTTP through the proxy links nothing either.
+    await signIn(server.url, newWallet(), { "user-agent": userAgent, "x-forwarded-for": "203.0.113.5" });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+    // The wallet's own session still works.
+    expect((await victim.ok("session_info")).walletAddress).toBe(created.address);
+    const said = await logged(server, () => warnings(server, "X-Forwarded-For").length > 0);
+    expect(said.length).toBeGreaterThan(0);
+    expect(warnings(server, "X-Forwarded-For")).toHaveLength(1);
+    expect(warnings(server, "X-Forwarded-For")[0]).toContain("set TRUST_PROXY");
+    // A client without the header, on its own address, is restored as before.
+    const direct = ua("direct");
+    const own = await (await connect(server, direct)).ok("wallet_create", { airdropSol: 0 });
+    expect(await (await connect(server, direct)).ok("session_info")).toMatchObject({ walletAddress: own.address, restoredBy: "fingerprint" });
+  });
+
+  test("an https BASE_URL without TRUST_PROXY: a proxy is in front, so no fingerprint at all, and the start says so", async () => {
+    const server = await start({ BASE_URL: "https://walletgate.test" });
+    expect(warnings(server, "BASE_URL is https")).toHaveLength(1);
+    expect(warnings(server, "BASE_URL is https")[0]).toContain("TRUST_PROXY=127.0.0.1/32");
+    const userAgent = ua("https");
+    const first = await connect(server, userAgent);
+    await first.ok("wallet_create", { airdropSol: 0 });
+    expect(await (await connect(server, userAgent)).ok("session_info")).toEqual(ANONYMOUS);
+    expect(recordedFingerprint(server, first.transport.sessionId!)).toBeNull();
+  });
+
+  test("with TRUST_PROXY naming the proxy, fingerprints use the client's forwarded address", async () => {
+    const server = await start({ TRUST_PROXY: "127.0.0.1/32", BASE_URL: "https://walletgate.test" });
+    const userAgent = ua("trusted");
+    const created = await (await via(server, userAgent, "203.0.113.5")).ok("wallet_create", { airdropSol: 0 });
+    expect(await (await via(server, userAgent, "203.0.113.5")).ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "fingerprint" });
+    expect(await (await via(server, userAgent, "203.0.113.6")).ok("session_info")).toEqual(ANONYMOUS);
+    expect([warnings(server, "TRUST_PROXY"), warnings(server, "X-Forwarded-For")]).toEqual([[], []]);
+  });
+});
+
 describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
   // SESSION_TTL_S=5 is under the 3600 s refresh threshold (every restore a second or more after issue refreshes) and lets a token
   // expire within the test; idle MCP sessions are swept after 300 ms (checked every 300 ms).

@@ -2,7 +2,24 @@
 import type { Deps } from "../deps.ts";
 import { hmacSha256Hex, sha256Hex } from "../lib/hash.ts";
 
-export type ClientInfo = { ip: string; userAgent: string };
+export type ClientInfo = {
+  ip: string;
+  userAgent: string;
+  /**
+   * True when the request came through a proxy whose word this server does not take (X-Forwarded-For
+   * sent, TRUST_PROXY unset): `ip` is then the proxy's, shared by all of its clients.
+   */
+  behindUntrustedProxy?: boolean;
+};
+
+/**
+ * Whether this client's fingerprint may link a wallet or restore an MCP session to one: FINGERPRINT_RESTORE
+ * on, and an address that is the client's own. Behind a proxy TRUST_PROXY does not name, every client has
+ * the proxy's address, and another with the same User-Agent would be restored to this one's wallet.
+ */
+export function fingerprintUsable(deps: Deps, client: ClientInfo): boolean {
+  return deps.config.fingerprintRestore && client.behindUntrustedProxy !== true;
+}
 
 /** The fingerprint of auth.md: hex SHA-256 over the client IP followed by the User-Agent. */
 export function fingerprintOf(client: ClientInfo): string {

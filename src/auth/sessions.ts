@@ -5,7 +5,7 @@ import { AppError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { hmacSha256 } from "../lib/hash.ts";
 import { newUuid, uuidV4Of } from "../lib/ids.ts";
-import { storedFingerprint, type ClientInfo } from "./fingerprint.ts";
+import { fingerprintUsable, storedFingerprint, type ClientInfo } from "./fingerprint.ts";
 import { keyIdOf, signSessionJwt, verifySessionJwt } from "./tokens.ts";
 import * as store from "./store.ts";
 
@@ -69,7 +69,7 @@ export function prepareSession(
   if (exp <= iat) throw new AppError("TOKEN_EXPIRED", "the session has reached its maximum age; sign in again");
   const sessionId = continues?.sessionId ?? newUuid(deps.random);
   const jti = continues === undefined ? newUuid(deps.random) : refreshedJti(deps, continues.parentJti);
-  const fingerprint = client === null || !deps.config.fingerprintRestore ? null : storedFingerprint(deps, client);
+  const fingerprint = client === null || !fingerprintUsable(deps, client) ? null : storedFingerprint(deps, client);
   const { kid } = deps.auth.jwtKeys.current;
   const row = { jti, sessionId, wallet: walletAddress, issuedAt: iat * 1000, expiresAt: exp * 1000, sessionStartedAt: sessionStartedAtMs, fingerprint, kid, issuer: deps.auth.jwtKeys.issuer };
   return { walletAddress, sessionId, jti, record: { row, now, parentJti: continues?.parentJti ?? null } };

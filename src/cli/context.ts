@@ -50,6 +50,9 @@ export async function withCommandDeps<T>(
         if (options.signsSessions !== true && !config.baseUrlGiven && recorded?.issuer != null) baseUrl = recorded.issuer;
         const signer = options.signsSessions === true ? recorded : null;
         const serversKey = signer?.kid ?? null;
+        // The network first (checked only; recorded below): a shell without the server's settings on a
+        // mainnet DATA_DIR lacks its NETWORK as well as its keys, and the network is what to say.
+        requireNetwork(config, db, false);
         const secrets = resolveSecrets(config, {
           holdsSealedData: () => holdsSealedData(config.databasePath),
           // Asked only when mcp would make a secret: a server that recorded its key signs with one not in this

@@ -3,7 +3,7 @@
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
+import { fingerprintUsable, storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, ERROR_STATUS, errorText, fieldError } from "../errors.ts";
 import { bearerToken } from "../lib/bearer.ts";
@@ -219,7 +219,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
    */
   async function open(id: string, request: ClientInfo, binding: Binding | null, onInitialized: (protocolVersion: string) => Promise<void>) {
     // Read now, while the request that opens the session is in flight: its address is read on demand.
-    const client: ClientInfo = { ip: request.ip, userAgent: request.userAgent };
+    const client: ClientInfo = { ip: request.ip, userAgent: request.userAgent, behindUntrustedProxy: request.behindUntrustedProxy === true };
     const leaving = takeRoom();
     if (leaving === null) return BUSY;
     let holdsPlace = true;
@@ -295,7 +295,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       return jsonRpcError(429, -32000, err.message, { "retry-after": String(retryAfter) }, { data: { code: err.code, retryAfter }, id });
     }
     const id = newUuid(deps.random);
-    const fingerprint = deps.config.fingerprintRestore ? storedFingerprint(deps, client) : null;
+    const fingerprint = fingerprintUsable(deps, client) ? storedFingerprint(deps, client) : null;
     const binding = await fingerprintBinding(deps, client);
     const opening = await open(id, client, binding, async (protocolVersion) => {
       const now = deps.clock.now();

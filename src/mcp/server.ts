@@ -3,7 +3,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { ClientInfo } from "../auth/fingerprint.ts";
+import { fingerprintUsable, type ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import pkg from "../../package.json" with { type: "json" };
@@ -40,7 +40,7 @@ export function toolResult(envelope: Envelope) {
  * authenticated from `client` while that token is good; null when restore is off or there is none.
  */
 export async function fingerprintBinding(deps: Deps, client: ClientInfo): Promise<Binding | null> {
-  if (!deps.config.fingerprintRestore) return null;
+  if (!fingerprintUsable(deps, client)) return null;
   const linked = await findLinkedSession(deps, client);
   return linked === null ? null : { ...linked, source: "fingerprint" };
 }

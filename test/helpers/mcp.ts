@@ -30,8 +30,8 @@ export function envelopeOf(raw: unknown): Envelope {
 }
 
 /** A client on `${baseUrl}/mcp` with its own User-Agent (fingerprints!) and, optionally, a Bearer token. */
-export async function connectMcp(baseUrl: string, userAgent: string, token?: string, name = "walletgate-test"): Promise<McpTestClient> {
-  const headers: Record<string, string> = { "User-Agent": userAgent };
+export async function connectMcp(baseUrl: string, userAgent: string, token?: string, name = "walletgate-test", extraHeaders: Record<string, string> = {}): Promise<McpTestClient> {
+  const headers: Record<string, string> = { "User-Agent": userAgent, ...extraHeaders };
   if (token !== undefined) headers.Authorization = `Bearer ${token}`;
   const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), { requestInit: { headers } });
   const client = new Client({ name, version: "1" });
