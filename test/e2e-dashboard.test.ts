@@ -78,7 +78,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await ownerPage.getByRole("button", { name: "Connect wallet" }).click();
     await ownerPage.getByRole("navigation", { name: "Dashboard" }).waitFor();
     await ownerPage.getByRole("heading", { name: "Overview" }).waitFor();
-    await ownerPage.getByRole("img", { name: "Revenue per day for the last 30 days: none yet" }).waitFor(); // nothing sold yet
+    await ownerPage.getByRole("img", { name: "Revenue per UTC day for the last 30 days: none yet" }).waitFor(); // nothing sold yet
     const cookie = (await ownerPage.context().cookies()).find((c) => c.name === "wg_session")!;
     expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite }).toEqual({ httpOnly: true, sameSite: "Strict" });
     expect(await ownerPage.evaluate(() => (globalThis as any).document.cookie as string)).not.toContain("wg_session"); // not readable by scripts
@@ -333,13 +333,39 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const bars = await ownerPage.locator("svg.chart rect.bar").evaluateAll((rects) => rects.map((r) => Number(r.getAttribute("height"))));
     expect(bars).toHaveLength(30);
     expect(bars.filter((h) => h > 0)).toHaveLength(1); // today's purchases (the chart is in USDC)
-    await ownerPage.getByRole("img", { name: "Revenue per day for the last 30 days: up to 2.5 USDC a day" }).waitFor();
+    await ownerPage.getByRole("img", { name: "Revenue per UTC day for the last 30 days: up to 2.5 USDC a day" }).waitFor();
     // For a screen reader: the days as a table, the section named in the title, the keyboard on its heading.
     expect(await ownerPage.locator("table:has(caption) tbody tr").count()).toBe(30);
     expect(await ownerPage.title()).toBe("Overview · walletgate dashboard");
     expect(await ownerPage.evaluate(() => (globalThis as any).document.activeElement?.tagName)).toBe("H1");
     await ownerPage.getByText(/^Tier free/).waitFor();
+    // The chart's days are UTC days (the tables show local times), and its screen-reader table does not lengthen the page.
+    expect(await ownerPage.locator(".chart-days").innerText()).toMatch(/^\d{4}-\d{2}-\d{2} UTC\s+\d{4}-\d{2}-\d{2} UTC$/);
+    const { scrollHeight, contentBottom } = await ownerPage.evaluate(() => {
+      const doc = (globalThis as any).document;
+      const bottoms = [...doc.querySelectorAll(".card")].map((el: any) => el.getBoundingClientRect().bottom + (globalThis as any).scrollY);
+      return { scrollHeight: doc.documentElement.scrollHeight as number, contentBottom: Math.max(...bottoms, (globalThis as any).innerHeight - 64) };
+    });
+    expect(scrollHeight).toBeLessThanOrEqual(contentBottom + 64); // the page ends with its last card (or the window)
     await shot(ownerPage, "overview");
+    // At a phone's width a table scrolls sideways with its first column in view, beside the row's buttons.
+    await ownerPage.setViewportSize({ width: 375, height: 740 });
+    await ownerPage.getByRole("link", { name: "Products" }).click();
+    const row = ownerPage.getByRole("row").filter({ hasText: "Day pass" });
+    await row.waitFor();
+    const wrap = ownerPage.locator(".table-wrap").filter({ has: row });
+    const title = row.locator("td").first();
+    const before = (await title.boundingBox())!;
+    expect(await wrap.evaluate((el: any) => el.scrollWidth > el.clientWidth)).toBe(true); // wider than the screen
+    await wrap.evaluate((el: any) => (el.scrollLeft = el.scrollWidth));
+    const [after, archiveBox] = await Promise.all([title.boundingBox(), row.getByRole("button", { name: /^Archive/ }).boundingBox()]);
+    expect(after!.x).toBe(before.x); // the title stayed where it was
+    expect(archiveBox!.x + archiveBox!.width).toBeLessThanOrEqual(375); // beside the row's buttons, in view
+    expect(archiveBox!.x).toBeGreaterThanOrEqual(after!.x + after!.width - 1); // not under the title
+    await shot(ownerPage, "products-phone");
+    await ownerPage.setViewportSize({ width: 1280, height: 800 });
+    await ownerPage.getByRole("link", { name: "Overview" }).click();
+    await ownerPage.getByText(/^Tier free/).waitFor();
     await ownerPage.getByRole("button", { name: "Sign out" }).click();
     await ownerPage.getByRole("button", { name: "Connect wallet" }).waitFor();
     const me = await ownerPage.evaluate(() => fetch("/dashboard/api/me").then((r) => r.status));
@@ -355,6 +381,9 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const url = made.stdout.trim();
     const context = await browser!.newContext(); // no wallet in this browser
     const page = await context.newPage();
+    // The sign-in card says how to sign in without one.
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByText("walletgate dashboard-link --keypair <file>").waitFor();
     await page.goto(url);
     await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
     await page.getByTitle(keypair.publicKey.toBase58()).waitFor();

@@ -257,17 +257,27 @@ e2e("more of the pages in Chromium", () => {
     await page.waitForURL(/\/healthz\?from=stay&txHash=\w{43,88}$/, { timeout: 10_000 });
   }, 60_000);
 
-  test("a buyer without the money is told so in words, and can try again after funding", async () => {
+  test("a buyer without the money, or without SOL for the fee, is told which in words, and can try again after funding", async () => {
     const owner = newWallet();
     const token = (await signIn(server.url, owner)).sessionToken;
     const p = await product(token, { title: "Costly", type: "feature_unlock", featureIds: ["x"], price: "3" });
     const buyer = newWallet();
     await fund(buyer, "1");
     const page = await buy(buyer, p.paymentUrl);
-    await page.getByText("Your wallet does not hold enough").waitFor({ timeout: 20_000 });
+    await page.getByText("Your wallet holds 1 USDC; this purchase needs 3 USDC. Nothing was paid.").waitFor({ timeout: 20_000 });
     await fund(buyer, "5");
     await page.getByRole("button", { name: "Try again" }).click();
     await page.getByTestId("access-token").waitFor({ timeout: 20_000 });
+
+    // USDC enough, but no SOL for the network fee: that is what the buyer is told, not that it lacks money.
+    const usdcOnly = newWallet();
+    expect((await runCli(["ledger", "airdrop", "--to", usdcOnly.address, "--usdc", "100"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const again = await buy(usdcOnly, p.paymentUrl);
+    await again.getByText("Your wallet has no SOL to pay the network fee").waitFor({ timeout: 20_000 });
+    expect(await again.getByText("does not hold enough").count()).toBe(0);
+    await fund(usdcOnly, "0");
+    await again.getByRole("button", { name: "Try again" }).click();
+    await again.getByTestId("access-token").waitFor({ timeout: 20_000 });
   }, 60_000);
 
   test("a checkout that expired before the buyer paid is said in words; Try again opens a fresh one that completes", async () => {

@@ -119,6 +119,10 @@ function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error
         {button}
         {busy && step && <p class="muted" role="status">{step}</p>}
         <ErrorText error={error} />
+        <p class="muted">
+          No wallet in this browser? Where the server runs, <code>walletgate dashboard-link --keypair &lt;file&gt;</code> prints a
+          one-time sign-in link for the wallet of a Solana CLI keypair file.
+        </p>
       </div>
     </main>
   );
@@ -128,31 +132,42 @@ function Chart({ daily }: { daily: Stats["daily"] }) {
   const top = Math.max(0, ...daily.map((d) => Number(d.revenue)));
   const max = top > 0 ? top : 1; // the bars' scale; with no revenue every bar is empty
   const w = 600, h = 160, gap = 2, bw = w / daily.length - gap;
-  const label = `Revenue per day for the last ${daily.length} days: ${top > 0 ? `up to ${daily.find((d) => Number(d.revenue) === top)!.revenue} USDC a day` : "none yet"}`;
+  // Days are UTC days (the server's), while the tables show times in the browser's zone: said on each.
+  const label = `Revenue per UTC day for the last ${daily.length} days: ${top > 0 ? `up to ${daily.find((d) => Number(d.revenue) === top)!.revenue} USDC a day` : "none yet"}`;
   return (
-    <svg class="chart" viewBox={`0 0 ${w} ${h + 20}`} role="img" aria-label={label}>
-      {daily.map((d, i) => {
-        const bh = Math.round((Number(d.revenue) / max) * h);
-        return (
-          <rect class="bar" x={i * (bw + gap)} y={h - bh} width={bw} height={Math.max(bh, Number(d.revenue) > 0 ? 2 : 0)}>
-            <title>{`${d.date}: ${d.revenue} USDC, ${d.transactions} purchase(s)`}</title>
-          </rect>
-        );
-      })}
-      <text x="0" y={h + 14}>{daily[0]?.date}</text>
-      <text x={w} y={h + 14} text-anchor="end">{daily.at(-1)?.date}</text>
-    </svg>
+    <>
+      <svg class="chart" viewBox={`0 0 ${w} ${h}`} role="img" aria-label={label}>
+        {daily.map((d, i) => {
+          const bh = Math.round((Number(d.revenue) / max) * h);
+          return (
+            <rect class="bar" x={i * (bw + gap)} y={h - bh} width={bw} height={Math.max(bh, Number(d.revenue) > 0 ? 2 : 0)}>
+              <title>{`${d.date} (UTC): ${d.revenue} USDC, ${d.transactions} purchase(s)`}</title>
+            </rect>
+          );
+        })}
+      </svg>
+      {/* Text of the page, not of the drawing: it keeps its size at a phone's width. */}
+      <div class="chart-days" aria-hidden="true">
+        <span>{daily[0]?.date} UTC</span>
+        <span>{daily.at(-1)?.date} UTC</span>
+      </div>
+    </>
   );
 }
 
-/** The chart's days as a table, for screen readers (the bars' tooltips show on hover only). */
+/**
+ * The chart's days as a table, for screen readers (the bars' tooltips show on hover only). Hidden by a box
+ * around it: a table itself ignores the hiding box's height, and its rows lengthened the page.
+ */
 function ChartTable({ daily }: { daily: Stats["daily"] }) {
   return (
-    <table class="visually-hidden">
-      <caption>Revenue per day, in USDC</caption>
-      <thead><tr><th>Day</th><th>Revenue</th><th>Purchases</th></tr></thead>
-      <tbody>{daily.map((d) => <tr><td>{d.date}</td><td>{d.revenue}</td><td>{d.transactions}</td></tr>)}</tbody>
-    </table>
+    <div class="visually-hidden">
+      <table>
+        <caption>Revenue per UTC day, in USDC</caption>
+        <thead><tr><th>Day (UTC)</th><th>Revenue</th><th>Purchases</th></tr></thead>
+        <tbody>{daily.map((d) => <tr><td>{d.date}</td><td>{d.revenue}</td><td>{d.transactions}</td></tr>)}</tbody>
+      </table>
+    </div>
   );
 }
 

@@ -45,13 +45,27 @@ const WORDS: Record<string, string> = {
 /** The price changed since the page showed it: nothing was signed. */
 class PriceChanged extends Error {
   constructor(now: Product) {
-    super(`The price changed to ${now.price} ${now.currency}. Nothing was paid. Press Pay again to pay ${now.price} ${now.currency}.`);
+    super(`The price changed to ${now.price} ${now.currency}. Nothing was paid. Press Try again to pay ${now.price} ${now.currency}.`);
   }
+}
+
+/**
+ * A shortfall as the server found it: the SOL for the network fee (a buyer funded with USDC alone), or the
+ * price's token, with what the wallet holds; else the general words.
+ */
+function fundsWords(message: string): string {
+  if (/\bno SOL\b|pay the fee|lamports/i.test(message)) {
+    return "Your wallet has no SOL to pay the network fee (a small fraction of one SOL): add a little SOL to it, then try again. Nothing was paid.";
+  }
+  const holds = /the wallet holds ([^;]+); this purchase needs (.+)$/.exec(message);
+  if (holds !== null) return `Your wallet holds ${holds[1]}; this purchase needs ${holds[2]}. Nothing was paid.`;
+  return WORDS.INSUFFICIENT_FUNDS!;
 }
 
 function words(err: unknown): string {
   if (err instanceof WalletRejected) return "You rejected the signature in your wallet. Nothing was paid.";
-  if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return WORDS.INSUFFICIENT_FUNDS!;
+  if (err instanceof ApiError && err.code === "INSUFFICIENT_FUNDS") return fundsWords(err.message);
+  if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return fundsWords(err.message);
   if (err instanceof ApiError && WORDS[err.code]) return WORDS[err.code]!;
   return errorWords(err);
 }
