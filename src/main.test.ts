@@ -296,6 +296,13 @@ describe("walletgate CLI", () => {
     const keyless = await runCli(["owners", "list"], { DATA_DIR: dir, NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9/" });
     expect([keyless.code, keyless.stderr]).toEqual([1, expect.stringContaining("wallet-encryption-key is missing")]);
     expect(existsSync(join(dir, "wallet-encryption-key"))).toBe(false); // and none was made
+    // The same after an upgrade, with the last migration still to apply (the network's record is older).
+    const sqlite = new Database(join(dir, "walletgate.db"));
+    sqlite.run("DROP TABLE checkout_submit_leases");
+    sqlite.run("DELETE FROM schema_migrations WHERE version = 44");
+    sqlite.close();
+    const upgraded = await runCli(["serve"], { DATA_DIR: dir, PORT: "0" });
+    expect([upgraded.code, upgraded.stderr]).toEqual([1, expect.stringContaining("this database is served on NETWORK=devnet, not localnet")]);
   });
 
   test("npm start stops on a SIGTERM sent to npm (a service manager stops the process it started): the server shuts down", async () => {

@@ -15,7 +15,7 @@ import { DAY_MS, systemClock, type Clock } from "./lib/clock.ts";
 import { STEP_CHECK_MS, systemClockSources, watchClockSteps, type ClockSources } from "./lib/clock-steps.ts";
 import { readClockMark, saveClockMark } from "./db/clock-mark.ts";
 import { cryptoRandom, type Random } from "./lib/ids.ts";
-import { resolveClientIp } from "./lib/ip.ts";
+import { resolveClientIp, trustsPeer } from "./lib/ip.ts";
 import { pathOf } from "./lib/path.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint, sweepPeriodMs } from "./mcp/endpoint.ts";
@@ -36,7 +36,7 @@ import { purgeWebhooks } from "./webhooks/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 import { settlesWithin } from "./lib/sleep.ts";
-import { heartbeatMs, isEventStream, withHeartbeat } from "./lib/event-stream.ts";
+import { isEventStream, withOpeningComment } from "./lib/event-stream.ts";
 // The pages (dashboard.md): bundled by Bun with their scripts and styles, and embedded by `bun build --compile`.
 import dashboardPage from "./dashboard/web/dashboard.html";
 import payPage from "./dashboard/web/pay.html";
@@ -80,8 +80,8 @@ class ClientOfRequest implements RequestMeta {
     private readonly socketIp: string | null,
     private readonly server: Server<unknown>,
     private readonly trustProxy: Config["trustProxy"],
-    /** BASE_URL is https and TRUST_PROXY unset: every request came through a proxy this server does not trust. */
-    private readonly proxiedUntrusted: boolean,
+    /** BASE_URL is https: every request came through a proxy (this server speaks plain HTTP). */
+    private readonly proxied: boolean,
   ) {}
   get ip(): string {
     const socketIp = this.socketIp ?? socketAddress(this.server, this.request);
@@ -91,8 +91,10 @@ class ClientOfRequest implements RequestMeta {
   get userAgent(): string {
     return this.request.headers.get("user-agent") ?? "";
   }
+  /** Through a proxy (X-Forwarded-For sent, or an https BASE_URL) that TRUST_PROXY does not name: `ip` is the proxy's. */
   get behindUntrustedProxy(): boolean {
-    return this.proxiedUntrusted || (this.trustProxy.kind === "none" && this.request.headers.has("x-forwarded-for"));
+    if (!this.proxied && !this.request.headers.has("x-forwarded-for")) return false;
+    return !trustsPeer(this.socketIp ?? socketAddress(this.server, this.request), this.trustProxy);
   }
 }
 
@@ -122,6 +124,9 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
   }
   return Buffer.concat(chunks);
 }
+
+/** The migration that made the network's record (network_in_use), which the network check before the secrets reads. */
+const NETWORK_RECORD_MIGRATION = 35;
 
 /** What running behind a proxy without TRUST_PROXY costs, and what to set (the start's and the first such request's warnings). */
 const UNTRUSTED_PROXY_COST =
@@ -240,9 +245,10 @@ async function serve(
   try {
     // Its first read: a damaged file, or one of a newer version, names DATA_DIR and stops the start here.
     const pending = inDataDir(config, () => pendingVersions(db.sqlite));
-    // The network before the secrets (checked only; recorded below), on a schema that has its record: a
-    // start without the server's settings on a mainnet DATA_DIR lacks its NETWORK as well as its keys.
-    if (pending.length === 0) inDataDir(config, () => requireNetwork(config, db, false));
+    // The network before the secrets (checked only; recorded below), on a schema that has its record
+    // (migration 35; an upgrade's later ones may be pending): a start without the server's settings on a
+    // mainnet DATA_DIR lacks its NETWORK as well as its keys.
+    if (pending.every((version) => version > NETWORK_RECORD_MIGRATION)) inDataDir(config, () => requireNetwork(config, db, false));
     // Only then are missing secrets generated: a start that cannot use the database leaves no key files
     // behind (which a backup restored next, without its own, would then be refused under).
     secrets = inDataDir(config, () => resolveSecrets(config, { holdsSealedData: () => holdsSealedData(config.databasePath) }));
@@ -289,15 +295,21 @@ async function serve(
   };
 
   const pages = createPageCache({ dashboard: dashboardPage, pay: payPage });
-  let forwardedIgnored = config.trustProxy.kind !== "none"; // said once a process
-  // This server speaks plain HTTP: an https BASE_URL means a proxy in front, whose address every client has.
-  const proxiedUntrusted = config.trustProxy.kind === "none" && config.baseUrl?.startsWith("https:") === true;
+  // The first request with X-Forwarded-For tells whether TRUST_PROXY names its proxy (a hop count believes
+  // every peer): said then, once a process, and not looked at again (the peer's address may be a system call).
+  let forwardedSeen = config.trustProxy.kind === "hops";
+  // This server speaks plain HTTP: an https BASE_URL means a proxy in front, whose address every client has
+  // unless TRUST_PROXY names it.
+  const proxied = config.baseUrl?.startsWith("https:") === true;
   const handle = async (incoming: Request, server: Server<unknown>): Promise<Response> => {
     const started = performance.now();
     const requestId = crypto.randomUUID();
-    if (!forwardedIgnored && incoming.headers.has("x-forwarded-for")) {
-      forwardedIgnored = true;
-      log.warn(`a request came with X-Forwarded-For, which is ignored while TRUST_PROXY is not set: behind a proxy, ${UNTRUSTED_PROXY_COST}`, { requestId });
+    if (!forwardedSeen && incoming.headers.has("x-forwarded-for")) {
+      forwardedSeen = true;
+      if (!trustsPeer(socketAddress(server, incoming), config.trustProxy)) {
+        const why = config.trustProxy.kind === "none" ? "while TRUST_PROXY is not set" : "from an address TRUST_PROXY does not name";
+        log.warn(`a request came with X-Forwarded-For, which is ignored ${why}: behind a proxy, ${UNTRUSTED_PROXY_COST}`, { requestId });
+      }
     }
     // A url that is only a path (no usable Host) gets an origin, so the app routes it as any other; the
     // socket's own calls (its address, its timeout) keep the request Bun gave.
@@ -329,7 +341,7 @@ async function serve(
         else request = new Request(request, { body });
       }
       response ??= await (() => {
-        meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy, proxiedUntrusted));
+        meta.set(request, new ClientOfRequest(requestId, incoming, socketIp, server, config.trustProxy, proxied));
         return appFetch(request);
       })();
     } catch (err) {
@@ -338,8 +350,8 @@ async function serve(
     }
     // Answered: the connection is held to the usual idle timeout again (Bun keeps a request's for its connection).
     if (waitsOnLedger) server.timeout(incoming, config.httpIdleTimeoutS);
-    // An event stream (GET /mcp) lasts as long as its client stays: no idle timeout while it is open, and
-    // comments keep proxies from taking it for a dead one (lib/event-stream.ts); the usual one once it ends.
+    // An event stream (GET /mcp) lasts as long as its client stays: no idle timeout while it is open (the
+    // usual one once it ends), and a comment at once that a proxy passes its headers on with (lib/event-stream.ts).
     if (isEventStream(response)) {
       server.timeout(incoming, 0);
       const restore = () => {
@@ -349,7 +361,7 @@ async function serve(
           // the connection is gone
         }
       };
-      response = new Response(withHeartbeat(response.body!, heartbeatMs(config.httpIdleTimeoutS), restore), response);
+      response = new Response(withOpeningComment(response.body!, restore), response);
     }
     response.headers.set("x-request-id", requestId);
     const ms = Math.round((performance.now() - started) * 100) / 100;
@@ -472,7 +484,7 @@ async function serve(
       baseUrl,
     });
   }
-  if (proxiedUntrusted) {
+  if (proxied && config.trustProxy.kind === "none") {
     log.warn(`BASE_URL is https, so a proxy ends TLS in front of this server, but TRUST_PROXY is not set: ${UNTRUSTED_PROXY_COST}`, { baseUrl });
   }
   const dataDirMode = modeOf(config.dataDir);

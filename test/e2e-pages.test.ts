@@ -273,7 +273,7 @@ e2e("more of the pages in Chromium", () => {
     const usdcOnly = newWallet();
     expect((await runCli(["ledger", "airdrop", "--to", usdcOnly.address, "--usdc", "100"], { DATA_DIR: server.dataDir })).code).toBe(0);
     const again = await buy(usdcOnly, p.paymentUrl);
-    await again.getByText("Your wallet has no SOL to pay the network fee").waitFor({ timeout: 20_000 });
+    await again.getByText("Your wallet has too little SOL to pay the network fee").waitFor({ timeout: 20_000 });
     expect(await again.getByText("does not hold enough").count()).toBe(0);
     await fund(usdcOnly, "0");
     await again.getByRole("button", { name: "Try again" }).click();

@@ -125,7 +125,7 @@ test("a chunked body its client abandons is the client's failure: no error logge
   expect(metrics).not.toContain('status="500"');
 });
 
-test("an MCP event stream (GET /mcp) outlives HTTP_IDLE_TIMEOUT_S: its headers and a comment go out at once, then a comment every half timeout", async () => {
+test("an MCP event stream (GET /mcp) outlives HTTP_IDLE_TIMEOUT_S: its headers and a comment go out at once, and nothing cuts it", async () => {
   const server = await startTestServer({ HTTP_IDLE_TIMEOUT_S: "1" });
   servers.push(server);
   // The SDK's client opens its own stream after initializing: it must see no error while the stream idles.
@@ -158,7 +158,6 @@ test("an MCP event stream (GET /mcp) outlives HTTP_IDLE_TIMEOUT_S: its headers a
   expect(all.toLowerCase()).toContain("content-type: text/event-stream");
   // The end of the headers and a first comment came at once (a proxy waits for them), not with a first event.
   expect(received.find((r) => r.text.includes(": stream open\n\n"))!.atMs).toBeLessThan(1_000);
-  expect(all.match(/: keep-alive\n\n/g)!.length).toBeGreaterThanOrEqual(6); // every 0.5 s
   expect(closedAtMs).toBeNull();
   expect(errors).toEqual([]);
   expect(await mcp.call("session_info")).toMatchObject({ success: true });

@@ -220,6 +220,20 @@ describe("behind a proxy: fingerprints only from addresses that are the clients'
     expect(recordedFingerprint(server, first.transport.sessionId!)).toBeNull();
   });
 
+  test("TRUST_PROXY naming another address than the proxy's is as if unset: no restore, and the server says so", async () => {
+    const server = await start({ TRUST_PROXY: "10.0.0.0/8" });
+    const userAgent = ua("misnamed");
+    await (await via(server, userAgent, "203.0.113.5")).ok("wallet_create", { airdropSol: 0 });
+    expect(await (await via(server, userAgent, "198.51.100.77")).ok("session_info")).toEqual(ANONYMOUS);
+    await logged(server, () => warnings(server, "X-Forwarded-For").length > 0);
+    expect(warnings(server, "X-Forwarded-For")).toEqual([expect.stringContaining("from an address TRUST_PROXY does not name")]);
+    // An https BASE_URL (a proxy in front) with the same TRUST_PROXY: no restore without the header either.
+    const https = await start({ TRUST_PROXY: "10.0.0.0/8", BASE_URL: "https://walletgate.test" });
+    const other = ua("misnamed-https");
+    await (await connect(https, other)).ok("wallet_create", { airdropSol: 0 });
+    expect(await (await connect(https, other)).ok("session_info")).toEqual(ANONYMOUS);
+  });
+
   test("with TRUST_PROXY naming the proxy, fingerprints use the client's forwarded address", async () => {
     const server = await start({ TRUST_PROXY: "127.0.0.1/32", BASE_URL: "https://walletgate.test" });
     const userAgent = ua("trusted");

@@ -104,6 +104,12 @@ function isTrusted(ip: string, ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][]): b
   return ranges.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits));
 }
 
+/** Whether X-Forwarded-For from this peer is believed: a hop count believes anyone, addresses their own. */
+export function trustsPeer(socketIp: string, trust: TrustProxy): boolean {
+  if (trust.kind === "none") return false;
+  return trust.kind === "hops" || isTrusted(socketIp, trust.ranges);
+}
+
 /**
  * The client's address: the socket peer, or — behind trusted proxies — the right-most address of
  * X-Forwarded-For that a trusted proxy vouched for. Without trust the header is ignored.

@@ -8,7 +8,8 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
 import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
-import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout } from "./checkout.ts";
+import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout, submitCheckout } from "./checkout.ts";
+import { AppError } from "../errors.ts";
 import { createProduct } from "./products.ts";
 import { checkAccess } from "./purchases.ts";
 
@@ -233,6 +234,21 @@ describe("checkout on RPC networks", () => {
     }
     expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed" });
     expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("devnet: a buyer with the price in USDC but no SOL for the fee is told so (details.reason fee), as on localnet", async () => {
+    const s = await setup("devnet");
+    const broke = Keypair.generate();
+    const wallet = broke.publicKey.toBase58();
+    rpc.mintTokens(USDC_MINTS.devnet, wallet, 10n * USDC); // no lamports at all
+    const checkout = await startCheckout(s.deps, s.productId, wallet);
+    const refused = await submitCheckout(s.deps, s.productId, checkout.checkoutId, signCheckout(checkout.transaction, broke)).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(AppError);
+    expect([(refused as AppError).code, (refused as AppError).extra.details, (refused as AppError).message]).toEqual([
+      "INSUFFICIENT_FUNDS",
+      { reason: "fee" },
+      "the wallet holds 0 SOL, too little for the network fee and any account this payment opens",
+    ]);
   });
 
   test("devnet: a confirmed payment completes the checkout at once", async () => {

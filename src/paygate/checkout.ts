@@ -261,9 +261,10 @@ function shortPayment(token: SplToken, paid: bigint, asked: bigint): string {
  * The rules of paygate.md step 3 on the signed bytes, before anything is sent: fee payer = the checkout's
  * wallet; exactly one token transfer to payTo's token account, a TransferChecked of the checkout's mint
  * and at least its amount, from the wallet's own token account under the wallet's authority, carrying the
- * reference as a read-only non-signer account of that instruction.
+ * reference as a read-only non-signer account of that instruction. Returns what it transfers to payTo (at
+ * least the price).
  */
-function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: ParsedTransaction, wire: Uint8Array): void {
+function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: ParsedTransaction, wire: Uint8Array): bigint {
   const mint = token.mint;
   const key = (i: number) => tx.accountKeys[i]!;
   if (key(0) !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
@@ -288,6 +289,7 @@ function checkSignedPayment(checkout: store.CheckoutRow, token: SplToken, tx: Pa
   if (reference < 0 || !accounts.includes(reference) || tx.isSigner(reference) || tx.isWritable(reference)) {
     throw mismatch("reference", "the transfer must carry the checkout's reference as a read-only, non-signer account");
   }
+  return ix.amount;
 }
 
 /**
@@ -645,20 +647,23 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
 
 /** How long checkout_pay waits for the payment of another call it follows to land, and how often it looks. */
 export const FOLLOW_WAIT_MS = 30_000;
-const FOLLOW_POLL_MS = 200;
+const FOLLOW_POLL_MS = 400; // a slot; the RPC ledger's own confirmation polls as often
 
 /**
  * checkout_pay that found another call's payment of the product on its way (two calls at once, in this
  * process or another): that checkout's outcome, as resumeCheckout answers it, but waited for while the
  * payment, sent a moment ago, may still land — as the call that sent it waits for it — up to
- * FOLLOW_WAIT_MS. `pending` then, or at once when no transaction of it is left that could land.
+ * FOLLOW_WAIT_MS, `pending` then. CONFLICT when no transaction of it is left that could land (the other
+ * call's payment was refused before it went out): nothing was paid, and a call made again buys.
  */
 export async function followCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string, waitMs = FOLLOW_WAIT_MS): Promise<CheckoutPayAnswer> {
   const giveUpAt = performance.now() + waitMs;
   for (;;) {
     const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
     if (answer.status !== "pending" || performance.now() >= giveUpAt) return answer;
-    if ((await store.listSubmissions(deps.db, checkoutId)).length === 0) return answer;
+    if ((await store.listSubmissions(deps.db, checkoutId)).length === 0) {
+      throw new AppError("CONFLICT", "another call's payment of this product by this wallet, which this call waited for, was not made: nothing was paid; call again to buy");
+    }
     await new Promise((resolve) => setTimeout(resolve, FOLLOW_POLL_MS));
   }
 }
@@ -837,7 +842,7 @@ export async function submitCheckout(
   if (wire === null) throw fieldError("transaction", "transaction must be standard base64");
   const tx = parseTransaction(wire);
   const token = await splToken(deps, checkout.token);
-  checkSignedPayment(checkout, token, tx, wire);
+  const paying = checkSignedPayment(checkout, token, tx, wire);
   const used = await store.findPurchaseByTxHash(deps.db, tx.signature);
   if (used !== null && used.checkoutId !== checkout.id) throw new AppError("CONFLICT", "this transaction already paid for another purchase");
   // Only a transaction the wallet really signed is looked into and kept: anyone may open checkouts for
@@ -884,13 +889,7 @@ export async function submitCheckout(
     // transfer of more than the wallet holds would fail on chain and still cost its fee: refused first.
     const onChain = used !== null || (await deps.ledger.getTransaction(tx.signature)) !== null;
     const held = (await deps.ledger.getBalances(checkout.wallet))[checkout.token] ?? 0n;
-    if (!onChain && held < checkout.amount) {
-      const symbol = token.key.toUpperCase();
-      throw new AppError(
-        "INSUFFICIENT_FUNDS",
-        `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(checkout.amount, token.decimals)} ${symbol}`,
-      );
-    }
+    if (!onChain && held < checkout.amount) throw amountShortfall(token, held, checkout.amount);
     // Too close to expiry for a transaction sent now to land in time.
     if (!onChain && closingSoon(deps, checkout)) throw tooLate();
     // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
@@ -915,10 +914,35 @@ export async function submitCheckout(
     const sentFirst = err instanceof AppError && typeof (err.extra.details as { signature?: unknown } | undefined)?.signature === "string";
     if (err instanceof AppError && (err.code === "TRANSACTION_REJECTED" || err.code === "INSUFFICIENT_FUNDS") && !sentFirst) {
       await store.dropSubmission(deps.db, checkout.id, tx.signature);
+      if (err.code === "INSUFFICIENT_FUNDS") throw await shortfallOf(deps, checkout, token, paying, err);
     }
     throw err;
   }
   return settleCheckout(deps, checkout);
+}
+
+/** The wallet holds less of the price's token than the price: `details.reason` "amount". */
+function amountShortfall(token: SplToken, held: bigint, needed: bigint): AppError {
+  const symbol = token.key.toUpperCase();
+  const words = `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(needed, token.decimals)} ${symbol}`;
+  return new AppError("INSUFFICIENT_FUNDS", words, { details: { reason: "amount" } });
+}
+
+/**
+ * The ledger's INSUFFICIENT_FUNDS for a payment the balance check let through, said from the balances: less
+ * of the token than the transaction sends ("amount": spent meanwhile, or a payment above the price), else SOL
+ * for the network fee and any account the payment opens ("fee"; each ledger words that its own way). The
+ * ledger's own error when the balances cannot be read.
+ */
+async function shortfallOf(deps: Deps, checkout: store.CheckoutRow, token: SplToken, paying: bigint, err: AppError): Promise<AppError> {
+  const balances = await deps.ledger.getBalances(checkout.wallet).catch(() => null);
+  if (balances === null) return err;
+  const held = balances[checkout.token] ?? 0n;
+  if (held < paying) return amountShortfall(token, held, paying);
+  const sol = formatAmount(balances.sol ?? 0n, 9);
+  return new AppError("INSUFFICIENT_FUNDS", `the wallet holds ${sol} SOL, too little for the network fee and any account this payment opens`, {
+    details: { reason: "fee" },
+  });
 }
 
 export type CheckoutWatcher = {

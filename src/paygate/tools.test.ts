@@ -205,7 +205,7 @@ test("checkout_pay with the checkoutId of a call whose payment the watcher compl
   // A refusal before anything was sent carries no checkoutId: there is nothing to resume.
   const dear = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Dear", description: "", type: "access", price: "20" });
   const refused = await registry.call(ctx(buyer), "checkout_pay", { productId: dear.productId });
-  expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", undefined]);
+  expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", { reason: "amount" }]);
   const stranger = (await createCustodialWallet(deps)).address;
   expect(await registry.call(ctx(stranger), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: false, code: "NOT_FOUND" });
 });
@@ -260,8 +260,11 @@ test("checkout_pay's retry pays nothing while an earlier transaction may still l
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n);
 });
 
-/** A custodial buyer of a 2-USDC pass whose first payment is held on its way to the ledger until `gate` opens. */
-async function heldPayment() {
+/**
+ * A custodial buyer of a 2-USDC pass whose first payment is held on its way to the ledger until `gate` opens
+ * (and then refused before it goes out, with `refuseFirst`).
+ */
+async function heldPayment(refuseFirst = false) {
   const { deps: base } = await testDeps();
   // The first payment is held on its way to the ledger (recorded by /submit, not landed yet).
   const gate = Promise.withResolvers<void>();
@@ -269,7 +272,10 @@ async function heldPayment() {
   const ledger = {
     ...base.ledger,
     submit: async (...args: Parameters<typeof base.ledger.submit>) => {
-      if (sends++ === 0) await gate.promise;
+      if (sends++ === 0) {
+        await gate.promise;
+        if (refuseFirst) throw new AppError("TRANSACTION_REJECTED", "the ledger refused it before sending", { details: { reason: "simulation_failed" } });
+      }
       return base.ledger.submit(...args);
     },
   };
@@ -300,13 +306,30 @@ test("two checkout_pay calls at once pay once; the later one waits for the earli
   expect((await deps.ledger.getBalances(buyer)).usdc).toBe(8_000_000n); // paid once
 });
 
+test("when the earlier call's payment is refused before it goes out, the later call that waited for it answers CONFLICT; called again it buys", async () => {
+  const { deps, gate, sends, productId, buyer, registry, ctx } = await heldPayment(true);
+  const first = registry.call(ctx, "checkout_pay", { productId });
+  const second = registry.call(ctx, "checkout_pay", { productId });
+  await Bun.sleep(300);
+  gate.resolve();
+  const [refused, waited] = await Promise.all([first, second]);
+  expect(refused).toMatchObject({ success: false, code: "TRANSACTION_REJECTED" });
+  expect(waited).toMatchObject({ success: false, code: "CONFLICT", error: expect.stringContaining("call again to buy") });
+  expect((await deps.ledger.getBalances(buyer)).usdc).toBe(10_000_000n); // nothing was paid
+  expect(await registry.call(ctx, "checkout_pay", { productId })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect([sends(), (await deps.ledger.getBalances(buyer)).usdc]).toEqual([2, 8_000_000n]);
+});
+
 test("a payment followed that does not land in time is answered pending with its checkoutId, which resumes to the purchase", async () => {
   const { deps, gate, sends, productId, buyer, registry, ctx } = await heldPayment();
   const first = registry.call(ctx, "checkout_pay", { productId });
   // The later call's wait, cut short: still on its way, so pending, naming the earlier call's checkout.
   const { followCheckout } = await import("./checkout.ts");
-  await Bun.sleep(100);
-  const [open] = deps.db.sqlite.query("SELECT checkout_id AS id FROM checkout_submissions").all() as { id: string }[];
+  let open: { id: string } | undefined;
+  for (let i = 0; i < 200 && open === undefined; i++) {
+    await Bun.sleep(25); // until the earlier call has recorded its transaction
+    [open] = deps.db.sqlite.query("SELECT checkout_id AS id FROM checkout_submissions").all() as { id: string }[];
+  }
   const started = performance.now();
   expect(await followCheckout(deps, productId, buyer, open!.id, 300)).toMatchObject({ status: "pending", checkoutId: open!.id, amount: "2", currency: "USDC" });
   expect(performance.now() - started).toBeGreaterThanOrEqual(290);

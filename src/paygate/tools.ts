@@ -21,8 +21,9 @@ export const checkoutPay = defineTool({
     "from the error's details: that call's purchase (or pending, while its payment may still land) is answered and " +
     "nothing is paid again. Without checkoutId it buys anew (extending access), except that a payment of an earlier " +
     "call still open and found landed is answered instead, and while an earlier call's transaction may still land " +
-    "it answers pending with that checkoutId and pays nothing. Two calls at once pay once: the later waits (up to 30 s) for " +
-    "the earlier's payment and answers its purchase, under its checkoutId. With currency (and maxAmount, which needs it), a " +
+    "it answers pending with that checkoutId and pays nothing. Two calls that meet (the later one comes while the earlier " +
+    "is still deciding to pay) pay once: the later waits (up to 30 s) for the earlier's payment and answers its purchase, " +
+    "under its checkoutId (CONFLICT if that payment was not made: call again). With currency (and maxAmount, which needs it), a " +
     "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),

@@ -50,22 +50,22 @@ class PriceChanged extends Error {
 }
 
 /**
- * A shortfall as the server found it: the SOL for the network fee (a buyer funded with USDC alone), or the
- * price's token, with what the wallet holds; else the general words.
+ * A shortfall as the server found it (`details.reason`): SOL for the network fee (a buyer funded with USDC
+ * alone), or the price's token, with what the wallet holds; else the general words.
  */
-function fundsWords(message: string): string {
-  if (/\bno SOL\b|pay the fee|lamports/i.test(message)) {
-    return "Your wallet has no SOL to pay the network fee (a small fraction of one SOL): add a little SOL to it, then try again. Nothing was paid.";
+function fundsWords(err: ApiError): string {
+  if (err.reason === "fee") {
+    return "Your wallet has too little SOL to pay the network fee (a small fraction of one SOL): add a little SOL to it, then try again. Nothing was paid.";
   }
-  const holds = /the wallet holds ([^;]+); this purchase needs (.+)$/.exec(message);
+  const holds = err.reason === "amount" ? /the wallet holds ([^;]+); this purchase needs (.+)$/.exec(err.message) : null;
   if (holds !== null) return `Your wallet holds ${holds[1]}; this purchase needs ${holds[2]}. Nothing was paid.`;
   return WORDS.INSUFFICIENT_FUNDS!;
 }
 
 function words(err: unknown): string {
   if (err instanceof WalletRejected) return "You rejected the signature in your wallet. Nothing was paid.";
-  if (err instanceof ApiError && err.code === "INSUFFICIENT_FUNDS") return fundsWords(err.message);
-  if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return fundsWords(err.message);
+  if (err instanceof ApiError && err.code === "INSUFFICIENT_FUNDS") return fundsWords(err);
+  if (err instanceof ApiError && err.code === "TRANSACTION_REJECTED" && /insufficient|funds|balance/i.test(err.message)) return WORDS.INSUFFICIENT_FUNDS!;
   if (err instanceof ApiError && WORDS[err.code]) return WORDS[err.code]!;
   return errorWords(err);
 }
