@@ -128,7 +128,7 @@ async function readCapped(request: Request, max: number): Promise<Uint8Array | n
 /** The migration that made the network's record (network_in_use), which the network check before the secrets reads. */
 const NETWORK_RECORD_MIGRATION = 35;
 
-/** What running behind a proxy without TRUST_PROXY costs, and what to set (the start's and the first such request's warnings). */
+/** What running behind a proxy TRUST_PROXY does not name costs, and what to set (the start's and the first such request's warnings). */
 const UNTRUSTED_PROXY_COST =
   "every client has the proxy's address, so all share one set of sign-in rate limits, and MCP fingerprint restore is off for them; set TRUST_PROXY to the proxy's address (e.g. TRUST_PROXY=127.0.0.1/32)";
 

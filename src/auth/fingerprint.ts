@@ -6,8 +6,8 @@ export type ClientInfo = {
   ip: string;
   userAgent: string;
   /**
-   * True when the request came through a proxy whose word this server does not take (X-Forwarded-For
-   * sent, TRUST_PROXY unset): `ip` is then the proxy's, shared by all of its clients.
+   * True when the request came through a proxy TRUST_PROXY does not name (its peer sent X-Forwarded-For,
+   * or BASE_URL is https): `ip` is then the proxy's, shared by all of its clients.
    */
   behindUntrustedProxy?: boolean;
 };

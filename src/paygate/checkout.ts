@@ -646,7 +646,7 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
 }
 
 /** How long checkout_pay waits for the payment of another call it follows to land, and how often it looks. */
-export const FOLLOW_WAIT_MS = 30_000;
+const FOLLOW_WAIT_MS = 30_000;
 const FOLLOW_POLL_MS = 400; // a slot; the RPC ledger's own confirmation polls as often
 
 /**
