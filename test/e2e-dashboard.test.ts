@@ -691,6 +691,14 @@ e2e("dashboard forms under a second hand and a double click", () => {
     await page.getByLabel(/^Sites the checkout may return to/).fill("https://shop.example/payTo");
     await page.getByRole("button", { name: "Create product" }).click();
     await page.getByText('"https://shop.example/payTo"').waitFor();
+    // A submit the browser's own check stops (the title emptied) is an attempt of its own: the last refusal
+    // and its marks go, and the browser says what is missing.
+    await page.getByLabel("Title").fill("");
+    await page.getByLabel("Title").press("Enter");
+    await page.locator("#p-error").waitFor({ state: "detached" });
+    expect(await marked("Sites the checkout may return to (origins, comma-separated)")).toEqual([null, false]);
+    expect(await page.getByLabel("Title").evaluate((el: any) => el.validity.valueMissing)).toBe(true);
+    await page.getByLabel("Title").fill("Once");
     await page.getByLabel(/^Sites the checkout may return to/).fill("");
     await page.getByRole("button", { name: "Create product" }).dblclick();
     await page.getByRole("cell", { name: /Once/ }).waitFor();

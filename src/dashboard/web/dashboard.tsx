@@ -257,7 +257,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
     const changed = (Object.keys(opened) as (keyof ProductFields)[]).some((k) => form[k] !== opened[k]);
     if (!changed || window.confirm("Discard what you changed in this form?")) onCancel();
   };
-  const { busy, error, submit } = useSubmit(async () => {
+  const { busy, error, submit, stopped } = useSubmit(async () => {
     const body = productBody(form);
     const days = body.accessDays as number | null;
     if (days !== null && (!Number.isInteger(days) || days < 1 || days > 36_500)) {
@@ -276,7 +276,7 @@ function ProductForm({ product, onSaved, onCancel }: { product: Product | null; 
   });
   const invalid = useFieldErrors(error, PRODUCT_INPUTS, "p-error");
   return (
-    <form class="card" onSubmit={submit} aria-label={product ? "Edit product" : "New product"} onKeyDown={(e) => e.key === "Escape" && escape()}>
+    <form class="card" onSubmit={submit} onInvalidCapture={stopped} aria-label={product ? "Edit product" : "New product"} onKeyDown={(e) => e.key === "Escape" && escape()}>
       <h2>{product ? `Edit “${product.title}”` : "New product"}</h2>
       <div class="grid2">
         <div><label for="p-title">Title</label><input id="p-title" ref={title} required maxLength={200} value={form.title} onInput={set("title")} {...invalid("title")} /></div>
@@ -368,7 +368,7 @@ function Keys() {
   const [label, setLabel] = useState("");
   const [created, setCreated] = useState<{ key: string; label: string } | null>(null);
   const labelInput = useRef<HTMLInputElement>(null);
-  const { busy, error: createError, submit: create } = useSubmit(async () => {
+  const { busy, error: createError, submit: create, stopped: createStopped } = useSubmit(async () => {
     const answer = await api<{ key: string; label: string }>("/dashboard/api/keys", { body: { label } });
     setCreated(answer);
     setLabel("");
@@ -378,7 +378,7 @@ function Keys() {
   return (
     <section>
       <h1>API keys</h1>
-      <form class="card row" onSubmit={create} aria-label="Create an API key">
+      <form class="card row" onSubmit={create} onInvalidCapture={createStopped} aria-label="Create an API key">
         <label for="k-label" style="margin:0">Label</label>
         <input id="k-label" ref={labelInput} required maxLength={100} style="max-width:260px" value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} {...keyInvalid("label")} />
         <button type="submit" aria-disabled={busy ? "true" : undefined}>Create key</button>
@@ -629,7 +629,7 @@ function Webhooks() {
   const [url, setUrl] = useState("");
   const [events, setEvents] = useState<string[]>(["payment.completed", "feature.unlocked"]);
   const [created, setCreated] = useState<string | null>(null);
-  const { busy, error: addError, submit: add } = useSubmit(async () => {
+  const { busy, error: addError, submit: add, stopped: addStopped } = useSubmit(async () => {
     setCreated((await api<{ secret: string }>("/dashboard/api/webhooks", { body: { url, events } })).secret);
     setUrl("");
     reload();
@@ -638,7 +638,7 @@ function Webhooks() {
   return (
     <section>
       <h1>Webhooks</h1>
-      <form class="card" onSubmit={add} aria-label="Add a webhook endpoint">
+      <form class="card" onSubmit={add} onInvalidCapture={addStopped} aria-label="Add a webhook endpoint">
         <label for="w-url">Endpoint URL</label>
         <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...endpointInvalid("url")} />
         <EventBoxes value={events} onChange={setEvents} id="w-events" invalid={endpointInvalid("events")} />

@@ -96,7 +96,14 @@ export function useSubmit(action: () => Promise<void>) {
       setBusy(false);
     }
   };
-  return { busy, error, submit };
+  /**
+   * For a form's `onInvalidCapture`: a submit the browser's own checks stopped (a required field emptied)
+   * is an attempt of its own, so the last attempt's failure, and the fields it marked, go.
+   */
+  const stopped = () => {
+    if (!running.current) setError(null);
+  };
+  return { busy, error, submit, stopped };
 }
 
 /**
