@@ -595,6 +595,17 @@ e2e("dashboard and checkout pages in Chromium", () => {
     await context.close();
   }, 60_000);
 
+  test("a browser without a wallet is told so on the checkout page, with a link that opens the page in Phantom's app", async () => {
+    const context = await browser!.newContext(); // no wallet in this browser
+    const page = await context.newPage();
+    await page.goto(state.paymentUrl!);
+    await page.getByRole("button", { name: "Pay with wallet" }).click();
+    await page.getByText("No Solana wallet was found in this browser.").waitFor();
+    const link = page.getByRole("link", { name: "open this page in the Phantom app" });
+    expect(await link.getAttribute("href")).toBe(`https://phantom.app/ul/browse/${encodeURIComponent(state.paymentUrl!)}?ref=${encodeURIComponent(new URL(state.paymentUrl!).origin)}`);
+    await context.close();
+  }, 60_000);
+
   test("at phone width the checkout page fits the screen", async () => {
     const context = await walletContext(browser!, newWallet());
     const page = await context.newPage();

@@ -3,7 +3,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, errorWords } from "./api.ts";
-import { chainOf, connectWallet, fromBase64, toBase64, WalletRejected } from "./wallet.ts";
+import { chainOf, connectWallet, fromBase64, toBase64, WalletMissing, WalletRejected } from "./wallet.ts";
 import { signWithProvider } from "./provider-sign.ts";
 import { CopyButton, ErrorText, TxLink, useWalletChoice } from "./ui.tsx";
 
@@ -311,6 +311,13 @@ function Pay() {
           <div>
             {step !== "idle" && step !== "checking" && <Steps step={step} />}
             {error !== null && <p class="error" role="alert">{words(error)}</p>}
+            {error instanceof WalletMissing && (
+              // A phone's browser has no wallet extension: Phantom's app opens this page in its own browser
+              // (its documented "browse" link), where the wallet is.
+              <p>
+                On a phone: <a href={`https://phantom.app/ul/browse/${encodeURIComponent(location.href)}?ref=${encodeURIComponent(location.origin)}`}>open this page in the Phantom app</a>, or in your wallet app's own browser.
+              </p>
+            )}
             {choice.picker}
             <button type="button" onClick={pay} aria-disabled={step !== "idle" ? "true" : undefined}>{error !== null ? "Try again" : "Pay with wallet"}</button>
           </div>
