@@ -73,6 +73,7 @@ function socketAddress(server: Server<unknown>, request: Request): string {
  * there it would be a system call (`getpeername`) per request for nothing.
  */
 class ClientOfRequest implements RequestMeta {
+  #peer: string | null = null;
   #ip: string | null = null;
   constructor(
     readonly requestId: string,
@@ -83,9 +84,13 @@ class ClientOfRequest implements RequestMeta {
     /** BASE_URL is https: every request came through a proxy (this server speaks plain HTTP). */
     private readonly proxied: boolean,
   ) {}
+  /** The socket's peer, looked up once (on demand it is a system call). */
+  private get peer(): string {
+    this.#peer ??= this.socketIp ?? socketAddress(this.server, this.request);
+    return this.#peer;
+  }
   get ip(): string {
-    const socketIp = this.socketIp ?? socketAddress(this.server, this.request);
-    this.#ip ??= resolveClientIp(socketIp, this.request.headers.get("x-forwarded-for"), this.trustProxy);
+    this.#ip ??= resolveClientIp(this.peer, this.request.headers.get("x-forwarded-for"), this.trustProxy);
     return this.#ip;
   }
   get userAgent(): string {
@@ -94,7 +99,7 @@ class ClientOfRequest implements RequestMeta {
   /** Through a proxy (X-Forwarded-For sent, or an https BASE_URL) that TRUST_PROXY does not name: `ip` is the proxy's. */
   get behindUntrustedProxy(): boolean {
     if (!this.proxied && !this.request.headers.has("x-forwarded-for")) return false;
-    return !trustsPeer(this.socketIp ?? socketAddress(this.server, this.request), this.trustProxy);
+    return !trustsPeer(this.peer, this.trustProxy);
   }
 }
 
