@@ -37,6 +37,19 @@ const noNativeAddons: import("bun").BunPlugin = {
   },
 };
 
+/** The checkout's commit, "+changes" when tracked files differ from it; "" outside a git checkout. */
+export function sourceCommit(): string {
+  const git = (...args: string[]) => Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "ignore" });
+  try {
+    const head = git("rev-parse", "--short=12", "HEAD");
+    if (head.exitCode !== 0) return "";
+    const changed = git("diff", "--quiet", "HEAD").exitCode !== 0;
+    return `${head.stdout.toString().trim()}${changed ? "+changes" : ""}`;
+  } catch {
+    return ""; // no git on this machine
+  }
+}
+
 export async function buildExecutable(options: BuildOptions = {}): Promise<BuildResult> {
   const outfile = options.outfile ?? DEFAULT_OUTFILE;
   // Each build's chunks have new names: the source maps of earlier builds would pile up in dist/.
@@ -46,7 +59,11 @@ export async function buildExecutable(options: BuildOptions = {}): Promise<Build
   const result = await Bun.build({
     // The migrated, empty database, written whole on a first start instead of migrated (src/db/fresh.ts).
     // applied_at 0 in it: the same source builds the same executable.
-    define: { WALLETGATE_FRESH_DATABASE: JSON.stringify(encodeImage(freshDatabaseImage(undefined, 0))) },
+    define: {
+      WALLETGATE_FRESH_DATABASE: JSON.stringify(encodeImage(freshDatabaseImage(undefined, 0))),
+      // Which source the executable is: two builds of one package version can be migrations apart.
+      WALLETGATE_BUILD_COMMIT: JSON.stringify(sourceCommit()),
+    },
     // The verification worker is a further entrypoint: Bun embeds it and `new Worker(url)` finds it.
     entrypoints: [join(ROOT, "src", "main.ts"), join(ROOT, "src", "lib", "ed25519-worker.ts")],
     target: "bun",

@@ -1,9 +1,12 @@
-// Smoke-tests a built binary from an empty folder: start, /healthz, the pages in Chromium, one sign-in, /mcp,
+// Smoke-tests a built binary from an empty folder: its version line, start, /healthz, the pages in Chromium, one sign-in, /mcp,
 // the ledger (readiness and a CLI airdrop, which load @solana/web3.js from inside the binary), stop. `bun scripts/smoke.ts dist/walletgate`
 import { copyFileSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { launchChromium } from "../test/helpers/browser.ts";
+import { latestOf } from "../src/db/migrate.ts";
+import { sourceCommit } from "./build.ts";
+import pkg from "../package.json" with { type: "json" };
 
 const binary = resolve(process.argv[2] ?? "dist/walletgate");
 const dir = mkdtempSync(join(tmpdir(), "walletgate-smoke-"));
@@ -55,6 +58,11 @@ let proc: ReturnType<typeof Bun.spawn> | null = null;
 let serverStderr: Promise<string> = Promise.resolve("");
 try {
   copyFileSync(binary, join(dir, "walletgate"));
+  // The version line names the schema and the commit the executable was built from (this checkout's).
+  const version = Bun.spawnSync([join(dir, "walletgate"), "--version"], { cwd: dir, env: { PATH: "/usr/bin:/bin" } }).stdout.toString().trim();
+  const commit = sourceCommit();
+  const expected = `${pkg.version} (schema ${latestOf()}, ${commit === "" ? "built outside git" : `commit ${commit}`})`;
+  if (version !== expected) fail(`--version printed "${version}", not "${expected}"`);
   const started = performance.now();
   // Only PATH is passed: nothing from this checkout (no node_modules, no .env) is visible to it.
   proc = Bun.spawn([join(dir, "walletgate"), "serve"], {

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { openServerDatabase, runCli, startTestServer, tempDir } from "../test/helpers/server.ts";
 import { call, newWallet } from "../test/helpers/wallet.ts";
 import { MIGRATIONS } from "./db/migrations.ts";
+import { latestOf } from "./db/migrate.ts";
 import { CONFIG_HELP, CONFIG_VARIABLES, flagName, flagsToVars } from "./config.ts";
 import pkg from "../package.json" with { type: "json" };
 
@@ -26,7 +27,8 @@ const dataDir = () => {
 describe("walletgate CLI", () => {
   test("--version and --help exit 0", async () => {
     const v = await runCli(["--version"]);
-    expect([v.code, v.stdout.trim()]).toEqual([0, pkg.version]);
+    // From source there is no build commit; the executable's line is checked by scripts/smoke.ts.
+    expect([v.code, v.stdout.trim()]).toEqual([0, `${pkg.version} (schema ${latestOf()}, run from source)`]);
     const h = await runCli(["--help"]);
     expect(h.code).toBe(0);
     expect(h.stdout).toContain("serve");

@@ -3,7 +3,7 @@
 import { ConfigError, UsageError, configHelp, loadConfig, processEnv, type Config } from "./config.ts";
 import { splitArgs } from "./cli/args.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
-import { SchemaBehindError, SchemaTooNewError } from "./db/migrate.ts";
+import { SchemaBehindError, SchemaTooNewError, latestOf } from "./db/migrate.ts";
 import pkg from "../package.json" with { type: "json" };
 
 const USAGE = `walletgate ${pkg.version} — wallet sign-in, sessions and payment gating in one executable
@@ -38,7 +38,7 @@ read from the working directory's .env files too; the README's configuration tab
 ${configHelp()}
 
   --help                           show this help (walletgate <command> --help: that command's)
-  --version                        print the version
+  --version                        print the version, the schema version and the commit it was built from
 `;
 
 /** A command gets the config and its own arguments (everything after its name that is not a config flag). */
@@ -75,6 +75,13 @@ function commandUsage(name: string): string | null {
   return `Usage: walletgate ${blocks.join("\n   or: walletgate ")}\n\nOptions and the other commands: walletgate --help\n`;
 }
 
+/** `0.1.0 (schema 44, commit 3f1d2bc1a2b3)`: the package version, the schema it migrates to, the build's commit. */
+export function versionLine(): string {
+  const build =
+    typeof WALLETGATE_BUILD_COMMIT !== "string" ? "run from source" : WALLETGATE_BUILD_COMMIT === "" ? "built outside git" : `commit ${WALLETGATE_BUILD_COMMIT}`;
+  return `${pkg.version} (schema ${latestOf()}, ${build})`;
+}
+
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h") || argv[0] === "help") {
     const named = argv[0] !== undefined && argv[0] in COMMANDS ? commandUsage(argv[0]) : null;
@@ -82,7 +89,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return 0;
   }
   if (argv.includes("--version") || argv.includes("-v")) {
-    process.stdout.write(`${pkg.version}\n`);
+    process.stdout.write(`${versionLine()}\n`);
     return 0;
   }
   const [first, ...rest] = argv;
