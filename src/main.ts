@@ -107,14 +107,21 @@ export async function main(argv: string[], env: Record<string, string | undefine
   } catch (err) {
     if (err instanceof UsageError) {
       process.stderr.write(`walletgate: ${err.message}\n\n${err.usage === undefined ? USAGE : `${err.usage}\n`}`);
+      await answerMcpHost(name, err.message);
       return 2;
     }
     if (err instanceof ConfigError || err instanceof SchemaTooNewError || err instanceof SchemaBehindError) {
       process.stderr.write(`walletgate: ${err.message}\n`);
+      await answerMcpHost(name, err.message);
       return 1;
     }
     throw err;
   }
+}
+
+/** A refused `walletgate mcp` also answers its host's first request with the refusal (mcp/stdio-refusal.ts). */
+async function answerMcpHost(command: string, message: string): Promise<void> {
+  if (command === "mcp") await (await import("./mcp/stdio-refusal.ts")).answerFirstRequest(`walletgate: ${message}`);
 }
 
 if (import.meta.main) {

@@ -229,6 +229,13 @@ describe("walletgate mcp (stdio)", () => {
       expect(withoutPort.stderr).toContain(`the server signs sessions for BASE_URL http://127.0.0.1:${port}, this command for http://127.0.0.1:3000: set BASE_URL=http://127.0.0.1:${port}`);
       const otherBase = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
       expect({ code: otherBase.code, said: otherBase.stderr.includes(`this command for ${BASE_URL}:`) }).toEqual({ code: 1, said: true });
+      // An MCP host sees the refusal as the answer to its initialize, not only "Connection closed".
+      const host = new Client({ name: "host", version: "1" });
+      const refusedConnect = await host
+        .connect(new StdioClientTransport({ command: process.execPath, args: [join(ROOT, "src/main.ts"), "mcp"], env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dir, BASE_URL }, stderr: "pipe" }))
+        .then(() => "connected", (err: Error) => err.message);
+      await host.close();
+      expect(refusedConnect).toContain(`walletgate: the server signs sessions for BASE_URL http://127.0.0.1:${port}, this command for ${BASE_URL}: set BASE_URL=`);
       // Given the server's (as BASE_URL, or as the same HOST and PORT) it serves, and ends at once here: its stdin is empty.
       expect((await runCli(["mcp"], { DATA_DIR: dir, BASE_URL: `http://127.0.0.1:${port}` })).code).toBe(0);
       expect((await runCli(["mcp"], { DATA_DIR: dir, HOST: "127.0.0.1", PORT: port })).code).toBe(0);
@@ -240,5 +247,26 @@ describe("walletgate mcp (stdio)", () => {
     } finally {
       await server.dispose();
     }
+  }, 60_000);
+
+  test("refused at start, it answers the host's first request with the refusal (notifications passed over) and exits 1", async () => {
+    const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "mcp"], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir, BASE_URL, NETWORK: "moon" },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 30_000,
+    });
+    proc.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\nnot json\n{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}\n');
+    await proc.stdin.flush();
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    proc.stdin.end();
+    expect(code).toBe(1);
+    expect(stderr).toContain("NETWORK");
+    const answers = stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(answers).toEqual([{ jsonrpc: "2.0", id: 7, error: { code: -32000, message: `walletgate: ${stderr.trim().replace(/^walletgate: /, "")}` } }]);
+    // No host on stdin (a terminal, or input that ends): it exits at once, as before.
+    const alone = await runCli(["mcp"], { DATA_DIR: dataDir, BASE_URL, NETWORK: "moon" });
+    expect([alone.code, alone.stdout]).toEqual([1, ""]);
   }, 60_000);
 });
