@@ -50,6 +50,12 @@ describe("the server and walletgate mcp on one database", () => {
         db.query("INSERT INTO checkout_submit_leases (wallet, product_id, holder, until) VALUES (?, ?, 'another process', ?)").run(wallet, productId, Date.now() + 60_000);
         let answered = 0;
         const calls = [overHttp(productId), overStdio(productId)].map((p) => p.then((a) => (answered++, a)));
+        // Both calls must have reached the lease before it is let go: a call that comes once the other's
+        // purchase is complete buys again, as it should (on a busy machine one process may lag that far).
+        // Each opens its checkout just before it asks for the lease.
+        const opened = () => (db.query("SELECT count(*) AS n FROM checkouts WHERE product_id = ? AND wallet = ?").get(productId, wallet) as { n: number }).n;
+        for (let waited = 0; opened() < 2 && waited < 20_000; waited += 50) await Bun.sleep(50);
+        expect(opened()).toBe(2);
         await Bun.sleep(400);
         expect(answered).toBe(0); // both wait for the lease
         db.query("DELETE FROM checkout_submit_leases WHERE holder = 'another process'").run();
