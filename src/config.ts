@@ -58,6 +58,8 @@ export type Config = Readonly<{
   allowPrivateNetworkTargets: boolean;
   /** The marketplace's cut of a released order, in basis points (0–10000), paid to `feeWallet`. */
   marketplace: Readonly<{ feeBps: number; feeWallet: string | null }>;
+  /** `serve` stops, as on SIGTERM, once the process that started it has ended (a test runner killed). */
+  exitWithParent: boolean;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -85,6 +87,7 @@ export const CONFIG_VARIABLES = [
   "LOG_FORMAT", "SQLITE_SYNCHRONOUS", "SOLANA_RPC_URL", "SERVICE_TOKEN_SYMBOL", "SERVICE_TOKEN_MINT",
   "SERVICE_TOKEN_DECIMALS", "MCP_SESSION_TIMEOUT_MS", "MCP_MAX_SESSIONS", "WALLETGATE_TOKEN", "X402_FEE_PAYER",
   "ALLOW_PRIVATE_NETWORK_TARGETS", "MARKETPLACE_FEE_BPS", "MARKETPLACE_FEE_WALLET", "WEBHOOK_RETENTION_DAYS",
+  "EXIT_WITH_PARENT",
 ] as const;
 
 /** A variable's flag, without its dashes: `data-dir` for DATA_DIR (flagsToVars reads it back). */
@@ -129,6 +132,7 @@ export const CONFIG_HELP: Readonly<Record<(typeof CONFIG_VARIABLES)[number], str
   MARKETPLACE_FEE_BPS: "0; the marketplace's cut of a released order (basis points)",
   MARKETPLACE_FEE_WALLET: "none; the wallet that receives it",
   WEBHOOK_RETENTION_DAYS: "0 (keep); delete finished webhook deliveries this many days old",
+  EXIT_WITH_PARENT: "false; serve stops when the process that started it ends (test suites)",
 };
 
 /**
@@ -379,6 +383,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     x402FeePayer,
     allowPrivateNetworkTargets: onOff(vars, "ALLOW_PRIVATE_NETWORK_TARGETS", false),
     marketplace: Object.freeze({ feeBps, feeWallet }),
+    exitWithParent: onOff(vars, "EXIT_WITH_PARENT", false),
   };
   return Object.freeze(config);
 }

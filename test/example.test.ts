@@ -50,6 +50,18 @@ test("examples/sign-in-keypair.ts signs in as the wallet of a Solana CLI keypair
   }
 });
 
+test("examples/testing/: an app's bun test suite starts walletgate, signs in, sells, pays headless and verifies its webhooks", async () => {
+  // As an app runs it: from its own directory (no bunfig of this checkout), walletgate named by WALLETGATE_BIN.
+  const proc = Bun.spawn([process.execPath, "test", "./shop.test.ts"], {
+    cwd: join(import.meta.dir, "../examples/testing"),
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", WALLETGATE_BIN: join(import.meta.dir, "../src/main.ts") },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  expect({ code, summary: (out + err).match(/^ *\d+ (pass|fail)$/gm)?.map((l) => l.trim()) }).toEqual({ code: 0, summary: ["2 pass", "0 fail"] });
+}, 60_000);
+
 /** The README's first ```ts block after `heading`, with the server's address in place of the default one. */
 function readmeBlock(heading: string): string {
   const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");

@@ -6,7 +6,9 @@ import { afterAll, expect, test } from "bun:test";
 import { startLiteSvmRpc } from "./helpers/litesvm-rpc.ts";
 import { startSilentRpc } from "./helpers/silent-rpc.ts";
 import { connectMcp } from "./helpers/mcp.ts";
-import { logged, startTestServer, type TestServer } from "./helpers/server.ts";
+import { logged, startTestServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { call, newWallet, signIn } from "./helpers/wallet.ts";
 
 const servers: TestServer[] = [];
@@ -111,4 +113,48 @@ test("a request still waiting on the ledger after the 10 s grace is cut off: the
   } finally {
     await rpc.stop();
   }
+}, 60_000);
+
+test("EXIT_WITH_PARENT: a server whose starter was killed with SIGKILL stops by itself; without it, it goes on", async () => {
+  /** `serve` started by a shell that is then killed: the server's pid and its log, read by this test. */
+  const orphan = async (exitWithParent: boolean, waitMs: number) => {
+    const dir = tempDir();
+    const starter = Bun.spawn(["sh", "-c", `"$0" "$1" serve & echo "$!" >&2; wait`, process.execPath, join(import.meta.dir, "../src/main.ts")], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", DATA_DIR: dir, LOG_FORMAT: "json", ...(exitWithParent ? { EXIT_WITH_PARENT: "true" } : {}) },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const reader = starter.stderr.getReader();
+    const pid = Number(new TextDecoder().decode((await reader.read()).value).trim());
+    let out = "";
+    const log = (async () => {
+      for await (const chunk of starter.stdout) out += new TextDecoder().decode(chunk);
+    })();
+    for (let i = 0; i < 300 && !out.includes('"msg":"listening"'); i++) await sleep(50);
+    expect(out).toContain('"msg":"listening"');
+    starter.kill("SIGKILL");
+    await starter.exited;
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const killedAt = performance.now();
+    while (alive() && performance.now() - killedAt < waitMs) await sleep(100);
+    const stillAlive = alive();
+    if (stillAlive) process.kill(pid, "SIGKILL");
+    while (alive()) await sleep(50);
+    await log;
+    rmSync(dir, { recursive: true, force: true });
+    return { stillAlive, out };
+  };
+  const watched = await orphan(true, 5_000);
+  expect(watched.stillAlive).toBe(false);
+  expect(watched.out).toContain('"msg":"shutting down","cause":"the process that started it ended (EXIT_WITH_PARENT)"');
+  expect(watched.out).toContain('"msg":"stopped"');
+  const unwatched = await orphan(false, 2_000); // four times as long as the watched one's check period
+  expect(unwatched.stillAlive).toBe(true);
 }, 60_000);
