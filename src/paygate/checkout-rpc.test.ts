@@ -246,7 +246,7 @@ describe("checkout on RPC networks", () => {
     expect(refused).toBeInstanceOf(AppError);
     expect([(refused as AppError).code, (refused as AppError).extra.details, (refused as AppError).message]).toEqual([
       "INSUFFICIENT_FUNDS",
-      { reason: "fee" },
+      { reason: "fee", currency: "SOL", held: "0" },
       "the wallet holds 0 SOL, too little for the network fee and any account this payment opens",
     ]);
   });

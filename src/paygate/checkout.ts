@@ -921,11 +921,16 @@ export async function submitCheckout(
   return settleCheckout(deps, checkout);
 }
 
-/** The wallet holds less of the price's token than the price: `details.reason` "amount". */
+/**
+ * The wallet holds less of the price's token than the price: `details` {reason "amount", currency, held,
+ * needed} (amounts in whole tokens), for a page or a client to word it without reading the message.
+ */
 function amountShortfall(token: SplToken, held: bigint, needed: bigint): AppError {
-  const symbol = token.key.toUpperCase();
-  const words = `the wallet holds ${formatAmount(held, token.decimals)} ${symbol}; this purchase needs ${formatAmount(needed, token.decimals)} ${symbol}`;
-  return new AppError("INSUFFICIENT_FUNDS", words, { details: { reason: "amount" } });
+  const currency = token.key.toUpperCase();
+  const [has, needs] = [formatAmount(held, token.decimals), formatAmount(needed, token.decimals)];
+  return new AppError("INSUFFICIENT_FUNDS", `the wallet holds ${has} ${currency}; this purchase needs ${needs} ${currency}`, {
+    details: { reason: "amount", currency, held: has, needed: needs },
+  });
 }
 
 /**
@@ -941,7 +946,7 @@ async function shortfallOf(deps: Deps, checkout: store.CheckoutRow, token: SplTo
   if (held < paying) return amountShortfall(token, held, paying);
   const sol = formatAmount(balances.sol ?? 0n, 9);
   return new AppError("INSUFFICIENT_FUNDS", `the wallet holds ${sol} SOL, too little for the network fee and any account this payment opens`, {
-    details: { reason: "fee" },
+    details: { reason: "fee", currency: "SOL", held: sol },
   });
 }
 

@@ -205,7 +205,7 @@ test("checkout_pay with the checkoutId of a call whose payment the watcher compl
   // A refusal before anything was sent carries no checkoutId: there is nothing to resume.
   const dear = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Dear", description: "", type: "access", price: "20" });
   const refused = await registry.call(ctx(buyer), "checkout_pay", { productId: dear.productId });
-  expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", { reason: "amount" }]);
+  expect([refused.success, (refused as { code?: string }).code, (refused as { details?: unknown }).details]).toEqual([false, "INSUFFICIENT_FUNDS", { reason: "amount", currency: "USDC", held: "8", needed: "20" }]);
   const stranger = (await createCustodialWallet(deps)).address;
   expect(await registry.call(ctx(stranger), "checkout_pay", { productId: product.productId, checkoutId })).toMatchObject({ success: false, code: "NOT_FOUND" });
 });

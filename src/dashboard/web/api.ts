@@ -10,6 +10,8 @@ export class ApiError extends Error {
     readonly reason: string | null = null,
     /** The request's fields the server named as wrong (`details.fields`), for a form to mark them. */
     readonly fields: readonly string[] = [],
+    /** The answer's `details`, as the server gave them (e.g. a shortfall's `held` and `needed`). */
+    readonly details: Readonly<Record<string, unknown>> = {},
   ) {
     super(message);
   }
@@ -83,7 +85,8 @@ export async function api<T>(path: string, options: { method?: string; body?: un
       .filter((f): f is string => f !== null);
     const reason = typeof data?.details?.reason === "string" ? (data.details.reason as string) : null;
     const fieldNames = entries.map((d) => d.field);
-    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason, fieldNames);
+    const details = typeof data?.details === "object" && data.details !== null ? (data.details as Record<string, unknown>) : {};
+    const error = new ApiError(response.status, data?.code ?? "INTERNAL_ERROR", fields.length > 0 ? `${message}: ${fields.join("; ")}` : message, reason, fieldNames, details);
     if (reason === "other_wallet") window.dispatchEvent(new CustomEvent(WALLET_CHANGED_EVENT, { detail: error }));
     else if (response.status === 401 && SESSION_CODES.has(data?.code)) window.dispatchEvent(new CustomEvent(SIGNED_OUT_EVENT, { detail: error }));
     throw error;

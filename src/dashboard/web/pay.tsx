@@ -50,15 +50,17 @@ class PriceChanged extends Error {
 }
 
 /**
- * A shortfall as the server found it (`details.reason`): SOL for the network fee (a buyer funded with USDC
- * alone), or the price's token, with what the wallet holds; else the general words.
+ * A shortfall as the server found it (`details`): SOL for the network fee (a buyer funded with USDC alone),
+ * or the price's token, with what the wallet holds and the price needs; else the general words.
  */
 function fundsWords(err: ApiError): string {
   if (err.reason === "fee") {
     return "Your wallet has too little SOL to pay the network fee (a small fraction of one SOL): add a little SOL to it, then try again. Nothing was paid.";
   }
-  const holds = err.reason === "amount" ? /the wallet holds ([^;]+); this purchase needs (.+)$/.exec(err.message) : null;
-  if (holds !== null) return `Your wallet holds ${holds[1]}; this purchase needs ${holds[2]}. Nothing was paid.`;
+  const { held, needed, currency } = err.details;
+  if (err.reason === "amount" && [held, needed, currency].every((v) => typeof v === "string")) {
+    return `Your wallet holds ${held} ${currency}; this purchase needs ${needed} ${currency}. Nothing was paid.`;
+  }
   return WORDS.INSUFFICIENT_FUNDS!;
 }
 
