@@ -80,8 +80,11 @@ export function stdoutSink(report: (text: string) => void = reportOnStderr, writ
         lines = pending.length;
         pending = [];
         pendingChars = 0;
-        sink.write(text);
+        // A write the OS does not take at once (a large one, a slow reader) is a Promise, which rejects when
+        // the write fails (EPIPE): awaited here, or its failure would end the process.
+        const written = sink.write(text);
         handed += text.length;
+        if (written instanceof Promise) await written;
       }
       const mark = handed;
       const flushed = sink.flush(); // a Promise when the reader is slow
@@ -131,7 +134,8 @@ export function stdoutSink(report: (text: string) => void = reportOnStderr, writ
 
 function reportOnStderr(text: string): void {
   try {
-    Bun.stderr.writer().write(text);
+    const written = Bun.stderr.writer().write(text);
+    if (written instanceof Promise) written.catch(() => {}); // stderr is gone too
   } catch {
     // stderr is gone too
   }
