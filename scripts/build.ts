@@ -1,5 +1,5 @@
 // `npm run build`: compiles src/main.ts into the single executable dist/walletgate (minified, source map, bytecode).
-import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { encodeImage, freshDatabaseImage } from "../src/db/fresh.ts";
@@ -41,6 +41,9 @@ const noNativeAddons: import("bun").BunPlugin = {
 export function sourceCommit(): string {
   const git = (...args: string[]) => Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "ignore" });
   try {
+    // A source tree unpacked inside another repository is not that repository's commit.
+    const top = git("rev-parse", "--show-toplevel");
+    if (top.exitCode !== 0 || realpathSync(top.stdout.toString().trim()) !== realpathSync(ROOT)) return "";
     const head = git("rev-parse", "--short=12", "HEAD");
     if (head.exitCode !== 0) return "";
     const changed = git("diff", "--quiet", "HEAD").exitCode !== 0;

@@ -39,6 +39,15 @@ describe("loadConfig", () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  test("EXIT_WITH_PARENT: off by default; on and off in words (0 and 1 among them), or a process id", () => {
+    expect(loadConfig({}).exitWithParent).toBe(false);
+    expect(["true", "on", "1"].map((v) => loadConfig({ EXIT_WITH_PARENT: v }).exitWithParent)).toEqual([true, true, true]);
+    expect(loadConfig({ EXIT_WITH_PARENT: "0" }).exitWithParent).toBe(false);
+    expect(loadConfig({ EXIT_WITH_PARENT: " 4321 " }).exitWithParent).toBe(4321);
+    expect(() => loadConfig({ EXIT_WITH_PARENT: "99999999" })).toThrow("EXIT_WITH_PARENT must be between 2 and 4194304");
+    expect(() => loadConfig({ EXIT_WITH_PARENT: "parent" })).toThrow('EXIT_WITH_PARENT must be on, off or a process id, got "parent"');
+  });
+
   test("PORT=0 leaves BASE_URL to the bound port; BASE_URL wins, loses a trailing slash and is normalised", () => {
     expect(loadConfig({ PORT: "0" }).baseUrl).toBeNull();
     expect(loadConfig({ BASE_URL: "https://auth.example.com/" }).baseUrl).toBe("https://auth.example.com");

@@ -58,8 +58,11 @@ export type Config = Readonly<{
   allowPrivateNetworkTargets: boolean;
   /** The marketplace's cut of a released order, in basis points (0–10000), paid to `feeWallet`. */
   marketplace: Readonly<{ feeBps: number; feeWallet: string | null }>;
-  /** `serve` stops, as on SIGTERM, once the process that started it has ended (a test runner killed). */
-  exitWithParent: boolean;
+  /**
+   * `serve` stops, as on SIGTERM, once the process that started it has ended (a test runner killed): true
+   * for its parent, or the id of the process to outlive no longer (a starter that may end before serve looks).
+   */
+  exitWithParent: boolean | number;
 }>;
 
 /** A variable that cannot be used; the message names it. */
@@ -132,7 +135,7 @@ export const CONFIG_HELP: Readonly<Record<(typeof CONFIG_VARIABLES)[number], str
   MARKETPLACE_FEE_BPS: "0; the marketplace's cut of a released order (basis points)",
   MARKETPLACE_FEE_WALLET: "none; the wallet that receives it",
   WEBHOOK_RETENTION_DAYS: "0 (keep); delete finished webhook deliveries this many days old",
-  EXIT_WITH_PARENT: "false; serve stops when the process that started it ends (test suites)",
+  EXIT_WITH_PARENT: "false; true or a process id: serve stops when its parent (or that process) ends (test suites)",
 };
 
 /**
@@ -197,6 +200,17 @@ function int(vars: Vars, name: keyof Vars, fallback: number, min: number, max = 
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${raw}`);
   return value;
+}
+
+/** EXIT_WITH_PARENT: on or off (0 and 1 among the words), or a process id (2 and up; Linux's largest is 4194304). */
+function exitWithParent(vars: Vars): boolean | number {
+  const raw = vars.EXIT_WITH_PARENT?.trim() ?? "";
+  if (/^\d+$/.test(raw) && raw !== "0" && raw !== "1") return int(vars, "EXIT_WITH_PARENT", 0, 2, 4194304);
+  try {
+    return onOff(vars, "EXIT_WITH_PARENT", false);
+  } catch {
+    throw new ConfigError(`EXIT_WITH_PARENT must be on, off or a process id, got "${vars.EXIT_WITH_PARENT}"`);
+  }
 }
 
 function oneOf<T extends string>(vars: Vars, name: keyof Vars, allowed: readonly T[], fallback: T): T {
@@ -383,7 +397,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: strin
     x402FeePayer,
     allowPrivateNetworkTargets: onOff(vars, "ALLOW_PRIVATE_NETWORK_TARGETS", false),
     marketplace: Object.freeze({ feeBps, feeWallet }),
-    exitWithParent: onOff(vars, "EXIT_WITH_PARENT", false),
+    exitWithParent: exitWithParent(vars),
   };
   return Object.freeze(config);
 }

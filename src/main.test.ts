@@ -300,8 +300,9 @@ describe("walletgate CLI", () => {
     expect(existsSync(join(dir, "wallet-encryption-key"))).toBe(false); // and none was made
     // The same after an upgrade, with the last migration still to apply (the network's record is older).
     const sqlite = new Database(join(dir, "walletgate.db"));
-    sqlite.run("DROP TABLE checkout_submit_leases");
-    sqlite.run("DELETE FROM schema_migrations WHERE version = 44");
+    sqlite.run("DROP INDEX checkouts_wallet_idempotency_key");
+    sqlite.run("ALTER TABLE checkouts DROP COLUMN idempotency_key");
+    sqlite.run("DELETE FROM schema_migrations WHERE version = 45");
     sqlite.close();
     const upgraded = await runCli(["serve"], { DATA_DIR: dir, PORT: "0" });
     expect([upgraded.code, upgraded.stderr]).toEqual([1, expect.stringContaining("this database is served on NETWORK=devnet, not localnet")]);

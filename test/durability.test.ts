@@ -64,6 +64,42 @@ describe("restarts", () => {
     for (const s of sessions.slice(15)) expect(await status(after.url, s.sessionToken)).toBe("OK");
   });
 
+  test("kill -9 once checkout_pay's purchase is written, before its answer: the retry with its idempotencyKey answers that purchase", async () => {
+    const server = await start();
+    const owner = (await signIn(server.url, newWallet())).sessionToken;
+    const product = await call(server.url, "/dashboard/api/products", { token: owner, body: { title: "Pass", description: "", type: "access", price: "2" } });
+    const agent = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 1, airdropUsdc: 10 } } });
+    const token = agent.body.data.sessionToken as string;
+    const wallet = agent.body.data.address as string;
+    const pay = (url: string) => call(url, "/mcp", { body: { tool: "checkout_pay", params: { productId: product.body.productId, idempotencyKey: "intent-1" } }, token });
+    // Its answer is lost: the connection is cut (on a machine so busy that the answer slipped out before the
+    // kill, the retry must name the purchase that answer named).
+    let answered: string | null = null;
+    const lost = pay(server.url).then(
+      (r) => (answered = r.body.data.purchaseId as string),
+      () => null,
+    );
+    // Killed the moment the purchase is on disk (seen by another connection), before the answer goes out.
+    const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+    try {
+      await until(() => db.query("SELECT 1 FROM purchases WHERE wallet = ?").get(wallet) !== null, 20_000, 1);
+    } finally {
+      db.close();
+    }
+    await server.kill9();
+    await lost;
+    const after = await server.restart();
+    servers.push(after);
+    const retried = await pay(after.url);
+    const purchaseId = retried.body.data?.purchaseId as string; // read before a matcher stands in for it (bun:test)
+    expect(retried.body).toMatchObject({ success: true, data: { status: "completed" } });
+    expect(purchaseId).toMatch(/^pur_/);
+    if (answered !== null) expect(purchaseId).toBe(answered);
+    expect((await pay(after.url)).body.data.purchaseId).toBe(purchaseId);
+    const balance = await call(after.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token });
+    expect(balance.body.data.balances.usdc).toBe(8); // paid once
+  }, 60_000);
+
   test("kill -9 right after a revoke-all loses neither the revocations nor the wallet's cutoff", async () => {
     const secret = "durability-secret-0123456789-0123456789";
     const server = await start({ JWT_SECRET: secret });

@@ -158,3 +158,29 @@ test("EXIT_WITH_PARENT: a server whose starter was killed with SIGKILL stops by 
   const unwatched = await orphan(false, 2_000); // four times as long as the watched one's check period
   expect(unwatched.stillAlive).toBe(true);
 }, 60_000);
+
+test("EXIT_WITH_PARENT=<pid>: a starter that ended before the server even looked is seen at once", async () => {
+  const dir = tempDir();
+  // The shell names itself ($$) and exits at once, long before the server has loaded.
+  const starter = Bun.spawn(["sh", "-c", `EXIT_WITH_PARENT=$$ "$0" "$1" serve & echo "$!" >&2; exit 0`, process.execPath, join(import.meta.dir, "../src/main.ts")], {
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: "0", DATA_DIR: dir, LOG_FORMAT: "json" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const pid = Number(new TextDecoder().decode((await starter.stderr.getReader().read()).value).trim());
+  const out = await new Response(starter.stdout).text(); // to its end: the server's exit closes it
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (let waited = 0; alive() && waited < 10_000; waited += 100) await sleep(100);
+  const stillAlive = alive();
+  if (stillAlive) process.kill(pid, "SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+  expect(stillAlive).toBe(false);
+  expect(out).toContain('"msg":"shutting down","cause":"the process that started it ended (EXIT_WITH_PARENT)"');
+}, 60_000);

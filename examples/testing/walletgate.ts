@@ -24,38 +24,32 @@ export async function startWalletgate(settings: Record<string, string> = {}): Pr
   // DATABASE_URL mean something to walletgate too. Its working directory is DATA_DIR for the same reason
   // (walletgate reads the .env files of the directory it runs in).
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? dataDir, DATA_DIR: dataDir, LOG_FORMAT: "json", ...settings };
-  const proc = Bun.spawn([...command, "serve"], {
-    cwd: dataDir,
-    // PORT=0: a free port, so test files can run side by side. EXIT_WITH_PARENT: it stops by itself when
-    // the test runner is killed. ALLOW_PRIVATE_NETWORK_TARGETS: webhooks may reach your test's receiver.
-    env: { PORT: "0", EXIT_WITH_PARENT: "true", ALLOW_PRIVATE_NETWORK_TARGETS: "true", ...env },
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  // The address is in its `"msg":"listening"` log line; the log is read to its end so the pipe never fills.
-  const lines = (async function* () {
-    let buffered = "";
-    for await (const chunk of proc.stdout) {
-      buffered += new TextDecoder().decode(chunk);
-      for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
-        yield buffered.slice(0, end);
-        buffered = buffered.slice(end + 1);
-      }
-    }
-  })();
+  let proc: ReturnType<typeof spawnServe>;
+  try {
+    proc = spawnServe(command, dataDir, env);
+  } catch (err) {
+    rmSync(dataDir, { recursive: true, force: true }); // e.g. no such executable
+    throw err;
+  }
+  // The address is in its `"msg":"listening"` log line. The log is read to its end (with `lines.next()`:
+  // leaving a for-await loop would close the pipe, and the server would go on with its log dropped).
+  const lines = logLines(proc.stdout);
   let url = "";
-  for await (const line of lines) {
-    if (line.includes('"msg":"listening"')) {
-      url = JSON.parse(line).url;
+  const deadline = setTimeout(() => proc.kill("SIGKILL"), 30_000); // never started: do not hang the suite
+  for (let next = await lines.next(); !next.done; next = await lines.next()) {
+    if (next.value.includes('"msg":"listening"')) {
+      url = JSON.parse(next.value).url;
       break;
     }
   }
+  clearTimeout(deadline);
   if (url === "") {
+    const code = await proc.exited;
     rmSync(dataDir, { recursive: true, force: true });
-    throw new Error(`walletgate exited with ${await proc.exited} before listening (its reason is above)`);
+    throw new Error(`walletgate exited with ${code} before listening (its reason is above)`);
   }
   void (async () => {
-    for await (const _ of lines);
+    while (!(await lines.next()).done);
   })();
   return {
     url,
@@ -72,4 +66,28 @@ export async function startWalletgate(settings: Record<string, string> = {}): Pr
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+function spawnServe(command: string[], dataDir: string, env: Record<string, string>) {
+  return Bun.spawn([...command, "serve"], {
+    cwd: dataDir,
+    // PORT=0: a free port, so test files can run side by side. EXIT_WITH_PARENT: it stops by itself when
+    // this process (the test runner) ends, killed or not. ALLOW_PRIVATE_NETWORK_TARGETS: webhooks may reach
+    // your test's receiver.
+    env: { PORT: "0", EXIT_WITH_PARENT: String(process.pid), ALLOW_PRIVATE_NETWORK_TARGETS: "true", ...env },
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+}
+
+async function* logLines(stdout: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of stdout) {
+    buffered += decoder.decode(chunk, { stream: true });
+    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+      yield buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+    }
+  }
 }

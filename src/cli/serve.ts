@@ -9,6 +9,8 @@ const PARENT_CHECK_MS = 500;
 
 export async function serveCommand(config: Config, args: string[]): Promise<number> {
   parseCommandArgs(args, {}, { min: 0, max: 0 });
+  // Read before the start (migrations may take a while): a parent that ends meanwhile is seen too.
+  const parent = process.ppid;
   const server = await startServer(config);
   const { promise: done, resolve } = Promise.withResolvers<number>();
   let parentWatch: ReturnType<typeof setInterval> | undefined;
@@ -25,13 +27,26 @@ export async function serveCommand(config: Config, args: string[]): Promise<numb
   };
   process.once("SIGINT", () => shutdown({ signal: "SIGINT" }));
   process.once("SIGTERM", () => shutdown({ signal: "SIGTERM" }));
-  if (config.exitWithParent) {
+  if (config.exitWithParent !== false) {
     // An orphan is adopted by init or a subreaper: its parent id changes. (A test runner killed with
-    // SIGKILL sends no signal to the server it started.)
-    const parent = process.ppid;
-    parentWatch = setInterval(() => {
-      if (process.ppid !== parent) shutdown({ cause: "the process that started it ended (EXIT_WITH_PARENT)" });
-    }, PARENT_CHECK_MS);
+    // SIGKILL sends no signal to the server it started.) Looked at once right away, for a parent that ended
+    // during the start.
+    const watched = config.exitWithParent;
+    const lookAtParent = () => {
+      if (typeof watched === "number" ? !alive(watched) : process.ppid !== parent) shutdown({ cause: "the process that started it ended (EXIT_WITH_PARENT)" });
+    };
+    parentWatch = setInterval(lookAtParent, PARENT_CHECK_MS);
+    lookAtParent();
   }
   return done;
+}
+
+/** Whether a process of this id exists (one of another user's answers EPERM: it does). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code === "EPERM";
+  }
 }

@@ -43,6 +43,7 @@ import m0041 from "./migrations/0041_checkout_chain_expiry.sql" with { type: "te
 import m0042 from "./migrations/0042_owner_listing_indexes.sql" with { type: "text" };
 import m0043 from "./migrations/0043_clock_mark.sql" with { type: "text" };
 import m0044 from "./migrations/0044_checkout_submit_leases.sql" with { type: "text" };
+import m0045 from "./migrations/0045_checkout_idempotency_keys.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -91,4 +92,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 42, name: "owner_listing_indexes", sql: m0042 },
   { version: 43, name: "clock_mark", sql: m0043 },
   { version: 44, name: "checkout_submit_leases", sql: m0044 },
+  { version: 45, name: "checkout_idempotency_keys", sql: m0045 },
 ];

@@ -176,7 +176,7 @@ export async function startCheckout(
   productId: string,
   walletAddress: string,
   checkoutId?: string,
-  limits: { maxAmount?: number | string | undefined; currency?: string | undefined } = {},
+  limits: { maxAmount?: number | string | undefined; currency?: string | undefined; idempotencyKey?: string | undefined } = {},
 ): Promise<CheckoutView> {
   if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = await productForSale(deps, productId);
@@ -214,7 +214,11 @@ export async function startCheckout(
   if (chainNow > 0) checkout.chainExpiresAt = chainNow + CHECKOUT_TTL_MS;
   // Saved once its transaction could be built: a chain that does not answer leaves no checkout behind for the
   // watcher to look after for 15 minutes (the buyer, told CHAIN_UNAVAILABLE, starts again).
-  if (checkoutId === undefined) await store.insertCheckout(deps.db, checkout);
+  if (checkoutId === undefined && !(await store.insertCheckout(deps.db, checkout, limits.idempotencyKey ?? null))) {
+    // Only a key can be taken: another call with it opened its checkout a moment ago.
+    if (limits.idempotencyKey === undefined) throw new AppError("INTERNAL_ERROR", "a checkout id was drawn twice");
+    throw new IdempotencyKeyTaken();
+  }
   return {
     checkoutId: checkout.id,
     reference: checkout.reference,
@@ -645,6 +649,50 @@ export async function resumeCheckout(deps: Deps, productId: string, walletAddres
   return checkoutPayAnswer(deps, checkout, await settleCheckout(deps, checkout));
 }
 
+/** startCheckout with an idempotencyKey another call opened a checkout under first: that one is the purchase. */
+export class IdempotencyKeyTaken extends Error {
+  constructor() {
+    super("another call opened a checkout under this idempotencyKey");
+  }
+}
+
+/**
+ * checkout_pay {idempotencyKey}: the checkout this wallet opened under the key; null when none. A key names
+ * one purchase of one product: given again with another product it is VALIDATION_ERROR.
+ */
+export async function checkoutOfKey(deps: Deps, productId: string, walletAddress: string, idempotencyKey: string): Promise<store.CheckoutRow | null> {
+  const checkout = await store.findCheckoutByIdempotencyKey(deps.db, walletAddress, idempotencyKey);
+  if (checkout !== null && checkout.productId !== productId) {
+    throw fieldError("idempotencyKey", `this idempotencyKey names a purchase of another product (${checkout.productId}); give a new key for a new purchase`);
+  }
+  return checkout;
+}
+
+/**
+ * Whether a transaction /submit kept for the checkout may still land (sent lately, its blockhash still
+ * valid) or the ledger has it: until none can, the checkout may yet be paid by it.
+ */
+export async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
+  for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkoutId)) {
+    if ((await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null) return true;
+  }
+  return false;
+}
+
+/**
+ * checkout_pay {checkoutId} from a custodial wallet: resumeCheckout's answer, but CONFLICT instead of
+ * `pending` once nothing kept for the checkout can land (the server stopped between keeping its transaction
+ * and sending it, say): only this service signs for the wallet, so nothing else will pay it, and the caller
+ * would otherwise hear `pending` until the checkout expires.
+ */
+export async function resumeCustodialCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string): Promise<CheckoutPayAnswer> {
+  const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
+  if (answer.status === "pending" && answer.checkoutId === checkoutId && !(await paymentMayLand(deps, checkoutId))) {
+    throw new AppError("CONFLICT", "nothing was paid for this checkout, and nothing sent for it can land any more; call checkout_pay again without checkoutId to buy");
+  }
+  return answer;
+}
+
 /** How long checkout_pay waits for the payment of another call it follows to land, and how often it looks. */
 const FOLLOW_WAIT_MS = 30_000;
 const FOLLOW_POLL_MS = 400; // a slot; the RPC ledger's own confirmation polls as often
@@ -661,7 +709,7 @@ export async function followCheckout(deps: Deps, productId: string, walletAddres
   for (;;) {
     const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
     if (answer.status !== "pending" || performance.now() >= giveUpAt) return answer;
-    if ((await store.listSubmissions(deps.db, checkoutId)).length === 0) {
+    if (!(await paymentMayLand(deps, checkoutId))) {
       throw new AppError("CONFLICT", "another call's payment of this product by this wallet, which this call waited for, was not made: nothing was paid; call again to buy");
     }
     await new Promise((resolve) => setTimeout(resolve, FOLLOW_POLL_MS));
@@ -822,7 +870,14 @@ export async function submitCheckout(
    * A purchase of the product this wallet paid through /submit within a checkout's life is answered
    * instead of paying again (the page: a reload after a lost answer). checkout_pay buys anew on purpose.
    */
-  options: { answerRecentPurchase?: boolean } = {},
+  options: {
+    answerRecentPurchase?: boolean;
+    /**
+     * false: the wallet's other checkouts of the product are not looked at (checkout_pay with an
+     * idempotencyKey: each key is a purchase of its own, and its retry comes back to its own checkout).
+     */
+    otherCheckouts?: boolean;
+  } = {},
 ): Promise<ConfirmResult> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.purchaseId !== null) return settleCheckout(deps, checkout);
@@ -860,7 +915,7 @@ export async function submitCheckout(
     // and nothing sent again.
     const ownPayment = await selfSentPayment(deps, checkout, product, token);
     if (ownPayment !== null) return ownPayment;
-    const elsewhere = await earlierPayment(deps, productId, checkout.wallet, checkout.id);
+    const elsewhere = options.otherCheckouts === false ? null : await earlierPayment(deps, productId, checkout.wallet, checkout.id);
     // This checkout will never be paid then: the caller follows the other one (checkout_pay's callers resume
     // it, so that their answer names the checkout that was paid, not this one).
     if (elsewhere !== null) {
@@ -878,7 +933,7 @@ export async function submitCheckout(
         // Only while that purchase still grants access: after a revoke or an expiry, buying again buys.
         if (purchase !== null && (await stillGrants(deps, product, purchase))) return { ...(await completedResult(deps, paid, purchase, undefined, true)), checkoutId: paid.id };
       }
-    } else if (waitedSince !== null) {
+    } else if (waitedSince !== null && options.otherCheckouts !== false) {
       // checkout_pay, which buys anew on purpose, but waited for another process's /submit of this product
       // by this wallet (two calls at once): a payment that completed meanwhile is this call's answer, as in
       // one process, where the later call finds it still landing.

@@ -284,12 +284,17 @@ const toCheckout = (raw: RawCheckout): CheckoutRow => ({
   terms: raw.terms === null ? null : (JSON.parse(raw.terms) as CheckoutTerms),
 });
 
-export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<void> {
+/**
+ * A new open checkout; with `idempotencyKey` (checkout_pay's), false when the wallet already has a checkout
+ * under that key (then nothing is written).
+ */
+export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">, idempotencyKey: string | null = null): Promise<boolean> {
   return db.write(() => {
-    db.sqlite
+    const inserted = db.sqlite
       .query(
-        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, chain_expires_at, status, terms)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
+        `INSERT INTO checkouts (id, product_id, owner, wallet, reference, pay_to, amount, token, created_at, expires_at, chain_expires_at, status, terms, idempotency_key)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)
+         ON CONFLICT DO NOTHING`,
       )
       .run(
         row.id,
@@ -304,8 +309,16 @@ export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purcha
         row.expiresAt,
         row.chainExpiresAt,
         row.terms === null ? null : JSON.stringify(row.terms),
+        idempotencyKey,
       );
+    return inserted.changes === 1;
   });
+}
+
+/** The checkout the wallet opened under checkout_pay's `idempotencyKey`, whichever product it is of; null when none. */
+export async function findCheckoutByIdempotencyKey(db: Db, wallet: string, idempotencyKey: string): Promise<CheckoutRow | null> {
+  const raw = db.sqlite.query(`SELECT ${CHECKOUT_COLUMNS} FROM checkouts WHERE wallet = ? AND idempotency_key = ?`).get(wallet, idempotencyKey) as RawCheckout | null;
+  return raw === null ? null : toCheckout(raw);
 }
 
 export async function findCheckout(db: Db, id: string): Promise<CheckoutRow | null> {

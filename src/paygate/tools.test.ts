@@ -364,3 +364,94 @@ test("two checkout_pay calls at once for two products the wallet cannot both aff
   const statuses = (await deps.ledger.history(buyer, { limit: 10 })).map((t) => t.status);
   expect([statuses.length, statuses.includes("failed")]).toEqual([3, false]); // two airdrops (SOL, USDC), the payment
 });
+
+/** A custodial buyer (10 USDC) of a 2-USDC pass whose ledger sends through `submit`, which a test may replace. */
+async function keyedBuyer(submit?: (send: () => Promise<unknown>) => Promise<unknown>) {
+  const { deps: base, clock } = await testDeps();
+  const ledger = {
+    ...base.ledger,
+    submit: (...args: Parameters<typeof base.ledger.submit>) => (submit === undefined ? base.ledger.submit(...args) : submit(() => base.ledger.submit(...args))),
+  };
+  const deps = { ...base, ledger } as typeof base;
+  const owner = Keypair.generate().publicKey.toBase58();
+  const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "2" });
+  const buyer = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  const registry = createToolRegistry(deps);
+  const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
+  const pay = (params: Record<string, unknown>) => registry.call(ctx, "checkout_pay", { productId: product.productId, ...params });
+  const usdc = async () => (await deps.ledger.getBalances(buyer)).usdc;
+  return { deps, clock, owner, product, buyer, pay, usdc };
+}
+
+test("checkout_pay with an idempotencyKey: calling again with it answers that purchase; a new key buys again; a key is one product's", async () => {
+  const { deps, owner, pay, usdc } = await keyedBuyer();
+  const first = await pay({ idempotencyKey: "order-1" });
+  if (!first.success) throw new Error(JSON.stringify(first));
+  expect(first.data).toMatchObject({ status: "completed" });
+  // The answer was lost (a dropped connection, a restarted server): the same key is that purchase.
+  expect(await pay({ idempotencyKey: "order-1" })).toMatchObject({ success: true, data: { status: "completed", purchaseId: first.data.purchaseId, checkoutId: first.data.checkoutId } });
+  expect(await usdc()).toBe(8_000_000n);
+  const second = await pay({ idempotencyKey: "order-2" });
+  expect(second).toMatchObject({ success: true, data: { status: "completed" } });
+  expect((second as unknown as { data: { purchaseId: string } }).data.purchaseId).not.toBe(first.data.purchaseId);
+  expect([await usdc(), (await listPurchases(deps, owner, {})).total]).toEqual([6_000_000n, 2]);
+  const other = await createProduct(deps, owner, { title: "Other", description: "", type: "access", price: "1" });
+  expect(await pay({ productId: other.productId, idempotencyKey: "order-1" })).toMatchObject({
+    success: false,
+    code: "VALIDATION_ERROR",
+    details: { fields: [{ field: "idempotencyKey" }] },
+  });
+  expect(await pay({ idempotencyKey: "no spaces" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  expect(await usdc()).toBe(6_000_000n);
+});
+
+test("a key whose payment was kept but never sent (the server stopped in between): pending while it could land, then its retry pays it once; a checkoutId resume answers CONFLICT", async () => {
+  let stopped = true; // the first send never happens: the process died after keeping the transaction
+  const { clock, pay, usdc } = await keyedBuyer(async (send) => {
+    if (stopped) throw new Error("the process stopped here");
+    return send();
+  });
+  const failed = await pay({ idempotencyKey: "k" });
+  const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
+  expect(failed).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  stopped = false;
+  // Within two minutes of its keeping it could still land (a node behind): nothing is paid, the retry waits.
+  expect(await pay({ checkoutId })).toMatchObject({ success: true, data: { status: "pending", checkoutId } });
+  expect(await usdc()).toBe(10_000_000n);
+  clock.advance(121_000); // its blockhash expired, and two minutes passed: it can never land
+  expect(await pay({ checkoutId })).toMatchObject({ success: false, code: "CONFLICT", error: expect.stringContaining("nothing was paid") });
+  expect(await pay({ idempotencyKey: "k" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect(await pay({ idempotencyKey: "k" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect(await usdc()).toBe(8_000_000n); // once
+});
+
+test("a key whose call was refused before paying (too little USDC) buys with it once funded", async () => {
+  const { deps, buyer, pay, usdc } = await keyedBuyer();
+  const dear = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Dear", description: "", type: "access", price: "12" });
+  expect(await pay({ productId: dear.productId, idempotencyKey: "dear" })).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
+  await deps.ledger.airdrop(buyer, { usdc: 5_000_000n });
+  expect(await pay({ productId: dear.productId, idempotencyKey: "dear" })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect(await usdc()).toBe(3_000_000n);
+});
+
+test("two calls with one key at once pay once: the later waits for the earlier's payment and answers its purchase", async () => {
+  const gate = Promise.withResolvers<void>();
+  let sends = 0;
+  const { deps, owner, pay, usdc } = await keyedBuyer(async (send) => {
+    sends++;
+    await gate.promise;
+    return send();
+  });
+  const first = pay({ idempotencyKey: "same" });
+  let answered = false;
+  const second = pay({ idempotencyKey: "same" }).finally(() => (answered = true));
+  await Bun.sleep(500);
+  expect(answered).toBe(false);
+  gate.resolve();
+  const [a, b] = await Promise.all([first, second]);
+  if (!a.success || !b.success) throw new Error(JSON.stringify([a, b]));
+  expect(b.data).toMatchObject({ status: "completed", purchaseId: (a.data as { purchaseId: string }).purchaseId });
+  // Both may have sent the checkout's transaction (the same bytes: one checkout, one blockhash): it is paid once.
+  expect([sends >= 1, await usdc(), (await listPurchases(deps, owner, {})).total]).toEqual([true, 8_000_000n, 1]);
+});

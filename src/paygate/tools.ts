@@ -8,6 +8,7 @@ import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import { checkoutHits, paymentCheckHits } from "../auth/rate-limit.ts";
+import type { CheckoutPayAnswer, CheckoutView, UnsignedCheckout } from "./checkout.ts";
 
 export const checkoutPay = defineTool({
   name: "checkout_pay",
@@ -24,10 +25,20 @@ export const checkoutPay = defineTool({
     "it answers pending with that checkoutId and pays nothing. Two calls that meet (the later one comes while the earlier " +
     "is still deciding to pay) pay once: the later waits (up to 30 s) for the earlier's payment and answers its purchase, " +
     "under its checkoutId (CONFLICT if that payment was not made: call again). With currency (and maxAmount, which needs it), a " +
-    "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed.",
+    "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed. " +
+    "Give an idempotencyKey (your own, one per intended purchase) so that a retry after a lost answer (a dropped " +
+    "connection, a restarted server: no checkoutId came back) answers that purchase, or completes it if it was never " +
+    "paid, instead of paying again; a new key is a new purchase.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
     checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
+    idempotencyKey: z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9._:-]+$/, "letters, digits and . _ : - only")
+      .optional()
+      .describe("a key you choose for this one purchase (e.g. a UUID): calling again with it, after any error or a lost answer, never pays twice"),
     maxAmount: z
       .union([z.number(), z.string().max(40)])
       .optional()
@@ -39,8 +50,21 @@ export const checkoutPay = defineTool({
   run: async ({ deps, caller, client, requestId }, input) => {
     const wallet = requireWallet(caller);
     const signer = await signerFor(deps, wallet.walletAddress);
-    const { checkoutKey, earlierPurchaseOf, followCheckout, resumeCheckout, resumeConnectedCheckout, startCheckout, submitCheckout, submitOwnCheckout, unsignedCheckout } =
-      await importQuietly(() => import("./checkout.ts"));
+    const {
+      IdempotencyKeyTaken,
+      checkoutKey,
+      checkoutOfKey,
+      earlierPurchaseOf,
+      followCheckout,
+      paymentMayLand,
+      resumeCheckout,
+      resumeConnectedCheckout,
+      resumeCustodialCheckout,
+      startCheckout,
+      submitCheckout,
+      submitOwnCheckout,
+      unsignedCheckout,
+    } = await importQuietly(() => import("./checkout.ts"));
     // Every call submits or looks for a payment (a resume, a signed payment, or the wallet's earlier submissions
     // whose outcome is unknown; on RPC networks, the operator's RPC quota): counted as POST /pay/:productId/submit
     // and /confirm count it, from the same client network.
@@ -51,22 +75,56 @@ export const checkoutPay = defineTool({
       return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction);
     }
     if (input.checkoutId !== undefined) {
-      const resume = signer.kind === "custodial" ? resumeCheckout : resumeConnectedCheckout;
+      const resume = signer.kind === "custodial" ? resumeCustodialCheckout : resumeConnectedCheckout;
       return resume(deps, input.productId, wallet.walletAddress, input.checkoutId);
     }
-    // A naive retry soon after an error that came once the payment had landed answers that purchase.
-    const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
-    if (earlier !== null) return earlier;
-    // Every checkout opened is a row kept for a week: counted as POST /pay/:productId/checkout counts it.
-    deps.auth.rateLimiter.consume(checkoutHits(client.ip), deps.clock.now());
-    const checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency });
+    const key = input.idempotencyKey;
+    /**
+     * The checkout opened under the key: its purchase, waited for while a payment of it may still land (as
+     * the later of two calls waits); a connected wallet gets a fresh transaction for it when nothing was
+     * sent. When nothing sent for it can land (its call ended before paying, or the server stopped before
+     * sending), a fresh transaction for it, which this call pays: one purchase per key. Null when the key is new.
+     */
+    const keyed = async (): Promise<CheckoutPayAnswer | UnsignedCheckout | CheckoutView | null> => {
+      const found = key === undefined ? null : await checkoutOfKey(deps, input.productId, wallet.walletAddress, key);
+      if (found === null) return null;
+      if (signer.kind !== "custodial") return resumeConnectedCheckout(deps, input.productId, wallet.walletAddress, found.id);
+      const answer = await resumeCheckout(deps, input.productId, wallet.walletAddress, found.id);
+      if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
+      if (await paymentMayLand(deps, found.id)) return followCheckout(deps, input.productId, wallet.walletAddress, found.id);
+      return startCheckout(deps, input.productId, wallet.walletAddress, found.id);
+    };
+    let checkout: CheckoutView;
+    const resumed = await keyed();
+    if (resumed !== null && !("transaction" in resumed)) return resumed;
+    if (resumed !== null) checkout = resumed;
+    else {
+      // Without a key, a naive retry soon after an error that came once the payment had landed answers that
+      // purchase. (With one, a retry comes back to its own checkout, above.)
+      if (key === undefined) {
+        const earlier = await earlierPurchaseOf(deps, input.productId, wallet.walletAddress);
+        if (earlier !== null) return earlier;
+      }
+      // Every checkout opened is a row kept for a week: counted as POST /pay/:productId/checkout counts it.
+      deps.auth.rateLimiter.consume(checkoutHits(client.ip), deps.clock.now());
+      try {
+        checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency, idempotencyKey: key });
+      } catch (err) {
+        if (!(err instanceof IdempotencyKeyTaken)) throw err;
+        // Another call with the key opened its checkout a moment ago: that one is the purchase.
+        const other = await keyed();
+        if (other === null) throw err;
+        if (!("transaction" in other)) return other;
+        checkout = other;
+      }
+    }
     // The service holds no key: the wallet signs, then calls again with the checkoutId (mcp.md's non-custodial flow).
     if (signer.kind !== "custodial") return unsignedCheckout(checkout);
     const signed = await signer.sign(decodeBase64Strict(checkout.transaction)!);
     let result;
     try {
       // A call without checkoutId buys anew on purpose (its retry protection is earlierPurchaseOf above).
-      result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed), { answerRecentPurchase: false });
+      result = await submitCheckout(deps, input.productId, checkout.checkoutId, encodeBase64(signed), { answerRecentPurchase: false, otherCheckouts: key === undefined });
     } catch (err) {
       // Only where the payment may have been sent (its outcome unknown) is the checkoutId worth resuming with;
       // a refusal before sending (funds, mismatch, state) leaves nothing that can land.
@@ -84,10 +142,12 @@ export const checkoutPay = defineTool({
       const details = typeof err.extra.details === "object" && err.extra.details !== null ? err.extra.details : {};
       throw new AppError(err.code, err.message, { ...err.extra, details: { ...details, checkoutId: checkout.checkoutId } });
     }
-    // An earlier call's payment on its way (two calls at once): that checkout's outcome, waited for.
+    // An earlier call's payment on its way (two calls at once): that checkout's outcome, waited for. With a
+    // key, that call was one with the same key, paying this very checkout.
     if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkout.checkoutId) {
       return followCheckout(deps, input.productId, wallet.walletAddress, result.checkoutId);
     }
+    if (result.status === "pending" && key !== undefined) return followCheckout(deps, input.productId, wallet.walletAddress, checkout.checkoutId);
     return { ...result, checkoutId: checkout.checkoutId, amount: checkout.amount, currency: checkout.currency, payTo: checkout.payTo };
   },
 });
