@@ -125,7 +125,9 @@ export const walletTransfer = defineTool({
     "Send sol, usdc or the service token from this session's wallet to `to` (creating the recipient's token account if " +
     "needed, paid by the sender). A custodial wallet's transfer is signed and confirmed here; a connected wallet gets " +
     "data.unsignedTransaction (base64) to sign and pass to wallet_submit_transaction before data.expiresAt (its blockhash lives " +
-    "about a minute; after that, ask for a new one).",
+    "about a minute; after that, ask for a new one). A transfer whose answer was lost (a dropped connection, a restarted " +
+    "server) may have been made: give each transfer a memo of your own and look for it with wallet_get_history before " +
+    "sending again.",
   input: {
     to: address("recipient"),
     amount,
