@@ -145,6 +145,8 @@ const isClosed = (deps: Deps, checkout: store.CheckoutRow) => checkout.status ==
 export const SEND_MARGIN_MS = 2 * 60_000;
 const tooLate = () => new AppError("INVALID_STATE", "this checkout expires too soon for a payment to land in time; start a new one");
 const closingSoon = (deps: Deps, checkout: store.CheckoutRow) => deps.clock.now() + SEND_MARGIN_MS >= checkout.expiresAt;
+/** Whether no new payment can be made for the checkout any more: expired, or too close to it for one to land. */
+export const pastPaying = (deps: Deps, checkout: store.CheckoutRow) => isClosed(deps, checkout) || closingSoon(deps, checkout);
 
 /**
  * The unsigned payment: CreateAssociatedTokenAccountIdempotent for payTo when its token account is
@@ -180,7 +182,7 @@ export async function startCheckout(
 ): Promise<CheckoutView> {
   if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = await productForSale(deps, productId);
-  if (limits.maxAmount !== undefined || limits.currency !== undefined) await refuseAbove(deps, product, limits);
+  const limited = limits.maxAmount !== undefined || limits.currency !== undefined;
   let checkout: store.CheckoutRow;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
@@ -188,7 +190,10 @@ export async function startCheckout(
     if (checkout.status === "completed") throw new AppError("INVALID_STATE", "this checkout is already paid");
     if (isClosed(deps, checkout)) throw expired();
     if (closingSoon(deps, checkout)) throw tooLate();
+    // Its price is the one fixed when it opened, whatever the product's is now.
+    if (limited) await refuseAbove(deps, { ...product, price: checkout.amount, token: checkout.token }, limits);
   } else {
+    if (limited) await refuseAbove(deps, product, limits);
     const token = await splToken(deps, product.token);
     const now = deps.clock.now();
     checkout = {
@@ -207,6 +212,7 @@ export async function startCheckout(
       purchaseId: null,
       // Fixed as the price is: a product changed while its buyer pays does not change what is bought.
       terms: { accessDays: product.accessDays, featureIds: product.featureIds },
+      idempotencyKey: limits.idempotencyKey ?? null,
     };
   }
   const token = await splToken(deps, checkout.token);
@@ -214,7 +220,7 @@ export async function startCheckout(
   if (chainNow > 0) checkout.chainExpiresAt = chainNow + CHECKOUT_TTL_MS;
   // Saved once its transaction could be built: a chain that does not answer leaves no checkout behind for the
   // watcher to look after for 15 minutes (the buyer, told CHAIN_UNAVAILABLE, starts again).
-  if (checkoutId === undefined && !(await store.insertCheckout(deps.db, checkout, limits.idempotencyKey ?? null))) {
+  if (checkoutId === undefined && !(await store.insertCheckout(deps.db, checkout))) {
     // Only a key can be taken: another call with it opened its checkout a moment ago.
     if (limits.idempotencyKey === undefined) throw new AppError("INTERNAL_ERROR", "a checkout id was drawn twice");
     throw new IdempotencyKeyTaken();
@@ -725,15 +731,23 @@ export function unsignedCheckout({ transaction, checkoutId, amount, currency, pa
 
 /**
  * checkout_pay {checkoutId} from a connected wallet: the checkout's outcome, as resumeCheckout answers it;
- * but while it is pending with nothing sent through this service for it (the signed transaction never came
- * back, or was refused, e.g. on an expired blockhash), a fresh transaction to sign for the same checkout
+ * but while it is pending with nothing sent through this service for it that can still land (the signed
+ * transaction never came back, was refused, e.g. on an expired blockhash, or was kept and never sent: a
+ * server stopped in between), a fresh transaction to sign for the same checkout
  * (paygate.md step 1: a fresh blockhash while it is open), so the wallet does not wait for nothing. One the
  * wallet sent itself is found by its reference once it lands; a wallet that did so waits for that instead.
  */
-export async function resumeConnectedCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string): Promise<CheckoutPayAnswer | UnsignedCheckout> {
+export async function resumeConnectedCheckout(
+  deps: Deps,
+  productId: string,
+  walletAddress: string,
+  checkoutId: string,
+  /** checkout_pay's currency and maxAmount, held against the checkout's price before a transaction is handed out. */
+  limits: { maxAmount?: number | string | undefined; currency?: string | undefined } = {},
+): Promise<CheckoutPayAnswer | UnsignedCheckout> {
   const answer = await resumeCheckout(deps, productId, walletAddress, checkoutId);
-  if (answer.status !== "pending" || answer.checkoutId !== checkoutId || (await store.listSubmissions(deps.db, checkoutId)).length > 0) return answer;
-  return unsignedCheckout(await startCheckout(deps, productId, walletAddress, checkoutId));
+  if (answer.status !== "pending" || answer.checkoutId !== checkoutId || (await paymentMayLand(deps, checkoutId))) return answer;
+  return unsignedCheckout(await startCheckout(deps, productId, walletAddress, checkoutId, limits));
 }
 
 /**
@@ -744,7 +758,8 @@ export async function resumeConnectedCheckout(deps: Deps, productId: string, wal
 export async function submitOwnCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string, signedBase64: string): Promise<CheckoutPayAnswer> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.wallet !== walletAddress) throw noCheckout();
-  const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false });
+  // A keyed checkout is a purchase of its own: another key's payment is not its answer.
+  const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false, otherCheckouts: checkout.idempotencyKey === null });
   // Another call's payment on its way (two at once): that checkout's outcome, waited for.
   if (result.status === "pending" && result.checkoutId !== undefined && result.checkoutId !== checkoutId) {
     return followCheckout(deps, productId, walletAddress, result.checkoutId);

@@ -267,6 +267,8 @@ export type CheckoutRow = {
   purchaseId: string | null;
   /** What the payment buys, fixed when the checkout opened; null for checkouts opened before migration 30. */
   terms: CheckoutTerms | null;
+  /** checkout_pay's key for this purchase (migration 45); null for the page's checkouts and keyless calls. */
+  idempotencyKey: string | null;
 };
 
 /** A checkout's terms besides its price: the access it grants and the features a feature unlock's token names. */
@@ -274,7 +276,8 @@ export type CheckoutTerms = { accessDays: number | null; featureIds: string[] };
 
 // Amounts are read as text and turned into bigint: bun:sqlite's numbers lose precision past 2^53.
 const CHECKOUT_COLUMNS = `id, product_id AS productId, owner, wallet, reference, pay_to AS payTo, CAST(amount AS TEXT) AS amount, token,
-  created_at AS createdAt, expires_at AS expiresAt, chain_expires_at AS chainExpiresAt, status, purchase_id AS purchaseId, terms`;
+  created_at AS createdAt, expires_at AS expiresAt, chain_expires_at AS chainExpiresAt, status, purchase_id AS purchaseId, terms,
+  idempotency_key AS idempotencyKey`;
 
 type RawCheckout = Omit<CheckoutRow, "amount" | "terms"> & { amount: string; terms: string | null };
 
@@ -285,10 +288,10 @@ const toCheckout = (raw: RawCheckout): CheckoutRow => ({
 });
 
 /**
- * A new open checkout; with `idempotencyKey` (checkout_pay's), false when the wallet already has a checkout
- * under that key (then nothing is written).
+ * A new open checkout; with an `idempotencyKey` (checkout_pay's), false when the wallet already has a
+ * checkout under that key (then nothing is written).
  */
-export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">, idempotencyKey: string | null = null): Promise<boolean> {
+export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purchaseId">): Promise<boolean> {
   return db.write(() => {
     const inserted = db.sqlite
       .query(
@@ -309,7 +312,7 @@ export function insertCheckout(db: Db, row: Omit<CheckoutRow, "status" | "purcha
         row.expiresAt,
         row.chainExpiresAt,
         row.terms === null ? null : JSON.stringify(row.terms),
-        idempotencyKey,
+        row.idempotencyKey,
       );
     return inserted.changes === 1;
   });

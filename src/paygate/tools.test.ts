@@ -366,7 +366,7 @@ test("two checkout_pay calls at once for two products the wallet cannot both aff
 });
 
 /** A custodial buyer (10 USDC) of a 2-USDC pass whose ledger sends through `submit`, which a test may replace. */
-async function keyedBuyer(submit?: (send: () => Promise<unknown>) => Promise<unknown>) {
+async function keyedBuyer(submit?: (send: () => Promise<unknown>) => Promise<unknown>, connected?: Keypair) {
   const { deps: base, clock } = await testDeps();
   const ledger = {
     ...base.ledger,
@@ -375,7 +375,7 @@ async function keyedBuyer(submit?: (send: () => Promise<unknown>) => Promise<unk
   const deps = { ...base, ledger } as typeof base;
   const owner = Keypair.generate().publicKey.toBase58();
   const product = await createProduct(deps, owner, { title: "Pass", description: "", type: "access", price: "2" });
-  const buyer = (await createCustodialWallet(deps)).address;
+  const buyer = connected?.publicKey.toBase58() ?? (await createCustodialWallet(deps)).address;
   await deps.ledger.airdrop(buyer, { sol: 1_000_000_000n, usdc: 10_000_000n });
   const registry = createToolRegistry(deps);
   const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
@@ -454,4 +454,71 @@ test("two calls with one key at once pay once: the later waits for the earlier's
   expect(b.data).toMatchObject({ status: "completed", purchaseId: (a.data as { purchaseId: string }).purchaseId });
   // Both may have sent the checkout's transaction (the same bytes: one checkout, one blockhash): it is paid once.
   expect([sends >= 1, await usdc(), (await listPurchases(deps, owner, {})).total]).toEqual([true, 8_000_000n, 1]);
+});
+
+test("a key's retry that meets its payment's last chance pays the checkout, not CONFLICT; limits hold on a retry; a key whose checkout expired is spent", async () => {
+  let stopped = true;
+  const { clock, pay, usdc } = await keyedBuyer(async (send) => {
+    if (stopped) throw new Error("the process stopped here");
+    return send();
+  });
+  const failed = await pay({ idempotencyKey: "k" });
+  const checkoutId = (failed as { details: { checkoutId: string } }).details.checkoutId;
+  stopped = false;
+  clock.advance(110_000); // the kept transaction could still land for 10 s: the retry waits for it
+  const retry = pay({ idempotencyKey: "k" });
+  await Bun.sleep(200);
+  clock.advance(15_000); // and then it cannot any more
+  expect(await retry).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect(await usdc()).toBe(8_000_000n);
+  // A retry's currency and maxAmount are held against the key's checkout, as a new call's are.
+  stopped = true;
+  const second = await pay({ idempotencyKey: "k2" });
+  stopped = false;
+  expect(second).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  clock.advance(121_000);
+  expect(await pay({ idempotencyKey: "k2", currency: "WGT" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH" });
+  expect(await pay({ idempotencyKey: "k2", currency: "USDC", maxAmount: "1.99" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH" });
+  // Its checkout expired unpaid: the key is spent, and the answer says to use a new one.
+  clock.advance(15 * 60_000);
+  expect(await pay({ idempotencyKey: "k2" })).toMatchObject({ success: false, code: "INVALID_STATE", error: expect.stringContaining("give a new idempotencyKey") });
+  expect(await usdc()).toBe(8_000_000n);
+  expect(await pay({ idempotencyKey: "k3" })).toMatchObject({ success: true, data: { status: "completed" } });
+});
+
+test("a connected wallet's keys: each is its own purchase, even while another's payment is on its way; a kept transaction that never went out gets a fresh one", async () => {
+  const key = Keypair.generate();
+  const gate = Promise.withResolvers<void>();
+  let sends = 0;
+  let stopped = false;
+  const { deps, clock, owner, pay, usdc } = await keyedBuyer(async (send) => {
+    if (stopped) throw new Error("the process stopped here");
+    if (sends++ === 0) await gate.promise; // the first key's payment is held on its way
+    return send();
+  }, key);
+  type Unsigned = { success: true; data: { checkoutId: string; unsignedTransaction: string } };
+  const k1 = (await pay({ idempotencyKey: "k1" })) as unknown as Unsigned;
+  const k2 = (await pay({ idempotencyKey: "k2" })) as unknown as Unsigned;
+  expect(k1.data.checkoutId).not.toBe(k2.data.checkoutId);
+  const signed = (u: Unsigned) => ({ checkoutId: u.data.checkoutId, signedTransaction: signCheckout(u.data.unsignedTransaction, key) });
+  const first = pay(signed(k1));
+  const { listSubmissions } = await import("./store.ts");
+  for (let i = 0; i < 200 && (await listSubmissions(deps.db, k1.data.checkoutId)).length === 0; i++) await Bun.sleep(10);
+  const second = await pay(signed(k2)); // k1's payment is still on its way
+  expect(second).toMatchObject({ success: true, data: { status: "completed", checkoutId: k2.data.checkoutId } });
+  gate.resolve();
+  expect(await first).toMatchObject({ success: true, data: { status: "completed", checkoutId: k1.data.checkoutId } });
+  expect([await usdc(), (await listPurchases(deps, owner, {})).total]).toEqual([6_000_000n, 2]);
+  // k3's signed transaction was kept, then the process stopped before sending it.
+  const k3 = (await pay({ idempotencyKey: "k3" })) as unknown as Unsigned;
+  stopped = true;
+  expect(await pay(signed(k3))).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  stopped = false;
+  expect(await pay({ idempotencyKey: "k3" })).toMatchObject({ success: true, data: { status: "pending" } }); // it could still land
+  clock.advance(121_000);
+  const fresh = (await pay({ idempotencyKey: "k3" })) as unknown as Unsigned;
+  const again = signed(fresh); // before a matcher stands in for its fields (bun:test)
+  expect(fresh.data).toMatchObject({ checkoutId: k3.data.checkoutId, unsignedTransaction: expect.any(String) });
+  expect(await pay(again)).toMatchObject({ success: true, data: { status: "completed", checkoutId: k3.data.checkoutId } });
+  expect(await usdc()).toBe(4_000_000n);
 });

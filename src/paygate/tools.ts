@@ -28,7 +28,7 @@ export const checkoutPay = defineTool({
     "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed. " +
     "Give an idempotencyKey (your own, one per intended purchase) so that a retry after a lost answer (a dropped " +
     "connection, a restarted server: no checkoutId came back) answers that purchase, or completes it if it was never " +
-    "paid, instead of paying again; a new key is a new purchase.",
+    "paid, instead of paying again; a new key is a new purchase, and a key whose checkout expired unpaid (INVALID_STATE) is spent.",
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
     checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
@@ -56,6 +56,7 @@ export const checkoutPay = defineTool({
       checkoutOfKey,
       earlierPurchaseOf,
       followCheckout,
+      pastPaying,
       paymentMayLand,
       resumeCheckout,
       resumeConnectedCheckout,
@@ -88,11 +89,27 @@ export const checkoutPay = defineTool({
     const keyed = async (): Promise<CheckoutPayAnswer | UnsignedCheckout | CheckoutView | null> => {
       const found = key === undefined ? null : await checkoutOfKey(deps, input.productId, wallet.walletAddress, key);
       if (found === null) return null;
-      if (signer.kind !== "custodial") return resumeConnectedCheckout(deps, input.productId, wallet.walletAddress, found.id);
-      const answer = await resumeCheckout(deps, input.productId, wallet.walletAddress, found.id);
-      if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
-      if (await paymentMayLand(deps, found.id)) return followCheckout(deps, input.productId, wallet.walletAddress, found.id);
-      return startCheckout(deps, input.productId, wallet.walletAddress, found.id);
+      const limits = { maxAmount: input.maxAmount, currency: input.currency };
+      try {
+        if (signer.kind !== "custodial") return await resumeConnectedCheckout(deps, input.productId, wallet.walletAddress, found.id, limits);
+        const answer = await resumeCheckout(deps, input.productId, wallet.walletAddress, found.id);
+        if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
+        if (await paymentMayLand(deps, found.id)) {
+          try {
+            return await followCheckout(deps, input.productId, wallet.walletAddress, found.id);
+          } catch (err) {
+            // Its payment stopped being able to land while this call waited: this call pays it, below.
+            if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
+          }
+        }
+        return await startCheckout(deps, input.productId, wallet.walletAddress, found.id, limits);
+      } catch (err) {
+        // The key's checkout expired (or closes too soon) unpaid: that key is spent; say which to use.
+        if (err instanceof AppError && err.code === "INVALID_STATE" && found.purchaseId === null && pastPaying(deps, found)) {
+          throw new AppError("INVALID_STATE", `${err.message} (this idempotencyKey's checkout: give a new idempotencyKey to buy)`, err.extra);
+        }
+        throw err;
+      }
     };
     let checkout: CheckoutView;
     const resumed = await keyed();
