@@ -17,6 +17,15 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Whether a process of this id still exists. */
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 test("SIGTERM with an MCP event stream open: the call in flight is answered, and the process exits well inside the 10 s grace", async () => {
   const rpc = await startLiteSvmRpc();
@@ -134,19 +143,11 @@ test("EXIT_WITH_PARENT: a server whose starter was killed with SIGKILL stops by 
     expect(out).toContain('"msg":"listening"');
     starter.kill("SIGKILL");
     await starter.exited;
-    const alive = () => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
     const killedAt = performance.now();
-    while (alive() && performance.now() - killedAt < waitMs) await sleep(100);
-    const stillAlive = alive();
+    while (alive(pid) && performance.now() - killedAt < waitMs) await sleep(100);
+    const stillAlive = alive(pid);
     if (stillAlive) process.kill(pid, "SIGKILL");
-    while (alive()) await sleep(50);
+    while (alive(pid)) await sleep(50);
     await log;
     rmSync(dir, { recursive: true, force: true });
     return { stillAlive, out };
@@ -168,18 +169,11 @@ test("EXIT_WITH_PARENT=<pid>: a starter that ended before the server even looked
     stderr: "pipe",
   });
   const pid = Number(new TextDecoder().decode((await starter.stderr.getReader().read()).value).trim());
-  const out = await new Response(starter.stdout).text(); // to its end: the server's exit closes it
-  const alive = () => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  for (let waited = 0; alive() && waited < 10_000; waited += 100) await sleep(100);
-  const stillAlive = alive();
+  const log = new Response(starter.stdout).text(); // to its end: the server's exit closes it
+  for (let waited = 0; alive(pid) && waited < 10_000; waited += 100) await sleep(100);
+  const stillAlive = alive(pid);
   if (stillAlive) process.kill(pid, "SIGKILL");
+  const out = await log;
   rmSync(dir, { recursive: true, force: true });
   expect(stillAlive).toBe(false);
   expect(out).toContain('"msg":"shutting down","cause":"the process that started it ended (EXIT_WITH_PARENT)"');
