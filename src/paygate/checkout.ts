@@ -146,7 +146,7 @@ export const SEND_MARGIN_MS = 2 * 60_000;
 const tooLate = () => new AppError("INVALID_STATE", "this checkout expires too soon for a payment to land in time; start a new one");
 const closingSoon = (deps: Deps, checkout: store.CheckoutRow) => deps.clock.now() + SEND_MARGIN_MS >= checkout.expiresAt;
 /** Whether no new payment can be made for the checkout any more: expired, or too close to it for one to land. */
-export const pastPaying = (deps: Deps, checkout: store.CheckoutRow) => isClosed(deps, checkout) || closingSoon(deps, checkout);
+const pastPaying = (deps: Deps, checkout: store.CheckoutRow) => isClosed(deps, checkout) || closingSoon(deps, checkout);
 
 /**
  * The unsigned payment: CreateAssociatedTokenAccountIdempotent for payTo when its token account is
@@ -666,7 +666,7 @@ export class IdempotencyKeyTaken extends Error {
  * checkout_pay {idempotencyKey}: the checkout this wallet opened under the key; null when none. A key names
  * one purchase of one product: given again with another product it is VALIDATION_ERROR.
  */
-export async function checkoutOfKey(deps: Deps, productId: string, walletAddress: string, idempotencyKey: string): Promise<store.CheckoutRow | null> {
+async function checkoutOfKey(deps: Deps, productId: string, walletAddress: string, idempotencyKey: string): Promise<store.CheckoutRow | null> {
   const checkout = await store.findCheckoutByIdempotencyKey(deps.db, walletAddress, idempotencyKey);
   if (checkout !== null && checkout.productId !== productId) {
     throw fieldError("idempotencyKey", `this idempotencyKey names a purchase of another product (${checkout.productId}); give a new key for a new purchase`);
@@ -675,10 +675,51 @@ export async function checkoutOfKey(deps: Deps, productId: string, walletAddress
 }
 
 /**
+ * checkout_pay {idempotencyKey} (README, decisions.md): the checkout the wallet opened under the key, as a
+ * resume answers it, its purchase waited for while a payment of it may still land (as the later of two calls
+ * waits); a connected wallet gets a fresh transaction for it when nothing it sent can land. When nothing sent
+ * for a custodial wallet's can land (its call ended before paying, or the server stopped before sending), a
+ * fresh transaction for it (a CheckoutView), which the caller pays: one purchase per key. Null when the key
+ * is new. A retry's currency and maxAmount are held against the checkout's price.
+ */
+export async function keyedCheckout(
+  deps: Deps,
+  productId: string,
+  walletAddress: string,
+  idempotencyKey: string,
+  custodial: boolean,
+  limits: { maxAmount?: number | string | undefined; currency?: string | undefined },
+): Promise<CheckoutPayAnswer | UnsignedCheckout | CheckoutView | null> {
+  const found = await checkoutOfKey(deps, productId, walletAddress, idempotencyKey);
+  if (found === null) return null;
+  const held = { maxAmount: limits.maxAmount, currency: limits.currency };
+  try {
+    if (!custodial) return await resumeConnectedCheckout(deps, productId, walletAddress, found.id, held);
+    const answer = await resumeCheckout(deps, productId, walletAddress, found.id);
+    if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
+    if (await paymentMayLand(deps, found.id)) {
+      try {
+        return await followCheckout(deps, productId, walletAddress, found.id);
+      } catch (err) {
+        // Its payment stopped being able to land while this call waited: the caller pays it, below.
+        if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
+      }
+    }
+    return await startCheckout(deps, productId, walletAddress, found.id, held);
+  } catch (err) {
+    // The key's checkout expired (or closes too soon) unpaid: that key is spent; say which to use.
+    if (err instanceof AppError && err.code === "INVALID_STATE" && found.purchaseId === null && pastPaying(deps, found)) {
+      throw new AppError("INVALID_STATE", `${err.message} (this idempotencyKey's checkout: give a new idempotencyKey to buy)`, err.extra);
+    }
+    throw err;
+  }
+}
+
+/**
  * Whether a transaction /submit kept for the checkout may still land (sent lately, its blockhash still
  * valid) or the ledger has it: until none can, the checkout may yet be paid by it.
  */
-export async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
+async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
   for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkoutId)) {
     if ((await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null) return true;
   }

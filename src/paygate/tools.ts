@@ -8,7 +8,7 @@ import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
 import { checkoutHits, paymentCheckHits } from "../auth/rate-limit.ts";
-import type { CheckoutPayAnswer, CheckoutView, UnsignedCheckout } from "./checkout.ts";
+import type { CheckoutView } from "./checkout.ts";
 
 export const checkoutPay = defineTool({
   name: "checkout_pay",
@@ -53,12 +53,9 @@ export const checkoutPay = defineTool({
     const {
       IdempotencyKeyTaken,
       checkoutKey,
-      checkoutOfKey,
       earlierPurchaseOf,
       followCheckout,
-      pastPaying,
-      paymentMayLand,
-      resumeCheckout,
+      keyedCheckout,
       resumeConnectedCheckout,
       resumeCustodialCheckout,
       startCheckout,
@@ -79,38 +76,9 @@ export const checkoutPay = defineTool({
       const resume = signer.kind === "custodial" ? resumeCustodialCheckout : resumeConnectedCheckout;
       return resume(deps, input.productId, wallet.walletAddress, input.checkoutId);
     }
+    // With a key the wallet used before: that key's checkout, answered or paid (keyedCheckout); else a new one.
     const key = input.idempotencyKey;
-    /**
-     * The checkout opened under the key: its purchase, waited for while a payment of it may still land (as
-     * the later of two calls waits); a connected wallet gets a fresh transaction for it when nothing was
-     * sent. When nothing sent for it can land (its call ended before paying, or the server stopped before
-     * sending), a fresh transaction for it, which this call pays: one purchase per key. Null when the key is new.
-     */
-    const keyed = async (): Promise<CheckoutPayAnswer | UnsignedCheckout | CheckoutView | null> => {
-      const found = key === undefined ? null : await checkoutOfKey(deps, input.productId, wallet.walletAddress, key);
-      if (found === null) return null;
-      const limits = { maxAmount: input.maxAmount, currency: input.currency };
-      try {
-        if (signer.kind !== "custodial") return await resumeConnectedCheckout(deps, input.productId, wallet.walletAddress, found.id, limits);
-        const answer = await resumeCheckout(deps, input.productId, wallet.walletAddress, found.id);
-        if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
-        if (await paymentMayLand(deps, found.id)) {
-          try {
-            return await followCheckout(deps, input.productId, wallet.walletAddress, found.id);
-          } catch (err) {
-            // Its payment stopped being able to land while this call waited: this call pays it, below.
-            if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
-          }
-        }
-        return await startCheckout(deps, input.productId, wallet.walletAddress, found.id, limits);
-      } catch (err) {
-        // The key's checkout expired (or closes too soon) unpaid: that key is spent; say which to use.
-        if (err instanceof AppError && err.code === "INVALID_STATE" && found.purchaseId === null && pastPaying(deps, found)) {
-          throw new AppError("INVALID_STATE", `${err.message} (this idempotencyKey's checkout: give a new idempotencyKey to buy)`, err.extra);
-        }
-        throw err;
-      }
-    };
+    const keyed = () => (key === undefined ? null : keyedCheckout(deps, input.productId, wallet.walletAddress, key, signer.kind === "custodial", input));
     let checkout: CheckoutView;
     const resumed = await keyed();
     if (resumed !== null && !("transaction" in resumed)) return resumed;
