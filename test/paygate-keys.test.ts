@@ -343,6 +343,16 @@ describe("API keys and /public/*", () => {
     expect((await cli("keys", "revoke", "key_nothing")).code).toBe(1);
     expect((await cli("keys", "create", "--label", "x")).code).toBe(2);
     expect((await cli("keys", "create", "--owner", "nope", "--label", "x")).code).toBe(2);
+    // An address no one can sign in as: this network's USDC mint, a program. Nothing is created.
+    const usdcMint = (JSON.parse((await cli("ledger", "tokens", "--json")).stdout) as { tokens: { token: string; mint: string | null }[] }).tokens.find((t) => t.token === "usdc")!.mint!;
+    for (const [address, words] of [
+      [usdcMint, "is the mint of USDC, not a wallet"],
+      ["TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "is a program, not a wallet"],
+    ] as const) {
+      const refused = await cli("keys", "create", "--owner", address, "--label", "x");
+      expect({ code: refused.code, said: refused.stderr.includes(words), out: refused.stdout }).toEqual({ code: 2, said: true, out: "" });
+      expect(JSON.parse((await cli("keys", "list", "--owner", address, "--json")).stdout)).toEqual({ keys: [] });
+    }
   });
 });
 

@@ -38,6 +38,9 @@ export async function createApiKey(deps: Deps, owner: string, label: string): Pr
   // An owner is a wallet that signs in (paygate.md); a program's address (the operator's slip, from
   // `walletgate keys create --owner`) never will, and its key would see no product, ever.
   if (isProgramOrSysvar(owner)) throw fieldError("owner", `owner: ${owner} is a program, not a wallet: an owner is a wallet that signs in`);
+  // Nor does a token's mint (this network's USDC mint pasted for a wallet, say).
+  const mint = (await deps.ledger.tokens()).find((t) => t.mint === owner);
+  if (mint !== undefined) throw fieldError("owner", `owner: ${owner} is the mint of ${mint.key.toUpperCase()}, not a wallet: an owner is a wallet that signs in`);
   const now = deps.clock.now();
   await store.ensureOwner(deps.db, owner, now);
   const key = `pk_${Buffer.from(deps.random(32)).toString("hex")}`;
