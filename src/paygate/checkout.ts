@@ -608,6 +608,19 @@ async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product:
 /** How long a kept transaction that is not seen is kept at least, whatever a node says of its blockhash. */
 const SUBMISSION_KEPT_MS = 2 * 60_000;
 
+/** Whether a transaction /submit sent and no one can read yet may still land: sent lately, or its blockhash still valid. */
+async function mayStillLand(deps: Deps, blockhash: string, submittedAt: number): Promise<boolean> {
+  return deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
+}
+
+/**
+ * Whether a kept transaction that has not paid (yet) may still pay: it may still land, or the ledger has it
+ * (a node behind). The blockhash first: a transaction confirmed between the two looks is then seen by the second.
+ */
+async function keptMayLand(deps: Deps, { signature, blockhash, submittedAt }: store.KeptSubmission): Promise<boolean> {
+  return (await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null;
+}
+
 /**
  * The transactions /submit kept for a checkout (but `except`), read by signature: the purchase when one
  * paid it; `pending` while one not seen yet may still land (its blockhash still valid, or on mainnet
@@ -615,13 +628,9 @@ const SUBMISSION_KEPT_MS = 2 * 60_000;
  * that no longer can land is forgotten (it frees its place), but never within SUBMISSION_KEPT_MS of its
  * sending: a node a few slots behind may not know a fresh blockhash yet.
  */
-/** Whether a transaction /submit sent and no one can read yet may still land: sent lately, or its blockhash still valid. */
-async function mayStillLand(deps: Deps, blockhash: string, submittedAt: number): Promise<boolean> {
-  return deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
-}
-
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
-  for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkout.id)) {
+  for (const kept of await store.listSubmissions(deps.db, checkout.id)) {
+    const { signature } = kept;
     if (signature === except) continue;
     const outcome = await readPayment(deps, checkout, product, token, signature);
     if (outcome instanceof AppError) {
@@ -629,8 +638,7 @@ async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, produc
       continue; // refused
     }
     if (outcome !== null) return outcome;
-    // The blockhash first: a transaction confirmed between the two looks is then seen by the second.
-    if ((await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null) return { status: "pending" };
+    if (await keptMayLand(deps, kept)) return { status: "pending" };
     await store.dropSubmission(deps.db, checkout.id, signature);
   }
   return null;
@@ -692,9 +700,8 @@ export async function keyedCheckout(
 ): Promise<CheckoutPayAnswer | UnsignedCheckout | CheckoutView | null> {
   const found = await checkoutOfKey(deps, productId, walletAddress, idempotencyKey);
   if (found === null) return null;
-  const held = { maxAmount: limits.maxAmount, currency: limits.currency };
   try {
-    if (!custodial) return await resumeConnectedCheckout(deps, productId, walletAddress, found.id, held);
+    if (!custodial) return await resumeConnectedCheckout(deps, productId, walletAddress, found.id, limits);
     const answer = await resumeCheckout(deps, productId, walletAddress, found.id);
     if (answer.status !== "pending" || answer.checkoutId !== found.id) return answer;
     if (await paymentMayLand(deps, found.id)) {
@@ -705,7 +712,7 @@ export async function keyedCheckout(
         if (!(err instanceof AppError && err.code === "CONFLICT")) throw err;
       }
     }
-    return await startCheckout(deps, productId, walletAddress, found.id, held);
+    return await startCheckout(deps, productId, walletAddress, found.id, limits);
   } catch (err) {
     // The key's checkout expired (or closes too soon) unpaid: that key is spent; say which to use.
     if (err instanceof AppError && err.code === "INVALID_STATE" && found.purchaseId === null && pastPaying(deps, found)) {
@@ -720,9 +727,7 @@ export async function keyedCheckout(
  * valid) or the ledger has it: until none can, the checkout may yet be paid by it.
  */
 async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
-  for (const { signature, blockhash, submittedAt } of await store.listSubmissions(deps.db, checkoutId)) {
-    if ((await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null) return true;
-  }
+  for (const kept of await store.listSubmissions(deps.db, checkoutId)) if (await keptMayLand(deps, kept)) return true;
   return false;
 }
 

@@ -78,7 +78,8 @@ export const checkoutPay = defineTool({
     }
     // With a key the wallet used before: that key's checkout, answered or paid (keyedCheckout); else a new one.
     const key = input.idempotencyKey;
-    const keyed = () => (key === undefined ? null : keyedCheckout(deps, input.productId, wallet.walletAddress, key, signer.kind === "custodial", input));
+    const limits = { maxAmount: input.maxAmount, currency: input.currency };
+    const keyed = () => (key === undefined ? null : keyedCheckout(deps, input.productId, wallet.walletAddress, key, signer.kind === "custodial", limits));
     let checkout: CheckoutView;
     const resumed = await keyed();
     if (resumed !== null && !("transaction" in resumed)) return resumed;
@@ -93,7 +94,7 @@ export const checkoutPay = defineTool({
       // Every checkout opened is a row kept for a week: counted as POST /pay/:productId/checkout counts it.
       deps.auth.rateLimiter.consume(checkoutHits(client.ip), deps.clock.now());
       try {
-        checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { maxAmount: input.maxAmount, currency: input.currency, idempotencyKey: key });
+        checkout = await startCheckout(deps, input.productId, wallet.walletAddress, undefined, { ...limits, idempotencyKey: key });
       } catch (err) {
         if (!(err instanceof IdempotencyKeyTaken)) throw err;
         // Another call with the key opened its checkout a moment ago: that one is the purchase.
