@@ -33,6 +33,7 @@ import { purgeAuth } from "./auth/purge.ts";
 import { recordSigner } from "./auth/sessions.ts";
 import { purgeMcpSessions } from "./mcp/purge.ts";
 import { purgeWebhooks } from "./webhooks/purge.ts";
+import { purgeTransferKeys } from "./wallets/purge.ts";
 import { RATE_LIMIT_SWEEP_MS } from "./auth/rate-limit.ts";
 import type { RequestMeta } from "./app.ts";
 import { settlesWithin } from "./lib/sleep.ts";
@@ -436,6 +437,7 @@ async function serve(
         ...(await purgeAuth(purgeDeps, stopping)),
         ...(await purgeMcpSessions(purgeDeps, { stopping })),
         ...(await purgeWebhooks(purgeDeps, stopping)),
+        ...(await purgeTransferKeys(purgeDeps, stopping)),
         // Imported here: the checkout store is not loaded at start-up (its routes are built on first use).
         ...(await (await import("./paygate/purge.ts")).purgeCheckouts(purgeDeps, stopping)),
       });

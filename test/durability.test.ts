@@ -100,6 +100,43 @@ describe("restarts", () => {
     expect(balance.body.data.balances.usdc).toBe(8); // paid once
   }, 60_000);
 
+  test("kill -9 once wallet_transfer's transaction is recorded: the retry with its idempotencyKey sends it at most once", async () => {
+    const server = await start();
+    const agent = await call(server.url, "/mcp", { body: { tool: "wallet_create", params: { airdropSol: 1, airdropUsdc: 10 } } });
+    const token = agent.body.data.sessionToken as string;
+    const wallet = agent.body.data.address as string;
+    const to = newWallet().address;
+    const send = (url: string, params: Json = {}) =>
+      call(url, "/mcp", { body: { tool: "wallet_transfer", params: { to, amount: "2.5", token: "usdc", idempotencyKey: "pay-to-1", ...params } }, token });
+    let answered: string | null = null;
+    const lost = send(server.url).then(
+      (r) => (answered = (r.body.data?.signature as string | undefined) ?? null),
+      () => null,
+    );
+    // Killed the moment the key's transaction is on disk (it may or may not have been sent yet).
+    const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+    try {
+      await until(() => db.query("SELECT 1 FROM transfer_keys WHERE wallet = ?").get(wallet) !== null, 20_000, 1);
+    } finally {
+      db.close();
+    }
+    await server.kill9();
+    await lost;
+    const after = await server.restart();
+    servers.push(after);
+    const retried = await send(after.url);
+    const signature = retried.body.data?.signature as string; // read before a matcher stands in for it (bun:test)
+    expect(retried.body).toMatchObject({ success: true, data: { status: "confirmed", amount: "2.5", token: "usdc", to } });
+    if (answered !== null) expect(signature).toBe(answered);
+    expect((await send(after.url)).body.data.signature).toBe(signature);
+    // Another amount under the key is refused, and nothing is sent.
+    expect((await send(after.url, { amount: "3" })).body).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+    const balance = await call(after.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token });
+    expect(balance.body.data.balances.usdc).toBe(7.5); // sent once
+    const history = await call(after.url, "/mcp", { body: { tool: "wallet_get_history", params: {} }, token });
+    expect((history.body.data.transactions as { direction: string; signature: string }[]).filter((t) => t.direction === "out").map((t) => t.signature)).toEqual([signature]);
+  }, 60_000);
+
   test("kill -9 right after a revoke-all loses neither the revocations nor the wallet's cutoff", async () => {
     const secret = "durability-secret-0123456789-0123456789";
     const server = await start({ JWT_SECRET: secret });

@@ -90,7 +90,7 @@ describe("tools/list", () => {
     expect(shape("session_restore")).toEqual({ params: ["token"], required: ["token"] });
     expect(shape("wallet_disconnect")).toEqual({ params: [], required: [] });
     expect(shape("wallet_get_balance")).toEqual({ params: [], required: [] });
-    expect(shape("wallet_transfer")).toEqual({ params: ["amount", "memo", "to", "token"], required: ["amount", "to", "token"] });
+    expect(shape("wallet_transfer")).toEqual({ params: ["amount", "idempotencyKey", "memo", "to", "token"], required: ["amount", "to", "token"] });
     expect(shape("wallet_get_history")).toEqual({ params: ["before", "limit"], required: [] });
     expect(shape("wallet_submit_transaction")).toEqual({ params: ["transaction"], required: ["transaction"] });
     expect(byName.get("wallet_get_history")!.inputSchema.properties!.limit).toMatchObject({ minimum: 1, maximum: 100 });

@@ -7,6 +7,7 @@ import { plansOf } from "./helpers/plans.ts";
 import * as paygate from "../src/paygate/store.ts";
 import * as market from "../src/marketplace/store.ts";
 import * as webhooks from "../src/webhooks/store.ts";
+import * as wallets from "../src/wallets/store.ts";
 
 const scans = (plan: string, table: string) => new RegExp(`\\bSCAN ${table}\\b`).test(plan);
 
@@ -133,4 +134,14 @@ test("an owner's revenue reads the owner index alone; a product's purchases and 
     // The ids of the page from the covering owner index (a deep page skips index entries, not joined rows).
     expect({ sql, keyedFromIndex: /LIST SUBQUERY[^;]*; SEARCH (p|t) USING COVERING INDEX (purchases|feature_tokens)_owner \(owner=\?\)/.test(plan) }).toEqual({ sql, keyedFromIndex: true });
   }
+});
+
+test("wallet_transfer's idempotency keys: found by their key, purged through their time index", async () => {
+  const { deps, clock } = await testDeps();
+  const [found] = await plansOf(deps.db.sqlite, () => wallets.findTransferKey(deps.db, "wallet", "key"));
+  expect(found!.plan).toContain("SEARCH transfer_keys USING PRIMARY KEY (wallet=? AND idempotency_key=?)");
+  const purge = await plansOf(deps.db.sqlite, () => wallets.purgeTransferKeys(deps.db, clock.now()));
+  expect(purge.length).toBe(1);
+  expect(purge[0]!.plan).toContain("USING COVERING INDEX transfer_keys_created_at (created_at<?)");
+  expect(scans(purge[0]!.plan, "transfer_keys")).toBe(false);
 });

@@ -81,6 +81,16 @@ export function defineTool<S extends z.ZodRawShape>(tool: {
   };
 }
 
+/** An optional idempotency key a client chooses for one intended operation (checkout_pay, wallet_transfer). */
+export const idempotencyKeyInput = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(/^[A-Za-z0-9._:-]+$/, "letters, digits and . _ : - only")
+    .optional()
+    .describe(what);
+
 export type Envelope = { success: true; data: Record<string, unknown> } | { success: false; error: string; code: ErrorCode; details?: unknown; retryAfter?: number };
 
 export function failure(err: AppError): Envelope {

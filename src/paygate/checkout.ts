@@ -13,6 +13,7 @@ import { associatedTokenAddress, compileTransaction, parseTransaction, requireSi
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
 import { REFERENCE_PAGE, clusterName, referenceSignatures, waitsForFinality } from "../ledger/ledger.ts";
+import { mayStillLand, sentMayLand } from "../ledger/landing.ts";
 import { currencyOf, isTxHash } from "./purchases.ts";
 import * as store from "./store.ts";
 import { mintFeatureToken, revealFeatureToken, statusOf } from "./tokens.ts";
@@ -605,27 +606,11 @@ async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product:
   return null;
 }
 
-/** How long a kept transaction that is not seen is kept at least, whatever a node says of its blockhash. */
-const SUBMISSION_KEPT_MS = 2 * 60_000;
-
-/** Whether a transaction /submit sent and no one can read yet may still land: sent lately, or its blockhash still valid. */
-async function mayStillLand(deps: Deps, blockhash: string, submittedAt: number): Promise<boolean> {
-  return deps.clock.now() - submittedAt < SUBMISSION_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
-}
-
-/**
- * Whether a kept transaction that has not paid (yet) may still pay: it may still land, or the ledger has it
- * (a node behind). The blockhash first: a transaction confirmed between the two looks is then seen by the second.
- */
-async function keptMayLand(deps: Deps, { signature, blockhash, submittedAt }: store.KeptSubmission): Promise<boolean> {
-  return (await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null;
-}
-
 /**
  * The transactions /submit kept for a checkout (but `except`), read by signature: the purchase when one
  * paid it; `pending` while one not seen yet may still land (its blockhash still valid, or on mainnet
  * confirmed but not final): another payment now could be a second one; null when none did or can. One
- * that no longer can land is forgotten (it frees its place), but never within SUBMISSION_KEPT_MS of its
+ * that no longer can land is forgotten (it frees its place), but never within SENT_KEPT_MS of its
  * sending: a node a few slots behind may not know a fresh blockhash yet.
  */
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
@@ -638,7 +623,7 @@ async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, produc
       continue; // refused
     }
     if (outcome !== null) return outcome;
-    if (await keptMayLand(deps, kept)) return { status: "pending" };
+    if (await sentMayLand(deps, kept)) return { status: "pending" };
     await store.dropSubmission(deps.db, checkout.id, signature);
   }
   return null;
@@ -727,7 +712,7 @@ export async function keyedCheckout(
  * valid) or the ledger has it: until none can, the checkout may yet be paid by it.
  */
 async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
-  for (const kept of await store.listSubmissions(deps.db, checkoutId)) if (await keptMayLand(deps, kept)) return true;
+  for (const kept of await store.listSubmissions(deps.db, checkoutId)) if (await sentMayLand(deps, kept)) return true;
   return false;
 }
 

@@ -3,7 +3,7 @@
 // call, a connected wallet in two (the transaction handed out, then sent back signed).
 import { z } from "zod";
 import { AppError, errorText, fieldError, outcomeUnknown } from "../errors.ts";
-import { defineTool, requireWallet, type Tool } from "../mcp/registry.ts";
+import { defineTool, idempotencyKeyInput, requireWallet, type Tool } from "../mcp/registry.ts";
 import { signerFor } from "../wallets/signer.ts";
 import { decodeBase64Strict, encodeBase64 } from "../lib/encoding.ts";
 import { importQuietly } from "../lib/quiet-import.ts";
@@ -32,13 +32,7 @@ export const checkoutPay = defineTool({
   input: {
     productId: z.string().max(64).describe("the product's id, prod_…"),
     checkoutId: z.string().max(64).optional().describe("an earlier call's checkoutId: its outcome, never a new payment"),
-    idempotencyKey: z
-      .string()
-      .min(1)
-      .max(64)
-      .regex(/^[A-Za-z0-9._:-]+$/, "letters, digits and . _ : - only")
-      .optional()
-      .describe("a key you choose for this one purchase (e.g. a UUID): calling again with it, after any error or a lost answer, never pays twice"),
+    idempotencyKey: idempotencyKeyInput("a key you choose for this one purchase (e.g. a UUID): calling again with it, after any error or a lost answer, never pays twice"),
     maxAmount: z
       .union([z.number(), z.string().max(40)])
       .optional()

@@ -1,5 +1,7 @@
-// SQL for custodial wallets: one row per created wallet holding its sealed secret key.
+// SQL for custodial wallets: one row per created wallet holding its sealed secret key; the transfers its
+// idempotency keys name.
 import type { Db } from "../db/open.ts";
+import { inSteps, STEP_ROWS, stepOf } from "../db/steps.ts";
 
 export type CustodialWalletRow = {
   address: string;
@@ -37,4 +39,88 @@ export async function hasCustodialWallet(db: Db, address: string): Promise<boole
   return db.read(() => {
     return db.sqlite.query("SELECT 1 AS found FROM custodial_wallets WHERE address = ?").get(address) !== null;
   });
+}
+
+// ---- transfer idempotency keys ----
+
+export type TransferKeyRow = {
+  wallet: string;
+  key: string;
+  /** The transfer asked for (to, token, amount in base units, memo), as JSON: a retry must ask the same. */
+  request: string;
+  signature: string;
+  blockhash: string;
+  /** The signed transaction, sent again as it is while it may still land. */
+  wire: Uint8Array;
+  submittedAt: number;
+  createdAt: number;
+};
+
+export async function findTransferKey(db: Db, wallet: string, key: string): Promise<TransferKeyRow | null> {
+  return db.read(() => {
+    const row = db.sqlite
+      .query(
+        `SELECT wallet, idempotency_key AS key, request, signature, blockhash, wire, submitted_at AS submittedAt, created_at AS createdAt
+         FROM transfer_keys WHERE wallet = ? AND idempotency_key = ?`,
+      )
+      .get(wallet, key) as TransferKeyRow | null;
+    return row ?? null;
+  });
+}
+
+/** Records a key's transfer before it is sent; false when another call recorded one under the key first. */
+export function insertTransferKey(db: Db, row: TransferKeyRow): Promise<boolean> {
+  return db.write(
+    () =>
+      db.sqlite
+        .query(
+          `INSERT INTO transfer_keys (wallet, idempotency_key, request, signature, blockhash, wire, submitted_at, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+        )
+        .run(row.wallet, row.key, row.request, row.signature, row.blockhash, row.wire, row.submittedAt, row.createdAt).changes === 1,
+  );
+}
+
+/**
+ * The key's transaction replaced by `next` (one that can no longer land, by a new one), only while it is
+ * still `previous`: false when another call replaced or dropped it first.
+ */
+export function replaceTransferKeyTransaction(
+  db: Db,
+  wallet: string,
+  key: string,
+  previous: string,
+  next: Pick<TransferKeyRow, "signature" | "blockhash" | "wire" | "submittedAt">,
+): Promise<boolean> {
+  return db.write(
+    () =>
+      db.sqlite
+        .query("UPDATE transfer_keys SET signature = ?, blockhash = ?, wire = ?, submitted_at = ? WHERE wallet = ? AND idempotency_key = ? AND signature = ?")
+        .run(next.signature, next.blockhash, next.wire, next.submittedAt, wallet, key, previous).changes === 1,
+  );
+}
+
+/** Frees a key whose transaction the ledger refused before sending it (it can never land), while it is still `signature`. */
+export function dropTransferKey(db: Db, wallet: string, key: string, signature: string): Promise<void> {
+  return db.write(() => {
+    db.sqlite.query("DELETE FROM transfer_keys WHERE wallet = ? AND idempotency_key = ? AND signature = ?").run(wallet, key, signature);
+  });
+}
+
+/** Deletes the keys recorded before `before`, in steps (db/steps.ts). */
+export function purgeTransferKeys(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
+  return inSteps(
+    db,
+    0,
+    () =>
+      stepOf(
+        db.sqlite
+          .query(
+            `DELETE FROM transfer_keys WHERE (wallet, idempotency_key) IN
+               (SELECT wallet, idempotency_key FROM transfer_keys WHERE created_at < ? ORDER BY created_at LIMIT ${STEP_ROWS})`,
+          )
+          .run(before).changes,
+      ),
+    stopping,
+  );
 }

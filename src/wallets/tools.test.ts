@@ -6,11 +6,13 @@ import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
 import { createTransferInstruction } from "@solana/spl-token";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
-import { associatedTokenAddress, compileTransaction, transferInstructions } from "../ledger/transactions.ts";
+import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions } from "../ledger/transactions.ts";
 import type { Deps } from "../deps.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import { createCustodialWallet } from "./custody.ts";
+import { signerFor } from "./signer.ts";
+import { insertTransferKey } from "./store.ts";
 
 const SOL = 1_000_000_000n;
 
@@ -121,6 +123,41 @@ test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and
     code: "VALIDATION_ERROR",
     error: "token must be one of sol, usdc, wgt",
   });
+});
+
+test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once, the retry answers it, a recorded but unsent one is sent as it is", async () => {
+  const { deps, clock } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url });
+  const registry = createToolRegistry(deps);
+  const { address } = await createCustodialWallet(deps);
+  rpc.setLamports(address, SOL);
+  const ctx = walletContext(deps, address);
+  const to = Keypair.generate().publicKey.toBase58();
+  const first = await registry.call(ctx, "wallet_transfer", { to, amount: "0.25", token: "sol", idempotencyKey: "rpc-1" });
+  if (!first.success) throw new Error(first.error);
+  // The same transfer asked as a number: one request (amounts compare in base units).
+  const again = await registry.call(ctx, "wallet_transfer", { to, amount: 0.25, token: "sol", idempotencyKey: "rpc-1" });
+  expect(again).toMatchObject({ success: true, data: { signature: first.data.signature, amount: "0.25", status: "confirmed" } });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.3", token: "sol", idempotencyKey: "rpc-1" })).toMatchObject({
+    success: false,
+    code: "VALIDATION_ERROR",
+    details: { fields: [{ field: "idempotencyKey" }] },
+  });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.25", token: "sol", idempotencyKey: "has space" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.25", token: "sol", idempotencyKey: "k".repeat(65) })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n);
+
+  // A crash between the record and the send: the key's retry sends the recorded transaction, once.
+  const signer = await signerFor(deps, address);
+  if (signer.kind !== "custodial") throw new Error("custodial");
+  const intent = { from: address, to, token: "sol", amount: SOL / 10n };
+  const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
+  const tx = parseTransaction(wire);
+  const request = JSON.stringify({ to, token: "sol", amount: (SOL / 10n).toString(), memo: null });
+  await insertTransferKey(deps.db, { wallet: address, key: "rpc-2", request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+  const resumed = await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" });
+  expect(resumed).toMatchObject({ success: true, data: { signature: tx.signature } });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" })).toMatchObject({ success: true, data: { signature: tx.signature } });
+  expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + SOL / 10n);
 });
 
 test("a token the service does not know is shown by its mint, in whole tokens: wallet_submit_transaction and wallet_get_history", async () => {

@@ -9,7 +9,7 @@ import { toIso } from "../lib/clock.ts";
 import { decodeBase64Strict } from "../lib/encoding.ts";
 import { blockhashExpiresAt, type ParsedTransfer, type SubmitResult, type TokenInfo } from "../ledger/ledger.ts";
 import { createPayment } from "../ledger/x402.ts";
-import { defineTool, headerStillWins, requireWallet, type Tool } from "../mcp/registry.ts";
+import { defineTool, headerStillWins, idempotencyKeyInput, requireWallet, type Tool } from "../mcp/registry.ts";
 import { transferFromWallet } from "./transfer.ts";
 import {
   checkAirdrop,
@@ -125,14 +125,17 @@ export const walletTransfer = defineTool({
     "Send sol, usdc or the service token from this session's wallet to `to` (creating the recipient's token account if " +
     "needed, paid by the sender). A custodial wallet's transfer is signed and confirmed here; a connected wallet gets " +
     "data.unsignedTransaction (base64) to sign and pass to wallet_submit_transaction before data.expiresAt (its blockhash lives " +
-    "about a minute; after that, ask for a new one). A transfer whose answer was lost (a dropped connection, a restarted " +
-    "server) may have been made: give each transfer a memo of your own and look for it with wallet_get_history before " +
-    "sending again.",
+    "about a minute; after that, ask for a new one). Give a custodial wallet's transfer an idempotencyKey (your own, one " +
+    "per intended transfer) so that a retry after any error or a lost answer (a dropped connection, a restarted server) " +
+    "answers that transfer instead of sending it again: it is sent at most once (CONFLICT while it may still land: call " +
+    "again); keys are kept for 24 hours. Without a key, a transfer whose answer was lost may have been made: look for it " +
+    "(a memo of your own) with wallet_get_history before sending again.",
   input: {
     to: address("recipient"),
     amount,
     token: z.string().describe("sol, usdc or the service token's symbol"),
     memo: z.string().max(200).optional().describe("a note recorded on chain with the transfer, up to 200 characters"),
+    idempotencyKey: idempotencyKeyInput("custodial wallets: a key you choose for this one transfer (e.g. a UUID); calling again with it, after any error or a lost answer, never sends twice"),
   },
   needsWallet: true,
   run: async ({ deps, caller, client }, input) => {
@@ -141,7 +144,8 @@ export const walletTransfer = defineTool({
     const token = await tokenInfo(deps, input.token);
     const value = amountField(input.amount, token.decimals, "amount");
     const builtAt = deps.clock.now();
-    const outcome = await transferFromWallet(deps, { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo });
+    const intent = { from: wallet.walletAddress, to: input.to, token: token.key, amount: value, memo: input.memo };
+    const outcome = await transferFromWallet(deps, intent, { idempotencyKey: input.idempotencyKey });
     if (outcome.kind === "unsigned") {
       return {
         unsignedTransaction: outcome.transaction,

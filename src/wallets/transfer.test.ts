@@ -1,4 +1,5 @@
-// Transfers from custodial wallets (signed here) and connected ones (handed back unsigned), on the embedded ledger.
+// Transfers from custodial wallets (signed here) and connected ones (handed back unsigned), on the embedded
+// ledger; a custodial transfer under an idempotency key, made once whatever the retries.
 import { describe, expect, test } from "bun:test";
 import { Keypair, VersionedTransaction } from "@solana/web3.js";
 import { testDeps } from "../../test/helpers/deps.ts";
@@ -6,7 +7,11 @@ import { codeOf } from "../../test/helpers/errors.ts";
 import { AppError } from "../errors.ts";
 import { createCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
-import { associatedTokenAddress } from "../ledger/transactions.ts";
+import { associatedTokenAddress, parseTransaction } from "../ledger/transactions.ts";
+import { SENT_KEPT_MS } from "../ledger/landing.ts";
+import { purgeTransferKeys } from "./purge.ts";
+import { signerFor } from "./signer.ts";
+import * as store from "./store.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -174,5 +179,132 @@ describe("transferFromWallet", () => {
     expect(await codeOf(transferFromWallet(deps, { from: a, to: "nope", token: "sol", amount: 1n }))).toBe("INVALID_ADDRESS");
     expect(await codeOf(transferFromWallet(deps, { from: "nope", to: a, token: "sol", amount: 1n }))).toBe("INVALID_ADDRESS");
     expect(await codeOf(transferFromWallet(deps, { from: a, to: a, token: "sol", amount: 0n }))).toBe("VALIDATION_ERROR");
+  });
+});
+
+describe("transferFromWallet with an idempotencyKey", () => {
+  const signatureOf = (o: Awaited<ReturnType<typeof transferFromWallet>>) => (o.kind === "submitted" ? o.result.signature : "unsigned");
+  const keyRows = (deps: Awaited<ReturnType<typeof testDeps>>["deps"]) => (deps.db.sqlite.query("SELECT COUNT(*) AS n FROM transfer_keys").get() as { n: number }).n;
+
+  async function funded() {
+    const t = await testDeps();
+    const a = (await createCustodialWallet(t.deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await t.deps.ledger.airdrop(a, { sol: SOL, usdc: 10n * USDC });
+    return { ...t, a, b };
+  }
+
+  test("a retry with the key answers the first transfer; another transfer under the key is VALIDATION_ERROR", async () => {
+    const { deps, a, b } = await funded();
+    const intent = { from: a, to: b, token: "usdc", amount: 2n * USDC, memo: "order 9" };
+    const first = await transferFromWallet(deps, intent, { idempotencyKey: "k-1" });
+    const again = await transferFromWallet(deps, { ...intent }, { idempotencyKey: "k-1" });
+    expect(signatureOf(again)).toBe(signatureOf(first));
+    if (first.kind !== "submitted" || again.kind !== "submitted") throw new Error("custodial transfers are submitted");
+    expect(again.result).toEqual({ ...first.result, confirmedAt: again.result.confirmedAt });
+    expect((await deps.ledger.getBalances(b)).usdc).toBe(2n * USDC); // sent once
+    for (const other of [{ amount: 3n * USDC }, { to: a }, { token: "sol" }, { memo: "order 10" }, { memo: undefined }]) {
+      const refused = await transferFromWallet(deps, { ...intent, ...other }, { idempotencyKey: "k-1" }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(AppError);
+      expect([(refused as AppError).code, JSON.stringify((refused as AppError).extra.details)]).toEqual(["VALIDATION_ERROR", expect.stringContaining('"field":"idempotencyKey"')]);
+    }
+    // Another key is another transfer; keys are the wallet's own: another wallet's "k-1" is its own.
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "k-2" }))).not.toBe(signatureOf(first));
+    const c = (await createCustodialWallet(deps)).address;
+    await deps.ledger.airdrop(c, { sol: SOL, usdc: 10n * USDC });
+    expect(signatureOf(await transferFromWallet(deps, { ...intent, from: c }, { idempotencyKey: "k-1" }))).not.toBe(signatureOf(first));
+    expect((await deps.ledger.getBalances(b)).usdc).toBe(6n * USDC);
+  });
+
+  test("ten calls at once with one key send one transfer, and each answers it", async () => {
+    const { deps, a, b } = await funded();
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const outcomes = await Promise.all(Array.from({ length: 10 }, () => transferFromWallet(deps, intent, { idempotencyKey: "race" }).then(signatureOf, (e: AppError) => e.code)));
+    expect(new Set(outcomes).size).toBe(1);
+    expect(outcomes[0]).toMatch(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
+    expect(keyRows(deps)).toBe(1);
+  });
+
+  test("a key whose transaction was recorded but never sent (a crash between): sent as it is while it can land, else signed anew, never twice", async () => {
+    const { deps, clock, a, b } = await funded();
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const request = JSON.stringify({ to: b, token: "sol", amount: (SOL / 10n).toString(), memo: null });
+    const signer = await signerFor(deps, a);
+    if (signer.kind !== "custodial") throw new Error("custodial");
+    const record = async (key: string) => {
+      const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
+      const tx = parseTransaction(wire);
+      const now = clock.now();
+      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: now, createdAt: now })).toBe(true);
+      return { signature: tx.signature, wire };
+    };
+    // Its blockhash still lives: the recorded transaction itself is sent.
+    const live = await record("live");
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "live" }))).toBe(live.signature);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
+    // Its blockhash has lapsed but it was recorded lately (a node behind might still take it): CONFLICT, nothing sent.
+    const dead = await record("dead");
+    clock.advance(90_000);
+    const early = await transferFromWallet(deps, intent, { idempotencyKey: "dead" }).catch((e: unknown) => e);
+    expect([(early as AppError).code, (early as AppError).extra.details]).toEqual(["CONFLICT", { signature: dead.signature }]);
+    // Past that, it can never land: a new transaction is signed under the key, and sent once.
+    clock.advance(SENT_KEPT_MS);
+    const anew = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }));
+    expect(anew).not.toBe(dead.signature);
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }))).toBe(anew);
+    expect(await codeOf(deps.ledger.submit(dead.wire))).toBe("TRANSACTION_REJECTED"); // the first can never land now
+    expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
+  });
+
+  test("a refusal before sending (funds) frees the key: funded, the same key sends", async () => {
+    const { deps, a, b } = await funded();
+    const intent = { from: a, to: b, token: "usdc", amount: 20n * USDC };
+    const refused = await transferFromWallet(deps, intent, { idempotencyKey: "later" }).catch((e: unknown) => e);
+    expect([(refused as AppError).code, (refused as AppError).message]).toEqual(["INSUFFICIENT_FUNDS", `${a} holds 10 USDC; this transfer needs 20 USDC`]);
+    expect(keyRows(deps)).toBe(0);
+    await deps.ledger.airdrop(a, { usdc: 10n * USDC });
+    expect((await transferFromWallet(deps, intent, { idempotencyKey: "later" })).kind).toBe("submitted");
+    expect((await deps.ledger.getBalances(b)).usdc).toBe(20n * USDC);
+  });
+
+  test("a key whose transaction failed on chain answers that failure, its fee charged once", async () => {
+    const { deps, clock, a, b } = await funded();
+    const intent = { from: a, to: b, token: "sol", amount: SOL - 5_000n - 1_000n }; // leaves 1,000 lamports: below rent
+    const signer = await signerFor(deps, a);
+    if (signer.kind !== "custodial") throw new Error("custodial");
+    const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
+    const tx = parseTransaction(wire);
+    const request = JSON.stringify({ to: b, token: "sol", amount: intent.amount.toString(), memo: null });
+    await store.insertTransferKey(deps.db, { wallet: a, key: "failed", request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+    expect(await codeOf(deps.ledger.submit(wire))).toBe("TRANSACTION_REJECTED"); // sent (not as the service's own transfer), failed, charged
+    const solAfter = (await deps.ledger.getBalances(a)).sol;
+    for (let i = 0; i < 2; i++) {
+      const answer = await transferFromWallet(deps, intent, { idempotencyKey: "failed" }).catch((e: unknown) => e);
+      expect([(answer as AppError).code, (answer as AppError).extra.details]).toEqual(["TRANSACTION_REJECTED", { reason: "execution_failed", signature: tx.signature }]);
+    }
+    expect((await deps.ledger.getBalances(a)).sol).toBe(solAfter);
+  });
+
+  test("a connected wallet's key is VALIDATION_ERROR: it sends its transfer itself", async () => {
+    const { deps } = await testDeps();
+    const user = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(user, { sol: SOL });
+    const refused = await transferFromWallet(deps, { from: user, to: user, token: "sol", amount: 1n }, { idempotencyKey: "k" }).catch((e: unknown) => e);
+    expect((refused as AppError).code).toBe("VALIDATION_ERROR");
+    expect((refused as AppError).message).toContain("idempotencyKey is for custodial wallets");
+  });
+
+  test("keys are kept a day: the purge deletes older ones, and the key then names a new transfer", async () => {
+    const { deps, clock, a, b } = await funded();
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const first = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "day" }));
+    clock.advance(23 * 3_600_000);
+    expect(await purgeTransferKeys(deps)).toEqual({ transferKeys: 0 });
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "day" }))).toBe(first);
+    clock.advance(3_600_000 + 1);
+    expect(await purgeTransferKeys(deps)).toEqual({ transferKeys: 1 });
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "day" }))).not.toBe(first);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
   });
 });
