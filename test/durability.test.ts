@@ -20,6 +20,25 @@ async function start(env: Record<string, string> = {}) {
   servers.push(s);
   return s;
 }
+/**
+ * Makes `request`, kills the server (-9) the moment `rowSql` (with `arg`) finds its row on disk (seen by another
+ * connection), before its answer goes out, and restarts it. `answer` is what the cut call got: null, unless the
+ * machine was so busy that the answer slipped out before the kill (the retry must then name what it named).
+ */
+async function killOnceWritten<T>(server: TestServer, rowSql: string, arg: string, request: () => Promise<T>): Promise<{ after: TestServer; answer: T | null }> {
+  const lost = request().catch(() => null);
+  const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
+  try {
+    await until(() => db.query(rowSql).get(arg) !== null, 20_000, 1);
+  } finally {
+    db.close();
+  }
+  await server.kill9();
+  const answer = await lost;
+  const after = await server.restart();
+  servers.push(after);
+  return { after, answer };
+}
 const status = async (url: string, token: string) => (await call(url, "/auth/session", { token })).body.code ?? "OK";
 
 describe("restarts", () => {
@@ -72,24 +91,9 @@ describe("restarts", () => {
     const token = agent.body.data.sessionToken as string;
     const wallet = agent.body.data.address as string;
     const pay = (url: string) => call(url, "/mcp", { body: { tool: "checkout_pay", params: { productId: product.body.productId, idempotencyKey: "intent-1" } }, token });
-    // Its answer is lost: the connection is cut (on a machine so busy that the answer slipped out before the
-    // kill, the retry must name the purchase that answer named).
-    let answered: string | null = null;
-    const lost = pay(server.url).then(
-      (r) => (answered = r.body.data.purchaseId as string),
-      () => null,
-    );
-    // Killed the moment the purchase is on disk (seen by another connection), before the answer goes out.
-    const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
-    try {
-      await until(() => db.query("SELECT 1 FROM purchases WHERE wallet = ?").get(wallet) !== null, 20_000, 1);
-    } finally {
-      db.close();
-    }
-    await server.kill9();
-    await lost;
-    const after = await server.restart();
-    servers.push(after);
+    // Its answer is lost: killed the moment the purchase is on disk, before the answer goes out.
+    const { after, answer } = await killOnceWritten(server, "SELECT 1 FROM purchases WHERE wallet = ?", wallet, () => pay(server.url));
+    const answered = (answer?.body.data?.purchaseId as string | undefined) ?? null;
     const retried = await pay(after.url);
     const purchaseId = retried.body.data?.purchaseId as string; // read before a matcher stands in for it (bun:test)
     expect(retried.body).toMatchObject({ success: true, data: { status: "completed" } });
@@ -108,22 +112,9 @@ describe("restarts", () => {
     const to = newWallet().address;
     const send = (url: string, params: Json = {}) =>
       call(url, "/mcp", { body: { tool: "wallet_transfer", params: { to, amount: "2.5", token: "usdc", idempotencyKey: "pay-to-1", ...params } }, token });
-    let answered: string | null = null;
-    const lost = send(server.url).then(
-      (r) => (answered = (r.body.data?.signature as string | undefined) ?? null),
-      () => null,
-    );
     // Killed the moment the key's transaction is on disk (it may or may not have been sent yet).
-    const db = new Database(join(server.dataDir, "walletgate.db"), { readonly: true });
-    try {
-      await until(() => db.query("SELECT 1 FROM transfer_keys WHERE wallet = ?").get(wallet) !== null, 20_000, 1);
-    } finally {
-      db.close();
-    }
-    await server.kill9();
-    await lost;
-    const after = await server.restart();
-    servers.push(after);
+    const { after, answer } = await killOnceWritten(server, "SELECT 1 FROM transfer_keys WHERE wallet = ?", wallet, () => send(server.url));
+    const answered = (answer?.body.data?.signature as string | undefined) ?? null;
     const retried = await send(after.url);
     const signature = retried.body.data?.signature as string; // read before a matcher stands in for it (bun:test)
     expect(retried.body).toMatchObject({ success: true, data: { status: "confirmed", amount: "2.5", token: "usdc", to } });
