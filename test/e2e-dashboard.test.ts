@@ -290,7 +290,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
     const moved = verifyingReceiver({ path: "/moved" });
     try {
       const card = ownerPage.getByTestId("endpoint");
-      const urlInput = card.getByLabel("URL of this endpoint");
+      const urlInput = card.getByLabel("URL", { exact: true });
       expect(await urlInput.inputValue()).toBe(hook.url);
       await urlInput.fill("ftp://example.com/hook");
       await card.getByRole("button", { name: "Save URL and events" }).click();
@@ -309,7 +309,7 @@ e2e("dashboard and checkout pages in Chromium", () => {
         const body = (await (await fetch("/dashboard/api/webhooks")).json()) as { endpoints: { url: string }[] };
         return body.endpoints[0]?.url === url;
       }, moved.url);
-      expect(await ownerPage.getByTestId("endpoint").getByLabel("URL of this endpoint").inputValue()).toBe(moved.url);
+      expect(await ownerPage.getByTestId("endpoint").getByLabel("URL", { exact: true }).inputValue()).toBe(moved.url);
       await ownerPage.getByTestId("endpoint").getByRole("button", { name: "Send test event" }).click();
       const deadline = Date.now() + 10_000;
       while (moved.received.length === 0 && Date.now() < deadline) await Bun.sleep(100);
@@ -735,7 +735,7 @@ e2e("dashboard forms under a second hand and a double click", () => {
     // The card is headed by its endpoint (for screen readers), which its URL field and events name too.
     await page.getByTestId("endpoint").getByRole("heading", { name: `Endpoint ${hook.url}` }).waitFor();
     const card = page.getByTestId("endpoint");
-    expect(await card.getByLabel("URL of this endpoint").getAttribute("aria-describedby")).toBe(await rotate.getAttribute("aria-describedby"));
+    expect(await card.getByLabel("URL", { exact: true }).getAttribute("aria-describedby")).toBe(await rotate.getAttribute("aria-describedby"));
   }, 60_000);
 
   test("a confirmed action runs once: while Yes is at work, Cancel and Escape leave the question as it is", async () => {

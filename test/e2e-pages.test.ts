@@ -215,6 +215,61 @@ e2e("more of the pages in Chromium", () => {
     expect(await focused()).toBe("p-title");
   }, 60_000);
 
+  test("the keyboard stays where it was, and what appears is said: sign-in and out, the pager, an endpoint's card", async () => {
+    const owner = newWallet();
+    const page = await (await walletContext(browser!, owner)).newPage();
+    const focused = () => page.evaluate(() => { const a = (globalThis as any).document.activeElement; return `${a?.tagName} ${a?.textContent}`; });
+    await page.goto(`${server.url}/dashboard`);
+    await page.getByRole("button", { name: "Connect wallet" }).waitFor();
+    expect(await page.title()).toBe("Sign in · walletgate dashboard");
+    await page.getByRole("button", { name: "Connect wallet" }).press("Enter");
+    await page.getByRole("navigation", { name: "Dashboard" }).waitFor();
+    expect([await page.title(), await focused()]).toEqual(["Overview · walletgate dashboard", "H1 Overview"]);
+    // Shortened values are whole for screen readers.
+    expect(await page.getByRole("banner").ariaSnapshot()).toContain(owner.address);
+
+    const token = (await signIn(server.url, owner)).sessionToken;
+    const endpoint = await call(server.url, "/dashboard/api/webhooks", { token, body: { url: `http://127.0.0.1:${hook.port}/hook`, events: ["payment.completed"] } });
+    for (let i = 0; i < 21; i++) expect((await call(server.url, `/dashboard/api/webhooks/${endpoint.body.endpointId}/test`, { method: "POST", token })).status).toBe(200);
+    await page.getByRole("link", { name: "Webhooks" }).click();
+    const card = page.getByTestId("endpoint");
+    const pager = card.getByRole("status").filter({ hasText: " of 21" });
+    await pager.filter({ hasText: "1–20 of 21" }).waitFor();
+    // Next to the last page keeps the keyboard on Next, now marked unavailable; the new range is said.
+    await card.getByRole("button", { name: "Next" }).press("Enter");
+    await pager.filter({ hasText: "21–21 of 21" }).waitFor();
+    expect(await focused()).toBe("BUTTON Next");
+    expect(await card.getByRole("button", { name: "Next" }).getAttribute("aria-disabled")).toBe("true");
+    await page.keyboard.press("Enter"); // does nothing
+    expect(await pager.textContent()).toBe("21–21 of 21");
+
+    // Disable keeps the card and the keyboard on its button, which now says Enable.
+    await card.getByRole("button", { name: "Disable" }).press("Enter");
+    await card.getByText("disabled", { exact: true }).waitFor();
+    expect(await focused()).toBe("BUTTON Enable");
+    await page.keyboard.press("Enter");
+    await card.getByText("enabled", { exact: true }).waitFor();
+    expect(await focused()).toBe("BUTTON Disable");
+    // A secret shown and a test event sent are said (a status region there from the start); Hide goes back to Reveal.
+    await card.getByRole("button", { name: "Reveal secret" }).press("Enter");
+    await card.getByRole("status").filter({ hasText: /Signing secret:whsec_/ }).waitFor();
+    await card.getByRole("button", { name: "Hide" }).press("Enter");
+    expect(await focused()).toBe("BUTTON Reveal secret");
+    await card.getByRole("button", { name: "Send test event" }).press("Enter");
+    await card.getByRole("status").filter({ hasText: "Test event sent" }).waitFor();
+    expect(await page.getByLabel("URL", { exact: true }).inputValue()).toBe(`http://127.0.0.1:${hook.port}/hook`); // a visible label
+
+    // The product filter's label is its select's (a click on it goes there).
+    await page.getByRole("link", { name: "Purchases" }).click();
+    await page.getByText("Product", { exact: true }).click();
+    expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe("pu-product");
+
+    // Sign out: the sign-in view, its title, and the keyboard on its heading.
+    await page.getByRole("button", { name: "Sign out" }).press("Enter");
+    await page.getByRole("button", { name: "Connect wallet" }).waitFor();
+    expect([await page.title(), await focused()]).toEqual(["Sign in · walletgate dashboard", "H1 walletgate dashboard"]);
+  }, 90_000);
+
   test("an access pass: 'Access granted', then back to the redirect with ?txHash", async () => {
     const { token, buyer, page } = await boughtPass("Day pass", `${server.url}/healthz?from=checkout`, { paused: true });
     // Time to read it, said and shown, with a way to stay (WCAG 2.2.1); then the page goes back by itself.

@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, errorWords, query, showWallet, shownWalletAddress, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
-import { ActionButton, ConfirmButton, CopyButton, ErrorText, TxLink, fieldError, short, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, Short, TxLink, fieldError, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
@@ -106,7 +106,7 @@ function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error
         <p>Connect your wallet to go on: this page stays as it is, with what you typed. Then do again what was refused.</p>
         {button}{" "}
         <button type="button" class="secondary" onClick={() => onSignedIn()}>I signed in elsewhere: check again</button>
-        {busy && step && <p class="muted" role="status">{step}</p>}
+        <p class="muted" role="status">{busy ? step : ""}</p>
         <ErrorText error={error} />
       </section>
     );
@@ -117,7 +117,8 @@ function SignIn({ onSignedIn, again }: { onSignedIn: () => void; again?: { error
         <h1>walletgate dashboard</h1>
         <p>Sign in with the wallet that owns your products. Your wallet signs a one-time message; no transaction is sent.</p>
         {button}
-        {busy && step && <p class="muted" role="status">{step}</p>}
+        {/* There from the start, so that its first words are said too. */}
+        <p class="muted" role="status">{busy ? step : ""}</p>
         <ErrorText error={error} />
         <p class="muted">
           No wallet in this browser? Where the server runs, <code>walletgate dashboard-link --keypair &lt;file&gt;</code> prints a
@@ -421,19 +422,23 @@ function Pager({ offset, total, onChange }: { offset: number; total: number; onC
   useEffect(() => {
     if (offset > 0 && offset >= total) onChange(Math.max(0, Math.floor((total - 1) / PAGE_SIZE) * PAGE_SIZE));
   }, [offset, total]);
+  // aria-disabled, not disabled: a button that reaches the first or last page keeps the keyboard's focus (a
+  // disabled one drops it to the page's start). The range is said when it changes.
+  const first = offset === 0;
+  const last = offset + PAGE_SIZE >= total;
   return (
     <div class="row" style="margin-top:.5rem">
-      <button type="button" class="secondary" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - PAGE_SIZE))}>Previous</button>
-      <span class="muted">{total === 0 ? "none" : `${offset + 1}–${Math.min(offset + PAGE_SIZE, total)} of ${total}`}</span>
-      <button type="button" class="secondary" disabled={offset + PAGE_SIZE >= total} onClick={() => onChange(offset + PAGE_SIZE)}>Next</button>
+      <button type="button" class="secondary" aria-disabled={first ? "true" : undefined} onClick={() => !first && onChange(Math.max(0, offset - PAGE_SIZE))}>Previous</button>
+      <span class="muted" role="status">{total === 0 ? "none" : `${offset + 1}–${Math.min(offset + PAGE_SIZE, total)} of ${total}`}</span>
+      <button type="button" class="secondary" aria-disabled={last ? "true" : undefined} onClick={() => !last && onChange(offset + PAGE_SIZE)}>Next</button>
     </div>
   );
 }
 
-function ProductSelect({ value, onChange }: { value: string; onChange: (v: string) => void }) {
+function ProductSelect({ id, value, onChange }: { id: string; value: string; onChange: (v: string) => void }) {
   const { data } = useData(allProducts);
   return (
-    <select aria-label="Product" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+    <select id={id} value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
       <option value="">All products</option>
       {data?.products.map((p) => <option value={p.productId}>{p.title}</option>)}
     </select>
@@ -452,7 +457,7 @@ function Tokens() {
     <section>
       <h1>Access tokens</h1>
       <div class="card grid2" role="search">
-        <div><label>Product</label><ProductSelect value={filter.productId} onChange={change("productId")} /></div>
+        <div><label for="t-product">Product</label><ProductSelect id="t-product" value={filter.productId} onChange={change("productId")} /></div>
         <div><label for="t-wallet">Wallet</label><input id="t-wallet" value={filter.walletAddress} onChange={(e) => change("walletAddress")((e.target as HTMLInputElement).value.trim())} /></div>
         <div><label for="t-status">Status</label>
           <select id="t-status" value={filter.status} onChange={(e) => change("status")((e.target as HTMLSelectElement).value)}>
@@ -466,7 +471,7 @@ function Tokens() {
           <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>{data.tokens.map((t, i) => (
             <tr key={t.accessToken}>
-              <td id={`token-row-${i}`}><code title={t.accessToken}>{short(t.accessToken, 8)}</code></td><td>{t.productTitle}</td><td><code title={t.walletAddress}>{short(t.walletAddress)}</code></td>
+              <td id={`token-row-${i}`}><Short text={t.accessToken} keep={8} /></td><td>{t.productTitle}</td><td><Short text={t.walletAddress} /></td>
               <td><span class={`badge ${t.status === "active" ? "ok" : "bad"}`}>{t.status}</span></td><td>{when(t.createdAt)}</td>
               <td>{t.status === "active" && (
                 <ConfirmButton question="Revoke this token for good?" describedBy={`token-row-${i}`} action={async () => { await api("/dashboard/api/tokens/revoke", { body: { accessToken: t.accessToken } }); reload(); }}>
@@ -491,14 +496,14 @@ function Purchases() {
   return (
     <section>
       <h1>Purchases</h1>
-      <div class="card" style="max-width:360px"><label>Product</label><ProductSelect value={productId} onChange={(v) => { setOffset(0); setProductId(v); }} /></div>
+      <div class="card" style="max-width:360px"><label for="pu-product">Product</label><ProductSelect id="pu-product" value={productId} onChange={(v) => { setOffset(0); setProductId(v); }} /></div>
       <LoadState data={data} error={error} reload={reload} />
       {data && (
         <div class="card table-wrap"><table>
           <thead><tr><th>Product</th><th>Wallet</th><th>Amount</th><th>Transaction</th><th>Time</th></tr></thead>
           <tbody>{data.purchases.map((p) => (
             <tr key={p.purchaseId}>
-              <td>{p.productTitle}</td><td><code title={p.walletAddress}>{short(p.walletAddress)}</code></td><td>{p.amount} {p.currency}</td>
+              <td>{p.productTitle}</td><td><Short text={p.walletAddress} /></td><td>{p.amount} {p.currency}</td>
               <td><TxLink txHash={p.txHash} network={p.network} /></td><td>{when(p.purchasedAt)}</td>
             </tr>
           ))}</tbody>
@@ -582,9 +587,14 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
 
 function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: () => void }) {
   const [secret, setSecret] = useState<string | null>(null);
+  const [sent, setSent] = useState(false);
   const [url, setUrl] = useState(endpoint.url);
   const [events, setEvents] = useState(endpoint.events);
   const [refresh, setRefresh] = useState(0);
+  // The card stays as the endpoint changes (the button pressed keeps the keyboard's focus): its fields follow
+  // what was saved, here or elsewhere; an edit not saved stays while the saved value it started from does.
+  useEffect(() => setUrl(endpoint.url), [endpoint.url]);
+  useEffect(() => setEvents(endpoint.events), [endpoint.events.join()]);
   const path = `/dashboard/api/webhooks/${endpoint.endpointId}`;
   const named = `ep-${endpoint.endpointId}`; // what this card's buttons act on, for screen readers
   // Only what was changed here: a save from a card shown earlier must not put back a URL or events changed since.
@@ -601,7 +611,8 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
       <h2 id={named} class="visually-hidden">{`Endpoint ${endpoint.url}`}</h2>
       <div class="row" style="justify-content:space-between">
         {/* Editable: a retry goes to the URL as it is at that attempt. */}
-        <input id={`${named}-url`} class="mono" style="flex:1" type="url" required aria-label="URL of this endpoint" aria-describedby={named} value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...invalid("url")} />
+        <label for={`${named}-url`}>URL</label>
+        <input id={`${named}-url`} class="mono" style="flex:1" type="url" required aria-describedby={named} value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...invalid("url")} />
         <span class={`badge ${endpoint.enabled ? "ok" : "bad"}`}>{endpoint.enabled ? "enabled" : "disabled"}</span>
       </div>
       <EventBoxes value={events} onChange={setEvents} describedBy={named} />
@@ -610,15 +621,24 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
         <ActionButton class="secondary" describedBy={named} action={async () => { await api(path, { method: "PATCH", body: { enabled: !endpoint.enabled } }); onChanged(); }}>
           {endpoint.enabled ? "Disable" : "Enable"}
         </ActionButton>
-        <ActionButton class="secondary" describedBy={named} action={async () => setSecret((await api<{ secret: string }>(`${path}/secret`)).secret)}>Reveal secret</ActionButton>
+        <ActionButton id={`${named}-reveal`} class="secondary" describedBy={named} action={async () => setSecret((await api<{ secret: string }>(`${path}/secret`)).secret)}>Reveal secret</ActionButton>
         <ConfirmButton question="Rotate? The old secret keeps signing for 24 hours." describedBy={named} action={async () => setSecret((await api<{ secret: string }>(`${path}/rotate-secret`, { method: "POST" })).secret)}>
           Rotate secret
         </ConfirmButton>
-        <ActionButton class="secondary" describedBy={named} action={async () => { await api(`${path}/test`, { method: "POST" }); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
+        <ActionButton class="secondary" describedBy={named} action={async () => { setSent(false); await api(`${path}/test`, { method: "POST" }); setSent(true); setTimeout(() => setRefresh((r) => r + 1), 800); }}>Send test event</ActionButton>
         <ConfirmButton question="Delete this endpoint?" describedBy={named} action={async () => { await api(path, { method: "DELETE" }); onChanged(); }}>Delete</ConfirmButton>
       </div>
       <ErrorText error={saveError} id={`${named}-error`} labels={{ url: "URL", events: "Events" }} />
-      {secret && <div class="secret"><code>{secret}</code><CopyButton text={secret} /><button type="button" class="secondary" onClick={() => setSecret(null)}>Hide</button></div>}
+      {/* Always there, so that what appears in it is said: the secret shown, a test event sent. */}
+      <div role="status">
+        {sent && <p class="muted">Test event sent: its delivery is listed below.</p>}
+        {secret && (
+          <div class="secret">
+            <span>Signing secret:</span><code>{secret}</code><CopyButton text={secret} />
+            <button type="button" class="secondary" onClick={() => { setSecret(null); document.getElementById(`${named}-reveal`)?.focus(); }}>Hide</button>
+          </div>
+        )}
+      </div>
       <Deliveries endpointId={endpoint.endpointId} refresh={refresh} />
     </div>
   );
@@ -642,17 +662,19 @@ function Webhooks() {
         <label for="w-url">Endpoint URL</label>
         <input id="w-url" type="url" required placeholder="https://example.com/webhooks/walletgate" value={url} onInput={(e) => setUrl((e.target as HTMLInputElement).value)} {...endpointInvalid("url")} />
         <EventBoxes value={events} onChange={setEvents} id="w-events" invalid={endpointInvalid("events")} />
-        <button type="submit" aria-disabled={busy ? "true" : undefined}>Add endpoint</button>
+        <button id="w-add" type="submit" aria-disabled={busy ? "true" : undefined}>Add endpoint</button>
         <ErrorText error={addError} id="w-error" labels={{ url: "URL", events: "Events" }} />
-        {created && (
-          <div class="secret">
-            <span>Signing secret:</span><code>{created}</code><CopyButton text={created} />
-            <button type="button" class="secondary" onClick={() => setCreated(null)}>Hide</button>
-          </div>
-        )}
+        <div role="status">
+          {created && (
+            <div class="secret">
+              <span>Endpoint added. Signing secret:</span><code>{created}</code><CopyButton text={created} />
+              <button type="button" class="secondary" onClick={() => { setCreated(null); document.getElementById("w-add")?.focus(); }}>Hide</button>
+            </div>
+          )}
+        </div>
       </form>
       <LoadState data={data} error={error} reload={reload} />
-      {data?.endpoints.map((ep) => <EndpointCard key={`${ep.endpointId} ${ep.enabled} ${ep.url} ${ep.events.join()}`} endpoint={ep} onChanged={reload} />)}
+      {data?.endpoints.map((ep) => <EndpointCard key={ep.endpointId} endpoint={ep} onChanged={reload} />)}
       {data && data.endpoints.length === 0 && <p class="muted">No endpoints yet.</p>}
     </section>
   );
@@ -677,15 +699,19 @@ function App() {
   // the first load: the page opens as it is). In the section's own render (a layout effect): after paint, it
   // could take the keyboard from a form the owner opened meanwhile on a slow machine.
   const opened = useRef(false);
+  const loaded = me !== undefined;
+  const signedIn = me !== null && me !== undefined;
+  const focusHeading = () => {
+    const heading = document.querySelector<HTMLElement>("main h1");
+    heading?.setAttribute("tabindex", "-1");
+    heading?.focus();
+  };
   useLayoutEffect(() => {
-    document.title = `${PAGES.find(([p]) => p === page)?.[1] ?? "Overview"} · walletgate dashboard`;
-    if (opened.current) {
-      const heading = document.querySelector<HTMLElement>("main h1");
-      heading?.setAttribute("tabindex", "-1");
-      heading?.focus();
-    }
-    opened.current = true;
-  }, [page]);
+    document.title = signedIn ? `${PAGES.find(([p]) => p === page)?.[1] ?? "Overview"} · walletgate dashboard` : "Sign in · walletgate dashboard";
+    if (opened.current) focusHeading();
+    // A sign-in or a sign-out moves the keyboard to the new view's heading too, not the first load.
+    if (loaded) opened.current = true;
+  }, [page, signedIn, loaded]);
   // The session ended under the page: it stays, with a sign-in card above it (SignIn `again`).
   const [signedOut, setSignedOutState] = useState(false);
   const signedOutRef = useRef(false);
@@ -693,6 +719,12 @@ function App() {
     signedOutRef.current = value;
     setSignedOutState(value);
   };
+  // Signed in again from the Signed out card: the card goes, and the keyboard to the page's heading.
+  const wasSignedOut = useRef(false);
+  useLayoutEffect(() => {
+    if (wasSignedOut.current && !signedOut) focusHeading();
+    wasSignedOut.current = signedOut;
+  }, [signedOut]);
   const [notice, setNotice] = useState<string | null>(null);
   /** `after`: what led here, for the words of a notice when the page now shows another wallet. */
   const loadMe = async (after: "start" | "sign-in" | "other-wallet" = "sign-in") => {
@@ -779,7 +811,7 @@ function App() {
       <header class="top">
         <span class="brand">walletgate</span>
         <span class="row">
-          <code title={me.walletAddress}>{short(me.walletAddress)}</code>
+          <Short text={me.walletAddress} />
           <ActionButton class="secondary" action={async () => { await api("/dashboard/api/session", { method: "DELETE" }); showWallet(null); setError(null); setNotice(null); setMe(null); }}>Sign out</ActionButton>
         </span>
       </header>

@@ -111,7 +111,7 @@ export function useSubmit(action: () => Promise<void>) {
  * keyboard's focus to the page) and ignores clicks while it runs, and shows its failure in words.
  * `describedBy`: the id of what the button acts on (its row's first cell), for buttons repeated per row.
  */
-export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string; describedBy?: string }) {
+export function ActionButton(props: { action: () => Promise<unknown>; children: ComponentChildren; class?: string; label?: string; describedBy?: string; id?: string }) {
   const { busy, error, submit } = useSubmit(async () => {
     await props.action();
   });
@@ -119,6 +119,7 @@ export function ActionButton(props: { action: () => Promise<unknown>; children: 
     <span>
       <button
         type="button"
+        id={props.id}
         class={props.class}
         aria-label={props.label}
         aria-describedby={props.describedBy}
@@ -224,12 +225,27 @@ export function short(text: string, keep = 6): string {
 }
 
 /** An explorer link for a transaction, off localnet (whose transactions live in this server only). */
+/**
+ * A long value (an address, a token, a hash) shortened on screen, whole on hover (title) and for screen readers,
+ * which read the whole value instead of the shortened one.
+ */
+export function Short({ text, keep = 6 }: { text: string; keep?: number }) {
+  const shown = short(text, keep);
+  if (shown === text) return <code>{text}</code>;
+  return (
+    <code title={text}>
+      <span aria-hidden="true">{shown}</span>
+      <span class="visually-hidden">{text}</span>
+    </code>
+  );
+}
+
 export function TxLink({ txHash, network }: { txHash: string; network: string }) {
-  if (network !== "devnet" && network !== "mainnet" && network !== "mainnet-beta") return <code title={txHash}>{short(txHash)}</code>;
+  if (network !== "devnet" && network !== "mainnet" && network !== "mainnet-beta") return <Short text={txHash} />;
   const cluster = network === "devnet" ? "?cluster=devnet" : "";
   return (
     <a href={`https://explorer.solana.com/tx/${txHash}${cluster}`} target="_blank" rel="noopener noreferrer" title={txHash}>
-      <code>{short(txHash)}</code>
+      <Short text={txHash} />
     </a>
   );
 }
