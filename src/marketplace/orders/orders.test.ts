@@ -66,6 +66,33 @@ async function agentEvents(deps: Deps, agentId: string) {
   );
 }
 
+describe("payouts that race, with nothing else in escrow", () => {
+  // The loser's transfer would overdraw the escrow (the winner emptied it): still INVALID_STATE, not the
+  // ledger's INSUFFICIENT_FUNDS, whatever other orders hold in escrow.
+  test("two completes, two cancels, two resolves at once: one payout each, the other INVALID_STATE", async () => {
+    const { deps } = await testDeps();
+    const { provider, buyers } = await market(deps, 1);
+    const [a] = buyers;
+    const paid = async () => {
+      const order = await createOrder(deps, provider, { conversationId: a!.conversationId, description: "x", price: "3", deliveryTime: 60 });
+      await acceptOrder(deps, a!.address, { orderId: order.orderId, conversationId: a!.conversationId, paymentMethod: "usdc" });
+      return order.orderId;
+    };
+    const codes = async (calls: Promise<unknown>[]) => (await Promise.allSettled(calls)).map((r) => (r.status === "fulfilled" ? "OK" : (r.reason as AppError).code)).sort();
+    const completed = await paid();
+    await deliverOrder(deps, provider, { orderId: completed, result: "r" });
+    expect(await codes([0, 1].map(() => completeOrder(deps, a!.address, { orderId: completed })))).toEqual(["INVALID_STATE", "OK"]);
+    const cancelled = await paid();
+    expect(await codes([0, 1].map(() => cancelOrder(deps, provider, cancelled)))).toEqual(["INVALID_STATE", "OK"]);
+    const disputed = await paid();
+    await deliverOrder(deps, provider, { orderId: disputed, result: "r" });
+    await disputeOrder(deps, a!.address, disputed, "not what was asked");
+    expect(await codes([resolveDispute(deps, disputed, "release"), resolveDispute(deps, disputed, "refund")])).toEqual(["INVALID_STATE", "OK"]);
+    expect(await escrowedTotals(deps)).toEqual({});
+    expect(await usdcOf(deps, a!.address) + (await usdcOf(deps, provider))).toBe(100n * USDC);
+  });
+});
+
 describe("late actions and the fee", () => {
   test("a delivery after the deadline and a dispute after 72 hours are refused, even before the timer runs", async () => {
     const { deps, clock } = await testDeps();

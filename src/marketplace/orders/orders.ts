@@ -494,8 +494,15 @@ async function runMove(
         },
       });
     } catch (err) {
+      if (!mayHaveLanded(err)) {
+        // Refused by the ledger before the order's own check ran (the escrow short because a racing call
+        // paid this order out first): the order moved on, and that is the answer (marketplace.md:
+        // INVALID_STATE), not the ledger's, whatever else the escrow holds.
+        const now = await store.findOrder(deps.db, row.id);
+        if (now !== null && now.status !== from) throw wrongState(now, action);
+        throw err;
+      }
       // The very transaction is already on the ledger (the consumer sent it itself): finish from what it moved.
-      if (!mayHaveLanded(err)) throw err;
       const landed = await deps.ledger.getTransaction(parseTransaction(wire).signature);
       if (landed === null || landed.status !== "confirmed") throw err;
       check?.(landed.transfers);
