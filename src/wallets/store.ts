@@ -48,6 +48,8 @@ export type TransferKeyRow = {
   key: string;
   /** The transfer asked for (to, token, amount in base units, memo), as JSON: a retry must ask the same. */
   request: string;
+  /** The reference every transaction of the key carries, so that none is ever another transfer's bytes. */
+  reference: string;
   signature: string;
   blockhash: string;
   /** The signed transaction, sent again as it is while it may still land. */
@@ -60,7 +62,7 @@ export async function findTransferKey(db: Db, wallet: string, key: string): Prom
   return db.read(() => {
     const row = db.sqlite
       .query(
-        `SELECT wallet, idempotency_key AS key, request, signature, blockhash, wire, submitted_at AS submittedAt, created_at AS createdAt
+        `SELECT wallet, idempotency_key AS key, request, reference, signature, blockhash, wire, submitted_at AS submittedAt, created_at AS createdAt
          FROM transfer_keys WHERE wallet = ? AND idempotency_key = ?`,
       )
       .get(wallet, key) as TransferKeyRow | null;
@@ -74,10 +76,10 @@ export function insertTransferKey(db: Db, row: TransferKeyRow): Promise<boolean>
     () =>
       db.sqlite
         .query(
-          `INSERT INTO transfer_keys (wallet, idempotency_key, request, signature, blockhash, wire, submitted_at, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+          `INSERT INTO transfer_keys (wallet, idempotency_key, request, reference, signature, blockhash, wire, submitted_at, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
         )
-        .run(row.wallet, row.key, row.request, row.signature, row.blockhash, row.wire, row.submittedAt, row.createdAt).changes === 1,
+        .run(row.wallet, row.key, row.request, row.reference, row.signature, row.blockhash, row.wire, row.submittedAt, row.createdAt).changes === 1,
   );
 }
 
@@ -98,13 +100,6 @@ export function replaceTransferKeyTransaction(
         .query("UPDATE transfer_keys SET signature = ?, blockhash = ?, wire = ?, submitted_at = ? WHERE wallet = ? AND idempotency_key = ? AND signature = ?")
         .run(next.signature, next.blockhash, next.wire, next.submittedAt, wallet, key, previous).changes === 1,
   );
-}
-
-/** Frees a key whose transaction the ledger refused before sending it (it can never land), while it is still `signature`. */
-export function dropTransferKey(db: Db, wallet: string, key: string, signature: string): Promise<void> {
-  return db.write(() => {
-    db.sqlite.query("DELETE FROM transfer_keys WHERE wallet = ? AND idempotency_key = ? AND signature = ?").run(wallet, key, signature);
-  });
 }
 
 /** Deletes the keys recorded before `before`, in steps (db/steps.ts). */

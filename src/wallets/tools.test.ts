@@ -150,14 +150,37 @@ test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once,
   const signer = await signerFor(deps, address);
   if (signer.kind !== "custodial") throw new Error("custodial");
   const intent = { from: address, to, token: "sol", amount: SOL / 10n };
-  const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
-  const tx = parseTransaction(wire);
   const request = JSON.stringify({ to, token: "sol", amount: (SOL / 10n).toString(), memo: null });
-  await insertTransferKey(deps.db, { wallet: address, key: "rpc-2", request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+  const record = async (key: string) => {
+    const reference = Keypair.generate().publicKey.toBase58();
+    const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
+    const tx = parseTransaction(wire);
+    await insertTransferKey(deps.db, { wallet: address, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+    return tx.signature;
+  };
+  const sent = await record("rpc-2");
   const resumed = await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" });
-  expect(resumed).toMatchObject({ success: true, data: { signature: tx.signature } });
-  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" })).toMatchObject({ success: true, data: { signature: tx.signature } });
+  expect(resumed).toMatchObject({ success: true, data: { signature: sent } });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" })).toMatchObject({ success: true, data: { signature: sent } });
   expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + SOL / 10n);
+
+  // Recorded, never sent, and its blockhash has lapsed: a node behind may not know a fresh blockhash yet, so
+  // for two minutes after its sending the answer is CONFLICT; then a new transaction is sent, once.
+  const unsent = await record("rpc-3");
+  rpc.expireBlockhash();
+  const ask = () => registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-3" });
+  expect(await ask()).toMatchObject({ success: false, code: "CONFLICT", details: { signature: unsent } });
+  clock.advance(2 * 60_000);
+  const anew = await ask();
+  if (!anew.success) throw new Error(anew.error);
+  expect(anew.data.signature).not.toBe(unsent);
+  expect(await ask()).toMatchObject({ success: true, data: { signature: anew.data.signature } });
+  // A clock set back since the sending is no reason to wait.
+  await record("rpc-4");
+  rpc.expireBlockhash();
+  clock.advance(-3_600_000);
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-4" })).toMatchObject({ success: true });
+  expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + 3n * (SOL / 10n));
 });
 
 test("a token the service does not know is shown by its mint, in whole tokens: wallet_submit_transaction and wallet_get_history", async () => {

@@ -8,7 +8,6 @@ import { AppError } from "../errors.ts";
 import { createCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 import { associatedTokenAddress, parseTransaction } from "../ledger/transactions.ts";
-import { SENT_KEPT_MS } from "../ledger/landing.ts";
 import { purgeTransferKeys } from "./purge.ts";
 import { signerFor } from "./signer.ts";
 import * as store from "./store.ts";
@@ -233,23 +232,21 @@ describe("transferFromWallet with an idempotencyKey", () => {
     const signer = await signerFor(deps, a);
     if (signer.kind !== "custodial") throw new Error("custodial");
     const record = async (key: string) => {
-      const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
+      const reference = Keypair.generate().publicKey.toBase58();
+      const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
       const tx = parseTransaction(wire);
       const now = clock.now();
-      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: now, createdAt: now })).toBe(true);
+      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: now, createdAt: now })).toBe(true);
       return { signature: tx.signature, wire };
     };
     // Its blockhash still lives: the recorded transaction itself is sent.
     const live = await record("live");
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "live" }))).toBe(live.signature);
     expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
-    // Its blockhash has lapsed but it was recorded lately (a node behind might still take it): CONFLICT, nothing sent.
+    // Its blockhash has lapsed (the embedded ledger's word on its own blockhashes is final): it can never land,
+    // so a new transaction is signed under the key, and sent once.
     const dead = await record("dead");
     clock.advance(90_000);
-    const early = await transferFromWallet(deps, intent, { idempotencyKey: "dead" }).catch((e: unknown) => e);
-    expect([(early as AppError).code, (early as AppError).extra.details]).toEqual(["CONFLICT", { signature: dead.signature }]);
-    // Past that, it can never land: a new transaction is signed under the key, and sent once.
-    clock.advance(SENT_KEPT_MS);
     const anew = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }));
     expect(anew).not.toBe(dead.signature);
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }))).toBe(anew);
@@ -257,15 +254,57 @@ describe("transferFromWallet with an idempotencyKey", () => {
     expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
   });
 
-  test("a refusal before sending (funds) frees the key: funded, the same key sends", async () => {
-    const { deps, a, b } = await funded();
+  test("a transaction the node cannot show, but the whole history knows, is never signed again", async () => {
+    const { deps, clock, a, b } = await funded();
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const first = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "pruned" }));
+    clock.advance(90_000);
+    // A node that pruned it (or one behind another) says "not found"; the history's status is confirmed.
+    const pruned: typeof deps = { ...deps, ledger: { ...deps.ledger, getTransaction: async () => null } };
+    const answer = await transferFromWallet(pruned, intent, { idempotencyKey: "pruned" }).catch((e: unknown) => e);
+    expect([(answer as AppError).code, (answer as AppError).extra.details]).toEqual(["CONFLICT", { signature: first }]);
+    expect((answer as AppError).message).toContain("was made");
+    expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
+  });
+
+  test("two keys asking the same transfer in one blockhash's life are two transfers, even with equal compute-unit limits", async () => {
+    // The first limits drawn are equal (all-zero random bytes): only each key's own reference tells them apart.
+    let equalDraws = 0;
+    const random = (n: number) => (n === 3 && equalDraws-- > 0 ? new Uint8Array(3) : crypto.getRandomValues(new Uint8Array(n)));
+    const { deps } = await testDeps({}, { random });
+    const a = (await createCustodialWallet(deps)).address;
+    const b = Keypair.generate().publicKey.toBase58();
+    await deps.ledger.airdrop(a, { sol: SOL });
+    equalDraws = 3;
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const one = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "invoice-1" }));
+    const two = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "invoice-2" }));
+    const keyless = await transferFromWallet(deps, intent);
+    expect(new Set([one, two, signatureOf(keyless)]).size).toBe(3);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(3n * (SOL / 10n));
+  });
+
+  test("a refusal before sending (funds) keeps the key: funded, a retry sends its transaction once, as another call at once would", async () => {
+    const { deps, clock, a, b } = await funded();
     const intent = { from: a, to: b, token: "usdc", amount: 20n * USDC };
     const refused = await transferFromWallet(deps, intent, { idempotencyKey: "later" }).catch((e: unknown) => e);
     expect([(refused as AppError).code, (refused as AppError).message]).toEqual(["INSUFFICIENT_FUNDS", `${a} holds 10 USDC; this transfer needs 20 USDC`]);
-    expect(keyRows(deps)).toBe(0);
+    expect(keyRows(deps)).toBe(1);
+    const again = await transferFromWallet(deps, intent, { idempotencyKey: "later" }).catch((e: unknown) => e);
+    expect((again as AppError).message).toBe(`${a} holds 10 USDC; this transfer needs 20 USDC`); // worded from the balances again
     await deps.ledger.airdrop(a, { usdc: 10n * USDC });
-    expect((await transferFromWallet(deps, intent, { idempotencyKey: "later" })).kind).toBe("submitted");
+    const recorded = (await store.findTransferKey(deps.db, a, "later"))!.signature;
+    const sent = await Promise.all([0, 1].map(() => transferFromWallet(deps, intent, { idempotencyKey: "later" }).then(signatureOf)));
+    expect(sent).toEqual([recorded, recorded]);
     expect((await deps.ledger.getBalances(b)).usdc).toBe(20n * USDC);
+    // Refused again once its blockhash has lapsed: then a new transaction, when the money is there.
+    const later = { ...intent, amount: 30n * USDC };
+    expect(await codeOf(transferFromWallet(deps, later, { idempotencyKey: "later-2" }))).toBe("INSUFFICIENT_FUNDS");
+    const refusedOne = (await store.findTransferKey(deps.db, a, "later-2"))!.signature;
+    clock.advance(90_000);
+    await deps.ledger.airdrop(a, { usdc: 30n * USDC });
+    expect(signatureOf(await transferFromWallet(deps, later, { idempotencyKey: "later-2" }))).not.toBe(refusedOne);
+    expect((await deps.ledger.getBalances(b)).usdc).toBe(50n * USDC);
   });
 
   test("a key whose transaction failed on chain answers that failure, its fee charged once", async () => {
@@ -276,7 +315,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
     const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
     const tx = parseTransaction(wire);
     const request = JSON.stringify({ to: b, token: "sol", amount: intent.amount.toString(), memo: null });
-    await store.insertTransferKey(deps.db, { wallet: a, key: "failed", request, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+    await store.insertTransferKey(deps.db, { wallet: a, key: "failed", request, reference: Keypair.generate().publicKey.toBase58(), signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
     expect(await codeOf(deps.ledger.submit(wire))).toBe("TRANSACTION_REJECTED"); // sent (not as the service's own transfer), failed, charged
     const solAfter = (await deps.ledger.getBalances(a)).sol;
     for (let i = 0; i < 2; i++) {

@@ -5,7 +5,7 @@
 import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
-import { encodeBase64 } from "../lib/encoding.ts";
+import { encodeBase58, encodeBase64 } from "../lib/encoding.ts";
 import { SENT_KEPT_MS } from "../ledger/landing.ts";
 import {
   RENT_EXEMPT_TOKEN_ACCOUNT_LAMPORTS,
@@ -74,27 +74,29 @@ const KEY_ROUNDS = 3;
 
 /**
  * wallet_transfer {idempotencyKey} of a custodial wallet (README, decisions.md): one transfer per key and
- * wallet, however often it is asked. The key's transaction is recorded before it is sent; a call with the key
- * then answers that transaction once it landed, sends it again (the same bytes: it can land once) while its
- * blockhash lives, and signs a new one only once the first can no longer land. A key that asked another
- * transfer is VALIDATION_ERROR; one whose transaction failed on chain answers that failure (its fee was
- * charged): a new transfer needs a new key. A refusal before anything was sent (funds) frees the key.
+ * wallet, however often it is asked. The key's transaction is recorded before it is sent, and carries a
+ * reference of the key's own (no other transfer is ever the same bytes). A call with the key then answers
+ * that transaction once it landed, sends it again (the same bytes: they land once) while its blockhash lives,
+ * and signs a new one only once the first can no longer land and the ledger's whole history does not know it.
+ * A key that asked another transfer is VALIDATION_ERROR; one whose transaction failed on chain answers that
+ * failure (its fee was charged): a new transfer needs a new key.
  */
 async function transferOnce(deps: Deps, intent: TransferIntent, key: string, signer: Extract<Signer, { kind: "custodial" }>): Promise<SubmitResult> {
   const request = requestOf(intent);
-  const signNew = async () => {
+  const signNew = async (reference: string) => {
     await requireWalletRecipient(deps, intent.to, "to");
     await requireRentForNewAccount(deps, intent);
-    const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
+    const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
     const tx = parseTransaction(wire);
     return { signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: deps.clock.now() };
   };
   for (let round = 0; round < KEY_ROUNDS; round++) {
     const kept = await store.findTransferKey(deps.db, intent.from, key);
     if (kept === null) {
-      const fresh = await signNew();
-      if (!(await store.insertTransferKey(deps.db, { wallet: intent.from, key, request, ...fresh, createdAt: fresh.submittedAt }))) continue;
-      return sendKept(deps, intent, key, fresh, true);
+      const reference = encodeBase58(deps.random(32));
+      const fresh = await signNew(reference);
+      if (!(await store.insertTransferKey(deps.db, { wallet: intent.from, key, request, reference, ...fresh, createdAt: fresh.submittedAt }))) continue;
+      return sendKept(deps, intent, fresh);
     }
     if (kept.request !== request) {
       throw fieldError("idempotencyKey", "this idempotencyKey was used for another transfer (recipient, token, amount or memo); give a new key for a new transfer");
@@ -103,13 +105,27 @@ async function transferOnce(deps: Deps, intent: TransferIntent, key: string, sig
     const live = await deps.ledger.blockhashValid(kept.blockhash);
     const landed = await deps.ledger.getTransaction(kept.signature);
     if (landed !== null) return landedResult(deps, landed);
-    if (live) return sendKept(deps, intent, key, kept, false);
-    // A node a few slots behind may not know a fresh blockhash yet: not judged dead so soon after sending.
-    if (deps.clock.now() - kept.submittedAt < SENT_KEPT_MS) throw mayStillLandConflict(kept.signature);
+    // Sent again as it is: a refused first send (funds short then) lands now if it can, and bytes another call
+    // is sending land once.
+    if (live) return sendKept(deps, intent, kept);
+    // A node a few slots behind may not know a fresh blockhash yet: not judged dead so soon after sending (on
+    // an RPC network; the embedded ledger's word on its own blockhashes is final). A clock set back since
+    // is no reason to wait.
+    const elapsed = deps.clock.now() - kept.submittedAt;
+    if (deps.config.network !== "localnet" && elapsed >= 0 && elapsed < SENT_KEPT_MS) throw mayStillLandConflict(kept.signature);
+    // One "not found" is not proof (a node that pruned it, or one behind another): the whole history is asked.
+    const status = await deps.ledger.transactionStatus(kept.signature);
+    if (status === "failed") throw failedOnChain(kept.signature, "failed on chain");
+    if (status === "processed") throw mayStillLandConflict(kept.signature);
+    if (status === "confirmed") {
+      throw new AppError("CONFLICT", `this idempotencyKey's transfer (${kept.signature}) was made, but the node cannot show it now; call again later`, {
+        details: { signature: kept.signature },
+      });
+    }
     // It never landed and never will: this key's transfer is still to be made.
-    const fresh = await signNew();
+    const fresh = await signNew(kept.reference);
     if (!(await store.replaceTransferKeyTransaction(deps.db, intent.from, key, kept.signature, fresh))) continue;
-    return sendKept(deps, intent, key, fresh, true);
+    return sendKept(deps, intent, fresh);
   }
   throw new AppError("CONFLICT", "other calls with this idempotencyKey are sending its transfer at the same time; call again in a few seconds");
 }
@@ -118,35 +134,36 @@ function mayStillLandConflict(signature: string): AppError {
   return new AppError("CONFLICT", `this idempotencyKey's transfer (${signature}) was sent and may still land; call again in a minute`, { details: { signature } });
 }
 
+function failedOnChain(signature: string, why: string): AppError {
+  return new AppError("TRANSACTION_REJECTED", `this idempotencyKey's transfer failed: ${why}; its fee was charged (give a new key for a new transfer)`, {
+    details: { reason: "execution_failed", signature },
+  });
+}
+
 /** A key's transaction that the ledger has: its transfer result, or its failure. */
 function landedResult(deps: Deps, landed: LedgerTransaction): SubmitResult {
-  if (landed.status === "failed") {
-    throw new AppError("TRANSACTION_REJECTED", `this idempotencyKey's transfer failed: ${landed.error ?? "failed on chain"}; its fee was charged (give a new key for a new transfer)`, {
-      details: { reason: "execution_failed", signature: landed.signature },
-    });
-  }
+  if (landed.status === "failed") throw failedOnChain(landed.signature, landed.error ?? "failed on chain");
   return { signature: landed.signature, slot: landed.slot, fee: landed.fee, confirmedAt: landed.timestamp > 0 ? landed.timestamp : deps.clock.now() };
 }
 
-/** Sends a key's recorded transaction (`first`: signed just now, never sent before) and answers its result. */
-async function sendKept(deps: Deps, intent: TransferIntent, key: string, kept: { signature: string; wire: Uint8Array }, first: boolean): Promise<SubmitResult> {
+/**
+ * Sends a key's recorded transaction and answers its result. A refusal leaves the key as it is: another call
+ * may be sending the same bytes (after funds came, say), and only the rule above says when it can no longer land.
+ */
+async function sendKept(deps: Deps, intent: TransferIntent, kept: { signature: string; wire: Uint8Array }): Promise<SubmitResult> {
   try {
     return await deps.ledger.submit(kept.wire, { ownTransfer: true });
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
-    // The ledger has this very transaction: another call with the key sent it. Its outcome, once it has one.
+    // The ledger has this very transaction: another call with the key sent it (its reference is the key's
+    // own, so no other transfer is these bytes). Its outcome, once it has one.
     if (err.code === "CONFLICT") {
       const landed = await deps.ledger.getTransaction(kept.signature);
       if (landed !== null) return landedResult(deps, landed);
       throw mayStillLandConflict(kept.signature);
     }
-    // Refused before it was ever sent (a refusal after sending names its signature): it can never land, and
-    // the key is free again. A copy sent again is never judged so: the first may have landed on another node.
     const sentFirst = typeof (err.extra.details as { signature?: unknown } | undefined)?.signature === "string";
-    if (first && !sentFirst && (err.code === "TRANSACTION_REJECTED" || err.code === "INSUFFICIENT_FUNDS")) {
-      await store.dropTransferKey(deps.db, intent.from, key, kept.signature);
-      if (err.code === "INSUFFICIENT_FUNDS") throw await fundsShortfall(deps, intent, kept.wire, err);
-    }
+    if (err.code === "INSUFFICIENT_FUNDS" && !sentFirst) throw await fundsShortfall(deps, intent, kept.wire, err);
     throw err;
   }
 }

@@ -7,6 +7,9 @@ CREATE TABLE transfer_keys (
   idempotency_key TEXT NOT NULL,
   -- The transfer asked for: to, token, amount in base units and memo, as JSON; a retry must ask the same.
   request TEXT NOT NULL,
+  -- A fresh key every transaction sent under this key carries (Solana Pay's reference): no other transfer,
+  -- keyed or not, is ever the same bytes.
+  reference TEXT NOT NULL,
   signature TEXT NOT NULL,
   blockhash TEXT NOT NULL,
   -- The signed transaction's wire bytes: sent again, as they are, while they may still land.
