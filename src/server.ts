@@ -26,6 +26,8 @@ import { importQuietly } from "./lib/quiet-import.ts";
 const CHECKOUT_WATCH_MS = 5_000;
 /** How often orders whose state ends by itself (expiry, deadline, auto-release) are looked for. */
 const ORDER_TIMERS_MS = 30_000;
+/** The first look after start-up. */
+const ORDER_TIMERS_FIRST_MS = 1_000;
 import { workerVerifier } from "./lib/verifier.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createServiceMetrics, type RouteOf } from "./metrics/metrics.ts";
@@ -461,10 +463,13 @@ async function serve(
   );
   // marketplace.md: proposals expire after 24 h, missed deadlines are refunded, deliveries auto-release
   // after 72 h. The due times are stored, so this only has to look; loaded on the first tick (web3.js).
+  // The first round a second after start-up, not a period: a server restarted more often than every 30 s
+  // (a crash loop, a deploy script) would otherwise never run them.
   const orderTimers = startRepeating(
     async (stopping) => (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps, undefined, stopping),
     ORDER_TIMERS_MS,
     onTimerError("order timers"),
+    ORDER_TIMERS_FIRST_MS,
   );
   // mcp.md: idle MCP sessions leave memory after MCP_SESSION_TIMEOUT_MS, checked every min(60 s, timeout).
   const mcpSweep = startRepeating(() => mcp.sweep(), sweepPeriodMs(config.mcpSessionTimeoutMs), onTimerError("mcp session sweep"));

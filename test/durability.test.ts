@@ -128,6 +128,42 @@ describe("restarts", () => {
     expect((history.body.data.transactions as { direction: string; signature: string }[]).filter((t) => t.direction === "out").map((t) => t.signature)).toEqual([signature]);
   }, 60_000);
 
+  test("a marketplace order whose deadline passed while the server was down is refunded within seconds of the start, not a timer period", async () => {
+    const server = await start({ ALLOW_PRIVATE_NETWORK_TARGETS: "true" });
+    const tool = async (tool: string, params: Json, token?: string) => {
+      const res = await call(server.url, "/mcp", { body: { tool, params }, ...(token === undefined ? {} : { token }) });
+      expect(res.body.success, JSON.stringify(res.body)).toBe(true);
+      return res.body.data;
+    };
+    const provider = (await tool("wallet_create", { airdropSol: 1 })).sessionToken as string;
+    const agent = await tool("provider_register", { endpoint: "http://127.0.0.1:9/agent", profile: { name: "Late", basePrice: "1" }, services: [] }, provider);
+    const consumer = await tool("wallet_create", { airdropSol: 1, airdropUsdc: 10 });
+    const started = await tool("consumer_start_conversation", { agentId: agent.agent.agentId, message: "hi" }, consumer.sessionToken);
+    const conversationId = started.conversation.conversationId as string;
+    const { order } = await tool("provider_create_order", { conversationId, description: "x", price: "4", deliveryTime: 60 }, provider);
+    await tool("consumer_accept_order", { orderId: order.orderId, conversationId, paymentMethod: "usdc" }, consumer.sessionToken);
+    expect(await server.stop()).toBe(0);
+    // The deadline passed while it was stopped.
+    const db = new Database(join(server.dataDir, "walletgate.db"));
+    try {
+      db.query("UPDATE market_orders SET deadline = ?, due_at = ? WHERE id = ?").run(Date.now() - 1000, Date.now() - 1000, order.orderId);
+    } finally {
+      db.close();
+    }
+    const after = await server.restart();
+    servers.push(after);
+    const began = Date.now();
+    const statusOf = async () => {
+      const res = await call(after.url, "/mcp", { body: { tool: "consumer_list_orders", params: {} }, token: consumer.sessionToken });
+      return (res.body.data.orders as { orderId: string; status: string }[]).find((o) => o.orderId === order.orderId)!.status;
+    };
+    await until(async () => ((await statusOf()) === "paid" ? undefined : true), 15_000, 100);
+    expect(Date.now() - began).toBeLessThan(15_000); // the timers' period is 30 s
+    expect(await statusOf()).toBe("expired"); // a missed deadline: refunded in full
+    const balance = await call(after.url, "/mcp", { body: { tool: "wallet_get_balance", params: {} }, token: consumer.sessionToken });
+    expect(balance.body.data.balances.usdc).toBe(10);
+  }, 60_000);
+
   test("kill -9 right after a revoke-all loses neither the revocations nor the wallet's cutoff", async () => {
     const secret = "durability-secret-0123456789-0123456789";
     const server = await start({ JWT_SECRET: secret });

@@ -3,7 +3,8 @@
 export type Repeating = { stop(): Promise<void> };
 
 /**
- * Runs `task` every `periodMs` after the previous run finished (first at once when `runNow`);
+ * Runs `task` every `periodMs` after the previous run finished (first at once when `runNow` is true, after
+ * `runNow` ms when it is a number, else after a period);
  * errors go to `onError`. Timers do not keep the process alive.
  *
  * `task` gets a signal that aborts when stop() is called: a run that works through a list (or waits on
@@ -14,13 +15,13 @@ export function startRepeating(
   task: (stopping: AbortSignal) => Promise<unknown>,
   periodMs: number,
   onError: (err: unknown) => void,
-  runNow = false,
+  runNow: boolean | number = false,
 ): Repeating {
   let timer: ReturnType<typeof setTimeout> | null = null;
   let running: Promise<void> | null = null;
   const stopping = new AbortController();
-  const schedule = () => {
-    if (!stopping.signal.aborted) timer = setTimeout(run, periodMs).unref();
+  const schedule = (afterMs = periodMs) => {
+    if (!stopping.signal.aborted) timer = setTimeout(run, afterMs).unref();
   };
   const run = () => {
     timer = null;
@@ -37,8 +38,8 @@ export function startRepeating(
         schedule();
       });
   };
-  if (runNow) run();
-  else schedule();
+  if (runNow === true) run();
+  else schedule(runNow === false ? periodMs : runNow);
   return {
     async stop() {
       stopping.abort();
