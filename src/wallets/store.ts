@@ -54,7 +54,8 @@ export type TransferKeyRow = {
   blockhash: string;
   /** The signed transaction, sent again as it is while it may still land. */
   wire: Uint8Array;
-  submittedAt: number;
+  /** The block height past which it can no longer land (landing.ts landingHeightLimit). */
+  validHeight: number;
   createdAt: number;
 };
 
@@ -62,7 +63,7 @@ export async function findTransferKey(db: Db, wallet: string, key: string): Prom
   return db.read(() => {
     const row = db.sqlite
       .query(
-        `SELECT wallet, idempotency_key AS key, request, reference, signature, blockhash, wire, submitted_at AS submittedAt, created_at AS createdAt
+        `SELECT wallet, idempotency_key AS key, request, reference, signature, blockhash, wire, valid_height AS validHeight, created_at AS createdAt
          FROM transfer_keys WHERE wallet = ? AND idempotency_key = ?`,
       )
       .get(wallet, key) as TransferKeyRow | null;
@@ -76,10 +77,10 @@ export function insertTransferKey(db: Db, row: TransferKeyRow): Promise<boolean>
     () =>
       db.sqlite
         .query(
-          `INSERT INTO transfer_keys (wallet, idempotency_key, request, reference, signature, blockhash, wire, submitted_at, created_at)
+          `INSERT INTO transfer_keys (wallet, idempotency_key, request, reference, signature, blockhash, wire, valid_height, created_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
         )
-        .run(row.wallet, row.key, row.request, row.reference, row.signature, row.blockhash, row.wire, row.submittedAt, row.createdAt).changes === 1,
+        .run(row.wallet, row.key, row.request, row.reference, row.signature, row.blockhash, row.wire, row.validHeight, row.createdAt).changes === 1,
   );
 }
 
@@ -92,13 +93,13 @@ export function replaceTransferKeyTransaction(
   wallet: string,
   key: string,
   previous: string,
-  next: Pick<TransferKeyRow, "signature" | "blockhash" | "wire" | "submittedAt">,
+  next: Pick<TransferKeyRow, "signature" | "blockhash" | "wire" | "validHeight">,
 ): Promise<boolean> {
   return db.write(
     () =>
       db.sqlite
-        .query("UPDATE transfer_keys SET signature = ?, blockhash = ?, wire = ?, submitted_at = ? WHERE wallet = ? AND idempotency_key = ? AND signature = ?")
-        .run(next.signature, next.blockhash, next.wire, next.submittedAt, wallet, key, previous).changes === 1,
+        .query("UPDATE transfer_keys SET signature = ?, blockhash = ?, wire = ?, valid_height = ? WHERE wallet = ? AND idempotency_key = ? AND signature = ?")
+        .run(next.signature, next.blockhash, next.wire, next.validHeight, wallet, key, previous).changes === 1,
   );
 }
 

@@ -155,7 +155,8 @@ test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once,
     const reference = Keypair.generate().publicKey.toBase58();
     const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
     const tx = parseTransaction(wire);
-    await insertTransferKey(deps.db, { wallet: address, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+    const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
+    await insertTransferKey(deps.db, { wallet: address, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: clock.now() });
     return tx.signature;
   };
   const sent = await record("rpc-2");
@@ -164,23 +165,20 @@ test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once,
   expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" })).toMatchObject({ success: true, data: { signature: sent } });
   expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + SOL / 10n);
 
-  // Recorded, never sent, and its blockhash has lapsed: a node behind may not know a fresh blockhash yet, so
-  // for two minutes after its sending the answer is CONFLICT; then a new transaction is sent, once.
+  // Recorded, never sent, and its blockhash has lapsed: until the chain is 150 blocks past its last valid
+  // height (a node behind may not know a fresh blockhash yet) the answer is CONFLICT, whatever the wall
+  // clock says (set forward an hour here); then a new transaction is sent, once.
   const unsent = await record("rpc-3");
   rpc.expireBlockhash();
+  clock.advance(3_600_000);
   const ask = () => registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-3" });
   expect(await ask()).toMatchObject({ success: false, code: "CONFLICT", details: { signature: unsent } });
-  clock.advance(2 * 60_000);
+  rpc.expireBlockhash();
   const anew = await ask();
   if (!anew.success) throw new Error(anew.error);
   expect(anew.data.signature).not.toBe(unsent);
   expect(await ask()).toMatchObject({ success: true, data: { signature: anew.data.signature } });
-  // A clock set back since the sending is no reason to wait.
-  await record("rpc-4");
-  rpc.expireBlockhash();
-  clock.advance(-3_600_000);
-  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-4" })).toMatchObject({ success: true });
-  expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + 3n * (SOL / 10n));
+  expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n + 2n * (SOL / 10n));
 });
 
 test("a token the service does not know is shown by its mint, in whole tokens: wallet_submit_transaction and wallet_get_history", async () => {

@@ -236,17 +236,22 @@ describe("transferFromWallet with an idempotencyKey", () => {
       const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
       const tx = parseTransaction(wire);
       const now = clock.now();
-      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: now, createdAt: now })).toBe(true);
+      const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
+      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: now })).toBe(true);
       return { signature: tx.signature, wire };
     };
     // Its blockhash still lives: the recorded transaction itself is sent.
     const live = await record("live");
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "live" }))).toBe(live.signature);
     expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
-    // Its blockhash has lapsed (the embedded ledger's word on its own blockhashes is final): it can never land,
-    // so a new transaction is signed under the key, and sent once.
+    // Its blockhash has lapsed, but the chain is not yet past its landing limit (150 blocks more: a node
+    // behind, or a copy another process is sending): CONFLICT, nothing sent.
     const dead = await record("dead");
     clock.advance(90_000);
+    const early = await transferFromWallet(deps, intent, { idempotencyKey: "dead" }).catch((e: unknown) => e);
+    expect([(early as AppError).code, (early as AppError).extra.details]).toEqual(["CONFLICT", { signature: dead.signature }]);
+    // Past it, it can never land: a new transaction is signed under the key, and sent once.
+    clock.advance(31_000);
     const anew = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }));
     expect(anew).not.toBe(dead.signature);
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }))).toBe(anew);
@@ -258,7 +263,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
     const { deps, clock, a, b } = await funded();
     const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
     const first = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "pruned" }));
-    clock.advance(90_000);
+    clock.advance(121_000); // past its landing limit
     // A node that pruned it (or one behind another) says "not found"; the history's status is confirmed.
     const pruned: typeof deps = { ...deps, ledger: { ...deps.ledger, getTransaction: async () => null } };
     const answer = await transferFromWallet(pruned, intent, { idempotencyKey: "pruned" }).catch((e: unknown) => e);
@@ -301,7 +306,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
     const later = { ...intent, amount: 30n * USDC };
     expect(await codeOf(transferFromWallet(deps, later, { idempotencyKey: "later-2" }))).toBe("INSUFFICIENT_FUNDS");
     const refusedOne = (await store.findTransferKey(deps.db, a, "later-2"))!.signature;
-    clock.advance(90_000);
+    clock.advance(121_000);
     await deps.ledger.airdrop(a, { usdc: 30n * USDC });
     expect(signatureOf(await transferFromWallet(deps, later, { idempotencyKey: "later-2" }))).not.toBe(refusedOne);
     expect((await deps.ledger.getBalances(b)).usdc).toBe(50n * USDC);
@@ -315,7 +320,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
     const wire = await signer.sign(await deps.ledger.buildTransfer(intent));
     const tx = parseTransaction(wire);
     const request = JSON.stringify({ to: b, token: "sol", amount: intent.amount.toString(), memo: null });
-    await store.insertTransferKey(deps.db, { wallet: a, key: "failed", request, reference: Keypair.generate().publicKey.toBase58(), signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: clock.now(), createdAt: clock.now() });
+    await store.insertTransferKey(deps.db, { wallet: a, key: "failed", request, reference: Keypair.generate().publicKey.toBase58(), signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight: 0, createdAt: clock.now() });
     expect(await codeOf(deps.ledger.submit(wire))).toBe("TRANSACTION_REJECTED"); // sent (not as the service's own transfer), failed, charged
     const solAfter = (await deps.ledger.getBalances(a)).sol;
     for (let i = 0; i < 2; i++) {

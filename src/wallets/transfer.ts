@@ -6,7 +6,7 @@ import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { encodeBase58, encodeBase64 } from "../lib/encoding.ts";
-import { SENT_KEPT_MS } from "../ledger/landing.ts";
+import { landingHeightLimit } from "../ledger/landing.ts";
 import {
   RENT_EXEMPT_TOKEN_ACCOUNT_LAMPORTS,
   RENT_EXEMPT_WALLET_LAMPORTS,
@@ -77,7 +77,8 @@ const KEY_ROUNDS = 3;
  * wallet, however often it is asked. The key's transaction is recorded before it is sent, and carries a
  * reference of the key's own (no other transfer is ever the same bytes). A call with the key then answers
  * that transaction once it landed, sends it again (the same bytes: they land once) while its blockhash lives,
- * and signs a new one only once the first can no longer land and the ledger's whole history does not know it.
+ * and signs a new one only once the chain's height is past the first's landing limit and the ledger's whole
+ * history does not know it.
  * A key that asked another transfer is VALIDATION_ERROR; one whose transaction failed on chain answers that
  * failure (its fee was charged): a new transfer needs a new key.
  */
@@ -88,31 +89,30 @@ async function transferOnce(deps: Deps, intent: TransferIntent, key: string, sig
     await requireRentForNewAccount(deps, intent);
     const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
     const tx = parseTransaction(wire);
-    return { signature: tx.signature, blockhash: tx.recentBlockhash, wire, submittedAt: deps.clock.now() };
+    return { signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight: await landingHeightLimit(deps) };
   };
   for (let round = 0; round < KEY_ROUNDS; round++) {
     const kept = await store.findTransferKey(deps.db, intent.from, key);
     if (kept === null) {
       const reference = encodeBase58(deps.random(32));
       const fresh = await signNew(reference);
-      if (!(await store.insertTransferKey(deps.db, { wallet: intent.from, key, request, reference, ...fresh, createdAt: fresh.submittedAt }))) continue;
+      if (!(await store.insertTransferKey(deps.db, { wallet: intent.from, key, request, reference, ...fresh, createdAt: deps.clock.now() }))) continue;
       return sendKept(deps, intent, fresh);
     }
     if (kept.request !== request) {
       throw fieldError("idempotencyKey", "this idempotencyKey was used for another transfer (recipient, token, amount or memo); give a new key for a new transfer");
     }
-    // The blockhash first: a transaction that lands between the two looks is seen by the second.
+    // The height and the blockhash first: a transaction that lands between those looks and the next is seen by it.
+    const height = await deps.ledger.blockHeight();
     const live = await deps.ledger.blockhashValid(kept.blockhash);
     const landed = await deps.ledger.getTransaction(kept.signature);
     if (landed !== null) return landedResult(deps, landed);
     // Sent again as it is: a refused first send (funds short then) lands now if it can, and bytes another call
     // is sending land once.
     if (live) return sendKept(deps, intent, kept);
-    // A node a few slots behind may not know a fresh blockhash yet: not judged dead so soon after sending (on
-    // an RPC network; the embedded ledger's word on its own blockhashes is final). A clock set back since
-    // is no reason to wait.
-    const elapsed = deps.clock.now() - kept.submittedAt;
-    if (deps.config.network !== "localnet" && elapsed >= 0 && elapsed < SENT_KEPT_MS) throw mayStillLandConflict(kept.signature);
+    // Not judged dead before the chain is past its landing limit (a node behind, whose height is behind too,
+    // or a copy another process is sending now: the margin covers both; no wall clock takes part).
+    if (height <= kept.validHeight) throw mayStillLandConflict(kept.signature);
     // One "not found" is not proof (a node that pruned it, or one behind another): the whole history is asked.
     const status = await deps.ledger.transactionStatus(kept.signature);
     if (status === "failed") throw failedOnChain(kept.signature, "failed on chain");

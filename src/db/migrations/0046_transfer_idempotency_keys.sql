@@ -14,7 +14,9 @@ CREATE TABLE transfer_keys (
   blockhash TEXT NOT NULL,
   -- The signed transaction's wire bytes: sent again, as they are, while they may still land.
   wire BLOB NOT NULL,
-  submitted_at INTEGER NOT NULL,
+  -- A block height past which it can no longer land (its blockhash's last valid height, plus a margin for
+  -- a node behind another): judged by the chain's height, not the wall clock.
+  valid_height INTEGER NOT NULL,
   created_at INTEGER NOT NULL,
   PRIMARY KEY (wallet, idempotency_key)
 ) WITHOUT ROWID;

@@ -9,6 +9,7 @@ import { DAY_MS, toIso } from "../../lib/clock.ts";
 import { newId } from "../../lib/ids.ts";
 import { encodeBase64 } from "../../lib/encoding.ts";
 import { blockhashExpiresAt, waitsForFinality, type ParsedTransfer } from "../../ledger/ledger.ts";
+import { landingHeightLimit } from "../../ledger/landing.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
 import { RECIPIENT_ACCOUNT_MISSING, escrowPayment, escrowPayout, offerPays, offerSearchReadsHistory, offerToken, requireExactTransfer, sentOffer, transfersOfWire } from "./escrow.ts";
 import { conversationParties, orderCompletedInWrite, orderEventInWrite, providerMessageInWrite, systemMessageInWrite } from "./parties.ts";
@@ -407,8 +408,6 @@ type Move =
 /** The state an order waits in while its escrow transaction is in flight on an RPC network. */
 const PENDING: Record<Move["kind"], store.OrderStatus> = { accept: "paying", refund: "refunding", release: "releasing" };
 const NOT_PENDING = { pendingMove: null, pendingFrom: null, pendingTx: null, pendingWire: null, pendingValidHeight: null } as const;
-/** Blocks added to a recorded transaction's last valid height before the reconciler may give it up. */
-const VALID_HEIGHT_MARGIN = 150;
 /** A recorded transaction is left to the request that sent it for this long before the reconciler looks. */
 export const RECONCILE_AFTER_MS = 120_000;
 /** Answers after which the transaction certainly did not land. */
@@ -513,9 +512,8 @@ async function runMove(
     return (await store.findOrder(deps.db, row.id))!;
   }
   const signature = parseTransaction(wire).signature;
-  // An upper bound of the height until which this transaction can land: its blockhash is no newer than
-  // the latest, and the margin covers an RPC node behind another.
-  const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + VALID_HEIGHT_MARGIN;
+  // An upper bound of the height until which this transaction can land (landing.ts).
+  const validHeight = await landingHeightLimit(deps);
   const pending = PENDING[move.kind];
   await deps.db.write(() => {
     if (move.kind === "accept") refuseReusedPayment(deps, row, signature); // before anything is sent
@@ -526,7 +524,7 @@ async function runMove(
     await deps.ledger.submit(wire, { ownTransfer: true, finalized: waitsForFinality(deps.config.network) });
   } catch (err) {
     // "Expired" is one node's view of the height: a node behind it may still take the transaction, so it is
-    // left to the reconciler, which gives it up only VALID_HEIGHT_MARGIN blocks later (as after a lost answer).
+    // left to the reconciler, which gives it up only a margin of blocks later (as after a lost answer).
     if (reasonOf(err) === "blockhash_expired") {
       throw new AppError("CHAIN_UNAVAILABLE", `the escrow transaction ${signature} has not landed yet; the order settles by itself once the chain tells`, {
         details: { signature },
