@@ -45,6 +45,7 @@ import m0043 from "./migrations/0043_clock_mark.sql" with { type: "text" };
 import m0044 from "./migrations/0044_checkout_submit_leases.sql" with { type: "text" };
 import m0045 from "./migrations/0045_checkout_idempotency_keys.sql" with { type: "text" };
 import m0046 from "./migrations/0046_transfer_idempotency_keys.sql" with { type: "text" };
+import m0047 from "./migrations/0047_checkout_submission_heights.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -95,4 +96,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 44, name: "checkout_submit_leases", sql: m0044 },
   { version: 45, name: "checkout_idempotency_keys", sql: m0045 },
   { version: 46, name: "transfer_idempotency_keys", sql: m0046 },
+  { version: 47, name: "checkout_submission_heights", sql: m0047 },
 ];

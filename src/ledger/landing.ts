@@ -6,15 +6,23 @@ import type { Deps } from "../deps.ts";
 /** How long a sent transaction that is not seen is kept at least, whatever a node says of its blockhash. */
 export const SENT_KEPT_MS = 2 * 60_000;
 
-/** A transaction as the service recorded it before sending it. */
-export type SentTransaction = Readonly<{ signature: string; blockhash: string; submittedAt: number }>;
+/**
+ * A transaction as the service recorded it before sending it; `validHeight`: the block height past which it can
+ * no longer land (landingHeightLimit), null where it was not recorded (rows kept before it was).
+ */
+export type SentTransaction = Readonly<{ signature: string; blockhash: string; submittedAt: number; validHeight: number | null }>;
 
 /**
- * Sent lately, or its blockhash still valid: it may still land. Never judged otherwise within SENT_KEPT_MS of
- * its sending: a node a few slots behind may not know a fresh blockhash yet.
+ * Whether it may still land: sent lately, or its blockhash still valid, or the chain not yet past its landing
+ * limit (a node behind says a fresh blockhash is unknown, and its height is behind too). The wall clock only
+ * ever adds time (a clock stepped forward or back is judged by the height); without a recorded limit, it is
+ * judged by the clock alone, as before.
  */
-export async function mayStillLand(deps: Pick<Deps, "clock" | "ledger">, blockhash: string, submittedAt: number): Promise<boolean> {
-  return deps.clock.now() - submittedAt < SENT_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
+export async function mayStillLand(deps: Pick<Deps, "clock" | "ledger">, { blockhash, submittedAt, validHeight }: Omit<SentTransaction, "signature">): Promise<boolean> {
+  const elapsed = deps.clock.now() - submittedAt;
+  if (validHeight === null) return elapsed < SENT_KEPT_MS || (await deps.ledger.blockhashValid(blockhash));
+  if (elapsed >= 0 && elapsed < SENT_KEPT_MS) return true;
+  return (await deps.ledger.blockhashValid(blockhash)) || (await deps.ledger.blockHeight()) <= validHeight;
 }
 
 /**
@@ -22,8 +30,8 @@ export async function mayStillLand(deps: Pick<Deps, "clock" | "ledger">, blockha
  * has it (a node behind). The blockhash first: a transaction confirmed between the two looks is then seen by
  * the second.
  */
-export async function sentMayLand(deps: Pick<Deps, "clock" | "ledger">, { signature, blockhash, submittedAt }: SentTransaction): Promise<boolean> {
-  return (await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.getTransaction(signature)) !== null;
+export async function sentMayLand(deps: Pick<Deps, "clock" | "ledger">, sent: SentTransaction): Promise<boolean> {
+  return (await mayStillLand(deps, sent)) || (await deps.ledger.getTransaction(sent.signature)) !== null;
 }
 
 /** Blocks added to a sent transaction's last valid height before it is given up: a node behind another. */

@@ -8,7 +8,10 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
 import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
-import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, startCheckout, submitCheckout } from "./checkout.ts";
+import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, earlierPurchaseOf, startCheckout, submitCheckout } from "./checkout.ts";
+import { landingHeightLimit } from "../ledger/landing.ts";
+import { parseTransaction } from "../ledger/transactions.ts";
+import * as paygateStore from "./store.ts";
 import { AppError } from "../errors.ts";
 import { createProduct } from "./products.ts";
 import { checkAccess } from "./purchases.ts";
@@ -249,6 +252,30 @@ describe("checkout on RPC networks", () => {
       { reason: "fee", currency: "SOL", held: "0" },
       "the wallet holds 0 SOL, too little for the network fee and any account this payment opens",
     ]);
+  });
+
+  test("devnet: a kept payment is judged by the chain's height: a wall clock stepped forward and a node behind do not let it go", async () => {
+    const s = await setup("devnet");
+    const checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    const signed = signCheckout(checkout.transaction, s.buyer);
+    const tx = parseTransaction(Buffer.from(signed, "base64"));
+    // Kept, not sent yet (a process stopped between keeping and sending it, or its send still on the way).
+    const kept = { signature: tx.signature, blockhash: tx.recentBlockhash, validHeight: await landingHeightLimit(s.deps) };
+    expect(await paygateStore.recordSubmission(s.deps.db, checkout.checkoutId, kept, s.clock.now(), 8)).toBe(true);
+    s.clock.advance(3_600_000); // the wall clock stepped forward an hour
+    // A node behind: the fresh blockhash is unknown to it.
+    rpc.setAnswerFilter((method, answer) => (method === "isBlockhashValid" ? { ...answer, result: { ...(answer.result as object), value: false } } : answer));
+    try {
+      expect(await earlierPurchaseOf(s.deps, s.productId, s.wallet)).toMatchObject({ status: "pending", checkoutId: checkout.checkoutId });
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    // The chain past its landing limit: it can never land, and no longer holds a new payment back.
+    rpc.expireBlockhash();
+    rpc.expireBlockhash();
+    expect(await earlierPurchaseOf(s.deps, s.productId, s.wallet)).toBeNull();
+    expect(await paygateStore.listSubmissions(s.deps.db, checkout.checkoutId)).toEqual([]);
+    expect(await reasonOf(s.deps.ledger.submit(Buffer.from(signed, "base64")))).toMatch(/^TRANSACTION_REJECTED:blockhash/);
   });
 
   test("devnet: a confirmed payment completes the checkout at once", async () => {

@@ -1219,7 +1219,7 @@ describe("the lease on a wallet's payments of a product (one /submit at a time a
     const now = clock.now();
     expect(await paygateStore.takeSubmitLease(deps.db, mine, now, now + SUBMIT_LEASE_MS)).toBe(true);
     expect(await paygateStore.takeSubmitLease(deps.db, theirs, now + SUBMIT_LEASE_MS - 1, now + 2 * SUBMIT_LEASE_MS)).toBe(false);
-    const sent = (signature: string) => paygateStore.recordSubmission(deps.db, checkout.checkoutId, { signature, blockhash: "b" }, clock.now(), 8, mine);
+    const sent = (signature: string) => paygateStore.recordSubmission(deps.db, checkout.checkoutId, { signature, blockhash: "b", validHeight: null }, clock.now(), 8, mine);
     expect(await sent("sig-held")).toBe(true);
     // Run out (its process stopped answering), taken by another: what the first would record now is refused.
     clock.advance(SUBMIT_LEASE_MS);
@@ -1247,7 +1247,7 @@ describe("purge of expired checkouts", () => {
     expect(await confirmCheckout(deps, productId, paid.checkout.checkoutId)).toMatchObject({ status: "completed" });
     clock.advance(CHECKOUT_TTL_MS + EXPIRY_GRACE_MS + 1);
     expect(await createCheckoutWatcher(deps).runOnce()).toBe(1); // the unpaid one expires
-    await paygateStore.recordSubmission(deps.db, unpaid.checkoutId, { signature: "never-landed", blockhash: "old" }, clock.now(), 10);
+    await paygateStore.recordSubmission(deps.db, unpaid.checkoutId, { signature: "never-landed", blockhash: "old", validHeight: null }, clock.now(), 10);
     const late = await startCheckout(deps, productId, wallet); // open, never looked at since
     clock.advance(EXPIRED_CHECKOUT_KEPT_MS - CHECKOUT_TTL_MS);
     expect(await purgeCheckouts(deps)).toEqual({ checkouts: 0 }); // the unpaid one expired just under a week ago

@@ -13,7 +13,7 @@ import { associatedTokenAddress, compileTransaction, parseTransaction, requireSi
 import { recordPaymentEvents, type PaymentFacts } from "./events.ts";
 import { currencyToken } from "./products.ts";
 import { REFERENCE_PAGE, clusterName, referenceSignatures, waitsForFinality } from "../ledger/ledger.ts";
-import { mayStillLand, sentMayLand } from "../ledger/landing.ts";
+import { landingHeightLimit, mayStillLand, sentMayLand } from "../ledger/landing.ts";
 import { currencyOf, isTxHash } from "./purchases.ts";
 import * as store from "./store.ts";
 import { mintFeatureToken, revealFeatureToken, statusOf } from "./tokens.ts";
@@ -448,11 +448,11 @@ async function settleCheckout(deps: Deps, read: store.CheckoutRow, undecided: (w
     // uncrowded reference). Otherwise no look can decide more (one that cannot land any more and that the
     // ledger does not know never landed).
     let submittedUndecided = false;
-    for (const { signature, blockhash, submittedAt } of submissions) {
-      const refused = submitted.get(signature);
+    for (const kept of submissions) {
+      const refused = submitted.get(kept.signature);
       if (refused === undefined) continue;
       const undecidedOne =
-        refused === null ? (await mayStillLand(deps, blockhash, submittedAt)) || (await deps.ledger.transactionStatus(signature)) !== null : outcomeUnknown(refused);
+        refused === null ? (await mayStillLand(deps, kept)) || (await deps.ledger.transactionStatus(kept.signature)) !== null : outcomeUnknown(refused);
       if (undecidedOne) submittedUndecided = true;
     }
     undecided(submittedUndecided ? "unread" : "crowded");
@@ -995,7 +995,8 @@ export async function submitCheckout(
     if (!onChain && closingSoon(deps, checkout)) throw tooLate();
     // Recorded before it is sent: whatever happens next (a lost answer, a crash), its outcome is read by
     // its signature, by confirm, the watcher and checkout_pay's retry.
-    const recorded = await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash }, deps.clock.now(), MAX_SUBMISSIONS, lease);
+    const validHeight = onChain ? null : await landingHeightLimit(deps);
+    const recorded = await store.recordSubmission(deps.db, checkout.id, { signature: tx.signature, blockhash: tx.recentBlockhash, validHeight }, deps.clock.now(), MAX_SUBMISSIONS, lease);
     if (recorded === "lease lost") throw submitBusy();
     if (!recorded) throw new AppError("INVALID_STATE", `${MAX_SUBMISSIONS} transactions were already sent for this checkout; start a new one`);
     return { onChain };

@@ -372,7 +372,8 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
 }
 
 /** A transaction /submit sent for a checkout: its signature and recent blockhash. */
-export type Submission = { signature: string; blockhash: string };
+/** `validHeight`: the block height past which it can no longer land (ledger/landing.ts); null on rows kept before it was. */
+export type Submission = { signature: string; blockhash: string; validHeight: number | null };
 export type KeptSubmission = Submission & { submittedAt: number };
 
 /**
@@ -441,8 +442,8 @@ export function recordSubmission(db: Db, checkoutId: string, submission: Submiss
       .get(checkoutId, submission.signature) as { n: number };
     if (n >= max) return false;
     db.sqlite
-      .query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
-      .run(checkoutId, submission.signature, submission.blockhash, now);
+      .query("INSERT INTO checkout_submissions (checkout_id, signature, blockhash, submitted_at, valid_height) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+      .run(checkoutId, submission.signature, submission.blockhash, now, submission.validHeight);
     return true;
   });
 }
@@ -457,7 +458,7 @@ export function dropSubmission(db: Db, checkoutId: string, signature: string): P
 /** The transactions /submit sent for a checkout, oldest first. */
 export async function listSubmissions(db: Db, checkoutId: string): Promise<KeptSubmission[]> {
   return db.sqlite
-    .query("SELECT signature, blockhash, submitted_at AS submittedAt FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature")
+    .query("SELECT signature, blockhash, submitted_at AS submittedAt, valid_height AS validHeight FROM checkout_submissions WHERE checkout_id = ? ORDER BY submitted_at, signature")
     .all(checkoutId) as KeptSubmission[];
 }
 
