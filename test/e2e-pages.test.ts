@@ -261,7 +261,7 @@ e2e("more of the pages in Chromium", () => {
 
     // The product filter's label is its select's (a click on it goes there).
     await page.getByRole("link", { name: "Purchases" }).click();
-    await page.getByText("Product", { exact: true }).click();
+    await page.locator("label", { hasText: "Product" }).click();
     expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe("pu-product");
 
     // Sign out: the sign-in view, its title, and the keyboard on its heading.
