@@ -452,9 +452,11 @@ async function serve(
   const webhooks = createDeliveryWorker(deps, { allowPrivate: config.allowPrivateNetworkTargets, agents: (await import("./marketplace/notify.ts")).agentTargets(deps) });
   webhooks.start();
   // Open checkouts are confirmed (or expired) in the background too, not only when the buyer asks.
-  let checkouts: { runOnce(stopping: AbortSignal): Promise<number> } | null = null; // loaded on the first tick: it needs web3.js
+  let checkouts: { runOnce(stopping: AbortSignal): Promise<number> } | null = null; // loaded on the first tick with an open checkout: it needs web3.js
   const checkoutWatch = startRepeating(
     async (stopping) => {
+      // No checkout open (a server that sells nothing, most of the time): checkout.ts and web3.js stay unloaded.
+      if (checkouts === null && !(await (await import("./paygate/watching.ts")).checkoutsToWatch(deps))) return 0;
       checkouts ??= (await importQuietly(() => import("./paygate/checkout.ts"))).createCheckoutWatcher(deps);
       return checkouts.runOnce(stopping);
     },
@@ -462,11 +464,15 @@ async function serve(
     onTimerError("checkout watcher"),
   );
   // marketplace.md: proposals expire after 24 h, missed deadlines are refunded, deliveries auto-release
-  // after 72 h. The due times are stored, so this only has to look; loaded on the first tick (web3.js).
+  // after 72 h. The due times are stored, so this only has to look; loaded on the first tick with work (web3.js).
   // The first round a second after start-up, not a period: a server restarted more often than every 30 s
   // (a crash loop, a deploy script) would otherwise never run them.
   const orderTimers = startRepeating(
-    async (stopping) => (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps, undefined, stopping),
+    async (stopping) => {
+      // Nothing due and nothing in flight (most rounds): the timers' module, and web3.js with it, stays unloaded.
+      if (!(await (await import("./marketplace/orders/due.ts")).orderTimersHaveWork(deps))) return 0;
+      return (await importQuietly(() => import("./marketplace/orders/orders.ts"))).runOrderTimers(deps, undefined, stopping);
+    },
     ORDER_TIMERS_MS,
     onTimerError("order timers"),
     ORDER_TIMERS_FIRST_MS,

@@ -6,6 +6,7 @@ import { testDeps } from "./helpers/deps.ts";
 import { plansOf } from "./helpers/plans.ts";
 import * as paygate from "../src/paygate/store.ts";
 import * as market from "../src/marketplace/store.ts";
+import * as orders from "../src/marketplace/orders/store.ts";
 import * as webhooks from "../src/webhooks/store.ts";
 import * as wallets from "../src/wallets/store.ts";
 
@@ -144,4 +145,18 @@ test("wallet_transfer's idempotency keys: found by their key, purged through the
   expect(purge.length).toBe(1);
   expect(purge[0]!.plan).toContain("USING COVERING INDEX transfer_keys_created_at (created_at<?)");
   expect(scans(purge[0]!.plan, "transfer_keys")).toBe(false);
+});
+
+test("the timers' look for work before loading their modules goes through indexes: due orders, orders in flight, open checkouts", async () => {
+  const { deps, clock } = await testDeps();
+  const plans = [
+    ...(await plansOf(deps.db.sqlite, () => orders.hasTimerWork(deps.db, clock.now()))),
+    ...(await plansOf(deps.db.sqlite, () => paygate.anyOpenCheckout(deps.db))),
+  ];
+  // The partial indexes hold only those rows: the first one found answers (LIMIT 1).
+  expect(plans.map((p) => p.plan)).toEqual([
+    expect.stringContaining("USING COVERING INDEX market_orders_due (due_at>? AND due_at<?)"),
+    "SCAN market_orders USING INDEX market_orders_pending",
+    "SCAN checkouts USING COVERING INDEX checkouts_open",
+  ]);
 });

@@ -166,6 +166,19 @@ export async function dueOrders(db: Db, now: number, limit: number): Promise<Ord
   });
 }
 
+/**
+ * Whether the order timers have anything to do: an order due by `now`, or one whose escrow transaction is in
+ * flight. Two index lookups; most rounds of most servers find nothing, and the timers' module (web3.js with it)
+ * is then not loaded.
+ */
+export async function hasTimerWork(db: Db, now: number): Promise<boolean> {
+  return db.read(
+    () =>
+      db.sqlite.query("SELECT 1 FROM market_orders WHERE due_at IS NOT NULL AND due_at <= ? LIMIT 1").get(now) !== null ||
+      db.sqlite.query("SELECT 1 FROM market_orders WHERE pending_tx IS NOT NULL LIMIT 1").get() !== null,
+  );
+}
+
 /** A due payout that waits (for its recipient's token account) is not looked at again before `at`. */
 export async function holdPayout(db: Db, id: string, status: OrderStatus, at: number): Promise<boolean> {
   return db.write(() => db.sqlite.query("UPDATE market_orders SET payout_retry_at = ? WHERE id = ? AND status = ?").run(at, id, status).changes === 1);
