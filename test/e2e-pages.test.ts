@@ -537,6 +537,9 @@ e2e("more of the pages in Chromium", () => {
     await page.getByLabel("Wallet").fill(a.address);
     await page.getByLabel("Wallet").press("Enter");
     await page.getByText("1–1 of 1").waitFor();
+    // Its row's words describe Revoke: the product and the token shortened, not 47 characters read out whole.
+    const described = await page.getByRole("button", { name: "Revoke" }).evaluate((el) => (globalThis as any).document.getElementById(el.getAttribute("aria-describedby"))?.textContent);
+    expect(described).toMatch(/^Tool, token ft_\w{5}…\w{8}$/);
     await page.getByRole("button", { name: "Revoke" }).click();
     await page.getByRole("button", { name: "Yes" }).click();
     await page.getByText("revoked", { exact: true }).waitFor();

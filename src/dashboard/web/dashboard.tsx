@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, errorWords, query, showWallet, shownWalletAddress, SIGNED_OUT_EVENT, WALLET_CHANGED_EVENT } from "./api.ts";
 import { chainOf, connectWallet, toBase64 } from "./wallet.ts";
-import { ActionButton, ConfirmButton, CopyButton, ErrorText, Short, TxLink, fieldError, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
+import { ActionButton, ConfirmButton, CopyButton, ErrorText, Short, TxLink, fieldError, short, useFieldErrors, useSubmit, useWalletChoice, when } from "./ui.tsx";
 
 type Me = { walletAddress: string; tier: string; usage: { minute: number; day: number; limits: { minute: number; day: number } | null } };
 type Product = {
@@ -471,7 +471,7 @@ function Tokens() {
           <thead><tr><th>Token</th><th>Product</th><th>Wallet</th><th>Status</th><th>Created</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>{data.tokens.map((t, i) => (
             <tr key={t.accessToken}>
-              <td id={`token-row-${i}`}><Short text={t.accessToken} keep={8} /></td><td>{t.productTitle}</td><td><Short text={t.walletAddress} /></td>
+              <td><Short text={t.accessToken} keep={8} /><span id={`token-row-${i}`} class="visually-hidden">{`${t.productTitle}, token ${short(t.accessToken, 8)}`}</span></td><td>{t.productTitle}</td><td><Short text={t.walletAddress} /></td>
               <td><span class={`badge ${t.status === "active" ? "ok" : "bad"}`}>{t.status}</span></td><td>{when(t.createdAt)}</td>
               <td>{t.status === "active" && (
                 <ConfirmButton question="Revoke this token for good?" describedBy={`token-row-${i}`} action={async () => { await api("/dashboard/api/tokens/revoke", { body: { accessToken: t.accessToken } }); reload(); }}>
