@@ -610,8 +610,8 @@ async function selfSentPayment(deps: Deps, checkout: store.CheckoutRow, product:
  * The transactions /submit kept for a checkout (but `except`), read by signature: the purchase when one
  * paid it; `pending` while one not seen yet may still land (its blockhash still valid, or on mainnet
  * confirmed but not final): another payment now could be a second one; null when none did or can. One
- * that no longer can land is forgotten (it frees its place), but never within SENT_KEPT_MS of its
- * sending: a node a few slots behind may not know a fresh blockhash yet.
+ * that no longer can land (ledger/landing.ts: never within SENT_KEPT_MS of its sending, nor before the
+ * chain is past its landing limit) is forgotten: it frees its place.
  */
 async function settleSubmissions(deps: Deps, checkout: store.CheckoutRow, product: store.ProductRow, token: SplToken, except?: string): Promise<ConfirmResult | null> {
   for (const kept of await store.listSubmissions(deps.db, checkout.id)) {
@@ -708,8 +708,8 @@ export async function keyedCheckout(
 }
 
 /**
- * Whether a transaction /submit kept for the checkout may still land (sent lately, its blockhash still
- * valid) or the ledger has it: until none can, the checkout may yet be paid by it.
+ * Whether a transaction /submit kept for the checkout may still land (ledger/landing.ts) or the ledger has
+ * it: until none can, the checkout may yet be paid by it.
  */
 async function paymentMayLand(deps: Deps, checkoutId: string): Promise<boolean> {
   for (const kept of await store.listSubmissions(deps.db, checkoutId)) if (await sentMayLand(deps, kept)) return true;

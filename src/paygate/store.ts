@@ -467,12 +467,12 @@ export function expireCheckout(db: Db, id: string): Promise<boolean> {
   return db.write(() => db.sqlite.query("UPDATE checkouts SET status = 'expired' WHERE id = ? AND status = 'open'").run(id).changes > 0);
 }
 
-/** Deletes checkouts marked expired (unpaid, nothing left to land) whose expiry is before `before`, with their kept transactions. */
 /** Whether any checkout is open: the watcher has nothing to look at otherwise (and its module stays unloaded). */
 export async function anyOpenCheckout(db: Db): Promise<boolean> {
   return db.read(() => db.sqlite.query("SELECT 1 FROM checkouts WHERE status = 'open' LIMIT 1").get() !== null);
 }
 
+/** Deletes checkouts marked expired (unpaid, nothing left to land) whose expiry is before `before`, with their kept transactions. */
 export async function purgeExpiredCheckouts(db: Db, before: number, stopping?: AbortSignal): Promise<number> {
   // In steps of STEP_ROWS checkouts, each with its submissions, one write each (db/steps.ts). Both
   // statements pick the same checkouts: the same order, ties broken by id, in the same write.

@@ -585,6 +585,16 @@ function Deliveries({ endpointId, refresh }: { endpointId: string; refresh: numb
   );
 }
 
+/** An endpoint's signing secret shown, to copy; Hide takes it off the screen and the keyboard back to `focusAfter` (the button that showed it). */
+function WebhookSecret({ words, secret, hide, focusAfter }: { words: string; secret: string; hide: () => void; focusAfter: string }) {
+  return (
+    <div class="secret">
+      <span>{words}</span><code>{secret}</code><CopyButton text={secret} />
+      <button type="button" class="secondary" onClick={() => { hide(); document.getElementById(focusAfter)?.focus(); }}>Hide</button>
+    </div>
+  );
+}
+
 function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: () => void }) {
   const [secret, setSecret] = useState<string | null>(null);
   const [sent, setSent] = useState(false);
@@ -632,12 +642,7 @@ function EndpointCard({ endpoint, onChanged }: { endpoint: Endpoint; onChanged: 
       {/* Always there, so that what appears in it is said: the secret shown, a test event sent. */}
       <div role="status">
         {sent && <p class="muted">Test event sent: its delivery is listed below.</p>}
-        {secret && (
-          <div class="secret">
-            <span>Signing secret:</span><code>{secret}</code><CopyButton text={secret} />
-            <button type="button" class="secondary" onClick={() => { setSecret(null); document.getElementById(`${named}-reveal`)?.focus(); }}>Hide</button>
-          </div>
-        )}
+        {secret && <WebhookSecret words="Signing secret:" secret={secret} hide={() => setSecret(null)} focusAfter={`${named}-reveal`} />}
       </div>
       <Deliveries endpointId={endpoint.endpointId} refresh={refresh} />
     </div>
@@ -665,12 +670,7 @@ function Webhooks() {
         <button id="w-add" type="submit" aria-disabled={busy ? "true" : undefined}>Add endpoint</button>
         <ErrorText error={addError} id="w-error" labels={{ url: "URL", events: "Events" }} />
         <div role="status">
-          {created && (
-            <div class="secret">
-              <span>Endpoint added. Signing secret:</span><code>{created}</code><CopyButton text={created} />
-              <button type="button" class="secondary" onClick={() => { setCreated(null); document.getElementById("w-add")?.focus(); }}>Hide</button>
-            </div>
-          )}
+          {created && <WebhookSecret words="Endpoint added. Signing secret:" secret={created} hide={() => setCreated(null)} focusAfter="w-add" />}
         </div>
       </form>
       <LoadState data={data} error={error} reload={reload} />
