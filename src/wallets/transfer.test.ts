@@ -15,6 +15,21 @@ import * as store from "./store.ts";
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
 
+/**
+ * A custodial wallet `a` with 1 SOL and a recipient `b`, on a ledger whose next `draws` compute-unit limits (drawn
+ * from 3 random bytes) are all equal (all-zero bytes), counted from after the airdrop, which draws limits too.
+ */
+async function equalLimits(draws: number) {
+  let equalDraws = 0;
+  const random = (n: number) => (n === 3 && equalDraws-- > 0 ? new Uint8Array(3) : crypto.getRandomValues(new Uint8Array(n)));
+  const { deps } = await testDeps({}, { random });
+  const a = (await createCustodialWallet(deps)).address;
+  const b = Keypair.generate().publicKey.toBase58();
+  await deps.ledger.airdrop(a, { sol: SOL });
+  equalDraws = draws;
+  return { deps, a, b };
+}
+
 describe("transferFromWallet", () => {
   test("between two custodial wallets: signed here, confirmed, exact balances", async () => {
     const { deps } = await testDeps();
@@ -128,13 +143,7 @@ describe("transferFromWallet", () => {
   test("two identical requests that draw the same compute-unit limit are still two transfers", async () => {
     // The first two limits drawn are equal (all-zero random bytes), so the second transaction is
     // byte-for-byte the first: the ledger says CONFLICT and the transfer is built again.
-    let equalDraws = 2;
-    const random = (n: number) => (n === 3 && equalDraws-- > 0 ? new Uint8Array(3) : crypto.getRandomValues(new Uint8Array(n)));
-    const { deps } = await testDeps({}, { random });
-    const a = (await createCustodialWallet(deps)).address;
-    const b = Keypair.generate().publicKey.toBase58();
-    await deps.ledger.airdrop(a, { sol: SOL });
-    equalDraws = 2; // the airdrop drew limits too
+    const { deps, a, b } = await equalLimits(2);
     const both = await Promise.all([0, 1].map(() => transferFromWallet(deps, { from: a, to: b, token: "sol", amount: SOL / 10n })));
     const signatures = both.map((o) => (o.kind === "submitted" ? o.result.signature : ""));
     expect(new Set(signatures).size).toBe(2);
@@ -274,13 +283,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
 
   test("two keys asking the same transfer in one blockhash's life are two transfers, even with equal compute-unit limits", async () => {
     // The first limits drawn are equal (all-zero random bytes): only each key's own reference tells them apart.
-    let equalDraws = 0;
-    const random = (n: number) => (n === 3 && equalDraws-- > 0 ? new Uint8Array(3) : crypto.getRandomValues(new Uint8Array(n)));
-    const { deps } = await testDeps({}, { random });
-    const a = (await createCustodialWallet(deps)).address;
-    const b = Keypair.generate().publicKey.toBase58();
-    await deps.ledger.airdrop(a, { sol: SOL });
-    equalDraws = 3;
+    const { deps, a, b } = await equalLimits(3);
     const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
     const one = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "invoice-1" }));
     const two = signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "invoice-2" }));
