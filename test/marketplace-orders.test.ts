@@ -306,6 +306,65 @@ describe("orders", () => {
     expect(listed.map((o: Json) => o.status)).toEqual(["delivered"]);
   }, 60_000);
 
+  test("provider_create_order with an idempotencyKey: retries and racing calls make one order; the key asking another is VALIDATION_ERROR", async () => {
+    const c = await consumer(100);
+    const key = `proposal-${crypto.randomUUID()}`;
+    const args = { conversationId: c.conversationId, description: "Translate one page", price: "40", deliveryTime: 60, idempotencyKey: key };
+    // Six calls with one key at once (a client retrying over dropped connections): one order, six answers naming it.
+    const answers = await Promise.all(Array.from({ length: 6 }, () => provider.call("provider_create_order", args)));
+    const orderIds = new Set(answers.map((a) => a.data?.order?.orderId));
+    expect([answers.every((a) => a.success), orderIds.size]).toEqual([true, 1]);
+    const orderId = String(answers[0]!.data?.order?.orderId);
+    const inConversation = async () => (await provider.ok("provider_list_orders", {})).orders.filter((o: Json) => o.conversationId === c.conversationId);
+    expect((await inConversation()).map((o: Json) => o.orderId)).toEqual([orderId]);
+    const proposedMessages = async () =>
+      (await c.client.ok("consumer_get_conversation", { conversationId: c.conversationId })).messages.filter((m: Json) => String(m.text).startsWith("Order proposed"));
+    expect(await proposedMessages()).toHaveLength(1);
+    // After the consumer paid it, the retry answers the order as it stands: paid, not a new proposal.
+    expect(await accept(c, orderId)).toMatchObject({ success: true });
+    const again = await provider.ok("provider_create_order", args);
+    expect([again.order.orderId, again.order.status]).toEqual([orderId, "paid"]);
+    // The key with any other proposal (price, text, delivery time, service, conversation) is refused, and makes nothing.
+    const other = await consumer(0);
+    for (const changed of [{ price: "41" }, { description: "Translate two pages" }, { deliveryTime: 61 }, { serviceId: "svc_x" }, { conversationId: other.conversationId }]) {
+      const refused = await provider.call("provider_create_order", { ...args, ...changed });
+      expect([changed, refused.code, refused.details?.fields?.[0]?.field]).toEqual([changed, "VALIDATION_ERROR", expect.stringMatching(/^(idempotencyKey|serviceId)$/)]);
+    }
+    const keyTaken = await provider.call("provider_create_order", { ...args, price: "41" });
+    expect(keyTaken.details?.fields?.[0]?.field).toBe("idempotencyKey");
+    expect(keyTaken.error).toContain(orderId);
+    expect((await inConversation()).map((o: Json) => o.orderId)).toEqual([orderId]);
+    expect((await provider.ok("provider_list_orders", {})).orders.filter((o: Json) => o.conversationId === other.conversationId)).toEqual([]);
+    expect(await proposedMessages()).toHaveLength(1);
+    // A new key is a new proposal; a key of letters other than [A-Za-z0-9._:-], or longer than 64, is refused by name.
+    const second = await provider.ok("provider_create_order", { ...args, idempotencyKey: `${key}-2` });
+    expect(second.order.orderId).not.toBe(orderId);
+    for (const bad of ["", "a b", "x".repeat(65)]) {
+      const refused = await provider.call("provider_create_order", { ...args, idempotencyKey: bad });
+      expect([bad, refused.code, refused.details?.fields?.[0]?.field]).toEqual([bad, "VALIDATION_ERROR", "idempotencyKey"]);
+    }
+    expect((await inConversation()).length).toBe(2);
+    expect((await balances(c.address)).usdc).toBe(60n * USDC);
+  }, 60_000);
+
+  test("one idempotencyKey is each provider's own: another provider's proposal under the same key is its own order", async () => {
+    const otherProvider = await connectMcp(server.url, "provider-two");
+    await otherProvider.ok("wallet_create", {});
+    const registered = await otherProvider.ok("provider_register", {
+      endpoint: hook.url,
+      profile: { name: "Reviewer", tagline: "Reviews", description: "Reviews documents", categories: ["writing"], basePrice: "5" },
+    });
+    const client = await connectMcp(server.url, `consumer-${crypto.randomUUID()}`);
+    await client.ok("wallet_create", {});
+    const theirs = (await client.ok("consumer_start_conversation", { agentId: registered.agent.agentId, message: "Hello" })).conversation.conversationId;
+    const c = await consumer(0);
+    const key = `shared-${crypto.randomUUID()}`;
+    const ours = await provider.ok("provider_create_order", { conversationId: c.conversationId, description: "A page", price: "5", deliveryTime: 60, idempotencyKey: key });
+    const other = await otherProvider.ok("provider_create_order", { conversationId: theirs, description: "A page", price: "5", deliveryTime: 60, idempotencyKey: key });
+    expect(other.order.orderId).not.toBe(ours.order.orderId);
+    expect(other.order.conversationId).toBe(theirs);
+  }, 60_000);
+
   test("two racing accepts: one payment, one INVALID_STATE", async () => {
     const c = await consumer(100);
     const orderId = await propose(c.conversationId, "30");

@@ -46,6 +46,7 @@ import m0044 from "./migrations/0044_checkout_submit_leases.sql" with { type: "t
 import m0045 from "./migrations/0045_checkout_idempotency_keys.sql" with { type: "text" };
 import m0046 from "./migrations/0046_transfer_idempotency_keys.sql" with { type: "text" };
 import m0047 from "./migrations/0047_checkout_submission_heights.sql" with { type: "text" };
+import m0048 from "./migrations/0048_order_idempotency_keys.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -97,4 +98,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 45, name: "checkout_idempotency_keys", sql: m0045 },
   { version: 46, name: "transfer_idempotency_keys", sql: m0046 },
   { version: 47, name: "checkout_submission_heights", sql: m0047 },
+  { version: 48, name: "order_idempotency_keys", sql: m0048 },
 ];

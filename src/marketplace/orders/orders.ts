@@ -139,12 +139,24 @@ async function transition(
   });
 }
 
-export type CreateOrderInput = { conversationId: string; serviceId?: string | undefined; description: string; price: string | number; deliveryTime: number };
+export type CreateOrderInput = {
+  conversationId: string;
+  serviceId?: string | undefined;
+  description: string;
+  price: string | number;
+  deliveryTime: number;
+  /** The provider's own key for this one proposal: a retry with it answers the order it made (README). */
+  idempotencyKey?: string | undefined;
+};
 
 /** Proposals open at once in one conversation: a consumer is not to be buried in them (nor the expiry timer). */
 export const MAX_OPEN_PROPOSALS = 20;
 
-/** provider_create_order: a proposal in the conversation, open for 24 hours. */
+/**
+ * provider_create_order: a proposal in the conversation, open for 24 hours. With an `idempotencyKey` the
+ * provider used before, the order it made then, as it stands now (whatever became of it), and nothing new;
+ * the key asking for another proposal is VALIDATION_ERROR.
+ */
 export async function createOrder(deps: Deps, wallet: string, input: CreateOrderInput): Promise<OrderView> {
   const parties = await conversationParties(deps, input.conversationId);
   if (parties === null || (parties.consumerWallet !== wallet && parties.providerWallet !== wallet)) {
@@ -180,14 +192,34 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     createdAt: now,
     updatedAt: now,
   };
-  await deps.db.write(() => {
+  const key = input.idempotencyKey ?? null;
+  const made = await deps.db.write(() => {
+    const kept = key === null ? null : store.findOrderByKeyInWrite(deps.db, wallet, key);
+    if (kept !== null) {
+      if (!sameProposal(kept, row)) {
+        throw invalidField("idempotencyKey", `this key proposed another order (${kept.id}); give a new key for a new proposal`);
+      }
+      return kept;
+    }
     if (store.openProposalsInWrite(deps.db, input.conversationId) >= MAX_OPEN_PROPOSALS) {
       throw new AppError("INVALID_STATE", `a conversation holds at most ${MAX_OPEN_PROPOSALS} open proposals: withdraw one, or wait for an answer`);
     }
-    store.insertOrderInWrite(deps.db, row);
+    store.insertOrderInWrite(deps.db, row, key);
     systemMessageInWrite(deps, row, `Order proposed: ${description} — ${row.price} USDC, delivery within ${row.deliveryTimeMin} minutes.`);
+    return row;
   });
-  return orderView(row);
+  return orderView(made);
+}
+
+/** Whether a kept order is the proposal asked for again: its conversation, service, text, price and delivery time. */
+function sameProposal(kept: store.OrderRow, asked: store.OrderRow): boolean {
+  return (
+    kept.conversationId === asked.conversationId &&
+    kept.serviceId === asked.serviceId &&
+    kept.description === asked.description &&
+    kept.price === asked.price &&
+    kept.deliveryTimeMin === asked.deliveryTimeMin
+  );
 }
 
 /**

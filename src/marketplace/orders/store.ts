@@ -60,17 +60,27 @@ const COLUMNS = `id, conversation_id AS conversationId, agent_id AS agentId, con
 type RawOrder = Omit<OrderRow, "amount" | "feeAmount"> & { amount: string; feeAmount: string | null };
 const toRow = (raw: RawOrder): OrderRow => ({ ...raw, amount: BigInt(raw.amount), feeAmount: raw.feeAmount === null ? null : BigInt(raw.feeAmount) });
 
-export function insertOrderInWrite(db: Db, row: OrderRow): void {
+/** A new order; with provider_create_order's `idempotencyKey`, kept on it (one order per provider and key). */
+export function insertOrderInWrite(db: Db, row: OrderRow, idempotencyKey: string | null = null): void {
   db.sqlite
     .query(
       `INSERT INTO market_orders (id, conversation_id, agent_id, consumer_wallet, provider_wallet, service_id, description, price,
-         amount, token, delivery_time_min, status, due_at, deadline, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         amount, token, delivery_time_min, status, due_at, deadline, created_at, updated_at, idempotency_key)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .run(
       row.id, row.conversationId, row.agentId, row.consumerWallet, row.providerWallet, row.serviceId, row.description, row.price,
       row.amount.toString(), row.token, row.deliveryTimeMin, row.status, row.dueAt, row.deadline, row.createdAt, row.updatedAt,
+      idempotencyKey,
     );
+}
+
+/** The order a provider proposed under an idempotency key; null when none. */
+export function findOrderByKeyInWrite(db: Db, providerWallet: string, idempotencyKey: string): OrderRow | null {
+  const raw = db.sqlite
+    .query(`SELECT ${COLUMNS} FROM market_orders WHERE provider_wallet = ? AND idempotency_key = ?`)
+    .get(providerWallet, idempotencyKey) as RawOrder | null;
+  return raw === null ? null : toRow(raw);
 }
 
 export function findOrderInWrite(db: Db, id: string): OrderRow | null {
@@ -99,11 +109,8 @@ const CHANGE_COLUMNS: Record<keyof OrderChange, string> = {
 };
 
 /**
- * Moves an order from `from` to its next state inside the caller's write: one conditional UPDATE, so of
- * two racing transitions exactly one applies. False when the order was no longer in `from`.
- */
-/**
- * Moves the order from `from` with `change`; false when it is no longer in `from` — or, with `offerHash`
+ * Moves the order from `from` with `change` inside the caller's write: one conditional UPDATE, so of two
+ * racing transitions exactly one applies. False when it is no longer in `from` — or, with `offerHash`
  * given, when its escrow offer is no longer that one (null: none) — so the caller's look is out of date.
  */
 export function transitionInWrite(db: Db, id: string, from: OrderStatus, change: OrderChange, now: number, offerHash?: string | null): boolean {

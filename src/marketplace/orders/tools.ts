@@ -1,7 +1,7 @@
 // Tool edge of marketplace orders (mcp.md "Marketplace"): the provider's and the consumer's actions on
 // orders. Provider tools act for the agents the session wallet owns; consumer tools for the session wallet.
 import { z } from "zod";
-import { defineTool, requireWallet, type Tool } from "../../mcp/registry.ts";
+import { defineTool, idempotencyKeyInput, requireWallet, type Tool } from "../../mcp/registry.ts";
 import { countMessage } from "../tools.ts";
 import {
   acceptOrder,
@@ -40,6 +40,9 @@ export const providerCreateOrder = defineTool({
     description: z.string().max(4000).describe("what you will deliver, up to 4,000 characters"),
     price: Price,
     deliveryTime: z.number().int().min(1).max(MAX_DELIVERY_MIN).describe("whole minutes from payment to the delivery deadline, 1 to 525,600 (a year)"),
+    idempotencyKey: idempotencyKeyInput(
+      "a key you choose for this one proposal (e.g. a UUID); calling again with it, after any error or a lost answer, answers the order it made (as it stands now) and never proposes twice",
+    ),
   },
   needsWallet: true,
   run: async (ctx, input) => {
