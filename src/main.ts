@@ -75,7 +75,7 @@ function commandUsage(name: string): string | null {
   return `Usage: walletgate ${blocks.join("\n   or: walletgate ")}\n\nOptions and the other commands: walletgate --help\n`;
 }
 
-/** `0.1.0 (schema 48, commit 3f1d2bc1a2b3)`: the package version, the schema it migrates to, the build's commit. */
+/** `0.1.0 (schema 49, commit 3f1d2bc1a2b3)`: the package version, the schema it migrates to, the build's commit. */
 export function versionLine(): string {
   const build =
     typeof WALLETGATE_BUILD_COMMIT !== "string" ? "run from source" : WALLETGATE_BUILD_COMMIT === "" ? "built outside git" : `commit ${WALLETGATE_BUILD_COMMIT}`;

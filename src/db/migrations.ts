@@ -47,6 +47,7 @@ import m0045 from "./migrations/0045_checkout_idempotency_keys.sql" with { type:
 import m0046 from "./migrations/0046_transfer_idempotency_keys.sql" with { type: "text" };
 import m0047 from "./migrations/0047_checkout_submission_heights.sql" with { type: "text" };
 import m0048 from "./migrations/0048_order_idempotency_keys.sql" with { type: "text" };
+import m0049 from "./migrations/0049_transfer_keys_strict.sql" with { type: "text" };
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -99,4 +100,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 46, name: "transfer_idempotency_keys", sql: m0046 },
   { version: 47, name: "checkout_submission_heights", sql: m0047 },
   { version: 48, name: "order_idempotency_keys", sql: m0048 },
+  { version: 49, name: "transfer_keys_strict", sql: m0049 },
 ];
