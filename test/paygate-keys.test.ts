@@ -352,6 +352,11 @@ describe("API keys and /public/*", () => {
       const refused = await cli("keys", "create", "--owner", address, "--label", "x");
       expect({ code: refused.code, said: refused.stderr.includes(words), out: refused.stdout }).toEqual({ code: 2, said: true, out: "" });
       expect(JSON.parse((await cli("keys", "list", "--owner", address, "--json")).stdout)).toEqual({ keys: [] });
+      // Nor is it made an owner with a tier.
+      const tier = await cli("owners", "set-tier", address, "pro");
+      expect({ code: tier.code, said: tier.stderr.includes(words), out: tier.stdout }).toEqual({ code: 2, said: true, out: "" });
+      const owners = JSON.parse((await cli("owners", "list", "--json")).stdout) as { owners: { walletAddress: string }[] };
+      expect(owners.owners.map((o) => o.walletAddress)).not.toContain(address);
     }
   });
 });

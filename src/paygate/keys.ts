@@ -1,10 +1,10 @@
 // API keys of owners: `pk_` + 64 hex, shown once, SHA-256 at rest; the X-API-Key check of /public/*.
 import type { Deps } from "../deps.ts";
-import { AppError, fieldError, textField } from "../errors.ts";
-import { isProgramOrSysvar } from "../ledger/transactions.ts";
+import { AppError, textField } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
 import { sha256Hex } from "../lib/hash.ts";
 import { newId } from "../lib/ids.ts";
+import { requireOwnerWallet } from "./owners.ts";
 import * as store from "./store.ts";
 
 const KEY_FORMAT = /^pk_[0-9a-f]{64}$/;
@@ -35,12 +35,7 @@ export function requireLabel(label: string): string {
 /** A new key for `owner` (created if needed); the only time the key itself is seen. */
 export async function createApiKey(deps: Deps, owner: string, label: string): Promise<Omit<ApiKeyView, "lastUsedAt" | "revokedAt"> & { key: string }> {
   const clean = requireLabel(label);
-  // An owner is a wallet that signs in (paygate.md); a program's address (the operator's slip, from
-  // `walletgate keys create --owner`) never will, and its key would see no product, ever.
-  if (isProgramOrSysvar(owner)) throw fieldError("owner", `owner: ${owner} is a program, not a wallet: an owner is a wallet that signs in`);
-  // Nor does a token's mint (this network's USDC mint pasted for a wallet, say).
-  const mint = (await deps.ledger.tokens()).find((t) => t.mint === owner);
-  if (mint !== undefined) throw fieldError("owner", `owner: ${owner} is the mint of ${mint.key.toUpperCase()}, not a wallet: an owner is a wallet that signs in`);
+  await requireOwnerWallet(deps, owner);
   const now = deps.clock.now();
   await store.ensureOwner(deps.db, owner, now);
   const key = `pk_${Buffer.from(deps.random(32)).toString("hex")}`;

@@ -3,6 +3,7 @@ import { authenticateToken } from "../auth/sessions.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, fieldError } from "../errors.ts";
 import { toIso } from "../lib/clock.ts";
+import { isProgramOrSysvar } from "../ledger/transactions.ts";
 import { isAddress } from "../lib/encoding.ts";
 import * as store from "./store.ts";
 
@@ -31,6 +32,18 @@ export const TIERS: readonly store.Tier[] = ["free", "pro", "unlimited"];
 export async function setOwnerTier(deps: Deps, walletAddress: string, tier: string): Promise<Owner> {
   if (!isAddress(walletAddress)) throw new AppError("INVALID_ADDRESS", "the owner must be a base58 wallet address of 32 bytes");
   if (!(TIERS as readonly string[]).includes(tier)) throw fieldError("tier", `tier must be one of ${TIERS.join(", ")}`);
+  await requireOwnerWallet(deps, walletAddress);
   await store.setOwnerTier(deps.db, walletAddress, tier as store.Tier, deps.clock.now());
   return view((await store.findOwner(deps.db, walletAddress))!);
+}
+
+/**
+ * An owner is a wallet that signs in (paygate.md). A program's address or a token's mint (this network's
+ * USDC mint pasted for a wallet, say: the operator's slip, from `keys create --owner` or `owners set-tier`)
+ * never will: its key would see no product, its tier would change nobody's limits. VALIDATION_ERROR on `owner`.
+ */
+export async function requireOwnerWallet(deps: Deps, owner: string): Promise<void> {
+  if (isProgramOrSysvar(owner)) throw fieldError("owner", `owner: ${owner} is a program, not a wallet: an owner is a wallet that signs in`);
+  const mint = (await deps.ledger.tokens()).find((t) => t.mint === owner);
+  if (mint !== undefined) throw fieldError("owner", `owner: ${owner} is the mint of ${mint.key.toUpperCase()}, not a wallet: an owner is a wallet that signs in`);
 }
