@@ -378,10 +378,34 @@ describe("orders", () => {
   test("too little money: INSUFFICIENT_FUNDS and the order stays proposed", async () => {
     const c = await consumer(5);
     const orderId = await propose(c.conversationId, "6");
-    expect(await accept(c, orderId)).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
+    const refused = await accept(c, orderId);
+    // Said in whole tokens from the consumer's balances, not the ledger's base units and token accounts.
+    expect([refused.success, refused.code, refused.error]).toEqual([false, "INSUFFICIENT_FUNDS", `${c.address} holds 5 USDC; this transfer needs 6 USDC`]);
+    // Paid in the service token, which it has none of (not even an account): the same words.
+    const inWgt = await c.client.call("consumer_accept_order", { orderId, conversationId: c.conversationId, paymentMethod: "wgt" });
+    expect([inWgt.code, inWgt.error]).toEqual(["INSUFFICIENT_FUNDS", `${c.address} holds 0 WGT; this transfer needs 6 WGT`]);
     const orders = await c.client.ok("consumer_list_orders", {});
     expect(orders.orders.find((o: Json) => o.orderId === orderId).status).toBe("proposed");
     expect((await balances(c.address)).usdc).toBe(5n * USDC);
+  }, 60_000);
+
+  test("a connected consumer is offered no escrow transfer its balances cannot pay: INSUFFICIENT_FUNDS, in tokens, before anything is signed", async () => {
+    const wallet = newWallet();
+    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
+    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "2"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const client = await connectMcp(server.url, "connected-short", (await signIn(server.url, wallet)).sessionToken as string);
+    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const orderId = await propose(conversationId, "3");
+    const refused = await client.call("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
+    expect([refused.code, refused.error, refused.data]).toEqual(["INSUFFICIENT_FUNDS", `${wallet.address} holds 2 USDC; this transfer needs 3 USDC`, undefined]);
+    // Funded, it gets the offer (none was made before), signs it and pays: no SOL lost to a failed transfer.
+    const sol = (await balances(wallet.address)).sol;
+    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--usdc", "1"], { DATA_DIR: server.dataDir })).code).toBe(0);
+    const offer = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
+    expect((await balances(wallet.address)).sol).toBe(sol);
+    const paid = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc", signedTransaction: signCheckout(offer.unsignedTransaction, keypair) });
+    expect(paid.order.status).toBe("paid");
+    expect((await balances(wallet.address)).usdc).toBe(0n);
   }, 60_000);
 
   test("a connected consumer gets the escrow transfer unsigned, signs it, and pays with signedTransaction", async () => {

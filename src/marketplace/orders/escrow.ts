@@ -9,6 +9,7 @@ import {
   ATA_PROGRAM, SYSTEM_PROGRAM, TOKEN_2022_PROGRAM, TOKEN_PROGRAM, associatedTokenAddress, parseTransaction, transfersOf, type LoadedAddresses, type TokenAccountInfo,
 } from "../../ledger/transactions.ts";
 import { createCustodialWallet } from "../../wallets/custody.ts";
+import { requireFundsToSign } from "../../wallets/funds.ts";
 import { signerFor } from "../../wallets/signer.ts";
 import * as store from "./store.ts";
 
@@ -69,6 +70,9 @@ export async function escrowPayment(
   if (payment.signed === undefined) {
     const offered: TransferIntent = { ...intent, reference: encodeBase58(deps.random(32)) };
     const wire = await deps.ledger.buildTransfer(offered);
+    // Handed out only when the consumer's balances cover it (as wallet_transfer's): a payment it cannot make
+    // would fail on chain and still cost its fee.
+    await requireFundsToSign(deps, offered, wire);
     return { kind: "unsigned", transaction: encodeBase64(wire), wire, offerHash: offerOf(messageHash(wire), offered) };
   }
   const wire = decodeBase64Strict(payment.signed);

@@ -16,6 +16,7 @@ import { conversationParties, orderCompletedInWrite, orderEventInWrite, provider
 import { currencyToken } from "../../paygate/products.ts";
 import { AGENT_LIMITS, usdcToken } from "../agents.ts";
 import type { AgentEventType } from "../events.ts";
+import { fundsShortfall } from "../../wallets/funds.ts";
 import * as store from "./store.ts";
 
 export const PROPOSAL_TTL_MS = DAY_MS;
@@ -369,7 +370,9 @@ export async function acceptOrder(
   // checked instead, backing the offer's hash there as the transfers applied back it on localnet.
   if (deps.config.network !== "localnet") requireExactTransfer(await transfersOfWire(deps, payment.wire, payment.intent), payment.intent);
   const done = await runMove(deps, row, "proposed", "accept", move, payment.wire, (transfers) => requireExactTransfer(transfers, payment.intent)).catch(
-    (err: unknown) => {
+    async (err: unknown) => {
+      // The ledger's shortfall names token accounts and base units; the consumer's balances say it in tokens.
+      if (err instanceof AppError && err.code === "INSUFFICIENT_FUNDS") throw await fundsShortfall(deps, payment.intent, payment.wire, err);
       throw presentedTooLate(deps, row, err);
     },
   );
