@@ -125,6 +125,23 @@ test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and
   });
 });
 
+test("wallet_transfer: a memo of 200 characters that does not fit a transaction's 1,232 bytes is VALIDATION_ERROR on memo, and nothing moves", async () => {
+  const { deps } = await testDeps();
+  const registry = createToolRegistry(deps);
+  const { address } = await createCustodialWallet(deps);
+  await deps.ledger.airdrop(address, { sol: SOL, usdc: 5_000_000n });
+  const ctx = walletContext(deps, address);
+  const to = (await createCustodialWallet(deps)).address; // no USDC account yet: the transfer opens one
+  const emoji = "😀".repeat(200); // 200 characters, 800 bytes
+  const refused = await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "usdc", memo: emoji });
+  expect(refused).toMatchObject({ success: false, code: "VALIDATION_ERROR", error: expect.stringContaining("shorten the memo"), details: { fields: [{ field: "memo" }] } });
+  expect(await deps.ledger.getBalances(to)).toEqual({ sol: 0n, usdc: 0n, wgt: 0n });
+  // 200 ASCII characters fit, and so do 200 emoji where no account is opened (SOL).
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "usdc", memo: "m".repeat(200) })).toMatchObject({ success: true });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.01", token: "sol", memo: emoji })).toMatchObject({ success: true });
+  expect(await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "usdc", memo: "m".repeat(201) })).toMatchObject({ code: "VALIDATION_ERROR" });
+});
+
 test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once, the retry answers it, a recorded but unsent one is sent as it is", async () => {
   const { deps, clock } = await testDeps({ NETWORK: "devnet", SOLANA_RPC_URL: rpc.url });
   const registry = createToolRegistry(deps);

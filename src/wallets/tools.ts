@@ -134,7 +134,11 @@ export const walletTransfer = defineTool({
     to: address("recipient"),
     amount,
     token: z.string().describe("sol, usdc or the service token's symbol"),
-    memo: z.string().max(200).optional().describe("a note recorded on chain with the transfer, up to 200 characters"),
+    memo: z
+      .string()
+      .max(200)
+      .optional()
+      .describe("a note recorded on chain with the transfer, up to 200 characters (a transaction holds 1,232 bytes: a long memo of multi-byte characters may not fit, and is refused)"),
     idempotencyKey: idempotencyKeyInput("custodial wallets: a key you choose for this one transfer (e.g. a UUID); calling again with it, after any error or a lost answer, never sends twice"),
   },
   needsWallet: true,
