@@ -62,6 +62,16 @@ async function consumer(usdc: number) {
   return { client, address, conversationId: started.conversation.conversationId as string };
 }
 
+/** A connected (non-custodial) consumer signed in with its own key, holding 1 SOL and `usdc` USDC, in a conversation with the agent. */
+async function connectedConsumer(usdc: number, name: string) {
+  const wallet = newWallet();
+  const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
+  expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", String(usdc)], { DATA_DIR: server.dataDir })).code).toBe(0);
+  const client = await connectMcp(server.url, name, (await signIn(server.url, wallet)).sessionToken as string);
+  const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId as string;
+  return { wallet, keypair, client, conversationId };
+}
+
 async function propose(conversationId: string, price = "40", deliveryTime = 60): Promise<string> {
   return (await provider.ok("provider_create_order", { conversationId, description: "Translate one page", price, deliveryTime })).order.orderId;
 }
@@ -390,11 +400,7 @@ describe("orders", () => {
   }, 60_000);
 
   test("a connected consumer is offered no escrow transfer its balances cannot pay: INSUFFICIENT_FUNDS, in tokens, before anything is signed", async () => {
-    const wallet = newWallet();
-    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
-    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "2"], { DATA_DIR: server.dataDir })).code).toBe(0);
-    const client = await connectMcp(server.url, "connected-short", (await signIn(server.url, wallet)).sessionToken as string);
-    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const { wallet, keypair, client, conversationId } = await connectedConsumer(2, "connected-short");
     const orderId = await propose(conversationId, "3");
     const refused = await client.call("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
     expect([refused.code, refused.error, refused.data]).toEqual(["INSUFFICIENT_FUNDS", `${wallet.address} holds 2 USDC; this transfer needs 3 USDC`, undefined]);
@@ -409,12 +415,7 @@ describe("orders", () => {
   }, 60_000);
 
   test("a connected consumer gets the escrow transfer unsigned, signs it, and pays with signedTransaction", async () => {
-    const wallet = newWallet();
-    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
-    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir })).code).toBe(0);
-    const token = (await signIn(server.url, wallet)).sessionToken as string;
-    const client = await connectMcp(server.url, "connected-consumer", token);
-    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const { wallet, keypair, client, conversationId } = await connectedConsumer(10, "connected-consumer");
     const orderId = await propose(conversationId, "3");
     const first = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
     expect(first.order.status).toBe("proposed");
@@ -441,11 +442,7 @@ describe("orders", () => {
   }, 60_000);
 
   test("a connected consumer that sent the escrow transfer itself: the accept with it finishes the order, paid once", async () => {
-    const wallet = newWallet();
-    const keypair = Keypair.fromSeed(Buffer.from(wallet.privateKey.export({ format: "jwk" }).d!, "base64url"));
-    expect((await runCli(["ledger", "airdrop", "--to", wallet.address, "--sol", "1", "--usdc", "10"], { DATA_DIR: server.dataDir })).code).toBe(0);
-    const client = await connectMcp(server.url, "self-sending-consumer", (await signIn(server.url, wallet)).sessionToken as string);
-    const conversationId = (await client.ok("consumer_start_conversation", { agentId, message: "hi" })).conversation.conversationId;
+    const { wallet, keypair, client, conversationId } = await connectedConsumer(10, "self-sending-consumer");
     const orderId = await propose(conversationId, "4");
     const offer = await client.ok("consumer_accept_order", { orderId, conversationId, paymentMethod: "usdc" });
     const signed = signCheckout(offer.unsignedTransaction, keypair);
