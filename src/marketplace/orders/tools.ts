@@ -98,7 +98,8 @@ export const consumerAcceptOrder = defineTool({
     "either way; the order records which). A custodial session wallet pays at once; a connected wallet gets " +
     "data.unsignedTransaction, signs it and calls again with the same params plus signedTransaction before data.expiresAt " +
     "(about a minute). Late, call again without signedTransaction: an offer may still land for 3 minutes, so until then " +
-    "the answer says how long to wait (retryAfter).",
+    "the answer says how long to wait (retryAfter). Too little of the token, or of SOL for the fee, is INSUFFICIENT_FUNDS " +
+    "(nothing is offered or sent).",
   input: {
     orderId: OrderId,
     conversationId: ConversationId,
