@@ -234,21 +234,26 @@ describe("transferFromWallet with an idempotencyKey", () => {
     expect(keyRows(deps)).toBe(1);
   });
 
-  test("a key whose transaction was recorded but never sent (a crash between): sent as it is while it can land, else signed anew, never twice", async () => {
-    const { deps, clock, a, b } = await funded();
+  /** A key of `a`'s whose transaction (0.1 SOL to `b`) was recorded but never sent, as a crash between the two leaves it. */
+  async function recordUnsent(t: Awaited<ReturnType<typeof funded>>, key: string) {
+    const { deps, clock, a, b } = t;
     const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
     const request = JSON.stringify({ to: b, token: "sol", amount: (SOL / 10n).toString(), memo: null });
     const signer = await signerFor(deps, a);
     if (signer.kind !== "custodial") throw new Error("custodial");
-    const record = async (key: string) => {
-      const reference = Keypair.generate().publicKey.toBase58();
-      const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
-      const tx = parseTransaction(wire);
-      const now = clock.now();
-      const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
-      expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: now })).toBe(true);
-      return { signature: tx.signature, wire };
-    };
+    const reference = Keypair.generate().publicKey.toBase58();
+    const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
+    const tx = parseTransaction(wire);
+    const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
+    expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: clock.now() })).toBe(true);
+    return { intent, signature: tx.signature, wire };
+  }
+
+  test("a key whose transaction was recorded but never sent (a crash between): sent as it is while it can land, else signed anew, never twice", async () => {
+    const t = await funded();
+    const { deps, clock, a, b } = t;
+    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
+    const record = (key: string) => recordUnsent(t, key);
     // Its blockhash still lives: the recorded transaction itself is sent.
     const live = await record("live");
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "live" }))).toBe(live.signature);
@@ -266,6 +271,35 @@ describe("transferFromWallet with an idempotencyKey", () => {
     expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }))).toBe(anew);
     expect(await codeOf(deps.ledger.submit(dead.wire))).toBe("TRANSACTION_REJECTED"); // the first can never land now
     expect((await deps.ledger.getBalances(b)).sol).toBe(2n * (SOL / 10n));
+  });
+
+  test("six calls at once finding a key's transaction dead sign one new one: the others answer it, the money goes once", async () => {
+    const t = await funded();
+    const { deps, clock, b } = t;
+    const { intent, signature } = await recordUnsent(t, "dead");
+    clock.advance(121_000); // past its landing limit: it never left, and never will
+    const outcomes = await Promise.all(Array.from({ length: 6 }, () => transferFromWallet(deps, intent, { idempotencyKey: "dead" }).then(signatureOf, (e: AppError) => e.code)));
+    const signatures = outcomes.filter((o) => o !== "CONFLICT");
+    expect(signatures.length).toBeGreaterThan(0);
+    expect(new Set(signatures).size).toBe(1);
+    expect(signatures[0]).not.toBe(signature);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
+    expect(signatureOf(await transferFromWallet(deps, intent, { idempotencyKey: "dead" }))).toBe(signatures[0]!);
+    expect((await deps.ledger.getBalances(b)).sol).toBe(SOL / 10n);
+  });
+
+  test("past its landing limit, a transaction the history has as processed or failed is never signed again", async () => {
+    for (const [status, code] of [["processed", "CONFLICT"], ["failed", "TRANSACTION_REJECTED"]] as const) {
+      const t = await funded();
+      const { deps, clock, b } = t;
+      const { intent, signature } = await recordUnsent(t, "k");
+      clock.advance(121_000);
+      // A node that cannot show it, and a history that says it was processed (not yet confirmed), or failed.
+      const node: typeof deps = { ...deps, ledger: { ...deps.ledger, getTransaction: async () => null, transactionStatus: async () => status } };
+      const answer = await transferFromWallet(node, intent, { idempotencyKey: "k" }).catch((e: unknown) => e);
+      expect([status, (answer as AppError).code, ((answer as AppError).extra.details as { signature?: string }).signature]).toEqual([status, code, signature]);
+      expect((await deps.ledger.getBalances(b)).sol).toBe(0n);
+    }
   });
 
   test("a transaction the node cannot show, but the whole history knows, is never signed again", async () => {
