@@ -133,8 +133,12 @@ describe("late actions and the fee", () => {
     const { provider, buyers } = await market(deps, 4);
     const [payer, ...others] = buyers;
     for (const b of others) {
-      for (let i = 0; i < 20; i++) await createOrder(deps, provider, { conversationId: b.conversationId, description: `spam ${i}`, price: "1", deliveryTime: 10 });
+      for (let i = 0; i < 19; i++) await createOrder(deps, provider, { conversationId: b.conversationId, description: `spam ${i}`, price: "1", deliveryTime: 10 });
+      const last = { conversationId: b.conversationId, description: "the 20th", price: "1", deliveryTime: 10, idempotencyKey: `last-${b.conversationId}` };
+      const twentieth = await createOrder(deps, provider, last);
       await expect(createOrder(deps, provider, { conversationId: b.conversationId, description: "one more", price: "1", deliveryTime: 10 })).rejects.toMatchObject({ code: "INVALID_STATE" });
+      // The 20th retried with its key (its answer lost) is answered, not refused as a 21st.
+      expect((await createOrder(deps, provider, last)).orderId).toBe(twentieth.orderId);
     }
     clock.advance(PROPOSAL_TTL_MS - 60_000);
     const paid = await createOrder(deps, provider, { conversationId: payer!.conversationId, description: "real work", price: "5", deliveryTime: 10 });
