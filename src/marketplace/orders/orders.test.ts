@@ -23,6 +23,7 @@ import { startConversation } from "../conversations.ts";
 import * as webhooksStore from "../../webhooks/store.ts";
 import { eventBody } from "../../webhooks/outbox.ts";
 import * as ordersStore from "./store.ts";
+import { orderTimersHaveWork } from "./due.ts";
 import { OFFER_REFERENCE_READS, escrowWallet } from "./escrow.ts";
 import { REFERENCE_PAGES } from "../../ledger/ledger.ts";
 import { parseTransaction } from "../../ledger/transactions.ts";
@@ -126,6 +127,20 @@ describe("late actions and the fee", () => {
     const refunds = await Promise.all(orders.map(async (id) => (await ordersStore.findOrder(deps.db, id))!.refundTx));
     expect(new Set(refunds).size).toBe(2);
     expect(await escrowedTotals(deps)).toEqual({});
+  });
+
+  test("the timers have work when an order falls due or an escrow transaction is in flight, and none otherwise", async () => {
+    const { deps, clock } = await testDeps();
+    const { provider, buyers } = await market(deps, 1);
+    const order = await createOrder(deps, provider, { conversationId: buyers[0]!.conversationId, description: "x", price: "1", deliveryTime: 10 });
+    expect(await orderTimersHaveWork(deps)).toBe(false); // a proposal open for 24 hours
+    // An escrow transaction in flight (devnet's paying/releasing/refunding) is the reconciler's, whenever it is due.
+    deps.db.sqlite.query("UPDATE market_orders SET pending_tx = 'in-flight' WHERE id = ?").run(order.orderId);
+    expect(await orderTimersHaveWork(deps)).toBe(true);
+    deps.db.sqlite.query("UPDATE market_orders SET pending_tx = NULL WHERE id = ?").run(order.orderId);
+    expect(await orderTimersHaveWork(deps)).toBe(false);
+    clock.advance(PROPOSAL_TTL_MS);
+    expect(await orderTimersHaveWork(deps)).toBe(true); // the proposal falls due
   });
 
   test("at most 20 open proposals a conversation; however many proposals fall due, refunds and releases go first", async () => {
