@@ -381,7 +381,10 @@ async function keyedBuyer(submit?: (send: () => Promise<unknown>) => Promise<unk
   const ctx = { deps, caller: { kind: "wallet", walletAddress: buyer, sessionId: "s", jti: "j", token: null, issuedAtS: 0, expiresAtS: 2_000_000_000, source: "binding" } as Caller, session: { id: null, bind: async () => undefined, unbind: async () => undefined }, client: { ip: "192.0.2.9", userAgent: "t" } };
   const pay = (params: Record<string, unknown>) => registry.call(ctx, "checkout_pay", { productId: product.productId, ...params });
   const usdc = async () => (await deps.ledger.getBalances(buyer)).usdc;
-  return { deps, clock, owner, product, buyer, pay, usdc };
+  /** checkout_pay as another wallet of the same service. */
+  const payAs = (walletAddress: string) => (params: Record<string, unknown>) =>
+    registry.call({ ...ctx, caller: { ...ctx.caller, walletAddress } as Caller }, "checkout_pay", { productId: product.productId, ...params });
+  return { deps, clock, owner, product, buyer, pay, payAs, usdc };
 }
 
 test("checkout_pay with an idempotencyKey: calling again with it answers that purchase; a new key buys again; a key is one product's", async () => {
@@ -404,6 +407,33 @@ test("checkout_pay with an idempotencyKey: calling again with it answers that pu
   });
   expect(await pay({ idempotencyKey: "no spaces" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
   expect(await usdc()).toBe(6_000_000n);
+});
+
+test("a custodial wallet's keys are each a purchase, even while another key's payment is on its way", async () => {
+  const gate = Promise.withResolvers<void>();
+  let sends = 0;
+  const { deps, owner, pay, usdc } = await keyedBuyer(async (send) => {
+    if (sends++ === 0) await gate.promise; // k1's payment is held on its way
+    return send();
+  });
+  const first = pay({ idempotencyKey: "k1" });
+  for (let i = 0; i < 200 && sends === 0; i++) await Bun.sleep(10);
+  const second = pay({ idempotencyKey: "k2" });
+  await Bun.sleep(200);
+  gate.resolve();
+  const [a, b] = (await Promise.all([first, second])) as unknown as { success: boolean; data: { status: string; checkoutId: string; purchaseId: string } }[];
+  expect([a!.data.status, b!.data.status]).toEqual(["completed", "completed"]);
+  expect(a!.data.purchaseId).not.toBe(b!.data.purchaseId);
+  expect([await usdc(), (await listPurchases(deps, owner, {})).total]).toEqual([6_000_000n, 2]);
+});
+
+test("a key is each wallet's own: two wallets buying with the same key both buy", async () => {
+  const { deps, owner, pay, payAs, usdc } = await keyedBuyer();
+  const other = (await createCustodialWallet(deps)).address;
+  await deps.ledger.airdrop(other, { sol: 1_000_000_000n, usdc: 10_000_000n });
+  expect(await pay({ idempotencyKey: "order-1" })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect(await payAs(other)({ idempotencyKey: "order-1" })).toMatchObject({ success: true, data: { status: "completed" } });
+  expect([await usdc(), (await deps.ledger.getBalances(other)).usdc, (await listPurchases(deps, owner, {})).total]).toEqual([8_000_000n, 8_000_000n, 2]);
 });
 
 test("a key whose payment was kept but never sent (the server stopped in between): pending while it could land, then its retry pays it once; a checkoutId resume answers CONFLICT", async () => {
