@@ -278,6 +278,23 @@ describe("checkout on RPC networks", () => {
     expect(await reasonOf(s.deps.ledger.submit(Buffer.from(signed, "base64")))).toMatch(/^TRANSACTION_REJECTED:blockhash/);
   });
 
+  test("devnet: /submit records the landing limit of the payment it keeps: a stepped clock and a node behind do not let it go", async () => {
+    const s = await setup("devnet");
+    const checkout = await startCheckout(s.deps, s.productId, s.wallet);
+    // Kept by submitCheckout itself, then the process stopped before sending it.
+    const stopped = { ...s.deps, ledger: { ...s.deps.ledger, submit: async () => Promise.reject(new Error("the process stopped here")) } } as typeof s.deps;
+    await submitCheckout(stopped, s.productId, checkout.checkoutId, signCheckout(checkout.transaction, s.buyer)).catch(() => undefined);
+    const [kept] = await paygateStore.listSubmissions(s.deps.db, checkout.checkoutId);
+    expect(kept?.validHeight).toBeGreaterThan((await s.deps.ledger.latestBlockhash()).lastValidBlockHeight); // its limit, with the margin
+    s.clock.advance(3_600_000);
+    rpc.setAnswerFilter((method, answer) => (method === "isBlockhashValid" ? { ...answer, result: { ...(answer.result as object), value: false } } : answer));
+    try {
+      expect(await earlierPurchaseOf(s.deps, s.productId, s.wallet)).toMatchObject({ status: "pending", checkoutId: checkout.checkoutId });
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+  });
+
   test("devnet: a confirmed payment completes the checkout at once", async () => {
     const s = await setup("devnet");
     const { checkoutId, txHash } = await s.payItself();
