@@ -495,8 +495,9 @@ describe("POST /auth/revoke-all", () => {
     expect((await call(url, "/auth/session", { token: unlisted })).body.code).toBe("TOKEN_REVOKED");
   });
 
-  test("checked exactly as a verification: every refusal code", async () => {
+  test("checked exactly as a verification: every refusal code, and none of them revokes anything", async () => {
     const wallet = newWallet();
+    const { sessionToken } = await signIn(url, wallet); // a session that every refused revoke-all below must leave alive
     const ch = await getChallenge(url, wallet);
     const post = (body: object) => call(url, "/auth/revoke-all", { body });
     expect((await post({ walletAddress: "bad", nonce: ch.nonce, signature: wallet.sign(ch.message) })).body.code).toBe("INVALID_ADDRESS");
@@ -522,6 +523,11 @@ describe("POST /auth/revoke-all", () => {
     expect([foreignNonce.status, foreignNonce.body.code]).toEqual([401, "NONCE_NOT_FOUND"]);
     const big = await post({ walletAddress: wallet.address, nonce: ch3.nonce, signature: "A".repeat(70_000) });
     expect([big.status, big.body.code]).toEqual([413, "PAYLOAD_TOO_LARGE"]);
+    // Anyone may ask a challenge for any wallet: a forged signature on a fresh one spends it, and revokes nothing.
+    const ch4 = await getChallenge(url, wallet);
+    const stranger4 = await post({ walletAddress: wallet.address, nonce: ch4.nonce, signature: stranger.sign(ch4.message) });
+    expect([stranger4.status, stranger4.body.code]).toEqual([401, "INVALID_SIGNATURE"]);
+    expect((await call(url, "/auth/session", { token: sessionToken })).status).toBe(200);
   });
 
   test("needs no session token, and a nonce already spent on sign-in cannot be reused", async () => {

@@ -162,6 +162,17 @@ describe("allowed requests", () => {
     expect(hits.at(-1)).toEqual({ path: "/hook?a=1", host: `127.0.0.1:${server.port}`, method: "POST", body: '{"x":1}' });
   });
 
+  test("an IPv6 literal is connected to as it is, never looked up as a name", async () => {
+    const v6 = Bun.serve({ hostname: "::1", port: 0, fetch: (req) => new Response(`v6 ${req.method}`) });
+    try {
+      const { lookup, calls } = fakeLookup({});
+      const res = await guardedFetch(`http://[::1]:${v6.port}/`, { method: "POST", body: "{}" }, { allowPrivate: true, lookup });
+      expect([res.status, res.body, calls]).toEqual([200, "v6 POST", []]);
+    } finally {
+      v6.stop(true);
+    }
+  });
+
   test("a name is resolved once and the connection goes to that address, with the name as Host", async () => {
     const { lookup, calls } = fakeLookup({ "hooks.example.test": ["127.0.0.1"] });
     const res = await guardedFetch(`http://hooks.example.test:${server.port}/named`, { method: "POST", body: "{}" }, { allowPrivate: true, lookup });
