@@ -389,7 +389,7 @@ describe("GET /auth/session", () => {
     }
   });
 
-  test("TOKEN_INVALID for garbage, other algorithms, no kid, wrong issuer, foreign secret, unknown jti, future iat", async () => {
+  test("TOKEN_INVALID for garbage, other algorithms, no kid, wrong issuer, foreign secret, unknown jti, a jti under another wallet or session, future iat", async () => {
     const wallet = newWallet();
     const { sessionToken } = await signIn(url, wallet);
     const { payload } = decodeJwt(sessionToken);
@@ -406,6 +406,9 @@ describe("GET /auth/session", () => {
       wrongIssuer: await forge({ ...payload, iss: "https://evil.example" }),
       foreignSecret: await forge(payload, {}, "another-secret-that-is-32-bytes-long!!"),
       unknownJti: await forge({ ...payload, jti: crypto.randomUUID() }),
+      // A real token id under another wallet or another session than the one it was issued with (a leaked secret).
+      otherWallet: await forge({ ...payload, walletAddress: newWallet().address }),
+      otherSession: await forge({ ...payload, sessionId: crypto.randomUUID() }),
       futureIat: await forge({ ...payload, iat: now + 120, exp: now + 3600 }),
       tampered: sessionToken.slice(0, -2) + (sessionToken.endsWith("A") ? "BB" : "AA"),
       spaced: "a b",

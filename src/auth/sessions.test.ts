@@ -10,7 +10,7 @@ import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { newWallet } from "../../test/helpers/wallet.ts";
 import { issueChallenge } from "./challenge.ts";
-import { authenticateToken, disconnectWallet, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
+import { authenticateToken, authenticateTokenId, disconnectWallet, findLinkedSession, restoreSession, revokeSessionToken } from "./sessions.ts";
 import { revokeAllSessions, signIn } from "./sign-in.ts";
 import { CHALLENGE_PURGE_MARGIN_MS, purgeAuth } from "./purge.ts";
 import * as store from "./store.ts";
@@ -180,6 +180,28 @@ describe("fingerprint links", () => {
     const ch = await issueChallenge(deps, second.address, client);
     await revokeAllSessions(deps, { walletAddress: second.address, nonce: ch.nonce, signature: second.sign(ch.message) }, client);
     expect(await findLinkedSession(deps, client)).toBeNull();
+  });
+});
+
+describe("the token store's second look", () => {
+  // Each check below stands behind another (a revocation also deletes the token's links; revoke-all also
+  // marks each row revoked): a row the first did not reach (written by another process meanwhile, or a
+  // change that drops the first) is still refused.
+  test("a row revoked but still linked is not restored; a row older than the wallet's cutoff but unmarked is revoked", async () => {
+    const { deps, db, clock } = await testDeps();
+    const wallet = newWallet();
+    const s = await login(deps, wallet);
+    db.sqlite.query("UPDATE auth_tokens SET revoked_at = ? WHERE jti = ?").run(clock.now(), s.jti);
+    expect(await findLinkedSession(deps, client)).toBeNull();
+    expect(await codeOf(authenticateTokenId(deps, wallet.address, s.jti))).toBe("TOKEN_REVOKED");
+    // A second token, then revoke-all; the row left unmarked is refused by the cutoff alone.
+    clock.advance(1_000);
+    const t = await login(deps, wallet);
+    clock.advance(1_000);
+    await revokeAllSessions(deps, await signedChallenge(deps, wallet), { ip: "192.0.2.99", userAgent: "elsewhere/1" });
+    db.sqlite.query("UPDATE auth_tokens SET revoked_at = NULL WHERE jti = ?").run(t.jti);
+    expect(await codeOf(authenticateTokenId(deps, wallet.address, t.jti))).toBe("TOKEN_REVOKED");
+    expect(await codeOf(authenticateToken(deps, t.token))).toBe("TOKEN_REVOKED");
   });
 });
 

@@ -67,3 +67,23 @@ test("a worker that stays silent is given up after the reply timeout, and answer
   await verifier.stop();
   rmSync(dir, { recursive: true, force: true });
 });
+
+test("only a literal true from the worker is a valid signature: any other answer (1, \"true\", null) is not", async () => {
+  const { writeFileSync, mkdtempSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const dir = mkdtempSync(join(tmpdir(), "walletgate-loose-"));
+  const [c] = cases(1);
+  try {
+    for (const answer of ["1", '"true"', "null", "{}"]) {
+      const file = join(dir, `loose-${answer.length}.ts`);
+      writeFileSync(file, `self.onmessage = (e) => self.postMessage({ id: e.data.id, results: e.data.items.map(() => ${answer}) });\n`);
+      const errors: unknown[] = [];
+      const verifier = workerVerifier(Bun.pathToFileURL(file).href, (e) => errors.push(e));
+      expect({ answer, valid: await verifier.verify(c!.raw, c!.message, c!.signature) }).toEqual({ answer, valid: false });
+      await verifier.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
