@@ -24,6 +24,7 @@ import {
   SUBMIT_LEASE_MS,
   REFERENCE_PAGES,
   REFERENCE_READS,
+  checkLandedPayment,
   confirmCheckout,
   createCheckoutWatcher,
   WATCH_BATCH,
@@ -1414,3 +1415,40 @@ test("the feature-token list comes in pages of at most ~1 MB of JSON: tokens of 
   expect(pages).toBeGreaterThan(2); // two pages cut short, then the empty one
   expect(seen.size).toBe(bought); // each token once
 }, 60_000);
+
+describe("a landed transaction judged as a checkout's payment (checkLandedPayment, on its own)", () => {
+  // The signed transaction is checked before it is sent as well; this is the rule for one found on chain,
+  // which the buyer may have built and sent itself, so each of its checks must stand alone.
+  const wallet = Keypair.generate().publicKey.toBase58();
+  const payTo = Keypair.generate().publicKey.toBase58();
+  const mint = Keypair.generate().publicKey.toBase58();
+  const token = { key: "usdc", kind: "spl", mint, decimals: 6 } as unknown as Parameters<typeof checkLandedPayment>[1];
+  const checkout = { id: "chk_1", wallet, payTo, amount: 2_000_000n, token: "usdc", createdAt: 1_000, expiresAt: 900_000, chainExpiresAt: null } as paygateStore.CheckoutRow;
+  const pays = { token: "usdc", mint, from: wallet, to: payTo, amount: 2_000_000n, decimals: 6 };
+  const landed = (transfers: object[], more: object = {}) =>
+    ({ signature: "s", slot: 1, timestamp: 2_000, status: "confirmed", error: null, fee: 5_000n, feePayer: wallet, transfers, memo: null, wire: new Uint8Array(), loadedAddresses: null, ...more }) as unknown as Parameters<typeof checkLandedPayment>[2];
+  const reason = (tx: Parameters<typeof checkLandedPayment>[2]) => {
+    try {
+      checkLandedPayment(checkout, token, tx);
+      return "paid";
+    } catch (err) {
+      return `${(err as AppError).code}:${((err as AppError).extra.details as { reason?: string } | undefined)?.reason ?? ""}`;
+    }
+  };
+
+  test("the payment, and every way a landed transaction is not it", () => {
+    expect(reason(landed([pays]))).toBe("paid");
+    expect(reason(landed([{ ...pays, amount: 2_500_000n }]))).toBe("paid"); // more than the price is a payment
+    expect(reason(landed([pays], { status: "failed", error: "x" }))).toBe("PAYMENT_MISMATCH:failed");
+    expect(reason(landed([pays], { feePayer: payTo }))).toBe("PAYMENT_MISMATCH:payer");
+    expect(reason(landed([{ ...pays, amount: 1_999_999n }]))).toBe("PAYMENT_MISMATCH:amount");
+    expect(reason(landed([{ ...pays, from: Keypair.generate().publicKey.toBase58() }]))).toBe("PAYMENT_MISMATCH:payer");
+    expect(reason(landed([{ ...pays, mint: Keypair.generate().publicKey.toBase58(), token: "other" }]))).toBe("PAYMENT_MISMATCH:mint");
+    expect(reason(landed([{ ...pays, to: Keypair.generate().publicKey.toBase58() }]))).toBe("PAYMENT_MISMATCH:recipient");
+    expect(reason(landed([pays, pays]))).toBe("PAYMENT_MISMATCH:recipient");
+    // A transfer of the mint elsewhere beside the payment does not hide it; one landed after the expiry is late.
+    expect(reason(landed([pays, { ...pays, to: Keypair.generate().publicKey.toBase58() }]))).toBe("paid");
+    expect(reason(landed([pays], { timestamp: 900_001 }))).toBe("INVALID_STATE:");
+    expect(reason(landed([pays], { timestamp: 0 }))).toBe("CHAIN_UNAVAILABLE:");
+  });
+});
