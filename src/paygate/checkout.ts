@@ -334,7 +334,7 @@ function parsedOrMismatch(tx: LedgerTransaction): ParsedTransaction {
  * confirmed, fee payer = wallet, exactly one token transfer to payTo, of the mint, of at least the amount,
  * from the wallet, landed before the checkout expired. Returns that transfer.
  */
-function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: LedgerTransaction): ParsedTransfer {
+export function checkLandedPayment(checkout: store.CheckoutRow, token: SplToken, tx: LedgerTransaction): ParsedTransfer {
   const mint = token.mint;
   if (tx.status === "failed") throw mismatch("failed", `the payment transaction failed${tx.error === null ? "" : `: ${tx.error}`}`);
   if (tx.feePayer !== checkout.wallet) throw mismatch("payer", "the fee payer must be the checkout's wallet");
