@@ -183,6 +183,12 @@ describe("the secret", () => {
     expect(await signing()).toEqual([second, first]);
     clock.advance(1);
     expect(await signing()).toEqual([second]);
+    // Each of the two looks on its own: the store lists no secret past its day, and a list read a moment
+    // earlier signs with none of its secrets once their day is over.
+    const listedBefore = await store.listSigningPreviousSecrets(db, endpointId, clock.now() - 1);
+    expect(listedBefore.length).toBe(1);
+    expect(await store.listSigningPreviousSecrets(db, endpointId, clock.now())).toEqual([]);
+    expect(endpointSigningSecrets(deps, (await store.findEndpoint(db, endpointId))!, listedBefore, clock.now())).toEqual([second]);
 
     const { secret: third } = await rotateEndpointSecret(deps, owner, endpointId);
     expect(await signing()).toEqual([third, second]);
