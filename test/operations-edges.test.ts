@@ -25,6 +25,7 @@ import { readdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { tryLock } from "../src/db/file-lock.ts";
 import { migrate, migrateFreshOnly, pendingVersions, SchemaTooNewError } from "../src/db/migrate.ts";
+import { ipv6Loopback } from "./helpers/ipv6.ts";
 
 const refusal = (env: Record<string, string>): string | null => {
   try {
@@ -449,14 +450,6 @@ describe("server: what every start does (real process)", () => {
     }
   });
 
-  const ipv6Loopback = (() => {
-    try {
-      Bun.serve({ port: 0, hostname: "::1", fetch: () => new Response() }).stop(true);
-      return true;
-    } catch {
-      return false;
-    }
-  })();
   test.if(ipv6Loopback)("HOST=::1: the listening line names a URL a client can use ([::1] in brackets)", async () => {
     // server.ts: the `listening` url → `http://${config.host}:${port}` (no brackets)
     const server = await startTestServer({ HOST: "::1" });

@@ -589,7 +589,8 @@ describe("timers", () => {
     const [named, unnamed] = agent.services;
     const consumer = (await createCustodialWallet(deps)).address;
     const { conversation } = await startConversation(deps, consumer, agent.agentId, "hello");
-    await createOrder(deps, provider, { conversationId: conversation.conversationId, serviceId: named!.serviceId, description: "x", price: "1", deliveryTime: 10 });
+    const keyed = { conversationId: conversation.conversationId, serviceId: named!.serviceId, description: "x", price: "1", deliveryTime: 10, idempotencyKey: "named-1" };
+    const order = await createOrder(deps, provider, keyed);
     const rows = () => deps.db.sqlite.query("SELECT COUNT(*) AS n FROM market_agent_services WHERE agent_id = ?").get(agent.agentId) as { n: number };
     for (let i = 0; i < 5; i++) {
       await updateAgent(deps, provider, agent.agentId, { services: [{ title: `New ${i}`, description: "", price: "3", deliveryTime: 10 }] });
@@ -597,6 +598,10 @@ describe("timers", () => {
     expect(await marketStore.findService(deps.db, agent.agentId, named!.serviceId)).toMatchObject({ title: "Named" });
     expect(await marketStore.findService(deps.db, agent.agentId, unnamed!.serviceId)).toBeNull();
     expect(rows().n).toBe(2); // the named one and the current one, however many were replaced
+    // The proposal retried with its key after the service left the list is answered, not refused for the service.
+    expect((await createOrder(deps, provider, keyed)).orderId).toBe(order.orderId);
+    // A new proposal naming it is refused.
+    expect(await createOrder(deps, provider, { ...keyed, idempotencyKey: "named-2" }).catch((e: AppError) => e.code)).toBe("VALIDATION_ERROR");
   });
 
   test("withdraw or decline after the consumer sent the offered escrow transfer itself: the order is paid, nothing stranded", async () => {

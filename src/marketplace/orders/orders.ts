@@ -164,7 +164,6 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
     throw new AppError("NOT_FOUND", "no such conversation");
   }
   if (parties.providerWallet !== wallet) throw new AppError("FORBIDDEN", "only the agent's provider can propose an order");
-  if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalidField("serviceId", "not a service of this agent");
   const description = checkText(input.description, "description", MAX_TEXT, true)!;
   const usdc = await usdcToken(deps);
   const price = amountField(input.price, usdc.decimals, "price");
@@ -202,6 +201,8 @@ export async function createOrder(deps: Deps, wallet: string, input: CreateOrder
       }
       return kept;
     }
+    // After the key: a proposal retried with its key is answered even if its service was removed since.
+    if (input.serviceId !== undefined && !parties.serviceIds.includes(input.serviceId)) throw invalidField("serviceId", "not a service of this agent");
     if (store.openProposalsInWrite(deps.db, input.conversationId) >= MAX_OPEN_PROPOSALS) {
       throw new AppError("INVALID_STATE", `a conversation holds at most ${MAX_OPEN_PROPOSALS} open proposals: withdraw one, or wait for an answer`);
     }
