@@ -637,6 +637,43 @@ const cases: Case[] = [
     signers: () => [alice],
   },
   {
+    name: "a SOL transfer from a wallet that did not sign fails, and moves nothing (only the fee payer signed)",
+    expected: "failed",
+    instructions: () => {
+      const ix = solTransfer(bob, carol.publicKey, 1_000_000n);
+      ix.keys[0] = { pubkey: bob.publicKey, isSigner: false, isWritable: true };
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+    why: { embedded: "missing required signature of the sender", svm: "MissingRequiredSignature" },
+  },
+  {
+    name: "a token transfer whose source account's owner did not sign fails, and moves nothing",
+    expected: "failed",
+    instructions: () => {
+      const ix = createTransferCheckedInstruction(usdcAccount(bob), new PublicKey(usdcMint), usdcAccount(alice), bob.publicKey, 1n * USDC, 6);
+      ix.keys[3] = { pubkey: bob.publicKey, isSigner: false, isWritable: false };
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+    why: { embedded: "missing required signature of the token account owner", svm: "MissingRequiredSignature" },
+  },
+  {
+    name: "Create of a new token account naming as its payer a wallet that did not sign fails: its rent is not taken",
+    expected: "failed",
+    instructions: () => {
+      const owner = Keypair.generate();
+      const ix = createAssociatedTokenAccountInstruction(bob.publicKey, usdcAccount(owner), owner.publicKey, new PublicKey(usdcMint));
+      ix.keys[0] = { pubkey: bob.publicKey, isSigner: false, isWritable: true };
+      return [ix];
+    },
+    feePayer: () => alice,
+    signers: () => [alice],
+    why: { embedded: "missing required signature of the payer", svm: "signer privilege escalated" },
+  },
+  {
     name: "a memo naming an account that did not sign fails",
     expected: "failed",
     instructions: () => [
