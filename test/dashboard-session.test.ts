@@ -114,6 +114,11 @@ describe("the dashboard session cookie", () => {
     expect([cross.status, cross.body.code]).toEqual([403, "FORBIDDEN"]);
     expect((await raw("/dashboard/api/keys", { body: { label: "x" }, headers: { cookie, origin: origin() } })).status).toBe(201);
     expect((await raw("/dashboard/api/keys", { body: { label: "y" }, headers: { authorization: `Bearer ${token}` } })).status).toBe(201);
+    // A request carrying another wallet's Bearer token beside the cookie acts as the Bearer's wallet, the one it names.
+    const other = await cookieSession();
+    const both = await raw("/dashboard/api/me", { headers: { cookie, authorization: `Bearer ${other.token}` } });
+    expect([both.status, both.body.walletAddress]).toEqual([200, (await raw("/dashboard/api/me", { headers: { cookie: other.cookie } })).body.walletAddress]);
+    expect(both.body.walletAddress).not.toBe((await raw("/dashboard/api/me", { headers: { cookie } })).body.walletAddress);
     const none = await raw("/dashboard/api/me");
     expect([none.status, none.body.code]).toEqual([401, "UNAUTHENTICATED"]);
     // Who is asking comes before what is asked: a broken body without a session is 401, with a cookie but

@@ -307,6 +307,16 @@ describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
     expect((await rpc(server, ids[2]!, { method: "tools/list" }, ua("idle-delete"))).status).toBe(404);
   });
 
+  test("a session disconnected from its wallet stays so after the idle sweep rebuilds it from its record", async () => {
+    const mcp = await connect(server, ua("disconnect-swept"));
+    await mcp.ok("wallet_create", { airdropSol: 0 });
+    expect(await mcp.ok("wallet_disconnect")).toEqual({ disconnected: true });
+    const idleFrom = Date.now() + 300;
+    const swept = (lines: Json[]) => lines.some((l) => l.msg === "mcp sessions swept" && Date.parse(l.time) > idleFrom);
+    expect(swept(await logged(server, swept, 10_000))).toBe(true);
+    expect(await mcp.ok("session_info")).toEqual(ANONYMOUS);
+  });
+
   test("a session that never bound a wallet is rebuilt too after being idle many timeouts and purges, not answered 404", async () => {
     // The SDK's client never initializes again after a 404: the record of an unbound session has to last.
     const quick = await start({ MCP_SESSION_TIMEOUT_MS: "300", PURGE_INTERVAL_MS: "100" });

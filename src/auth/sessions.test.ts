@@ -380,6 +380,24 @@ describe("purge", () => {
   });
 });
 
+describe("purge of revoke-all cutoffs", () => {
+  test("a wallet's cutoff is kept while any token issued before it could still live (the longest lifetime and a day), then purged", async () => {
+    const { deps, clock, db } = await testDeps({ SESSION_TTL_S: "3600", SESSION_MAX_AGE_S: "864000" }); // tokens may live 10 days
+    const wallet = newWallet();
+    await login(deps, wallet);
+    clock.advance(1_000);
+    await revokeAllSessions(deps, await signedChallenge(deps, wallet), client);
+    const cutoffs = () => (db.sqlite.query("SELECT COUNT(*) AS n FROM auth_wallet_cutoffs").get() as { n: number }).n;
+    expect(cutoffs()).toBe(1);
+    clock.advance(2 * 86_400_000); // past a day, but a token issued before the cutoff could still be refreshed within its 10 days
+    expect((await purgeAuth(deps)).cutoffs).toBe(0);
+    expect(cutoffs()).toBe(1);
+    clock.advance(9 * 86_400_000 + 1_000); // past ten days and a day since the cutoff
+    expect((await purgeAuth(deps)).cutoffs).toBe(1);
+    expect(cutoffs()).toBe(0);
+  });
+});
+
 describe("purge in steps", () => {
   const DAY = 86_400_000;
   /** Expired and live rows of every purged kind, more of each than one step takes, interleaved. */
