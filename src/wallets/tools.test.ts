@@ -108,13 +108,17 @@ test("wallet_transfer: SOL too little for a new recipient account is VALIDATION_
   expect(drained).toMatchObject({ success: false, code: "INSUFFICIENT_FUNDS" });
 });
 
-test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and currency do; an unknown one lists the keys", async () => {
+/** A custodial wallet with 1 SOL and 5 USDC calling the tools, and another custodial wallet to send to. */
+async function sender() {
   const { deps } = await testDeps();
   const registry = createToolRegistry(deps);
   const { address } = await createCustodialWallet(deps);
   await deps.ledger.airdrop(address, { sol: SOL, usdc: 5_000_000n });
-  const ctx = walletContext(deps, address);
-  const to = (await createCustodialWallet(deps)).address;
+  return { deps, registry, ctx: walletContext(deps, address), to: (await createCustodialWallet(deps)).address };
+}
+
+test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and currency do; an unknown one lists the keys", async () => {
+  const { deps, registry, ctx, to } = await sender();
   expect(await registry.call(ctx, "wallet_transfer", { to, amount: "0.01", token: "SOL" })).toMatchObject({ success: true, data: { token: "sol" } });
   expect(await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "Usdc" })).toMatchObject({ success: true, data: { token: "usdc" } });
   expect(await deps.ledger.getBalances(to)).toEqual({ sol: SOL / 100n, usdc: 1_000_000n, wgt: 0n });
@@ -126,12 +130,7 @@ test("wallet_transfer names tokens in any case (SOL, Usdc), as paymentMethod and
 });
 
 test("wallet_transfer: a memo of 200 characters that does not fit a transaction's 1,232 bytes is VALIDATION_ERROR on memo, and nothing moves", async () => {
-  const { deps } = await testDeps();
-  const registry = createToolRegistry(deps);
-  const { address } = await createCustodialWallet(deps);
-  await deps.ledger.airdrop(address, { sol: SOL, usdc: 5_000_000n });
-  const ctx = walletContext(deps, address);
-  const to = (await createCustodialWallet(deps)).address; // no USDC account yet: the transfer opens one
+  const { deps, registry, ctx, to } = await sender(); // `to` has no USDC account yet: the transfer opens one
   const emoji = "😀".repeat(200); // 200 characters, 800 bytes
   const refused = await registry.call(ctx, "wallet_transfer", { to, amount: "1", token: "usdc", memo: emoji });
   expect(refused).toMatchObject({ success: false, code: "VALIDATION_ERROR", error: expect.stringContaining("shorten the memo"), details: { fields: [{ field: "memo" }] } });
