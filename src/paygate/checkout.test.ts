@@ -816,6 +816,8 @@ describe("checkout", () => {
     expect(await verifyTransaction(deps, owner, txHash, record(owner))).toMatchObject({ valid: true, txHash, productId });
     expect(await confirmCheckout(deps, productId, checkout.checkoutId)).toMatchObject({ status: "completed", txHash });
     expect((await listPurchases(deps, owner, {})).total).toBe(1);
+    // Another owner whose recording says yes (a purchase recorded meanwhile, but the owner's): still not theirs.
+    expect(await verifyTransaction(deps, stranger, txHash, async () => true)).toEqual({ valid: false, txHash, error: "not a payment for your products" });
     // A transaction naming many of the owner's checkouts (their references are public) is judged as it is,
     // against a few of them: no ledger read per checkout.
     const crowd = await Promise.all(Array.from({ length: 8 }, () => startCheckout(deps, productId, buyer.publicKey.toBase58())));
