@@ -371,8 +371,10 @@ export async function listOpenCheckouts(db: Db, afterId: string, limit: number):
   ).map(toCheckout);
 }
 
-/** A transaction /submit sent for a checkout: its signature and recent blockhash. */
-/** `validHeight`: the block height past which it can no longer land (ledger/landing.ts); null on rows kept before it was. */
+/**
+ * A transaction /submit sent for a checkout: its signature, its recent blockhash, and `validHeight`, the block
+ * height past which it can no longer land (ledger/landing.ts; null on rows kept before it was recorded).
+ */
 export type Submission = { signature: string; blockhash: string; validHeight: number | null };
 export type KeptSubmission = Submission & { submittedAt: number };
 
