@@ -6,13 +6,12 @@ import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
 import { createTransferInstruction } from "@solana/spl-token";
 import { testDeps } from "../../test/helpers/deps.ts";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../test/helpers/litesvm-rpc.ts";
-import { associatedTokenAddress, compileTransaction, parseTransaction, transferInstructions } from "../ledger/transactions.ts";
+import { associatedTokenAddress, compileTransaction, transferInstructions } from "../ledger/transactions.ts";
 import type { Deps } from "../deps.ts";
 import { formatAmount } from "../lib/amounts.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
 import { createCustodialWallet } from "./custody.ts";
-import { signerFor } from "./signer.ts";
-import { insertTransferKey } from "./store.ts";
+import { recordUnsentTransfer } from "../../test/helpers/transfer-keys.ts";
 
 const SOL = 1_000_000_000n;
 
@@ -163,18 +162,7 @@ test("wallet_transfer with an idempotencyKey on devnet (LiteSVM RPC): sent once,
   expect((await deps.ledger.getBalances(to)).sol).toBe(SOL / 4n);
 
   // A crash between the record and the send: the key's retry sends the recorded transaction, once.
-  const signer = await signerFor(deps, address);
-  if (signer.kind !== "custodial") throw new Error("custodial");
-  const intent = { from: address, to, token: "sol", amount: SOL / 10n };
-  const request = JSON.stringify({ to, token: "sol", amount: (SOL / 10n).toString(), memo: null });
-  const record = async (key: string) => {
-    const reference = Keypair.generate().publicKey.toBase58();
-    const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
-    const tx = parseTransaction(wire);
-    const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
-    await insertTransferKey(deps.db, { wallet: address, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: clock.now() });
-    return tx.signature;
-  };
+  const record = async (key: string) => (await recordUnsentTransfer(deps, address, to, key)).signature;
   const sent = await record("rpc-2");
   const resumed = await registry.call(ctx, "wallet_transfer", { to, amount: "0.1", token: "sol", idempotencyKey: "rpc-2" });
   expect(resumed).toMatchObject({ success: true, data: { signature: sent } });

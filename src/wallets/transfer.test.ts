@@ -9,6 +9,7 @@ import { createCustodialWallet } from "./custody.ts";
 import { transferFromWallet } from "./transfer.ts";
 import { associatedTokenAddress, parseTransaction } from "../ledger/transactions.ts";
 import { purgeTransferKeys } from "./purge.ts";
+import { recordUnsentTransfer } from "../../test/helpers/transfer-keys.ts";
 import { signerFor } from "./signer.ts";
 import * as store from "./store.ts";
 
@@ -235,19 +236,7 @@ describe("transferFromWallet with an idempotencyKey", () => {
   });
 
   /** A key of `a`'s whose transaction (0.1 SOL to `b`) was recorded but never sent, as a crash between the two leaves it. */
-  async function recordUnsent(t: Awaited<ReturnType<typeof funded>>, key: string) {
-    const { deps, clock, a, b } = t;
-    const intent = { from: a, to: b, token: "sol", amount: SOL / 10n };
-    const request = JSON.stringify({ to: b, token: "sol", amount: (SOL / 10n).toString(), memo: null });
-    const signer = await signerFor(deps, a);
-    if (signer.kind !== "custodial") throw new Error("custodial");
-    const reference = Keypair.generate().publicKey.toBase58();
-    const wire = await signer.sign(await deps.ledger.buildTransfer({ ...intent, reference }));
-    const tx = parseTransaction(wire);
-    const validHeight = (await deps.ledger.latestBlockhash()).lastValidBlockHeight + 150;
-    expect(await store.insertTransferKey(deps.db, { wallet: a, key, request, reference, signature: tx.signature, blockhash: tx.recentBlockhash, wire, validHeight, createdAt: clock.now() })).toBe(true);
-    return { intent, signature: tx.signature, wire };
-  }
+  const recordUnsent = (t: Awaited<ReturnType<typeof funded>>, key: string) => recordUnsentTransfer(t.deps, t.a, t.b, key);
 
   test("a key whose transaction was recorded but never sent (a crash between): sent as it is while it can land, else signed anew, never twice", async () => {
     const t = await funded();
