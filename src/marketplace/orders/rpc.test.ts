@@ -3,8 +3,8 @@
 // confirms it, and settled by the reconciler when the answer was lost (the transaction landed), when it
 // never left (sent again), or when its blockhash expired (the order goes back; nothing moved).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ComputeBudgetProgram, Keypair, NonceAccount, PublicKey, SystemProgram, Transaction } from "@solana/web3.js";
-import { ACCOUNT_SIZE, TOKEN_PROGRAM_ID, createInitializeAccount3Instruction, createTransferCheckedInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { ComputeBudgetProgram, Keypair, NonceAccount, PublicKey, SystemProgram, Transaction, TransactionInstruction, TransactionMessage, VersionedTransaction } from "@solana/web3.js";
+import { ACCOUNT_SIZE, TOKEN_PROGRAM_ID, createApproveInstruction, createInitializeAccount3Instruction, createTransferCheckedInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { testDeps } from "../../../test/helpers/deps.ts";
 import type { Deps } from "../../deps.ts";
@@ -466,6 +466,45 @@ describe("orders on an RPC network", () => {
     expect(order).toMatchObject({ status: "paid", escrowTx: signatureOf(altered) });
     expect([await m.usdc(c.address), await m.usdc(escrow)]).toEqual([6n * USDC, 4n * USDC]);
     expect(await escrowedTotals(m.deps)).toEqual({ usdc: 4n * USDC });
+  }, 60_000);
+
+  test("an altered offer with a second transfer, or with its transfer signed by a delegate, is not the offer: refused before anything is sent", async () => {
+    const m = await setup();
+    const escrow = await escrowWallet(m.deps);
+    const c = await connectedConsumer(m, 10n * USDC);
+    const mint = new PublicKey(rpc.usdcMint);
+    const consumer = c.keypair.publicKey;
+    const source = getAssociatedTokenAddressSync(mint, consumer);
+    const refusal = (ask: Awaited<ReturnType<typeof c.propose>>, signedTransaction: string) =>
+      acceptOrder(m.deps, c.address, { ...ask, signedTransaction }).then(
+        () => "paid",
+        (err: AppError) => `${err.code}:${(err.extra.details as { reason?: string } | undefined)?.reason}`,
+      );
+    // The offered transfer and a second one of a base unit into the escrow: two transfers (requireExactTransfer
+    // would refuse it too, as "transfers"; the offer's own check says "transaction").
+    const split = await c.propose("4");
+    const extra = createTransferCheckedInstruction(source, mint, getAssociatedTokenAddressSync(mint, new PublicKey(escrow)), consumer, 1n, 6);
+    expect(await refusal(split, paymentVariant(await c.offer(split), { payer: c.keypair, prepend: [extra] }))).toBe("PAYMENT_MISMATCH:transaction");
+    // The offered transfer moved by a delegate the consumer approved: the consumer's tokens, but not its signature.
+    const byDelegate = await c.propose("4");
+    const offer = await c.offer(byDelegate);
+    const delegate = Keypair.generate();
+    const approve = new Transaction({ feePayer: consumer, recentBlockhash: (await m.deps.ledger.latestBlockhash()).blockhash }).add(
+      createApproveInstruction(source, delegate.publicKey, consumer, 4n * USDC),
+    );
+    approve.sign(c.keypair);
+    expect(await m.deps.ledger.transactionStatus(await sendSkippingPreflight(approve.serialize()))).toBe("confirmed");
+    const message = TransactionMessage.decompile(VersionedTransaction.deserialize(Buffer.from(offer, "base64")).message);
+    const instructions = message.instructions.map((ix) =>
+      ix.programId.equals(TOKEN_PROGRAM_ID) && ix.data[0] === 12
+        ? new TransactionInstruction({ programId: ix.programId, data: ix.data, keys: ix.keys.map((k, i) => (i === 3 ? { pubkey: delegate.publicKey, isSigner: true, isWritable: false } : k)) })
+        : ix,
+    );
+    const delegated = new VersionedTransaction(new TransactionMessage({ payerKey: consumer, recentBlockhash: message.recentBlockhash, instructions }).compileToLegacyMessage());
+    delegated.sign([c.keypair, delegate]);
+    expect(await refusal(byDelegate, Buffer.from(delegated.serialize()).toString("base64"))).toBe("PAYMENT_MISMATCH:transaction");
+    expect([await m.usdc(c.address), await m.usdc(escrow), await escrowedTotals(m.deps)]).toEqual([10n * USDC, 0n, {}]);
+    expect([(await ordersStore.findOrder(m.deps.db, split.orderId))!.status, (await ordersStore.findOrder(m.deps.db, byDelegate.orderId))!.status]).toEqual(["proposed", "proposed"]);
   }, 60_000);
 
   test("a transaction on the offer's reference that pays the price into another token account the escrow owns is not the payment", async () => {
