@@ -7,7 +7,7 @@ import type { Caller } from "../mcp/registry.ts";
 import { createCustodialWallet } from "../wallets/custody.ts";
 import { REFERENCE_READS, createCheckoutWatcher, startCheckout } from "./checkout.ts";
 import { paymentVariant, signCheckout } from "../../test/helpers/checkout.ts";
-import { createProduct, type ProductInput } from "./products.ts";
+import { archiveProduct, createProduct, type ProductInput } from "./products.ts";
 import { checkAccess, listPurchases } from "./purchases.ts";
 import { AppError } from "../errors.ts";
 import { verifyFeatureToken } from "./tokens.ts";
@@ -407,6 +407,16 @@ test("checkout_pay with an idempotencyKey: calling again with it answers that pu
   });
   expect(await pay({ idempotencyKey: "no spaces" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
   expect(await usdc()).toBe(6_000_000n);
+});
+
+test("a key's retry after the product was archived answers the purchase made under it; a new key is refused as the product is", async () => {
+  const { deps, owner, product, pay, usdc } = await keyedBuyer();
+  const first = await pay({ idempotencyKey: "order-1" });
+  if (!first.success) throw new Error(JSON.stringify(first));
+  await archiveProduct(deps, owner, product.productId);
+  expect(await pay({ idempotencyKey: "order-1" })).toMatchObject({ success: true, data: { status: "completed", purchaseId: first.data.purchaseId, checkoutId: first.data.checkoutId } });
+  expect(await pay({ idempotencyKey: "order-2" })).toMatchObject({ success: false, code: "INVALID_STATE", error: "this product is archived and can no longer be bought" });
+  expect(await usdc()).toBe(8_000_000n);
 });
 
 test("a custodial wallet's keys are each a purchase, even while another key's payment is on its way", async () => {
