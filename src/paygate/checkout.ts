@@ -183,7 +183,6 @@ export async function startCheckout(
 ): Promise<CheckoutView> {
   if (!isAddress(walletAddress)) throw fieldError("walletAddress", "walletAddress must be a base58 address of 32 bytes", {}, "INVALID_ADDRESS");
   const product = await productForSale(deps, productId);
-  const limited = limits.maxAmount !== undefined || limits.currency !== undefined;
   let checkout: store.CheckoutRow;
   if (checkoutId !== undefined) {
     checkout = await checkoutOf(deps, productId, checkoutId);
@@ -192,9 +191,9 @@ export async function startCheckout(
     if (isClosed(deps, checkout)) throw expired();
     if (closingSoon(deps, checkout)) throw tooLate();
     // Its price is the one fixed when it opened, whatever the product's is now.
-    if (limited) await refuseAbove(deps, { ...product, price: checkout.amount, token: checkout.token }, limits);
+    await holdLimits(deps, { price: checkout.amount, token: checkout.token }, limits);
   } else {
-    if (limited) await refuseAbove(deps, product, limits);
+    await holdLimits(deps, product, limits);
     const token = await splToken(deps, product.token);
     const now = deps.clock.now();
     checkout = {
@@ -237,29 +236,50 @@ export async function startCheckout(
   };
 }
 
+/** checkout_pay's `currency` and `maxAmount`: the price the caller agreed to. */
+export type PriceLimits = { maxAmount?: number | string | undefined; currency?: string | undefined };
+
 /**
- * A price the buyer did not agree to (checkout_pay's `currency` and `maxAmount`) is refused before any
- * checkout opens: another currency than `currency`, or more than `maxAmount` of it. `maxAmount` needs
- * `currency`: an owner may change a product's currency, and "2.5" of another token is another price.
+ * checkout_pay's limits held against a price (`priced`: a product's, or a checkout's own): a price the buyer
+ * did not agree to is refused before anything is signed or opened: another currency than `currency`, or more
+ * than `maxAmount` of it. `maxAmount` needs `currency`: an owner may change a product's currency, and "2.5" of
+ * another token is another price. With `hold: false` (a call that pays nothing, answering a payment already
+ * made or on its way) they are only read: what cannot be a price is VALIDATION_ERROR on every call.
  */
-async function refuseAbove(deps: Deps, product: store.ProductRow, limits: { maxAmount?: number | string | undefined; currency?: string | undefined }): Promise<void> {
-  const token = await splToken(deps, product.token);
+async function holdLimits(deps: Deps, priced: { price: bigint; token: string }, limits: PriceLimits, hold = true): Promise<void> {
+  if (limits.maxAmount === undefined && limits.currency === undefined) return;
+  const token = await splToken(deps, priced.token);
   const symbol = token.key.toUpperCase();
   if (limits.currency === undefined) throw fieldError("currency", "currency is required with maxAmount (the currency the price was seen in)");
-  if (limits.currency.toUpperCase() !== symbol) {
-    throw new AppError("PAYMENT_MISMATCH", `the product is sold in ${symbol}, not ${limits.currency.toUpperCase()}; nothing was paid`, {
+  const currency = limits.currency.toUpperCase();
+  if (hold && currency !== symbol) {
+    throw new AppError("PAYMENT_MISMATCH", `the product is sold in ${symbol}, not ${currency}; nothing was paid`, {
       details: { reason: "mint", currency: symbol },
     });
   }
   if (limits.maxAmount === undefined) return;
-  const parsed = parseAmount(limits.maxAmount, token.decimals);
+  // An amount of the currency named (its decimals), where this service has it.
+  const named = currency === symbol ? token : (await deps.ledger.tokens()).find((t) => t.key.toUpperCase() === currency);
+  const parsed = parseAmount(limits.maxAmount, (named ?? token).decimals);
   if ("error" in parsed) throw fieldError("maxAmount", `maxAmount ${parsed.error}`);
-  if (product.price <= parsed.value) return;
-  const price = formatAmount(product.price, token.decimals);
+  if (!hold || priced.price <= parsed.value) return;
+  const price = formatAmount(priced.price, token.decimals);
   const most = formatAmount(parsed.value, token.decimals);
   throw new AppError("PAYMENT_MISMATCH", `the product costs ${price} ${symbol}, more than maxAmount ${most} ${symbol}; nothing was paid`, {
     details: { reason: "amount", amount: price, currency: symbol, maxAmount: most },
   });
+}
+
+/**
+ * checkout_pay's limits read on every call, before anything else is done (holdLimits without holding): a
+ * call that answers a payment already made or on its way (a checkoutId's, an earlier call's) pays nothing, so
+ * its limits refuse no price, but a maxAmount that is no amount, or comes without currency, is still refused.
+ */
+export async function readLimits(deps: Deps, productId: string, limits: PriceLimits): Promise<void> {
+  if (limits.maxAmount === undefined && limits.currency === undefined) return;
+  const product = await store.findProduct(deps.db, productId);
+  if (product === null) throw noProduct();
+  await holdLimits(deps, product, limits, false);
 }
 
 /** Words for a payment below the price, in whole tokens (spec README: amounts are never base units). */
@@ -784,11 +804,21 @@ export async function resumeConnectedCheckout(
 /**
  * checkout_pay's second call from a connected wallet: the transaction its first call handed out, signed by
  * the wallet, submitted as /pay/:productId/submit does, for that checkout only (another wallet's is
- * NOT_FOUND). Answers as a custodial wallet's call: the purchase, or pending while it may still land.
+ * NOT_FOUND). Answers as a custodial wallet's call: the purchase, or pending while it may still land. The
+ * call's currency and maxAmount refuse a checkout priced above them before its transaction is sent.
  */
-export async function submitOwnCheckout(deps: Deps, productId: string, walletAddress: string, checkoutId: string, signedBase64: string): Promise<CheckoutPayAnswer> {
+export async function submitOwnCheckout(
+  deps: Deps,
+  productId: string,
+  walletAddress: string,
+  checkoutId: string,
+  signedBase64: string,
+  limits: PriceLimits = {},
+): Promise<CheckoutPayAnswer> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.wallet !== walletAddress) throw noCheckout();
+  // This call would pay: its limits are held against the checkout's own price before anything is sent.
+  if (checkout.purchaseId === null) await holdLimits(deps, { price: checkout.amount, token: checkout.token }, limits);
   // A keyed checkout is a purchase of its own: another key's payment is not its answer.
   const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false, otherCheckouts: checkout.idempotencyKey === null });
   // Another call's payment on its way (two at once): that checkout's outcome, waited for.

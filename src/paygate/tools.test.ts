@@ -419,6 +419,44 @@ test("a key's retry after the product was archived answers the purchase made und
   expect(await usdc()).toBe(8_000_000n);
 });
 
+test("currency and maxAmount are read on every call: no amount is VALIDATION_ERROR even where the call pays nothing; a purchase made is answered as it is", async () => {
+  const { pay, usdc } = await keyedBuyer();
+  const first = await pay({});
+  if (!first.success) throw new Error(JSON.stringify(first));
+  const { checkoutId } = first.data as { checkoutId: string };
+  for (const limits of [{ maxAmount: "-1", currency: "USDC" }, { maxAmount: "NaN", currency: "USDC" }, { maxAmount: "0", currency: "USDC" }, { maxAmount: "2" }, { maxAmount: "1.0000001", currency: "USDC" }]) {
+    const answer = await pay({ checkoutId, ...limits });
+    expect([limits, answer]).toMatchObject([limits, { success: false, code: "VALIDATION_ERROR" }]);
+  }
+  // Well-formed limits do not undo a purchase already made: it is answered, nothing paid again.
+  for (const limits of [{ maxAmount: "1", currency: "USDC" }, { currency: "WGT" }, { maxAmount: "0.000001", currency: "WGT" }]) {
+    const answer = await pay({ checkoutId, ...limits });
+    expect([limits, answer]).toMatchObject([limits, { success: true, data: { status: "completed", checkoutId } }]);
+  }
+  expect(await usdc()).toBe(8_000_000n);
+});
+
+test("a connected wallet's signed transaction is held against its checkout's price and the call's limits before it is sent", async () => {
+  const keypair = Keypair.generate();
+  const { pay, usdc } = await keyedBuyer(undefined, keypair);
+  const offered = await pay({ maxAmount: "2", currency: "USDC" });
+  if (!offered.success) throw new Error(JSON.stringify(offered));
+  const { checkoutId, unsignedTransaction } = offered.data as { checkoutId: string; unsignedTransaction: string };
+  const signedTransaction = signCheckout(unsignedTransaction, keypair);
+  expect(await pay({ checkoutId, signedTransaction, maxAmount: "1.5", currency: "USDC" })).toMatchObject({
+    success: false,
+    code: "PAYMENT_MISMATCH",
+    details: { reason: "amount", amount: "2", currency: "USDC", maxAmount: "1.5" },
+  });
+  expect(await pay({ checkoutId, signedTransaction, currency: "WGT" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH", details: { reason: "mint" } });
+  expect(await pay({ checkoutId, signedTransaction, maxAmount: "-2", currency: "USDC" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
+  expect(await usdc()).toBe(10_000_000n); // nothing was sent
+  expect(await pay({ checkoutId, signedTransaction, maxAmount: "2", currency: "usdc" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect(await usdc()).toBe(8_000_000n);
+  // Once paid, the same call with any well-formed limits answers the purchase.
+  expect(await pay({ checkoutId, signedTransaction, maxAmount: "1", currency: "USDC" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+});
+
 test("a custodial wallet's keys are each a purchase, even while another key's payment is on its way", async () => {
   const gate = Promise.withResolvers<void>();
   let sends = 0;

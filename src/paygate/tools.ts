@@ -25,7 +25,9 @@ export const checkoutPay = defineTool({
     "it answers pending with that checkoutId and pays nothing. Two calls that meet (the later one comes while the earlier " +
     "is still deciding to pay) pay once: the later waits (up to 30 s) for the earlier's payment and answers its purchase, " +
     "under its checkoutId (CONFLICT if that payment was not made: call again). With currency (and maxAmount, which needs it), a " +
-    "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed. " +
+    "product sold in another currency, or above maxAmount, is refused with PAYMENT_MISMATCH before anything is signed " +
+    "(with checkoutId, that checkout's own price, when this call would send or hand out its transaction); a purchase " +
+    "already made or on its way (a checkoutId's, an earlier call's) is answered as it is. " +
     "Give an idempotencyKey (your own, one per intended purchase) so that a retry after a lost answer (a dropped " +
     "connection, a restarted server: no checkoutId came back) answers that purchase, or completes it if it was never " +
     "paid, instead of paying again; a new key is a new purchase, and a key whose checkout expired unpaid (INVALID_STATE) is spent.",
@@ -50,6 +52,7 @@ export const checkoutPay = defineTool({
       earlierPurchaseOf,
       followCheckout,
       keyedCheckout,
+      readLimits,
       resumeConnectedCheckout,
       resumeCustodialCheckout,
       startCheckout,
@@ -61,10 +64,13 @@ export const checkoutPay = defineTool({
     // whose outcome is unknown; on RPC networks, the operator's RPC quota): counted as POST /pay/:productId/submit
     // and /confirm count it, from the same client network.
     deps.auth.rateLimiter.consume(paymentCheckHits(client.ip), deps.clock.now());
+    // Read on every call, held where this call would pay (a new checkout, a key's fresh transaction, a signed one).
+    const limits = { maxAmount: input.maxAmount, currency: input.currency };
+    await readLimits(deps, input.productId, limits);
     if (input.signedTransaction !== undefined) {
       if (signer.kind === "custodial") throw fieldError("signedTransaction", "signedTransaction is for connected wallets; this session's custodial wallet is signed for here");
       if (input.checkoutId === undefined) throw fieldError("checkoutId", "signedTransaction needs the checkoutId of the call that handed the transaction out");
-      return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction);
+      return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction, limits);
     }
     if (input.checkoutId !== undefined) {
       const resume = signer.kind === "custodial" ? resumeCustodialCheckout : resumeConnectedCheckout;
@@ -72,7 +78,6 @@ export const checkoutPay = defineTool({
     }
     // With a key the wallet used before: that key's checkout, answered or paid (keyedCheckout); else a new one.
     const key = input.idempotencyKey;
-    const limits = { maxAmount: input.maxAmount, currency: input.currency };
     const keyed = () => (key === undefined ? null : keyedCheckout(deps, input.productId, wallet.walletAddress, key, signer.kind === "custodial", limits));
     let checkout: CheckoutView;
     const resumed = await keyed();
