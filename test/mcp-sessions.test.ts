@@ -589,6 +589,38 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
     expect(await post(server, sessionId, toolCall(5, "session_info"))).toMatchObject({ status: 200, body: { id: 5, result: { structuredContent: { success: true } } } });
   });
 
+  test("other methods' malformed params are InvalidParams naming the member, not an internal error with the schema's dump; params not an object is Invalid Request", async () => {
+    const server = await start({});
+    const mcp = await connect(server, ua("malformed-params"));
+    const sessionId = mcp.transport.sessionId!;
+    for (const [id, method, params, member] of [
+      [1, "tools/list", { cursor: 5 }, "params.cursor"],
+      [2, "initialize", {}, "params.protocolVersion"],
+    ] as const) {
+      const answer = await post(server, sessionId, { jsonrpc: "2.0", id, method, params });
+      expect(answer).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id, error: { code: -32602, message: expect.stringContaining(`Invalid params for ${method}: ${member}: `) } } });
+      expect(JSON.stringify(answer)).not.toContain('"expected"'); // no schema dump
+    }
+    // Outside a session: an initialize that is not one is named as such, not told to initialize first.
+    const fresh = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params: { protocolVersion: PROTOCOL } }),
+    });
+    expect([fresh.status, await fresh.json()]).toMatchObject([400, { jsonrpc: "2.0", id: 7, error: { code: -32602, message: expect.stringContaining("Invalid params for initialize: params.capabilities: ") } }]);
+    for (const params of ["s", 5, null, [1]]) {
+      expect(await post(server, sessionId, { jsonrpc: "2.0", id: 4, method: "ping", params })).toEqual({
+        status: 400,
+        body: { jsonrpc: "2.0", id: 4, error: { code: -32600, message: "Invalid Request: params must be an object" } },
+      });
+    }
+    // Valid JSON that is no JSON-RPC 2.0 message is an Invalid Request too, not a parse error.
+    for (const message of [{ jsonrpc: "1.0", id: 8, method: "ping" }, { jsonrpc: "2.0", id: { n: 1 }, method: "ping" }, { jsonrpc: "2.0", id: 8, method: "ping", params: { _meta: "x" } }]) {
+      expect(await post(server, sessionId, message)).toMatchObject({ status: 400, body: { jsonrpc: "2.0", error: { code: -32600, message: expect.stringContaining("Invalid Request: ") } } });
+    }
+    expect(await post(server, sessionId, { jsonrpc: "2.0", id: 5, method: "ping" })).toMatchObject({ status: 200, body: { id: 5, result: {} } });
+  });
+
   test("a request under an id still in flight in its session is refused at once; the first is answered", async () => {
     const server = await start({});
     const mcp = await connect(server, ua("duplicate"));

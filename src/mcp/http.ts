@@ -1,7 +1,7 @@
 // /mcp over HTTP: MCP Streamable HTTP (one transport and McpServer per Mcp-Session-Id, swept when
 // idle, rebuilt under the same id from its record, ended by DELETE) and the plain JSON envelope.
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { InitializeRequestSchema, JSONRPCMessageSchema, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { fingerprintUsable, storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
@@ -14,7 +14,7 @@ import { mcpInitializeHits } from "../auth/rate-limit.ts";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { resolveCaller } from "./caller.ts";
 import { failure, type Binding, type Registry, type ToolSession } from "./registry.ts";
-import { createToolServer, fingerprintBinding, type HttpCallInfo, type SessionState } from "./server.ts";
+import { createToolServer, fingerprintBinding, invalidParamsMessage, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
 import { jsonResponseTransport } from "./transport.ts";
 
@@ -121,6 +121,15 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
   for (const message of Array.isArray(body) ? body : [body]) {
     if (typeof message !== "object" || message === null || typeof (message as { method?: unknown }).method !== "string") continue;
     const id = (message as { id?: unknown }).id;
+    // MCP's params are an object (the SDK's transport would call any other "Parse error", of valid JSON).
+    const params = (message as { params?: unknown }).params;
+    const ownId = !Array.isArray(body) && (typeof id === "string" || typeof id === "number") ? id : null;
+    if (params !== undefined && (typeof params !== "object" || params === null || Array.isArray(params))) {
+      return jsonRpcError(400, -32600, "Invalid Request: params must be an object", {}, { id: ownId });
+    }
+    if (!JSONRPCMessageSchema.safeParse(message).success) {
+      return jsonRpcError(400, -32600, 'Invalid Request: not a JSON-RPC 2.0 message (jsonrpc "2.0", a method, an id that is a string or a number)', {}, { id: ownId });
+    }
     if (typeof id !== "string" && typeof id !== "number") continue;
     if (inUse.has(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is in use in this session by a request not answered yet`);
     if (ids.includes(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is used twice in this batch`);
@@ -460,6 +469,12 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       const id = request.headers.get("mcp-session-id");
       if (id === null) {
         if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
+        // An initialize whose params are not those of one: named, not taken for some other message.
+        if (request.method === "POST" && typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize") {
+          const malformed = InitializeRequestSchema.safeParse(body);
+          const { id: rid } = body as { id?: unknown };
+          if (!malformed.success) return jsonRpcError(400, -32602, invalidParamsMessage("initialize", malformed.error), {}, { id: typeof rid === "string" || typeof rid === "number" ? rid : null });
+        }
         return jsonRpcError(400, -32000, "Bad Request: send initialize first, then the Mcp-Session-Id header it returns");
       }
       // Held in the same turn as it is looked up: between a rebuild and the hold, another open may have

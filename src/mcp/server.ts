@@ -31,6 +31,40 @@ const INSTRUCTIONS =
  */
 const ToolsCall = z.looseObject({ method: z.literal("tools/call") });
 
+/** A schema library's failure: its issues, each with the path of the member it names. */
+type SchemaFailure = { issues: readonly { path: readonly PropertyKey[]; message: string }[] };
+
+function isSchemaFailure(err: unknown): err is SchemaFailure {
+  return err instanceof Error && Array.isArray((err as { issues?: unknown }).issues);
+}
+
+/** What InvalidParams (-32602) says of a request: its first wrong member, in place of the schema library's dump. */
+export function invalidParamsMessage(method: string, failure: SchemaFailure): string {
+  const first = failure.issues[0];
+  const where = first === undefined || first.path.length === 0 ? "the request" : first.path.map(String).join(".");
+  return `Invalid params for ${firstCharacters(method, 100)}: ${where}: ${first?.message ?? "not as the method takes them"}`;
+}
+
+/**
+ * The SDK checks each request of a method it knows (initialize, ping, tools/list, ...) against that method's
+ * schema, and answers one that fails as an internal error (-32603) carrying the schema library's whole dump
+ * (modelcontextprotocol/typescript-sdk#2284): the caller is told the server broke. Every handler registered
+ * by the time this runs answers that failure as InvalidParams instead.
+ */
+function answerSchemaFailuresAsInvalidParams(server: McpServer): void {
+  type Handler = (request: { method: string }, extra: unknown) => Promise<unknown>;
+  const handlers = (server.server as unknown as { _requestHandlers: Map<string, Handler> })._requestHandlers;
+  for (const [method, handler] of handlers) {
+    handlers.set(method, async (request, extra) => {
+      try {
+        return await handler(request, extra);
+      } catch (err) {
+        throw isSchemaFailure(err) ? new McpError(ErrorCode.InvalidParams, invalidParamsMessage(method, err)) : err;
+      }
+    });
+  }
+}
+
 export function toolResult(envelope: Envelope) {
   return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], structuredContent: envelope, isError: !envelope.success };
 }
@@ -75,5 +109,6 @@ export function createToolServer(deps: Deps, registry: Registry, state: SessionS
     const envelope = await registry.call(ctx, request.params.name, request.params.arguments ?? {});
     return toolResult(envelope);
   });
+  answerSchemaFailuresAsInvalidParams(server);
   return server;
 }
