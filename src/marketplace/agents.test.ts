@@ -154,6 +154,22 @@ describe("updateAgent", () => {
     );
   });
 
+  test("a serviceId listed twice in one update is VALIDATION_ERROR, not two services folded into one", async () => {
+    const { deps } = await testDeps();
+    const owner = wallet();
+    const agent = await register(deps, owner, {}, [{ title: "A", price: 1, deliveryTime: 10 }]);
+    const id = agent.services[0]!.serviceId;
+    const twice = updateAgent(deps, owner, agent.agentId, {
+      services: [
+        { serviceId: id, title: "A1", price: 1, deliveryTime: 10 },
+        { serviceId: id, title: "A2", price: 2, deliveryTime: 20 },
+      ],
+    });
+    expect(await codeOf(twice)).toBe("VALIDATION_ERROR");
+    // Nothing was written: the agent keeps its one service as it was.
+    expect((await getAgent(deps, agent.agentId)).services.map((s) => [s.serviceId, s.title])).toEqual([[id, "A"]]);
+  });
+
   test("the search index follows a change of name", async () => {
     const { deps } = await testDeps();
     const owner = wallet();
