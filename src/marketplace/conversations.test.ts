@@ -155,12 +155,26 @@ describe("reading", () => {
     expect(all.conversations[0]).toMatchObject({ messageCount: 2, lastMessage: { from: "provider", text: "reply on a" } });
     const one = await listProviderConversations(deps, provider, { agentId: second.agentId });
     expect(one.conversations.map((c) => c.conversationId)).toEqual([b.conversation.conversationId]);
+    expect(one.total).toBe(1); // total counts that agent's conversations, as the page does: not all of the owner's
     expect((await listProviderConversations(deps, provider, { limit: 1, offset: 1 })).conversations.map((c) => c.conversationId)).toEqual([
       b.conversation.conversationId,
     ]);
     expect(await codeOf(listProviderConversations(deps, provider, { agentId: foreign.agentId }))).toBe("NOT_FOUND");
     expect(await codeOf(listProviderConversations(deps, provider, { limit: 0 }))).toBe("VALIDATION_ERROR");
     expect((await listProviderConversations(deps, consumer, {})).total).toBe(0);
+  });
+});
+
+describe("lastMessageAt", () => {
+  test("never moves back: a message written after the wall clock was stepped back leaves it at the latest message's time", async () => {
+    const { deps, clock, provider, consumer, agent } = await setup();
+    const { conversation } = await startConversation(deps, consumer, agent.agentId, "first");
+    const latest = clock.now();
+    clock.set(latest - 60_000); // an NTP correction
+    await sendMessage(deps, provider, "provider", conversation.conversationId, "after the step");
+    const read = await getConversation(deps, consumer, conversation.conversationId);
+    expect(read.conversation.lastMessageAt).toBe(new Date(latest).toISOString());
+    expect((await listProviderConversations(deps, provider, {})).conversations[0]!.lastMessageAt).toBe(new Date(latest).toISOString());
   });
 });
 
@@ -248,6 +262,21 @@ test("agent searches are limited per wallet (60 a minute) and per client network
   let refused = 0;
   for (let i = 0; i < 130; i++) if ((await search(encodeBase58(cryptoRandom(32)), "203.0.113.7")).success === false) refused++;
   expect(refused).toBe(10);
+});
+
+test("agent searches from one IPv6 /64 share its network's limit (120 a minute), whatever the addresses inside it", async () => {
+  const { deps } = await testDeps({ AUTH_RATE_LIMIT: "on" });
+  const { createToolRegistry } = await import("../mcp/tools.ts");
+  const registry = createToolRegistry(deps);
+  // One client holds a whole /64: a new address (and wallet) for each call must not buy a new budget.
+  let refused = 0;
+  for (let i = 1; i <= 130; i++) {
+    const r = await registry.call(toolContext(deps, encodeBase58(cryptoRandom(32)), `2001:db8:1:2::${i.toString(16)}`), "consumer_search_agents", { query: "translation" });
+    if (!r.success && r.code === "RATE_LIMITED") refused++;
+  }
+  expect(refused).toBe(10);
+  // Another /64 has its own budget.
+  expect((await registry.call(toolContext(deps, encodeBase58(cryptoRandom(32)), "2001:db8:1:3::1"), "consumer_search_agents", { query: "translation" })).success).toBe(true);
 });
 
 describe("pages bounded by size", () => {
