@@ -457,6 +457,31 @@ describe("errors", () => {
     expect(await pay({ ...usdcParams(), to: "not-an-address" })).toEqual({ code: "INVALID_ADDRESS", fields: ["to"] });
   });
 
+  test("a payer holding exactly the amount can pay it: the facilitator pays the fee, so one base unit more is INSUFFICIENT_FUNDS", async () => {
+    const exact = (await createCustodialWallet(world.deps)).address;
+    await world.deps.ledger.airdrop(exact, { usdc: PRICE });
+    expect(await pay(usdcParams(), exact)).toEqual({ code: "OK" });
+    expect(await pay({ ...usdcParams(), amount: PRICE + 1n }, exact)).toEqual({ code: "INSUFFICIENT_FUNDS" });
+  });
+
+  test("without a token param, the requirements' asset decides the token: another known mint pays in it, an unknown one is NOT_SUPPORTED", async () => {
+    const wgt = (await world.deps.ledger.tokens()).find((t) => t.key === "wgt")!;
+    const holder = (await createCustodialWallet(world.deps)).address;
+    await world.deps.ledger.airdrop(holder, { token: 10n * USDC });
+    await world.deps.ledger.airdrop(world.recipient, { token: 1n });
+    const paid = headerOf(await createPayment(world.deps, holder, { requirements: v1Requirements(world, feePayer, { asset: wgt.mint }) }));
+    expect([paid.token, paid.amount]).toEqual(["wgt", "0.01"]);
+    // A mint this service does not pay with is never read as one it does (its amount in another token's units).
+    const unknownMint = Keypair.generate().publicKey.toBase58();
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { asset: unknownMint, maxAmountRequired: "1000000000" }) })).toEqual({ code: "NOT_SUPPORTED" });
+  });
+
+  test("a requirements.asset or payTo that is not an address is INVALID_ADDRESS naming it, with or without a token param", async () => {
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { asset: "not-an-address" }) })).toEqual({ code: "INVALID_ADDRESS", fields: ["requirements.asset"] });
+    expect(await pay({ requirements: v1Requirements(world, feePayer, { asset: "not-an-address" }), token: "usdc" })).toEqual({ code: "INVALID_ADDRESS", fields: ["requirements.asset"] });
+    expect(await pay({ requirements: v2Requirements(world, feePayer, { payTo: "not-an-address" }) })).toEqual({ code: "INVALID_ADDRESS", fields: ["requirements.payTo"] });
+  });
+
   test("a recipient that is no wallet (a token account, a mint), even with a token account of its own, is VALIDATION_ERROR on to or requirements.payTo", async () => {
     const tokenAccount = associatedTokenAddress(world.recipient, world.mint);
     // What a pasted token-account or mint address would pay into: a token account derived for it, which nobody can sign for.
