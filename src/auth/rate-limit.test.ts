@@ -53,6 +53,26 @@ describe("sliding window", () => {
     expect(() => rl.consume([[limit, "k"]], back + 900_000)).not.toThrow();
   });
 
+  test("when several limits are full, retryAfter waits for the one that frees last, whichever comes first in the list", () => {
+    // As verification's per-wallet limit (listed first) and per-network one: the wallet's window here frees later.
+    const perWallet = { name: "w", max: 1, windowMs: 60_000 };
+    const perNetwork = { name: "n", max: 2, windowMs: 10_000 };
+    const retryAfterAt = (rl: ReturnType<typeof createRateLimiter>, now: number) => {
+      try {
+        rl.consume([[perWallet, "k"], [perNetwork, "net"]], now);
+      } catch (e) {
+        return (e as AppError).extra.retryAfter;
+      }
+      return null;
+    };
+    const rl = createRateLimiter();
+    rl.consume([[perNetwork, "net"]], 0); // another wallet of the network
+    rl.consume([[perWallet, "k"], [perNetwork, "net"]], 1_000);
+    expect(retryAfterAt(rl, 2_000)).toBe(59); // not 8: at 10 s the network has room, but this wallet has none until 61 s
+    expect(retryAfterAt(rl, 10_000)).toBe(51); // one network slot freed; the wallet's limit still refuses
+    expect(retryAfterAt(rl, 61_000)).toBeNull();
+  });
+
   test("retryAfter is at least one second", () => {
     const rl = createRateLimiter();
     const short = { name: "s", max: 1, windowMs: 100 };
