@@ -69,6 +69,50 @@ describe("X-RateLimit-Reset of a spent minute", () => {
 });
 
 
+/** Spends the free tier's day at T0's pace (50 every two minutes), ending with a full minute: the day and the minute spent together. */
+function spendDay(limiter: ReturnType<typeof createOwnerRateLimiter>, owner: string): number {
+  const day = TIER_LIMITS.free!.day;
+  let now = T0;
+  for (let i = 0; i < day - 60; i++) {
+    if (!limiter.hit(owner, "free", now)!.allowed) throw new Error(`refused at ${i}`);
+    if (i % 50 === 49) now += 2 * MINUTE;
+  }
+  now += 2 * MINUTE;
+  spend(limiter, owner, 60, now);
+  return now;
+}
+
+describe("a spent day", () => {
+  test("with the minute spent as well, the headers describe the day: its limit, and a reset at the next UTC midnight", () => {
+    const limiter = createOwnerRateLimiter();
+    const now = spendDay(limiter, "o");
+    const refused = limiter.hit("o", "free", now)!;
+    const midnight = Date.UTC(2026, 10, 26);
+    expect(refused).toMatchObject({ allowed: false, limit: TIER_LIMITS.free!.day, remaining: 0, resetS: midnight / 1000 });
+    expect(refused.retryAfterS).toBe((midnight - now) / 1000); // not a minute: retrying then would be refused again
+  });
+
+  test("survives the purge: an owner idle for minutes on the same UTC day is still refused afterwards", () => {
+    const limiter = createOwnerRateLimiter();
+    const now = spendDay(limiter, "o") + 5 * MINUTE;
+    limiter.purge(now);
+    expect(limiter.hit("o", "free", now)!.allowed).toBe(false);
+    expect(limiter.usage("o", "free", now).day).toBe(TIER_LIMITS.free!.day);
+  });
+});
+
+describe("Retry-After", () => {
+  test("is at least a second, also where the sliding minute's arithmetic lands on a whole second", () => {
+    const limiter = createOwnerRateLimiter();
+    spend(limiter, "o", 60, T0 - MINUTE + 500); // a full previous minute
+    for (let k = 1; k <= 19; k++) expect(limiter.hit("o", "free", T0 + k * 1_000 + 500)!.allowed).toBe(true);
+    // 19 + 60 × (1 − 20/60) is 59.00000000000001 in floating point: refused, at exactly T0 + 20 s
+    const refused = limiter.hit("o", "free", T0 + 20_000)!;
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterS).toBeGreaterThanOrEqual(1);
+  });
+});
+
 describe("a wall clock stepped back (an NTP correction)", () => {
   test("does not empty the minute or the day: the windows only move forward", () => {
     const limiter = createOwnerRateLimiter();
