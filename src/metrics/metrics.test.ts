@@ -39,6 +39,16 @@ describe("the text format", () => {
     );
   });
 
+  test("a value equal to a bucket's bound counts in that bucket (le is less than or equal)", () => {
+    const m = createMetrics();
+    const h = m.histogram("z_seconds", "Z.", [], [0.1, 1]);
+    h.observe(0.1);
+    h.observe(1);
+    const text = m.render();
+    expect(text).toContain('z_seconds_bucket{le="0.1"} 1\n');
+    expect(text).toContain('z_seconds_bucket{le="1"} 2\n');
+  });
+
   test("series are bounded: past 1,000 label sets the rest count as other", () => {
     const m = createMetrics();
     const c = m.counter("y_total", "Y.", ["k"]);
@@ -109,6 +119,12 @@ describe("route labels", () => {
     expect(text).toContain('walletgate_http_request_duration_seconds_bucket{method="POST",route="/auth/verify",le="0.005"} 2\n');
     expect(text).toContain('walletgate_http_request_duration_seconds_bucket{method="POST",route="/auth/verify",le="0.0025"} 1\n');
     expect(text).toContain('walletgate_rate_limited_total{route="/auth/verify"} 1\n');
+    // Only 429s are rate-limit refusals: other errors of a route are not counted there.
+    s.request("POST", "/auth/verify", 401, 0.4, routeOf);
+    s.request("GET", "/auth/session", 503, 0.4, routeOf);
+    const after = s.registry.render();
+    expect(after).toContain('walletgate_rate_limited_total{route="/auth/verify"} 1\n');
+    expect(after).not.toContain('walletgate_rate_limited_total{route="/auth/session"}');
     expect(text).toContain('walletgate_auth_sign_ins_total{outcome="INVALID_SIGNATURE"} 1\n');
   });
 });
