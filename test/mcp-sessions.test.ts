@@ -242,6 +242,14 @@ describe("behind a proxy: fingerprints only from addresses that are the clients'
     expect(await (await via(server, userAgent, "203.0.113.6")).ok("session_info")).toEqual(ANONYMOUS);
     expect([warnings(server, "TRUST_PROXY"), warnings(server, "X-Forwarded-For")]).toEqual([[], []]);
   });
+
+  test("with TRUST_PROXY as a hop count, fingerprints use the client's forwarded address too (a hop count trusts its proxy)", async () => {
+    const server = await start({ TRUST_PROXY: "1" });
+    const userAgent = ua("hops");
+    const created = await (await via(server, userAgent, "203.0.113.5")).ok("wallet_create", { airdropSol: 0 });
+    expect(await (await via(server, userAgent, "203.0.113.5")).ok("session_info")).toMatchObject({ walletAddress: created.address, restoredBy: "fingerprint" });
+    expect(await (await via(server, userAgent, "203.0.113.6")).ok("session_info")).toEqual(ANONYMOUS);
+  });
 });
 
 describe("short lifetimes: refresh, idle sweep and rebuild, expiry", () => {
