@@ -101,15 +101,20 @@ describe("a spent day", () => {
   });
 });
 
-describe("Retry-After", () => {
-  test("is at least a second, also where the sliding minute's arithmetic lands on a whole second", () => {
+describe("the sliding minute's arithmetic", () => {
+  test("is exact where the previous minute's weight lands on a whole request: room then is room, and a refusal's reset comes after it", () => {
     const limiter = createOwnerRateLimiter();
     spend(limiter, "o", 60, T0 - MINUTE + 500); // a full previous minute
     for (let k = 1; k <= 19; k++) expect(limiter.hit("o", "free", T0 + k * 1_000 + 500)!.allowed).toBe(true);
-    // 19 + 60 × (1 − 20/60) is 59.00000000000001 in floating point: refused, at exactly T0 + 20 s
+    // Just before T0 + 20 s the previous minute still weighs more than 40: refused, to be retried at T0 + 20 s.
+    const early = limiter.hit("o", "free", T0 + 19_999)!;
+    expect(early).toMatchObject({ allowed: false, remaining: 0, resetS: (T0 + 20_000) / 1000, retryAfterS: 1 });
+    // At T0 + 20 s it weighs 40 (19 + 40 = 59 < 60), not 40.00000000000001: allowed, as the reset said.
+    expect(limiter.hit("o", "free", T0 + 20_000)!).toMatchObject({ allowed: true, remaining: 0 });
     const refused = limiter.hit("o", "free", T0 + 20_000)!;
     expect(refused.allowed).toBe(false);
-    expect(refused.retryAfterS).toBeGreaterThanOrEqual(1);
+    expect(refused.resetS * 1000).toBeGreaterThan(T0 + 20_000);
+    expect(limiter.hit("o", "free", refused.resetS * 1000)!.allowed).toBe(true);
   });
 });
 

@@ -58,8 +58,12 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
     return c;
   }
 
-  /** Requests in the sliding minute ending now: this window plus the overlapping part of the previous. */
-  const slidingMinute = (c: Counts, now: number) => c.minute + c.previousMinute * Math.min(1, Math.max(0, 1 - (now - c.minuteStart) / MINUTE_MS));
+  /**
+   * Requests in the sliding minute ending now: this window plus the overlapping part of the previous. The
+   * product is taken before the division (whole numbers, exact), so that a weight landing on a whole request
+   * is that whole number: 60 × (1 − 20/60) is 40.00000000000001, and 60 × 40,000 / 60,000 is 40.
+   */
+  const slidingMinute = (c: Counts, now: number) => c.minute + (c.previousMinute * Math.min(MINUTE_MS, Math.max(0, c.minuteStart + MINUTE_MS - now))) / MINUTE_MS;
 
   /**
    * When the sliding minute next has room for one more request (now, if it has): while the previous fixed
@@ -69,9 +73,10 @@ export function createOwnerRateLimiter(maxOwners = 100_000): OwnerRateLimiter {
   function minuteFreesAt(c: Counts, limit: number, now: number): number {
     if (slidingMinute(c, now) + 1 <= limit) return now;
     const room = limit - 1 - c.minute; // what the fading previous minute may still weigh
-    if (room >= 0 && c.previousMinute > 0) return Math.max(now, c.minuteStart + MINUTE_MS * (1 - room / c.previousMinute));
+    // The first whole millisecond at which the fading part has room (slidingMinute is exact there).
+    if (room >= 0 && c.previousMinute > 0) return Math.max(now, c.minuteStart + Math.ceil((MINUTE_MS * (c.previousMinute - room)) / c.previousMinute));
     const next = c.minuteStart + MINUTE_MS;
-    return c.minute <= limit - 1 ? next : next + MINUTE_MS * (1 - (limit - 1) / c.minute);
+    return c.minute <= limit - 1 ? next : next + Math.ceil((MINUTE_MS * (c.minute - (limit - 1))) / c.minute);
   }
 
   return {
