@@ -296,8 +296,13 @@ async function serve(
     return isAssetRequest(method, path) ? "asset" : appRouteOf(method, path);
   };
   /** The 413 answered before any route runs; an owner's answers are never cached, errors included (as routes/dashboard do). */
-  const tooLarge = (path: string) => {
-    const response = errorResponse(new AppError("PAYLOAD_TOO_LARGE", `request body is larger than ${config.maxBodyBytes} bytes`));
+  const tooLarge = (path: string, headers: Headers) => {
+    const message = `request body is larger than ${config.maxBodyBytes} bytes`;
+    // In an MCP session, as /mcp answers any body it cannot take there: a JSON-RPC error (mcp/http.ts).
+    if (path === "/mcp" && headers.has("mcp-session-id")) {
+      return Response.json({ jsonrpc: "2.0", error: { code: -32600, message: `Invalid Request: ${message}` }, id: null }, { status: 413 });
+    }
+    const response = errorResponse(new AppError("PAYLOAD_TOO_LARGE", message));
     if (path.startsWith("/dashboard/api/")) response.headers.set("cache-control", "no-store");
     return response;
   };
@@ -340,12 +345,12 @@ async function serve(
       } else if (asset !== null) {
         response = asset;
       } else if (length !== null && length > config.maxBodyBytes) {
-        response = tooLarge(path);
+        response = tooLarge(path, incoming.headers);
       } else if (length === null && request.body !== null) {
         // A body cut off by its client (the connection closed mid-way) is the client's failure, not ours.
         const body = await readCapped(request, config.maxBodyBytes).catch(() => undefined);
         if (body === undefined) response = errorResponse(fieldError("body", "the body could not be read to its end: the connection was closed"));
-        else if (body === null) response = tooLarge(path);
+        else if (body === null) response = tooLarge(path, incoming.headers);
         else request = new Request(request, { body });
       }
       response ??= await (() => {

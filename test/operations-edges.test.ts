@@ -356,6 +356,19 @@ describe("server: MAX_BODY_BYTES is the largest body taken, with or without Cont
     expect(await verify(bodyOf(1024), true)).toEqual([400, "INVALID_ADDRESS"]);
     expect(await verify(bodyOf(1025), true)).toEqual([413, "PAYLOAD_TOO_LARGE"]);
   });
+
+  test("in an MCP session the 413 is a JSON-RPC error, as /mcp answers any body it cannot take there; outside one, the catalogue's", async () => {
+    const post = async (headers: Record<string, string>) => {
+      const res = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { pad: "x".repeat(2000) } }),
+      });
+      return [res.status, await res.json()];
+    };
+    expect(await post({ "mcp-session-id": "any" })).toEqual([413, { jsonrpc: "2.0", error: { code: -32600, message: "Invalid Request: request body is larger than 1024 bytes" }, id: null }]);
+    expect(await post({})).toEqual([413, { error: "request body is larger than 1024 bytes", code: "PAYLOAD_TOO_LARGE" }]);
+  });
 });
 
 describe("server: shutdown (real process, signals)", () => {
