@@ -451,6 +451,9 @@ test("a connected wallet's signed transaction is held against its checkout's pri
   expect(await pay({ checkoutId, signedTransaction, currency: "WGT" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH", details: { reason: "mint" } });
   expect(await pay({ checkoutId, signedTransaction, maxAmount: "-2", currency: "USDC" })).toMatchObject({ success: false, code: "VALIDATION_ERROR" });
   expect(await usdc()).toBe(10_000_000n); // nothing was sent
+  // Its resume hands out a fresh transaction (nothing sent can land): held against the checkout's price too.
+  expect(await pay({ checkoutId, maxAmount: "1.5", currency: "USDC" })).toMatchObject({ success: false, code: "PAYMENT_MISMATCH", details: { reason: "amount" } });
+  expect(await pay({ checkoutId, maxAmount: "2", currency: "USDC" })).toMatchObject({ success: true, data: { checkoutId, unsignedTransaction: expect.any(String) } });
   expect(await pay({ checkoutId, signedTransaction, maxAmount: "2", currency: "usdc" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
   expect(await usdc()).toBe(8_000_000n);
   // Once paid, the same call with any well-formed limits answers the purchase.

@@ -73,8 +73,9 @@ export const checkoutPay = defineTool({
       return submitOwnCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, input.signedTransaction, limits);
     }
     if (input.checkoutId !== undefined) {
-      const resume = signer.kind === "custodial" ? resumeCustodialCheckout : resumeConnectedCheckout;
-      return resume(deps, input.productId, wallet.walletAddress, input.checkoutId);
+      // A connected wallet's resume hands out a fresh transaction when nothing it sent can land: its limits hold there.
+      if (signer.kind === "custodial") return resumeCustodialCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId);
+      return resumeConnectedCheckout(deps, input.productId, wallet.walletAddress, input.checkoutId, limits);
     }
     // With a key the wallet used before: that key's checkout, answered or paid (keyedCheckout); else a new one.
     const key = input.idempotencyKey;
