@@ -2,12 +2,13 @@
 // database (the old one, its log folded in, or the backup), and stale copies left by killed runs are cleared.
 import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { tempDir } from "../../test/helpers/server.ts";
 import { backupDatabase } from "./backup.ts";
 import { LEFTOVER_AFTER_MS } from "../lib/leftovers.ts";
 import { latestOf, migrate } from "./migrate.ts";
+import { MIGRATIONS } from "./migrations.ts";
 import { restoreDatabase } from "./restore.ts";
 import { systemClockSources } from "../lib/clock-steps.ts";
 
@@ -456,4 +457,151 @@ test.skipIf(bootId === null)("the clock mark written last goes with the restored
     return wallMs === 1 ? "backup" : wallMs === 2 ? "replaced" : null;
   });
   expect(kept).toEqual(cases.map(([, , k]) => k));
+});
+
+test("a backup that is no walletgate database, one newer than this program, or a damaged one is refused: the database, or its absence, stays as it was", () => {
+  // restore.ts checkBackup(): each of its three refusals (`version === 0`, `version > latest`, quick_check) → `if (false)`
+  const foreign = join(newDir(), "notes.db");
+  let db = new Database(foreign);
+  db.run("CREATE TABLE notes (text TEXT)");
+  db.close();
+  const newer = join(newDir(), "newer.db");
+  database(newer, 1);
+  db = new Database(newer);
+  db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from a later walletgate', 0)", [latestOf() + 1]);
+  db.close();
+  const damaged = join(newDir(), "damaged.db");
+  database(damaged, 300);
+  const bytes = readFileSync(damaged);
+  const pageSize = bytes.readUInt16BE(16);
+  bytes[bytes.length - pageSize] = 0xff; // the last page's type byte: no b-tree page has it
+  writeFileSync(damaged, bytes);
+  const refusals: [string, string][] = [
+    [foreign, `${foreign} is not a walletgate database (no schema_migrations)`],
+    [newer, `${newer} has schema version ${latestOf() + 1}; this walletgate knows up to ${latestOf()}: restore it with a newer version`],
+    [damaged, `${damaged} is damaged: `],
+  ];
+  for (const [backup, said] of refusals) {
+    // Over a database: it keeps its name and rows, and no copy of it is made aside.
+    const dataDir = newDir();
+    const path = join(dataDir, "walletgate.db");
+    database(path, 3);
+    expect(() => restoreDatabase(path, backup, new Date())).toThrow(said);
+    expect(owners(path)).toBe(3);
+    expect(readdirSync(dataDir).filter((name) => name.includes(".replaced-") || name.includes(".restoring-"))).toEqual([]);
+    // On a new host (no database yet): nothing takes the name.
+    const empty = newDir();
+    expect(() => restoreDatabase(join(empty, "walletgate.db"), backup, new Date())).toThrow(said);
+    expect(readdirSync(empty).filter((name) => !name.endsWith(".locks"))).toEqual([]);
+  }
+});
+
+test("an older replaced database does not undo what the backup holds: the backup's later revoke-all stays, and a token revoked in both is neither changed nor counted", () => {
+  // restore.ts carryRevocations(): `WHERE excluded.tokens_valid_after > auth_wallet_cutoffs.tokens_valid_after` removed
+  // (an earlier cutoff replaces a later one: tokens the backup's revoke-all ended are valid again), and
+  // `AND auth_tokens.revoked_at IS NULL` removed (a revocation both hold is rewritten and counted as carried)
+  const token = (db: Database, jti: string, revokedAt: number | null) =>
+    db.run(
+      "INSERT INTO auth_tokens (jti, session_id, wallet, issued_at, expires_at, session_started_at, revoked_at) VALUES (?, 'session', 'WalletW', 1, 9000000000000, 1, ?)",
+      [jti, revokedAt],
+    );
+  const cutoff = (db: Database, wallet: string, after: number) => db.run("INSERT INTO auth_wallet_cutoffs (wallet, tokens_valid_after) VALUES (?, ?)", [wallet, after]);
+  const path = join(newDir(), "walletgate.db");
+  const backup = join(newDir(), "backup.db");
+  database(backup, 0);
+  let db = new Database(backup);
+  token(db, "jti-revoked-in-both", 300);
+  token(db, "jti-revoked-later", null);
+  cutoff(db, "WalletW", 500); // a revoke-all the older replaced database has not seen
+  cutoff(db, "WalletV", 100);
+  db.close();
+  // An older copy of the same database (restored once before, say), with revocations of its own.
+  database(path, 0);
+  db = new Database(path);
+  token(db, "jti-revoked-in-both", 200);
+  token(db, "jti-revoked-later", 250);
+  cutoff(db, "WalletW", 100);
+  cutoff(db, "WalletV", 400); // a later revoke-all than the backup's: carried
+  db.close();
+  const result = restoreDatabase(path, backup, new Date());
+  expect(result.revocations).toMatchObject({ sessionTokens: 1, walletCutoffs: 1 });
+  db = new Database(path, { readonly: true });
+  try {
+    expect(db.query("SELECT wallet, tokens_valid_after FROM auth_wallet_cutoffs ORDER BY wallet").values()).toEqual([["WalletV", 400], ["WalletW", 500]]);
+    expect(db.query("SELECT jti, revoked_at FROM auth_tokens ORDER BY jti").values()).toEqual([["jti-revoked-in-both", 300], ["jti-revoked-later", 250]]);
+  } finally {
+    db.close();
+  }
+});
+
+test("a webhook endpoint the backup changed later keeps the backup's settings; a secret sealed under another wallet encryption key is never carried", () => {
+  // restore.ts carryEndings(): `AND r.updated_at > webhook_endpoints.updated_at` removed (an older URL and enabled
+  // state come back: events, access tokens among them, go where the owner no longer sends them);
+  // carryWebhookSecrets(): `ours === null || ours !== theirs` → `ours === null` (a secret no key of the backup opens)
+  const endpoint = (db: Database, id: string, url: string, enabled: 0 | 1, secretByte: number, updatedAt: number) =>
+    db.run("INSERT INTO webhook_endpoints (id, owner, url, events, enabled, secret_iv, secret_ciphertext, created_at, updated_at) VALUES (?, 'owner', ?, '[]', ?, ?, ?, 1, ?)", [
+      id,
+      url,
+      enabled,
+      new Uint8Array(12).fill(secretByte),
+      new Uint8Array(48).fill(secretByte),
+      updatedAt,
+    ]);
+  const path = join(newDir(), "walletgate.db");
+  const backup = join(newDir(), "backup.db");
+  database(backup, 0);
+  let db = new Database(backup);
+  db.run("INSERT INTO sealing_key_check (id, key_check) VALUES (1, 'K')");
+  endpoint(db, "e-moved-later", "https://h.example/new", 0, 1, 300); // moved and disabled after the replaced database's copy
+  endpoint(db, "e-rotated-elsewhere", "https://h.example/x", 1, 1, 100);
+  db.close();
+  database(path, 0);
+  db = new Database(path);
+  db.run("INSERT INTO sealing_key_check (id, key_check) VALUES (1, 'OTHER')"); // another installation's key
+  endpoint(db, "e-moved-later", "https://h.example/old", 1, 1, 200);
+  endpoint(db, "e-rotated-elsewhere", "https://h.example/x", 1, 2, 200); // a later secret, sealed under OTHER
+  db.close();
+  const result = restoreDatabase(path, backup, new Date());
+  expect(result.revocations).toMatchObject({ webhookEndpoints: 0, webhookSecrets: 0 });
+  db = new Database(path, { readonly: true });
+  try {
+    const rows = db.query("SELECT id, url, enabled, updated_at, hex(secret_ciphertext) AS secret FROM webhook_endpoints ORDER BY id").all();
+    expect(rows).toEqual([
+      { id: "e-moved-later", url: "https://h.example/new", enabled: 0, updated_at: 300, secret: "01".repeat(48) },
+      { id: "e-rotated-elsewhere", url: "https://h.example/x", enabled: 1, updated_at: 100, secret: "01".repeat(48) },
+    ]);
+  } finally {
+    db.close();
+  }
+});
+
+test("a replaced database of an older schema is not read for revocations: the restore is done, and says why nothing was carried", () => {
+  // restore.ts carryOver(): `if (replacedVersion !== latestOf()) return { skipped }` → `if (false)` (its missing tables fail the restore)
+  const path = join(newDir(), "walletgate.db");
+  const old = new Database(path);
+  old.run("PRAGMA journal_mode = WAL");
+  const older = MIGRATIONS.filter((m) => m.version < 20); // before sealing_key_check
+  migrate(old, Date.now(), older);
+  old.close();
+  const backup = join(newDir(), "backup.db");
+  database(backup, 2);
+  const result = restoreDatabase(path, backup, new Date());
+  const olderVersion = Math.max(...older.map((m) => m.version));
+  const skipped = { skipped: `${result.movedAside} has schema version ${olderVersion}, not ${latestOf()}` };
+  expect([result.revocations, result.walletKeys]).toEqual([skipped, skipped]);
+  expect(owners(path)).toBe(2);
+});
+
+test("a log left without its database (the file deleted by hand) is removed, never replayed onto the backup", () => {
+  // restore.ts restoreUnderLock(): `else rmSync(databasePath + suffix)` removed
+  const dataDir = newDir();
+  const path = join(dataDir, "walletgate.db");
+  crashedDatabase(path, 5); // 5 owners in its log only
+  rmSync(path);
+  const backup = join(newDir(), "backup.db");
+  database(backup, 2);
+  const result = restoreDatabase(path, backup, new Date());
+  expect(result.movedAside).toBeNull();
+  expect(existsSync(`${path}-wal`)).toBe(false);
+  expect(owners(path)).toBe(2);
 });
