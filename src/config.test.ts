@@ -39,6 +39,42 @@ describe("loadConfig", () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  test("defaults the README's table gives that the test above does not name", () => {
+    // config.ts: `int(vars, "HTTP_IDLE_TIMEOUT_S", 10, …)` → 30; `int(vars, "MCP_MAX_SESSIONS", 10000, 1)` → 1000
+    const c = loadConfig({});
+    expect([c.httpIdleTimeoutS, c.mcpMaxSessions, c.walletgateToken, c.baseUrlGiven]).toEqual([10, 10000, null, false]);
+  });
+
+  test("LOG_FORMAT is json when standard output is not a terminal (a pipe, a log collector)", () => {
+    // config.ts: `isatty(1) ? "pretty" : "json"` → `"pretty"`; asked in a process whose stdout is a pipe
+    const probe = `const { loadConfig } = await import(${JSON.stringify(join(import.meta.dir, "config.ts"))}); console.log(loadConfig({}).logFormat);`;
+    const run = Bun.spawnSync([process.execPath, "-e", probe], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp" } });
+    expect([run.exitCode, run.stdout.toString().trim()]).toEqual([0, "json"]);
+  });
+
+  test("SQLITE_SYNCHRONOUS takes FULL, EXTRA and NORMAL in any case, and nothing else", () => {
+    // config.ts oneOf(): `name === "SQLITE_SYNCHRONOUS" ? raw.toUpperCase() : raw.toLowerCase()` → `raw.toLowerCase()`
+    expect(["full", "Extra", "NORMAL"].map((v) => loadConfig({ SQLITE_SYNCHRONOUS: v }).sqliteSynchronous)).toEqual(["FULL", "EXTRA", "NORMAL"]);
+    for (const value of ["OFF", "0"]) expect(() => loadConfig({ SQLITE_SYNCHRONOUS: value })).toThrow("SQLITE_SYNCHRONOUS must be one of FULL, NORMAL, EXTRA");
+  });
+
+  test("WALLET_ENCRYPTION_KEY in base64 (standard or url-safe) is the same key as in hex", () => {
+    // config.ts decodeKey32(): the base64 branch → `if (false)` (a key made with `openssl rand -base64 32` refused)
+    const key = Uint8Array.from({ length: 32 }, (_, i) => 250 - i * 7); // bytes that need + and / in base64
+    const dir = mkdtempSync(join(tmpdir(), "walletgate-secrets-"));
+    try {
+      const spelled = [Buffer.from(key).toString("hex"), Buffer.from(key).toString("base64"), Buffer.from(key).toString("base64url")];
+      expect(spelled[1]).toMatch(/[+/]/);
+      for (const text of spelled) {
+        const secrets = resolveSecrets(loadConfig({ DATA_DIR: dir, JWT_SECRET: "s".repeat(32), WALLET_ENCRYPTION_KEY: text }));
+        expect([text, Array.from(secrets.walletEncryptionKey)]).toEqual([text, Array.from(key)]);
+      }
+      expect(() => loadConfig({ WALLET_ENCRYPTION_KEY: Buffer.from(key.subarray(0, 31)).toString("base64") })).toThrow("WALLET_ENCRYPTION_KEY");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("EXIT_WITH_PARENT: off by default; on and off in words (0 and 1 among them), or a process id", () => {
     expect(loadConfig({}).exitWithParent).toBe(false);
     expect(["true", "on", "1"].map((v) => loadConfig({ EXIT_WITH_PARENT: v }).exitWithParent)).toEqual([true, true, true]);
