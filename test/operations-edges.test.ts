@@ -193,6 +193,16 @@ describe("config: the secrets of DATA_DIR", () => {
     });
   });
 
+  test("an empty secret file is refused, naming it and saying to delete it (not as a short or malformed key)", () => {
+    // config.ts generatedSecrets(): `if (value === "") throw …is empty…` removed
+    withDir((dir) => {
+      writeFileSync(join(dir, "jwt-secret"), "\n", { mode: 0o600 });
+      expect(() => resolveSecrets(loadConfig({ DATA_DIR: dir, WALLET_ENCRYPTION_KEY: "ab".repeat(32) }))).toThrow(`${join(dir, "jwt-secret")} is empty; delete it to generate a new secret`);
+      writeFileSync(join(dir, "wallet-encryption-key"), "", { mode: 0o600 });
+      expect(() => resolveSecrets(loadConfig({ DATA_DIR: dir, JWT_SECRET: "s".repeat(32) }))).toThrow(`${join(dir, "wallet-encryption-key")} is empty; delete it to generate a new secret`);
+    });
+  });
+
   test("a wallet-encryption-key file that holds no 32-byte key is refused, naming it", () => {
     // config.ts: `if (walletKeyBytes === null) throw` → `if (false) throw`
     withDir((dir) => {
@@ -861,6 +871,42 @@ describe("cli: what scripts rely on (operations.md: exit 2 for usage; --json giv
       const r = await runCli(["owners", "set-tier", WALLET, "pro", "--json"], { DATA_DIR: dir });
       expect(r.code).toBe(0);
       expect(JSON.parse(r.stdout)).toMatchObject({ walletAddress: WALLET, tier: "pro" });
+    });
+  }, 30_000);
+
+  test("a config flag in its `--name=value` spelling takes no argument after it (the command's own `--json` stays the command's)", async () => {
+    // cli/args.ts splitArgs(): `match[2] === undefined && i + 1 < argv.length` → `i + 1 < argv.length`
+    await withDirAsync(async (dir) => {
+      expect((await runCli(["migrate"], { DATA_DIR: dir })).code).toBe(0);
+      const r = await runCli(["owners", "list", `--data-dir=${dir}`, "--json"]);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(JSON.parse(r.stdout)).toEqual({ owners: [] });
+    });
+  }, 30_000);
+
+  test("ledger airdrop: 0 of one token means none of it (spec README: 'airdrop amounts alone accept 0, meaning none'); the service token goes by SERVICE_TOKEN_SYMBOL", async () => {
+    // cli/ledger.ts: `{ allowZero: true }` → `{ allowZero: false }`; `amount("token", config.serviceToken.symbol)` → `amount("token", "wgt")`
+    await withDirAsync(async (dir) => {
+      expect((await runCli(["migrate"], { DATA_DIR: dir, SERVICE_TOKEN_SYMBOL: "abc" })).code).toBe(0);
+      const zeroSol = await runCli(["ledger", "airdrop", "--to", WALLET, "--sol", "0", "--usdc", "1", "--json"], { DATA_DIR: dir, SERVICE_TOKEN_SYMBOL: "abc" });
+      expect({ code: zeroSol.code, stderr: zeroSol.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(JSON.parse(zeroSol.stdout).signatures).toHaveLength(1); // USDC alone
+      const token = await runCli(["ledger", "airdrop", "--to", WALLET, "--token", "5", "--json"], { DATA_DIR: dir, SERVICE_TOKEN_SYMBOL: "abc" });
+      expect({ code: token.code, stderr: token.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(JSON.parse(token.stdout).signatures).toHaveLength(1);
+    });
+  }, 30_000);
+
+  test("ledger airdrop off localnet is refused before any ledger is asked (operations.md: `walletgate ledger airdrop` (localnet))", async () => {
+    // cli/ledger.ts: `if (config.network !== "localnet")` → `if (false)` (the devnet node's faucet asked instead)
+    await withDirAsync(async (dir) => {
+      expect((await runCli(["migrate"], { DATA_DIR: dir, NETWORK: "devnet" })).code).toBe(0);
+      const r = await runCli(["ledger", "airdrop", "--to", WALLET, "--sol", "1"], { DATA_DIR: dir, NETWORK: "devnet", SOLANA_RPC_URL: "http://127.0.0.1:9" });
+      expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({
+        code: 1,
+        stdout: "",
+        stderr: "walletgate: airdrops come from the embedded ledger: NETWORK=localnet only (this is devnet)\n",
+      });
     });
   }, 30_000);
 
