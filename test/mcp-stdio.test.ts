@@ -205,6 +205,12 @@ describe("walletgate mcp (stdio)", () => {
       const unrecorded = await runCli(["mcp"], { DATA_DIR: dir, BASE_URL });
       expect({ code: unrecorded.code, said: unrecorded.stderr.includes("give it the same JWT_SECRET as the server") }).toEqual({ code: 1, said: true });
       expect(existsSync(join(dir, "jwt-secret"))).toBe(false);
+      // A command that signs nothing still runs beside those live sessions (operations.md: the commands work
+      // beside a running server), and writes no secret.
+      // config.ts resolveSecrets(): `jwtMissing && !jwtThisRunOnly ? signedByAnother()` → `jwtMissing ? signedByAnother()`
+      const beside = await runCli(["owners", "list"], { DATA_DIR: dir, BASE_URL });
+      expect({ code: beside.code, stderr: beside.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(existsSync(join(dir, "jwt-secret"))).toBe(false);
     } finally {
       await server.dispose();
     }
