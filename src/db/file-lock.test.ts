@@ -100,6 +100,32 @@ describe("a lock file another user made", () => {
   });
 });
 
+describe("a backup by a user who may only read DATA_DIR", () => {
+  test.skipIf(!canActAsNobody)("goes without a lock file it cannot open, where a command that writes is refused naming it", () => {
+    // file-lock.ts holdLock(): `if (options.readOnlyUse === true && codeOf(err) === "EACCES") return null;` removed
+    const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
+    try {
+      chmodSync(shared, 0o755);
+      const database = join(shared, "walletgate.db");
+      const mine = tryLock(lockPathOf(database), "shared"); // the server's lock file, its user's alone (umask 077)
+      if ("lock" in mine) mine.lock.release();
+      chmodSync(lockPathOf(database), 0o600);
+      const asNobody = (readOnlyUse: boolean) =>
+        Bun.spawnSync(
+          [...AS_NOBODY, process.execPath, "-e",
+            `const { holdOpenLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
+             try { const lock = holdOpenLock(${JSON.stringify(database)}, () => new Error("restoring"), { waitMs: 0, readOnlyUse: ${readOnlyUse} }); console.log(lock === null ? "none" : "lock"); }
+             catch (e) { console.log("threw " + e.code); }`],
+          { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } },
+        ).stdout.toString().trim();
+      expect(asNobody(true)).toBe("none");
+      expect(asNobody(false)).toBe("threw EACCES");
+    } finally {
+      rmSync(shared, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("a lock file root makes", () => {
   test.skipIf(process.getuid?.() !== 0)("is given to DATA_DIR's owner, whose server must lock it too", () => {
     const data = mkdtempSync(join(tmpdir(), "walletgate-lock-owner-"));
