@@ -681,6 +681,35 @@ describe("walletgate restore beside a server it cannot see", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  test.skipIf(!canUnshare)("a process that is no walletgate server (it takes no lock of ours) with the database open, out of restore's sight: restore is refused", async () => {
+    // restore.ts restoreUnderLock(): `if (openedByAnother(databasePath)) throw` → `if (false)`; /proc and the lock file
+    // see neither a process in another PID namespace nor one that never locks (sqlite3, a walletgate from before the lock file)
+    const dataDir = tempDir();
+    const dir = tempDir();
+    try {
+      expect((await runCli(["migrate"], { DATA_DIR: dataDir })).code).toBe(0);
+      const backup = join(dir, "before.db");
+      expect((await runCli(["backup", backup], { DATA_DIR: dataDir })).code).toBe(0);
+      const path = join(dataDir, "walletgate.db");
+      const holder = Bun.spawn(
+        [process.execPath, "-e", `const db = new (require("bun:sqlite").Database)(${JSON.stringify(path)}); db.query("SELECT count(*) FROM owners").get(); console.log("open"); await Bun.sleep(30000);`],
+        { stdout: "pipe" },
+      );
+      try {
+        expect(new TextDecoder().decode((await holder.stdout.getReader().read()).value)).toContain("open");
+        const refused = await runCli(["restore", backup], { DATA_DIR: dataDir }, ["unshare", "--pid", "--fork", "--mount-proc"]);
+        expect({ code: refused.code, why: refused.stderr.includes("the database is open in another process") }).toEqual({ code: 1, why: true });
+        expect(readdirSync(dataDir).filter((f) => f.includes("replaced"))).toEqual([]);
+      } finally {
+        holder.kill();
+        await holder.exited;
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe("walletgate backup", () => {
