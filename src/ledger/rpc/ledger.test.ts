@@ -1,13 +1,26 @@
 // The RPC ledger's real @solana/web3.js code against a LiteSVM-backed JSON-RPC server on 127.0.0.1: balances,
 // airdrops, transfers, parsing, history, every rejection reason, and an RPC that is down, failing or slow.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Keypair, PublicKey, VersionedTransaction } from "@solana/web3.js";
-import { MINT_SIZE, MintLayout, TOKEN_2022_PROGRAM_ID } from "@solana/spl-token";
+import { AddressLookupTableAccount, Keypair, PublicKey, SystemProgram, Transaction, TransactionInstruction, TransactionMessage, VersionedTransaction } from "@solana/web3.js";
+import {
+  ACCOUNT_SIZE,
+  AccountLayout,
+  AccountType,
+  ExtensionType,
+  MINT_SIZE,
+  MintLayout,
+  TOKEN_2022_PROGRAM_ID,
+  createApproveInstruction,
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAccountLen,
+  getMintLen,
+} from "@solana/spl-token";
 import { AppError } from "../../errors.ts";
 import { manualClock } from "../../lib/clock.ts";
 import { decodeBase58 } from "../../lib/encoding.ts";
 import type { Ledger, SubmitOptions, SubmitResult } from "../ledger.ts";
-import { associatedTokenAddress, parseTransaction } from "../transactions.ts";
+import { associatedTokenAddress, compileTransaction, parseTransaction } from "../transactions.ts";
 import { FINALITY_SLOTS, startLiteSvmRpc, type LiteSvmRpc } from "../../../test/helpers/litesvm-rpc.ts";
 import { until } from "../../../test/helpers/until.ts";
 import { USDC_MINTS, createRpcLedger, rpcTokens, type RpcLedgerOptions } from "./ledger.ts";
@@ -117,6 +130,25 @@ describe("tokens and balances", () => {
     expect(await ledger.programAccount(rpc.usdcMint)).toBe("mint");
     expect(await ledger.programAccount("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA")).toBe("program");
     expect((await failure(ledger.programAccount("not-an-address"))).code).toBe("INVALID_ADDRESS");
+  });
+
+  test("programAccount: a Token-2022 mint or token account with extensions is told by its account-type byte, not its length", async () => {
+    // Past its base layout a Token-2022 account with extensions is padded to 165 bytes, then its AccountType
+    // (1 a mint, 2 a token account), then the extensions: both are longer than a plain token account.
+    const extended = (length: number, type: AccountType) => {
+      const data = new Uint8Array(length);
+      data[ACCOUNT_SIZE] = type;
+      return data;
+    };
+    const mint = Keypair.generate().publicKey;
+    const account = Keypair.generate().publicKey;
+    const mintLength = getMintLen([ExtensionType.MintCloseAuthority]);
+    const accountLength = getAccountLen([ExtensionType.ImmutableOwner]);
+    rpc.svm.setAccount(mint, { lamports: 10_000_000, data: extended(mintLength, AccountType.Mint), owner: TOKEN_2022_PROGRAM_ID, executable: false });
+    rpc.svm.setAccount(account, { lamports: 10_000_000, data: extended(accountLength, AccountType.Account), owner: TOKEN_2022_PROGRAM_ID, executable: false });
+    expect([mintLength, accountLength].every((n) => n > ACCOUNT_SIZE)).toBe(true);
+    expect(await ledger.programAccount(mint.toBase58())).toBe("mint");
+    expect(await ledger.programAccount(account.toBase58())).toBe("token");
   });
 
   test("a service token with a mint is read from its ATA under its symbol", async () => {
@@ -256,6 +288,36 @@ describe("transfers", () => {
     expect((await ledger.getTransaction(result.signature))?.feePayer).toBe(addr(payer));
   });
 
+  test("a token transfer signed by the source account's delegate is read as from the account's owner", async () => {
+    const owner = wallet(SOL);
+    const delegate = wallet(SOL);
+    const bob = addr(wallet());
+    const source = rpc.mintUsdc(addr(owner), 5n * USDC);
+    // The owner approved the delegate for 2 USDC (an Approve, run straight in the runtime: the ledger sends only transfers).
+    const approve = new Transaction({ feePayer: owner.publicKey, recentBlockhash: rpc.svm.latestBlockhash() }).add(
+      createApproveInstruction(new PublicKey(source), delegate.publicKey, owner.publicKey, 2n * USDC),
+    );
+    approve.sign(owner);
+    rpc.svm.sendTransaction(approve);
+    expect(AccountLayout.decode(rpc.svm.getAccount(new PublicKey(source))!.data).delegate.toBase58()).toBe(addr(delegate));
+    const mint = new PublicKey(rpc.usdcMint);
+    const destination = new PublicKey(associatedTokenAddress(bob, rpc.usdcMint));
+    const { blockhash } = await ledger.latestBlockhash();
+    const wire = compileTransaction(
+      [
+        createAssociatedTokenAccountIdempotentInstruction(delegate.publicKey, destination, new PublicKey(bob), mint),
+        createTransferCheckedInstruction(new PublicKey(source), mint, destination, delegate.publicKey, USDC, 6),
+      ],
+      addr(delegate),
+      blockhash,
+    );
+    const result = await ledger.submit(sign(wire, delegate));
+    expect(await ledger.getBalances(addr(owner))).toEqual({ sol: SOL - FEE, usdc: 4n * USDC, wgt: 0n }); // the Approve's fee
+    const tx = await ledger.getTransaction(result.signature);
+    expect(tx?.transfers).toEqual([{ token: "usdc", mint: rpc.usdcMint, from: addr(owner), to: bob, amount: USDC, decimals: 6 }]);
+    expect((await ledger.history(addr(owner), { limit: 5 })).map((t) => t.transfers[0]?.from)).toEqual([addr(owner)]);
+  });
+
   test("buildTransfer validates token, amount, addresses and memo size before touching the chain", async () => {
     const from = addr(wallet());
     const to = addr(wallet());
@@ -351,6 +413,64 @@ describe("history", () => {
     const unknown = VersionedTransaction.deserialize(await signedTransfer(wallet(), addr(wallet()), "sol", 1n));
     expect(await ledger.getTransaction(parseTransaction(unknown.serialize()).signature)).toBeNull();
     expect(await ledger.getTransaction("not a signature")).toBeNull();
+  });
+
+  test("getTransaction with finalized is null until the cluster has finalized the transaction", async () => {
+    const sent = await transfer(wallet(SOL), addr(wallet()), "sol", SOL / 10n);
+    expect((await ledger.getTransaction(sent.signature))?.status).toBe("confirmed");
+    expect(await ledger.getTransaction(sent.signature, { finalized: true })).toBeNull();
+    rpc.advanceSlots(FINALITY_SLOTS);
+    expect((await ledger.getTransaction(sent.signature, { finalized: true }))?.signature).toBe(sent.signature);
+  });
+
+  test("a node answering getTransaction with another transaction's bytes is not answering: CHAIN_UNAVAILABLE", async () => {
+    const alice = wallet(SOL);
+    const asked = await transfer(alice, addr(wallet()), "sol", SOL / 10n);
+    const other = await transfer(alice, addr(wallet()), "sol", SOL / 5n);
+    const otherWire = (await ledger.getTransaction(other.signature))!.wire;
+    rpc.setAnswerFilter((method, answer) => {
+      if (method !== "getTransaction" || answer.result === null) return answer;
+      return { ...answer, result: { ...(answer.result as object), transaction: [Buffer.from(otherWire).toString("base64"), "base64"] } };
+    });
+    try {
+      const e = await failure(ledger.getTransaction(asked.signature));
+      expect(e.code).toBe("CHAIN_UNAVAILABLE");
+      expect(e.message).toContain("another transaction");
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
+    expect((await ledger.getTransaction(asked.signature))?.transfers[0]?.amount).toBe(SOL / 10n);
+  });
+
+  test("a v0 transaction's lookup-table accounts come from the node's loadedAddresses, writable ones first", async () => {
+    // A wallet's v0 transaction: SOL to a table's first address (writable), and another program reading its second.
+    const payer = wallet();
+    const [recipient, readOnly] = [Keypair.generate().publicKey, Keypair.generate().publicKey];
+    const table = new AddressLookupTableAccount({
+      key: Keypair.generate().publicKey,
+      state: { deactivationSlot: BigInt("18446744073709551615"), lastExtendedSlot: 0, lastExtendedSlotStartIndex: 0, addresses: [recipient, readOnly] },
+    });
+    const instructions = [
+      SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: recipient, lamports: 7000 }),
+      new TransactionInstruction({ programId: Keypair.generate().publicKey, keys: [{ pubkey: readOnly, isSigner: false, isWritable: false }], data: Buffer.from([]) }),
+    ];
+    const message = new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: rpc.svm.latestBlockhash(), instructions }).compileToV0Message([table]);
+    const tx = new VersionedTransaction(message);
+    tx.sign([payer]);
+    const signature = parseTransaction(tx.serialize(), { loadedAddresses: { writable: [recipient.toBase58()], readonly: [readOnly.toBase58()] } }).signature;
+    // What a node answers for it (meta.loadedAddresses as Agave gives them).
+    rpc.setAnswerFilter((method, answer) => {
+      if (method !== "getTransaction") return answer;
+      const meta = { err: null, status: { Ok: null }, fee: 5000, preTokenBalances: [], postTokenBalances: [], loadedAddresses: { writable: [recipient.toBase58()], readonly: [readOnly.toBase58()] } };
+      return { ...answer, result: { slot: rpc.blockHeight(), blockTime: null, version: 0, transaction: [Buffer.from(tx.serialize()).toString("base64"), "base64"], meta } };
+    });
+    try {
+      const read = await ledger.getTransaction(signature);
+      expect(read?.transfers).toEqual([{ token: "sol", mint: null, from: addr(payer), to: recipient.toBase58(), amount: 7000n }]);
+      expect(read?.loadedAddresses).toEqual({ writable: [recipient.toBase58()], readonly: [readOnly.toBase58()] });
+    } finally {
+      rpc.setAnswerFilter(null);
+    }
   });
 });
 
@@ -458,6 +578,19 @@ describe("rejections", () => {
       // Refused by the simulation: not execution_failed, which means recorded on chain with its fee charged.
       expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "preflight_failed"]);
       expect(e.message).toContain("refused before execution");
+      expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+    } finally {
+      rpc.setStrictPreflight(false);
+    }
+  });
+
+  test("another's transaction leaving a new recipient below the rent, refused by preflight, is insufficient_funds_for_rent: not a field error", async () => {
+    rpc.setStrictPreflight(true);
+    try {
+      const alice = wallet(SOL);
+      // Not an own transfer: there is no amount field to blame, only Solana's reason (the own-transfer case is VALIDATION_ERROR on amount).
+      const e = await failure(transfer(alice, addr(wallet()), "sol", 1_000n));
+      expect([e.code, reasonOf(e)]).toEqual(["TRANSACTION_REJECTED", "insufficient_funds_for_rent"]);
       expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
     } finally {
       rpc.setStrictPreflight(false);
@@ -665,6 +798,36 @@ describe("rejections", () => {
     const sends = rpc.calls.filter((c) => c === "sendTransaction").length;
     expect(sends).toBeGreaterThan(0);
     expect((await ledger.getBalances(addr(alice))).sol).toBe(SOL);
+  });
+
+  test("a sent transaction not seen yet when the block height reaches its blockhash's last valid height can still land: it is followed, not said expired", async () => {
+    const alice = wallet(SOL);
+    const bob = addr(wallet());
+    const wire = await signedTransfer(alice, bob, "sol", SOL / 10n);
+    const { lastValidBlockHeight } = await ledger.latestBlockhash(); // the blockhash the transfer was built on
+    expect(parseTransaction(wire).recentBlockhash).toBe(rpc.svm.latestBlockhash());
+    rpc.setDropTransactions(true);
+    let settled = false;
+    let pending: Promise<SubmitResult>;
+    try {
+      const sendsBefore = rpc.calls.filter((c) => c === "sendTransaction").length;
+      pending = ledger.submit(wire).finally(() => {
+        settled = true;
+      });
+      pending.catch(() => {});
+      await until(() => rpc.calls.filter((c) => c === "sendTransaction").length > sendsBefore);
+      // The last height at which its blockhash is still valid (Solana: valid while height <= lastValidBlockHeight).
+      rpc.advanceSlots(lastValidBlockHeight - rpc.blockHeight());
+      expect(rpc.blockHeight()).toBe(lastValidBlockHeight);
+      await Bun.sleep(200); // ten polls at this height
+      expect(settled).toBe(false);
+    } finally {
+      rpc.setDropTransactions(false);
+    }
+    // A re-send lands at that very height.
+    const result = await pending;
+    expect(result.slot).toBe(lastValidBlockHeight);
+    expect((await ledger.getBalances(bob)).sol).toBe(SOL / 10n);
   });
 
   test("bad, missing and wrong signatures, and bytes that are not a transaction", async () => {
