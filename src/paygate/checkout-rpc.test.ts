@@ -8,13 +8,13 @@ import { testDeps } from "../../test/helpers/deps.ts";
 import { paymentVariant, signCheckout, signatureOf } from "../../test/helpers/checkout.ts";
 import { USDC_MINTS } from "../ledger/rpc/ledger.ts";
 import { codeOf, reasonOf } from "../../test/helpers/errors.ts";
-import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, earlierPurchaseOf, startCheckout, submitCheckout } from "./checkout.ts";
+import { CHECKOUT_TTL_MS, EXPIRY_GRACE_MS, confirmCheckout, createCheckoutWatcher, earlierPurchaseOf, recordPaymentOf, startCheckout, submitCheckout } from "./checkout.ts";
 import { landingHeightLimit } from "../ledger/landing.ts";
 import { parseTransaction } from "../ledger/transactions.ts";
 import * as paygateStore from "./store.ts";
 import { AppError } from "../errors.ts";
 import { createProduct } from "./products.ts";
-import { checkAccess } from "./purchases.ts";
+import { checkAccess, verifyTransaction } from "./purchases.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -65,7 +65,7 @@ async function setup(network: "devnet" | "mainnet") {
       await deps.ledger.submit(Buffer.from(paymentVariant(again.transaction, { payer: stranger, amount: BigInt(i) }), "base64"));
     }
   };
-  return { deps, clock, productId, buyer, wallet, payItself, hasAccess, strangerCarriesReference };
+  return { deps, clock, owner, productId, buyer, wallet, payItself, hasAccess, strangerCarriesReference };
 }
 
 describe("checkout on RPC networks", () => {
@@ -322,6 +322,18 @@ describe("checkout on RPC networks", () => {
     expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toEqual({ status: "pending" });
     rpc.advanceSlots(2);
     expect(await confirmCheckout(s.deps, s.productId, checkoutId)).toMatchObject({ status: "completed", txHash });
+    expect(await s.hasAccess()).toBe(true);
+  });
+
+  test("mainnet: /public/verify of a payment confirmed but not finalized records no purchase until it is finalized", async () => {
+    const s = await setup("mainnet");
+    const { txHash } = await s.payItself();
+    // As GET /public/verify/:txHash asks: the transaction read by its signature, a purchase recorded if it pays a checkout.
+    const verify = () => verifyTransaction(s.deps, s.owner, txHash, (tx) => recordPaymentOf(s.deps, s.owner, tx));
+    expect(await verify()).toMatchObject({ valid: false });
+    expect(await s.hasAccess()).toBe(false);
+    rpc.advanceSlots(FINALITY_SLOTS);
+    expect(await verify()).toMatchObject({ valid: true, txHash, productId: s.productId });
     expect(await s.hasAccess()).toBe(true);
   });
 
