@@ -2,6 +2,7 @@
 // cluster already ran (`landed`: other programs' instructions kept as `other`, lookup tables resolved).
 import { describe, expect, test } from "bun:test";
 import { AddressLookupTableAccount, ComputeBudgetProgram, Keypair, PublicKey, TransactionInstruction, TransactionMessage, VersionedTransaction } from "@solana/web3.js";
+import { FailedTransactionMetadata, LiteSVM } from "litesvm";
 import { AppError } from "../errors.ts";
 import { parseTransaction, transfersOf } from "./transactions.ts";
 
@@ -86,6 +87,23 @@ describe("parseTransaction", () => {
         expect(transfersOf(tx, () => null, () => null)).toEqual([]);
       }
     }
+  });
+
+  test("a System instruction is a Transfer only when its whole 4-byte discriminant is 2, not when its first byte is", () => {
+    const notTransfer = transfer(5000);
+    notTransfer.data.writeUInt32LE(0x0100_0002, 0); // first byte 2, discriminant 16,777,218: no System instruction
+    const wire = signed(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: blockhash, instructions: [notTransfer] }).compileToLegacyMessage());
+    expect(reason(() => parseTransaction(wire))).toBe("unsupported_instruction");
+    const landed = parseTransaction(wire, { loadedAddresses: null });
+    expect(landed.instructions[0]?.type).toBe("other");
+    expect(transfersOf(landed, () => null, () => null)).toEqual([]);
+    // The runtime agrees: the System Program fails it and nothing moves.
+    const svm = new LiteSVM();
+    svm.airdrop(payer.publicKey, 1_000_000_000n);
+    const real = new VersionedTransaction(new TransactionMessage({ payerKey: payer.publicKey, recentBlockhash: svm.latestBlockhash(), instructions: [notTransfer] }).compileToLegacyMessage());
+    real.sign([payer]);
+    expect(svm.sendTransaction(real)).toBeInstanceOf(FailedTransactionMetadata);
+    expect(svm.getBalance(to) ?? 0n).toBe(0n);
   });
 
   test("lookup tables: refused before sending; once landed, their accounts follow the static keys, writable ones first", () => {
