@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { Keypair } from "@solana/web3.js";
 import { codeOf } from "../../test/helpers/errors.ts";
 import { testDeps } from "../../test/helpers/deps.ts";
+import { encryptAesGcm } from "../lib/aes-gcm.ts";
 import { bytesToHex, decodeAddress, encodeBase58, hexToBytes } from "../lib/encoding.ts";
 import { createLogger } from "../log.ts";
 import { createCustodialWallet, exportSecretKey, isCustodial, withCustodialKeypair } from "./custody.ts";
@@ -152,6 +153,18 @@ describe("withCustodialKeypair", () => {
       // Refused by GCM (the AAD), before the check of the public half could catch it.
       await expect(exportSecretKey(deps, address)).rejects.toThrow("cannot be decrypted");
     }
+    expect(used).toEqual([]);
+  });
+
+  test("a record sealed for its address under the right key but holding another wallet's key is INTERNAL_ERROR: it never signs", async () => {
+    const { deps, db } = await testDeps();
+    const { address } = await createCustodialWallet(deps);
+    // GCM and its AAD pass (a record written with WALLET_ENCRYPTION_KEY for this address); only the key inside is wrong.
+    const sealed = encryptAesGcm(deps.wallets.encryptionKey, Keypair.generate().secretKey, new TextEncoder().encode(address));
+    db.sqlite.query("UPDATE custodial_wallets SET secret_iv = ?, secret_ciphertext = ? WHERE address = ?").run(sealed.iv, sealed.ciphertext, address);
+    const used: string[] = [];
+    expect(await codeOf(withCustodialKeypair(deps, address, (k) => used.push(k.publicKey.toBase58())))).toBe("INTERNAL_ERROR");
+    await expect(exportSecretKey(deps, address)).rejects.toThrow("does not match its address");
     expect(used).toEqual([]);
   });
 
