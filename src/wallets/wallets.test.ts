@@ -6,7 +6,9 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { RENT_EXEMPT_WALLET_LAMPORTS, type Ledger } from "../ledger/ledger.ts";
 import { createToolRegistry } from "../mcp/tools.ts";
-import { checkAirdrop, newWalletBalances } from "./wallets.ts";
+import { Keypair, SystemProgram, VersionedTransaction, type TransactionInstruction } from "@solana/web3.js";
+import { compileTransaction } from "../ledger/transactions.ts";
+import { checkAirdrop, newWalletBalances, walletHistory } from "./wallets.ts";
 
 const SOL = 1_000_000_000n;
 const USDC = 1_000_000n;
@@ -86,5 +88,44 @@ describe("newWalletBalances", () => {
     for (const err of [new AppError("INTERNAL_ERROR", "bug"), new AppError("INVALID_ADDRESS", "no address"), new TypeError("undefined is not a function")]) {
       await expect(newWalletBalances(failing(deps, err), "any", { sol: SOL, usdc: 0n })).rejects.toBe(err);
     }
+  });
+});
+
+describe("walletHistory", () => {
+  /** `instructions` landed on the embedded ledger, signed by `signers` (the first pays the fee). */
+  async function land(deps: Deps, instructions: TransactionInstruction[], signers: Keypair[]): Promise<string> {
+    const wire = compileTransaction(instructions, signers[0]!.publicKey.toBase58(), (await deps.ledger.latestBlockhash()).blockhash);
+    const tx = VersionedTransaction.deserialize(wire);
+    tx.sign(signers);
+    return (await deps.ledger.submit(tx.serialize())).signature;
+  }
+
+  test("a transfer to oneself is direction self, the wallet its own counterparty", async () => {
+    const { deps } = await testDeps();
+    const alice = Keypair.generate();
+    const address = alice.publicKey.toBase58();
+    await deps.ledger.airdrop(address, { sol: SOL });
+    const signature = await land(deps, [SystemProgram.transfer({ fromPubkey: alice.publicKey, toPubkey: alice.publicKey, lamports: SOL / 10n })], [alice]);
+    const [latest] = await walletHistory(deps, address, { limit: 5 });
+    expect(latest).toMatchObject({ direction: "self", counterparty: address, transfer: { from: address, to: address, amount: SOL / 10n } });
+    expect(latest?.tx.signature).toBe(signature);
+  });
+
+  test("a transaction in which the wallet both sends and receives is shown by the transfer it sent", async () => {
+    const { deps } = await testDeps();
+    const [alice, bob] = [Keypair.generate(), Keypair.generate()];
+    const [a, b] = [alice.publicKey.toBase58(), bob.publicKey.toBase58()];
+    await deps.ledger.airdrop(a, { sol: SOL });
+    await deps.ledger.airdrop(b, { sol: SOL });
+    // One transaction, both signing: bob pays alice 0.2 SOL, alice pays bob 0.1 SOL.
+    await land(
+      deps,
+      [SystemProgram.transfer({ fromPubkey: bob.publicKey, toPubkey: alice.publicKey, lamports: SOL / 5n }), SystemProgram.transfer({ fromPubkey: alice.publicKey, toPubkey: bob.publicKey, lamports: SOL / 10n })],
+      [alice, bob],
+    );
+    const [forAlice] = await walletHistory(deps, a, { limit: 5 });
+    expect(forAlice).toMatchObject({ direction: "out", counterparty: b, transfer: { from: a, to: b, amount: SOL / 10n } });
+    const [forBob] = await walletHistory(deps, b, { limit: 5 });
+    expect(forBob).toMatchObject({ direction: "out", counterparty: a, transfer: { from: b, to: a, amount: SOL / 5n } });
   });
 });
