@@ -62,31 +62,39 @@ const AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"
  * Root, with setpriv, and a checkout that user nobody can read (not one cloned under a private directory):
  * a lock file of root's can then be tried as another user.
  */
+/** Runs `body` as user nobody in a Bun process with file-lock.ts imported as `locks`: what it printed, trimmed. */
+const runAsNobody = (body: string) =>
+  Bun.spawnSync([...AS_NOBODY, process.execPath, "-e", `const locks = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});\n${body}`], {
+    env: { HOME: "/tmp", PATH: process.env.PATH ?? "" },
+  }).stdout.toString().trim();
 const canActAsNobody =
   process.getuid?.() === 0 &&
   (() => {
     try {
-      const probe = `await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))}); console.log("ok");`;
-      return Bun.spawnSync([...AS_NOBODY, process.execPath, "-e", probe], { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } }).stdout.toString().trim() === "ok";
+      return runAsNobody(`console.log("ok");`) === "ok";
     } catch {
       return false; // no setpriv
     }
   })();
 
+/** A folder of root's that every user may enter and read, removed after `fn`. */
+function withSharedDir(fn: (dir: string) => void): void {
+  const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
+  try {
+    chmodSync(shared, 0o755);
+    fn(shared);
+  } finally {
+    rmSync(shared, { recursive: true, force: true });
+  }
+}
+
 describe("a lock file another user made", () => {
   test.skipIf(!canActAsNobody)("readable by all (as made here): shared through a read, exclusive refused; made 0600 (umask 077): refused, naming it, not skipped", () => {
-    const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
-    try {
-      chmodSync(shared, 0o755);
+    withSharedDir((shared) => {
       const path = join(shared, "x.locks");
       const asNobody = (mode: string) =>
-        Bun.spawnSync(
-          [...AS_NOBODY, process.execPath, "-e",
-            `const { tryLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
-             try { const a = tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "lock" : "held" in a ? "held" : "unsupported"); }
-             catch (e) { console.log("threw " + e.code); }`],
-          { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } },
-        ).stdout.toString().trim();
+        runAsNobody(`try { const a = locks.tryLock(${JSON.stringify(path)}, ${JSON.stringify(mode)}); console.log("lock" in a ? "lock" : "held" in a ? "held" : "unsupported"); }
+             catch (e) { console.log("threw " + e.code); }`);
       const mine = tryLock(path, "shared"); // made by root, 0644 less the umask
       if ("lock" in mine) mine.lock.release();
       chmodSync(path, 0o644);
@@ -94,35 +102,24 @@ describe("a lock file another user made", () => {
       expect(asNobody("exclusive")).toBe("threw EACCES"); // a read-only connection would hold no exclusive lock
       chmodSync(path, 0o600);
       expect(asNobody("shared")).toBe("threw EACCES");
-    } finally {
-      rmSync(shared, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe("a backup by a user who may only read DATA_DIR", () => {
   test.skipIf(!canActAsNobody)("goes without a lock file it cannot open, where a command that writes is refused naming it", () => {
     // file-lock.ts holdLock(): `if (options.readOnlyUse === true && codeOf(err) === "EACCES") return null;` removed
-    const shared = mkdtempSync(join(tmpdir(), "walletgate-lock-users-"));
-    try {
-      chmodSync(shared, 0o755);
+    withSharedDir((shared) => {
       const database = join(shared, "walletgate.db");
       const mine = tryLock(lockPathOf(database), "shared"); // the server's lock file, its user's alone (umask 077)
       if ("lock" in mine) mine.lock.release();
       chmodSync(lockPathOf(database), 0o600);
       const asNobody = (readOnlyUse: boolean) =>
-        Bun.spawnSync(
-          [...AS_NOBODY, process.execPath, "-e",
-            `const { holdOpenLock } = await import(${JSON.stringify(join(import.meta.dir, "file-lock.ts"))});
-             try { const lock = holdOpenLock(${JSON.stringify(database)}, () => new Error("restoring"), { waitMs: 0, readOnlyUse: ${readOnlyUse} }); console.log(lock === null ? "none" : "lock"); }
-             catch (e) { console.log("threw " + e.code); }`],
-          { env: { HOME: "/tmp", PATH: process.env.PATH ?? "" } },
-        ).stdout.toString().trim();
+        runAsNobody(`try { const lock = locks.holdOpenLock(${JSON.stringify(database)}, () => new Error("restoring"), { waitMs: 0, readOnlyUse: ${readOnlyUse} }); console.log(lock === null ? "none" : "lock"); }
+             catch (e) { console.log("threw " + e.code); }`);
       expect(asNobody(true)).toBe("none");
       expect(asNobody(false)).toBe("threw EACCES");
-    } finally {
-      rmSync(shared, { recursive: true, force: true });
-    }
+    });
   });
 });
 
