@@ -108,4 +108,37 @@ describe("/readyz checks the database", () => {
     const ready = await fetch(`${restarted.url}/readyz`);
     expect([ready.status, ((await ready.json()) as { checks: { database: string } }).checks.database]).toEqual([503, "error"]);
   }, 60_000);
+
+  test("a damaged page that only a request reads (no timer does): its 500 stops writes and /readyz is 503 (mutation review)", async () => {
+    // app.ts unhandled(): `deps.db.noteFailure(error)` dropped → the request's 500 is logged, but writes go on
+    // into the damaged file and /readyz stays 200. No background job reads the products table, so the
+    // request is the first (and only) one to see the damage.
+    const server = await startTestServer({ AUTH_RATE_LIMIT: "off" });
+    servers.push(server);
+    const wallet = newWallet();
+    const owner = await signIn(server.url, wallet);
+    const made = await fetch(`${server.url}/dashboard/api/products`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${owner.sessionToken}` },
+      body: JSON.stringify({ title: "Pass", description: "", type: "access", price: "1" }),
+    });
+    expect(made.status).toBe(201);
+    expect(await server.stop()).toBe(0);
+    const file = join(server.dataDir, "walletgate.db");
+    const db = new Database(file, { readonly: true });
+    const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = 'products'").get() as { root: number; size: number };
+    db.close();
+    const fd = openSync(file, "r+");
+    writeSync(fd, new Uint8Array(size).fill(0xa5), 0, size, (root - 1) * size);
+    closeSync(fd);
+    const restarted = await startTestServer({ AUTH_RATE_LIMIT: "off" }, server.dataDir);
+    servers.push(restarted);
+    const before = await fetch(`${restarted.url}/readyz`);
+    expect(before.status).toBe(200); // nothing has read the page yet
+    const again = await signIn(restarted.url, wallet); // a token names its server's URL (another port now)
+    const listed = await fetch(`${restarted.url}/dashboard/api/products`, { headers: { authorization: `Bearer ${again.sessionToken}` } });
+    expect([listed.status, ((await listed.json()) as { code: string }).code]).toEqual([500, "INTERNAL_ERROR"]);
+    const ready = await fetch(`${restarted.url}/readyz`);
+    expect([ready.status, ((await ready.json()) as { checks: { database: string } }).checks.database]).toEqual([503, "error"]);
+  }, 60_000);
 });
