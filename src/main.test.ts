@@ -510,4 +510,25 @@ describe("walletgate CLI", () => {
       await server.dispose();
     }
   }, 60_000);
+
+  test("the very next schema version (the next release's one migration) is seen too, not only a far newer one (mutation review)", async () => {
+    // schema-watch.ts: `if (version <= known) return` → `version <= known + 1`: a database one version ahead,
+    // the usual upgrade, would go on being written by this older process.
+    const server = await startTestServer();
+    try {
+      expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+      const db = openServerDatabase(server.dataDir);
+      db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'the next one', 0)", [latestOf() + 1]);
+      db.close();
+      let status = 200;
+      for (let i = 0; i < 100 && status === 200; i++) {
+        await Bun.sleep(100);
+        status = (await fetch(`${server.url}/readyz`)).status;
+      }
+      expect(status).toBe(503);
+      expect((await fetch(`${server.url}/auth/challenge?wallet=${newWallet().address}`)).status).toBe(500);
+    } finally {
+      await server.dispose();
+    }
+  }, 60_000);
 });
