@@ -81,3 +81,42 @@ test("stop() aborts the running task's signal; the error of a run cut short is n
   expect(seen!.aborted).toBe(true);
   expect(errors).toEqual([]);
 });
+
+test("a run in progress at stop() schedules nothing after it, however short the period (mutation review)", async () => {
+  // repeat.ts schedule(): `if (!stopping.signal.aborted) timer = …` → `timer = …`: the run's finally would
+  // set a new timer, and the task would run again after stop() (after shutdown closed the database).
+  let started = 0;
+  const loop = startRepeating(
+    async () => {
+      started++;
+      await Bun.sleep(30);
+    },
+    5,
+    () => undefined,
+    true,
+  );
+  await Bun.sleep(5);
+  expect(started).toBe(1);
+  await loop.stop();
+  await Bun.sleep(60); // many periods
+  expect(started).toBe(1);
+});
+
+test("runNow as a number is the first run's delay, not the period (the order timers' first look a second after start)", async () => {
+  // repeat.ts: `schedule(runNow === false ? periodMs : runNow)` → `schedule(periodMs)`
+  let started = 0;
+  const loop = startRepeating(
+    async () => {
+      started++;
+    },
+    60_000,
+    () => undefined,
+    20,
+  );
+  try {
+    await until(() => started >= 1, 2_000, 5).catch(() => undefined);
+    expect(started).toBe(1);
+  } finally {
+    await loop.stop();
+  }
+});
