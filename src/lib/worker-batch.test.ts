@@ -40,3 +40,20 @@ test("a turn of exactly maxBatch calls sends one message, and the next turn's ca
   expect(errors).toEqual([]);
   await calls.stop();
 });
+
+test("a worker that answers a batch with too few results is given up: every call is still answered, inline (mutation review)", async () => {
+  // worker-batch.ts onmessage: `|| event.data.results.length !== entry.items.length` dropped → the calls past
+  // the short answer's end would never be answered (a sign-in waiting for ever).
+  const short = join(dir, "short.ts");
+  writeFileSync(short, "self.onmessage = (e) => { self.postMessage({ id: e.data.id, results: e.data.items.slice(1).map((x) => [x * 2, 9, 9]) }); };\n");
+  const errors: unknown[] = [];
+  const calls = workerCalls<number, [number, number, number]>(Bun.pathToFileURL(short).href, { inline, onWorkerError: (e) => errors.push(e), maxBatch: 8 });
+  const answers = await Promise.race([Promise.all([1, 2, 3].map((i) => calls.call(i))), Bun.sleep(3_000).then(() => "unanswered" as const)]);
+  expect(answers).toEqual([
+    [2, 0, 0],
+    [4, 0, 0],
+    [6, 0, 0],
+  ]);
+  expect(errors.map((e) => (e as Error).message)).toEqual(["worker answered a batch with the wrong number of results"]);
+  await calls.stop();
+});
