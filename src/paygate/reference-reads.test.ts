@@ -18,3 +18,12 @@ test("progress is kept per checkout, replaced as it moves on, and the least rece
   reads.forget("chk_a");
   expect(reads.progress("chk_a")).toBeNull();
 });
+
+test("the set of checkouts already logged as crowded is bounded too: past `kept` it starts again (mutation review)", () => {
+  // reference-reads.ts firstCrowded: `if (crowded.size >= kept) crowded.clear()` dropped → the set grows with
+  // every crowded reference ever seen, for as long as the process runs.
+  const reads = createReferenceReads(2);
+  expect(["chk_a", "chk_b", "chk_a"].map((id) => reads.firstCrowded(id))).toEqual([true, true, false]);
+  expect(reads.firstCrowded("chk_c")).toBe(true); // over the bound: the set was cleared, then chk_c kept
+  expect(reads.firstCrowded("chk_a")).toBe(true); // forgotten: logged again, once
+});
