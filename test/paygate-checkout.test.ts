@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { newBuyer, paymentVariant, signCheckout, signatureOf } from "./helpers/checkout.ts";
 import { columnsHolding } from "./helpers/db-scan.ts";
 import { connectMcp } from "./helpers/mcp.ts";
+import { until } from "./helpers/until.ts";
 import { openServerDatabase, runCli, startTestServer, type TestServer } from "./helpers/server.ts";
 import { call, newWallet, signIn, type Json, type TestWallet } from "./helpers/wallet.ts";
 
@@ -463,6 +464,22 @@ describe("statistics", () => {
     expect((await dash("/stats?days=0", ownerA.token)).status).toBe(400);
     expect((await dash("/purchases", ownerA.token)).body.total).toBe(5);
   });
+});
+
+describe("a payment the buyer sent itself, neither submitted nor confirmed", () => {
+  test("is found by the server's checkout watcher (every 5 s) and recorded: access granted, the checkout completed", async () => {
+    // paygate.md: confirm "(and a background watcher over open checkouts) finds the transaction"
+    const owner = await newOwner();
+    const product = await newProduct(owner, { title: "Watched", type: "access", price: "1" });
+    const open = await checkout(product, bob);
+    const signed = signCheckout(open.transaction as string, bob.keypair);
+    await submitOwn(bob, signed);
+    const access = async () => (await pub("/access/check", owner.key, { body: { walletAddress: bob.address, productId: product } })).body;
+    expect(await access()).toMatchObject({ hasAccess: false }); // nothing has looked yet
+    expect(await until(async () => ((await dash("/purchases", owner.token)).body.total === 1 ? true : undefined), 15_000, 250)).toBe(true);
+    expect(await access()).toMatchObject({ hasAccess: true, txHash: signatureOf(signed) });
+    expect((await payApi(product, "confirm", { checkoutId: open.checkoutId })).body).toMatchObject({ status: "completed", txHash: signatureOf(signed) });
+  }, 30_000);
 });
 
 describe("/public/verify of a payment the buyer sent itself", () => {
