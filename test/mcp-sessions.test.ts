@@ -592,7 +592,8 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       [4, { name: "session_info", arguments: [1] }],
     ] as const) {
       const answer = await post(server, sessionId, { jsonrpc: "2.0", id, method: "tools/call", params });
-      expect(answer).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id, error: { code: -32602, message: expect.stringContaining("Invalid tools/call request") } } });
+      expect(answer).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id, error: { code: -32602, message: expect.stringContaining("Invalid params for tools/call: params.") } } });
+      expect(JSON.stringify(answer)).not.toContain('"expected"'); // the member named, not the schema library's dump
     }
     expect(await post(server, sessionId, toolCall(5, "session_info"))).toMatchObject({ status: 200, body: { id: 5, result: { structuredContent: { success: true } } } });
   });
@@ -623,8 +624,32 @@ describe("requests in flight: one id at a time, counted until the exchange ends,
       });
     }
     // Valid JSON that is no JSON-RPC 2.0 message is an Invalid Request too, not a parse error.
-    for (const message of [{ jsonrpc: "1.0", id: 8, method: "ping" }, { jsonrpc: "2.0", id: { n: 1 }, method: "ping" }, { jsonrpc: "2.0", id: 8, method: "ping", params: { _meta: "x" } }]) {
+    for (const message of [
+      { jsonrpc: "1.0", id: 8, method: "ping" },
+      { jsonrpc: "2.0", id: { n: 1 }, method: "ping" },
+      { jsonrpc: "2.0", id: 8, method: "ping", params: { _meta: "x" } },
+      { jsonrpc: "2.0", id: 8 },
+      { jsonrpc: "2.0", id: 8, method: 5 },
+    ]) {
       expect(await post(server, sessionId, message)).toMatchObject({ status: 400, body: { jsonrpc: "2.0", error: { code: -32600, message: expect.stringContaining("Invalid Request: ") } } });
+    }
+    // A batch holding one such message is refused whole: nothing of it runs.
+    expect(await post(server, sessionId, [{ jsonrpc: "2.0", id: 9, method: "ping" }, { jsonrpc: "2.0", id: 10, method: "ping", params: 5 }])).toEqual({
+      status: 400,
+      body: { jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: params must be an object" } },
+    });
+    // Outside a session too: an initialize that is no JSON-RPC 2.0 message.
+    for (const message of [
+      { jsonrpc: "1.0", id: 11, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "t", version: "1" } } },
+      { jsonrpc: "2.0", id: { a: 1 }, method: "initialize", params: {} },
+    ]) {
+      const outside = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify(message),
+      });
+      const id = typeof message.id === "number" ? message.id : null; // its own id where it can be one
+      expect([outside.status, await outside.json()]).toMatchObject([400, { jsonrpc: "2.0", id, error: { code: -32600 } }]);
     }
     expect(await post(server, sessionId, { jsonrpc: "2.0", id: 5, method: "ping" })).toMatchObject({ status: 200, body: { id: 5, result: {} } });
   });

@@ -121,21 +121,31 @@ function requestIds(body: unknown, inUse: Set<string | number>): (string | numbe
   for (const message of Array.isArray(body) ? body : [body]) {
     if (typeof message !== "object" || message === null || typeof (message as { method?: unknown }).method !== "string") continue;
     const id = (message as { id?: unknown }).id;
-    // MCP's params are an object (the SDK's transport would call any other "Parse error", of valid JSON).
-    const params = (message as { params?: unknown }).params;
-    const ownId = !Array.isArray(body) && (typeof id === "string" || typeof id === "number") ? id : null;
-    if (params !== undefined && (typeof params !== "object" || params === null || Array.isArray(params))) {
-      return jsonRpcError(400, -32600, "Invalid Request: params must be an object", {}, { id: ownId });
-    }
-    if (!JSONRPCMessageSchema.safeParse(message).success) {
-      return jsonRpcError(400, -32600, 'Invalid Request: not a JSON-RPC 2.0 message (jsonrpc "2.0", a method, an id that is a string or a number)', {}, { id: ownId });
-    }
     if (typeof id !== "string" && typeof id !== "number") continue;
     if (inUse.has(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is in use in this session by a request not answered yet`);
     if (ids.includes(id)) return jsonRpcError(400, -32600, `Invalid Request: JSON-RPC id ${JSON.stringify(id)} is used twice in this batch`);
     ids.push(id);
   }
   return ids;
+}
+
+/**
+ * A POST body that is valid JSON but no JSON-RPC 2.0 message, nor a batch of them: Invalid Request (-32600),
+ * under the message's id where it is one message with one (the SDK's transport would call it a Parse error).
+ * A batch with one such message is refused whole, nothing of it run, as one reusing an id is (requestIds).
+ */
+function notJsonRpc(body: unknown): Response | null {
+  if (Array.isArray(body) && body.length > MAX_BATCH_MESSAGES) return null; // refused whole, unread (requestIds)
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (JSONRPCMessageSchema.safeParse(message).success) continue;
+    const { id, params } = typeof message === "object" && message !== null ? (message as { id?: unknown; params?: unknown }) : {};
+    const ownId = !Array.isArray(body) && (typeof id === "string" || typeof id === "number") ? id : null;
+    // MCP's params are an object: said as such, the likeliest mistake.
+    const paramsWrong = params !== undefined && (typeof params !== "object" || params === null || Array.isArray(params));
+    const why = paramsWrong ? "params must be an object" : 'not a JSON-RPC 2.0 message (jsonrpc "2.0", a string method or a result or error, an id that is a string or a number)';
+    return jsonRpcError(400, -32600, `Invalid Request: ${why}`, {}, { id: ownId });
+  }
+  return null;
 }
 
 /**
@@ -464,6 +474,8 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
           }
           return envelopeCall(body, bearer, client, requestId);
         }
+        const invalid = notJsonRpc(body);
+        if (invalid !== null) return invalid;
       }
       if (draining && request.method === "GET") return shuttingDown();
       const id = request.headers.get("mcp-session-id");

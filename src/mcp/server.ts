@@ -1,7 +1,7 @@
 // One McpServer over the tool registry: tools/list from the registry's schemas, tools/call answering
 // the envelope as structuredContent and as JSON text, isError = !success (mcp.md "Results").
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { fingerprintUsable, type ClientInfo } from "../auth/fingerprint.ts";
 import { findLinkedSession } from "../auth/sessions.ts";
@@ -59,7 +59,10 @@ function answerSchemaFailuresAsInvalidParams(server: McpServer): void {
       try {
         return await handler(request, extra);
       } catch (err) {
-        throw isSchemaFailure(err) ? new McpError(ErrorCode.InvalidParams, invalidParamsMessage(method, err)) : err;
+        if (isSchemaFailure(err)) throw new McpError(ErrorCode.InvalidParams, invalidParamsMessage(method, err));
+        // The SDK's own tools/call check answers InvalidParams with the same dump in its message: named too.
+        const toolsCall = method === "tools/call" && err instanceof McpError && err.code === ErrorCode.InvalidParams ? CallToolRequestSchema.safeParse(request) : null;
+        throw toolsCall !== null && !toolsCall.success ? new McpError(ErrorCode.InvalidParams, invalidParamsMessage(method, toolsCall.error)) : err;
       }
     });
   }
