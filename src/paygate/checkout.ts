@@ -817,8 +817,9 @@ export async function submitOwnCheckout(
 ): Promise<CheckoutPayAnswer> {
   const checkout = await checkoutOf(deps, productId, checkoutId);
   if (checkout.wallet !== walletAddress) throw noCheckout();
-  // This call would pay: its limits are held against the checkout's own price before anything is sent.
-  if (checkout.purchaseId === null) await holdLimits(deps, { price: checkout.amount, token: checkout.token }, limits);
+  // This call would pay: its limits are held against the checkout's own price before anything is sent (not
+  // where a payment of it is made or may still land: that one is answered as it is).
+  if (checkout.purchaseId === null && !(await paymentMayLand(deps, checkoutId))) await holdLimits(deps, { price: checkout.amount, token: checkout.token }, limits);
   // A keyed checkout is a purchase of its own: another key's payment is not its answer.
   const result = await submitCheckout(deps, productId, checkoutId, signedBase64, { answerRecentPurchase: false, otherCheckouts: checkout.idempotencyKey === null });
   // Another call's payment on its way (two at once): that checkout's outcome, waited for.

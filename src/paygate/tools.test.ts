@@ -507,6 +507,24 @@ test("a key whose payment was kept but never sent (the server stopped in between
   expect(await usdc()).toBe(8_000_000n); // once
 });
 
+test("a connected wallet's signedTransaction sent again with other limits, while the first sending may still land, is answered as it is, not refused", async () => {
+  const keypair = Keypair.generate();
+  let stopped = true; // the first sending is kept, then the process stops before it goes out
+  const { pay, usdc } = await keyedBuyer(async (send) => {
+    if (stopped) throw new Error("the process stopped here");
+    return send();
+  }, keypair);
+  const offered = await pay({ maxAmount: "2", currency: "USDC" });
+  if (!offered.success) throw new Error(JSON.stringify(offered));
+  const { checkoutId, unsignedTransaction } = offered.data as { checkoutId: string; unsignedTransaction: string };
+  const signedTransaction = signCheckout(unsignedTransaction, keypair);
+  expect(await pay({ checkoutId, signedTransaction })).toMatchObject({ success: false, code: "INTERNAL_ERROR" });
+  stopped = false;
+  // Its kept sending may still land: this call pays nothing new, so its limit refuses nothing ("nothing was paid" would be untrue).
+  expect(await pay({ checkoutId, signedTransaction, maxAmount: "1", currency: "USDC" })).toMatchObject({ success: true, data: { status: "completed", checkoutId } });
+  expect(await usdc()).toBe(8_000_000n);
+});
+
 test("a key whose call was refused before paying (too little USDC) buys with it once funded", async () => {
   const { deps, buyer, pay, usdc } = await keyedBuyer();
   const dear = await createProduct(deps, Keypair.generate().publicKey.toBase58(), { title: "Dear", description: "", type: "access", price: "12" });
