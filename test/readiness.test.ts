@@ -23,6 +23,17 @@ async function readyz(env: Record<string, string>) {
   return { status: response.status, body: await response.json(), ms: performance.now() - started };
 }
 
+/** Overwrites a table's root page in a stopped server's database file, as a disk or a bad restore would leave it. */
+function damageRootPage(dataDir: string, table: string): void {
+  const file = join(dataDir, "walletgate.db");
+  const db = new Database(file, { readonly: true });
+  const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = ?").get(table) as { root: number; size: number };
+  db.close();
+  const fd = openSync(file, "r+");
+  writeSync(fd, new Uint8Array(size).fill(0xa5), 0, size, (root - 1) * size);
+  closeSync(fd);
+}
+
 describe("/readyz checks the ledger", () => {
   test("localnet: the embedded ledger", async () => {
     expect(await readyz({})).toMatchObject({ status: 200, body: { status: "ready", checks: { database: "ok", ledger: "ok" } } });
@@ -94,13 +105,7 @@ describe("/readyz checks the database", () => {
     await Promise.all(Array.from({ length: 50 }, () => signIn(server.url, newWallet())));
     expect(await server.stop()).toBe(0); // the log checkpointed into the file
     // The tokens table's root page overwritten, as a disk or a bad restore would leave it.
-    const file = join(server.dataDir, "walletgate.db");
-    const db = new Database(file, { readonly: true });
-    const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = 'auth_tokens'").get() as { root: number; size: number };
-    db.close();
-    const fd = openSync(file, "r+");
-    writeSync(fd, new Uint8Array(size).fill(0xa5), 0, size, (root - 1) * size);
-    closeSync(fd);
+    damageRootPage(server.dataDir, "auth_tokens");
     const restarted = await startTestServer({ AUTH_RATE_LIMIT: "off" }, server.dataDir);
     servers.push(restarted);
     // The start-up purge or this sign-in reads the page first: either way SQLite says the file is damaged.
@@ -124,13 +129,7 @@ describe("/readyz checks the database", () => {
     });
     expect(made.status).toBe(201);
     expect(await server.stop()).toBe(0);
-    const file = join(server.dataDir, "walletgate.db");
-    const db = new Database(file, { readonly: true });
-    const { root, size } = db.query("SELECT rootpage AS root, (SELECT page_size FROM pragma_page_size) AS size FROM sqlite_master WHERE name = 'products'").get() as { root: number; size: number };
-    db.close();
-    const fd = openSync(file, "r+");
-    writeSync(fd, new Uint8Array(size).fill(0xa5), 0, size, (root - 1) * size);
-    closeSync(fd);
+    damageRootPage(server.dataDir, "products");
     const restarted = await startTestServer({ AUTH_RATE_LIMIT: "off" }, server.dataDir);
     servers.push(restarted);
     const before = await fetch(`${restarted.url}/readyz`);
