@@ -56,16 +56,19 @@ test("a worker that stays silent is given up after the reply timeout, and answer
   const { join } = await import("node:path");
   const { tmpdir } = await import("node:os");
   const dir = mkdtempSync(join(tmpdir(), "walletgate-silent-"));
-  const file = join(dir, "silent.ts");
-  writeFileSync(file, "self.onmessage = () => undefined;\n");
-  const errors: unknown[] = [];
-  const verifier = workerVerifier(Bun.pathToFileURL(file).href, (e) => errors.push(e), 200);
-  const [c] = cases(1);
-  expect(await verifier.verify(c!.raw, c!.message, c!.signature)).toBe(true);
-  expect(errors.length).toBe(1);
-  expect(String(errors[0])).toContain("no answer");
-  await verifier.stop();
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    const file = join(dir, "silent.ts");
+    writeFileSync(file, "self.onmessage = () => undefined;\n");
+    const errors: unknown[] = [];
+    const verifier = workerVerifier(Bun.pathToFileURL(file).href, (e) => errors.push(e), 200);
+    const [c] = cases(1);
+    expect(await verifier.verify(c!.raw, c!.message, c!.signature)).toBe(true);
+    expect(errors.length).toBe(1);
+    expect(String(errors[0])).toContain("no answer");
+    await verifier.stop();
+  } finally {
+    rmSync(dir, { recursive: true, force: true }); // also when an assertion fails
+  }
 });
 
 test("only a literal true from the worker is a valid signature: any other answer (1, \"true\", null) is not", async () => {
