@@ -1,7 +1,7 @@
 // /mcp over HTTP: MCP Streamable HTTP (one transport and McpServer per Mcp-Session-Id, swept when
 // idle, rebuilt under the same id from its record, ended by DELETE) and the plain JSON envelope.
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { InitializeRequestSchema, JSONRPCMessageSchema, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { InitializeRequestSchema, JSONRPCMessageSchema, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { fingerprintUsable, storedFingerprint, type ClientInfo } from "../auth/fingerprint.ts";
 import type { Deps } from "../deps.ts";
@@ -89,6 +89,12 @@ function jsonRpcError(
   );
 }
 
+/** A single JSON-RPC message's id where an answer may carry it (a string or a number); else null. */
+function messageId(message: unknown): string | number | null {
+  const id = typeof message === "object" && message !== null && !Array.isArray(message) ? (message as { id?: unknown }).id : undefined;
+  return typeof id === "string" || typeof id === "number" ? id : null;
+}
+
 /** The answer when MCP_MAX_SESSIONS sessions are in memory and none of them may leave it now. */
 function sessionsBusy(): Response {
   return jsonRpcError(503, -32000, "Service Unavailable: every MCP session is busy; retry shortly", { "retry-after": "1" });
@@ -138,12 +144,11 @@ function notJsonRpc(body: unknown): Response | null {
   if (Array.isArray(body) && body.length > MAX_BATCH_MESSAGES) return null; // refused whole, unread (requestIds)
   for (const message of Array.isArray(body) ? body : [body]) {
     if (JSONRPCMessageSchema.safeParse(message).success) continue;
-    const { id, params } = typeof message === "object" && message !== null ? (message as { id?: unknown; params?: unknown }) : {};
-    const ownId = !Array.isArray(body) && (typeof id === "string" || typeof id === "number") ? id : null;
+    const { params } = typeof message === "object" && message !== null ? (message as { params?: unknown }) : {};
     // MCP's params are an object: said as such, the likeliest mistake.
     const paramsWrong = params !== undefined && (typeof params !== "object" || params === null || Array.isArray(params));
     const why = paramsWrong ? "params must be an object" : 'not a JSON-RPC 2.0 message (jsonrpc "2.0", a string method or a result or error, an id that is a string or a number)';
-    return jsonRpcError(400, -32600, `Invalid Request: ${why}`, {}, { id: ownId });
+    return jsonRpcError(400, -32600, `Invalid Request: ${why}`, {}, { id: Array.isArray(body) ? null : messageId(message) });
   }
   return null;
 }
@@ -310,8 +315,7 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       if (!(err instanceof AppError)) throw err;
       // The catalogue's code and retryAfter (spec README) ride in the JSON-RPC error's data.
       const retryAfter = err.extra.retryAfter ?? 1;
-      const id = typeof body === "object" && body !== null && "id" in body && (typeof body.id === "string" || typeof body.id === "number") ? body.id : null;
-      return jsonRpcError(429, -32000, err.message, { "retry-after": String(retryAfter) }, { data: { code: err.code, retryAfter }, id });
+      return jsonRpcError(429, -32000, err.message, { "retry-after": String(retryAfter) }, { data: { code: err.code, retryAfter }, id: messageId(body) });
     }
     const id = newUuid(deps.random);
     const fingerprint = fingerprintUsable(deps, client) ? storedFingerprint(deps, client) : null;
@@ -480,12 +484,13 @@ export function createMcpHttp(deps: Deps, registry: Registry): McpHttp {
       if (draining && request.method === "GET") return shuttingDown();
       const id = request.headers.get("mcp-session-id");
       if (id === null) {
-        if (request.method === "POST" && isInitializeRequest(body)) return initialize(request, body, client, authInfo);
-        // An initialize whose params are not those of one: named, not taken for some other message.
-        if (request.method === "POST" && typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize") {
-          const malformed = InitializeRequestSchema.safeParse(body);
-          const { id: rid } = body as { id?: unknown };
-          if (!malformed.success) return jsonRpcError(400, -32602, invalidParamsMessage("initialize", malformed.error), {}, { id: typeof rid === "string" || typeof rid === "number" ? rid : null });
+        if (request.method === "POST") {
+          const opening = InitializeRequestSchema.safeParse(body);
+          if (opening.success) return initialize(request, body, client, authInfo); // as sent: the schema would strip jsonrpc and id
+          // An initialize whose params are not those of one: named, not taken for some other message.
+          if ((body as { method?: unknown } | null)?.method === "initialize") {
+            return jsonRpcError(400, -32602, invalidParamsMessage("initialize", opening.error), {}, { id: messageId(body) });
+          }
         }
         return jsonRpcError(400, -32000, "Bad Request: send initialize first, then the Mcp-Session-Id header it returns");
       }
