@@ -19,6 +19,7 @@ import { resolveClientIp, trustsPeer } from "./lib/ip.ts";
 import { pathOf } from "./lib/path.ts";
 import { startRepeating } from "./lib/repeat.ts";
 import { createMcpEndpoint, sweepPeriodMs } from "./mcp/endpoint.ts";
+import { jsonRpcError } from "./mcp/json-rpc.ts";
 import { createDeliveryWorker, moveRetriesWithClock } from "./webhooks/outbox.ts";
 import { importQuietly } from "./lib/quiet-import.ts";
 
@@ -299,9 +300,7 @@ async function serve(
   const tooLarge = (path: string, headers: Headers) => {
     const message = `request body is larger than ${config.maxBodyBytes} bytes`;
     // In an MCP session, as /mcp answers any body it cannot take there: a JSON-RPC error (mcp/http.ts).
-    if (path === "/mcp" && headers.has("mcp-session-id")) {
-      return Response.json({ jsonrpc: "2.0", error: { code: -32600, message: `Invalid Request: ${message}` }, id: null }, { status: 413 });
-    }
+    if (path === "/mcp" && headers.has("mcp-session-id")) return jsonRpcError(413, -32600, `Invalid Request: ${message}`);
     const response = errorResponse(new AppError("PAYLOAD_TOO_LARGE", message));
     if (path.startsWith("/dashboard/api/")) response.headers.set("cache-control", "no-store");
     return response;

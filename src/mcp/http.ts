@@ -17,6 +17,7 @@ import { failure, type Binding, type Registry, type ToolSession } from "./regist
 import { createToolServer, fingerprintBinding, invalidParamsMessage, type HttpCallInfo, type SessionState } from "./server.ts";
 import * as store from "./store.ts";
 import { jsonResponseTransport } from "./transport.ts";
+import { jsonRpcError } from "./json-rpc.ts";
 
 type LiveSession = SessionState & {
   id: string;
@@ -74,20 +75,6 @@ export type McpHttp = {
  * envelope around a tool's arguments (a batch, params, arguments, `_meta`) and clients' capability objects.
  */
 export const MCP_MAX_BODY_DEPTH = 64;
-
-/** A JSON-RPC error answered over HTTP: `data` for the error object, `id` when the request's is known and safe to answer. */
-function jsonRpcError(
-  status: number,
-  code: number,
-  message: string,
-  headers: Record<string, string> = {},
-  extra: { data?: unknown; id?: string | number | null } = {},
-): Response {
-  return Response.json(
-    { jsonrpc: "2.0", error: { code, message, ...(extra.data === undefined ? {} : { data: extra.data }) }, id: extra.id ?? null },
-    { status, headers },
-  );
-}
 
 /** A single JSON-RPC message's id where an answer may carry it (a string or a number); else null. */
 function messageId(message: unknown): string | number | null {
