@@ -62,6 +62,16 @@ async function submitOwn(buyer: Buyer, signed: string) {
   expect(res.body).toMatchObject({ success: true, data: { status: "confirmed", signature: signatureOf(signed) } });
 }
 
+/** A new owner's 1 USDC access product, a checkout of it opened for bob, and its transaction signed and sent by bob himself (neither /submit nor /confirm). */
+async function selfSentPayment(title: string) {
+  const owner = await newOwner();
+  const product = await newProduct(owner, { title, type: "access", price: "1" });
+  const open = await checkout(product, bob);
+  const signed = signCheckout(open.transaction as string, bob.keypair);
+  await submitOwn(bob, signed);
+  return { owner, product, open, signed };
+}
+
 const randomTxHash = () => base58.encode(crypto.getRandomValues(new Uint8Array(64)));
 
 beforeAll(async () => {
@@ -469,11 +479,7 @@ describe("statistics", () => {
 describe("a payment the buyer sent itself, neither submitted nor confirmed", () => {
   test("is found by the server's checkout watcher (every 5 s) and recorded: access granted, the checkout completed", async () => {
     // paygate.md: confirm "(and a background watcher over open checkouts) finds the transaction"
-    const owner = await newOwner();
-    const product = await newProduct(owner, { title: "Watched", type: "access", price: "1" });
-    const open = await checkout(product, bob);
-    const signed = signCheckout(open.transaction as string, bob.keypair);
-    await submitOwn(bob, signed);
+    const { owner, product, open, signed } = await selfSentPayment("Watched");
     const access = async () => (await pub("/access/check", owner.key, { body: { walletAddress: bob.address, productId: product } })).body;
     expect(await access()).toMatchObject({ hasAccess: false }); // nothing has looked yet
     expect(await until(async () => ((await dash("/purchases", owner.token)).body.total === 1 ? true : undefined), 15_000, 250)).toBe(true);
@@ -484,11 +490,7 @@ describe("a payment the buyer sent itself, neither submitted nor confirmed", () 
 
 describe("/public/verify of a payment the buyer sent itself", () => {
   test("is recorded by the verify (not only by the watcher, every 5 s) and answered valid; to another owner it is no payment", async () => {
-    const owner = await newOwner();
-    const product = await newProduct(owner, { title: "Self-sent", type: "access", price: "1" });
-    const open = await checkout(product, bob);
-    const signed = signCheckout(open.transaction as string, bob.keypair);
-    await submitOwn(bob, signed);
+    const { owner, product, open, signed } = await selfSentPayment("Self-sent");
     const txHash = signatureOf(signed);
     expect((await pub(`/verify/${txHash}`, ownerB.key)).body).toEqual({ valid: false, txHash, error: "not a payment for your products" });
     expect((await pub(`/verify/${txHash}`, owner.key)).body).toMatchObject({ valid: true, txHash, productId: product, productTitle: "Self-sent", walletAddress: bob.address, currency: "USDC" });
